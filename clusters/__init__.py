@@ -1,0 +1,22 @@
+"""Cluster providers (sim, kind, eks) behind one handle: Kubernetes API access, observability
+endpoints, a clock, credentials for the agent, reset. `clusters/sim` is the emulated cluster."""
+
+from clusters.base import (
+    ClusterHandle,
+    ClusterHealth,
+    ClusterProvider,
+    Endpoints,
+    open_cluster,
+    parse_cluster_ref,
+    providers,
+)
+
+__all__ = [
+    "ClusterHandle",
+    "ClusterHealth",
+    "ClusterProvider",
+    "Endpoints",
+    "open_cluster",
+    "parse_cluster_ref",
+    "providers",
+]
