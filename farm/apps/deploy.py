@@ -1,0 +1,92 @@
+"""Deploy an application: apply its manifests through the Kubernetes API and wait until every
+workload is ready, advancing the cluster clock (virtual on the emulated cluster, real sleep
+elsewhere). The same code runs on every cluster provider."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from clusters.base import ClusterHandle
+from clusters.kube import KubeError, KubeRest
+from farm.apps.base import Application
+from farm.errors import DeployError
+
+POLL_S = 5.0
+
+
+def manifests(app: Application) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in app.manifest_files():
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                docs.append(doc)
+    return docs
+
+
+def ensure_namespace(rest: KubeRest, namespace: str) -> None:
+    if rest.try_get("v1", "Namespace", namespace) is None:
+        rest.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+
+
+def apply_manifests(cluster: ClusterHandle, app: Application, namespace: str) -> int:
+    rest = KubeRest(cluster.api_client())
+    try:
+        ensure_namespace(rest, namespace)
+        docs = manifests(app)
+        for doc in docs:
+            rest.apply(doc, namespace)
+    except KubeError as exc:
+        raise DeployError(f"applying {app.name} to {cluster.ref}/{namespace} failed: {exc}") from exc
+    return len(docs)
+
+
+def not_ready(rest: KubeRest, namespace: str) -> list[str]:
+    """Workloads and pods that are not ready, each with why, e.g. `pod/geo-7d9 (CrashLoopBackOff)`."""
+    waiting: list[str] = []
+    for kind in ("Deployment", "StatefulSet"):
+        for obj in rest.list("apps/v1", kind, namespace):
+            want = obj.get("spec", {}).get("replicas", 1)
+            ready = obj.get("status", {}).get("readyReplicas", 0) or 0
+            if ready < want:
+                waiting.append(f"{kind.lower()}/{obj['metadata']['name']} ({ready}/{want} ready)")
+    if not waiting:
+        return []
+    for pod in rest.list("v1", "Pod", namespace):
+        status = pod.get("status", {})
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
+        if ready or status.get("phase") == "Succeeded":
+            continue
+        reason = status.get("phase", "Unknown")
+        for cs in status.get("containerStatuses", []) or []:
+            w = (cs.get("state") or {}).get("waiting")
+            if w and w.get("reason"):
+                reason = w["reason"]
+                break
+        waiting.append(f"pod/{pod['metadata']['name']} ({reason})")
+    return waiting
+
+
+def wait_ready(cluster: ClusterHandle, namespace: str, timeout_s: float = 600.0) -> float:
+    """Returns the cluster seconds it took; DeployError naming what is not ready on timeout."""
+    rest = KubeRest(cluster.api_client())
+    start = cluster.now()
+    while True:
+        try:
+            pending = not_ready(rest, namespace)
+        except KubeError as exc:
+            raise DeployError(f"cannot read workloads of {namespace} on {cluster.ref}: {exc}") from exc
+        if not pending:
+            return cluster.now() - start
+        if cluster.now() - start >= timeout_s:
+            shown = ", ".join(pending[:12]) + (f" and {len(pending) - 12} more" if len(pending) > 12 else "")
+            raise DeployError(f"{namespace} on {cluster.ref} not ready after {timeout_s:.0f} s: {shown}")
+        cluster.advance(POLL_S)
+
+
+def deploy(cluster: ClusterHandle, app: Application, namespace: str | None = None,
+           timeout_s: float = 600.0) -> float:
+    ns = namespace or app.namespace
+    apply_manifests(cluster, app, ns)
+    return wait_ready(cluster, ns, timeout_s)

@@ -1,0 +1,225 @@
+"""The `farm` command line. Names are stable so that people and scripts can rely on them:
+run, worker, sweep submit|status|cancel, leaderboard, problems, judge, cluster, sim, flower."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+app = typer.Typer(help="An evaluation farm for AI SRE agents.", no_args_is_help=True, add_completion=False)
+sweep_app = typer.Typer(help="Sweeps on the farm (broker + database from the environment).", no_args_is_help=True)
+app.add_typer(sweep_app, name="sweep")
+console = Console()
+err = Console(stderr=True)
+
+
+def _mount(module: str, name: str, help_text: str) -> None:
+    try:
+        sub = importlib.import_module(module).app
+    except ImportError as exc:
+        # Only a missing optional extra may disable a sub-command; say so instead of hiding it.
+        sub = typer.Typer(help=f"{help_text} (unavailable: {exc})")
+    app.add_typer(sub, name=name, help=help_text)
+
+
+_mount("farm.problems.cli", "problems", "The problem catalog: list, show, validate, mutate.")
+_mount("farm.oracles.judge_cli", "judge", "The diagnosis judge: agreement with labelled diagnoses.")
+_mount("clusters.cluster_cli", "cluster", "Clusters owned by workers: list, create, delete.")
+_mount("clusters.sim.cli", "sim", "The emulated cluster, by hand: sim up.")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def _load_spec(path: Path):  # type: ignore[no-untyped-def]
+    from farm.errors import InputError
+    from farm.spec import load_spec
+
+    try:
+        return load_spec(path)
+    except InputError as exc:
+        _fail(str(exc))
+
+
+@app.command()
+def run(
+    spec: Annotated[Path, typer.Argument(help="Sweep spec (YAML).")],
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Local worker processes.")] = 2,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the database, artifacts and leaderboard.")] = Path("farm-out"),
+    by: Annotated[str, typer.Option(help="Leaderboard grouping.")] = "agent,model",
+) -> None:
+    """Run a sweep on the embedded default: local workers, emulated clusters, SQLite, local artifacts."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from farm import dispatcher
+    from farm.runner import run_sweep
+    from farm.states import TRIAL_DONE
+    from results import leaderboard
+    from results.db import engine_for
+
+    s = _load_spec(spec)
+    out.mkdir(parents=True, exist_ok=True)
+    db_url = os.environ.get("FARM_DATABASE_URL") or f"sqlite:///{(out / 'farm.sqlite').resolve()}"
+    engine = engine_for(db_url)
+    sub = dispatcher.submit(engine, s)
+    console.print(f"sweep [bold]{sub.sweep_id}[/bold]: {sub.total} trials, {sub.done} already done, "
+                  f"{len(sub.to_run)} to run on {workers} local worker(s)")
+    if sub.to_run:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.fields[detail]}"), console=console, transient=False) as bar:
+            task = bar.add_task("trials", total=sub.total, detail="")
+
+            def show(counts: dict[str, int]) -> None:
+                done = sum(n for st, n in counts.items() if st in TRIAL_DONE)
+                detail = f"running {counts.get('running', 0)}, infra-failed {counts.get('infra_failed', 0)}"
+                bar.update(task, completed=done, detail=detail)
+
+            try:
+                run_sweep(sub.sweep_id, db_url, out, workers, cluster_options=s.cluster.model_dump(), progress=show)
+            except RuntimeError as exc:
+                _fail(str(exc), code=1)
+    rows = leaderboard.compute(engine, sub.sweep_id, by)
+    console.print(leaderboard.render(rows, by))
+    path = leaderboard.write_csv(rows, by, out / "leaderboard.csv")
+    console.print(f"leaderboard written to {path}")
+
+
+@app.command()
+def worker(
+    cluster: Annotated[str, typer.Option("--cluster", "-c", help="sim, sim:NAME, kind:NAME or eks:NAME")] = "sim",
+    name: Annotated[str | None, typer.Option(help="Worker name (default: from cluster, host and pid).")] = None,
+    loglevel: Annotated[str, typer.Option()] = "INFO",
+) -> None:
+    """One Celery worker owning one cluster (broker, database and artifacts from the environment)."""
+    from clusters.base import parse_cluster_ref
+    from farm.errors import ConfigurationError
+
+    try:
+        kind, cname = parse_cluster_ref(cluster)
+    except ConfigurationError as exc:
+        _fail(str(exc))
+    wname = name or f"{kind}-{cname}-{socket.gethostname()}-{os.getpid()}".replace(":", "-")
+    os.environ["FARM_WORKER_NAME"] = wname
+    os.environ["FARM_WORKER_CLUSTER"] = cluster
+    from tasks import app as celery_app
+    from tasks.config import SHARED_QUEUE, worker_queue
+
+    celery_app.worker_main([
+        "worker", "-Q", f"{SHARED_QUEUE},{worker_queue(wname)}", "-c", "1", "--pool", "prefork",
+        "-O", "fair", "-n", f"{wname}@%h", "--loglevel", loglevel, "-E",
+    ])
+
+
+@sweep_app.command("submit")
+def sweep_submit(spec: Annotated[Path, typer.Argument(help="Sweep spec (YAML).")]) -> None:
+    """Expand a sweep into trials and queue those not yet done (resubmitting resumes)."""
+    from farm import dispatcher
+    from results.db import default_url, engine_for
+    from tasks.trial import send_claims
+
+    s = _load_spec(spec)
+    engine = engine_for(default_url())
+    sub = dispatcher.submit(engine, s)
+    from sqlmodel import Session, select
+
+    from results.models import Trial
+
+    with Session(engine) as session:
+        keys = dict(session.exec(select(Trial.id, Trial.key).where(Trial.sweep_id == sub.sweep_id)).all())
+        running = set(session.exec(select(Trial.id).where(Trial.sweep_id == sub.sweep_id,
+                                                           Trial.state == "running")).all())
+    to_send = [t for t in sub.to_run if t not in running]
+    dispatcher.mark_queued(engine, to_send)
+    try:
+        send_claims(to_send, keys)
+    except Exception as exc:  # kombu's connection errors: say where we tried
+        _fail(f"cannot reach the broker at {os.environ.get('FARM_BROKER_URL', 'redis://127.0.0.1:6379/0')}: {exc}", 1)
+    console.print(f"sweep {sub.sweep_id}: {sub.total} trials ({sub.created} new), {sub.done} already done, "
+                  f"{len(to_send)} queued")
+
+
+@sweep_app.command("status")
+def sweep_status(sweep_id: str, json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Counts of trials per state."""
+    import json
+
+    from farm import dispatcher
+    from results import ledger
+    from results.db import default_url, engine_for
+
+    engine = engine_for(default_url())
+    ledger.reap(engine)  # a status check also requeues trials of lost workers in the ledger
+    try:
+        counts = dispatcher.status(engine, sweep_id)
+    except KeyError:
+        _fail(f"no sweep '{sweep_id}'")
+    if json_out:
+        console.print_json(json.dumps(counts))
+    else:
+        total = sum(counts.values())
+        console.print(f"sweep {sweep_id}: {total} trials — " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+
+
+@sweep_app.command("cancel")
+def sweep_cancel(sweep_id: str) -> None:
+    """Cancel the trials not yet finished; running attempts stop at their next step."""
+    from farm import dispatcher
+    from results.db import default_url, engine_for
+
+    try:
+        n = dispatcher.cancel(engine_for(default_url()), sweep_id)
+    except KeyError:
+        _fail(f"no sweep '{sweep_id}'")
+    console.print(f"sweep {sweep_id}: {n} trial(s) cancelled")
+
+
+@app.command()
+def leaderboard(
+    sweep: Annotated[str | None, typer.Option("--sweep", help="Only this sweep.")] = None,
+    by: Annotated[str, typer.Option("--by", help="agent,model | layer | noise | problem | app")] = "agent,model",
+    csv: Annotated[Path | None, typer.Option("--csv", help="Write the leaderboard as CSV here.")] = None,
+    db: Annotated[str | None, typer.Option("--db", help="Database URL (default FARM_DATABASE_URL).")] = None,
+) -> None:
+    """Success rates with 95% Wilson intervals, P(M|D), tokens, cost and times, from SQL."""
+    from results import leaderboard as lb
+    from results.db import default_url, engine_for
+
+    if by not in lb.GROUPINGS:
+        _fail(f"--by must be one of {', '.join(lb.GROUPINGS)}")
+    rows = lb.compute(engine_for(db or default_url()), sweep, by)
+    console.print(lb.render(rows, by))
+    if csv:
+        console.print(f"written to {lb.write_csv(rows, by, csv)}")
+
+
+@app.command()
+def flower(
+    port: Annotated[int, typer.Option()] = 5555,
+    address: Annotated[str, typer.Option()] = "127.0.0.1",
+) -> None:
+    """Flower on the farm's broker: workers and trial tasks, live."""
+    from tasks import app as celery_app
+
+    celery_app.start(["flower", f"--port={port}", f"--address={address}"])
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

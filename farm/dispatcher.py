@@ -1,0 +1,162 @@
+"""The dispatcher: expands a sweep spec into trial rows with a stable key
+(problem, agent, model, seed, noise) and says which of them still need to run.
+
+Submitting the same sweep again inserts only the trials it does not have and returns, as work,
+the trials not yet done: a sweep can always be resumed. Agents that use no model run once per
+problem × seed (their model column is "-").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from farm.agents.base import agents
+from farm.problems.model import Problem
+from farm.spec import SweepSpec, select_problems
+from farm.states import TRIAL_DONE, TrialState
+from results.models import Sweep, Trial
+
+NO_MODEL = "-"
+
+
+@dataclass(frozen=True)
+class TrialKey:
+    problem: str
+    agent: str
+    model: str
+    seed: int
+    noise: bool
+
+    def __str__(self) -> str:
+        return f"{self.problem}|{self.agent}|{self.model}|{self.seed}|{'noise' if self.noise else 'quiet'}"
+
+    def trial_id(self, sweep_id: str) -> str:
+        digest = hashlib.sha256(f"{sweep_id}\n{self}".encode()).hexdigest()
+        return digest[:20]
+
+
+def expand(spec: SweepSpec, problems: list[Problem]) -> Iterator[tuple[TrialKey, Problem]]:
+    for problem in problems:
+        for entry in spec.agents:
+            uses_model = getattr(agents.factory(entry.name), "uses_model", True)
+            models = spec.models if uses_model else [NO_MODEL]
+            for model in models:
+                for seed in spec.seeds:
+                    for noise in spec.noise:
+                        yield TrialKey(problem.id, entry.name, model, seed, noise), problem
+
+
+@dataclass
+class Submission:
+    sweep_id: str
+    total: int  # trials in the sweep
+    created: int  # rows inserted by this submission
+    to_run: list[str]  # trial ids not yet done, in a stable order
+    done: int
+
+
+def submit(engine: Engine, spec: SweepSpec, problems: list[Problem] | None = None,
+           batch: int = 2000) -> Submission:
+    problems = select_problems(spec) if problems is None else problems
+    now = time.time()
+    sweep_id = spec.name
+    spec_json = spec.model_dump_json()
+    with Session(engine) as session:
+        sweep = session.get(Sweep, sweep_id)
+        if sweep is None:
+            sweep = Sweep(id=sweep_id, spec_json=spec_json, created_at=now, updated_at=now,
+                          cost_cap_usd=spec.cost_cap_usd, judge=spec.judge)
+        else:
+            # A resubmission may widen the sweep; the spec on record is the latest one.
+            sweep.spec_json, sweep.updated_at, sweep.cancelled = spec_json, now, False
+            sweep.cost_cap_usd, sweep.judge = spec.cost_cap_usd, spec.judge
+        session.add(sweep)
+        session.commit()
+
+    wanted = [(key, key.trial_id(sweep_id), prob) for key, prob in expand(spec, problems)]
+    with Session(engine) as session:
+        existing = {
+            tid: state
+            for tid, state in session.execute(select(Trial.id, Trial.state).where(Trial.sweep_id == sweep_id))
+        }
+    new_rows = [
+        Trial(id=tid, sweep_id=sweep_id, key=str(key), problem_id=prob.id, app=prob.app, layer=prob.layer,
+              composition=prob.composition, agent=key.agent, model=key.model, seed=key.seed, noise=key.noise,
+              state=TrialState.PENDING, queued_at=now)
+        for key, tid, prob in wanted if tid not in existing
+    ]
+    for i in range(0, len(new_rows), batch):
+        with Session(engine) as session:
+            session.add_all(new_rows[i : i + batch])
+            session.commit()
+    # A cancelled trial of a resubmitted sweep is wanted again.
+    wanted_ids = [tid for _, tid, _ in wanted]
+    revive = [tid for tid in wanted_ids if existing.get(tid) == TrialState.CANCELLED]
+    if revive:
+        with Session(engine) as session:
+            for i in range(0, len(revive), 500):
+                session.execute(update(Trial).where(Trial.id.in_(revive[i : i + 500]))
+                                .values(state=TrialState.PENDING, queued_at=now))
+            session.commit()
+    to_run = [tid for tid in wanted_ids if existing.get(tid) not in TRIAL_DONE or tid in revive]
+    done = len(wanted_ids) - len(to_run)
+    return Submission(sweep_id, len(wanted_ids), len(new_rows), to_run, done)
+
+
+def mark_queued(engine: Engine, trial_ids: list[str]) -> None:
+    now = time.time()
+    with Session(engine) as session:
+        for i in range(0, len(trial_ids), 500):
+            session.execute(
+                update(Trial).where(Trial.id.in_(trial_ids[i : i + 500]), Trial.state == TrialState.PENDING)
+                .values(state=TrialState.QUEUED, queued_at=now)
+            )
+        session.commit()
+
+
+def cancel(engine: Engine, sweep_id: str) -> int:
+    """Cancel what has not run; running attempts notice at their next step (their lease is
+    refused) and record nothing. Returns the number of trials cancelled."""
+    with Session(engine) as session:
+        sweep = session.get(Sweep, sweep_id)
+        if sweep is None:
+            raise KeyError(sweep_id)
+        sweep.cancelled = True
+        session.add(sweep)
+        res = session.execute(
+            update(Trial).where(Trial.sweep_id == sweep_id,
+                                Trial.state.in_([TrialState.PENDING, TrialState.QUEUED, TrialState.RUNNING]))
+            .values(state=TrialState.CANCELLED, lease_owner=None, lease_expires_at=None)
+        )
+        session.commit()
+        return res.rowcount
+
+
+def status(engine: Engine, sweep_id: str) -> dict[str, int]:
+    from sqlalchemy import func
+
+    with Session(engine) as session:
+        if session.get(Sweep, sweep_id) is None:
+            raise KeyError(sweep_id)
+        rows = session.execute(
+            select(Trial.state, func.count()).where(Trial.sweep_id == sweep_id).group_by(Trial.state)
+        ).all()
+    counts = {s.value: 0 for s in TrialState}
+    counts.update({state: n for state, n in rows})
+    return counts
+
+
+def spec_of(engine: Engine, sweep_id: str) -> SweepSpec:
+    with Session(engine) as session:
+        sweep = session.get(Sweep, sweep_id)
+        if sweep is None:
+            raise KeyError(sweep_id)
+        return SweepSpec.model_validate(json.loads(sweep.spec_json))

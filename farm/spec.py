@@ -1,0 +1,263 @@
+"""The sweep spec: what a researcher asks the farm to run, as YAML validated by pydantic.
+
+    name: hotel-smoke
+    problems: {ids: [...], tags: [...], layers: [...], apps: [...]}   # all given filters hold
+    agents: [baseline, {name: react, tool_mode: summarised, options: {...}}]
+    models: [openai/gpt-4o]          # litellm model strings
+    seeds: 3                         # or an explicit list [0, 1, 2]
+    noise: [false, true]             # or a single bool
+    limits: {max_steps: 40, wall_time_s: 900, max_tokens: 2000000, max_cost_usd: 5}
+    concurrency: {openai/gpt-4o: 4}  # per-model, across the farm
+    cost_cap_usd: 200                # sweep-wide
+    judge: null                      # litellm model string; null = the offline judge
+
+`load_spec(path)` raises one SpecError naming the file, the field and the reason, before
+anything is written anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from farm.agents.base import AgentLimits
+from farm.errors import SpecError
+from farm.states import LAYERS
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProblemSelection(_Strict):
+    ids: list[str] = []
+    tags: list[str] = []
+    layers: list[str] = []
+    apps: list[str] = []
+
+    @field_validator("layers")
+    @classmethod
+    def _known_layers(cls, v: list[str]) -> list[str]:
+        for layer in v:
+            if layer not in LAYERS:
+                raise ValueError(f"unknown layer '{layer}' (known: {', '.join(LAYERS)})")
+        return v
+
+    @model_validator(mode="after")
+    def _something(self) -> ProblemSelection:
+        if not (self.ids or self.tags or self.layers or self.apps):
+            raise ValueError("select problems by at least one of ids, tags, layers, apps")
+        return self
+
+
+class AgentEntry(_Strict):
+    name: str
+    tool_mode: str = "raw"
+    options: dict[str, Any] = {}
+
+    @field_validator("tool_mode")
+    @classmethod
+    def _mode(cls, v: str) -> str:
+        if v not in ("raw", "summarised"):
+            raise ValueError("must be 'raw' or 'summarised'")
+        return v
+
+
+class Limits(AgentLimits):
+    model_config = ConfigDict(extra="forbid")
+    max_steps: int = Field(40, gt=0)
+    wall_time_s: float = Field(900.0, gt=0)
+    max_tokens: int = Field(2_000_000, gt=0)
+    max_cost_usd: float = Field(5.0, gt=0)
+
+
+class ClusterOptions(_Strict):
+    live: bool = False  # emulated clusters advance with wall time (for LLM agents)
+    speed: float = Field(1.0, gt=0)
+
+
+class SweepSpec(_Strict):
+    name: str
+    problems: ProblemSelection
+    agents: list[AgentEntry] = Field(min_length=1)
+    models: list[str] = []
+    seeds: list[int] = [0]
+    noise: list[bool] = [False]
+    limits: Limits = Limits()
+    concurrency: dict[str, int] = {}
+    cost_cap_usd: float | None = Field(None, gt=0)
+    judge: str | None = None
+    max_infra_attempts: int = Field(3, ge=1, le=10)
+    cluster: ClusterOptions = ClusterOptions()
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("must be lowercase letters, digits, '.', '_' or '-', at most 63 characters")
+        return v
+
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _agent_strings(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [{"name": a} if isinstance(a, str) else a for a in v]
+        return v
+
+    @field_validator("models")
+    @classmethod
+    def _models(cls, v: list[str]) -> list[str]:
+        for m in v:
+            if not _MODEL.match(m):
+                raise ValueError(f"'{m}' is not a litellm model string (like openai/gpt-4o)")
+        if len(set(v)) != len(v):
+            raise ValueError("lists a model twice")
+        return v
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seeds(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError("must be a count or a list of integers")
+        if isinstance(v, int):
+            if v < 1:
+                raise ValueError("a seed count must be at least 1")
+            return list(range(v))
+        return v
+
+    @field_validator("seeds")
+    @classmethod
+    def _seed_values(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("needs at least one seed")
+        if any(s < 0 for s in v):
+            raise ValueError("seeds must be non-negative")
+        if len(set(v)) != len(v):
+            raise ValueError("lists a seed twice")
+        return v
+
+    @field_validator("noise", mode="before")
+    @classmethod
+    def _noise(cls, v: Any) -> Any:
+        return [v] if isinstance(v, bool) else v
+
+    @field_validator("noise")
+    @classmethod
+    def _noise_values(cls, v: list[bool]) -> list[bool]:
+        if not v or len(set(v)) != len(v):
+            raise ValueError("must be true, false or [false, true]")
+        return v
+
+    @field_validator("concurrency")
+    @classmethod
+    def _concurrency(cls, v: dict[str, int]) -> dict[str, int]:
+        for model, n in v.items():
+            if n < 1:
+                raise ValueError(f"limit for '{model}' must be at least 1")
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self) -> SweepSpec:
+        for model in self.concurrency:
+            if model not in self.models:
+                raise _FieldError(f"concurrency.{model}", "names a model that is not in models")
+        if self.judge is not None and not _MODEL.match(self.judge):
+            raise _FieldError("judge", f"'{self.judge}' is not a litellm model string")
+        return self
+
+
+class _FieldError(ValueError):
+    """A cross-field error that names its own field."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
+
+
+def _loc(err: dict[str, Any]) -> str:
+    out = ""
+    for item in err.get("loc", ()):
+        out += f"[{item}]" if isinstance(item, int) else ("." if out else "") + str(item)
+    return out or "(top level)"
+
+
+def parse_spec(data: Any, path: str | None = None) -> SweepSpec:
+    """Validate already-parsed YAML; raises SpecError with the first problem found."""
+    if not isinstance(data, dict):
+        raise SpecError(path, "(top level)", "a sweep spec must be a YAML mapping of fields")
+    try:
+        spec = SweepSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        ctx_err = (err.get("ctx") or {}).get("error")
+        if isinstance(ctx_err, _FieldError):
+            raise SpecError(path, ctx_err.field, str(ctx_err)) from None
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "is not a known field"
+        elif err["type"] == "missing":
+            msg = "is required"
+        raise SpecError(path, _loc(err), msg) from None
+    check_against_catalog(spec, path)
+    return spec
+
+
+def check_against_catalog(spec: SweepSpec, path: str | None) -> None:
+    """Names that must exist: problems, agents, apps; an agent that needs a model gets one."""
+    from farm.agents.base import agents
+    from farm.problems.catalog import load_catalog
+
+    for i, entry in enumerate(spec.agents):
+        if entry.name not in agents:
+            raise SpecError(path, f"agents[{i}].name", f"unknown agent '{entry.name}' (known: {', '.join(agents.names())})")
+        if getattr(agents.factory(entry.name), "uses_model", True) and not spec.models:
+            raise SpecError(path, "models", f"agent '{entry.name}' needs a model, and models is empty")
+    catalog = load_catalog()
+    known = {p.id for p in catalog.problems}
+    for i, pid in enumerate(spec.problems.ids):
+        if pid not in known:
+            raise SpecError(path, f"problems.ids[{i}]", f"unknown problem '{pid}' (see `farm problems list`)")
+    apps = {p.app for p in catalog.problems}
+    for i, app in enumerate(spec.problems.apps):
+        if app not in apps:
+            raise SpecError(path, f"problems.apps[{i}]", f"no problem uses application '{app}'")
+    if not select_problems(spec):
+        raise SpecError(path, "problems", "selects no problem of the catalog")
+
+
+def select_problems(spec: SweepSpec) -> list[Any]:
+    from farm.problems.catalog import load_catalog
+
+    sel = spec.problems
+    out = []
+    for p in load_catalog().problems:
+        if sel.ids and p.id not in sel.ids:
+            continue
+        if sel.tags and not set(sel.tags) & set(p.tags):
+            continue
+        if sel.layers and p.layer not in sel.layers:
+            continue
+        if sel.apps and p.app not in sel.apps:
+            continue
+        out.append(p)
+    return out
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(str(p), "(file)", "no such file")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SpecError(str(p), "(file)", f"is not valid YAML{where}") from None
+    return parse_spec(data, str(p))

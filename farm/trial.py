@@ -1,0 +1,351 @@
+"""One trial attempt, as the library that Celery tasks and the embedded runner both call:
+deploy → inject → agent_session → oracle → record, then reset. A `TrialRun` lives on the
+worker that owns the cluster, between the steps of its chain.
+
+Every step first checks that the attempt still holds its lease (LeaseLost otherwise: a zombie
+stops without writing). Deploy, inject, oracle and reset failures are infrastructure errors:
+the trial is retried elsewhere and never counted against the agent. Whatever ends an attempt,
+what it produced so far is written to the artifact store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import traceback
+import uuid
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from clusters.base import ClusterHandle
+from farm.agents.base import AgentContext, AgentLimits, AgentResult
+from farm.errors import InfrastructureError, LeaseLost
+from farm.states import END_AGENT_ERROR, LIMIT_WALL_TIME, AttemptState
+from results import ledger
+from results.artifacts import ArtifactStore
+from results.ledger import AttemptResult, Claim
+from results.models import Sweep, Trial
+
+log = logging.getLogger("farm.trial")
+
+PHASES = ("deploy", "inject", "agent_session", "oracle", "record")
+# Seconds the runner waits past an agent's own wall-time limit before cutting it off.
+WALL_GRACE_S = 30.0
+
+
+class TrialSpec(BaseModel):
+    """Everything needed to run one trial, rebuilt from its rows (so any worker can run it)."""
+
+    trial_id: str
+    sweep_id: str
+    key: str
+    problem_id: str
+    agent: str
+    agent_options: dict[str, Any] = {}
+    tool_mode: str = "raw"
+    model: str | None
+    seed: int
+    noise: bool
+    limits: AgentLimits
+    judge: str | None
+    max_infra_attempts: int
+    cost_cap_usd: float | None = None
+
+
+def load_trial_spec(engine: Engine, trial_id: str) -> TrialSpec:
+    from farm.spec import SweepSpec
+
+    with Session(engine) as session:
+        trial = session.get(Trial, trial_id)
+        if trial is None:
+            raise KeyError(f"no trial {trial_id}")
+        sweep = session.get(Sweep, trial.sweep_id)
+        assert sweep is not None
+    spec = SweepSpec.model_validate(json.loads(sweep.spec_json))
+    entry = next((a for a in spec.agents if a.name == trial.agent), None)
+    return TrialSpec(
+        trial_id=trial.id, sweep_id=trial.sweep_id, key=trial.key, problem_id=trial.problem_id,
+        agent=trial.agent, agent_options=entry.options if entry else {},
+        tool_mode=entry.tool_mode if entry else "raw",
+        model=None if trial.model == "-" else trial.model, seed=trial.seed, noise=trial.noise,
+        limits=AgentLimits(**spec.limits.model_dump()), judge=spec.judge,
+        max_infra_attempts=spec.max_infra_attempts, cost_cap_usd=spec.cost_cap_usd,
+    )
+
+
+class TrialRun:
+    """The live state of one attempt on its worker."""
+
+    def __init__(self, spec: TrialSpec, claim: Claim, cluster: ClusterHandle, engine: Engine,
+                 store: ArtifactStore, redis_url: str | None = None) -> None:
+        from farm.apps import load_application
+        from farm.problems.catalog import load_catalog
+
+        self.spec, self.claim, self.cluster, self.engine, self.store = spec, claim, cluster, engine, store
+        self.redis_url = redis_url
+        self.problem = load_catalog().get(spec.problem_id)
+        self.app = load_application(self.problem.app)
+        self.namespace = self.app.namespace
+        self.opaque_id = uuid.uuid4().hex[:16]  # what the agent sees; never the problem id
+        self.prefix = f"{spec.sweep_id}/{spec.trial_id}/attempt-{claim.token}"
+        self.result = AttemptResult(artifacts_uri=store.base_uri(self.prefix))
+        self.lease_lost = threading.Event()
+        self.phase = "claimed"
+        self.baseline: Any = None
+        self.injection: Any = None
+        self.noise_runner: Any = None
+        self.injected_at: float | None = None
+        self.interface: Any = None
+        self.agent_result: AgentResult | None = None
+        self.diagnosis: Any = None
+        self.mitigation: Any = None
+        self.events: list[dict[str, Any]] = []
+
+    # -- bookkeeping -----------------------------------------------------------------------
+    def _event(self, kind: str, **data: Any) -> None:
+        self.events.append({"kind": kind, "at": time.time(), "cluster_time": self._now(), **data})
+
+    def _now(self) -> float | None:
+        try:
+            return self.cluster.now()
+        except Exception:  # the clock is best effort in an event log
+            return None
+
+    def _enter(self, phase: str) -> None:
+        if self.lease_lost.is_set() or not ledger.holds_lease(self.engine, self.claim):
+            raise LeaseLost(f"attempt {self.claim.token} of trial {self.claim.trial_id} no longer holds its lease")
+        self.phase = phase
+        ledger.set_phase(self.engine, self.claim, phase)
+        self._event("phase", phase=phase)
+
+    # -- the chain -------------------------------------------------------------------------
+    def deploy(self) -> None:
+        from farm.apps.deploy import deploy
+        from farm.oracles.mitigation import MitigationOracle
+
+        self._enter("deploy")
+        deploy(self.cluster, self.app, self.namespace)
+        self.oracle = MitigationOracle(self.app, self.problem)
+        self.baseline = self.oracle.capture_baseline(self.cluster, self.namespace)
+
+    def inject(self) -> None:
+        from injectors.compose import NoiseRunner, ProblemInjection
+
+        self._enter("inject")
+        self.injection = ProblemInjection(self.problem)
+        self.injection.inject(self.cluster, self.namespace)
+        self.injected_at = self.cluster.now()
+        self._event("fault_injected", faults=[f.injector for f in self.problem.faults])
+        if self.spec.noise and self.problem.noises:
+            self.noise_runner = NoiseRunner(self.problem.noises, self.spec.seed)
+            self.noise_runner.start(self.cluster, self.namespace)
+            self._event("noise_started", kinds=[n.kind for n in self.problem.noises])
+
+    def agent_session(self) -> None:
+        from farm.agents.base import agents
+        from farm.interface import AgentInterface
+
+        self._enter("agent_session")
+        self.interface = AgentInterface(self.cluster, self.namespace, self.opaque_id, mode=self.spec.tool_mode)
+        url, token = self.interface.start()
+        options = dict(self.spec.agent_options)
+        options.setdefault("sweep_id", self.spec.sweep_id)
+        if self.spec.cost_cap_usd is not None:
+            options.setdefault("sweep_cost_cap", self.spec.cost_cap_usd)
+        if self.redis_url:
+            options.setdefault("redis_url", self.redis_url)
+        ctx = AgentContext(trial_id=self.opaque_id, namespace=self.namespace, mcp_url=url, mcp_token=token,
+                           model=self.spec.model, limits=self.spec.limits, seed=self.spec.seed,
+                           tool_mode=self.spec.tool_mode, options=options)
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                agent = agents.create(self.spec.agent)
+                outcome["result"] = agent.run(ctx)
+            except Exception as exc:  # an agent that crashes has failed the trial, not the farm
+                outcome["error"] = f"{type(exc).__name__}: {exc}"
+                outcome["trace"] = traceback.format_exc()
+
+        thread = threading.Thread(target=run, name=f"agent-{self.opaque_id}", daemon=True)
+        thread.start()
+        thread.join(self.spec.limits.wall_time_s + WALL_GRACE_S)
+        try:
+            if thread.is_alive():
+                self.agent_result = AgentResult(end_reason=LIMIT_WALL_TIME,
+                                                error="agent did not stop within its wall-time limit")
+            elif "error" in outcome:
+                self.agent_result = AgentResult(end_reason=END_AGENT_ERROR, error=outcome["error"])
+                self._event("agent_error", trace=outcome["trace"][-4000:])
+            else:
+                self.agent_result = outcome["result"]
+        finally:
+            self.interface.stop()
+        self._collect_session()
+        self._save_partial()
+
+    def _collect_session(self) -> None:
+        rec = self.interface.record if self.interface else None
+        ar = self.agent_result
+        r = self.result
+        if ar is not None:
+            r.end_reason = ar.end_reason
+            r.tokens_in, r.tokens_out, r.tokens_cached = ar.tokens_in, ar.tokens_out, ar.tokens_cached
+            r.cost_usd, r.steps = ar.cost_usd, ar.steps
+            if ar.error:
+                r.error = ar.error
+        if rec is not None:
+            r.tool_calls = len(rec.tool_calls)
+            r.tool_output_tokens = sum(getattr(c, "tokens", 0) or 0 for c in rec.tool_calls)
+            r.diagnosis_submitted = rec.diagnosis is not None
+            if rec.diagnosis_at is not None and self.injected_at is not None:
+                r.time_to_diagnosis_s = max(0.0, rec.diagnosis_at - self.injected_at)
+            if ar is not None and not ar.steps:
+                r.steps = r.tool_calls
+
+    def oracle_step(self) -> None:
+        from farm.oracles.diagnosis import judge_diagnosis
+
+        self._enter("oracle")
+        if self.noise_runner is not None:
+            self.noise_runner.stop(self.cluster)  # noise stops before the oracles run
+            self._event("noise_stopped")
+            self.noise_runner = None
+        text = self.interface.record.diagnosis if self.interface else None
+        self.diagnosis = judge_diagnosis(text, self.problem.ground_truth, self.spec.judge)
+        self.mitigation = self.oracle.evaluate(self.cluster, self.namespace, self.baseline, self.injection)
+        r = self.result
+        r.diagnosis_passed, r.diagnosis_score = self.diagnosis.passed, self.diagnosis.composite
+        r.diagnosis_scores, r.judge, r.judge_offline = self.diagnosis.scores, self.diagnosis.judge, self.diagnosis.offline
+        r.judge_cost_usd = self.diagnosis.cost_usd
+        r.mitigation_passed = self.mitigation.passed
+        r.mitigation_success_rate = self.mitigation.success_rate
+        r.mitigation_checks = self.mitigation.checks
+        rec = self.interface.record if self.interface else None
+        if self.mitigation.passed and rec is not None and self.injected_at is not None:
+            at = rec.mitigation_at if rec.mitigation_at is not None else self.cluster.now()
+            r.time_to_mitigation_s = max(0.0, at - self.injected_at)
+
+    def record(self) -> bool:
+        self._enter("record")
+        self._save_artifacts()
+        won = ledger.record(self.engine, self.claim, self.result)
+        self._event("recorded" if won else "superseded")
+        return won
+
+    def reset(self) -> None:
+        """Leave the cluster clean for the next trial, whatever happened before."""
+        from farm.errors import ResetError
+
+        if self.noise_runner is not None:
+            try:
+                self.noise_runner.stop(self.cluster)
+            except Exception as exc:  # reset below removes what stop could not
+                log.warning("noise stop failed during reset: %s", exc)
+        if self.injection is not None:
+            try:
+                self.injection.recover(self.cluster)
+            except Exception as exc:  # reset below removes what recover could not
+                log.warning("recover failed during reset: %s", exc)
+        if self.interface is not None:
+            self.interface.stop()
+        try:
+            self.cluster.reset()
+        except ResetError:
+            raise
+        except Exception as exc:
+            raise ResetError(f"reset of {self.cluster.ref} failed: {exc}") from exc
+
+    # -- artifacts -------------------------------------------------------------------------
+    def _put(self, name: str, obj: Any) -> None:
+        self.store.put_json(f"{self.prefix}/{name}.json", obj)
+
+    def _save_partial(self) -> None:
+        try:
+            self._save_artifacts(snapshot=False)
+        except Exception as exc:  # partial saves are best effort; the final save reports errors
+            log.warning("partial artifact save failed: %s", exc)
+
+    def _save_artifacts(self, snapshot: bool = True) -> None:
+        rec = self.interface.record if self.interface else None
+        meta = {
+            "trial": self.spec.model_dump(), "attempt": self.claim.token, "worker": self.claim.worker,
+            "cluster": self.claim.cluster, "phase": self.phase, "agent_trial_id": self.opaque_id,
+            "injected_at": self.injected_at, "result": self.result.model_dump(),
+        }
+        self._put("attempt", meta)
+        self._put("events", self.events)
+        if self.injection is not None:
+            self._put("injections", [i.model_dump() for _, i in getattr(self.injection, "injectors", [])])
+        if self.agent_result is not None:
+            self._put("transcript", self.agent_result.transcript)
+            try:
+                from farm.llm.atif import to_atif
+
+                self._put("trajectory.atif", to_atif(self.agent_result, rec, self.spec))
+            except ImportError:
+                pass
+        if rec is not None:
+            self._put("tool_calls", [c.model_dump() for c in rec.tool_calls])
+            self._put("diagnosis", {"text": rec.diagnosis, "submitted_at": rec.diagnosis_at,
+                                    "mitigation_submitted_at": rec.mitigation_at})
+        if self.diagnosis is not None or self.mitigation is not None:
+            self._put("verdicts", {
+                "diagnosis": self.diagnosis.model_dump() if self.diagnosis is not None else None,
+                "mitigation": self.mitigation.model_dump() if self.mitigation is not None else None,
+            })
+        if snapshot:
+            try:
+                self._put("cluster_snapshot", self.cluster.snapshot(self.namespace))
+            except Exception as exc:  # a snapshot must not cost the result
+                self._put("cluster_snapshot", {"error": str(exc)})
+
+    # -- failure paths ---------------------------------------------------------------------
+    def fail_infrastructure(self, exc: BaseException) -> str | None:
+        phase = getattr(exc, "phase", None) or self.phase
+        self.result.error, self.result.error_phase = f"{type(exc).__name__}: {exc}", phase
+        self._event("infrastructure_error", phase=phase, error=str(exc))
+        try:
+            self._save_artifacts(snapshot=True)
+        except Exception as save_exc:  # the ledger update below matters more
+            log.warning("artifact save failed after infrastructure error: %s", save_exc)
+        return ledger.infra_failure(self.engine, self.claim, phase, str(exc), self.spec.max_infra_attempts,
+                                    partial=self.result)
+
+    def abandon(self, why: str) -> None:
+        self._event("abandoned", why=why)
+        try:
+            self._save_artifacts(snapshot=False)
+        except Exception as exc:  # nothing more can be done for a zombie
+            log.warning("artifact save failed for abandoned attempt: %s", exc)
+        ledger.abandon(self.engine, self.claim, AttemptState.SUPERSEDED, why)
+
+
+def run_all(run: TrialRun) -> str:
+    """Run every step in this process (the embedded runner). Returns how it ended:
+    recorded, superseded, infra_retry, infra_failed or lease_lost. Always resets."""
+    steps = (run.deploy, run.inject, run.agent_session, run.oracle_step)
+    outcome = "recorded"
+    try:
+        try:
+            for step in steps:
+                step()
+            outcome = "recorded" if run.record() else "superseded"
+        except LeaseLost as exc:
+            run.abandon(str(exc))
+            outcome = "lease_lost"
+        except InfrastructureError as exc:
+            state = run.fail_infrastructure(exc)
+            outcome = "infra_failed" if state == "infra_failed" else "infra_retry"
+        except Exception as exc:  # anything unexpected is the farm's fault, not the agent's
+            state = run.fail_infrastructure(InfrastructureError(f"{type(exc).__name__}: {exc}"))
+            log.exception("unexpected error in phase %s", run.phase)
+            outcome = "infra_failed" if state == "infra_failed" else "infra_retry"
+    finally:
+        run.reset()
+    return outcome

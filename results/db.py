@@ -1,0 +1,58 @@
+"""The SQL engine: SQLite by default (WAL, so several local worker processes share one file),
+PostgreSQL for a farm; the URL comes from FARM_DATABASE_URL or the caller."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlmodel import SQLModel, create_engine
+
+from results import models  # noqa: F401  (registers the tables)
+
+
+def default_url(out_dir: str | Path | None = None) -> str:
+    if url := os.environ.get("FARM_DATABASE_URL"):
+        return url
+    folder = Path(out_dir or "farm-out")
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'farm.sqlite'}"
+
+
+@cache
+def engine_for(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+            # pysqlite must not issue its own BEGIN; the "begin" hook below does.
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.close()
+
+        # SQLite's default deferred transactions can deadlock two writers that both read
+        # first; BEGIN IMMEDIATE takes the write lock up front.
+        @event.listens_for(engine, "begin")
+        def _begin(conn):  # type: ignore[no-untyped-def]
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+    SQLModel.metadata.create_all(engine)
+    return engine
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL is reported by whoever uses it
+        return url.split("@")[-1]

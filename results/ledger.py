@@ -1,0 +1,270 @@
+"""The trial ledger: every state change of a trial row, each one conditional UPDATE, so that
+however workers die or race, exactly one attempt writes a trial's final result.
+
+- `claim` takes the lease: the trial goes running, `current_attempt` (the fencing token) goes up
+  by one, and an Attempt row is opened. A trial that is not claimable is left alone, so a
+  duplicate claim message is harmless.
+- `heartbeat` extends the lease only while the attempt still holds it.
+- `reap` finds running trials whose lease expired (a lost worker), marks their attempt lost and
+  puts the trial back in the queue.
+- `record` writes the final result only while the attempt holds the lease; a zombie that lost
+  it is marked superseded and writes nothing final.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import select, update
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from farm.secrets import scrub
+from farm.states import TRIAL_CLAIMABLE, AttemptState, TrialState
+from results.models import Attempt, Sweep, Trial, Worker
+
+DEFAULT_LEASE_S = 60.0
+
+
+@dataclass(frozen=True)
+class Claim:
+    trial_id: str
+    token: int
+    attempt_id: int
+    worker: str
+    cluster: str
+
+
+class AttemptResult(BaseModel):
+    """What an attempt produced; every field optional, so partial results can be saved."""
+
+    end_reason: str | None = None
+    diagnosis_submitted: bool | None = None
+    diagnosis_passed: bool | None = None
+    diagnosis_score: float | None = None
+    diagnosis_scores: dict[str, float] | None = None
+    judge: str | None = None
+    judge_offline: bool | None = None
+    mitigation_passed: bool | None = None
+    mitigation_success_rate: float | None = None
+    mitigation_checks: dict[str, bool] | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    tokens_cached: int | None = None
+    cost_usd: float | None = None
+    judge_cost_usd: float | None = None
+    steps: int | None = None
+    tool_calls: int | None = None
+    tool_output_tokens: int | None = None
+    time_to_diagnosis_s: float | None = None
+    time_to_mitigation_s: float | None = None
+    artifacts_uri: str | None = None
+    error: str | None = None
+    error_phase: str | None = None
+
+    @property
+    def e2e_passed(self) -> bool | None:
+        if self.diagnosis_passed is None or self.mitigation_passed is None:
+            return None
+        return bool(self.diagnosis_passed and self.mitigation_passed)
+
+    def attempt_values(self) -> dict[str, Any]:
+        vals = self.model_dump(exclude={"diagnosis_scores", "mitigation_checks"})
+        vals["diagnosis_scores_json"] = json.dumps(self.diagnosis_scores) if self.diagnosis_scores is not None else None
+        vals["mitigation_checks_json"] = json.dumps(self.mitigation_checks) if self.mitigation_checks is not None else None
+        vals["e2e_passed"] = self.e2e_passed
+        if vals["error"]:
+            vals["error"] = scrub(vals["error"])[:4000]
+        return vals
+
+    def trial_values(self) -> dict[str, Any]:
+        keys = ("diagnosis_submitted", "diagnosis_passed", "diagnosis_score", "mitigation_passed",
+                "judge_offline", "end_reason", "tokens_in", "tokens_out", "cost_usd", "steps",
+                "tool_calls", "time_to_diagnosis_s", "time_to_mitigation_s")
+        vals = {k: getattr(self, k) for k in keys}
+        vals["e2e_passed"] = self.e2e_passed
+        vals["error"] = scrub(self.error)[:4000] if self.error else None
+        return vals
+
+
+def _open_attempt(session: Session, trial_id: str, token: int, worker: str, cluster: str, now: float) -> Claim:
+    attempt = Attempt(trial_id=trial_id, token=token, worker=worker, cluster=cluster, started_at=now)
+    session.add(attempt)
+    session.flush()
+    assert attempt.id is not None
+    return Claim(trial_id, token, attempt.id, worker, cluster)
+
+
+def claim(engine: Engine, trial_id: str, worker: str, cluster: str, lease_s: float = DEFAULT_LEASE_S) -> Claim | None:
+    now = time.time()
+    with Session(engine) as session:
+        res = session.execute(
+            update(Trial)
+            .where(Trial.id == trial_id, Trial.state.in_(list(TRIAL_CLAIMABLE)))
+            .where(~select(Sweep.cancelled).where(Sweep.id == Trial.sweep_id).scalar_subquery())
+            .values(state=TrialState.RUNNING, current_attempt=Trial.current_attempt + 1,
+                    lease_owner=worker, lease_expires_at=now + lease_s)
+        )
+        if res.rowcount != 1:
+            session.rollback()
+            return None
+        token = session.execute(select(Trial.current_attempt).where(Trial.id == trial_id)).scalar_one()
+        claimed = _open_attempt(session, trial_id, token, worker, cluster, now)
+        session.commit()
+        return claimed
+
+
+def claim_next(engine: Engine, sweep_id: str, worker: str, cluster: str,
+               lease_s: float = DEFAULT_LEASE_S) -> Claim | None:
+    """Embedded mode: the database is the queue. Tries candidates until one claim succeeds."""
+    while True:
+        with Session(engine) as session:
+            candidates = session.execute(
+                select(Trial.id).where(Trial.sweep_id == sweep_id, Trial.state.in_(list(TRIAL_CLAIMABLE)))
+                .order_by(Trial.queued_at, Trial.id).limit(8)
+            ).scalars().all()
+        if not candidates:
+            return None
+        for trial_id in candidates:
+            if got := claim(engine, trial_id, worker, cluster, lease_s):
+                return got
+
+
+def heartbeat(engine: Engine, c: Claim, lease_s: float = DEFAULT_LEASE_S) -> bool:
+    with Session(engine) as session:
+        res = session.execute(
+            update(Trial)
+            .where(Trial.id == c.trial_id, Trial.current_attempt == c.token, Trial.state == TrialState.RUNNING)
+            .values(lease_expires_at=time.time() + lease_s)
+        )
+        session.commit()
+        return res.rowcount == 1
+
+
+def holds_lease(engine: Engine, c: Claim) -> bool:
+    with Session(engine) as session:
+        row = session.execute(
+            select(Trial.state, Trial.current_attempt).where(Trial.id == c.trial_id)
+        ).one_or_none()
+    return bool(row and row[0] == TrialState.RUNNING and row[1] == c.token)
+
+
+def set_phase(engine: Engine, c: Claim, phase: str, partial: AttemptResult | None = None) -> None:
+    values: dict[str, Any] = {"phase": phase}
+    if partial is not None:
+        values.update({k: v for k, v in partial.attempt_values().items() if v is not None})
+    with Session(engine) as session:
+        session.execute(update(Attempt).where(Attempt.id == c.attempt_id).values(**values))
+        session.commit()
+
+
+def record(engine: Engine, c: Claim, result: AttemptResult) -> bool:
+    """Write the final result; False (and the attempt marked superseded) if the lease is gone."""
+    now = time.time()
+    with Session(engine) as session:
+        res = session.execute(
+            update(Trial)
+            .where(Trial.id == c.trial_id, Trial.current_attempt == c.token, Trial.state == TrialState.RUNNING)
+            .values(state=TrialState.FINISHED, finished_at=now, final_attempt=c.token,
+                    lease_owner=None, lease_expires_at=None, **result.trial_values())
+        )
+        won = res.rowcount == 1
+        state = AttemptState.RECORDED if won else AttemptState.SUPERSEDED
+        session.execute(
+            update(Attempt).where(Attempt.id == c.attempt_id)
+            .values(state=state, ended_at=now, phase="recorded" if won else "superseded", **result.attempt_values())
+        )
+        session.commit()
+        return won
+
+
+def infra_failure(engine: Engine, c: Claim, phase: str, error: str, max_attempts: int,
+                  partial: AttemptResult | None = None) -> str | None:
+    """The cluster failed, not the agent. The trial is queued again until `max_attempts`
+    infrastructure failures, then it is infra_failed. Returns the trial's new state, or None
+    when the attempt had already lost its lease."""
+    now = time.time()
+    vals = (partial or AttemptResult()).attempt_values()
+    vals.update(error=scrub(error)[:4000], error_phase=phase)
+    with Session(engine) as session:
+        row = session.execute(
+            select(Trial.infra_attempts).where(
+                Trial.id == c.trial_id, Trial.current_attempt == c.token, Trial.state == TrialState.RUNNING)
+        ).one_or_none()
+        if row is None:
+            session.execute(update(Attempt).where(Attempt.id == c.attempt_id)
+                            .values(state=AttemptState.SUPERSEDED, ended_at=now, **vals))
+            session.commit()
+            return None
+        failures = row[0] + 1
+        new_state = TrialState.INFRA_FAILED if failures >= max_attempts else TrialState.QUEUED
+        extra = {"finished_at": now, "error": scrub(f"{phase}: {error}")[:4000]} if new_state == TrialState.INFRA_FAILED else {}
+        session.execute(
+            update(Trial).where(Trial.id == c.trial_id, Trial.current_attempt == c.token)
+            .values(state=new_state, infra_attempts=failures, lease_owner=None, lease_expires_at=None,
+                    queued_at=now, **extra)
+        )
+        session.execute(update(Attempt).where(Attempt.id == c.attempt_id)
+                        .values(state=AttemptState.INFRA_ERROR, ended_at=now, **vals))
+        session.commit()
+        return new_state
+
+
+def abandon(engine: Engine, c: Claim, state: str, error: str | None = None) -> None:
+    """Close an attempt that will not record (cancelled, lease lost)."""
+    with Session(engine) as session:
+        session.execute(update(Attempt).where(Attempt.id == c.attempt_id, Attempt.state == AttemptState.RUNNING)
+                        .values(state=state, ended_at=time.time(), error=error))
+        session.commit()
+
+
+def reap(engine: Engine, now: float | None = None) -> list[str]:
+    """Requeue trials whose lease expired; their open attempt is marked lost."""
+    now = time.time() if now is None else now
+    requeued: list[str] = []
+    with Session(engine) as session:
+        expired = session.execute(
+            select(Trial.id, Trial.current_attempt).where(
+                Trial.state == TrialState.RUNNING, Trial.lease_expires_at < now)
+        ).all()
+    for trial_id, token in expired:
+        with Session(engine) as session:
+            res = session.execute(
+                update(Trial)
+                .where(Trial.id == trial_id, Trial.current_attempt == token, Trial.state == TrialState.RUNNING,
+                       Trial.lease_expires_at < now)
+                .values(state=TrialState.QUEUED, lease_owner=None, lease_expires_at=None, queued_at=now)
+            )
+            if res.rowcount == 1:
+                session.execute(
+                    update(Attempt).where(Attempt.trial_id == trial_id, Attempt.token == token,
+                                          Attempt.state == AttemptState.RUNNING)
+                    .values(state=AttemptState.LOST, ended_at=now,
+                            error="worker lost: lease expired without a heartbeat")
+                )
+                requeued.append(trial_id)
+            session.commit()
+    return requeued
+
+
+def register_worker(engine: Engine, name: str, cluster: str, hostname: str, pid: int) -> None:
+    now = time.time()
+    with Session(engine) as session:
+        w = session.get(Worker, name) or Worker(name=name, cluster=cluster, hostname=hostname, pid=pid,
+                                               started_at=now, heartbeat_at=now)
+        w.cluster, w.hostname, w.pid, w.started_at, w.heartbeat_at, w.state = cluster, hostname, pid, now, now, "idle"
+        session.add(w)
+        session.commit()
+
+
+def worker_heartbeat(engine: Engine, name: str, state: str, current_trial: str | None,
+                     healthy: bool = True, detail: str = "") -> None:
+    with Session(engine) as session:
+        session.execute(update(Worker).where(Worker.name == name).values(
+            heartbeat_at=time.time(), state=state, current_trial=current_trial,
+            cluster_healthy=healthy, detail=detail[:500]))
+        session.commit()

@@ -1,0 +1,106 @@
+"""SQL tables: sweeps, trials (one row per problem × agent × model × seed × noise, carrying the
+final result once one attempt recorded it), attempts (every try, including lost ones), workers."""
+
+from __future__ import annotations
+
+from sqlmodel import Field, SQLModel
+
+from farm.states import AttemptState, TrialState
+
+
+class Sweep(SQLModel, table=True):
+    id: str = Field(primary_key=True)  # the spec's name
+    spec_json: str
+    created_at: float
+    updated_at: float
+    cancelled: bool = False
+    cost_cap_usd: float | None = None
+    judge: str | None = None
+
+
+class Trial(SQLModel, table=True):
+    id: str = Field(primary_key=True)  # stable: hash of sweep id and key
+    sweep_id: str = Field(index=True, foreign_key="sweep.id")
+    key: str  # problem|agent|model|seed|noise
+    problem_id: str = Field(index=True)
+    app: str
+    layer: str
+    composition: str
+    agent: str
+    model: str  # "-" for agents that use no model
+    seed: int
+    noise: bool
+    state: str = Field(default=TrialState.PENDING, index=True)
+    # Lease and fencing: `current_attempt` is the fencing token of the attempt that may write.
+    current_attempt: int = 0
+    lease_owner: str | None = None
+    lease_expires_at: float | None = Field(default=None, index=True)
+    infra_attempts: int = 0
+    queued_at: float | None = None
+    finished_at: float | None = None
+    # The final result, copied from the recording attempt so leaderboards scan one table.
+    final_attempt: int | None = None
+    diagnosis_submitted: bool | None = None
+    diagnosis_passed: bool | None = None
+    diagnosis_score: float | None = None
+    mitigation_passed: bool | None = None
+    e2e_passed: bool | None = None
+    judge_offline: bool | None = None
+    end_reason: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    steps: int | None = None
+    tool_calls: int | None = None
+    time_to_diagnosis_s: float | None = None
+    time_to_mitigation_s: float | None = None
+    error: str | None = None
+
+
+class Attempt(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    trial_id: str = Field(index=True, foreign_key="trial.id")
+    token: int  # the fencing token this attempt was given
+    worker: str
+    cluster: str
+    state: str = Field(default=AttemptState.RUNNING, index=True)
+    phase: str = "claimed"  # the last phase the attempt reached
+    started_at: float
+    ended_at: float | None = None
+    end_reason: str | None = None
+    diagnosis_submitted: bool | None = None
+    diagnosis_passed: bool | None = None
+    diagnosis_score: float | None = None
+    diagnosis_scores_json: str | None = None
+    judge: str | None = None
+    judge_offline: bool | None = None
+    mitigation_passed: bool | None = None
+    mitigation_success_rate: float | None = None
+    mitigation_checks_json: str | None = None
+    e2e_passed: bool | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    tokens_cached: int | None = None
+    cost_usd: float | None = None
+    judge_cost_usd: float | None = None
+    steps: int | None = None
+    tool_calls: int | None = None
+    tool_output_tokens: int | None = None
+    time_to_diagnosis_s: float | None = None
+    time_to_mitigation_s: float | None = None
+    artifacts_uri: str | None = None
+    error: str | None = None
+    error_phase: str | None = None
+
+
+class Worker(SQLModel, table=True):
+    name: str = Field(primary_key=True)
+    cluster: str
+    hostname: str
+    pid: int
+    started_at: float
+    heartbeat_at: float
+    state: str = "idle"  # idle, busy, stopped
+    current_trial: str | None = None
+    cluster_healthy: bool = True
+    detail: str = ""

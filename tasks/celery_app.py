@@ -1,0 +1,31 @@
+"""The Celery app, configured for long tasks: late acks, one message prefetched at a time,
+requeue when a worker process dies, a visibility timeout above the hard time limit."""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Queue
+
+from tasks.config import SHARED_QUEUE, from_env
+
+config = from_env()
+
+app = Celery("farm", broker=config.broker_url, include=["tasks.trial"])
+app.conf.update(
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    task_soft_time_limit=config.soft_time_limit_s,
+    task_time_limit=config.hard_time_limit_s,
+    broker_transport_options={"visibility_timeout": config.visibility_timeout_s},
+    broker_connection_retry_on_startup=True,
+    task_default_queue=SHARED_QUEUE,
+    task_queues=[Queue(SHARED_QUEUE)],
+    task_ignore_result=True,  # results live in SQL, not in a Celery backend
+    task_serializer="json",
+    accept_content=["json"],
+    worker_send_task_events=True,  # Flower shows tasks live
+    task_send_sent_event=True,
+    worker_hijack_root_logger=False,
+    worker_max_tasks_per_child=None,
+)
