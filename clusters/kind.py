@@ -1,0 +1,113 @@
+"""Provider "kind": a local multi-node cluster per worker, through the `kind` CLI.
+
+`open(name)` reuses a cluster of that name (`kind get clusters`) or creates one from a written
+config (one control plane + N workers), fetches its kubeconfig, preloads images and installs the
+stack. Clusters are deleted only on explicit request (`farm cluster delete kind:NAME`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clusters.base import ClusterProvider, providers
+from clusters.real import KubeconfigClusterHandle
+from clusters.stack.tools import run_tool
+from farm.errors import ClusterUnavailable, ConfigurationError
+
+NODE_IMAGE = "kindest/node:v1.30.0"  # the node image kind v0.23.0 ships with
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def kind_config(name: str, workers: int) -> dict[str, Any]:
+    return {
+        "kind": "Cluster",
+        "apiVersion": "kind.x-k8s.io/v1alpha4",
+        "name": name,
+        "nodes": [{"role": "control-plane"}] + [{"role": "worker"} for _ in range(workers)],
+    }
+
+
+def _state_dir(name: str) -> Path:
+    root = Path(os.environ.get("FARM_STATE_DIR") or Path(tempfile.gettempdir()) / "sre-farm")
+    path = root / "kind" / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@providers.register("kind")
+class KindProvider(ClusterProvider):
+    def __init__(self, kind: str = "kind", helm: str = "helm", retries: int = 3, backoff: float = 2.0) -> None:
+        self.kind, self.helm = kind, helm
+        self.retries, self.backoff = retries, backoff
+
+    def _run(self, *args: str, what: str) -> str:
+        return run_tool([self.kind, *args], what=what, retries=self.retries, backoff=self.backoff).stdout
+
+    def clusters(self) -> list[str]:
+        out = self._run("get", "clusters", what="listing kind clusters")
+        return [line.strip() for line in out.splitlines() if line.strip()]
+
+    def open(
+        self,
+        name: str,
+        *,
+        workers: int = 2,
+        node_image: str = NODE_IMAGE,
+        create: bool = True,
+        preload_images: list[str] | None = None,
+        install_stack: bool = True,
+        workdir: Path | None = None,
+        **handle_options: Any,
+    ) -> KubeconfigClusterHandle:
+        if not NAME.match(name):
+            raise ConfigurationError(f"kind cluster name '{name}' must be lowercase letters, digits and '-'")
+        if workers < 0:
+            raise ConfigurationError(f"kind:{name}: workers must be 0 or more, not {workers}")
+        workdir = Path(workdir) if workdir else _state_dir(name)
+        workdir.mkdir(parents=True, exist_ok=True)
+        if name not in self.clusters():
+            if not create:
+                raise ClusterUnavailable(f"kind cluster '{name}' does not exist (create it with "
+                                         f"`farm cluster create kind:{name}`)")
+            self.create(name, workers=workers, node_image=node_image, workdir=workdir)
+        kubeconfig = workdir / "kubeconfig"
+        text = self._run("get", "kubeconfig", "--name", name, what=f"reading the kubeconfig of kind:{name}")
+        fd = os.open(kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        if preload_images:
+            self.preload(name, preload_images)
+        handle = KubeconfigClusterHandle("kind", name, kubeconfig, workdir=workdir, **handle_options)
+        if install_stack:
+            from clusters.stack import install_stack as install
+
+            try:
+                install(handle, helm=self.helm)
+            except Exception:
+                handle.close()
+                raise
+        return handle
+
+    def create(self, name: str, *, workers: int = 2, node_image: str = NODE_IMAGE,
+               workdir: Path | None = None) -> Path:
+        """Create the cluster; returns the config file it was created from."""
+        workdir = Path(workdir) if workdir else _state_dir(name)
+        config = workdir / "kind-config.yaml"
+        config.write_text(yaml.safe_dump(kind_config(name, workers), sort_keys=False))
+        self._run("create", "cluster", "--name", name, "--config", str(config), "--image", node_image,
+                  "--wait", "5m", what=f"creating kind cluster '{name}'")
+        return config
+
+    def preload(self, name: str, images: list[str]) -> None:
+        """Load images from the local Docker daemon into every node (no pulls during trials)."""
+        self._run("load", "docker-image", *images, "--name", name,
+                  what=f"loading {len(images)} image(s) into kind:{name}")
+
+    def delete(self, name: str) -> None:
+        self._run("delete", "cluster", "--name", name, what=f"deleting kind cluster '{name}'")
