@@ -173,11 +173,14 @@ def record(engine: Engine, c: Claim, result: AttemptResult) -> bool:
                     lease_owner=None, lease_expires_at=None, **result.trial_values())
         )
         won = res.rowcount == 1
-        state = AttemptState.RECORDED if won else AttemptState.SUPERSEDED
-        session.execute(
-            update(Attempt).where(Attempt.id == c.attempt_id)
-            .values(state=state, ended_at=now, phase="recorded" if won else "superseded", **result.attempt_values())
-        )
+        session.execute(update(Attempt).where(Attempt.id == c.attempt_id).values(**result.attempt_values()))
+        if won:
+            session.execute(update(Attempt).where(Attempt.id == c.attempt_id)
+                            .values(state=AttemptState.RECORDED, ended_at=now, phase="recorded"))
+        else:
+            # A reaped attempt stays `lost`; one that never was reaped is `superseded`.
+            session.execute(update(Attempt).where(Attempt.id == c.attempt_id, Attempt.state == AttemptState.RUNNING)
+                            .values(state=AttemptState.SUPERSEDED, ended_at=now))
         session.commit()
         return won
 

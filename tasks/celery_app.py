@@ -17,7 +17,11 @@ app.conf.update(
     worker_prefetch_multiplier=1,
     task_soft_time_limit=config.soft_time_limit_s,
     task_time_limit=config.hard_time_limit_s,
-    broker_transport_options={"visibility_timeout": config.visibility_timeout_s},
+    broker_transport_options={
+        "visibility_timeout": config.visibility_timeout_s,
+        # Several farms (or test runs) can share one Redis without seeing each other's queues.
+        **({"global_keyprefix": config.key_prefix} if config.key_prefix else {}),
+    },
     broker_connection_retry_on_startup=True,
     task_default_queue=SHARED_QUEUE,
     task_queues=[Queue(SHARED_QUEUE)],

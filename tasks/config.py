@@ -20,6 +20,7 @@ class FarmConfig:
     lease_s: float
     soft_time_limit_s: int
     hard_time_limit_s: int
+    key_prefix: str | None = None
 
     @property
     def visibility_timeout_s(self) -> int:
@@ -41,4 +42,5 @@ def from_env() -> FarmConfig:
         lease_s=float(os.environ.get("FARM_LEASE_S", "60")),
         soft_time_limit_s=soft,
         hard_time_limit_s=max(hard, soft + 1),
+        key_prefix=os.environ.get("FARM_BROKER_KEYPREFIX") or None,
     )

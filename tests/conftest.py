@@ -1,0 +1,99 @@
+"""Fixtures shared by the whole suite: Debian's kubectl 1.20 first on PATH, an isolated
+PostgreSQL database per run, a Redis key prefix per run, a real S3-compatible server (moto)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+KUBECTL_DIR = ROOT / ".tools" / "kubectl-root" / "usr" / "bin"
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+if KUBECTL_DIR.is_dir():
+    os.environ["PATH"] = f"{KUBECTL_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
+# The farm reads these; a developer's own settings must not leak into tests.
+for var in ("FARM_BROKER_URL", "FARM_DATABASE_URL", "FARM_ARTIFACTS", "FARM_BROKER_KEYPREFIX"):
+    os.environ.pop(var, None)
+
+REDIS_URL = "redis://127.0.0.1:6379/9"
+PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def redis_prefix() -> Iterator[str]:
+    """A key prefix of this run's own; only keys under it are deleted afterwards."""
+    import redis
+
+    prefix = f"farmtest-{uuid.uuid4().hex[:8]}:"
+    yield prefix
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter(match=f"{prefix}*", count=1000):
+        client.delete(key)
+
+
+@pytest.fixture()
+def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database, created for the test and dropped after it."""
+    import sqlalchemy as sa
+
+    name = f"farm_test_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
+    yield url
+    from results.db import engine_for
+
+    engine_for(url).dispose()
+    engine_for.cache_clear()
+    with admin.connect() as conn:
+        conn.exec_driver_sql(
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+        )
+        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
+    admin.dispose()
+
+
+@pytest.fixture()
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'farm.sqlite'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'farm.sqlite'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """moto in server mode on loopback: a real S3-compatible HTTP server."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture()
+def s3_env(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    return s3_endpoint

@@ -1,0 +1,81 @@
+"""The leaderboard is computed by SQL from recorded rows; these tests recompute the same figures
+in Python from the rows themselves and compare."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pandas as pd
+import pytest
+from sqlmodel import Session
+
+from farm.states import TrialState
+from results import leaderboard
+from results.db import engine_for
+from results.models import Sweep, Trial
+
+
+def _rows(engine, n: int = 200, seed: int = 7) -> list[Trial]:
+    rng = random.Random(seed)
+    now = time.time()
+    trials = []
+    with Session(engine, expire_on_commit=False) as s:
+        s.add(Sweep(id="sw", spec_json="{}", created_at=now, updated_at=now))
+        for i in range(n):
+            agent, model = rng.choice([("baseline", "-"), ("react", "openai/a"), ("react", "openai/b")])
+            infra = rng.random() < 0.05
+            d, m = rng.random() < 0.5, rng.random() < 0.6
+            t = Trial(id=f"t{i}", sweep_id="sw", key=str(i), problem_id=f"p{i % 7}", app="hotel-reservation",
+                      layer=rng.choice(["application", "os"]), composition="single", agent=agent, model=model,
+                      seed=i % 3, noise=bool(i % 2),
+                      state=TrialState.INFRA_FAILED if infra else TrialState.FINISHED)
+            if not infra:
+                t.diagnosis_passed, t.mitigation_passed, t.e2e_passed = d, m, d and m
+                t.tokens_in, t.tokens_out, t.cost_usd = rng.randint(100, 9000), rng.randint(10, 900), rng.random()
+                t.time_to_diagnosis_s = rng.uniform(10, 600) if d else None
+                t.judge_offline = True
+            trials.append(t)
+            s.add(t)
+        s.commit()
+    return trials
+
+
+@pytest.mark.parametrize("by", ["agent,model", "layer", "noise", "problem"])
+def test_figures_match_the_rows(db_url, by, tmp_path):
+    engine = engine_for(db_url)
+    trials = _rows(engine)
+    rows = leaderboard.compute(engine, "sw", by)
+    keys = leaderboard.GROUPINGS[by]
+    assert rows, "no groups"
+    for row in rows:
+        group = [t for t in trials if all(getattr(t, k) == row[k] for k in keys)]
+        done = [t for t in group if t.state == TrialState.FINISHED]
+        assert row["n"] == len(done)
+        assert row["infra_failed"] == len(group) - len(done)
+        diag = sum(t.diagnosis_passed for t in done)
+        assert row["diagnosis_rate"] == pytest.approx(diag / len(done))
+        assert row["e2e_rate"] == pytest.approx(sum(t.e2e_passed for t in done) / len(done))
+        both = sum(t.diagnosis_passed and t.mitigation_passed for t in done)
+        assert row["p_mitigation_given_diagnosis"] == pytest.approx(both / diag)
+        assert row["mean_tokens"] == pytest.approx(sum(t.tokens_in + t.tokens_out for t in done) / len(done))
+        lo, hi = leaderboard.wilson(diag, len(done))
+        assert row["diagnosis_lo"] == pytest.approx(lo) and row["diagnosis_hi"] == pytest.approx(hi)
+        assert row["diagnosis_lo"] <= row["diagnosis_rate"] <= row["diagnosis_hi"]
+    path = leaderboard.write_csv(rows, by, tmp_path / "lb.csv")
+    frame = pd.read_csv(path)
+    assert list(frame.columns) == leaderboard.header(by)
+    assert frame["n"].sum() == sum(t.state == TrialState.FINISHED for t in trials)
+
+
+def test_wilson_known_values():
+    lo, hi = leaderboard.wilson(8, 10)
+    assert lo == pytest.approx(0.4902, abs=1e-4) and hi == pytest.approx(0.9433, abs=1e-4)
+    assert leaderboard.wilson(0, 0) == (None, None)
+    lo, hi = leaderboard.wilson(0, 5)
+    assert lo == 0.0 and 0 < hi < 0.5
+
+
+def test_unknown_grouping_is_refused(sqlite_url):
+    with pytest.raises(ValueError, match="--by must be one of"):
+        leaderboard.compute(engine_for(sqlite_url), None, "colour")
