@@ -1,0 +1,79 @@
+"""What one agent session did, as recorded by the interface server (never trusted from the agent):
+every tool call with its output and token count, the submissions, and the mutating commands."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+RECORD_VERSION = 1
+
+
+class ToolCall(BaseModel):
+    index: int  # position in the session, from 0
+    name: str
+    args: dict[str, Any] = {}
+    output: str = ""  # exactly what the agent was shown (secrets scrubbed)
+    tokens: int = 0  # cl100k_base tokens of `output`
+    at: float = 0.0  # cluster time when the call started
+    wall_s: float = 0.0  # wall-clock duration of the call
+    error: str | None = None  # set when the call failed or was refused; `output` then says why
+
+
+class Mutation(BaseModel):
+    """A state-changing kubectl command, with what is needed to undo it."""
+
+    call_index: int  # the ToolCall that ran it
+    command: str
+    at: float
+    targets: list[str] = []  # "kind/name" as captured before the change
+    undo: str | None = None  # human-readable undo, None where none exists
+    undone: bool = False
+    # The objects as they were before the change ({"kind/name": object or None if absent}).
+    before: dict[str, Any] = {}
+
+
+class SessionRecord(BaseModel):
+    version: int = RECORD_VERSION
+    trial_id: str
+    namespace: str
+    mode: str  # "raw" or "summarised"
+    started_at: float | None = None  # cluster time when the server started
+    tool_calls: list[ToolCall] = []
+    diagnosis: str | None = None  # the last submitted diagnosis
+    diagnosis_at: float | None = None
+    diagnoses_submitted: int = 0
+    mitigation_at: float | None = None  # when submit_mitigation was called
+    mutations: list[Mutation] = []
+
+    @property
+    def tool_tokens(self) -> int:
+        return sum(call.tokens for call in self.tool_calls)
+
+    @property
+    def errors(self) -> list[ToolCall]:
+        return [call for call in self.tool_calls if call.error]
+
+
+@cache
+def _encoding() -> Any:
+    # The machine may have no internet: tiktoken reads cl100k_base from the copy litellm ships,
+    # found without importing litellm (which takes seconds).
+    if not os.environ.get("TIKTOKEN_CACHE_DIR"):
+        spec = find_spec("litellm")
+        if spec and spec.origin:
+            bundled = Path(spec.origin).parent / "litellm_core_utils" / "tokenizers"
+            if bundled.is_dir():
+                os.environ["TIKTOKEN_CACHE_DIR"] = str(bundled)
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base")
+
+
+def count_tokens(text: str) -> int:
+    return len(_encoding().encode(text, disallowed_special=()))

@@ -1,0 +1,362 @@
+"""One MCP server per trial: streamable HTTP on 127.0.0.1 (a random port, a background thread with
+its own event loop), a per-trial bearer token, and the tools an on-call engineer uses. Every call
+is recorded in a SessionRecord; a failed, refused or timed-out call returns its reason to the
+agent as an error result and never ends the session."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError as McpToolError
+from mcp_types import CallToolResult, TextContent
+
+from clusters.base import ClusterHandle
+from farm.errors import ToolError
+from farm.interface import undo as undo_mod
+from farm.interface.kubectl import Kubectl, parse_command
+from farm.interface.record import Mutation, SessionRecord, ToolCall, count_tokens
+from farm.interface.summarise import dedupe_text
+from farm.interface.telemetry import Telemetry
+from farm.secrets import scrub
+
+Mode = Literal["raw", "summarised"]
+MODES = ("raw", "summarised")
+TOOL_NAMES = (
+    "kubectl", "undo_last", "prometheus_query", "prometheus_query_range", "get_alerts",
+    "loki_query", "loki_labels", "jaeger_services", "jaeger_operations", "jaeger_traces",
+    "jaeger_dependencies", "wait", "submit_diagnosis", "submit_mitigation",
+)
+
+
+def _text_result(text: str, error: bool) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
+
+
+class _RecordingServer(MCPServer[Any]):
+    """Records the calls the SDK rejects before a tool runs (unknown tool, malformed arguments)."""
+
+    def __init__(self, on_rejected: Callable[[str, dict[str, Any], str], None], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._on_rejected = on_rejected
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except McpToolError as exc:
+            self._on_rejected(name, arguments, str(exc))
+            raise
+
+
+class _BearerAuth:
+    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <trial token>`."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app, self.expected = app, f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                body = json.dumps({"error": "invalid_token",
+                                   "error_description": "missing or wrong bearer token"}).encode()
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"), (b"www-authenticate", b'Bearer error="invalid_token"'),
+                    (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+class AgentInterface:
+    """The agent's only way into the trial. `start()` returns (url, token); `record` holds what
+    happened; `finished` is set once the agent calls submit_mitigation."""
+
+    def __init__(self, cluster: ClusterHandle, namespace: str, trial_id: str, mode: Mode = "raw", *,
+                 kubectl_binary: str | None = None, tool_timeout_s: float = 90.0,
+                 kubectl_timeout_s: float = 60.0, max_output_chars: int = 30_000,
+                 max_wait_s: float = 900.0) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be 'raw' or 'summarised', not '{mode}'")
+        self.cluster, self.namespace, self.trial_id, self.mode = cluster, namespace, trial_id, mode
+        self.summarised = mode == "summarised"
+        self.tool_timeout_s, self.max_output_chars, self.max_wait_s = tool_timeout_s, max_output_chars, max_wait_s
+        self._kubectl_binary, self._kubectl_timeout_s = kubectl_binary, kubectl_timeout_s
+        self.record = SessionRecord(trial_id=trial_id, namespace=namespace, mode=mode)
+        self.finished = threading.Event()
+        self.token = ""
+        self.url = ""
+        self._lock = threading.Lock()
+        self._next_index = 0
+        self._thread: threading.Thread | None = None
+        self._uvicorn: Any = None
+        self._kubectl: Kubectl | None = None
+        self._telemetry: Telemetry | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> tuple[str, str]:
+        import uvicorn
+
+        if self._thread is not None:
+            return self.url, self.token
+        self._kubectl = Kubectl(self.cluster.agent_kubeconfig(self.namespace), self.namespace,
+                                binary=self._kubectl_binary, timeout_s=self._kubectl_timeout_s,
+                                virtual_time=self.cluster.virtual_time)
+        ep = self.cluster.endpoints
+        self._telemetry = Telemetry(ep.prometheus, ep.loki, ep.jaeger, self.cluster.now, self.namespace,
+                                    self.summarised)
+        self.record.started_at = self._now()
+        self.token = secrets.token_urlsafe(32)
+        server = self._build_server()
+        app = _BearerAuth(server.streamable_http_app(host="127.0.0.1"), self.token)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+        self._uvicorn = uvicorn.Server(config)
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._uvicorn.serve(sockets=[sock])),
+                                        name=f"mcp-{self.trial_id}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 15
+        while not self._uvicorn.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the MCP server did not start")
+            time.sleep(0.01)
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        return self.url, self.token
+
+    def stop(self) -> None:
+        if self._uvicorn is not None:
+            self._uvicorn.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        for part in (self._kubectl, self._telemetry):
+            if part is not None:
+                part.close()
+        self._thread = None
+
+    def __enter__(self) -> AgentInterface:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- recording -------------------------------------------------------------------------
+    def _now(self) -> float:
+        try:
+            return self.cluster.now()
+        except Exception:  # the clock's own failure must not lose the record
+            return time.time()
+
+    def _reserve(self) -> int:
+        with self._lock:
+            self._next_index += 1
+            return self._next_index - 1
+
+    def _append(self, index: int, name: str, args: dict[str, Any], output: str, at: float, wall_s: float,
+                error: str | None) -> ToolCall:
+        call = ToolCall(index=index, name=name, args=_scrub_args(args), output=output,
+                        tokens=count_tokens(output), at=at, wall_s=wall_s, error=error)
+        with self._lock:
+            self.record.tool_calls.append(call)
+            self.record.tool_calls.sort(key=lambda c: c.index)
+        return call
+
+    def _on_rejected(self, name: str, args: dict[str, Any], message: str) -> None:
+        text = scrub(message)
+        self._append(self._reserve(), name, dict(args or {}), text, self._now(), 0.0, text)
+
+    async def _invoke(self, name: str, args: dict[str, Any], fn: Callable[[int], str]) -> CallToolResult:
+        """Run a tool body in a worker thread under the tool timeout, record it, and turn every
+        failure into an error result the agent can read."""
+        index, at, t0 = self._reserve(), self._now(), time.monotonic()
+        error: str | None = None
+        try:
+            with anyio.fail_after(self.tool_timeout_s):
+                output = await anyio.to_thread.run_sync(fn, index, abandon_on_cancel=True)
+        except ToolError as exc:
+            output = error = str(exc)
+        except TimeoutError:
+            output = error = f"{name} did not finish within {self.tool_timeout_s:.0f} s; try a narrower request"
+        except Exception as exc:  # a tool bug must not end the session
+            output = error = f"{name} failed: {type(exc).__name__}: {exc}"
+        output = scrub(output)
+        if error:
+            error = scrub(error)
+        if len(output) > self.max_output_chars:
+            cut = len(output) - self.max_output_chars
+            output = output[: self.max_output_chars] + f"\n[output truncated: {cut} more characters; narrow the request]"
+        self._append(index, name, args, output, at, time.monotonic() - t0, error)
+        return _text_result(output, error is not None)
+
+    # -- tools -----------------------------------------------------------------------------
+    def _build_server(self) -> MCPServer[Any]:
+        server = _RecordingServer(
+            self._on_rejected,
+            name="sre-incident",
+            log_level="WARNING",
+            instructions=(
+                f"You are on call for incident {self.trial_id} in Kubernetes namespace '{self.namespace}'. "
+                "Investigate with kubectl, metrics, logs and traces; submit_diagnosis with the root cause; "
+                "mitigate; then submit_mitigation. Time passes only through the wait tool."
+            ),
+        )
+        tools: list[tuple[Callable[..., Awaitable[CallToolResult]], str]] = []
+
+        async def kubectl(command: str, manifest: str | None = None) -> CallToolResult:
+            """Run one kubectl command in the incident's namespace, e.g. "get pods", "describe pod NAME",
+            "logs POD --tail=50", "rollout undo deployment/NAME", "scale deployment NAME --replicas=2".
+            No shell: no pipes, redirects, ';' or '&&'; no interactive verbs (exec -it, attach, edit,
+            port-forward, proxy, cp); no other namespaces. For apply/create/replace pass the YAML or
+            JSON in `manifest` and use "-f -". Mutating commands are recorded and can be undone
+            with undo_last."""
+            return await self._invoke("kubectl", {"command": command, "manifest": manifest},
+                                      lambda i: self._kubectl_call(i, command, manifest))
+
+        async def undo_last() -> CallToolResult:
+            """Undo the most recent mutating kubectl command that has not been undone yet, by
+            restoring the objects it changed as they were captured before it ran."""
+            return await self._invoke("undo_last", {}, lambda i: self._undo_last())
+
+        async def prometheus_query(query: str, time: str | None = None) -> CallToolResult:
+            """Evaluate an instant PromQL query. `time` is unix seconds, RFC 3339 or relative
+            ("now-10m"); default now (cluster time)."""
+            return await self._invoke("prometheus_query", {"query": query, "time": time},
+                                      lambda i: self._tel.prometheus_query(query, time))
+
+        async def prometheus_query_range(query: str, start: str, end: str = "now", step: str = "60s") -> CallToolResult:
+            """Evaluate a PromQL query over a range. start/end: unix seconds, RFC 3339 or relative
+            ("now-30m", "now"); step: seconds or a duration such as "30s", "1m"."""
+            return await self._invoke("prometheus_query_range",
+                                      {"query": query, "start": start, "end": end, "step": step},
+                                      lambda i: self._tel.prometheus_query_range(query, start, end, step))
+
+        async def get_alerts() -> CallToolResult:
+            """The alerts firing now."""
+            return await self._invoke("get_alerts", {}, lambda i: self._tel.get_alerts())
+
+        async def loki_query(query: str, minutes: float = 15) -> CallToolResult:
+            """Run a LogQL query over the last `minutes` minutes, e.g. '{app="frontend"} |= "error"'."""
+            return await self._invoke("loki_query", {"query": query, "minutes": minutes},
+                                      lambda i: self._tel.loki_query(query, minutes))
+
+        async def loki_labels() -> CallToolResult:
+            """The log stream labels and their values, to build LogQL selectors."""
+            return await self._invoke("loki_labels", {}, lambda i: self._tel.loki_labels())
+
+        async def jaeger_services() -> CallToolResult:
+            """The services that report traces."""
+            return await self._invoke("jaeger_services", {}, lambda i: self._tel.jaeger_services())
+
+        async def jaeger_operations(service: str) -> CallToolResult:
+            """The span operations recorded for one service."""
+            return await self._invoke("jaeger_operations", {"service": service},
+                                      lambda i: self._tel.jaeger_operations(service))
+
+        async def jaeger_traces(service: str, minutes: float = 15, limit: int = 20) -> CallToolResult:
+            """Recent traces through `service` over the last `minutes` minutes (at most `limit`)."""
+            return await self._invoke("jaeger_traces", {"service": service, "minutes": minutes, "limit": limit},
+                                      lambda i: self._tel.jaeger_traces(service, minutes, limit))
+
+        async def jaeger_dependencies() -> CallToolResult:
+            """The service call graph over the last hour, with call counts."""
+            return await self._invoke("jaeger_dependencies", {}, lambda i: self._tel.jaeger_dependencies())
+
+        async def wait(seconds: float) -> CallToolResult:
+            """Let `seconds` of cluster time pass (at most 900 per call), e.g. to see a fix take effect."""
+            return await self._invoke("wait", {"seconds": seconds}, lambda i: self._wait(seconds))
+
+        async def submit_diagnosis(text: str) -> CallToolResult:
+            """Submit the diagnosis in prose: the faulty component, the mechanism with the concrete
+            detail (key, value, port, limit), and what is affected. Submitting again replaces it."""
+            return await self._invoke("submit_diagnosis", {"text": text}, lambda i: self._diagnose(text))
+
+        async def submit_mitigation() -> CallToolResult:
+            """Declare the incident mitigated. Ends the session: no further changes are accepted."""
+            return await self._invoke("submit_mitigation", {}, lambda i: self._mitigated())
+
+        tools = [(f, f.__name__) for f in (
+            kubectl, undo_last, prometheus_query, prometheus_query_range, get_alerts, loki_query,
+            loki_labels, jaeger_services, jaeger_operations, jaeger_traces, jaeger_dependencies, wait,
+            submit_diagnosis, submit_mitigation)]
+        for fn, name in tools:
+            server.add_tool(fn, name=name, structured_output=False)
+        return server
+
+    @property
+    def _tel(self) -> Telemetry:
+        assert self._telemetry is not None
+        return self._telemetry
+
+    def _kubectl_call(self, index: int, command: str, manifest: str | None) -> str:
+        assert self._kubectl is not None
+        parsed = parse_command(command, self.namespace, virtual_time=self.cluster.virtual_time)
+        if parsed.uses_stdin and not manifest:
+            raise ToolError("'-f -' needs the manifest text in the 'manifest' argument")
+        if parsed.mutating and self.finished.is_set():
+            raise ToolError("refused: the mitigation was already submitted; no further changes are accepted")
+        before = undo_mod.capture(self._kubectl, parsed, manifest) if parsed.mutating else {}
+        at = self._now()
+        result = self._kubectl.run_tokens(parsed.tokens, stdin=manifest if parsed.uses_stdin else None)
+        if result.returncode != 0:
+            raise ToolError(result.text)
+        if parsed.mutating:
+            with self._lock:
+                self.record.mutations.append(Mutation(
+                    call_index=index, command=command, at=at, targets=list(before),
+                    undo=undo_mod.describe_undo(before), before=before))
+        return dedupe_text(result.text) if self.summarised else result.text
+
+    def _undo_last(self) -> str:
+        assert self._kubectl is not None
+        if self.finished.is_set():
+            raise ToolError("refused: the mitigation was already submitted; no further changes are accepted")
+        with self._lock:
+            pending = [m for m in self.record.mutations if not m.undone and m.undo]
+        if not pending:
+            raise ToolError("nothing to undo: no recorded change with an undo")
+        last = pending[-1]
+        done = undo_mod.undo(self._kubectl, last.before)
+        last.undone = True
+        return f"undid '{last.command}': {done}"
+
+    def _wait(self, seconds: float) -> str:
+        if not 0 < seconds <= self.max_wait_s:
+            raise ToolError(f"seconds must be between 0 and {self.max_wait_s:.0f}")
+        self.cluster.advance(seconds)
+        now = datetime.fromtimestamp(self._now(), UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return f"waited {seconds:g} s; cluster time is now {now}"
+
+    def _diagnose(self, text: str) -> str:
+        if not text or not text.strip():
+            raise ToolError("the diagnosis is empty; describe the root cause in prose")
+        with self._lock:
+            self.record.diagnosis = text.strip()
+            self.record.diagnosis_at = self._now()
+            self.record.diagnoses_submitted += 1
+        return f"diagnosis recorded ({len(text.strip())} characters)"
+
+    def _mitigated(self) -> str:
+        if self.finished.is_set():
+            return "mitigation was already submitted"
+        with self._lock:
+            self.record.mitigation_at = self._now()
+        self.finished.set()
+        return "mitigation submitted; the session is over"
+
+
+def _scrub_args(args: dict[str, Any]) -> dict[str, Any]:
+    return {k: scrub(v) if isinstance(v, str) else v for k, v in args.items()}

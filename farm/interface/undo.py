@@ -1,0 +1,63 @@
+"""Undo for the agent's mutating commands: the objects a command touches are captured (with the
+agent's own credentials) before it runs; undoing restores them, deletes what it created, and
+leaves alone what a controller recreates by itself (a deleted ReplicaSet pod)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from farm.errors import ToolError
+from farm.interface.kubectl import Kubectl, Parsed, Target, clean_for_restore, targets_of
+
+
+def capture(kubectl: Kubectl, parsed: Parsed, manifest: str | None) -> dict[str, Any]:
+    """{"kind/name": object before the change, or None when it did not exist}."""
+    before: dict[str, Any] = {}
+    for target in targets_of(parsed, manifest):
+        for key, obj in kubectl.get_json(target):
+            before[key] = obj
+    return before
+
+
+def _controlled(obj: dict[str, Any]) -> bool:
+    return any(ref.get("controller") for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def describe_undo(before: dict[str, Any]) -> str | None:
+    steps = []
+    for key, obj in before.items():
+        if obj is None:
+            steps.append(f"delete {key}")
+        elif key.startswith("pod/") and _controlled(obj):
+            continue  # its ReplicaSet or StatefulSet recreates it
+        else:
+            steps.append(f"restore {key} as captured before the change")
+    return "; ".join(steps) or None
+
+
+def undo(kubectl: Kubectl, before: dict[str, Any]) -> str:
+    """Apply the undo; returns what was done, raises ToolError when a step failed."""
+    done, failed = [], []
+    for key, obj in before.items():
+        kind, _, name = key.partition("/")
+        if obj is None:
+            res = kubectl.run_tokens(["delete", kind, name, "--ignore-not-found"])
+            (done if res.returncode == 0 else failed).append(f"delete {key}: {res.text.strip()}")
+            continue
+        if kind == "pod" and _controlled(obj):
+            continue
+        clean = clean_for_restore(obj)
+        now = kubectl.get_json(Target(kind, name))
+        exists = bool(now and now[0][1] is not None)
+        if not exists and kind == "service":
+            spec = clean.get("spec") or {}
+            spec.pop("clusterIP", None)
+            spec.pop("clusterIPs", None)
+        verb = "replace" if exists else "create"
+        res = kubectl.run_tokens([verb, "-f", "-"], stdin=json.dumps(clean))
+        (done if res.returncode == 0 else failed).append(f"{verb} {key}: {res.text.strip()}")
+    if failed:
+        raise ToolError("undo failed for part of the change: " + "; ".join(failed)
+                        + ("; done: " + "; ".join(done) if done else ""))
+    return "; ".join(done) or "nothing to undo (controllers recreate what was deleted)"
