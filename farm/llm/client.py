@@ -1,0 +1,318 @@
+"""The one place the farm calls litellm.completion. Every call goes through `LLMClient.complete`,
+which takes a farm-wide concurrency slot for the model, backs off on rate limits (honouring
+Retry-After, bounded), records usage (tokens in/out/cached) and cost (litellm's price table; a
+model without a price costs 0 and is flagged `priced=False`), and enforces the trial's token and
+cost budgets and the sweep's cost cap by raising farm.errors.LimitReached.
+
+Options read from AgentContext.options (all optional): api_base, api_key (prefer the provider's
+environment variable), temperature, sweep_id, sweep_cost_cap, redis_url, concurrency (an int for
+this model, or {model: int}), price ({input_cost_per_token, output_cost_per_token}) for models
+litellm has no price for, max_backoff_retries, max_backoff_s, request_timeout_s.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from farm.errors import FarmError, LimitReached
+from farm.llm.limits import LocalSemaphore, RedisSemaphore, Slot, SweepLedger, redis_url_from
+from farm.secrets import scrub
+from farm.states import LIMIT_COST, LIMIT_TOKENS
+
+if TYPE_CHECKING:
+    from farm.agents.base import AgentContext
+
+_litellm_lock = threading.Lock()
+
+
+def load_litellm() -> Any:
+    """Import litellm on first use (it takes seconds), with the local price map and quiet output."""
+    with _litellm_lock:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        return litellm
+
+
+class LLMError(FarmError):
+    """A model call failed for a reason other than a limit (bad request, auth, provider down)."""
+
+
+@dataclass
+class Call:
+    """One completed model call."""
+
+    message: dict[str, Any]  # the assistant message, OpenAI shape (role, content, tool_calls)
+    model: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    tokens_cached: int = 0
+    cost_usd: float = 0.0
+    priced: bool = True
+    retries: int = 0
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+
+    def usage(self) -> dict[str, Any]:
+        return {"tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "tokens_cached": self.tokens_cached,
+                "cost_usd": self.cost_usd, "priced": self.priced, "retries": self.retries}
+
+
+@dataclass
+class Totals:
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    tokens_cached: int = 0
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+    retries: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+
+@dataclass
+class Budget:
+    """Per-trial ceilings; None means no ceiling."""
+
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """Seconds the server asked us to wait, from Retry-After (seconds or an HTTP date)."""
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return float(value) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, when.timestamp() - time.time()) if when else None
+
+
+def _is_rate_limit(exc: Exception) -> bool:
+    litellm = load_litellm()
+    return isinstance(exc, litellm.RateLimitError) or getattr(exc, "status_code", None) == 429
+
+
+def _as_dict(obj: Any) -> Any:
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump()
+    return obj
+
+
+def _message_dict(message: Any) -> dict[str, Any]:
+    msg = _as_dict(message)
+    out: dict[str, Any] = {"role": "assistant", "content": msg.get("content")}
+    calls = msg.get("tool_calls") or []
+    if calls:
+        out["tool_calls"] = [
+            {"id": c["id"], "type": "function",
+             "function": {"name": c["function"]["name"], "arguments": c["function"].get("arguments") or "{}"}}
+            for c in (_as_dict(c) for c in calls)
+        ]
+    reasoning = msg.get("reasoning_content")
+    if reasoning:
+        out["reasoning_content"] = reasoning
+    return out
+
+
+def _usage_numbers(usage: Any) -> tuple[int, int, int]:
+    u = _as_dict(usage) or {}
+    tokens_in = int(u.get("prompt_tokens") or 0)
+    tokens_out = int(u.get("completion_tokens") or 0)
+    details = u.get("prompt_tokens_details") or {}
+    cached = int((details.get("cached_tokens") if isinstance(details, dict) else 0) or 0)
+    cached = cached or int(u.get("cache_read_input_tokens") or 0)
+    return tokens_in, tokens_out, cached
+
+
+class LLMClient:
+    """A model and its limits for one trial (or one judge run). Thread-safe for concurrent calls."""
+
+    def __init__(self, model: str, *, api_base: str | None = None, api_key: str | None = None,
+                 temperature: float | None = None, budget: Budget | None = None,
+                 ledger: SweepLedger | None = None, concurrency: int | None = None,
+                 redis_url: str | None = None, lease_s: float = 30.0, price: dict[str, float] | None = None,
+                 max_backoff_retries: int = 6, max_backoff_s: float = 60.0, request_timeout_s: float = 600.0,
+                 extra: dict[str, Any] | None = None) -> None:
+        self.model = model
+        self.api_base, self._api_key = api_base, api_key
+        self.temperature = temperature
+        self.budget = budget or Budget()
+        self.ledger = ledger
+        self.price = price
+        self.max_backoff_retries, self.max_backoff_s = max_backoff_retries, max_backoff_s
+        self.request_timeout_s = request_timeout_s
+        self.extra = extra or {}
+        self.totals = Totals()
+        self._lock = threading.Lock()
+        self._sleep = time.sleep  # tests can observe waits without patching the module
+        self.waits: list[float] = []
+        if concurrency is None:
+            self._slots: RedisSemaphore | LocalSemaphore | None = None
+        elif redis_url:
+            self._slots = RedisSemaphore(redis_url, model, concurrency, lease_s=lease_s)
+        else:
+            self._slots = LocalSemaphore(model, concurrency)
+
+    @classmethod
+    def from_context(cls, ctx: AgentContext, model: str | None = None) -> LLMClient:
+        """A client for the trial described by `ctx` (its model, limits and options)."""
+        opts = ctx.options
+        name = model or ctx.model
+        if not name:
+            raise LLMError("this agent needs a model: set a litellm model string in the sweep's models")
+        redis_url = redis_url_from(opts)
+        ledger = None
+        if opts.get("sweep_id"):
+            cap = opts.get("sweep_cost_cap")
+            ledger = SweepLedger(str(opts["sweep_id"]), float(cap) if cap is not None else None, redis_url)
+        conc = opts.get("concurrency")
+        if isinstance(conc, dict):
+            conc = conc.get(name)
+        return cls(
+            name,
+            api_base=opts.get("api_base"),
+            api_key=opts.get("api_key"),
+            temperature=opts.get("temperature"),
+            budget=Budget(max_tokens=ctx.limits.max_tokens, max_cost_usd=ctx.limits.max_cost_usd),
+            ledger=ledger,
+            concurrency=int(conc) if conc is not None else None,
+            redis_url=redis_url,
+            price=opts.get("price"),
+            max_backoff_retries=int(opts.get("max_backoff_retries", 6)),
+            max_backoff_s=float(opts.get("max_backoff_s", 60.0)),
+            request_timeout_s=float(opts.get("request_timeout_s", 600.0)),
+        )
+
+    # -- limits ----------------------------------------------------------------------------------
+    def check_budget(self) -> None:
+        """Raise LimitReached if this client's spend already reached a ceiling."""
+        t, b = self.totals, self.budget
+        if b.max_tokens is not None and t.tokens >= b.max_tokens:
+            raise LimitReached(LIMIT_TOKENS, f"{t.tokens} tokens used of {b.max_tokens}")
+        if b.max_cost_usd is not None and t.cost_usd >= b.max_cost_usd:
+            raise LimitReached(LIMIT_COST, f"${t.cost_usd:.4f} spent of ${b.max_cost_usd:.4f}")
+        if self.ledger is not None:
+            self.ledger.check()
+
+    def _acquire(self) -> Slot | None:
+        return self._slots.acquire() if self._slots is not None else None
+
+    # -- the call --------------------------------------------------------------------------------
+    def _kwargs(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                overrides: dict[str, Any]) -> dict[str, Any]:
+        kw: dict[str, Any] = {"model": self.model, "messages": messages, "timeout": self.request_timeout_s,
+                              # our backoff is the only retry loop: the OpenAI SDK's own retries would
+                              # hide 429s from the farm-wide accounting
+                              "max_retries": 0, "num_retries": 0, "drop_params": True}
+        if tools:
+            kw["tools"] = tools
+        if self.temperature is not None:
+            kw["temperature"] = self.temperature
+        if self.api_base:
+            kw["api_base"] = self.api_base
+        key = self._api_key
+        if key is None and self.api_base and self.model.startswith(("openai/", "hosted_vllm/")) \
+                and not os.environ.get("OPENAI_API_KEY"):
+            key = "no-key-needed"  # a local OpenAI-compatible server; the SDK insists on some key
+        if key is not None:
+            kw["api_key"] = key
+        kw.update(self.extra)
+        kw.update(overrides)
+        return kw
+
+    def _cost(self, response: Any) -> tuple[float, bool]:
+        litellm = load_litellm()
+        try:
+            if self.price:
+                return float(litellm.completion_cost(completion_response=response, model=self.model,
+                                                     custom_cost_per_token=self.price)), True
+            return float(litellm.completion_cost(completion_response=response, model=self.model)), True
+        except Exception:  # no price known for this model: cost 0, flagged so reports can say so
+            return 0.0, False
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                 **overrides: Any) -> Call:
+        """One chat completion, with backoff on rate limits; raises LimitReached or LLMError."""
+        litellm = load_litellm()
+        self.check_budget()
+        kwargs = self._kwargs(messages, tools, overrides)
+        retries = 0
+        started = time.monotonic()
+        while True:
+            slot = self._acquire()
+            try:
+                response = litellm.completion(**kwargs)
+                break
+            except Exception as exc:
+                if not _is_rate_limit(exc) or retries >= self.max_backoff_retries:
+                    if _is_rate_limit(exc):
+                        raise LLMError(f"{self.model}: still rate-limited after {retries} retries") from None
+                    raise LLMError(f"{self.model}: {type(exc).__name__}: {scrub(str(exc))[:500]}") from None
+                wait = _retry_after(exc)
+                if wait is None:
+                    wait = min(self.max_backoff_s, 2.0 ** retries) * (0.5 + random.random() / 2)
+                wait = min(wait, self.max_backoff_s)
+                retries += 1
+            finally:
+                if slot is not None:
+                    slot.release()
+            self.waits.append(wait)
+            self._sleep(wait)
+        choice = response.choices[0]
+        tokens_in, tokens_out, cached = _usage_numbers(getattr(response, "usage", None))
+        cost, priced = self._cost(response)
+        call = Call(message=_message_dict(choice.message), model=self.model, tokens_in=tokens_in,
+                    tokens_out=tokens_out, tokens_cached=cached, cost_usd=cost, priced=priced, retries=retries,
+                    latency_s=time.monotonic() - started, finish_reason=getattr(choice, "finish_reason", None))
+        with self._lock:
+            t = self.totals
+            t.calls += 1
+            t.tokens_in += tokens_in
+            t.tokens_out += tokens_out
+            t.tokens_cached += cached
+            t.cost_usd += cost
+            t.retries += retries
+            t.unpriced_calls += 0 if priced else 1
+        if self.ledger is not None:
+            self.ledger.add(cost)
+        return call
+
+
+def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
+    """A tool call's arguments as a dict; a malformed JSON string becomes {"_malformed": raw}."""
+    if isinstance(raw, dict):
+        return raw
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return {"_malformed": raw}
+    return value if isinstance(value, dict) else {"_malformed": raw}

@@ -1,0 +1,40 @@
+"""One scripted investigation of the test incident (incident_mcp), played by the scripted LLM
+server for react and stratus alike, so their token use can be compared on identical decisions."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from farm.llm.scripted import tool_plan, tool_results
+
+
+def diagnosis_from_evidence(request: dict[str, Any]) -> dict[str, Any]:
+    """Write the diagnosis from what the tools showed: the port comes from the logs it read."""
+    seen = "\n".join(content for _, content in tool_results(request))
+    port = re.search(r":(\d{5}): connect: connection refused", seen)
+    text = ("Root cause: the geo deployment's environment sets GEO_DB_PORT to "
+            f"{port.group(1) if port else 'a wrong port'} instead of MongoDB's 27017, so geo cannot "
+            "connect to mongodb-geo and crash-loops (CrashLoopBackOff). frontend and search only fail "
+            "downstream: GET /hotels returns HTTP 500 because geo is unavailable.")
+    return {"text": text}
+
+
+PLAN: list = [
+    ("get_alerts", {}),
+    ("kubectl", {"command": "get pods -n hotel-reservation"}),
+    ("kubectl", {"command": "logs deploy/frontend -n hotel-reservation"}),
+    ("kubectl", {"command": "logs deploy/geo -n hotel-reservation"}),
+    ("kubectl", {"command": "describe pod geo -n hotel-reservation"}),
+    ("jaeger_traces", {"service": "frontend", "minutes": 15, "limit": 20}),
+    ("prometheus_query", {"query": "sum by (service, code) (rate(http_requests_total[5m]))"}),
+    ("submit_diagnosis", diagnosis_from_evidence),
+    ("kubectl", {"command": "set env deployment/geo GEO_DB_PORT=27017 -n hotel-reservation"}),
+    ("wait", {"seconds": 60}),
+    ("kubectl", {"command": "get pods -n hotel-reservation"}),
+    ("submit_mitigation", {}),
+]
+
+
+def responder():
+    return tool_plan(PLAN, finish="The incident is diagnosed and mitigated.")
