@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -14,6 +15,11 @@ import typer
 from rich.console import Console
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# kubectl is a runtime dependency of the agent interface; scripts/setup.sh unpacks Debian's
+# into .tools/ only when the machine has none, and then it is used from there.
+_PROJECT_KUBECTL = Path(__file__).resolve().parents[1] / ".tools" / "kubectl-root" / "usr" / "bin"
+if shutil.which("kubectl") is None and (_PROJECT_KUBECTL / "kubectl").exists():
+    os.environ["PATH"] = f"{_PROJECT_KUBECTL}{os.pathsep}{os.environ.get('PATH', '')}"
 
 app = typer.Typer(help="An evaluation farm for AI SRE agents.", no_args_is_help=True, add_completion=False)
 sweep_app = typer.Typer(help="Sweeps on the farm (broker + database from the environment).", no_args_is_help=True)
