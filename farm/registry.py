@@ -4,6 +4,7 @@ and tags the instance with the spec it was built from, so a trial can be rebuilt
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
@@ -44,6 +45,10 @@ class Registry(Generic[T]):
             self._loaded = True
             for module in self._modules:
                 importlib.import_module(module)
+            # Users' own plugins (agents, injectors, ...) register the same way: list their
+            # modules in FARM_PLUGINS and every worker imports them.
+            for module in filter(None, os.environ.get("FARM_PLUGINS", "").split(",")):
+                importlib.import_module(module.strip())
 
     def names(self) -> list[str]:
         self._load()
