@@ -173,7 +173,7 @@ class KubeconfigClusterHandle(ClusterHandle):
         token_seconds: int = 6 * 3600,
     ) -> None:
         self.provider, self.name = provider, name
-        self.kubeconfig = Path(kubeconfig)
+        self._kubeconfig_path = Path(kubeconfig)
         self.context = context
         self.urls = dict(urls or {})
         self.query_services = dict(query_services or QUERY_SERVICES)
@@ -195,34 +195,53 @@ class KubeconfigClusterHandle(ClusterHandle):
         self._baseline = set(self._namespaces())
 
     # -- access ---------------------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:  # type: ignore[override]
+        """The admin kubeconfig, with fresh credentials (helm and kubectl read this file)."""
+        self._refresh_credentials()
+        return self._kubeconfig_path
+
+    def _refresh_credentials(self) -> None:
+        """Providers whose tokens expire (EKS) rewrite the kubeconfig here."""
+
+    def _drop_client(self) -> None:
+        with self._lock:
+            if self._api is not None:
+                try:
+                    self._api.close()
+                except Exception:  # closing a pool that never opened
+                    pass
+            self._api, self._rest = None, None
+
     def _read_kubeconfig(self) -> dict[str, Any]:
         try:
-            config = yaml.safe_load(self.kubeconfig.read_text()) or {}
+            config = yaml.safe_load(self._kubeconfig_path.read_text()) or {}
         except (OSError, yaml.YAMLError) as exc:
-            raise ClusterUnavailable(f"{self.kubeconfig}: cannot read kubeconfig ({exc})") from exc
+            raise ClusterUnavailable(f"{self._kubeconfig_path}: cannot read kubeconfig ({exc})") from exc
         context_name = self.context or config.get("current-context")
         contexts = {c.get("name"): c.get("context", {}) for c in config.get("contexts") or []}
         clusters = {c.get("name"): c.get("cluster", {}) for c in config.get("clusters") or []}
         if context_name not in contexts:
             raise ClusterUnavailable(
-                f"{self.kubeconfig}: field 'current-context': context '{context_name}' is not defined"
+                f"{self._kubeconfig_path}: field 'current-context': context '{context_name}' is not defined"
             )
         cluster = clusters.get(contexts[context_name].get("cluster"))
         if not cluster or not cluster.get("server"):
-            raise ClusterUnavailable(f"{self.kubeconfig}: context '{context_name}' names no cluster server")
+            raise ClusterUnavailable(f"{self._kubeconfig_path}: context '{context_name}' names no cluster server")
         return cluster
 
     def api_client(self) -> Any:
+        self._refresh_credentials()
         with self._lock:
             if self._api is None:
                 from kubernetes import config
 
                 try:
                     self._api = config.new_client_from_config(
-                        config_file=str(self.kubeconfig), context=self.context
+                        config_file=str(self._kubeconfig_path), context=self.context
                     )
                 except Exception as exc:
-                    raise ClusterUnavailable(f"{self.kubeconfig}: unusable kubeconfig ({exc})") from exc
+                    raise ClusterUnavailable(f"{self._kubeconfig_path}: unusable kubeconfig ({exc})") from exc
             return self._api
 
     def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
@@ -249,7 +268,7 @@ class KubeconfigClusterHandle(ClusterHandle):
         with self._lock:
             forward = self._forwards.get(component)
             if forward is None or not forward.alive():
-                forward = PortForward(self.kubectl, self.kubeconfig, self.context,
+                forward = PortForward(self.kubectl, self._kubeconfig_path, self.context,
                                       self.query_services[component])
                 self._forwards[component] = forward
             return forward.url
@@ -362,7 +381,7 @@ class KubeconfigClusterHandle(ClusterHandle):
         elif self._cluster.get("certificate-authority"):
             ca = Path(self._cluster["certificate-authority"])
             if not ca.is_absolute():
-                ca = self.kubeconfig.parent / ca
+                ca = self._kubeconfig_path.parent / ca
             cluster["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
         if self._cluster.get("insecure-skip-tls-verify"):
             cluster["insecure-skip-tls-verify"] = True
@@ -512,10 +531,4 @@ class KubeconfigClusterHandle(ClusterHandle):
         for forward in self._forwards.values():
             forward.stop()
         self._forwards.clear()
-        if self._api is not None:
-            try:
-                self._api.close()
-            except Exception:  # closing a pool that never opened
-                pass
-            self._api = None
-            self._rest = None
+        self._drop_client()
