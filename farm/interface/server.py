@@ -318,7 +318,9 @@ class AgentInterface:
                 self.record.mutations.append(Mutation(
                     call_index=index, command=command, at=at, targets=list(before),
                     undo=undo_mod.describe_undo(before), before=before))
-        return dedupe_text(result.text) if self.summarised else result.text
+        structured = any(f in parsed.flags for f in ("-o", "--output"))
+        # Structured output (json, yaml, jsonpath) is left whole: collapsing lines would corrupt it.
+        return dedupe_text(result.text) if self.summarised and not structured else result.text
 
     def _undo_last(self) -> str:
         assert self._kubectl is not None

@@ -1,0 +1,447 @@
+"""The `baseline` agent: no model. It works the incident the way a careful on-call engineer
+without insight would: unhealthy pods, warning events, broken services, error logs, failing
+traces; it names the component with the most evidence, tries the generic mitigations in order
+(roll back a changed deployment, revert drift from the declared config, scale back, restart stuck
+pods, repair an orphaned service), checks the effect after a wait, undoes what made things worse,
+and submits. It sees only what the MCP tools show: the floor every LLM agent is compared to."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.errors import LimitReached
+from farm.secrets import scrub
+from farm.states import END_AGENT_ERROR, END_AGENT_STOPPED, END_SUBMITTED, LIMIT_STEPS
+
+BAD_REASONS = {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
+               "CreateContainerError", "OOMKilled", "Error", "RunContainerError", "InvalidImageName"}
+_ERROR_WORDS = '(?i)(error|fail|refused|timeout|timed out|panic|fatal|exception|unavailable|denied)'
+SETTLE_S = 90.0  # cluster time to let a mitigation take effect before judging it
+
+
+@dataclass
+class Health:
+    """What a quick look at the namespace shows; lower `badness` is healthier."""
+
+    unhealthy_pods: dict[str, str] = field(default_factory=dict)  # pod -> reason
+    unavailable: dict[str, str] = field(default_factory=dict)  # deployment -> "ready/desired"
+    empty_services: list[str] = field(default_factory=list)
+
+    @property
+    def badness(self) -> int:
+        return len(self.unhealthy_pods) + 2 * len(self.unavailable) + 2 * len(self.empty_services)
+
+    @property
+    def healthy(self) -> bool:
+        return self.badness == 0
+
+
+class _Session:
+    def __init__(self, client: Any, ctx: AgentContext) -> None:
+        self.client, self.ctx = client, ctx
+        self.steps = 0
+        self.transcript: list[dict[str, Any]] = []
+
+    def call(self, name: str, **args: Any) -> tuple[str, bool]:
+        # Two steps stay reserved for the submissions, so a long investigation still ends in one.
+        budget = self.ctx.limits.max_steps - (0 if name.startswith("submit_") else 2)
+        if self.steps >= budget:
+            raise LimitReached(LIMIT_STEPS, f"{self.steps} tool calls")
+        self.steps += 1
+        text, is_error = self.client.call(name, **args)
+        self.transcript.append({"role": "tool", "name": name, "args": args, "output": scrub(text[:4000]),
+                                "is_error": is_error})
+        return text, is_error
+
+    def kube_json(self, command: str) -> dict[str, Any]:
+        text, err = self.call("kubectl", command=command)
+        if err:
+            return {}
+        try:
+            return json.loads(text)
+        except ValueError:
+            return {}
+
+
+def _owner(pod: dict[str, Any], deployments: list[str]) -> str:
+    name = pod["metadata"]["name"]
+    for dep in sorted(deployments, key=len, reverse=True):
+        if name.startswith(dep + "-"):
+            return dep
+    return re.sub(r"(-[a-z0-9]{8,10})?-[a-z0-9]{5}$", "", name)
+
+
+def _service_of(text: str, names: list[str]) -> str | None:
+    for name in sorted(names, key=len, reverse=True):
+        if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text):
+            return name
+    return None
+
+
+class BaselineInvestigator:
+    """One incident, start to finish."""
+
+    def __init__(self, session: _Session, rng: random.Random) -> None:
+        self.s, self.rng = session, rng
+        self.score: Counter[str] = Counter()
+        self.evidence: dict[str, list[str]] = defaultdict(list)
+        self.deployments: dict[str, dict[str, Any]] = {}
+        self.statefulsets: dict[str, dict[str, Any]] = {}
+        self.pods: list[dict[str, Any]] = []
+        self.services: dict[str, dict[str, Any]] = {}
+        self.callers: set[str] = set()
+
+    def note(self, component: str, weight: float, text: str) -> None:
+        self.score[component] += weight
+        if text not in self.evidence[component]:
+            self.evidence[component].append(text)
+
+    # -- looking ---------------------------------------------------------------------------
+    def look(self) -> Health:
+        deps = self.s.kube_json("get deployments -o json").get("items", [])
+        self.deployments = {d["metadata"]["name"]: d for d in deps}
+        sts = self.s.kube_json("get statefulsets -o json").get("items", [])
+        self.statefulsets = {d["metadata"]["name"]: d for d in sts}
+        self.pods = self.s.kube_json("get pods -o json").get("items", [])
+        health = Health()
+        for pod in self.pods:
+            status = pod.get("status") or {}
+            name = pod["metadata"]["name"]
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            if status.get("phase") == "Pending":
+                cond = next((c for c in status.get("conditions") or [] if c.get("status") == "False"), {})
+                health.unhealthy_pods[name] = f"Pending ({cond.get('reason') or 'not scheduled'}: {cond.get('message', '')})"
+            for cs in status.get("containerStatuses") or []:
+                waiting = (cs.get("state") or {}).get("waiting") or {}
+                last = (cs.get("lastState") or {}).get("terminated") or {}
+                if waiting.get("reason") in BAD_REASONS:
+                    detail = waiting.get("message") or last.get("reason") or ""
+                    health.unhealthy_pods[name] = f"{waiting['reason']} {detail}".strip()
+                elif not cs.get("ready") and status.get("phase") == "Running":
+                    health.unhealthy_pods.setdefault(name, "Running but not ready")
+                if last.get("reason") == "OOMKilled":
+                    health.unhealthy_pods.setdefault(name, "OOMKilled")
+        for name, d in {**self.deployments, **self.statefulsets}.items():
+            want = (d.get("spec") or {}).get("replicas")
+            want = 1 if want is None else int(want)
+            ready = int((d.get("status") or {}).get("readyReplicas") or 0)
+            if want == 0 or ready < want:
+                health.unavailable[name] = f"{ready}/{want}"
+        eps = self.s.kube_json("get endpoints -o json").get("items", [])
+        svcs = self.s.kube_json("get services -o json").get("items", [])
+        self.services = {s["metadata"]["name"]: s for s in svcs}
+        for ep in eps:
+            name = ep["metadata"]["name"]
+            svc = self.services.get(name)
+            if not svc or not (svc.get("spec") or {}).get("selector"):
+                continue
+            ready = sum(len(sub.get("addresses") or []) for sub in ep.get("subsets") or [])
+            if ready == 0:
+                health.empty_services.append(name)
+        return health
+
+    def investigate(self) -> Health:
+        health = self.look()
+        names = sorted(self.deployments) + sorted(self.statefulsets)
+        for pod, reason in health.unhealthy_pods.items():
+            owner = next((p for p in self.pods if p["metadata"]["name"] == pod), None)
+            comp = _owner(owner, names) if owner else pod
+            self.note(comp, 3, f"pod {pod} is {reason}")
+        for dep, ready in health.unavailable.items():
+            self.note(dep, 2, f"{dep} has {ready} replicas ready")
+            if ready.endswith("/0"):
+                self.note(dep, 2, f"{dep} is scaled to zero replicas")
+        for svc in health.empty_services:
+            comp = svc if svc in names else (_service_of(svc, names) or svc)
+            self.note(comp, 3, f"service {svc} has no ready endpoints")
+        for name, d in self.deployments.items():
+            rev = int(((d.get("metadata") or {}).get("annotations") or {}).get("deployment.kubernetes.io/revision", "1") or 1)
+            if rev > 1:
+                self.note(name, 1.5, f"deployment {name} was changed after it was deployed (revision {rev})")
+        for pod in self.pods:
+            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+                if int(cs.get("restartCount") or 0) >= 3:
+                    comp = _owner(pod, names)
+                    self.note(comp, 1, f"pod {pod['metadata']['name']} restarted {cs['restartCount']} times")
+
+        events = self.s.kube_json("get events -o json").get("items", [])
+        for ev in events:
+            if ev.get("type") != "Warning":
+                continue
+            obj = ev.get("involvedObject") or {}
+            comp = _service_of(obj.get("name", ""), names) or obj.get("name", "?")
+            msg = f"{ev.get('reason')}: {ev.get('message', '')}".strip()
+            self.note(comp, 1 + min(int(ev.get("count") or 1), 5) * 0.2, f"event on {obj.get('kind')}/{obj.get('name')}: {msg[:240]}")
+
+        text, err = self.s.call("get_alerts")
+        if not err and text != "No firing alerts":
+            for line in _alert_lines(text):
+                comp = _service_of(line, names)
+                if comp:
+                    self.note(comp, 1, f"alert: {line[:200]}")
+
+        ns = self.s.ctx.namespace
+        text, err = self.s.call("loki_query", query=f'{{namespace="{ns}"}} |~ "{_ERROR_WORDS}"', minutes=15)
+        if not err:
+            self._read_logs(text, names)
+
+        self._read_traces(names)
+        return health
+
+    def _read_logs(self, text: str, names: list[str]) -> None:
+        per: Counter[str] = Counter()
+        example: dict[str, str] = {}
+        for line in text.splitlines():
+            comp = _service_of(line.split("] ", 2)[1] if line.count("] ") >= 2 else line, names)
+            if not comp:
+                continue
+            per[comp] += 1
+            example.setdefault(comp, line.rsplit("] ", 1)[-1][:240])
+        for comp, n in per.most_common(4):
+            # A service that logs errors about a callee it names is a caller, not the origin.
+            callee = _service_of(example[comp].replace(comp, ""), [x for x in names if x != comp])
+            if callee:
+                self.callers.add(comp)
+                self.note(callee, 1.0, f"{comp} logs errors naming {callee}: \"{example[comp]}\"")
+                self.note(comp, 0.3, f"{comp} logged {n} error lines, e.g. \"{example[comp]}\"")
+            else:
+                self.note(comp, min(2.5, 0.5 + n / 20), f"{comp} logged {n} error lines, e.g. \"{example[comp]}\"")
+
+    def _read_traces(self, names: list[str]) -> None:
+        text, err = self.s.call("jaeger_services")
+        if err:
+            return
+        try:
+            services = json.loads(text)
+        except ValueError:
+            services = [s.strip() for s in text.split(",")]
+        entry = next((s for s in ("frontend", "front-end", "nginx-web-server", "ts-ui-dashboard") if s in services), None)
+        if entry is None and services:
+            entry = sorted(services)[0]
+        if entry is None:
+            return
+        text, err = self.s.call("jaeger_traces", service=entry, minutes=15, limit=50)
+        if err:
+            return
+        try:
+            traces = json.loads(text)
+        except ValueError:
+            return
+        errors: Counter[str] = Counter()
+        depth: dict[str, int] = {}
+        for trace in traces:
+            processes = trace.get("processes") or {}
+            spans = {s["spanID"]: s for s in trace.get("spans") or []}
+            for span in spans.values():
+                if not _span_error(span):
+                    continue
+                svc = (span.get("process") or processes.get(span.get("processID", ""), {})).get("serviceName", "?")
+                errors[svc] += 1
+                # The deepest failing span is closest to the origin.
+                d, cur, seen = 0, span, set()
+                while cur and cur["spanID"] not in seen:
+                    seen.add(cur["spanID"])
+                    parent = next((r.get("spanID") for r in cur.get("references") or []
+                                   if r.get("refType") == "CHILD_OF"), None)
+                    cur = spans.get(parent) if parent else None
+                    d += 1
+                depth[svc] = max(depth.get(svc, 0), d)
+        if not errors:
+            return
+        deepest = max(errors, key=lambda s: (depth.get(s, 0), errors[s]))
+        for svc, n in errors.items():
+            comp = _service_of(svc, names) or svc
+            if svc == deepest:
+                self.note(comp, 2, f"traces from {entry}: {n} error spans, the deepest failing service is {svc}")
+            else:
+                self.callers.add(comp)
+                self.note(comp, 0.3, f"traces from {entry}: {n} error spans in {svc} (upstream of {deepest})")
+
+    # -- concluding ------------------------------------------------------------------------
+    def suspects(self) -> list[str]:
+        ranked = sorted(self.score, key=lambda c: (-self.score[c], c in self.callers, self.rng.random()))
+        return [c for c in ranked if self.score[c] > 0]
+
+    def diagnosis(self) -> str:
+        ranked = self.suspects()
+        if not ranked:
+            return ("I could not find a clear root cause: every pod is running and ready, no service lacks "
+                    "endpoints and no warning events or error logs stand out.")
+        top = ranked[0]
+        kind = "StatefulSet" if top in self.statefulsets else "Deployment" if top in self.deployments else "component"
+        lines = [f"The most likely root cause is the {kind} '{top}'."]
+        lines.append("Evidence: " + "; ".join(self.evidence[top][:6]) + ".")
+        others = [c for c in ranked[1:4] if self.score[c] >= 1]
+        if others:
+            downstream = [c for c in others if c in self.callers]
+            if downstream:
+                lines.append("Services that fail only as callers of it: " + ", ".join(downstream) + ".")
+            rest = [c for c in others if c not in downstream]
+            if rest:
+                lines.append("Also showing symptoms: " + "; ".join(f"{c} ({self.evidence[c][0]})" for c in rest) + ".")
+        lines.append("Impact: requests that go through " + top + " fail or time out, so users of the application see errors.")
+        return " ".join(lines)
+
+
+def _alert_lines(text: str) -> list[str]:
+    try:
+        return [json.dumps(a.get("labels", {})) for a in json.loads(text)]
+    except ValueError:
+        return text.splitlines()
+
+
+def _span_error(span: dict[str, Any]) -> bool:
+    for tag in span.get("tags") or []:
+        if tag.get("key") == "error" and tag.get("value") in (True, "true"):
+            return True
+        if tag.get("key") in ("http.status_code", "http.response.status_code"):
+            try:
+                if int(tag.get("value")) >= 500:
+                    return True
+            except (TypeError, ValueError):
+                pass
+        if tag.get("key") == "otel.status_code" and tag.get("value") == "ERROR":
+            return True
+    return False
+
+
+class Mitigator:
+    """Generic fixes for the top suspects, each checked after a wait and undone if it hurt."""
+
+    def __init__(self, inv: BaselineInvestigator) -> None:
+        self.inv, self.s = inv, inv.s
+
+    def candidates(self, comp: str, health: Health) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
+        dep = self.inv.deployments.get(comp)
+        sts = self.inv.statefulsets.get(comp)
+        obj = dep or sts
+        kind = "deployment" if dep else "statefulset"
+        if obj is not None:
+            meta = obj.get("metadata") or {}
+            rev = int((meta.get("annotations") or {}).get("deployment.kubernetes.io/revision", "1") or 1)
+            if dep and rev > 1:
+                out.append(("kubectl", {"command": f"rollout undo deployment/{comp}"}))
+            declared = (meta.get("annotations") or {}).get("kubectl.kubernetes.io/last-applied-configuration")
+            if declared and _drifted(obj, declared):
+                out.append(("kubectl", {"command": "apply -f -", "manifest": declared}))
+            if int((obj.get("spec") or {}).get("replicas") or 0) == 0:
+                out.append(("kubectl", {"command": f"scale {kind} {comp} --replicas=1"}))
+        for svc_name, svc in self.inv.services.items():
+            if svc_name in health.empty_services and (svc_name == comp or _service_of(svc_name, [comp])):
+                fix = _service_fix(svc, self.inv.pods)
+                if fix:
+                    out.append(("kubectl", {"command": f"patch service {svc_name} --type=merge -p {json.dumps(json.dumps(fix))}"}))
+        stuck = [p for p, _ in health.unhealthy_pods.items() if p.startswith(comp + "-") or p == comp]
+        if stuck:
+            out.append(("kubectl", {"command": "delete pod " + " ".join(stuck[:5]) + " --wait=false"}))
+        if obj is not None and not out:
+            out.append(("kubectl", {"command": f"rollout restart {kind}/{comp}"}))
+        return out
+
+    def run(self, health: Health, max_suspects: int = 2) -> Health:
+        tried = 0
+        for comp in self.inv.suspects()[:max_suspects]:
+            for tool, args in self.candidates(comp, health):
+                if health.healthy:
+                    return health
+                _, err = self.s.call(tool, **args)
+                tried += 1
+                if err:
+                    continue
+                self.s.call("wait", seconds=SETTLE_S)
+                after = self.inv.look()
+                if after.badness > health.badness:
+                    self.s.call("undo_last")
+                    self.s.call("wait", seconds=30)
+                    health = self.inv.look()
+                else:
+                    health = after
+        if tried == 0:
+            self.s.call("wait", seconds=SETTLE_S)
+            health = self.inv.look()
+        return health
+
+
+def _drifted(obj: dict[str, Any], declared: str) -> bool:
+    """True when the live pod template no longer carries what the declared config sets."""
+    try:
+        want = json.loads(declared)
+    except ValueError:
+        return False
+    return not _subset((want.get("spec") or {}).get("template") or {}, (obj.get("spec") or {}).get("template") or {})
+
+
+def _subset(want: Any, have: Any) -> bool:
+    """True when every field the declared config sets has that value in the live object."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(_subset(v, have.get(k)) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(want) == len(have) and all(_subset(a, b) for a, b in zip(want, have, strict=False))
+    return want == have or (want is not None and str(want) == str(have))
+
+
+def _service_fix(svc: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """An orphaned service: point its selector at the pods that carry its name, and its target
+    port at the port those pods' containers open."""
+    spec = svc.get("spec") or {}
+    name = svc["metadata"]["name"]
+    selector = spec.get("selector") or {}
+    matching = [p for p in pods if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())]
+    if not matching:
+        named = [p for p in pods if any(v == name for v in (p["metadata"].get("labels") or {}).values())]
+        if not named:
+            return None
+        labels = named[0]["metadata"].get("labels") or {}
+        key = next(k for k, v in labels.items() if v == name)
+        return {"spec": {"selector": {k: None for k in selector if k != key} | {key: name}}}
+    ports = [cp.get("containerPort") for c in matching[0].get("spec", {}).get("containers") or []
+             for cp in c.get("ports") or []]
+    svc_ports = spec.get("ports") or []
+    if len(ports) == 1 and len(svc_ports) == 1 and svc_ports[0].get("targetPort") not in (ports[0], str(ports[0])):
+        port = dict(svc_ports[0])
+        port["targetPort"] = ports[0]
+        return {"spec": {"ports": [port]}}
+    return None
+
+
+@agents.register("baseline")
+class BaselineAgent(Agent):
+    uses_model = False
+
+    def __init__(self, max_suspects: int = 2) -> None:
+        self.max_suspects = max_suspects
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        from farm.interface.client import ToolClient
+
+        rng = random.Random(ctx.seed)
+        session: _Session | None = None
+        end, error = END_AGENT_STOPPED, None
+        try:
+            with ToolClient(ctx.mcp_url, ctx.mcp_token) as client:
+                session = _Session(client, ctx)
+                inv = BaselineInvestigator(session, rng)
+                try:
+                    health = inv.investigate()
+                    session.call("submit_diagnosis", text=inv.diagnosis())
+                    if not health.healthy:
+                        Mitigator(inv).run(health, self.max_suspects)
+                    session.call("submit_mitigation")
+                    end = END_SUBMITTED
+                except LimitReached as exc:
+                    end = exc.reason
+                    if not any(t["name"] == "submit_diagnosis" for t in session.transcript):
+                        session.call("submit_diagnosis", text=inv.diagnosis())
+        except Exception as exc:  # the MCP connection failed: the agent could not work the incident
+            end, error = END_AGENT_ERROR, f"{type(exc).__name__}: {scrub(str(exc))}"
+        transcript = session.transcript if session else []
+        return AgentResult(end_reason=end, steps=session.steps if session else 0,
+                           tool_calls=len(transcript), transcript=transcript, error=error)

@@ -1,0 +1,245 @@
+"""The mitigation oracle: programmatic, on the state the agent left (noise already stopped).
+
+After a window of cluster time it requires, each as a named check:
+- the client side: the load generator's success rate over the window at or above the problem's
+  threshold, with real traffic (no requests is a failure, never a pass);
+- the system side: every deployment and statefulset of the baseline (captured after deploy,
+  before injection) still there, not scaled below its baseline, ready; the load generator
+  untouched; no crash-looping or pending pods; no firing alert of the application namespace;
+- the fault's own check: each injected root cause no longer active; for metastable problems the
+  trigger is replayed and the system must recover by itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+from clusters.base import ClusterHandle
+from farm.apps.base import Application
+from farm.oracles.base import MitigationVerdict
+from farm.problems.model import Problem
+
+BAD_WAITING = {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
+               "CreateContainerError", "InvalidImageName", "RunContainerError"}
+MIN_REQUEST_RATE = 0.1  # requests per second below which there is "no traffic"
+REPLAY_TRIGGER_S = 60.0  # how long a replayed metastable trigger stays in place
+
+
+class Workload(BaseModel):
+    kind: str  # Deployment or StatefulSet
+    name: str
+    replicas: int
+
+
+class Baseline(BaseModel):
+    namespace: str
+    captured_at: float
+    workloads: list[Workload]
+    load_generator: str
+    load_generator_template: str | None = None  # hash of its pod template; None when it is absent
+    load_generator_replicas: int = 0
+    request_rate: float | None = None  # client requests per second at capture time, when known
+
+
+def _template_hash(obj: dict[str, Any]) -> str:
+    template = (obj.get("spec") or {}).get("template") or {}
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _window(seconds: float) -> str:
+    return f"{int(math.ceil(seconds))}s"
+
+
+class MitigationOracle:
+    def __init__(self, app: Application, problem: Problem) -> None:
+        self.app, self.problem = app, problem
+        self.spec = problem.oracle
+
+    # -- cluster access --------------------------------------------------------------------
+    @staticmethod
+    def _workloads(cluster: ClusterHandle, namespace: str) -> dict[tuple[str, str], dict[str, Any]]:
+        from kubernetes import client
+
+        api = cluster.api_client()
+        apps = client.AppsV1Api(api)
+        out = {}
+        for kind, lister in (("Deployment", apps.list_namespaced_deployment),
+                             ("StatefulSet", apps.list_namespaced_stateful_set)):
+            for item in lister(namespace).items:
+                obj = api.sanitize_for_serialization(item)
+                out[(kind, obj["metadata"]["name"])] = obj
+        return out
+
+    @staticmethod
+    def _pods(cluster: ClusterHandle, namespace: str) -> list[dict[str, Any]]:
+        from kubernetes import client
+
+        api = cluster.api_client()
+        return [api.sanitize_for_serialization(p) for p in client.CoreV1Api(api).list_namespaced_pod(namespace).items]
+
+    @staticmethod
+    def _prometheus(cluster: ClusterHandle, path: str, params: dict[str, Any]) -> Any:
+        with httpx.Client(timeout=30, trust_env=False) as http:
+            resp = http.get(cluster.endpoints.prometheus + path, params=params)
+            resp.raise_for_status()
+            body = resp.json()
+        if body.get("status") != "success":
+            raise RuntimeError(f"Prometheus query failed: {body.get('error')}")
+        return body["data"]
+
+    def _scalar(self, cluster: ClusterHandle, query: str) -> float | None:
+        data = self._prometheus(cluster, "/api/v1/query", {"query": query, "time": cluster.now()})
+        result = data.get("result")
+        if data.get("resultType") == "scalar":
+            value = float(result[1])
+        elif result:
+            value = sum(float(r["value"][1]) for r in result) if len(result) > 1 else float(result[0]["value"][1])
+        else:
+            return None
+        return None if math.isnan(value) else value
+
+    def _rates(self, cluster: ClusterHandle, window: float) -> tuple[float | None, float | None]:
+        w = _window(window)
+        return (self._scalar(cluster, self.app.client_success_query.replace("{window}", w)),
+                self._scalar(cluster, self.app.client_request_rate_query.replace("{window}", w)))
+
+    # -- baseline --------------------------------------------------------------------------
+    def capture_baseline(self, cluster: ClusterHandle, namespace: str) -> Baseline:
+        workloads = self._workloads(cluster, namespace)
+        lg = workloads.get(("Deployment", self.app.load_generator)) or workloads.get(
+            ("StatefulSet", self.app.load_generator))
+        try:
+            rate = self._rates(cluster, self.spec.window_seconds)[1]
+        except (httpx.HTTPError, RuntimeError, ValueError, KeyError):
+            rate = None  # telemetry may not have a window of data yet right after deploy
+        return Baseline(
+            namespace=namespace,
+            captured_at=cluster.now(),
+            workloads=[Workload(kind=k, name=n, replicas=int((o.get("spec") or {}).get("replicas", 1) or 0))
+                       for (k, n), o in sorted(workloads.items())],
+            load_generator=self.app.load_generator,
+            load_generator_template=_template_hash(lg) if lg else None,
+            load_generator_replicas=int((lg.get("spec") or {}).get("replicas", 1) or 0) if lg else 0,
+            request_rate=rate,
+        )
+
+    # -- verdict ---------------------------------------------------------------------------
+    def evaluate(self, cluster: ClusterHandle, namespace: str, baseline: Baseline,
+                 problem_injection: Any) -> MitigationVerdict:
+        checks: dict[str, bool] = {}
+        why: list[str] = []
+
+        def check(name: str, ok: bool, reason: str) -> None:
+            checks[name] = ok
+            if not ok:
+                why.append(reason)
+
+        cluster.advance(self.spec.window_seconds)
+        success, rate = self._client_side(cluster, check, baseline)
+        self._system_side(cluster, namespace, baseline, check)
+        active = [bool(a) for a in problem_injection.active(cluster)] if problem_injection is not None else []
+        check("fault_resolved", not any(active),
+              f"{sum(active)} of {len(active)} injected root causes are still in place")
+        if self.spec.replay_trigger:
+            recovered = self._replay(cluster, namespace, problem_injection, check, baseline)
+            check("recovers_after_trigger_replay", recovered,
+                  "after the trigger was replayed the system did not recover by itself")
+        passed = bool(checks) and all(checks.values())
+        return MitigationVerdict(passed=passed, success_rate=success, checks=checks,
+                                 detail="; ".join(why) if why else f"all {len(checks)} checks hold")
+
+    def _client_side(self, cluster: ClusterHandle, check: Any, baseline: Baseline) -> tuple[float | None, float | None]:
+        try:
+            success, rate = self._rates(cluster, self.spec.window_seconds)
+        except (httpx.HTTPError, RuntimeError, ValueError, KeyError) as exc:
+            check("traffic", False, f"the client-side metrics could not be read ({exc})")
+            check("client_success_rate", False, "no client-side success rate")
+            return None, None
+        floor = MIN_REQUEST_RATE
+        if baseline.request_rate:
+            floor = max(floor, 0.5 * baseline.request_rate)
+        check("traffic", rate is not None and rate >= floor,
+              f"client request rate {rate if rate is not None else 'none'}/s is below {floor:.2g}/s: "
+              "no traffic is never a pass")
+        check("client_success_rate", success is not None and rate is not None and rate > 0
+              and success >= self.spec.success_rate,
+              f"client success rate {success if success is not None else 'none'} is below "
+              f"{self.spec.success_rate} over {_window(self.spec.window_seconds)}")
+        return success, rate
+
+    def _system_side(self, cluster: ClusterHandle, namespace: str, baseline: Baseline, check: Any) -> None:
+        now = self._workloads(cluster, namespace)
+        missing, reduced, unready = [], [], []
+        for w in baseline.workloads:
+            obj = now.get((w.kind, w.name))
+            if obj is None:
+                missing.append(f"{w.kind}/{w.name}")
+                continue
+            spec, status = obj.get("spec") or {}, obj.get("status") or {}
+            replicas = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
+            if w.replicas > 0 and replicas < w.replicas:
+                reduced.append(f"{w.kind}/{w.name} {replicas}<{w.replicas}")
+            ready = int(status.get("readyReplicas") or 0)
+            if ready < replicas or (w.kind == "Deployment" and int(status.get("unavailableReplicas") or 0) > 0):
+                unready.append(f"{w.kind}/{w.name} {ready}/{replicas} ready")
+        check("workloads_present", not missing, f"deleted: {', '.join(missing)}")
+        check("replicas_not_reduced", not reduced, f"scaled below the baseline: {', '.join(reduced)}")
+        check("workloads_ready", not unready, f"not ready: {', '.join(unready)}")
+
+        lg_key = next(((k, n) for (k, n) in now if n == baseline.load_generator), None)
+        lg = now.get(lg_key) if lg_key else None
+        intact = baseline.load_generator_template is not None and lg is not None and (
+            _template_hash(lg) == baseline.load_generator_template
+            and int((lg.get("spec") or {}).get("replicas", 1) or 0) >= max(1, baseline.load_generator_replicas))
+        check("load_generator_intact", intact,
+              f"the load generator {baseline.load_generator} was removed, scaled down or changed")
+
+        crashing, pending = [], []
+        for pod in self._pods(cluster, namespace):
+            meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+            if meta.get("deletionTimestamp"):
+                continue
+            if status.get("phase") == "Pending":
+                pending.append(meta.get("name", "?"))
+            for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+                reason = ((cs.get("state") or {}).get("waiting") or {}).get("reason")
+                if reason in BAD_WAITING:
+                    crashing.append(f"{meta.get('name')} ({reason})")
+        check("no_crashlooping_pods", not crashing, f"failing pods: {', '.join(crashing)}")
+        check("no_pending_pods", not pending, f"pending pods: {', '.join(pending)}")
+
+        try:
+            alerts = self._prometheus(cluster, "/api/v1/alerts", {}).get("alerts") or []
+            firing = sorted({a["labels"].get("alertname", "?") for a in alerts if a.get("state") == "firing"
+                             and (a.get("labels") or {}).get("namespace") == namespace})
+            check("no_firing_alerts", not firing, f"alerts firing in {namespace}: {', '.join(firing)}")
+        except (httpx.HTTPError, RuntimeError, ValueError, KeyError) as exc:
+            check("no_firing_alerts", False, f"alerts could not be read ({exc})")
+
+    def _replay(self, cluster: ClusterHandle, namespace: str, problem_injection: Any, check: Any,
+                baseline: Baseline) -> bool:
+        """Replay the metastable trigger (the problem's first fault, by the catalog's convention, or
+        the injection's own `replay_trigger`), remove it, and require recovery within the window."""
+        if problem_injection is not None and hasattr(problem_injection, "replay_trigger"):
+            problem_injection.replay_trigger(cluster, namespace, REPLAY_TRIGGER_S)
+        else:
+            from injectors.base import faults
+
+            spec = self.problem.faults[0]
+            trigger = faults.create(spec.injector, **spec.params)
+            injection = trigger.inject(cluster, namespace)
+            cluster.advance(REPLAY_TRIGGER_S)
+            trigger.recover(cluster, injection)
+        cluster.advance(self.spec.window_seconds)
+        try:
+            success, rate = self._rates(cluster, self.spec.window_seconds)
+        except (httpx.HTTPError, RuntimeError, ValueError, KeyError):
+            return False
+        return success is not None and rate is not None and rate >= MIN_REQUEST_RATE and (
+            success >= self.spec.success_rate)
