@@ -31,7 +31,7 @@ def worker_main(index: int, sweep_id: str, db_url: str, artifacts: str, lease_s:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from farm.errors import ResetError
     from farm.owner import ClusterOwner
-    from farm.trial import TrialRun, load_trial_spec, run_all
+    from farm.trial import run_all, start_run
     from results import ledger
     from results.artifacts import open_store
     from results.db import engine_for
@@ -48,7 +48,9 @@ def worker_main(index: int, sweep_id: str, db_url: str, artifacts: str, lease_s:
                     return
                 time.sleep(IDLE_POLL_S)  # others are running; a retry may come back to the queue
                 continue
-            run = TrialRun(load_trial_spec(engine, claimed.trial_id), claimed, owner.cluster, engine, owner.store)
+            run = start_run(engine, claimed, owner.cluster, owner.store)
+            if run is None:
+                continue
             owner.begin(run)
             try:
                 outcome = run_all(run)

@@ -326,6 +326,18 @@ class TrialRun:
         ledger.abandon(self.engine, self.claim, AttemptState.SUPERSEDED, why)
 
 
+def start_run(engine: Engine, claim: Claim, cluster: ClusterHandle, store: ArtifactStore,
+              redis_url: str | None = None) -> TrialRun | None:
+    """Build the TrialRun for a fresh claim. A trial that cannot even be set up (its problem
+    or application no longer loads) is an infrastructure failure of this attempt."""
+    try:
+        return TrialRun(load_trial_spec(engine, claim.trial_id), claim, cluster, engine, store, redis_url)
+    except Exception as exc:  # reported on the attempt; the trial is retried or given up
+        log.exception("cannot set up trial %s", claim.trial_id)
+        ledger.infra_failure(engine, claim, "setup", f"{type(exc).__name__}: {exc}", max_attempts=3)
+        return None
+
+
 def run_all(run: TrialRun) -> str:
     """Run every step in this process (the embedded runner). Returns how it ended:
     recorded, superseded, infra_retry, infra_failed or lease_lost. Always resets."""

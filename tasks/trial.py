@@ -108,7 +108,7 @@ def _step(ref: dict[str, Any], method: str) -> dict[str, Any]:
 
 @app.task(name="farm.claim_trial", bind=True, max_retries=None)
 def claim_trial(self: Task, trial_id: str) -> str:
-    from farm.trial import TrialRun, load_trial_spec
+    from farm.trial import start_run
     from results import ledger
 
     if OWNER is None:
@@ -120,8 +120,10 @@ def claim_trial(self: Task, trial_id: str) -> str:
     claimed = ledger.claim(engine, trial_id, OWNER.name, OWNER.cluster.ref, OWNER.lease_s)
     if claimed is None:
         return "skipped"  # finished, running elsewhere or cancelled: a duplicate claim is harmless
-    run = TrialRun(load_trial_spec(engine, trial_id), claimed, OWNER.cluster, engine, OWNER.store,
-                   redis_url=config.redis_url)
+    run = start_run(engine, claimed, OWNER.cluster, OWNER.store, redis_url=config.redis_url)
+    if run is None:
+        send_claims([trial_id], countdown=5)  # a no-op if the trial was given up
+        return "setup failed"
     OWNER.begin(run)
     ref = _ref(run)
     label = repr(run.spec.key)

@@ -305,6 +305,20 @@ class LLMClient:
         return call
 
 
+def price_tokens(model: str | None, tokens_in: int, tokens_out: int, tokens_cached: int = 0) -> tuple[float, bool]:
+    """Cost of token counts reported by a tool that does not report cost (codex), from litellm's
+    price table; (0, False) for a model it has no price for."""
+    if not model:
+        return 0.0, False
+    litellm = load_litellm()
+    try:
+        cin, cout = litellm.cost_per_token(model=model, prompt_tokens=tokens_in, completion_tokens=tokens_out,
+                                           cache_read_input_tokens=tokens_cached)
+        return float(cin + cout), True
+    except Exception:  # unknown model: cost 0, flagged
+        return 0.0, False
+
+
 def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
     """A tool call's arguments as a dict; a malformed JSON string becomes {"_malformed": raw}."""
     if isinstance(raw, dict):

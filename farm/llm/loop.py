@@ -32,6 +32,7 @@ class Session:
     tool_calls: int = 0
     diagnosis_submitted: bool = False
     mitigation_submitted: bool = False
+    diagnosis: str | None = None  # the text of the last diagnosis the interface accepted
 
     @property
     def remaining_s(self) -> float:
@@ -50,16 +51,17 @@ class Session:
         """A tool call made by the harness itself (not the model), recorded in the transcript."""
         self.check_time()
         outcome = self.tools.call(name, args)
-        self._count(name, outcome)
+        self._count(name, args, outcome)
         self.transcript.event(f"harness called {name}", agent, tool=name, arguments=args,
                               output=outcome.text[:4000], is_error=outcome.is_error)
         return outcome
 
-    def _count(self, name: str, outcome: ToolOutcome) -> None:
+    def _count(self, name: str, args: dict[str, Any], outcome: ToolOutcome) -> None:
         self.tool_calls += 1
         if not outcome.is_error:
             if name == "submit_diagnosis":
                 self.diagnosis_submitted = True
+                self.diagnosis = str(args.get("text", ""))
             elif name == "submit_mitigation":
                 self.mitigation_submitted = True
 
@@ -107,7 +109,7 @@ def converse(session: Session, messages: list[dict[str, Any]], tools: list[dict[
                                       f"{str(args['_malformed'])[:200]}", True)
             else:
                 outcome = session.tools.call(name, args)
-            session._count(name, outcome)
+            session._count(name, args, outcome)
             text = shape_output(outcome.text) if shape_output else outcome.text
             if on_tool is not None:
                 text = on_tool(name, args, outcome, text)

@@ -1,0 +1,325 @@
+"""`claude-code` and `codex`: run those coding-agent CLIs headless against the trial's MCP server
+and turn their JSON event streams into the farm's transcript and usage.
+
+claude: `claude -p PROMPT --output-format stream-json --verbose --mcp-config FILE --strict-mcp-config`
+    with only the farm server's tools allowed; events are system/init, assistant (content blocks
+    text / tool_use, and message usage), user (tool_result blocks) and a final result (usage,
+    total_cost_usd, num_turns, subtype).
+codex: `codex exec --json` with the server given as `-c mcp_servers.farm.url=...` and the bearer
+    token in an environment variable; events are thread.started, turn.started, item.started /
+    item.completed (agent_message, reasoning, mcp_tool_call, command_execution, error) and
+    turn.completed with usage {input_tokens, cached_input_tokens, output_tokens}; codex reports no
+    cost, so it is priced from litellm's table.
+Both streams are read live: the wall-time, token and cost limits stop the process when hit.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.errors import ConfigurationError
+from farm.llm.client import price_tokens
+from farm.llm.transcript import Transcript
+from farm.secrets import scrub
+from farm.states import (END_AGENT_ERROR, END_AGENT_STOPPED, END_SUBMITTED, LIMIT_COST, LIMIT_STEPS,
+                         LIMIT_TOKENS, LIMIT_WALL_TIME)
+
+SERVER_NAME = "farm"
+PROMPT = """An incident is in progress in the Kubernetes namespace '{ns}' (incident {trial}). You are the \
+on-call SRE. Use only the tools of the MCP server '{server}' (kubectl, prometheus_query, loki_query, \
+jaeger_traces, get_alerts, wait, ...): find the root cause (the faulty component, the mechanism, the concrete \
+wrong value, the components failing only downstream), call submit_diagnosis with it, then fix it with the \
+smallest change, verify with wait and the tools, and call submit_mitigation. Do not delete or scale away the \
+application."""
+# Environment passed to the CLIs: what they need to run and authenticate, nothing of the farm's.
+PASS_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER", "SSL_CERT_FILE", "HTTPS_PROXY",
+            "HTTP_PROXY", "NO_PROXY", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_USE_BEDROCK",
+            "CLAUDE_CODE_USE_VERTEX", "AWS_REGION", "AWS_PROFILE", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+            "CODEX_HOME")
+
+
+class Usage:
+    def __init__(self) -> None:
+        self.tokens_in = self.tokens_out = self.tokens_cached = 0
+        self.cost_usd = 0.0
+        self.steps = 0
+        self.tool_calls = 0
+        self.diagnosis = False
+        self.mitigation = False
+        self.error: str | None = None
+        self.finished = False
+        self.seen_messages: set[str] = set()
+        self.pending: dict[str, str] = {}  # tool_use id -> tool name, until its result arrives
+
+
+def _strip_server(name: str) -> str:
+    prefix = f"mcp__{SERVER_NAME}__"
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
+def _block_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+    return json.dumps(content) if content is not None else ""
+
+
+class _CLIAgent(Agent):
+    executable = ""
+
+    def __init__(self, executable: str | None = None, extra_args: list[str] | None = None) -> None:
+        self.executable_path = executable or self.executable
+        self.extra_args = list(extra_args or [])
+
+    @abc.abstractmethod
+    def command(self, ctx: AgentContext, workdir: Path) -> tuple[list[str], dict[str, str]]:
+        """argv (argv[0] is replaced by the resolved executable) and extra environment."""
+
+    @abc.abstractmethod
+    def on_event(self, event: dict[str, Any], usage: Usage, tr: Transcript, ctx: AgentContext) -> None:
+        """Fold one JSON event of the CLI's stream into usage and transcript."""
+
+    def _resolve(self) -> str:
+        found = shutil.which(self.executable_path)
+        if not found:
+            raise ConfigurationError(f"the '{self.executable_path}' executable is not on PATH; install it or set "
+                                     f"the agent option executable=/path/to/{self.executable}")
+        return found
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        tr = Transcript()
+        usage = Usage()
+        try:
+            exe = self._resolve()
+        except ConfigurationError as exc:
+            return AgentResult(end_reason=END_AGENT_ERROR, error=str(exc))
+        with tempfile.TemporaryDirectory(prefix=f"farm-{self.executable}-") as tmp:
+            workdir = Path(tmp)
+            argv, extra_env = self.command(ctx, workdir)
+            argv[0] = exe
+            env = {k: v for k, v in os.environ.items() if k in PASS_ENV}
+            env.update(extra_env)
+            prompt_shown = PROMPT.format(ns=ctx.namespace, trial=ctx.trial_id, server=SERVER_NAME)
+            tr.message("user", prompt_shown)
+            reason = self._drive(argv, env, workdir, ctx, usage, tr)
+        return AgentResult(end_reason=reason, steps=usage.steps, tool_calls=usage.tool_calls,
+                           tokens_in=usage.tokens_in, tokens_out=usage.tokens_out,
+                           tokens_cached=usage.tokens_cached, cost_usd=usage.cost_usd, transcript=tr.entries,
+                           error=scrub(usage.error) if usage.error else None)
+
+    def _drive(self, argv: list[str], env: dict[str, str], cwd: Path, ctx: AgentContext, usage: Usage,
+               tr: Transcript) -> str:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                text=True, cwd=cwd, env=env, start_new_session=True)
+        stderr: list[str] = []
+        threading.Thread(target=lambda: stderr.extend(proc.stderr or []), daemon=True).start()
+        limit_hit: list[str] = []
+        deadline = time.monotonic() + ctx.limits.wall_time_s
+
+        def watchdog() -> None:
+            while proc.poll() is None:
+                if time.monotonic() > deadline:
+                    limit_hit.append(LIMIT_WALL_TIME)
+                    proc.kill()
+                    return
+                time.sleep(0.1)
+
+        threading.Thread(target=watchdog, daemon=True).start()
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                tr.event(f"non-JSON output: {line[:500]}")
+                continue
+            if isinstance(event, dict):
+                self.on_event(event, usage, tr, ctx)
+            over = self._over_limit(usage, ctx)
+            if over and not limit_hit:
+                limit_hit.append(over)
+                tr.event(f"session ended: {over}")
+                proc.kill()
+        code = proc.wait()
+        if limit_hit:
+            return limit_hit[0]
+        if code != 0 and not usage.finished:
+            usage.error = usage.error or f"{self.executable} exited with {code}: {''.join(stderr)[-800:]}"
+            return END_AGENT_ERROR
+        if usage.error and not (usage.diagnosis or usage.mitigation):
+            return END_AGENT_ERROR
+        return END_SUBMITTED if (usage.diagnosis or usage.mitigation) else END_AGENT_STOPPED
+
+    @staticmethod
+    def _over_limit(u: Usage, ctx: AgentContext) -> str | None:
+        lim = ctx.limits
+        if u.tokens_in + u.tokens_out > lim.max_tokens:
+            return LIMIT_TOKENS
+        if u.cost_usd > lim.max_cost_usd:
+            return LIMIT_COST
+        if u.steps > lim.max_steps:
+            return LIMIT_STEPS
+        return None
+
+
+@agents.register("claude-code")
+class ClaudeCodeAgent(_CLIAgent):
+    executable = "claude"
+
+    def command(self, ctx: AgentContext, workdir: Path) -> tuple[list[str], dict[str, str]]:
+        config = {"mcpServers": {SERVER_NAME: {"type": "http", "url": ctx.mcp_url,
+                                               "headers": {"Authorization": f"Bearer {ctx.mcp_token}"}}}}
+        path = workdir / "mcp.json"
+        path.write_text(json.dumps(config))
+        path.chmod(0o600)
+        argv = [self.executable, "-p", PROMPT.format(ns=ctx.namespace, trial=ctx.trial_id, server=SERVER_NAME),
+                "--output-format", "stream-json", "--verbose", "--mcp-config", str(path), "--strict-mcp-config",
+                "--allowedTools", f"mcp__{SERVER_NAME}",
+                # the agent works the incident through the farm's tools only, not a local shell
+                "--disallowedTools", "Bash", "Edit", "Write", "NotebookEdit", "WebFetch", "WebSearch",
+                "--max-turns", str(ctx.limits.max_steps)]
+        if ctx.model:
+            argv += ["--model", ctx.model.split("/", 1)[1] if ctx.model.startswith("anthropic/") else ctx.model]
+        return argv + self.extra_args, {}
+
+    def on_event(self, event: dict[str, Any], usage: Usage, tr: Transcript, ctx: AgentContext) -> None:
+        kind = event.get("type")
+        if kind == "system" and event.get("subtype") == "init":
+            tr.event("claude session started", session_id=event.get("session_id"), model=event.get("model"),
+                     mcp_servers=event.get("mcp_servers"))
+        elif kind == "assistant":
+            msg = event.get("message") or {}
+            texts, calls = [], []
+            for block in msg.get("content") or []:
+                if block.get("type") == "text":
+                    texts.append(block.get("text", ""))
+                elif block.get("type") == "tool_use":
+                    calls.append({"id": block.get("id"), "name": _strip_server(block.get("name", "")),
+                                  "arguments": block.get("input") or {}})
+            u = msg.get("usage") or {}
+            entry_usage = {"tokens_in": int(u.get("input_tokens", 0)) + int(u.get("cache_creation_input_tokens", 0))
+                           + int(u.get("cache_read_input_tokens", 0)),
+                           "tokens_out": int(u.get("output_tokens", 0)),
+                           "tokens_cached": int(u.get("cache_read_input_tokens", 0))}
+            tr.assistant({"content": "\n".join(texts) or None}, entry_usage, msg.get("model") or ctx.model or "",
+                         calls)
+            # Running totals until the result event gives the exact figures; one message may arrive
+            # as several events (one per content block) carrying the same usage, so count it once.
+            if msg.get("id") not in usage.seen_messages:
+                usage.seen_messages.add(msg.get("id"))
+                usage.tokens_in += entry_usage["tokens_in"]
+                usage.tokens_out += entry_usage["tokens_out"]
+                usage.tokens_cached += entry_usage["tokens_cached"]
+                usage.steps += 1
+            usage.tool_calls += len(calls)
+            for c in calls:
+                usage.pending[c["id"]] = c["name"]
+        elif kind == "user":
+            msg = event.get("message") or {}
+            blocks = msg.get("content") if isinstance(msg.get("content"), list) else []
+            for block in blocks:
+                if block.get("type") != "tool_result":
+                    continue
+                name = usage.pending.get(block.get("tool_use_id"), "?")
+                is_error = bool(block.get("is_error"))
+                tr.tool(block.get("tool_use_id", ""), name, _block_text(block.get("content")), is_error)
+                if not is_error and name == "submit_diagnosis":
+                    usage.diagnosis = True
+                if not is_error and name == "submit_mitigation":
+                    usage.mitigation = True
+        elif kind == "result":
+            u = event.get("usage") or {}
+            usage.tokens_in = (int(u.get("input_tokens", 0)) + int(u.get("cache_creation_input_tokens", 0))
+                               + int(u.get("cache_read_input_tokens", 0)))
+            usage.tokens_out = int(u.get("output_tokens", 0))
+            usage.tokens_cached = int(u.get("cache_read_input_tokens", 0))
+            usage.cost_usd = float(event.get("total_cost_usd") or 0.0)
+            usage.steps = int(event.get("num_turns") or usage.steps)
+            usage.finished = True
+            if event.get("is_error") or event.get("subtype") not in (None, "success"):
+                usage.error = f"claude ended with {event.get('subtype')}: {str(event.get('result', ''))[:300]}"
+            tr.event("claude session finished", subtype=event.get("subtype"), num_turns=event.get("num_turns"),
+                     total_cost_usd=event.get("total_cost_usd"), result=event.get("result"))
+
+
+@agents.register("codex")
+class CodexAgent(_CLIAgent):
+    executable = "codex"
+    TOKEN_ENV = "FARM_MCP_TOKEN"
+
+    def command(self, ctx: AgentContext, workdir: Path) -> tuple[list[str], dict[str, str]]:
+        argv = [self.executable, "exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only",
+                "-c", f"mcp_servers.{SERVER_NAME}.url={json.dumps(ctx.mcp_url)}",
+                "-c", f"mcp_servers.{SERVER_NAME}.bearer_token_env_var={json.dumps(self.TOKEN_ENV)}"]
+        if ctx.model:
+            argv += ["-m", ctx.model.split("/", 1)[1] if ctx.model.startswith("openai/") else ctx.model]
+        argv += self.extra_args
+        argv.append(PROMPT.format(ns=ctx.namespace, trial=ctx.trial_id, server=SERVER_NAME))
+        return argv, {self.TOKEN_ENV: ctx.mcp_token}
+
+    def on_event(self, event: dict[str, Any], usage: Usage, tr: Transcript, ctx: AgentContext) -> None:
+        kind = event.get("type")
+        if kind == "thread.started":
+            tr.event("codex thread started", thread_id=event.get("thread_id"))
+        elif kind == "item.completed":
+            item = event.get("item") or {}
+            itype = item.get("type")
+            if itype == "agent_message":
+                usage.steps += 1
+                tr.assistant({"content": item.get("text")}, {}, ctx.model or "", [])
+            elif itype == "reasoning":
+                tr.assistant({"content": None, "reasoning_content": item.get("text")}, {}, ctx.model or "", [])
+            elif itype == "mcp_tool_call":
+                usage.steps += 1
+                usage.tool_calls += 1
+                name = item.get("tool", "?")
+                args = item.get("arguments") or {}
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args)
+                    except json.JSONDecodeError:
+                        args = {"_raw": args}
+                tr.assistant({"content": None}, {}, ctx.model or "", [{"id": item.get("id"), "name": name,
+                                                                        "arguments": args}])
+                error = item.get("error")
+                failed = item.get("status") == "failed" or bool(error)
+                result = item.get("result") or {}
+                text = (error or {}).get("message", "") if failed and error else _block_text(result.get("content"))
+                failed = failed or bool(result.get("is_error") or result.get("isError"))
+                tr.tool(item.get("id", ""), name, text, failed)
+                if not failed and name == "submit_diagnosis":
+                    usage.diagnosis = True
+                if not failed and name == "submit_mitigation":
+                    usage.mitigation = True
+            elif itype == "command_execution":
+                usage.steps += 1
+                usage.tool_calls += 1
+                tr.assistant({"content": None}, {}, ctx.model or "", [{"id": item.get("id"), "name": "shell",
+                                                                        "arguments": {"command": item.get("command")}}])
+                tr.tool(item.get("id", ""), "shell", item.get("aggregated_output", ""), item.get("exit_code") not in (0,))
+            elif itype == "error":
+                tr.event(f"codex error item: {item.get('message')}")
+        elif kind == "turn.completed":
+            u = event.get("usage") or {}
+            usage.tokens_in += int(u.get("input_tokens", 0))
+            usage.tokens_cached += int(u.get("cached_input_tokens", 0))
+            usage.tokens_out += int(u.get("output_tokens", 0))
+            usage.cost_usd, _ = price_tokens(ctx.model, usage.tokens_in, usage.tokens_out, usage.tokens_cached)
+            usage.finished = True
+        elif kind in ("turn.failed", "error"):
+            err = event.get("error") or {}
+            usage.error = f"codex {kind}: {err.get('message') if isinstance(err, dict) else event.get('message')}"
+            tr.event(usage.error)
