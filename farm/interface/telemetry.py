@@ -53,6 +53,11 @@ def parse_step(value: str | float | int) -> float:
     return step
 
 
+def _namespace_of(item: dict[str, Any]) -> str | None:
+    labels = item.get("stream") or item.get("metric") or {}
+    return next((labels[k] for k in visibility.NAMESPACE_LABELS if k in labels), None)
+
+
 class Telemetry:
     """One session's view of the three query APIs."""
 
@@ -136,7 +141,10 @@ class Telemetry:
         params = {"query": query, "start": int((now - minutes * 60) * 1e9), "end": int(now * 1e9),
                   "limit": 1000 if self.summarised else 100, "direction": "backward"}
         data = self._get(self.loki, "/loki/api/v1/query_range", params, "Loki")["data"]
-        result = visibility.filter_series(data.get("result") or [])
+        # Logs of other namespaces are none of this incident's business (and the farm's own
+        # components log there), so only streams of the agent's namespace, or of none, remain.
+        result = [r for r in visibility.filter_series(data.get("result") or [])
+                  if _namespace_of(r) in (None, "", self.namespace)]
         if data.get("resultType") == "streams":
             for stream in result:
                 stream["values"] = visibility.filter_lines(stream.get("values") or [])

@@ -1,0 +1,126 @@
+"""The agent's kubectl command checks: what is refused, with which reason, and what counts as a
+change that is recorded and can be undone."""
+
+from __future__ import annotations
+
+import pytest
+
+from farm.errors import ToolError
+from farm.interface.kubectl import Target, parse_command, targets_of
+
+NS = "hotel-reservation"
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        ("get pods | grep geo", "shell operator"),
+        ("get pods > /tmp/x", "shell operator"),
+        ("get pods; delete pod x", "shell operator"),
+        ("get pods && get svc", "shell operator"),
+        ("exec -it geo-1 -- sh", "interactive"),
+        ("exec geo-1 -ti -- sh", "interactive"),
+        ("attach geo-1", "interactive terminal"),
+        ("edit deployment geo", "editor"),
+        ("port-forward svc/frontend 5000", "port-forward"),
+        ("proxy", "proxy"),
+        ("cp geo-1:/etc/passwd /tmp/p", "local files"),
+        ("get pods -n chaos-mesh", "only reach namespace"),
+        ("get pods --namespace=kube-system", "only reach namespace"),
+        ("get pods -nkube-system", "only reach namespace"),
+        ("get podchaos -A", "only reach namespace"),
+        ("get pods --all-namespaces", "only reach namespace"),
+        ("get pods --kubeconfig=/root/.kube/config", "cannot be overridden"),
+        ("get pods --token abc", "cannot be overridden"),
+        ("get pods --server=https://10.0.0.1", "cannot be overridden"),
+        ("--context admin get pods", "cannot be overridden"),
+        ("get pods --as=system:admin", "cannot be overridden"),
+        ("apply -f /work/main/farm/problems/catalog/x.yaml", "local files"),
+        ("get pods -w", "watching"),
+        ("logs -f geo-1", "watching"),
+        ("config view --raw", "kubeconfig is fixed"),
+        ("", "empty command"),
+        ("get pods 'unterminated", "quotes"),
+        ("-o json", "no kubectl verb"),
+    ],
+)
+def test_refused_commands_say_why(command: str, reason: str) -> None:
+    with pytest.raises(ToolError) as info:
+        parse_command(command, NS)
+    assert reason in str(info.value)
+
+
+def test_wait_verb_is_refused_only_on_a_virtual_clock() -> None:
+    with pytest.raises(ToolError, match="wait tool"):
+        parse_command("wait --for=condition=Ready pod/geo-1", NS, virtual_time=True)
+    assert parse_command("wait --for=condition=Ready pod/geo-1", NS).verb == "wait"
+
+
+@pytest.mark.parametrize(
+    ("command", "mutating"),
+    [
+        ("get pods", False),
+        ("kubectl describe pod geo-1", False),
+        ("logs geo-1 --tail=20", False),
+        (f"get pods -n {NS} -o wide", False),
+        ("rollout status deployment/geo", False),
+        ("rollout history deployment/geo", False),
+        ("rollout undo deployment/geo", True),
+        ("rollout restart deployment/geo", True),
+        ("scale deployment geo --replicas=2", True),
+        ("set env deployment/geo GEO_DB_PORT=27017", True),
+        ("delete pod geo-1", True),
+        ("patch svc geo -p '{\"spec\":{}}'", True),
+        ("delete pod geo-1 --dry-run=client", False),
+        ("label pod geo-1 a=b", True),
+    ],
+)
+def test_mutating_commands_are_recognised(command: str, mutating: bool) -> None:
+    assert parse_command(command, NS).mutating is mutating
+
+
+def test_quoted_operators_are_arguments_not_shell() -> None:
+    parsed = parse_command("get pods -l 'app in (geo,rate)' -o jsonpath='{.items[*].metadata.name}'", NS)
+    assert parsed.verb == "get"
+    assert parsed.flags["-l"] == "app in (geo,rate)"
+
+
+def test_exec_without_terminal_is_allowed_and_stops_at_dashdash() -> None:
+    parsed = parse_command("exec geo-1 -- ls -n /", NS)
+    assert parsed.verb == "exec" and "-n" not in parsed.flags
+
+
+def test_rollout_status_does_not_watch() -> None:
+    assert parse_command("rollout status deployment/geo", NS).tokens[-1] == "--watch=false"
+
+
+def test_stdin_manifest_is_the_only_file() -> None:
+    parsed = parse_command("apply -f -", NS)
+    assert parsed.uses_stdin and parsed.mutating
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("scale deployment geo --replicas=0", ["deployment/geo"]),
+        ("scale deploy/geo --replicas=0", ["deployment/geo"]),
+        ("rollout undo deployment/geo", ["deployment/geo"]),
+        ("set env deployment/geo A=1", ["deployment/geo"]),
+        ("set image deployment geo hotel-reserv-geo=img:2", ["deployment/geo"]),
+        ("delete pods geo-1 geo-2", ["pod/geo-1", "pod/geo-2"]),
+        ("delete po -l app=geo", ["pod (app=geo)"]),
+        ("label pod geo-1 tier=db", ["pod/geo-1"]),
+        ("create configmap extra --from-literal=a=b", ["configmap/extra"]),
+        ("create secret generic creds --from-literal=a=b", ["secret/creds"]),
+        ("patch svc geo --type=merge -p '{\"spec\":{}}'", ["service/geo"]),
+        ("expose deployment geo --port=8083 --name=geo2", ["service/geo2"]),
+    ],
+)
+def test_targets_of_mutations(command: str, expected: list[str]) -> None:
+    assert [str(t) for t in targets_of(parse_command(command, NS), None)] == expected
+
+
+def test_targets_of_a_manifest() -> None:
+    manifest = "kind: ConfigMap\nmetadata: {name: a}\n---\nkind: Deployment\nmetadata: {name: geo}\n"
+    targets = targets_of(parse_command("apply -f -", NS), manifest)
+    assert targets == [Target("configmap", "a"), Target("deployment", "geo")]
