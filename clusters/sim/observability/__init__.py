@@ -6,69 +6,74 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.sim.clock import VirtualClock
+from clusters.sim.observability.httpapp import App, AppServer
+from clusters.sim.observability.jaeger_api import JaegerAPI
+from clusters.sim.observability.logs import LogStore
+from clusters.sim.observability.loki_api import LokiAPI
+from clusters.sim.observability.prometheus_api import PrometheusAPI
+from clusters.sim.observability.rules import DEFAULT_RULE_SETS, RuleManager
+from clusters.sim.observability.traces import TraceStore
+from clusters.sim.observability.tsdb import TSDB
 
-__all__ = ["Observability", "TSDB", "LogStore", "TraceStore"]
+__all__ = ["Observability", "TSDB", "LogStore", "TraceStore", "RuleManager", "AppServer", "App"]
 
-
-class TSDB:
-    """Time series keyed by (metric, sorted labels)."""
-
-    def __init__(self) -> None:
-        self.series: dict[tuple, list[tuple[float, float]]] = {}
-
-    def append(self, metric: str, labels: dict[str, str], t: float, value: float) -> None:
-        key = (metric, tuple(sorted(labels.items())))
-        self.series.setdefault(key, []).append((t, value))
-
-
-class LogStore:
-    """Log lines per stream (promtail labels)."""
-
-    def __init__(self) -> None:
-        self.streams: dict[tuple, list[tuple[float, str]]] = {}
-
-    def append(self, stream_labels: dict[str, str], t: float, line: str) -> None:
-        key = tuple(sorted(stream_labels.items()))
-        self.streams.setdefault(key, []).append((t, line))
-
-
-class TraceStore:
-    """Spans in the Jaeger JSON model, grouped by trace."""
-
-    def __init__(self) -> None:
-        self.traces: dict[str, list[dict[str, Any]]] = {}
-
-    def add(self, spans: list[dict[str, Any]]) -> None:
-        for span in spans:
-            self.traces.setdefault(span["traceID"], []).append(span)
-
-
-def _unavailable(method: str, path: str, query: dict[str, list[str]], body: bytes) -> tuple[int, str, bytes]:
-    return 503, "text/plain", b"observability back end is starting"
+DEFAULT_RETENTION = 2 * 3600.0
 
 
 class Observability:
-    """One cluster's metrics, logs and traces, on the cluster's clock."""
+    """One cluster's metrics, logs and traces on the cluster's clock, and the three query APIs.
 
-    def __init__(self, clock: VirtualClock) -> None:
+    The cluster writes with `tsdb.append`, `logs.append` and `traces.add`, calls
+    `evaluate_rules(now)` every 15-30 s of cluster time, and mounts `prometheus_app`,
+    `loki_app` and `jaeger_app` on its ports. Everything older than `retention` seconds of
+    cluster time is forgotten, so memory stays bounded however long a cluster lives."""
+
+    def __init__(self, clock: VirtualClock, retention: float = DEFAULT_RETENTION,
+                 rule_sets: tuple[str, ...] = DEFAULT_RULE_SETS, max_spans: int = 200_000,
+                 max_lines_per_stream: int = 20_000) -> None:
         self.clock = clock
-        self.tsdb = TSDB()
-        self.logs = LogStore()
-        self.traces = TraceStore()
-        self.prometheus_app = _unavailable
-        self.loki_app = _unavailable
-        self.jaeger_app = _unavailable
+        self.retention = retention
+        self.tsdb = TSDB(retention=retention)
+        self.logs = LogStore(retention=retention, max_lines_per_stream=max_lines_per_stream)
+        self.traces = TraceStore(max_spans=max_spans, retention=retention)
+        self.rules = RuleManager(self.tsdb, rule_sets=rule_sets)
+        self.prometheus_app: App = PrometheusAPI(self.tsdb, clock, self.rules)
+        self.loki_app: App = LokiAPI(self.logs, clock)
+        self.jaeger_app: App = JaegerAPI(self.traces, clock)
 
     def evaluate_rules(self, now: float | None = None) -> None:
-        """Evaluate alerting rules at `now` (cluster time); the cluster calls this every 15-30 s."""
+        """Evaluate the rule groups that are due at `now` (cluster time), then apply retention."""
+        t = self.clock.now() if now is None else now
+        self.rules.evaluate(t)
+        self.trim(t)
+
+    def trim(self, now: float) -> None:
+        self.tsdb.trim(now)
+        self.logs.trim(now)
+        self.traces.trim(now)
 
     def reset(self) -> None:
-        self.tsdb = TSDB()
-        self.logs = LogStore()
-        self.traces = TraceStore()
+        """Drop every sample, line, span and alert (cluster reset)."""
+        self.tsdb.clear()
+        self.logs.clear()
+        self.traces.clear()
+        self.rules.clear()
 
     def checkpoint(self) -> dict[str, Any]:
-        return {}
+        """A copy of all stored telemetry and alert state; `restore` accepts it any number of times."""
+        return {
+            "tsdb": self.tsdb.checkpoint(),
+            "logs": self.logs.checkpoint(),
+            "traces": self.traces.checkpoint(),
+            "rules": self.rules.checkpoint(),
+        }
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.reset()
+        self.tsdb.restore(state["tsdb"])
+        self.logs.restore(state["logs"])
+        self.traces.restore(state["traces"])
+        self.rules.restore(state["rules"])
+
+    def stats(self) -> dict[str, int]:
+        return {"series": len(self.tsdb), "samples": self.tsdb.sample_count(),
+                "log_lines": self.logs.line_count(), "traces": len(self.traces), "spans": self.traces.span_count}

@@ -1,0 +1,107 @@
+"""The emulated Loki's storage: log lines per stream (a promtail label set), nanosecond
+timestamps in array('q'), bounded by a cluster-time retention window and a line budget per
+stream, so a chatty pod cannot grow the cluster's memory without end."""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from typing import Any
+
+DEFAULT_RETENTION = 2 * 3600.0
+DEFAULT_MAX_LINES_PER_STREAM = 20_000
+_TRIM_EVERY = 1 << 14
+
+
+def to_ns(t: float) -> int:
+    # Microsecond resolution keeps replays deterministic across float rounding.
+    return int(round(t * 1e6)) * 1000
+
+
+class Stream:
+    __slots__ = ("labels", "ts", "lines")
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        self.labels = labels
+        self.ts = array("q")
+        self.lines: list[str] = []
+
+    def window(self, start_ns: int, end_ns: int) -> tuple[int, int]:
+        """Index range of entries with start <= ts < end (Loki's half-open interval)."""
+        return bisect_left(self.ts, start_ns), bisect_left(self.ts, end_ns)
+
+    def window_closed(self, start_ns: int, end_ns: int) -> tuple[int, int]:
+        """Index range of entries with start < ts <= end (range aggregations)."""
+        return bisect_right(self.ts, start_ns), bisect_right(self.ts, end_ns)
+
+
+class LogStore:
+    def __init__(self, retention: float = DEFAULT_RETENTION,
+                 max_lines_per_stream: int = DEFAULT_MAX_LINES_PER_STREAM) -> None:
+        self.retention = retention
+        self.max_lines_per_stream = max_lines_per_stream
+        self._streams: dict[frozenset[tuple[str, str]], Stream] = {}
+        self._appends = 0
+        self._newest = 0
+
+    def append(self, stream_labels: dict[str, str], t: float, line: str) -> None:
+        key = frozenset(stream_labels.items())
+        s = self._streams.get(key)
+        if s is None:
+            s = self._streams[key] = Stream(dict(stream_labels))
+        ns = to_ns(t)
+        if not s.ts or ns >= s.ts[-1]:
+            s.ts.append(ns)
+            s.lines.append(line)
+        else:  # Loki accepts out-of-order writes; keep the stream sorted
+            i = bisect_right(s.ts, ns)
+            s.ts.insert(i, ns)
+            s.lines.insert(i, line)
+        if ns > self._newest:
+            self._newest = ns
+        if len(s.lines) > self.max_lines_per_stream + self.max_lines_per_stream // 4:
+            cut = len(s.lines) - self.max_lines_per_stream
+            del s.ts[:cut]
+            del s.lines[:cut]
+        self._appends += 1
+        if self._appends & (_TRIM_EVERY - 1) == 0:
+            self.trim(self._newest / 1e9)
+
+    def trim(self, now: float) -> None:
+        cutoff = to_ns(now - self.retention)
+        dead = []
+        for key, s in self._streams.items():
+            if s.ts and s.ts[0] < cutoff:
+                i = bisect_left(s.ts, cutoff)
+                del s.ts[:i]
+                del s.lines[:i]
+            if not s.ts:
+                dead.append(key)
+        for key in dead:
+            del self._streams[key]
+
+    def streams(self) -> Iterator[Stream]:
+        return iter(self._streams.values())
+
+    def clear(self) -> None:
+        self._streams.clear()
+        self._newest = 0
+
+    def line_count(self) -> int:
+        return sum(len(s.lines) for s in self._streams.values())
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {"streams": [(dict(s.labels), array("q", s.ts), list(s.lines)) for s in self._streams.values()],
+                "newest": self._newest}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.clear()
+        for labels, ts, lines in state["streams"]:
+            s = Stream(dict(labels))
+            s.ts, s.lines = array("q", ts), list(lines)
+            self._streams[frozenset(labels.items())] = s
+        self._newest = state["newest"]
+
+
+__all__ = ["LogStore", "Stream", "to_ns"]

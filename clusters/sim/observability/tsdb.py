@@ -1,0 +1,184 @@
+"""The emulated Prometheus's storage: series keyed by (metric, label set), samples in two
+array('d') columns (16 bytes a sample), retention by a window of cluster time."""
+
+from __future__ import annotations
+
+import re
+import struct
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import promql_parser
+
+# Prometheus marks a vanished series with this NaN payload; any other NaN is a real value.
+STALE_NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
+_STALE_BYTES = struct.pack("<d", STALE_NAN)
+
+DEFAULT_RETENTION = 2 * 3600.0
+_TRIM_EVERY = 1 << 16
+
+
+def is_stale(v: float) -> bool:
+    return v != v and struct.pack("<d", v) == _STALE_BYTES
+
+
+class Series:
+    """One time series: its labels (with __name__) and its samples in time order."""
+
+    __slots__ = ("labels", "ts", "vs")
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        self.labels = labels
+        self.ts = array("d")
+        self.vs = array("d")
+
+
+class Matcher:
+    """A label matcher (=, !=, =~, !~); regexes are anchored as Prometheus anchors them."""
+
+    __slots__ = ("name", "op", "value", "_re")
+
+    def __init__(self, name: str, op: str, value: str) -> None:
+        self.name, self.op, self.value = name, op, value
+        self._re = re.compile(value, re.DOTALL) if op in ("=~", "!~") else None
+
+    @classmethod
+    def from_parser(cls, m: promql_parser.Matcher) -> Matcher:
+        # MatchOp values are not hashable, so no dict lookup.
+        mo = promql_parser.MatchOp
+        op = "=" if m.op == mo.Equal else "!=" if m.op == mo.NotEqual else "=~" if m.op == mo.Re else "!~"
+        return cls(m.name, op, m.value)
+
+    def matches(self, v: str) -> bool:
+        op = self.op
+        if op == "=":
+            return v == self.value
+        if op == "!=":
+            return v != self.value
+        assert self._re is not None
+        hit = self._re.fullmatch(v) is not None
+        return hit if op == "=~" else not hit
+
+    def matches_empty(self) -> bool:
+        return self.matches("")
+
+    def __repr__(self) -> str:
+        return f"{self.name}{self.op}{self.value!r}"
+
+
+def matches_all(labels: dict[str, str], matchers: Iterable[Matcher]) -> bool:
+    for m in matchers:
+        if not m.matches(labels.get(m.name, "")):
+            return False
+    return True
+
+
+class TSDB:
+    """Append-only sample store. Out-of-order samples are dropped as Prometheus drops them; a
+    sample at the same timestamp replaces the last one."""
+
+    def __init__(self, retention: float = DEFAULT_RETENTION) -> None:
+        self.retention = retention
+        self._series: dict[tuple[str, frozenset[tuple[str, str]]], Series] = {}
+        self._by_name: dict[str, list[Series]] = {}
+        self._appends = 0
+        self._newest = float("-inf")
+
+    # --- writing -------------------------------------------------------------------------
+    def append(self, metric: str, labels: dict[str, str], t: float, value: float) -> None:
+        key = (metric, frozenset(labels.items()))
+        s = self._series.get(key)
+        if s is None:
+            s = self._create(key, metric, labels)
+        ts = s.ts
+        if ts and t <= ts[-1]:
+            if t == ts[-1]:
+                s.vs[-1] = value
+            return
+        ts.append(t)
+        s.vs.append(value)
+        if t > self._newest:
+            self._newest = t
+        self._appends += 1
+        if self._appends & (_TRIM_EVERY - 1) == 0:
+            self.trim(self._newest)
+
+    def mark_stale(self, metric: str, labels: dict[str, str], t: float) -> None:
+        """Write Prometheus's staleness marker: the series stops being returned from `t` on,
+        instead of lingering for the 5-minute lookback."""
+        self.append(metric, labels, t, STALE_NAN)
+
+    def _create(self, key: tuple[str, frozenset[tuple[str, str]]], metric: str, labels: dict[str, str]) -> Series:
+        full = dict(labels)
+        full["__name__"] = metric
+        s = Series(full)
+        self._series[key] = s
+        self._by_name.setdefault(metric, []).append(s)
+        return s
+
+    def trim(self, now: float) -> None:
+        """Forget samples older than the retention window, and series left without samples."""
+        cutoff = now - self.retention
+        dead = []
+        for key, s in self._series.items():
+            ts = s.ts
+            if ts and ts[0] < cutoff:
+                i = bisect_left(ts, cutoff)
+                del ts[:i]
+                del s.vs[:i]
+            if not ts:
+                dead.append(key)
+        for key in dead:
+            s = self._series.pop(key)
+            lst = self._by_name[key[0]]
+            lst.remove(s)
+            if not lst:
+                del self._by_name[key[0]]
+
+    def clear(self) -> None:
+        self._series.clear()
+        self._by_name.clear()
+        self._newest = float("-inf")
+
+    # --- reading -------------------------------------------------------------------------
+    def select(self, matchers: list[Matcher]) -> list[Series]:
+        """Series whose labels satisfy every matcher (a missing label reads as "")."""
+        name_eq = next((m.value for m in matchers if m.name == "__name__" and m.op == "="), None)
+        if name_eq is not None:
+            pool: Iterable[Series] = self._by_name.get(name_eq, ())
+            rest = [m for m in matchers if not (m.name == "__name__" and m.op == "=")]
+        else:
+            pool = self._series.values()
+            rest = matchers
+        return [s for s in pool if matches_all(s.labels, rest)]
+
+    def series(self) -> Iterator[Series]:
+        return iter(self._series.values())
+
+    def metric_names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._series)
+
+    def sample_count(self) -> int:
+        return sum(len(s.ts) for s in self._series.values())
+
+    # --- checkpoint ----------------------------------------------------------------------
+    def checkpoint(self) -> dict[str, Any]:
+        return {
+            "series": [(dict(s.labels), array("d", s.ts), array("d", s.vs)) for s in self._series.values()],
+            "newest": self._newest,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.clear()
+        for labels, ts, vs in state["series"]:
+            labels = dict(labels)
+            metric = labels.pop("__name__")
+            s = self._create((metric, frozenset(labels.items())), metric, labels)
+            s.ts = array("d", ts)
+            s.vs = array("d", vs)
+        self._newest = state["newest"]
