@@ -1,0 +1,387 @@
+"""Application and configuration faults: env vars, config maps, services, images, commands,
+probes, init containers and sidecars."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from pydantic import Field
+
+from farm.errors import InjectionError
+from injectors.base import faults
+from injectors.fault import MISSING, Mutation, Params, Removal, WorkloadParams, require
+from injectors.kube import Kube, Obj, Ref
+from injectors.workload import TEMPLATE, ContainerMutation, env_list, env_value
+
+# -- environment variables ------------------------------------------------------------------
+
+
+class EnvParams(WorkloadParams):
+    var: str
+
+
+class EnvValueParams(EnvParams):
+    value: str
+
+
+@faults.register("env-var-missing")
+class EnvVarMissing(ContainerMutation):
+    """Removes an env var the service needs to start or to reach a dependency."""
+
+    Params = EnvParams
+    field = "env"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        env = env_list(before)
+        require(any(e.get("name") == self.p.var for e in env), f"env var {self.p.var} is not set")
+        return [e for e in env if e.get("name") != self.p.var]
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        return env_value(current, self.p.var) is MISSING or env_value(current, self.p.var) == MISSING
+
+
+@faults.register("env-var-wrong")
+class EnvVarWrong(ContainerMutation):
+    """Sets an env var to a wrong value (adds it when the image's default was in use)."""
+
+    Params = EnvValueParams
+    field = "env"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        env = copy.deepcopy(env_list(before))
+        for item in env:
+            if item.get("name") == self.p.var:
+                item.pop("valueFrom", None)
+                item["value"] = self.p.value
+                return env
+        return [*env, {"name": self.p.var, "value": self.p.value}]
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        return env_value(current, self.p.var) == self.p.value
+
+
+@faults.register("env-var-shadowed")
+class EnvVarShadowed(ContainerMutation):
+    """Appends a second definition of an env var; the later one wins, so the right value the
+    manifest shows first is silently shadowed."""
+
+    Params = EnvValueParams
+    field = "env"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        env = env_list(before)
+        require(any(e.get("name") == self.p.var for e in env), f"env var {self.p.var} is not set")
+        return [*env, {"name": self.p.var, "value": self.p.value}]
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        return env_value(current, self.p.var) == self.p.value
+
+
+# -- config maps ----------------------------------------------------------------------------
+
+
+class ConfigMapParams(Params):
+    configmap: str
+
+
+class ConfigMapDriftParams(ConfigMapParams):
+    key: str
+    # Either a whole new value, or a textual replacement inside the current one, or a JSON
+    # pointer-like path into a JSON document stored under the key.
+    value: str | None = None
+    replace: dict[str, str] | None = None
+    json_path: list[str | int] | None = None
+    json_value: Any = None
+
+
+@faults.register("configmap-missing")
+class ConfigMapMissing(Removal):
+    """Deletes a config map a workload mounts or reads."""
+
+    Params = ConfigMapParams
+
+    def removed(self, kube: Kube, namespace: str) -> Ref:
+        return Ref("ConfigMap", namespace, self.p.configmap)
+
+
+@faults.register("configmap-drift")
+class ConfigMapDrift(Mutation):
+    """Changes one key of a config map (a port, an address, a password in an init script)."""
+
+    Params = ConfigMapDriftParams
+
+    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
+        return Ref("ConfigMap", namespace, self.p.configmap), kube.get("ConfigMap", namespace, self.p.configmap)
+
+    def path(self, obj: Obj) -> list[Any]:
+        return ["data", self.p.key]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        require(before != MISSING, f"config map {self.p.configmap} has no key {self.p.key}")
+        if self.p.value is not None:
+            return self.p.value
+        if self.p.replace:
+            out = before
+            for old, new in self.p.replace.items():
+                require(old in out, f"'{old}' not found in {self.p.configmap}/{self.p.key}")
+                out = out.replace(old, new)
+            return out
+        if self.p.json_path:
+            doc = json.loads(before)
+            node = doc
+            for key in self.p.json_path[:-1]:
+                node = node[key]
+            node[self.p.json_path[-1]] = self.p.json_value
+            return json.dumps(doc, indent=2)
+        raise InjectionError("configmap-drift needs value, replace or json_path")
+
+
+# -- services -------------------------------------------------------------------------------
+
+
+class ServiceParams(Params):
+    service: str
+
+
+class ServicePortParams(ServiceParams):
+    port_index: int = Field(0, ge=0)
+    port: int = Field(ge=1, le=65535)
+
+
+class ServiceSelectorParams(ServiceParams):
+    key: str
+    value: str
+
+
+class ServiceMutation(Mutation):
+    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
+        return Ref("Service", namespace, self.p.service), kube.get("Service", namespace, self.p.service)
+
+
+@faults.register("service-missing")
+class ServiceMissing(Removal):
+    """Deletes a Service: its name no longer resolves for the callers."""
+
+    Params = ServiceParams
+
+    def removed(self, kube: Kube, namespace: str) -> Ref:
+        return Ref("Service", namespace, self.p.service)
+
+
+@faults.register("service-wrong-port")
+class ServiceWrongPort(ServiceMutation):
+    """The Service's port no longer matches what clients dial."""
+
+    Params = ServicePortParams
+
+    def path(self, obj: Obj) -> list[Any]:
+        return ["spec", "ports", self.p.port_index, "port"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        return self.p.port
+
+
+@faults.register("service-wrong-target-port")
+class ServiceWrongTargetPort(ServiceMutation):
+    """The Service forwards to a port the pods do not listen on."""
+
+    Params = ServicePortParams
+
+    def path(self, obj: Obj) -> list[Any]:
+        return ["spec", "ports", self.p.port_index, "targetPort"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        return self.p.port
+
+
+@faults.register("service-wrong-selector")
+class ServiceWrongSelector(ServiceMutation):
+    """The Service selects no pods (a typo in a selector value), so it has no endpoints."""
+
+    Params = ServiceSelectorParams
+
+    def path(self, obj: Obj) -> list[Any]:
+        return ["spec", "selector"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        sel = dict(before) if before != MISSING else {}
+        sel[self.p.key] = self.p.value
+        return sel
+
+
+# -- images and commands ----------------------------------------------------------------------
+
+
+class ImageTagParams(WorkloadParams):
+    tag: str
+
+
+class ImageParams(WorkloadParams):
+    image: str
+
+
+class CommandParams(WorkloadParams):
+    command: list[str] = Field(min_length=1)
+
+
+@faults.register("image-wrong-tag")
+class ImageWrongTag(ContainerMutation):
+    """Points the container at an image tag that does not exist in the registry."""
+
+    Params = ImageTagParams
+    field = "image"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        repo = before.split("@")[0]
+        if ":" in repo.rsplit("/", 1)[-1]:
+            repo = repo.rsplit(":", 1)[0]
+        return f"{repo}:{self.p.tag}"
+
+
+@faults.register("image-buggy-version")
+class ImageBuggyVersion(ContainerMutation):
+    """Rolls the container onto a known-buggy image version (it runs, but misbehaves)."""
+
+    Params = ImageParams
+    field = "image"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        return self.p.image
+
+
+@faults.register("command-wrong-binary")
+class CommandWrongBinary(ContainerMutation):
+    """Starts the wrong binary of a multi-binary image (e.g. geo's pod runs `profile`)."""
+
+    Params = CommandParams
+    field = "command"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        return list(self.p.command)
+
+
+class ArgsParams(WorkloadParams):
+    args: list[str]
+    append: bool = True  # add to the current args rather than replace them
+
+
+@faults.register("container-args-changed")
+class ContainerArgsChanged(ContainerMutation):
+    """Adds (or replaces) container arguments, e.g. a database flag that changes its behaviour."""
+
+    Params = ArgsParams
+    field = "args"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        current = [] if before == MISSING else list(before)
+        return [*current, *self.p.args] if self.p.append else list(self.p.args)
+
+
+# -- probes -----------------------------------------------------------------------------------
+
+
+class ProbeParams(WorkloadParams):
+    probe: str = Field("livenessProbe", pattern="^(livenessProbe|readinessProbe|startupProbe)$")
+    port: int | None = Field(None, ge=1, le=65535)  # default: the container's first port
+    path: str | None = None  # HTTP GET path; TCP probe when absent
+    initial_delay_seconds: int = Field(0, ge=0)
+    period_seconds: int = Field(10, ge=1)
+    timeout_seconds: int = Field(1, ge=1)
+    failure_threshold: int = Field(3, ge=1)
+
+
+@faults.register("probe-misconfigured")
+class ProbeMisconfigured(ContainerMutation):
+    """A probe against the wrong port or path: the kubelet restarts (liveness) or withholds
+    traffic from (readiness) a healthy container."""
+
+    Params = ProbeParams
+
+    def path(self, obj: Obj) -> list[Any]:
+        return [*self.container_path(obj), self.p.probe]
+
+    def _port(self, obj: Obj) -> int:
+        if self.p.port:
+            return self.p.port
+        spec = obj["spec"]["template"]["spec"]
+        from injectors.kube import container_index
+
+        ports = spec["containers"][container_index(spec, self.p.container)].get("ports", [])
+        require(bool(ports), "the container declares no port; give the probe a port")
+        return ports[0]["containerPort"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        port = self._port(obj)
+        action = {"httpGet": {"path": self.p.path, "port": port}} if self.p.path else {"tcpSocket": {"port": port}}
+        return {
+            **action,
+            "initialDelaySeconds": self.p.initial_delay_seconds,
+            "periodSeconds": self.p.period_seconds,
+            "timeoutSeconds": self.p.timeout_seconds,
+            "failureThreshold": self.p.failure_threshold,
+        }
+
+
+# -- init containers and sidecars ------------------------------------------------------------
+
+
+class InitHangParams(WorkloadParams):
+    wait_for: str  # a host the init container waits for, which never resolves
+    image: str = "busybox:1.36"
+    container_name: str = "wait-for-deps"
+
+
+@faults.register("init-container-hang")
+class InitContainerHang(Mutation):
+    """Adds an init container that waits forever for a host that never comes up."""
+
+    Params = InitHangParams
+
+    def path(self, obj: Obj) -> list[Any]:
+        return [*TEMPLATE, "initContainers"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        current = [] if before == MISSING else list(before)
+        script = f"until nslookup {self.p.wait_for}; do echo waiting for {self.p.wait_for}; sleep 2; done"
+        return [
+            *current,
+            {"name": self.p.container_name, "image": self.p.image, "command": ["sh", "-c", script]},
+        ]
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        return any(c.get("name") == self.p.container_name for c in (current if current != MISSING else []))
+
+
+class SidecarParams(WorkloadParams):
+    port: int | None = Field(None, ge=1, le=65535)  # default: the app container's first port
+    sidecar_name: str = "metrics-exporter"
+    image: str = "prom/statsd-exporter:v0.26.0"
+
+
+@faults.register("sidecar-port-conflict")
+class SidecarPortConflict(Mutation):
+    """Adds a sidecar that binds the application's own port first, so the app fails to bind."""
+
+    Params = SidecarParams
+
+    def path(self, obj: Obj) -> list[Any]:
+        return [*TEMPLATE, "containers"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        port = self.p.port
+        if port is None:
+            ports = before[0].get("ports", [])
+            require(bool(ports), "the app container declares no port; give the sidecar a port")
+            port = ports[0]["containerPort"]
+        sidecar = {
+            "name": self.p.sidecar_name,
+            "image": self.p.image,
+            "args": [f"--web.listen-address=:{port}"],
+            "ports": [{"containerPort": port, "name": "metrics"}],
+        }
+        return [*before, sidecar]
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        return any(c.get("name") == self.p.sidecar_name for c in (current if current != MISSING else []))

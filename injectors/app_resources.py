@@ -1,0 +1,245 @@
+"""Resource and scheduling faults: limits, requests, replicas, node selectors, affinity, taints,
+volume claims and quotas."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from pydantic import Field
+
+from injectors.base import faults
+from injectors.fault import MISSING, Creation, Mutation, Params, WorkloadParams, require
+from injectors.kube import Kube, Obj, Ref
+from injectors.workload import TEMPLATE, ContainerMutation
+
+
+class ResourceParams(WorkloadParams):
+    cpu: str | None = None
+    memory: str | None = None
+
+
+class ResourceFieldMutation(ContainerMutation):
+    """Sets resources.<section> (limits or requests) cpu and/or memory of one container."""
+
+    section = "limits"
+
+    def path(self, obj: Obj) -> list[Any]:
+        return [*self.container_path(obj), "resources", self.section]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        out = {} if before == MISSING else dict(before)
+        require(self.p.cpu is not None or self.p.memory is not None, "give cpu or memory")
+        if self.p.cpu is not None:
+            out["cpu"] = self.p.cpu
+        if self.p.memory is not None:
+            out["memory"] = self.p.memory
+        return out
+
+
+class MemoryLimitParams(WorkloadParams):
+    memory: str = "16Mi"
+
+
+@faults.register("memory-limit-too-low")
+class MemoryLimitTooLow(ResourceFieldMutation):
+    """A memory limit below the service's working set: the kernel OOM-kills it (OOMKilled)."""
+
+    Params = MemoryLimitParams
+    section = "limits"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        out = {} if before == MISSING else dict(before)
+        out["memory"] = self.p.memory
+        return out
+
+
+class CpuLimitParams(WorkloadParams):
+    cpu: str = "10m"
+
+
+@faults.register("cpu-limit-too-low")
+class CpuLimitTooLow(ResourceFieldMutation):
+    """A CPU limit so low the container is throttled by CFS and requests time out."""
+
+    Params = CpuLimitParams
+    section = "limits"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        out = {} if before == MISSING else dict(before)
+        out["cpu"] = self.p.cpu
+        return out
+
+
+@faults.register("requests-too-large")
+class RequestsTooLarge(ContainerMutation):
+    """Requests more than any node can offer: the new pod stays Pending (FailedScheduling)."""
+
+    Params = ResourceParams
+    field = "resources"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        out = {} if before == MISSING else copy.deepcopy(before)
+        require(self.p.cpu is not None or self.p.memory is not None, "give cpu or memory")
+        for key in ("cpu", "memory"):
+            value = getattr(self.p, key)
+            if value is not None:
+                out.setdefault("requests", {})[key] = value
+                # A request above the limit is invalid; the limit is raised with it.
+                if key in out.get("limits", {}):
+                    out["limits"][key] = value
+        return out
+
+
+@faults.register("requests-too-small")
+class RequestsTooSmall(ResourceFieldMutation):
+    """Requests far below real use: the scheduler packs the pod onto a busy node and it is
+    starved (CPU) or evicted first under memory pressure."""
+
+    Params = ResourceParams
+    section = "requests"
+
+
+class ScaleParams(WorkloadParams):
+    replicas: int = Field(0, ge=0)
+
+
+@faults.register("scale-to-zero")
+class ScaleToZero(Mutation):
+    """Scales a workload to zero (or another count) replicas."""
+
+    Params = ScaleParams
+
+    def path(self, obj: Obj) -> list[Any]:
+        return ["spec", "replicas"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        return self.p.replicas
+
+
+class NodeSelectorParams(WorkloadParams):
+    key: str = "kubernetes.io/hostname"
+    value: str = "worker-9"
+
+
+@faults.register("node-selector-missing-node")
+class NodeSelectorMissingNode(Mutation):
+    """A nodeSelector that no node satisfies: the pod stays Pending."""
+
+    Params = NodeSelectorParams
+
+    def path(self, obj: Obj) -> list[Any]:
+        return [*TEMPLATE, "nodeSelector"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        out = {} if before == MISSING else dict(before)
+        out[self.p.key] = self.p.value
+        return out
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        return current != MISSING and current.get(self.p.key) == self.p.value
+
+
+class AntiAffinityParams(WorkloadParams):
+    topology_key: str = "kubernetes.io/hostname"
+    label_key: str | None = None  # default: the first key of the workload's selector
+
+
+@faults.register("anti-affinity-deadlock")
+class AntiAffinityDeadlock(Mutation):
+    """A required pod anti-affinity that matches every pod of the application (including the
+    new pod's own predecessors): no node qualifies, the rollout's new pod stays Pending."""
+
+    Params = AntiAffinityParams
+
+    def path(self, obj: Obj) -> list[Any]:
+        return [*TEMPLATE, "affinity"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        key = self.p.label_key or next(iter(obj["spec"]["selector"]["matchLabels"]))
+        out = {} if before == MISSING else copy.deepcopy(before)
+        out["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchExpressions": [{"key": key, "operator": "Exists"}]},
+                    "topologyKey": self.p.topology_key,
+                }
+            ]
+        }
+        return out
+
+
+class TaintParams(Params):
+    service: str | None = None  # taint the node that runs this workload's pod
+    node: str | None = None  # or this node
+    key: str = "node.kubernetes.io/maintenance"
+    value: str = "true"
+    effect: str = Field("NoExecute", pattern="^(NoSchedule|PreferNoSchedule|NoExecute)$")
+
+
+@faults.register("node-taint-no-toleration")
+class NodeTaintNoToleration(Mutation):
+    """Taints a node the workload depends on (its volume lives there) with a taint its pods do
+    not tolerate: they are evicted and cannot come back."""
+
+    Params = TaintParams
+
+    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
+        require(bool(self.p.service or self.p.node), "give service or node")
+        node = self.p.node or kube.node_of(namespace, self.p.service)
+        return Ref("Node", "", node), kube.get("Node", "", node)
+
+    def path(self, obj: Obj) -> list[Any]:
+        return ["spec", "taints"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        taints = [] if before == MISSING else list(before)
+        return [*taints, {"key": self.p.key, "value": self.p.value, "effect": self.p.effect}]
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        return any(t.get("key") == self.p.key for t in (current if current != MISSING else []))
+
+
+class ClaimParams(WorkloadParams):
+    volume: str | None = None  # default: the first volume backed by a claim
+    claim: str  # the (nonexistent or mismatched) claim name
+
+
+@faults.register("pvc-claim-mismatch")
+class PvcClaimMismatch(Mutation):
+    """Points a volume at a claim that does not exist (a renamed PVC): the pod stays Pending."""
+
+    Params = ClaimParams
+
+    def path(self, obj: Obj) -> list[Any]:
+        volumes = obj["spec"]["template"]["spec"].get("volumes", [])
+        for v in volumes:
+            if "persistentVolumeClaim" in v and (self.p.volume is None or v["name"] == self.p.volume):
+                return [*TEMPLATE, "volumes", {"name": v["name"]}, "persistentVolumeClaim", "claimName"]
+        require(False, f"{self.p.service} mounts no claim-backed volume {self.p.volume or ''}")
+        return []
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        return self.p.claim
+
+
+class QuotaParams(Params):
+    name: str = "compute-resources"
+    hard: dict[str, str] | None = None  # explicit limits, e.g. {"pods": "10"}
+    # Or: set `pods` to the current pod count minus `below_usage` (existing pods keep running,
+    # any replacement is refused with "exceeded quota").
+    below_usage: int = Field(1, ge=0)
+
+
+@faults.register("resource-quota-below-usage")
+class ResourceQuotaBelowUsage(Creation):
+    """A namespace ResourceQuota at or under current use: replacement pods are refused."""
+
+    Params = QuotaParams
+
+    def objects(self, kube: Kube, namespace: str) -> list[tuple[str, str, Obj]]:
+        hard = self.p.hard
+        if hard is None:
+            pods = [p for p in kube.list("Pod", namespace) if p.get("status", {}).get("phase") in ("Running", "Pending")]
+            hard = {"pods": str(max(0, len(pods) - self.p.below_usage))}
+        return [("ResourceQuota", namespace, {"metadata": {"name": self.p.name}, "spec": {"hard": hard}})]

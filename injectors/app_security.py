@@ -1,0 +1,338 @@
+"""Security and access faults: database credentials and TLS, certificates, secrets, admission
+webhooks and RBAC."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from typing import Any
+
+from pydantic import Field
+
+from clusters.base import ClusterHandle
+from injectors.base import Injection, faults
+from injectors.fault import (
+    CHAOS_NAMESPACE,
+    MISSING,
+    Creation,
+    Fault,
+    Mutation,
+    Params,
+    Removal,
+    WorkloadParams,
+    neutral_name,
+    require,
+)
+from injectors.jobs import run_job
+from injectors.kube import Kube, Obj, Ref
+from injectors.workload import RESTARTED_AT, ContainerMutation
+
+# -- database users -------------------------------------------------------------------------
+
+
+class DbUserParams(Params):
+    database: str  # the database's Service, e.g. mongodb-geo
+    engine: str = Field("mongodb", pattern="^(mongodb|postgresql)$")
+    user: str
+    password: str  # the user's password, to create it again on recover
+    roles: list[dict[str, str]] = [{"role": "readWrite", "db": "admin"}]
+    admin_user: str = "root"
+    admin_password: str = "root"
+    auth_db: str = "admin"
+
+
+def _mongo(p: DbUserParams, namespace: str, script: str) -> list[str]:
+    host = f"{p.database}.{namespace}.svc.cluster.local"
+    return ["mongo", "--quiet", "--host", host, "-u", p.admin_user, "-p", p.admin_password,
+            "--authenticationDatabase", p.auth_db, "--eval", script]
+
+
+def _psql(p: DbUserParams, namespace: str, sql: str) -> list[str]:
+    host = f"{p.database}.{namespace}.svc.cluster.local"
+    url = f"postgresql://{p.admin_user}:{p.admin_password}@{host}/postgres"
+    return ["psql", url, "-tAc", sql]
+
+
+@faults.register("db-user-removed")
+class DbUserRemoved(Fault):
+    """Drops the database user an application service logs in as: its queries fail with an
+    authentication error (a one-off admin Job, in the farm's own namespace)."""
+
+    Params = DbUserParams
+    needs_real_cluster = True  # runs the database's own shell against the live server
+
+    def _command(self, namespace: str, action: str) -> tuple[str, list[str]]:
+        p = self.p
+        if p.engine == "mongodb":
+            scripts = {
+                "drop": f'db.getSiblingDB("{p.auth_db}").dropUser("{p.user}")',
+                "create": (
+                    f'db.getSiblingDB("{p.auth_db}").createUser({{user: "{p.user}", pwd: "{p.password}", '
+                    f"roles: {[dict(r) for r in p.roles]!r}}})".replace("'", '"')
+                ),
+                "check": f'print(db.getSiblingDB("{p.auth_db}").getUser("{p.user}") ? "present" : "absent")',
+            }
+            return "mongo:4.4.6", _mongo(p, namespace, scripts[action])
+        sql = {
+            "drop": f'DROP ROLE IF EXISTS "{p.user}"',
+            "create": f"CREATE ROLE \"{p.user}\" LOGIN PASSWORD '{p.password}'",
+            "check": f"SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname='{p.user}') "
+            "THEN 'present' ELSE 'absent' END",
+        }
+        return "postgres:17.6", _psql(p, namespace, sql[action])
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        image, cmd = self._command(namespace, "drop")
+        run_job(cluster, neutral_name(self.name, namespace, "drop", prefix="dbm-"), image, cmd)
+        return self.record(cluster, namespace, touched=[f"{self.p.engine}-user/{namespace}/{self.p.user}"])
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        image, cmd = self._command(injection.namespace, "create")
+        run_job(cluster, neutral_name(self.name, injection.namespace, "create", prefix="dbm-"), image, cmd)
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        image, cmd = self._command(injection.namespace, "check")
+        out = run_job(cluster, neutral_name(self.name, injection.namespace, "check", prefix="dbm-"), image, cmd)
+        return "absent" in out
+
+
+class DbTlsParams(WorkloadParams):
+    engine: str = Field("mongodb", pattern="^(mongodb|redis)$")
+    certificate_path: str = "/etc/tls/server.pem"
+
+
+@faults.register("db-tls-required")
+class DbTlsRequired(ContainerMutation):
+    """Restarts the database requiring TLS from its clients, which connect in plain text."""
+
+    Params = DbTlsParams
+    field = "args"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        current = [] if before == MISSING else list(before)
+        if self.p.engine == "mongodb":
+            extra = ["--tlsMode", "requireTLS", "--tlsCertificateKeyFile", self.p.certificate_path]
+        else:
+            extra = ["--port", "0", "--tls-port", "6379", "--tls-cert-file", self.p.certificate_path,
+                     "--tls-key-file", self.p.certificate_path, "--tls-auth-clients", "no"]
+        return [*current, *extra]
+
+
+# -- certificates and secrets ---------------------------------------------------------------
+
+
+class CertParams(Params):
+    secret: str
+    cert_key: str = "tls.crt"
+    key_key: str | None = "tls.key"  # where the private key lives (a combined PEM when None)
+    common_name: str = "server"
+    expired_days_ago: int = Field(3, ge=1)
+
+
+def expired_certificate(common_name: str, days_ago: int) -> tuple[bytes, bytes]:
+    """A self-signed certificate (PEM) whose validity ended `days_ago` days ago, and its key."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    end = dt.datetime(2026, 1, 1, tzinfo=dt.UTC) - dt.timedelta(days=days_ago)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(end - dt.timedelta(days=365))
+        .not_valid_after(end)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(common_name)]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+@faults.register("certificate-expired")
+class CertificateExpired(Mutation):
+    """Replaces a TLS secret's certificate with one that has expired: handshakes fail."""
+
+    Params = CertParams
+
+    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
+        return Ref("Secret", namespace, self.p.secret), kube.get("Secret", namespace, self.p.secret)
+
+    def path(self, obj: Obj) -> list[Any]:
+        return ["data"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        data = {} if before == MISSING else dict(before)
+        cert, key = expired_certificate(self.p.common_name, self.p.expired_days_ago)
+        if self.p.key_key:
+            data[self.p.cert_key] = base64.b64encode(cert).decode()
+            data[self.p.key_key] = base64.b64encode(key).decode()
+        else:
+            data[self.p.cert_key] = base64.b64encode(key + cert).decode()
+        return data
+
+    def still_in_place(self, current: Any, injection: Injection) -> bool:
+        return current != MISSING and current.get(self.p.cert_key) == injection.saved["after"][self.p.cert_key]
+
+
+class SecretRotationParams(Params):
+    secret: str
+    key: str
+    value: str  # the new (rotated) value, in plain text
+    server: str  # the workload that reads the secret at start and now uses the new value
+    consumers: list[str] = Field(min_length=1)  # workloads still running with the old value
+
+
+@faults.register("secret-rotated-stale-pods")
+class SecretRotatedStalePods(Mutation):
+    """The secret was rotated and the server restarted onto the new value, but the client pods
+    still hold the old one in their environment until they are restarted."""
+
+    Params = SecretRotationParams
+
+    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
+        return Ref("Secret", namespace, self.p.secret), kube.get("Secret", namespace, self.p.secret)
+
+    def path(self, obj: Obj) -> list[Any]:
+        return ["data", self.p.key]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        return base64.b64encode(self.p.value.encode()).decode()
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        injection = super().inject(cluster, namespace)
+        kube = Kube(cluster)
+        kind, obj = kube.workload(namespace, self.p.server)
+        annotations = obj["spec"]["template"].get("metadata", {}).get("annotations", {}) or {}
+        injection.saved["server_restarted_before"] = annotations.get(RESTARTED_AT, MISSING)
+        when = dt.datetime.fromtimestamp(cluster.now(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        kube.patch(kind, namespace, self.p.server,
+                   {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: when}}}}})
+        injection.touched.append(str(Ref(kind, namespace, self.p.server)))
+        return injection
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        super().recover(cluster, injection)
+        kube = Kube(cluster)
+        kind, _ = kube.workload(injection.namespace, self.p.server)
+        before = injection.saved.get("server_restarted_before", MISSING)
+        kube.patch(kind, injection.namespace, self.p.server,
+                   {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: None if before == MISSING else before}}}}})
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        if not super().is_active(cluster, injection):
+            return False
+        # Still broken while any consumer pod started before the rotation.
+        kube = Kube(cluster)
+        rotated = dt.datetime.fromtimestamp(injection.injected_at, dt.UTC)
+        for name in self.p.consumers:
+            _, obj = kube.workload(injection.namespace, name)
+            for pod in kube.pods_of(injection.namespace, obj):
+                created = pod["metadata"].get("creationTimestamp")
+                if created and dt.datetime.fromisoformat(created.replace("Z", "+00:00")) < rotated:
+                    return True
+        return False
+
+
+# -- admission and RBAC ---------------------------------------------------------------------
+
+
+class WebhookParams(Params):
+    name: str = "pod-policy.platform.internal"
+    service_name: str = "pod-policy-webhook"  # a webhook service that does not answer
+    service_namespace: str = "platform-system"
+    failure_policy: str = Field("Fail", pattern="^(Fail|Ignore)$")
+    evict: list[str] = []  # workloads whose pods are replaced right after (a routine drain)
+
+
+@faults.register("admission-webhook-outage")
+class AdmissionWebhookOutage(Creation):
+    """A validating webhook for pod creation whose backend is down, with failurePolicy Fail:
+    every new pod in the namespace is refused, so nothing that restarts comes back."""
+
+    Params = WebhookParams
+
+    def objects(self, kube: Kube, namespace: str) -> list[tuple[str, str, Obj]]:
+        body = {
+            "metadata": {"name": neutral_name(self.p.name, namespace, prefix="pod-policy-")},
+            "webhooks": [
+                {
+                    "name": self.p.name,
+                    "clientConfig": {
+                        "service": {"name": self.p.service_name, "namespace": self.p.service_namespace,
+                                    "path": "/validate", "port": 443},
+                    },
+                    "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                               "resources": ["pods"], "scope": "Namespaced"}],
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                    "failurePolicy": self.p.failure_policy,
+                    "sideEffects": "None",
+                    "admissionReviewVersions": ["v1"],
+                    "timeoutSeconds": 10,
+                }
+            ],
+        }
+        return [("ValidatingWebhookConfiguration", "", body)]
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        injection = super().inject(cluster, namespace)
+        kube = Kube(cluster)
+        for name in self.p.evict:
+            _, obj = kube.workload(namespace, name)
+            for pod in kube.pods_of(namespace, obj):
+                kube.delete("Pod", namespace, pod["metadata"]["name"])
+        return injection
+
+
+class RoleBindingParams(Params):
+    rolebinding: str
+
+
+@faults.register("rbac-rolebinding-removed")
+class RbacRoleBindingRemoved(Removal):
+    """Deletes the RoleBinding that lets a component's service account read the API."""
+
+    Params = RoleBindingParams
+
+    def removed(self, kube: Kube, namespace: str) -> Ref:
+        return Ref("RoleBinding", namespace, self.p.rolebinding)
+
+
+class RoleRuleParams(Params):
+    role: str
+    resource: str  # rules granting this resource are dropped
+    cluster_role: bool = False
+
+
+@faults.register("rbac-role-rule-dropped")
+class RbacRoleRuleDropped(Mutation):
+    """Removes the rule granting a resource from a Role: the component gets 403 Forbidden."""
+
+    Params = RoleRuleParams
+
+    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
+        kind = "ClusterRole" if self.p.cluster_role else "Role"
+        ns = "" if self.p.cluster_role else namespace
+        return Ref(kind, ns, self.p.role), kube.get(kind, ns, self.p.role)
+
+    def path(self, obj: Obj) -> list[Any]:
+        return ["rules"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        rules = [] if before == MISSING else list(before)
+        kept = [r for r in rules if self.p.resource not in r.get("resources", [])]
+        require(len(kept) < len(rules), f"role {self.p.role} grants nothing on {self.p.resource}")
+        return kept
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        return not any(self.p.resource in r.get("resources", []) for r in (current if current != MISSING else []))
+
+
+__all__ = ["CHAOS_NAMESPACE", "expired_certificate"]

@@ -1,0 +1,81 @@
+"""Feature-flag faults: flagd flags of astronomy-shop and train-ticket (a config map holding the
+flagd JSON, picked up when flagd restarts), and env-var switches such as hotel-reservation's
+SEARCH_BACKEND_VERSION latent bug."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from clusters.base import ClusterHandle
+from injectors.base import Injection, faults
+from injectors.fault import MISSING, Mutation, Params, require
+from injectors.kube import Kube, Obj, Ref
+from injectors.workload import RESTARTED_AT
+
+
+class FlagParams(Params):
+    flag: str
+    variant: str = "on"
+    configmap: str = "flagd-config"
+    key: str = "demo.flagd.json"
+    restart: str | None = "flagd"  # the flagd workload, restarted so that it reads the file
+
+
+@faults.register("feature-flag-enabled")
+class FeatureFlagEnabled(Mutation):
+    """Switches a flagd flag's defaultVariant (e.g. paymentFailure → 100%), the way the
+    OpenTelemetry demo's fault flags are meant to be used."""
+
+    Params = FlagParams
+
+    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
+        return Ref("ConfigMap", namespace, self.p.configmap), kube.get("ConfigMap", namespace, self.p.configmap)
+
+    def path(self, obj: Obj) -> list[Any]:
+        return ["data", self.p.key]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        require(before != MISSING, f"config map {self.p.configmap} has no key {self.p.key}")
+        doc = json.loads(before)
+        flags = doc.get("flags", {})
+        require(self.p.flag in flags, f"flagd has no flag {self.p.flag}")
+        variants = flags[self.p.flag].get("variants", {})
+        require(self.p.variant in variants, f"flag {self.p.flag} has no variant {self.p.variant} ({', '.join(variants)})")
+        flags[self.p.flag]["defaultVariant"] = self.p.variant
+        return json.dumps(doc, indent=2)
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        if current == MISSING:
+            return False
+        try:
+            flag = json.loads(current)["flags"][self.p.flag]
+        except (ValueError, KeyError):
+            return False
+        return flag.get("defaultVariant") == self.p.variant
+
+    def _restart(self, cluster: ClusterHandle, namespace: str, value: Any) -> None:
+        if not self.p.restart:
+            return
+        kube = Kube(cluster)
+        kind, _ = kube.workload(namespace, self.p.restart)
+        annotation = None if value == MISSING else value
+        kube.patch(kind, namespace, self.p.restart,
+                   {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: annotation}}}}})
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        injection = super().inject(cluster, namespace)
+        if self.p.restart:
+            kube = Kube(cluster)
+            _, obj = kube.workload(namespace, self.p.restart)
+            annotations = obj["spec"]["template"].get("metadata", {}).get("annotations") or {}
+            injection.saved["restarted_before"] = annotations.get(RESTARTED_AT, MISSING)
+            when = dt.datetime.fromtimestamp(cluster.now(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            self._restart(cluster, namespace, when)
+        return injection
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        super().recover(cluster, injection)
+        if self.p.restart:
+            self._restart(cluster, injection.namespace, injection.saved.get("restarted_before", MISSING))

@@ -1,0 +1,125 @@
+"""Load and resilience-policy faults, the parts metastable failures are built from: a load
+spike (a trigger: it is over when inject returns), retry amplification, and a memory limit
+close to the heap that makes the garbage collector thrash."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from pydantic import Field
+
+from clusters.base import ClusterHandle
+from farm.errors import InjectionError
+from injectors.base import Injection, faults
+from injectors.fault import MISSING, Fault, Params, WorkloadParams
+from injectors.kube import Kube
+from injectors.workload import ContainerMutation, env_list, env_value
+
+
+class LoadSpikeParams(Params):
+    load_generator: str  # the workload generating the application's traffic
+    multiplier: float = Field(4.0, gt=1.0, le=50.0)
+    duration_seconds: float = Field(60.0, gt=0)
+
+
+@faults.register("load-spike")
+class LoadSpike(Fault):
+    """Multiplies the offered load for a while (more load-generator replicas), then puts it
+    back: the trigger of a metastable failure, which must outlive it."""
+
+    Params = LoadSpikeParams
+    trigger = True
+
+    def _scale(self, kube: Kube, namespace: str, replicas: int) -> None:
+        kind, _ = kube.workload(namespace, self.p.load_generator)
+        kube.patch(kind, namespace, self.p.load_generator, {"spec": {"replicas": replicas}})
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        return self.replay(cluster, namespace, self.p.duration_seconds)
+
+    def replay(self, cluster: ClusterHandle, namespace: str, duration: float) -> Injection:
+        kube = Kube(cluster)
+        kind, obj = kube.workload(namespace, self.p.load_generator)
+        before = int(obj["spec"].get("replicas", 1))
+        if before < 1:
+            raise InjectionError(f"the load generator {self.p.load_generator} is scaled to zero")
+        injection = self.record(cluster, namespace, touched=[f"{kind}/{namespace}/{self.p.load_generator}"],
+                                replicas_before=before)
+        self._scale(kube, namespace, max(before + 1, round(before * self.p.multiplier)))
+        try:
+            cluster.advance(duration)
+        finally:
+            self._scale(kube, namespace, before)
+        return injection
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        kube = Kube(cluster)
+        self._scale(kube, injection.namespace, int(injection.saved["replicas_before"]))
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        _, obj = Kube(cluster).workload(injection.namespace, self.p.load_generator)
+        return int(obj["spec"].get("replicas", 1)) > int(injection.saved["replicas_before"])
+
+
+class RetryParams(WorkloadParams):
+    # env var → value; e.g. hotel-reservation search: RATE_RPC_MAX_ATTEMPTS, RATE_RPC_TIMEOUT_MS
+    settings: dict[str, str] = Field(min_length=1)
+
+
+@faults.register("retry-amplification")
+class RetryAmplification(ContainerMutation):
+    """A client's retry policy turned aggressive (many attempts, short per-try deadline, no
+    backoff): under overload every failed call comes back several times, which keeps the
+    callee overloaded after the cause of the overload is gone."""
+
+    Params = RetryParams
+    field = "env"
+
+    def mutate(self, before: Any, obj: Any) -> Any:
+        env = copy.deepcopy(env_list(before))
+        for name, value in self.p.settings.items():
+            for item in env:
+                if item.get("name") == name:
+                    item.pop("valueFrom", None)
+                    item["value"] = value
+                    break
+            else:
+                env.append({"name": name, "value": value})
+        return env
+
+    def still_in_place(self, current: Any, injection: Injection) -> bool:
+        return any(env_value(current, k) == v for k, v in self.p.settings.items())
+
+
+class GcParams(WorkloadParams):
+    memory: str = "64Mi"  # just above the working set at normal load
+    gc_env: str = "GC"  # hotel-reservation reads the Go GC percent from GC
+    gc_percent: str = "400"
+
+
+@faults.register("gc-pressure")
+class GcPressure(ContainerMutation):
+    """A memory limit barely above the working set with a lazy GC setting: a burst grows the
+    heap to the limit and the runtime spends its time collecting, so latency stays high."""
+
+    Params = GcParams
+    field = "resources"
+
+    def mutate(self, before: Any, obj: Any) -> Any:
+        out = {} if before == MISSING else copy.deepcopy(before)
+        out.setdefault("limits", {})["memory"] = self.p.memory
+        if "memory" in out.get("requests", {}):
+            out["requests"]["memory"] = self.p.memory
+        return out
+
+    def extra(self, obj: Any) -> list[tuple[list[Any], Any]]:
+        env_path = [*self.container_path(obj), "env"]
+        from injectors.fault import get_path
+
+        env = copy.deepcopy(env_list(get_path(obj, env_path)))
+        env = [e for e in env if e.get("name") != self.p.gc_env] + [{"name": self.p.gc_env, "value": self.p.gc_percent}]
+        return [(env_path, env)]
+
+    def still_in_place(self, current: Any, injection: Injection) -> bool:
+        return current != MISSING and (current or {}).get("limits", {}).get("memory") == self.p.memory
