@@ -1,0 +1,155 @@
+"""`farm judge`: how far a diagnosis judge agrees with human labels.
+
+    farm judge agree LABELS.jsonl --judge MODEL|offline [--api-base URL] [--json]
+
+LABELS.jsonl holds one labelled diagnosis per line, a JSON object with:
+    id            a name for the line (optional; defaults to the line number)
+    diagnosis     the diagnosis text (null or "" for "nothing submitted")
+    ground_truth  the problem's ground truth (farm.problems.model.GroundTruth fields), or instead
+    problem       a problem id looked up in the catalog
+    label         true when a human judged the diagnosis correct (pass), false otherwise
+    answers       optional human answers to the checklist, {"L1": true, ..., "S3": false}
+Prints the judge's accuracy and Cohen's kappa against `label` (and, where lines carry `answers`,
+per-question agreement). Example: tests/farm/oracles/diagnosis_labels.jsonl.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from farm.errors import InputError
+from farm.problems.model import GroundTruth
+
+app = typer.Typer(help="Check the diagnosis judge against labelled diagnoses.", no_args_is_help=True)
+
+
+@app.callback()
+def judge_group() -> None:
+    """Check the diagnosis judge against labelled diagnoses."""
+
+
+class LabelledDiagnosis(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str | None = None
+    diagnosis: str | None
+    ground_truth: GroundTruth | None = None
+    problem: str | None = None
+    label: bool
+    answers: dict[str, bool] = {}
+
+    @model_validator(mode="after")
+    def _one_truth(self) -> LabelledDiagnosis:
+        if (self.ground_truth is None) == (self.problem is None):
+            raise ValueError("give exactly one of ground_truth and problem")
+        return self
+
+
+def load_labels(path: Path) -> list[LabelledDiagnosis]:
+    """The lines of a labels file; raises InputError naming the file, line, field and reason."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such labels file")
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: line {n}: not JSON ({exc.msg})") from None
+        try:
+            row = LabelledDiagnosis.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "line"
+            raise InputError(f"{path}: line {n}: field '{field}': {err['msg']}") from None
+        row.id = row.id or f"line-{n}"
+        rows.append(row)
+    if not rows:
+        raise InputError(f"{path}: no labelled diagnoses in the file")
+    return rows
+
+
+def _truth(row: LabelledDiagnosis, path: Path) -> GroundTruth:
+    if row.ground_truth is not None:
+        return row.ground_truth
+    try:
+        from farm.problems.catalog import load_catalog
+    except ImportError:
+        raise InputError(f"{path}: {row.id}: the problem catalog is not available; give ground_truth inline") \
+            from None
+    try:
+        return load_catalog().get(row.problem).ground_truth
+    except KeyError:
+        raise InputError(f"{path}: {row.id}: field 'problem': unknown problem '{row.problem}'") from None
+
+
+def cohen_kappa(a: list[bool], b: list[bool]) -> float:
+    """Cohen's kappa of two raters' yes/no labels (1 = perfect agreement, 0 = chance)."""
+    if len(a) != len(b) or not a:
+        raise ValueError("kappa needs two equally long, non-empty label lists")
+    n = len(a)
+    po = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    pa, pb = sum(a) / n, sum(b) / n
+    pe = pa * pb + (1 - pa) * (1 - pb)
+    if pe >= 1.0:
+        return 1.0 if po == 1.0 else 0.0
+    return (po - pe) / (1 - pe)
+
+
+def agreement(path: Path, judge: str | None, api_base: str | None = None) -> dict[str, Any]:
+    from farm.oracles.diagnosis import QUESTION_IDS, judge_diagnosis
+
+    rows = load_labels(path)
+    human, machine, per_line = [], [], []
+    by_question: dict[str, list[tuple[bool, bool]]] = {q: [] for q in QUESTION_IDS}
+    tokens = cost = 0.0
+    for row in rows:
+        verdict = judge_diagnosis(row.diagnosis, _truth(row, path), judge, api_base=api_base)
+        human.append(row.label)
+        machine.append(verdict.passed)
+        tokens += verdict.tokens_in + verdict.tokens_out
+        cost += verdict.cost_usd
+        for ans in verdict.answers:
+            if ans.id in row.answers:
+                by_question[ans.id].append((row.answers[ans.id], ans.answer))
+        per_line.append({"id": row.id, "label": row.label, "judge": verdict.passed,
+                         "composite": verdict.composite, "judge_name": verdict.judge})
+    n = len(rows)
+    return {
+        "judge": judge or "offline", "n": n,
+        "accuracy": round(sum(h == m for h, m in zip(human, machine, strict=True)) / n, 4),
+        "kappa": round(cohen_kappa(human, machine), 4),
+        "questions": {q: {"n": len(p), "accuracy": round(sum(h == m for h, m in p) / len(p), 4),
+                          "kappa": round(cohen_kappa([h for h, _ in p], [m for _, m in p]), 4)}
+                      for q, p in by_question.items() if p},
+        "tokens": int(tokens), "cost_usd": round(cost, 6), "lines": per_line,
+    }
+
+
+@app.command()
+def agree(labels: Path = typer.Argument(..., help="JSONL file of labelled diagnoses (format: see module doc)"),
+          judge: str = typer.Option("offline", "--judge", help="a litellm model string, or 'offline'"),
+          api_base: str | None = typer.Option(None, "--api-base", help="endpoint of the judge model"),
+          as_json: bool = typer.Option(False, "--json", help="print the full result as JSON")) -> None:
+    """Accuracy and Cohen's kappa of a judge against human pass/fail labels."""
+    try:
+        result = agreement(labels, None if judge == "offline" else judge, api_base)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    typer.echo(f"judge {result['judge']}: {result['n']} labelled diagnoses, accuracy {result['accuracy']:.3f}, "
+               f"Cohen's kappa {result['kappa']:.3f}")
+    for q, r in result["questions"].items():
+        typer.echo(f"  {q}: n={r['n']} accuracy {r['accuracy']:.3f} kappa {r['kappa']:.3f}")
+    disagreements = [line for line in result["lines"] if line["label"] != line["judge"]]
+    for line in disagreements:
+        typer.echo(f"  disagrees on {line['id']}: human {'pass' if line['label'] else 'fail'}, judge "
+                   f"{'pass' if line['judge'] else 'fail'} (composite {line['composite']:.2f})")
