@@ -51,7 +51,9 @@ class AppServer:
         handler = _handler_for(app)
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="obs-http", daemon=True)
+        # A short poll interval makes stop() quick; the server is idle-cheap either way.
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="obs-http", daemon=True)
 
     @property
     def url(self) -> str:

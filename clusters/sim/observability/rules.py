@@ -5,6 +5,7 @@ rules writing back to the TSDB, ALERTS series, and the /api/v1/alerts and /rules
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import time
 from dataclasses import dataclass, field
@@ -92,11 +93,19 @@ def _seconds(raw: Any, where: str) -> float:
         raise RuleFileError(f"{where}: {e}") from e
 
 
-def load_rule_file(path: Path, default_interval: float, api_file: str | None = None) -> list[RuleGroup]:
+@functools.lru_cache(maxsize=64)
+def _read_yaml(path: Path, mtime: float) -> Any:
     try:
-        doc = yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as e:
         raise RuleFileError(f"{path}: not valid YAML: {e}") from e
+
+
+def load_rule_file(path: Path, default_interval: float, api_file: str | None = None) -> list[RuleGroup]:
+    try:
+        doc = _read_yaml(path, path.stat().st_mtime)
+    except OSError as e:
+        raise RuleFileError(f"{path}: cannot read: {e}") from e
     if not isinstance(doc, dict) or not isinstance(doc.get("groups"), list):
         raise RuleFileError(f"{path}: field 'groups': a list of rule groups is required")
     groups = []
@@ -257,8 +266,12 @@ class RuleManager:
                 alert.value, alert.annotations = v, annotations
             if alert.state == "pending" and now - alert.active_at >= rule.duration:
                 alert.state, alert.fired_at = "firing", now
+                # Prometheus ends the pending ALERTS series with a staleness marker.
+                self.tsdb.mark_stale("ALERTS", {**alert.labels, "alertstate": "pending"}, now)
         for key in [k for k in rule.active if k not in seen]:
-            del rule.active[key]
+            gone = rule.active.pop(key)
+            self.tsdb.mark_stale("ALERTS", {**gone.labels, "alertstate": gone.state}, now)
+            self.tsdb.mark_stale("ALERTS_FOR_STATE", gone.labels, now)
         for alert in rule.active.values():
             self.tsdb.append("ALERTS", {**alert.labels, "alertstate": alert.state}, now, 1.0)
             self.tsdb.append("ALERTS_FOR_STATE", alert.labels, now, alert.active_at)
