@@ -1,0 +1,313 @@
+"""What kube-apiserver does to an object before it is stored: defaulting (for every writer,
+controllers included, installed as a store admission hook) and validation of user requests
+(422 Invalid with field causes, the real messages), including the fields that are immutable."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from typing import Any
+
+from clusters.sim.api.status import invalid
+from clusters.sim.store import Obj, ResourceType, Store
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                  "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                  "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+              "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+              "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+_LABEL_NAMED = {"namespaces", "services"}
+_TEMPLATED = {"deployments.apps", "replicasets.apps", "statefulsets.apps", "daemonsets.apps", "jobs.batch",
+              "replicationcontrollers"}
+
+
+# -- defaulting ----------------------------------------------------------------------------
+def _default_container(c: Obj) -> None:
+    image = c.get("image", "")
+    tagless = ":" not in image.rsplit("/", 1)[-1] and "@" not in image
+    c.setdefault("imagePullPolicy", "Always" if tagless or image.endswith(":latest") else "IfNotPresent")
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    c.setdefault("resources", {})
+    for p in c.get("ports") or []:
+        p.setdefault("protocol", "TCP")
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        pr = c.get(probe)
+        if isinstance(pr, dict):
+            for k, v in (("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1), ("failureThreshold", 3)):
+                pr.setdefault(k, v)
+
+
+def default_pod_spec(spec: Obj) -> None:
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    if spec.get("serviceAccountName") or spec.get("serviceAccount"):
+        name = spec.get("serviceAccountName") or spec.get("serviceAccount")
+        spec["serviceAccountName"] = spec["serviceAccount"] = name
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        _default_container(c)
+
+
+def _qos(spec: Obj) -> str:
+    cs = spec.get("containers") or []
+    reqs = [((c.get("resources") or {}).get("requests") or {}, (c.get("resources") or {}).get("limits") or {}) for c in cs]
+    if all(not r and not lim for r, lim in reqs):
+        return "BestEffort"
+    if all(lim.get("cpu") and lim.get("memory") and r.get("cpu", lim["cpu"]) == lim["cpu"]
+           and r.get("memory", lim["memory"]) == lim["memory"] for r, lim in reqs):
+        return "Guaranteed"
+    return "Burstable"
+
+
+def _allocate_node_port(store: Store, obj: Obj, port: int) -> int:
+    taken = {p.get("nodePort") for s in store.iter_raw("services") for p in (s.get("spec", {}).get("ports") or [])}
+    meta = obj["metadata"]
+    seed = int(hashlib.sha256(f"{meta.get('namespace')}/{meta.get('name')}/{port}".encode()).hexdigest(), 16)
+    for probe in range(2768):
+        candidate = 30000 + (seed + probe) % 2768
+        if candidate not in taken:
+            return candidate
+    return 30000
+
+
+class Defaulter:
+    """Store admission hook: fills the defaults kube-apiserver would, for every writer."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __call__(self, verb: str, key: str, obj: Obj, old: Obj | None) -> None:
+        if verb not in ("create", "update"):
+            return
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else None
+        if key == "pods" and spec is not None:
+            # Pod defaults, LimitRanges and quota are the cluster's own admission
+            # (clusters/sim/controllers/admission.py); the QoS class is the API server's.
+            if verb == "create":
+                obj.setdefault("status", {}).setdefault("qosClass", _qos(spec))
+        elif key in _TEMPLATED and spec is not None:
+            tspec = (spec.get("template") or {}).get("spec")
+            if isinstance(tspec, dict):
+                default_pod_spec(tspec)
+            if key == "deployments.apps":
+                spec.setdefault("replicas", 1)
+                spec.setdefault("revisionHistoryLimit", 10)
+                spec.setdefault("progressDeadlineSeconds", 600)
+                strategy = spec.setdefault("strategy", {"type": "RollingUpdate"})
+                if strategy.get("type", "RollingUpdate") == "RollingUpdate":
+                    strategy["type"] = "RollingUpdate"
+                    ru = strategy.setdefault("rollingUpdate", {})
+                    ru.setdefault("maxSurge", "25%")
+                    ru.setdefault("maxUnavailable", "25%")
+            elif key == "statefulsets.apps":
+                spec.setdefault("replicas", 1)
+                spec.setdefault("podManagementPolicy", "OrderedReady")
+                spec.setdefault("revisionHistoryLimit", 10)
+                spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+            elif key == "daemonsets.apps":
+                spec.setdefault("revisionHistoryLimit", 10)
+                spec.setdefault("updateStrategy", {"type": "RollingUpdate",
+                                                   "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+            elif key == "replicasets.apps" or key == "replicationcontrollers":
+                spec.setdefault("replicas", 1)
+            elif key == "jobs.batch":
+                spec.setdefault("backoffLimit", 6)
+                spec.setdefault("completions", 1)
+                spec.setdefault("parallelism", 1)
+                spec.setdefault("completionMode", "NonIndexed")
+                spec.setdefault("suspend", False)
+                name = obj["metadata"].get("name", "")
+                if not spec.get("selector") and not spec.get("manualSelector") and name:
+                    spec["selector"] = {"matchLabels": {"batch.kubernetes.io/job-name": name}}
+                    labels = spec.setdefault("template", {}).setdefault("metadata", {}).setdefault("labels", {})
+                    labels.setdefault("batch.kubernetes.io/job-name", name)
+                    labels.setdefault("job-name", name)
+        elif key == "services" and spec is not None:
+            spec.setdefault("type", "ClusterIP")
+            spec.setdefault("sessionAffinity", "None")
+            if spec["type"] != "ExternalName":
+                spec.setdefault("internalTrafficPolicy", "Cluster")
+                # A new Service's ClusterIP comes from the cluster's allocator; an update keeps it.
+                if old is not None and not spec.get("clusterIP"):
+                    spec["clusterIP"] = (old.get("spec") or {}).get("clusterIP")
+                    spec["clusterIPs"] = (old.get("spec") or {}).get("clusterIPs") or [spec["clusterIP"]]
+                spec.setdefault("ipFamilies", ["IPv4"])
+                spec.setdefault("ipFamilyPolicy", "SingleStack")
+            old_ports = {p.get("port"): p.get("nodePort") for p in ((old or {}).get("spec") or {}).get("ports") or []}
+            for p in spec.get("ports") or []:
+                p.setdefault("protocol", "TCP")
+                if "port" in p:
+                    p.setdefault("targetPort", p["port"])
+                if spec["type"] in ("NodePort", "LoadBalancer") and not p.get("nodePort"):
+                    p["nodePort"] = old_ports.get(p.get("port")) or _allocate_node_port(self.store, obj, p.get("port", 0))
+            obj.setdefault("status", {}).setdefault("loadBalancer", {})
+        elif key == "namespaces":
+            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+            obj.setdefault("status", {}).setdefault("phase", "Active")
+            obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
+        elif key == "secrets":
+            obj.setdefault("type", "Opaque")
+            string_data = obj.pop("stringData", None)
+            if string_data:
+                data = obj.setdefault("data", {})
+                for k, v in string_data.items():
+                    data[k] = base64.b64encode(str(v).encode()).decode()
+        elif key == "persistentvolumeclaims" and spec is not None:
+            spec.setdefault("volumeMode", "Filesystem")
+            obj.setdefault("status", {}).setdefault("phase", "Pending")
+        elif key == "persistentvolumes" and spec is not None:
+            spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+            spec.setdefault("volumeMode", "Filesystem")
+        elif key == "events":
+            obj.setdefault("count", 1)
+            obj.setdefault("type", "Normal")
+
+
+# -- validation (user requests only) -------------------------------------------------------
+Cause = tuple[str, str, str]
+
+
+def _required(field: str) -> Cause:
+    return ("FieldValueRequired", field, "Required value")
+
+
+def _invalid_value(field: str, value: Any, why: str) -> Cause:
+    shown = f'"{value}"' if isinstance(value, str) else _go_repr(value)
+    return ("FieldValueInvalid", field, f"Invalid value: {shown}: {why}")
+
+
+def _go_repr(value: Any) -> str:
+    if isinstance(value, dict):
+        return "map[string]string{" + ", ".join(f'"{k}":"{v}"' for k, v in value.items()) + "}"
+    return str(value)
+
+
+def _validate_containers(containers: Any, field: str, need_image: bool) -> list[Cause]:
+    causes: list[Cause] = []
+    if not containers:
+        return [_required(field)]
+    seen = set()
+    for i, c in enumerate(containers):
+        f = f"{field}[{i}]"
+        name = c.get("name") if isinstance(c, dict) else None
+        if not name:
+            causes.append(_required(f"{f}.name"))
+        elif not _LABEL.match(name):
+            causes.append(_invalid_value(f"{f}.name", name, _LABEL_MSG))
+        elif name in seen:
+            causes.append(("FieldValueDuplicate", f"{f}.name", f'Duplicate value: "{name}"'))
+        seen.add(name)
+        if need_image and isinstance(c, dict) and not c.get("image"):
+            causes.append(_required(f"{f}.image"))
+        for j, p in enumerate((c.get("ports") if isinstance(c, dict) else None) or []):
+            port = p.get("containerPort")
+            if not isinstance(port, int) or not 0 < port < 65536:
+                causes.append(_invalid_value(f"{f}.ports[{j}].containerPort", port, "must be between 1 and 65535, inclusive"))
+    return causes
+
+
+def _validate_pod_spec(spec: Any, field: str) -> list[Cause]:
+    if not isinstance(spec, dict):
+        return [_required(field)]
+    causes = _validate_containers(spec.get("containers"), f"{field}.containers", True)
+    if spec.get("initContainers"):
+        causes += _validate_containers(spec["initContainers"], f"{field}.initContainers", True)
+    policy = spec.get("restartPolicy")
+    if policy and policy not in ("Always", "OnFailure", "Never"):
+        causes.append(("FieldValueNotSupported", f"{field}.restartPolicy",
+                       f'Unsupported value: "{policy}": supported values: "Always", "OnFailure", "Never"'))
+    return causes
+
+
+def _pod_update_allowed(old: Obj, new: Obj) -> bool:
+    """Pods are immutable but for images, activeDeadlineSeconds, added tolerations and a few more."""
+    a, b = dict(old.get("spec") or {}), dict(new.get("spec") or {})
+    for spec in (a, b):
+        for field in ("containers", "initContainers"):
+            spec[field] = [{k: v for k, v in c.items() if k != "image"} for c in spec.get(field) or []]
+        spec.pop("activeDeadlineSeconds", None)
+        spec.pop("tolerations", None)
+        spec.pop("terminationGracePeriodSeconds", None)
+    return a == b
+
+
+def validate(rt: ResourceType, obj: Obj, old: Obj | None) -> None:
+    """Raise 422 Invalid for what kube-apiserver would refuse from a client."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or meta.get("generateName") or ""
+    causes: list[Cause] = []
+    if meta.get("name"):
+        if rt.key in _LABEL_NAMED and not _LABEL.match(meta["name"]):
+            causes.append(_invalid_value("metadata.name", meta["name"], _LABEL_MSG))
+        elif not _SUBDOMAIN.match(meta["name"]) and rt.group not in ("rbac.authorization.k8s.io",):
+            causes.append(_invalid_value("metadata.name", meta["name"], _SUBDOMAIN_MSG))
+    for field in ("labels", "annotations"):
+        if meta.get(field) is not None and not isinstance(meta[field], dict):
+            causes.append(_invalid_value(f"metadata.{field}", meta[field], "must be a map"))
+    for v in (meta.get("labels") or {}).values():
+        if not isinstance(v, str) or len(v) > 63:
+            causes.append(_invalid_value("metadata.labels", v, "must be no more than 63 characters"))
+    spec = obj.get("spec")
+    if rt.key == "pods":
+        causes += _validate_pod_spec(spec, "spec")
+        if old is not None and not causes and not _pod_update_allowed(old, obj):
+            causes.append(("FieldValueForbidden", "spec",
+                           "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+                           "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
+                           "(only additions to existing tolerations) or `spec.terminationGracePeriodSeconds` "
+                           "(allow it to be set to 1 if it was previously negative)"))
+    elif rt.key in _TEMPLATED:
+        spec = spec if isinstance(spec, dict) else {}
+        replicas = spec.get("replicas")
+        if replicas is not None and (not isinstance(replicas, int) or replicas < 0):
+            causes.append(_invalid_value("spec.replicas", replicas, "must be greater than or equal to 0"))
+        template = spec.get("template") or {}
+        causes += _validate_pod_spec(template.get("spec"), "spec.template.spec")
+        selector = spec.get("selector")
+        if rt.key != "jobs.batch" and rt.key != "replicationcontrollers":
+            labels = (template.get("metadata") or {}).get("labels") or {}
+            if not selector:
+                causes.append(_required("spec.selector"))
+            elif not _selector_matches(selector, labels):
+                causes.append(_invalid_value("spec.template.metadata.labels", labels, "`selector` does not match template `labels`"))
+            if old is not None and selector and (old.get("spec") or {}).get("selector") != selector:
+                causes.append(_invalid_value("spec.selector", selector, "field is immutable"))
+        if rt.key in ("deployments.apps", "replicasets.apps", "daemonsets.apps") and \
+                (template.get("spec") or {}).get("restartPolicy", "Always") != "Always":
+            causes.append(("FieldValueNotSupported", "spec.template.spec.restartPolicy",
+                           f'Unsupported value: "{template["spec"]["restartPolicy"]}": supported values: "Always"'))
+    elif rt.key == "services":
+        spec = spec if isinstance(spec, dict) else {}
+        if spec.get("type", "ClusterIP") != "ExternalName" and not spec.get("ports") and spec.get("clusterIP") != "None":
+            causes.append(_required("spec.ports"))
+        for i, p in enumerate(spec.get("ports") or []):
+            port = p.get("port")
+            if not isinstance(port, int) or not 0 < port < 65536:
+                causes.append(_invalid_value(f"spec.ports[{i}].port", port, "must be between 1 and 65535, inclusive"))
+            if len(spec.get("ports") or []) > 1 and not p.get("name"):
+                causes.append(_required(f"spec.ports[{i}].name"))
+        if old is not None and spec.get("clusterIP") and spec.get("clusterIP") != (old.get("spec") or {}).get("clusterIP"):
+            causes.append(_invalid_value("spec.clusterIPs[0]", spec["clusterIP"],
+                                         "may not change once set"))
+    elif rt.key == "configmaps":
+        for k in (obj.get("data") or {}):
+            if not re.match(r"^[-._a-zA-Z0-9]+$", k):
+                causes.append(_invalid_value("data", k, "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"))
+    if causes:
+        raise invalid(rt.kind, rt.group, name, causes)
+
+
+def _selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    from clusters.sim.store import match_labels
+
+    if not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        return False
+    return match_labels(selector, labels)

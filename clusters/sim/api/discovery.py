@@ -1,0 +1,117 @@
+"""Discovery documents (/api, /apis, group/version resource lists, /version) and the minimal
+OpenAPI v2 document kubectl 1.20 fetches as protobuf before `apply` validates a manifest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters.sim.resources import REVIEW_TYPES
+from clusters.sim.store import ResourceType
+
+ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+SERVER_VERSION = {
+    "major": "1", "minor": "28", "gitVersion": "v1.28.15", "gitCommit": "841856557ef0f6a399096c42635d114d6f2cf7f4",
+    "gitTreeState": "clean", "buildDate": "2024-10-22T20:28:13Z", "goVersion": "go1.22.8",
+    "compiler": "gc", "platform": "linux/amd64",
+}
+
+# (kind, group, version, verbs) of sub-resources whose kind is not the parent's.
+_SUBRESOURCES: dict[str, tuple[str, str, str, list[str]]] = {
+    "log": ("Pod", "", "", ["get"]),
+    "status": ("", "", "", ["get", "patch", "update"]),
+    "scale": ("Scale", "autoscaling", "v1", ["get", "patch", "update"]),
+    "eviction": ("Eviction", "policy", "v1", ["create"]),
+    "binding": ("Binding", "", "", ["create"]),
+    "token": ("TokenRequest", "authentication.k8s.io", "v1", ["create"]),
+    "finalize": ("", "", "", ["update"]),
+}
+
+
+def group_versions(types: list[ResourceType]) -> dict[str, list[ResourceType]]:
+    """groupVersion → its types, core first, then groups in a stable order."""
+    out: dict[str, list[ResourceType]] = {}
+    for rt in [*types, *REVIEW_TYPES]:
+        out.setdefault(rt.api_version, []).append(rt)
+    return out
+
+
+def api_versions(server_address: str) -> dict[str, Any]:
+    return {"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]}
+
+
+def api_group_list(types: list[ResourceType]) -> dict[str, Any]:
+    groups: dict[str, dict[str, Any]] = {}
+    for gv in group_versions(types):
+        if "/" not in gv:
+            continue
+        group, version = gv.split("/", 1)
+        entry = groups.setdefault(group, {"name": group, "versions": []})
+        entry["versions"].append({"groupVersion": gv, "version": version})
+        entry.setdefault("preferredVersion", {"groupVersion": gv, "version": version})
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": list(groups.values())}
+
+
+def api_group(types: list[ResourceType], group: str) -> dict[str, Any] | None:
+    for entry in api_group_list(types)["groups"]:
+        if entry["name"] == group:
+            return {"kind": "APIGroup", "apiVersion": "v1", **entry}
+    return None
+
+
+def resource_list(types: list[ResourceType], group_version: str) -> dict[str, Any] | None:
+    members = group_versions(types).get(group_version)
+    if members is None:
+        return None
+    resources: list[dict[str, Any]] = []
+    for rt in members:
+        review = rt in REVIEW_TYPES
+        entry: dict[str, Any] = {
+            "name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced, "kind": rt.kind,
+            "verbs": ["create"] if review else ALL_VERBS,
+        }
+        if rt.short_names:
+            entry["shortNames"] = list(rt.short_names)
+        if rt.categories:
+            entry["categories"] = list(rt.categories)
+        resources.append(entry)
+        for sub in rt.subresources:
+            kind, group, version, verbs = _SUBRESOURCES[sub]
+            sub_entry: dict[str, Any] = {"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
+                                         "kind": kind or rt.kind, "verbs": verbs}
+            if group:
+                sub_entry["group"], sub_entry["version"] = group, version
+            resources.append(sub_entry)
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
+
+
+def _pb_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2)."""
+    key = (number << 3) | 2
+    return bytes([key]) + _varint(len(payload)) + payload
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def openapi_v2_protobuf() -> bytes:
+    """A gnostic openapi_v2.Document with swagger, info and empty paths and no definitions.
+    kubectl's validator skips kinds it has no schema for, so `kubectl apply -f` works without
+    --validate=false while the server still rejects bad objects itself (422)."""
+    info = _pb_field(1, b"Kubernetes") + _pb_field(2, SERVER_VERSION["gitVersion"].encode())
+    return _pb_field(1, b"2.0") + _pb_field(2, info) + _pb_field(8, b"")
+
+
+def openapi_v2_json() -> dict[str, Any]:
+    return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": SERVER_VERSION["gitVersion"]},
+            "paths": {}, "definitions": {}}

@@ -1,0 +1,484 @@
+"""The Kubernetes REST API over the store: path routing, authentication and RBAC, the verbs
+(get, list, watch, create, update, patch, delete, deletecollection) and their sub-resources,
+Table responses, and Status errors. `KubeAPI` is the app the HTTP server calls."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from clusters.sim.api import discovery, subresources
+from clusters.sim.api.admission import Defaulter, validate
+from clusters.sim.api.authn import Authenticator, UserInfo
+from clusters.sim.api.gc import GarbageCollector
+from clusters.sim.api.http import Request, Response
+from clusters.sim.api.patch import APPLY_PATCH, STRATEGIC_MERGE_PATCH, apply_patch
+from clusters.sim.api.rbac import BOOTSTRAP_CLUSTER_ROLES, RBACAuthorizer
+from clusters.sim.api.status import (
+    bad_request,
+    forbidden,
+    forbidden_path,
+    method_not_allowed,
+    not_found_path,
+    success,
+)
+from clusters.sim.api.tables import table
+from clusters.sim.api.watch import Filter, stream
+from clusters.sim.resources import CUSTOM_GROUPS, REVIEW_TYPES, lookup, register_all
+from clusters.sim.store import (
+    Obj,
+    ResourceType,
+    Store,
+    StoreError,
+    fields_match,
+    labels_match_query,
+    parse_field_selector,
+    parse_label_selector,
+)
+
+log = logging.getLogger(__name__)
+
+_RBAC = "rbac.authorization.k8s.io"
+_NAMESPACE_SUBS = ("status", "finalize")
+_TRUE = ("true", "1")
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def json_response(status: int, obj: Any) -> Response:
+    return Response(status, "application/json", _dumps(obj))
+
+
+class Route:
+    """A resource request: /api/v1/... or /apis/G/V/..., parsed."""
+
+    def __init__(self, rt: ResourceType, namespace: str | None, name: str, sub: str) -> None:
+        self.rt, self.namespace, self.name, self.sub = rt, namespace, name, sub
+
+
+LogReader = subresources.LogReader
+
+
+class KubeAPI:
+    """The API server app: `KubeAPI(store, admin_token, read_log)(request) -> response`, where
+    `read_log(namespace, pod, container, previous=, timestamps=, tail=, since_seconds=) -> str` is the
+    kubelet model's container log reader (SimCluster.read_container_log)."""
+
+    def __init__(self, store: Store, admin_token: str, read_log: LogReader | None = None,
+                 server_address: str = "127.0.0.1:0", max_watch_seconds: float = 1800.0) -> None:
+        register_all(store)
+        self.store = store
+        self.read_log = read_log
+        self.server_address = server_address
+        self.max_watch_seconds = max_watch_seconds
+        self.authn = Authenticator(store, admin_token)
+        self.authz = RBACAuthorizer(store)
+        self.gc = GarbageCollector(store)
+        self.gc.install()
+        if not any(isinstance(h, Defaulter) for h in store.admission):
+            store.admission.insert(0, Defaulter(store))
+        store.admission.append(self.authn.fill_token_secret)
+        store.hooks.append(self._default_service_account)
+        self._bootstrap()
+
+    # -- bootstrap -------------------------------------------------------------------------
+    def _bootstrap(self) -> None:
+        """What a fresh cluster holds that belongs to the API server: the bootstrap cluster roles,
+        and a `default` ServiceAccount in every namespace."""
+        with self.store.lock:
+            for name, rules in BOOTSTRAP_CLUSTER_ROLES.items():
+                if self.store.try_get(f"clusterroles.{_RBAC}", "", name) is None:
+                    self.store.create(f"clusterroles.{_RBAC}", {
+                        "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                        "rules": rules})
+            if self.store.try_get(f"clusterrolebindings.{_RBAC}", "", "cluster-admin") is None:
+                self.store.create(f"clusterrolebindings.{_RBAC}", {
+                    "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                    "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": "cluster-admin"},
+                    "subjects": [{"apiGroup": _RBAC, "kind": "Group", "name": "system:masters"}]})
+            for ns in self.store.list("namespaces"):
+                self._default_service_account("create", "namespaces", None, ns)
+
+    def _default_service_account(self, verb: str, key: str, old: Obj | None, new: Obj | None) -> None:
+        if verb != "create" or key != "namespaces" or new is None:
+            return
+        ns = new["metadata"]["name"]
+        if self.store.try_get("serviceaccounts", ns, "default") is None:
+            self.store.create("serviceaccounts", {"metadata": {"name": "default", "namespace": ns}}, namespace=ns)
+
+    # -- entry -----------------------------------------------------------------------------
+    def __call__(self, req: Request) -> Response:
+        try:
+            user = self.authn.authenticate(req.headers.get("Authorization"))
+            if user is None:
+                return json_response(401, StoreError(401, "Unauthorized", "Unauthorized").status())
+            return self._route(req, user)
+        except StoreError as err:
+            return json_response(err.code, err.status())
+        except Exception as exc:  # a bug here must reach the client as a 500 Status, not a dropped socket
+            log.error("internal error on %s %s: %s", req.method, req.path, traceback.format_exc())
+            return json_response(500, StoreError(500, "InternalError", f"Internal error occurred: {exc}").status())
+
+    def _route(self, req: Request, user: UserInfo) -> Response:
+        path = req.path.rstrip("/") or "/"
+        parts = [p for p in path.split("/") if p]
+        types = list(self.store.types.values())
+        if not parts or parts[0] not in ("api", "apis"):
+            return self._non_resource(req, user, path)
+        if parts[0] == "api":
+            if len(parts) == 1:
+                return self._discovery(req, user, path, discovery.api_versions(self.server_address))
+            if parts[1] != "v1":
+                raise not_found_path()
+            if len(parts) == 2:
+                return self._discovery(req, user, path, discovery.resource_list(types, "v1"))
+            group, version, rest = "", "v1", parts[2:]
+        else:
+            if len(parts) == 1:
+                return self._discovery(req, user, path, discovery.api_group_list(types))
+            if len(parts) == 2:
+                return self._discovery(req, user, path, discovery.api_group(types, parts[1]))
+            if len(parts) == 3:
+                return self._discovery(req, user, path, discovery.resource_list(types, f"{parts[1]}/{parts[2]}"))
+            group, version, rest = parts[1], parts[2], parts[3:]
+        route = self._parse(group, version, rest)
+        return self._resource(req, user, route)
+
+    def _discovery(self, req: Request, user: UserInfo, path: str, doc: Obj | None) -> Response:
+        if not self.authz.allowed_path(user, "get", path):
+            raise forbidden_path(user.name, "get", path)
+        if doc is None:
+            raise not_found_path()
+        return json_response(200, doc)
+
+    def _non_resource(self, req: Request, user: UserInfo, path: str) -> Response:
+        if not self.authz.allowed_path(user, req.method.lower(), path):
+            raise forbidden_path(user.name, req.method.lower(), path)
+        if path == "/version":
+            return json_response(200, discovery.SERVER_VERSION)
+        if path in ("/healthz", "/livez", "/readyz"):
+            return Response(200, "text/plain; charset=utf-8", b"ok")
+        if path == "/openapi/v2":
+            if "protobuf" in (req.headers.get("Accept") or ""):
+                return Response(200, "application/octet-stream",
+                                discovery.openapi_v2_protobuf())
+            return json_response(200, discovery.openapi_v2_json())
+        raise not_found_path()
+
+    def _parse(self, group: str, version: str, rest: list[str]) -> Route:
+        namespace: str | None = None
+        if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in _NAMESPACE_SUBS):
+            namespace, rest = rest[1], rest[2:]
+        if len(rest) > 3:
+            raise not_found_path()
+        plural, name, sub = rest[0], rest[1] if len(rest) > 1 else "", rest[2] if len(rest) > 2 else ""
+        rt = lookup(self.store, group, version, plural)
+        if rt is None:
+            rt = next((r for r in REVIEW_TYPES if (r.group, r.version, r.plural) == (group, version, plural)), None)
+        if rt is None or (namespace is not None and not rt.namespaced) or (sub and sub not in rt.subresources):
+            raise not_found_path()
+        if rt.namespaced and name and namespace is None:
+            raise not_found_path()
+        return Route(rt, namespace, name, sub)
+
+    # -- resources -------------------------------------------------------------------------
+    def _resource(self, req: Request, user: UserInfo, r: Route) -> Response:
+        method = req.method
+        if method == "GET":
+            verb = "get" if r.name else ("watch" if (req.arg("watch") or "").lower() in _TRUE else "list")
+        elif method == "POST":
+            verb = "create"
+            if r.name and not r.sub:
+                raise method_not_allowed("POST", r.rt.plural)
+        elif method in ("PUT", "PATCH", "DELETE"):
+            verb = {"PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+            if not r.name:
+                if method != "DELETE":
+                    raise method_not_allowed(method, r.rt.plural)
+                verb = "deletecollection"
+        else:
+            raise method_not_allowed(method, r.rt.plural)
+        # The namespace of a request for a Namespace is that namespace (as kube-apiserver's RequestInfo has it).
+        authz_ns = r.namespace or (r.name if r.rt.key == "namespaces" else "")
+        if not self.authz.allowed(user, verb, r.rt.group, r.rt.plural, r.sub, authz_ns, r.name):
+            raise forbidden(user.name, verb, r.rt.plural, r.rt.group, authz_ns, r.name, r.sub)
+        if r.rt in REVIEW_TYPES:
+            if verb != "create":
+                raise method_not_allowed(method, r.rt.plural)
+            return json_response(201, subresources.access_review(self.authz, user, self._body(req)))
+        if verb == "watch":
+            return self._watch(req, r)
+        if r.sub == "log":
+            return self._log(req, r)
+        with self.store.lock:
+            handler: Callable[[Request, Route], Response] = getattr(self, f"_{verb}")
+            return handler(req, r)
+
+    def _body(self, req: Request) -> Any:
+        ctype = (req.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        try:
+            if "yaml" in ctype:
+                return yaml.safe_load(req.body or b"{}")
+            return json.loads(req.body or b"{}")
+        except (ValueError, yaml.YAMLError) as exc:
+            raise bad_request(f"the body of the request could not be decoded: {exc}") from None
+
+    def _object_body(self, req: Request, r: Route) -> Obj:
+        body = self._body(req)
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request must be a JSON object")
+        meta = body.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise bad_request("metadata must be an object")
+        if r.rt.namespaced and r.namespace is not None:
+            if meta.get("namespace") and meta["namespace"] != r.namespace:
+                raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        return body
+
+    def _wants_table(self, req: Request) -> str | None:
+        accept = req.headers.get("Accept") or ""
+        if "as=Table" not in accept:
+            return None
+        for part in accept.split(","):
+            if "as=Table" in part:
+                return "v1beta1" if "v=v1beta1" in part else "v1"
+        return "v1"
+
+    def _render(self, req: Request, r: Route, objects: list[Obj], single: Obj | None = None) -> Response:
+        version = self._wants_table(req)
+        rv = str(self.store.resource_version)
+        if version is not None and not r.sub:
+            return json_response(200, table(r.rt.key, objects if single is None else [single], self.store.clock.now(),
+                                            rv, version, req.arg("includeObject", "PartialObjectMetadata") or ""))
+        if single is not None:
+            return json_response(200, single)
+        return json_response(200, {"kind": f"{r.rt.kind}List", "apiVersion": r.rt.api_version,
+                                   "metadata": {"resourceVersion": rv}, "items": objects})
+
+    def _selected(self, req: Request, r: Route) -> list[Obj]:
+        """Objects of the collection matching the request's selectors (read under the lock, not copied)."""
+        lreq = parse_label_selector(req.arg("labelSelector"))
+        freq = parse_field_selector(req.arg("fieldSelector"))
+        out = []
+        for obj in self.store.iter_raw(r.rt.key):
+            meta = obj["metadata"]
+            if r.namespace and meta.get("namespace") != r.namespace:
+                continue
+            if lreq and not labels_match_query(lreq, meta.get("labels")):
+                continue
+            if freq and not fields_match(freq, obj):
+                continue
+            out.append(obj)
+        out.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        return out
+
+    def _ns(self, r: Route) -> str:
+        return (r.namespace or "") if r.rt.namespaced else ""
+
+    # -- verbs -----------------------------------------------------------------------------
+    def _get(self, req: Request, r: Route) -> Response:
+        obj = self.store.get(r.rt.key, self._ns(r), r.name)
+        if r.sub == "scale":
+            return json_response(200, subresources.scale_of(obj))
+        return self._render(req, r, [], single=obj)
+
+    def _list(self, req: Request, r: Route) -> Response:
+        return self._render(req, r, self._selected(req, r))
+
+    def _watch(self, req: Request, r: Route) -> Response:
+        timeout = min(float(req.arg("timeoutSeconds") or self.max_watch_seconds), self.max_watch_seconds)
+        table_version = self._wants_table(req)
+        include = req.arg("includeObject", "PartialObjectMetadata") or ""
+        key = r.rt.key
+
+        def encode(type_: str, obj: Obj) -> Any:
+            if table_version is None:
+                return obj
+            return table(key, [obj], self.store.clock.now(), obj["metadata"].get("resourceVersion", ""),
+                         table_version, include)
+
+        flt = Filter(r.namespace if r.rt.namespaced else None, req.arg("labelSelector"), req.arg("fieldSelector"))
+        body = stream(self.store, key, flt, req.arg("resourceVersion"), timeout, encode, req.alive)
+        return Response(200, "application/json", stream=body)
+
+    def _log(self, req: Request, r: Route) -> Response:
+        if req.method != "GET":
+            raise method_not_allowed(req.method, "pods/log")
+        if self.read_log is None:
+            raise StoreError(503, "ServiceUnavailable", "this cluster has no kubelet model to read container logs from")
+        ns = self._ns(r)
+        with self.store.lock:
+            text = subresources.pod_log(self.store, self.read_log, ns, r.name, req.arg)
+        if (req.arg("follow") or "").lower() in _TRUE:
+            return Response(200, "text/plain", stream=subresources.follow_log(
+                self.store, self.read_log, ns, r.name, text, req.arg, req.alive))
+        return Response(200, "text/plain", text.encode())
+
+    def _create(self, req: Request, r: Route) -> Response:
+        body = self._object_body(req, r)
+        ns = self._ns(r)
+        if r.sub:
+            return self._create_sub(req, r, body)
+        kind, api_version = body.get("kind"), body.get("apiVersion")
+        if (kind and kind != r.rt.kind) or (api_version and api_version != r.rt.api_version):
+            raise bad_request(f"the API version in the data ({api_version}) does not match the expected API version "
+                              f"({r.rt.api_version})" if api_version != r.rt.api_version else
+                              f"the kind in the data ({kind}) does not match the expected kind ({r.rt.kind})")
+        if r.rt.namespaced:
+            body["metadata"]["namespace"] = ns
+        for k in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"):
+            body["metadata"].pop(k, None)
+        validate(r.rt, body, None)
+        if self._dry_run(req):
+            probe = copy.deepcopy(body)
+            for hook in self.store.admission:
+                hook("create", r.rt.key, probe, None)
+            probe["apiVersion"], probe["kind"] = r.rt.api_version, r.rt.kind
+            probe["metadata"]["creationTimestamp"] = self.store.clock.rfc3339()
+            return json_response(201, probe)
+        return json_response(201, self.store.create(r.rt.key, body, namespace=ns or None))
+
+    def _create_sub(self, req: Request, r: Route, body: Obj) -> Response:
+        ns = self._ns(r)
+        parent = self.store.get(r.rt.key, ns, r.name)
+        if r.sub == "eviction":
+            return json_response(201, subresources.evict(self.store, parent,
+                                                         lambda: self.store.delete("pods", ns, r.name)))
+        if r.sub == "binding":
+            return json_response(201, subresources.bind(self.store, parent, body))
+        if r.sub == "token":
+            return json_response(201, subresources.token_request(self.store, self.authn, parent, body))
+        raise method_not_allowed("POST", f"{r.rt.plural}/{r.sub}")
+
+    def _dry_run(self, req: Request) -> bool:
+        return "All" in req.query.get("dryRun", [])
+
+    def _commit(self, req: Request, r: Route, current: Obj, new: Obj, *, check_rv: bool) -> Response:
+        """Write an update (from PUT or PATCH) of the object or its status."""
+        if r.sub == "status":
+            new = dict(current, status=new.get("status", {}), metadata=dict(current["metadata"],
+                       resourceVersion=new.get("metadata", {}).get("resourceVersion", current["metadata"]["resourceVersion"])))
+        else:
+            if "status" in r.rt.subresources:
+                if "status" in current:
+                    new["status"] = current["status"]
+                else:
+                    new.pop("status", None)
+            validate(r.rt, new, current)
+        if self._dry_run(req):
+            return json_response(200, new)
+        return json_response(200, self.store.replace(r.rt.key, new, check_rv=check_rv,
+                                                     subresource="status" if r.sub == "status" else None))
+
+    def _update(self, req: Request, r: Route) -> Response:
+        body = self._object_body(req, r)
+        ns = self._ns(r)
+        if body["metadata"].get("name") and body["metadata"]["name"] != r.name:
+            raise bad_request(f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({r.name})")
+        body["metadata"]["name"] = r.name
+        if r.rt.namespaced:
+            body["metadata"]["namespace"] = ns
+        current = self.store.get(r.rt.key, ns, r.name)
+        if r.sub == "scale":
+            return json_response(200, subresources.apply_scale(self.store, r.rt, current, body))
+        if r.sub == "finalize":
+            new = dict(current, spec=dict(current.get("spec") or {}, finalizers=(body.get("spec") or {}).get("finalizers", [])))
+            return json_response(200, self.store.replace(r.rt.key, new, check_rv=False))
+        return self._commit(req, r, current, body, check_rv=True)
+
+    def _patch(self, req: Request, r: Route) -> Response:
+        ctype = (req.headers.get("Content-Type") or "").split(";")[0].strip()
+        ns = self._ns(r)
+        patch = self._body(req)
+        if ctype == APPLY_PATCH:
+            return self._apply(req, r, patch)
+        if ctype == STRATEGIC_MERGE_PATCH and r.rt.group in CUSTOM_GROUPS and r.sub != "scale":
+            raise StoreError(415, "UnsupportedMediaType",
+                             "the body of the request was in an unknown format - accepted media types include: "
+                             "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+        current = self.store.get(r.rt.key, ns, r.name)
+        if r.sub == "scale":
+            scale = apply_patch(ctype, subresources.scale_of(current), patch, "Scale")
+            return json_response(200, subresources.apply_scale(self.store, r.rt, current, scale))
+        new = apply_patch(ctype, current, patch, r.rt.kind)
+        if not isinstance(new.get("metadata"), dict):
+            raise bad_request("the patch removed metadata")
+        new["metadata"]["name"], new["apiVersion"], new["kind"] = r.name, r.rt.api_version, r.rt.kind
+        if r.rt.namespaced:
+            new["metadata"]["namespace"] = ns
+        new["metadata"].setdefault("resourceVersion", current["metadata"]["resourceVersion"])
+        return self._commit(req, r, current, new, check_rv=True)
+
+    def _apply(self, req: Request, r: Route, body: Any) -> Response:
+        """Server-side apply, approximated: create if absent, else a strategic merge of the intent."""
+        if not isinstance(body, dict):
+            raise bad_request("an apply patch must be an object")
+        ns = self._ns(r)
+        current = self.store.try_get(r.rt.key, ns, r.name)
+        body.setdefault("metadata", {})["name"] = r.name
+        if current is None:
+            if r.rt.namespaced:
+                body["metadata"]["namespace"] = ns
+            validate(r.rt, body, None)
+            return json_response(201, self.store.create(r.rt.key, body, namespace=ns or None))
+        new = apply_patch(STRATEGIC_MERGE_PATCH, current, body, r.rt.kind)
+        return self._commit(req, r, current, new, check_rv=False)
+
+    def _delete_options(self, req: Request) -> dict[str, Any]:
+        opts: dict[str, Any] = {}
+        if req.body:
+            body = self._body(req)
+            if isinstance(body, dict):
+                opts = body
+        if req.arg("propagationPolicy"):
+            opts["propagationPolicy"] = req.arg("propagationPolicy")
+        if req.arg("orphanDependents") is not None:
+            opts["orphanDependents"] = (req.arg("orphanDependents") or "").lower() in _TRUE
+        return opts
+
+    def _delete_one(self, r: Route, name: str, opts: dict[str, Any], dry_run: bool) -> Obj:
+        ns = self._ns(r)
+        current = self.store.get(r.rt.key, ns, name)
+        pre = opts.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != current["metadata"]["uid"]:
+            raise StoreError(409, "Conflict", f'Operation cannot be fulfilled on {r.rt.plural} "{name}": '
+                             f'Precondition failed: UID in precondition: {pre["uid"]}, UID in object meta: {current["metadata"]["uid"]}')
+        if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"]["resourceVersion"]:
+            raise StoreError(409, "Conflict", f'Operation cannot be fulfilled on {r.rt.plural} "{name}": '
+                             "the object has been modified; please apply your changes to the latest version and try again")
+        if dry_run:
+            return current
+        if opts.get("propagationPolicy") == "Orphan" or opts.get("orphanDependents") is True:
+            self.gc.orphan(current)
+        return self.store.delete(r.rt.key, ns, name)
+
+    def _delete(self, req: Request, r: Route) -> Response:
+        if r.sub:
+            raise method_not_allowed("DELETE", f"{r.rt.plural}/{r.sub}")
+        deleted = self._delete_one(r, r.name, self._delete_options(req), self._dry_run(req))
+        still_there = self.store.try_get(r.rt.key, self._ns(r), r.name) is not None
+        if r.rt.key in ("pods", "namespaces") or still_there:
+            return json_response(200, deleted)
+        return json_response(200, success(r.rt.plural, r.name, r.rt.group, deleted["metadata"].get("uid", "")))
+
+    def _deletecollection(self, req: Request, r: Route) -> Response:
+        opts = self._delete_options(req)
+        dry_run = self._dry_run(req)
+        names = [o["metadata"]["name"] for o in self._selected(req, r)]
+        items = []
+        for name in names:
+            try:
+                items.append(self._delete_one(r, name, opts, dry_run))
+            except StoreError as err:
+                if err.code != 404:
+                    raise
+        return json_response(200, {"kind": f"{r.rt.kind}List", "apiVersion": r.rt.api_version,
+                                   "metadata": {"resourceVersion": str(self.store.resource_version)}, "items": items})

@@ -1,0 +1,147 @@
+"""RBAC authorization as kube-apiserver's RBAC authorizer evaluates it: ClusterRoleBindings
+grant cluster-wide, RoleBindings grant in their namespace (to a Role or a ClusterRole); a rule
+matches on verbs, apiGroups, resources (with `res/sub` and `*/sub`) and resourceNames."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters.sim.api.authn import UserInfo
+from clusters.sim.store import Obj, Store
+
+_RBAC = "rbac.authorization.k8s.io"
+
+# Paths every authenticated user may GET (the system:discovery and system:public-info-viewer roles).
+_PUBLIC_PREFIXES = ("/api", "/apis", "/version", "/openapi", "/healthz", "/livez", "/readyz")
+
+
+def _subject_matches(subject: dict[str, Any], user: UserInfo, binding_ns: str) -> bool:
+    kind = subject.get("kind")
+    if kind == "User":
+        return subject.get("name") == user.name
+    if kind == "Group":
+        return subject.get("name") in user.groups
+    if kind == "ServiceAccount":
+        ns = subject.get("namespace") or binding_ns
+        return user.name == f"system:serviceaccount:{ns}:{subject.get('name')}"
+    return False
+
+
+def rule_allows(rule: dict[str, Any], verb: str, group: str, resource: str, subresource: str, name: str) -> bool:
+    verbs = rule.get("verbs") or []
+    if "*" not in verbs and verb not in verbs:
+        return False
+    groups = rule.get("apiGroups") or []
+    if "*" not in groups and group not in groups:
+        return False
+    combined = f"{resource}/{subresource}" if subresource else resource
+    resources = rule.get("resources") or []
+    if not any(r == "*" or r == combined or (subresource and r == f"*/{subresource}") for r in resources):
+        return False
+    names = rule.get("resourceNames") or []
+    return not names or name in names
+
+
+def non_resource_allows(rule: dict[str, Any], verb: str, path: str) -> bool:
+    verbs = rule.get("verbs") or []
+    if "*" not in verbs and verb not in verbs:
+        return False
+    for url in rule.get("nonResourceURLs") or []:
+        if url == path or url == "*" or (url.endswith("*") and path.startswith(url[:-1])):
+            return True
+    return False
+
+
+class RBACAuthorizer:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _rules(self, user: UserInfo, namespace: str) -> list[dict[str, Any]]:
+        """Every rule that applies to `user` in `namespace` ('' = cluster scope only). Hold the lock."""
+        rules: list[dict[str, Any]] = []
+        for crb in self.store.iter_raw(f"clusterrolebindings.{_RBAC}"):
+            if any(_subject_matches(s, user, "") for s in crb.get("subjects") or []):
+                rules += self._role_rules(crb.get("roleRef") or {}, "")
+        if namespace:
+            for rb in self.store.iter_raw(f"rolebindings.{_RBAC}"):
+                if rb["metadata"].get("namespace") != namespace:
+                    continue
+                if any(_subject_matches(s, user, namespace) for s in rb.get("subjects") or []):
+                    rules += self._role_rules(rb.get("roleRef") or {}, namespace)
+        return rules
+
+    def _role_rules(self, ref: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
+        kind, name = ref.get("kind"), ref.get("name", "")
+        role: Obj | None
+        if kind == "ClusterRole":
+            role = self.store.try_get(f"clusterroles.{_RBAC}", "", name)
+        elif kind == "Role" and namespace:
+            role = self.store.try_get(f"roles.{_RBAC}", namespace, name)
+        else:
+            role = None
+        return list((role or {}).get("rules") or [])
+
+    def allowed(self, user: UserInfo, verb: str, group: str, resource: str, subresource: str,
+                namespace: str, name: str) -> bool:
+        if user.is_admin:
+            return True
+        with self.store.lock:
+            return any(rule_allows(r, verb, group, resource, subresource, name) for r in self._rules(user, namespace))
+
+    def allowed_path(self, user: UserInfo, verb: str, path: str) -> bool:
+        if user.is_admin or (verb == "get" and path.startswith(_PUBLIC_PREFIXES)):
+            return True
+        with self.store.lock:
+            return any(non_resource_allows(r, verb, path) for r in self._rules(user, ""))
+
+
+def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict[str, Any]:
+    return {"apiGroups": groups, "resources": resources, "verbs": verbs}
+
+
+_READ = ["get", "list", "watch"]
+_WRITE = ["create", "delete", "deletecollection", "patch", "update"]
+_APP_CORE = ["pods", "pods/log", "pods/status", "services", "endpoints", "configmaps", "persistentvolumeclaims",
+             "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts", "events"]
+_APP_GROUPS = [
+    (["apps"], ["deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets",
+                "statefulsets/scale", "daemonsets", "controllerrevisions"]),
+    (["batch"], ["jobs", "cronjobs"]),
+    (["autoscaling"], ["horizontalpodautoscalers"]),
+    (["policy"], ["poddisruptionbudgets"]),
+    (["networking.k8s.io"], ["networkpolicies", "ingresses"]),
+]
+
+# The bootstrap cluster roles a stock cluster ships (abridged to the resources served here).
+BOOTSTRAP_CLUSTER_ROLES: dict[str, list[dict[str, Any]]] = {
+    "cluster-admin": [_rule(["*"], ["*"], ["*"]), {"nonResourceURLs": ["*"], "verbs": ["*"]}],
+    "admin": [_rule([""], [*_APP_CORE, "secrets", "resourcequotas", "limitranges", "pods/eviction"], _READ + _WRITE),
+              *[_rule(g, r, _READ + _WRITE) for g, r in _APP_GROUPS],
+              _rule([_RBAC], ["roles", "rolebindings"], _READ + _WRITE)],
+    "edit": [_rule([""], [*_APP_CORE, "secrets", "pods/eviction"], _READ + _WRITE),
+             _rule([""], ["resourcequotas", "limitranges"], _READ),
+             *[_rule(g, r, _READ + _WRITE) for g, r in _APP_GROUPS]],
+    "view": [_rule([""], [*_APP_CORE, "resourcequotas", "limitranges"], _READ),
+             *[_rule(g, r, _READ) for g, r in _APP_GROUPS]],
+}
+
+
+def agent_role_rules() -> list[dict[str, Any]]:
+    """What the agent's Role grants in its namespace: read and change the application, read its
+    RBAC, nothing of chaos-mesh.org."""
+    return [
+        _rule([""], [*_APP_CORE, "secrets", "resourcequotas", "limitranges"], _READ),
+        _rule([""], [*_APP_CORE, "secrets"], _WRITE),
+        _rule([""], ["pods/eviction"], ["create"]),
+        *[_rule(g, r, _READ + _WRITE) for g, r in _APP_GROUPS],
+        _rule([_RBAC], ["roles", "rolebindings"], _READ),
+    ]
+
+
+def agent_cluster_rules() -> list[dict[str, Any]]:
+    """Read-only view of the cluster-scoped objects an SRE needs to diagnose (nodes, volumes, classes)."""
+    return [
+        _rule([""], ["nodes", "persistentvolumes"], _READ),
+        _rule(["storage.k8s.io"], ["storageclasses"], _READ),
+        _rule(["scheduling.k8s.io"], ["priorityclasses"], _READ),
+    ]
