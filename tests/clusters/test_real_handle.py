@@ -1,0 +1,226 @@
+"""KubeconfigClusterHandle against a Kubernetes API server for real (the emulated cluster's API
+server process, over HTTPS with its admin token): health, endpoints, the agent's scoped
+kubeconfig checked with a real kubectl, deploy through the lead's deploy code, and reset of
+namespaces and Chaos Mesh resources, stuck finalizers included."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusters.real import AGENT_NAME, KubeconfigClusterHandle
+from farm.errors import ResetError
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "clusters" / "sim"))
+from test_api_standin import kubeconfig_for, start_server_process  # noqa: E402
+
+KUBECTL = ROOT / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
+CHAOS = "/apis/chaos-mesh.org/v1alpha1"
+
+
+@pytest.fixture(scope="module")
+def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("apiserver")
+    proc, ready = start_server_process(tmp)
+    ready["kubeconfig"] = kubeconfig_for(tmp / "admin.kubeconfig", ready["kubernetes"], ready["admin_token"],
+                                         ready["ca_cert"])
+    yield ready
+    proc.kill()
+    proc.wait(10)
+
+
+def make_handle(api_server: dict[str, Any], tmp_path: Path, **options: Any) -> KubeconfigClusterHandle:
+    defaults: dict[str, Any] = dict(app_namespaces={"social-network", "astronomy-shop"}, reset_timeout=10,
+                                    finalizer_grace=0.3, poll_interval=0.05, workdir=tmp_path,
+                                    urls={c: api_server[c] for c in ("prometheus", "loki", "jaeger")})
+    defaults.update(options)
+    return KubeconfigClusterHandle("kind", "test", api_server["kubeconfig"], **defaults)
+
+
+@pytest.fixture()
+def handle(api_server: dict[str, Any], tmp_path: Path) -> Iterator[KubeconfigClusterHandle]:
+    h = make_handle(api_server, tmp_path)
+    yield h
+    h.reset()
+    h.close()
+
+
+def namespace(h: KubeconfigClusterHandle, name: str) -> None:
+    h.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+def pod_chaos(h: KubeconfigClusterHandle, ns: str, name: str, finalizers: list[str] | None = None) -> None:
+    meta: dict[str, Any] = {"name": name, "namespace": ns}
+    if finalizers:
+        meta["finalizers"] = finalizers
+    h.request("POST", f"{CHAOS}/namespaces/{ns}/podchaos", {
+        "apiVersion": "chaos-mesh.org/v1alpha1", "kind": "PodChaos", "metadata": meta,
+        "spec": {"action": "pod-failure", "mode": "all", "duration": "10m",
+                 "selector": {"namespaces": [ns], "labelSelectors": {"service": "user-service"}}}})
+
+
+def chaos_names(h: KubeconfigClusterHandle) -> list[str]:
+    out = []
+    for collection in h.chaos_resources():
+        out += [i["metadata"]["name"] for i in h.request("GET", collection).get("items", [])]
+    return out
+
+
+def kubectl(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(KUBECTL), "--kubeconfig", str(kubeconfig), *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_health_and_configured_endpoints(handle: KubeconfigClusterHandle, api_server: dict[str, Any]) -> None:
+    health = handle.health()
+    assert health.ok, health.detail
+    assert health.detail == "readyz: ok"
+    endpoints = handle.endpoints
+    assert endpoints.kubernetes == api_server["kubernetes"].rstrip("/")
+    assert endpoints.prometheus == api_server["prometheus"].rstrip("/")
+    assert handle._forwards == {}  # configured URLs need no tunnel
+    assert handle.ref == "kind:test"
+
+
+def test_health_reports_an_unreachable_server(tmp_path: Path, api_server: dict[str, Any]) -> None:
+    h = make_handle(api_server, tmp_path)
+    config = json.loads(Path(api_server["kubeconfig"]).read_text())
+    config["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"  # discard port: nothing listens
+    dead = tmp_path / "dead.kubeconfig"
+    dead.write_text(json.dumps(config))
+    h._kubeconfig_path = dead
+    h._drop_client()
+    health = h.health()
+    assert not health.ok and "unreachable" in health.detail
+
+
+@pytest.mark.kubectl
+def test_agent_kubeconfig_reaches_only_its_namespace(handle: KubeconfigClusterHandle,
+                                                     api_server: dict[str, Any]) -> None:
+    namespace(handle, "social-network")
+    pod_chaos(handle, "social-network", "hidden-fault")
+    path = handle.agent_kubeconfig("social-network")
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert handle.agent_kubeconfig("social-network") == path  # created once
+    import yaml
+
+    config = yaml.safe_load(path.read_text())
+    assert config["users"][0]["user"]["token"] != api_server["admin_token"]  # its own token, not ours
+    assert config["contexts"][0]["context"]["namespace"] == "social-network"
+    role = handle.request("GET", f"/apis/rbac.authorization.k8s.io/v1/namespaces/social-network/roles/{AGENT_NAME}")
+    assert all("chaos-mesh.org" not in rule["apiGroups"] for rule in role["rules"])
+    ok = kubectl(path, "get", "pods")  # the context's namespace is social-network
+    assert ok.returncode == 0, ok.stderr
+    assert kubectl(path, "create", "configmap", "agent-note", "--from-literal=a=b").returncode == 0
+    for args in (["get", "podchaos"], ["get", "pods", "-n", "default"], ["get", "namespaces"],
+                 ["get", "nodes"], ["get", "pods", "-n", "kube-system"]):
+        denied = kubectl(path, *args)
+        assert denied.returncode != 0 and "Forbidden" in denied.stderr, (args, denied.stdout, denied.stderr)
+
+
+def test_agent_kubeconfig_refuses_farm_namespaces(handle: KubeconfigClusterHandle) -> None:
+    from farm.errors import InfrastructureError
+
+    with pytest.raises(InfrastructureError, match="farm namespace 'observe'"):
+        handle.agent_kubeconfig("observe")
+    with pytest.raises(InfrastructureError, match="namespace 'nowhere' does not exist"):
+        handle.agent_kubeconfig("nowhere")
+
+
+def test_reset_removes_app_namespaces_new_namespaces_and_all_chaos(handle: KubeconfigClusterHandle) -> None:
+    before = set(handle._namespaces())
+    namespace(handle, "social-network")
+    namespace(handle, "scratch-by-agent")
+    pod_chaos(handle, "social-network", "fault")
+    pod_chaos(handle, "default", "fault-elsewhere")
+    pod_chaos(handle, "social-network", "stuck", finalizers=["chaos-mesh/records"])
+    handle.reset()
+    assert set(handle._namespaces()) == before
+    assert "default" in before and "kube-system" in before  # never deleted
+    assert chaos_names(handle) == []
+
+
+def test_reset_strips_a_stuck_finalizer_only_after_the_grace(api_server: dict[str, Any], tmp_path: Path) -> None:
+    h = make_handle(api_server, tmp_path, finalizer_grace=60, reset_timeout=0.5)
+    namespace(h, "astronomy-shop")
+    pod_chaos(h, "astronomy-shop", "stuck-fault", finalizers=["chaos-mesh/records"])
+    with pytest.raises(ResetError) as err:
+        h.reset()
+    message = str(err.value)
+    assert "kind:test: reset did not finish" in message
+    assert "PodChaos astronomy-shop/stuck-fault (finalizers: ['chaos-mesh/records'])" in message
+    still = h.request("GET", f"{CHAOS}/namespaces/astronomy-shop/podchaos/stuck-fault")
+    assert still["metadata"].get("deletionTimestamp")  # deleted, held by its finalizer
+    quick = make_handle(api_server, tmp_path, finalizer_grace=0.1, reset_timeout=10)
+    quick.reset()
+    assert chaos_names(quick) == []
+    h.close()
+    quick.close()
+
+
+def test_deploy_through_the_same_client_then_reset(handle: KubeconfigClusterHandle) -> None:
+    from farm.apps import load_application
+    from farm.apps.deploy import apply_manifests
+
+    app = load_application("social-network")
+    count = apply_manifests(handle, app, app.namespace)
+    assert count > 60
+    deployments = handle.request("GET", f"/apis/apps/v1/namespaces/{app.namespace}/deployments")["items"]
+    assert {d["metadata"]["name"] for d in deployments} == set(app.services) | {app.load_generator}
+    config = handle.request("GET", f"/api/v1/namespaces/{app.namespace}/configmaps/user-service")
+    assert json.loads(config["data"]["service-config.json"])["user-mongodb"]["port"] == 27017
+    snapshot = handle.snapshot(app.namespace)
+    assert len(snapshot["deployments"]) == len(deployments)
+    handle.reset()
+    assert app.namespace not in handle._namespaces()
+
+
+FAKE_KUBECTL = textwrap.dedent('''\
+    #!{python}
+    """Stands in for `kubectl port-forward`: serves HTTP on a free port and says so as kubectl does."""
+    import http.server, json, os, sys
+    with open(os.environ["FAKE_KUBECTL_LOG"], "a") as log:
+        log.write(json.dumps(sys.argv[1:]) + "\\n")
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({{"status": "success", "argv": sys.argv[1:]}}).encode()
+            self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+            self.wfile.write(body)
+        def log_message(self, *a): pass
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    target = sys.argv[-3].split(":")[-1]
+    print(f"Forwarding from 127.0.0.1:{{server.server_port}} -> {{target}}", flush=True)
+    server.serve_forever()
+''')
+
+
+def test_port_forwards_are_started_on_demand_and_stopped_on_close(api_server: dict[str, Any], tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "kubectl"
+    fake.write_text(FAKE_KUBECTL.format(python=sys.executable))
+    fake.chmod(0o755)
+    log = tmp_path / "kubectl.log"
+    monkeypatch.setenv("FAKE_KUBECTL_LOG", str(log))
+    h = make_handle(api_server, tmp_path, urls={}, kubectl=str(fake))
+    endpoints = h.endpoints
+    with urllib.request.urlopen(f"{endpoints.prometheus}/api/v1/query?query=up", timeout=10) as response:
+        assert json.loads(response.read())["status"] == "success"
+    argv = [json.loads(line) for line in log.read_text().splitlines()]
+    targets = {tuple(a[a.index("port-forward"):a.index("port-forward") + 3]) for a in argv}
+    assert targets == {("port-forward", "svc/prometheus-server", ":80"), ("port-forward", "svc/loki", ":3100"),
+                       ("port-forward", "svc/jaeger-out", ":16686")}
+    assert all(a[a.index("-n") + 1] == "observe" for a in argv)
+    assert h.endpoints.prometheus == endpoints.prometheus  # reused while alive
+    processes = [f.process for f in h._forwards.values()]
+    h.close()
+    assert all(p.poll() is not None for p in processes)
+    assert len(log.read_text().splitlines()) == 3
