@@ -101,6 +101,8 @@ class ScriptedLLM:
         self._lock = threading.Lock()
         self._prev_messages: list[Any] = []
         self.requests: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0  # most completions being answered at once (concurrency-limit tests)
         self._host, self._port = host, port
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -275,6 +277,16 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self._send_json(500, {"error": {"message": f"scripted responder raised {exc!r}",
                                                 "type": "server_error"}})
                 return
+            with llm._lock:
+                llm.in_flight += 1
+                llm.max_in_flight = max(llm.max_in_flight, llm.in_flight)
+            try:
+                self._answer(request, turn)
+            finally:
+                with llm._lock:
+                    llm.in_flight -= 1
+
+        def _answer(self, request: dict[str, Any], turn: Turn) -> None:
             if turn.delay:
                 time.sleep(turn.delay)
             if turn.status != 200:
