@@ -1,0 +1,101 @@
+"""Memory bounds and state: retention windows, per-stream and span budgets, out-of-order
+samples, reset, and checkpoint/restore of telemetry and alert state."""
+
+from __future__ import annotations
+
+from clusters.sim.clock import VirtualClock
+from clusters.sim.observability import Observability
+from clusters.sim.observability.logs import LogStore
+from clusters.sim.observability.traces import TraceStore
+from clusters.sim.observability.tsdb import TSDB, Matcher
+
+from .conftest import T0, Client
+
+
+def test_tsdb_retention_drops_old_samples_and_empty_series() -> None:
+    db = TSDB(retention=600)
+    for i in range(100):
+        db.append("m", {"k": "a"}, T0 + 15 * i, float(i))
+    db.append("gone", {}, T0, 1.0)
+    db.trim(T0 + 15 * 99)
+    (s,) = db.select([Matcher("__name__", "=", "m")])
+    assert s.ts[0] >= T0 + 15 * 99 - 600 and len(s.ts) == 41
+    assert db.select([Matcher("__name__", "=", "gone")]) == []
+    assert db.metric_names() == ["m"]
+
+
+def test_tsdb_drops_out_of_order_and_replaces_same_timestamp() -> None:
+    db = TSDB()
+    db.append("m", {}, T0 + 10, 1.0)
+    db.append("m", {}, T0 + 5, 2.0)
+    db.append("m", {}, T0 + 10, 3.0)
+    (s,) = db.select([Matcher("__name__", "=", "m")])
+    assert list(s.ts) == [T0 + 10] and list(s.vs) == [3.0]
+
+
+def test_label_order_does_not_split_series() -> None:
+    db = TSDB()
+    db.append("m", {"a": "1", "b": "2"}, T0, 1.0)
+    db.append("m", {"b": "2", "a": "1"}, T0 + 1, 2.0)
+    assert len(db) == 1
+
+
+def test_log_budget_and_retention() -> None:
+    store = LogStore(retention=100, max_lines_per_stream=10)
+    for i in range(50):
+        store.append({"app": "a"}, T0 + i, f"line {i}")
+    (s,) = store.streams()
+    assert len(s.lines) <= 12 and s.lines[-1] == "line 49"
+    store.trim(T0 + 200)
+    assert list(store.streams()) == []
+
+
+def test_log_out_of_order_lines_stay_sorted() -> None:
+    store = LogStore()
+    store.append({"app": "a"}, T0 + 2, "second")
+    store.append({"app": "a"}, T0 + 1, "first")
+    (s,) = store.streams()
+    assert s.lines == ["first", "second"] and list(s.ts) == sorted(s.ts)
+
+
+def test_trace_budget_evicts_oldest_traces() -> None:
+    store = TraceStore(max_spans=5)
+    for n in range(4):
+        store.add([{"traceID": f"{n:x}", "spanID": f"{n}{k}", "operationName": "op", "references": [],
+                    "startTime": int((T0 + n) * 1e6) + k, "duration": 1, "tags": [], "logs": [],
+                    "process": {"serviceName": "svc", "tags": []}} for k in range(2)])
+    assert store.span_count <= 5
+    assert store.get("0") is None and store.get("3") is not None
+
+
+def test_reset_and_checkpoint_restore(obs: Observability, clock: VirtualClock, prom: Client) -> None:
+    labels = {"job": "kube-state-metrics", "namespace": "ns", "pod": "p", "container": "c", "reason": "CrashLoopBackOff"}
+    for i in range(5):
+        obs.tsdb.append("kube_pod_container_status_waiting_reason", labels, T0 + 15 * i, 1.0)
+        obs.logs.append({"app": "a"}, T0 + 15 * i, f"log {i}")
+    obs.traces.add([{"traceID": "ab", "spanID": "1", "operationName": "op", "references": [], "startTime": int(T0 * 1e6),
+                     "duration": 5, "tags": [], "logs": [], "process": {"serviceName": "svc", "tags": []}}])
+    clock.set(T0 + 60)
+    obs.evaluate_rules()
+    snap = obs.checkpoint()
+    before = obs.stats()
+    _, alerts_before = prom.get("/api/v1/alerts")
+
+    # telemetry written after the checkpoint must vanish on restore
+    obs.tsdb.append("kube_pod_container_status_waiting_reason", labels, T0 + 75, 1.0)
+    obs.tsdb.append("new_metric", {}, T0 + 75, 1.0)
+    obs.reset()
+    assert obs.stats() == {"series": 0, "samples": 0, "log_lines": 0, "traces": 0, "spans": 0}
+    _, alerts_empty = prom.get("/api/v1/alerts")
+    assert alerts_empty["data"]["alerts"] == []
+
+    obs.restore(snap)
+    assert obs.stats() == before
+    _, alerts_after = prom.get("/api/v1/alerts")
+    assert alerts_after == alerts_before
+    _, body = prom.get("/api/v1/query", query="new_metric", time=T0 + 75)
+    assert body["data"]["result"] == []
+    # restoring twice from the same checkpoint gives the same state (the snapshot is not aliased)
+    obs.tsdb.append("kube_pod_container_status_waiting_reason", labels, T0 + 90, 1.0)
+    obs.restore(snap)
+    assert obs.stats() == before
