@@ -19,7 +19,7 @@ from clusters.sim.api.authn import Authenticator, UserInfo
 from clusters.sim.api.gc import GarbageCollector
 from clusters.sim.api.http import Request, Response
 from clusters.sim.api.patch import APPLY_PATCH, STRATEGIC_MERGE_PATCH, apply_patch
-from clusters.sim.api.rbac import BOOTSTRAP_CLUSTER_ROLES, RBACAuthorizer
+from clusters.sim.api.rbac import BOOTSTRAP_CLUSTER_ROLE_BINDINGS, BOOTSTRAP_CLUSTER_ROLES, RBACAuthorizer
 from clusters.sim.api.status import (
     bad_request,
     forbidden,
@@ -99,11 +99,12 @@ class KubeAPI:
                     self.store.create(f"clusterroles.{_RBAC}", {
                         "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
                         "rules": rules})
-            if self.store.try_get(f"clusterrolebindings.{_RBAC}", "", "cluster-admin") is None:
-                self.store.create(f"clusterrolebindings.{_RBAC}", {
-                    "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-                    "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": "cluster-admin"},
-                    "subjects": [{"apiGroup": _RBAC, "kind": "Group", "name": "system:masters"}]})
+            for name, (role, group) in BOOTSTRAP_CLUSTER_ROLE_BINDINGS.items():
+                if self.store.try_get(f"clusterrolebindings.{_RBAC}", "", name) is None:
+                    self.store.create(f"clusterrolebindings.{_RBAC}", {
+                        "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                        "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": role},
+                        "subjects": [{"apiGroup": _RBAC, "kind": "Group", "name": group}]})
             for ns in self.store.list("namespaces"):
                 self._default_service_account("create", "namespaces", None, ns)
 

@@ -115,6 +115,8 @@ _APP_GROUPS = [
 # The bootstrap cluster roles a stock cluster ships (abridged to the resources served here).
 BOOTSTRAP_CLUSTER_ROLES: dict[str, list[dict[str, Any]]] = {
     "cluster-admin": [_rule(["*"], ["*"], ["*"]), {"nonResourceURLs": ["*"], "verbs": ["*"]}],
+    "system:basic-user": [_rule(["authorization.k8s.io"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                                ["create"])],
     "admin": [_rule([""], [*_APP_CORE, "secrets", "resourcequotas", "limitranges", "pods/eviction"], _READ + _WRITE),
               *[_rule(g, r, _READ + _WRITE) for g, r in _APP_GROUPS],
               _rule([_RBAC], ["roles", "rolebindings"], _READ + _WRITE)],
@@ -123,6 +125,13 @@ BOOTSTRAP_CLUSTER_ROLES: dict[str, list[dict[str, Any]]] = {
              *[_rule(g, r, _READ + _WRITE) for g, r in _APP_GROUPS]],
     "view": [_rule([""], [*_APP_CORE, "resourcequotas", "limitranges"], _READ),
              *[_rule(g, r, _READ) for g, r in _APP_GROUPS]],
+}
+
+
+# binding name → (cluster role, group bound to it)
+BOOTSTRAP_CLUSTER_ROLE_BINDINGS: dict[str, tuple[str, str]] = {
+    "cluster-admin": ("cluster-admin", "system:masters"),
+    "system:basic-user": ("system:basic-user", "system:authenticated"),
 }
 
 

@@ -1,0 +1,242 @@
+"""Provider "sim": each handle owns one emulated-cluster process (`python -m clusters.sim.server`)
+that dies with its parent; `reset()` restores the checkpoint taken right after start-up."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clusters.base import ClusterHandle, ClusterHealth, ClusterProvider, Endpoints, providers
+from clusters.sim.api.rbac import agent_cluster_rules, agent_role_rules
+from farm.errors import ClusterUnavailable, ResetError
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT = 30.0
+OPEN_CHECKPOINT = "open"
+AGENT_ACCOUNT = "sre-agent"
+_RBAC = "rbac.authorization.k8s.io"
+
+
+def _tail(path: Path, limit: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-limit:].strip() or "(no output)"
+    except OSError:
+        return "(no output)"
+
+
+def write_kubeconfig(path: Path, server: str, ca_pem: str, token: str, user: str, namespace: str | None = None) -> Path:
+    context: dict[str, Any] = {"cluster": "sim", "user": user}
+    if namespace:
+        context["namespace"] = namespace
+    doc = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "sim", "preferences": {},
+        "clusters": [{"name": "sim", "cluster": {"server": server,
+                                                 "certificate-authority-data": base64.b64encode(ca_pem.encode()).decode()}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "sim", "context": context}],
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds a token
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(doc, f, sort_keys=False)
+    return path
+
+
+class SimHandle(ClusterHandle):
+    provider = "sim"
+
+    def __init__(self, name: str, process: subprocess.Popen[bytes], ready: dict[str, Any], workdir: Path,
+                 own_workdir: bool, live: bool, stderr_path: Path) -> None:
+        self.name = name
+        self.process = process
+        self.workdir = workdir
+        self._own_workdir = own_workdir
+        self.live = live
+        self._stderr_path = stderr_path
+        self._admin_token: str = ready["admin_token"]
+        self._ca_pem: str = ready["ca_cert"]
+        self.endpoints = Endpoints(kubernetes=ready["kubernetes"], prometheus=ready["prometheus"], loki=ready["loki"],
+                                   jaeger=ready["jaeger"], control=ready["control"])
+        self.ca_file = workdir / "ca.crt"
+        self.ca_file.write_text(self._ca_pem)
+        self.kubeconfig = write_kubeconfig(workdir / "admin.kubeconfig", self.endpoints.kubernetes, self._ca_pem,
+                                           self._admin_token, "farm-admin")
+        self._agent_kubeconfigs: dict[str, Path] = {}
+        self._closed = False
+
+    @property
+    def virtual_time(self) -> bool:
+        return not self.live
+
+    # -- control API -----------------------------------------------------------------------
+    def _control(self, method: str, path: str, body: dict[str, Any] | None = None, timeout: float = 600.0) -> Any:
+        if self.process.poll() is not None:
+            raise ClusterUnavailable(f"emulated cluster {self.name} exited with code {self.process.returncode}: "
+                                     f"{_tail(self._stderr_path)}")
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"{self.endpoints.control}{path}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            raise ClusterUnavailable(f"emulated cluster {self.name}: {method} {path} answered {exc.code}: {detail}") from exc
+        except (urllib.error.URLError, OSError) as exc:
+            raise ClusterUnavailable(f"emulated cluster {self.name}: {method} {path} failed: {exc}") from exc
+
+    def now(self) -> float:
+        return float(self._control("GET", "/sim/now")["now"])
+
+    def advance(self, seconds: float) -> None:
+        self._control("POST", "/sim/advance", {"seconds": float(seconds)})
+
+    def checkpoint(self, name: str) -> None:
+        self._control("POST", "/sim/checkpoint", {"name": name})
+
+    def restore(self, name: str) -> None:
+        self._control("POST", "/sim/restore", {"name": name})
+
+    def reset(self) -> None:
+        try:
+            self.restore(OPEN_CHECKPOINT)
+        except ClusterUnavailable as exc:
+            raise ResetError(f"emulated cluster {self.name} could not be reset: {exc}") from exc
+        self._agent_kubeconfigs.clear()  # the agent's account was created after the checkpoint
+
+    def health(self) -> ClusterHealth:
+        try:
+            info = self._control("GET", "/sim/health", timeout=10.0)
+        except ClusterUnavailable as exc:
+            return ClusterHealth(ok=False, detail=str(exc))
+        return ClusterHealth(ok=bool(info.get("ok")), detail=f"cluster time {info.get('now')}, "
+                             f"{info.get('objects')} objects, resourceVersion {info.get('resourceVersion')}")
+
+    # -- Kubernetes credentials ------------------------------------------------------------
+    def _configuration(self, token: str) -> Any:
+        from kubernetes import client
+
+        cfg = client.Configuration()
+        cfg.host = self.endpoints.kubernetes
+        cfg.ssl_ca_cert = str(self.ca_file)
+        cfg.api_key = {"authorization": f"Bearer {token}"}
+        return cfg
+
+    def api_client(self) -> Any:
+        from kubernetes import client
+
+        return client.ApiClient(self._configuration(self._admin_token))
+
+    def agent_kubeconfig(self, namespace: str) -> Path:
+        if namespace in self._agent_kubeconfigs:
+            return self._agent_kubeconfigs[namespace]
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        def ensure(create: Any, *args: Any) -> None:
+            try:
+                create(*args)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise ClusterUnavailable(f"creating the agent's credentials in {namespace} failed: "
+                                             f"{exc.status} {exc.body}") from exc
+
+        with self.api_client() as api:
+            core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+            ensure(core.create_namespace, {"metadata": {"name": namespace}})
+            ensure(core.create_namespaced_service_account, namespace, {"metadata": {"name": AGENT_ACCOUNT}})
+            ensure(rbac.create_namespaced_role, namespace,
+                   {"metadata": {"name": AGENT_ACCOUNT}, "rules": agent_role_rules()})
+            subject = [{"kind": "ServiceAccount", "name": AGENT_ACCOUNT, "namespace": namespace}]
+            ensure(rbac.create_namespaced_role_binding, namespace, {
+                "metadata": {"name": AGENT_ACCOUNT}, "subjects": subject,
+                "roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": AGENT_ACCOUNT}})
+            ensure(rbac.create_cluster_role, {"metadata": {"name": f"{AGENT_ACCOUNT}-cluster-view"},
+                                              "rules": agent_cluster_rules()})
+            ensure(rbac.create_cluster_role_binding, {
+                "metadata": {"name": f"{AGENT_ACCOUNT}-{namespace}"}, "subjects": subject,
+                "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": f"{AGENT_ACCOUNT}-cluster-view"}})
+            ensure(core.create_namespaced_secret, namespace, {
+                "metadata": {"name": f"{AGENT_ACCOUNT}-token",
+                             "annotations": {"kubernetes.io/service-account.name": AGENT_ACCOUNT}},
+                "type": "kubernetes.io/service-account-token"})
+            secret = core.read_namespaced_secret(f"{AGENT_ACCOUNT}-token", namespace)
+        token = base64.b64decode((secret.data or {}).get("token", "")).decode()
+        if not token:
+            raise ClusterUnavailable(f"the token of {namespace}/{AGENT_ACCOUNT} was not issued")
+        path = write_kubeconfig(self.workdir / f"agent-{namespace}.kubeconfig", self.endpoints.kubernetes, self._ca_pem,
+                                token, f"{namespace}-{AGENT_ACCOUNT}", namespace)
+        self._agent_kubeconfigs[namespace] = path
+        return path
+
+    # -- lifetime --------------------------------------------------------------------------
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        if self.process.stdin:
+            self.process.stdin.close()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+@providers.register("sim")
+class SimProvider(ClusterProvider):
+    """Starts an emulated cluster process per `open`."""
+
+    def open(self, name: str, seed: int = 0, live: bool = False, speed: float = 1.0,
+             workdir: str | Path | None = None, cluster_factory: str | None = None, **options: Any) -> SimHandle:
+        if options:
+            raise ClusterUnavailable(f"unknown options for the sim provider: {', '.join(sorted(options))}")
+        own = workdir is None
+        wd = Path(tempfile.mkdtemp(prefix=f"sim-{name}-")) if own else Path(workdir)  # type: ignore[arg-type]
+        wd.mkdir(parents=True, exist_ok=True)
+        ready_path, stderr_path = wd / "ready.json", wd / "server.log"
+        ready_path.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "clusters.sim.server", "--seed", str(int(seed)), "--ready-file", str(ready_path),
+               "--die-with-parent"]
+        if live:
+            cmd += ["--live", "--speed", str(float(speed))]
+        if cluster_factory:
+            cmd += ["--cluster-factory", cluster_factory]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        with open(stderr_path, "wb") as err:
+            process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                       stderr=err)
+        deadline = time.monotonic() + START_TIMEOUT
+        while not ready_path.exists():
+            if process.poll() is not None:
+                raise ClusterUnavailable(f"emulated cluster {name} exited with code {process.returncode} while "
+                                         f"starting: {_tail(stderr_path)}")
+            if time.monotonic() > deadline:
+                process.kill()
+                process.wait()
+                raise ClusterUnavailable(f"emulated cluster {name} was not ready after {START_TIMEOUT:.0f} s: "
+                                         f"{_tail(stderr_path)}")
+            time.sleep(0.01)
+        handle = SimHandle(name, process, json.loads(ready_path.read_text()), wd, own, live, stderr_path)
+        try:
+            handle.checkpoint(OPEN_CHECKPOINT)
+        except ClusterUnavailable:
+            handle.close()
+            raise
+        return handle
