@@ -99,6 +99,7 @@ class TrialRun:
         self.baseline: Any = None
         self.injection: Any = None
         self.noise_runner: Any = None
+        self.noise_records: list[dict[str, Any]] = []
         self.injected_at: float | None = None
         self.interface: Any = None
         self.agent_result: AgentResult | None = None
@@ -214,6 +215,7 @@ class TrialRun:
         self._enter("oracle")
         if self.noise_runner is not None:
             self.noise_runner.stop(self.cluster)  # noise stops before the oracles run
+            self.noise_records = self.noise_runner.records()
             self._event("noise_stopped")
             self.noise_runner = None
         text = self.interface.record.diagnosis if self.interface else None
@@ -281,7 +283,9 @@ class TrialRun:
         self._put("attempt", meta)
         self._put("events", self.events)
         if self.injection is not None:
-            self._put("injections", [i.model_dump() for _, i in getattr(self.injection, "injectors", [])])
+            self._put("injections", self.injection.records())
+        if self.noise_records:
+            self._put("noise", self.noise_records)
         if self.agent_result is not None:
             self._put("transcript", self.agent_result.transcript)
             try:
