@@ -62,6 +62,7 @@ class KindProvider(ClusterProvider):
         create: bool = True,
         preload_images: list[str] | None = None,
         install_stack: bool = True,
+        stack_options: dict[str, Any] | None = None,
         workdir: Path | None = None,
         **handle_options: Any,
     ) -> KubeconfigClusterHandle:
@@ -88,7 +89,7 @@ class KindProvider(ClusterProvider):
             from clusters.stack import install_stack as install
 
             try:
-                install(handle, helm=self.helm)
+                install(handle, helm=self.helm, retry_backoff=self.backoff, **(stack_options or {}))
             except Exception:
                 handle.close()
                 raise

@@ -55,6 +55,7 @@ def install_stack(
     helm_timeout: str = "10m",
     wait_seconds: float = 600.0,
     poll_seconds: float = 5.0,
+    retry_backoff: float = 5.0,
 ) -> StackReport:
     """Raises ClusterUnavailable (a setup failure) with the tool's or the API's message."""
     rest = KubeRest(handle.api_client())
@@ -68,7 +69,7 @@ def install_stack(
             if doc["kind"] == "Namespace":
                 rest.apply(doc)
                 report.applied.append(f"Namespace/{doc['metadata']['name']}")
-        _helm_releases(handle, helm, releases, helm_timeout, report)
+        _helm_releases(handle, helm, releases, helm_timeout, retry_backoff, report)
         for doc in docs:
             if doc["kind"] != "Namespace":
                 rest.apply(doc)
@@ -104,15 +105,15 @@ def _helm_base(handle: ClusterHandle, helm: str) -> list[str]:
 
 
 def _helm_releases(handle: ClusterHandle, helm: str, releases: list[HelmRelease], timeout: str,
-                   report: StackReport) -> None:
+                   backoff: float, report: StackReport) -> None:
     base = _helm_base(handle, helm)
     for repo in sorted({r.repository for r in releases}):
         argv = [helm, "repo", "add", repo, REPOSITORIES[repo], "--force-update"]
-        run_tool(argv, what=f"helm repo add {repo}")
+        run_tool(argv, what=f"helm repo add {repo}", backoff=backoff)
         report.commands.append(argv)
     if releases:
         argv = [helm, "repo", "update"]
-        run_tool(argv, what="helm repo update")
+        run_tool(argv, what="helm repo update", backoff=backoff)
         report.commands.append(argv)
     for release in releases:
         argv = base + [
@@ -123,7 +124,7 @@ def _helm_releases(handle: ClusterHandle, helm: str, releases: list[HelmRelease]
             "--wait", "--timeout", timeout,
         ]
         run_tool(argv, what=f"installing {release.chart_ref} {release.version} on {handle.ref}",
-                 retries=2, backoff=5.0)
+                 retries=2, backoff=backoff)
         report.commands.append(argv)
 
 

@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from test_real_support)
 """KubeconfigClusterHandle against a Kubernetes API server for real (the emulated cluster's API
 server process, over HTTPS with its admin token): health, endpoints, the agent's scoped
 kubeconfig checked with a real kubectl, deploy through the lead's deploy code, and reset of
@@ -20,22 +21,11 @@ from clusters.real import AGENT_NAME, KubeconfigClusterHandle
 from farm.errors import ResetError
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "clusters" / "sim"))
-from test_api_standin import kubeconfig_for, start_server_process  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests" / "clusters"))
+from test_real_support import api_server  # noqa: E402,F401  (fixture)
 
 KUBECTL = ROOT / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
 CHAOS = "/apis/chaos-mesh.org/v1alpha1"
-
-
-@pytest.fixture(scope="module")
-def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    tmp = tmp_path_factory.mktemp("apiserver")
-    proc, ready = start_server_process(tmp)
-    ready["kubeconfig"] = kubeconfig_for(tmp / "admin.kubeconfig", ready["kubernetes"], ready["admin_token"],
-                                         ready["ca_cert"])
-    yield ready
-    proc.kill()
-    proc.wait(10)
 
 
 def make_handle(api_server: dict[str, Any], tmp_path: Path, **options: Any) -> KubeconfigClusterHandle:

@@ -1,0 +1,75 @@
+"""Helpers for the real-cluster tests (no tests here): a Kubernetes API server for real (the
+emulated cluster's server process with A1's stand-in cluster), the fake kind/helm executables
+first on PATH, and a stand-in for the controller that marks the stack's Deployments ready."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKES = ROOT / "tests" / "fakes"
+sys.path.insert(0, str(ROOT / "tests" / "clusters" / "sim"))
+from test_api_standin import kubeconfig_for, start_server_process  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("apiserver")
+    proc, ready = start_server_process(tmp)
+    ready["kubeconfig"] = kubeconfig_for(tmp / "admin.kubeconfig", ready["kubernetes"], ready["admin_token"],
+                                         ready["ca_cert"])
+    yield ready
+    proc.kill()
+    proc.wait(10)
+
+
+@pytest.fixture()
+def fakes_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Path]:
+    """tests/fakes first on PATH; the fakes log their argv to these files."""
+    monkeypatch.setenv("PATH", f"{FAKES}:{ROOT / '.tools' / 'kubectl-root' / 'usr' / 'bin'}:/usr/bin:/bin")
+    logs = {"kind": tmp_path / "kind.log", "helm": tmp_path / "helm.log"}
+    monkeypatch.setenv("FAKE_KIND_LOG", str(logs["kind"]))
+    monkeypatch.setenv("FAKE_KIND_STATE", str(tmp_path / "kind-state"))
+    monkeypatch.setenv("FAKE_HELM_LOG", str(logs["helm"]))
+    return logs
+
+
+class ReadyMarker:
+    """Plays the deployment controller for the stack's Deployments: once one exists, its status
+    says all replicas are ready (A1's stand-in cluster runs no controllers)."""
+
+    def __init__(self, handle: Any, deployments: list[tuple[str, str]]) -> None:
+        self.handle, self.deployments = handle, deployments
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from clusters.kube import KubeRest
+
+        rest = KubeRest(self.handle.api_client())
+        while not self.stop.wait(0.05):
+            for namespace, name in self.deployments:
+                path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+                try:
+                    current = rest.call("GET", path)
+                    want = current["spec"].get("replicas", 1)
+                    if (current.get("status") or {}).get("readyReplicas") != want:
+                        rest.call("PATCH", f"{path}/status", {"status": {"replicas": want, "readyReplicas": want,
+                                                                         "availableReplicas": want}},
+                                  content_type="application/merge-patch+json")
+                except Exception:  # not created yet
+                    continue
+
+    def __enter__(self) -> ReadyMarker:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
