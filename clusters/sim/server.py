@@ -12,6 +12,7 @@ import importlib
 import json
 import os
 import secrets
+import signal
 import sys
 import threading
 import time
@@ -173,12 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     write_ready_file(args.ready_file, {**endpoints, "admin_token": server.admin_token,
                                        "ca_cert": server.cert.ca_pem.decode(), "pid": os.getpid(),
                                        "seed": args.seed, "live": args.live})
-    stop = threading.Event()
+    # Nothing in the process outlives it (state is in memory only), so a stop is an immediate exit.
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     try:
-        import signal
-
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        stop.wait()
+        threading.Event().wait()
     except KeyboardInterrupt:
         pass
     server.stop()

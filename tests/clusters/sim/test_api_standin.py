@@ -40,7 +40,12 @@ class StandInCluster:
             self.store.create("namespaces", {"metadata": {"name": ns}})
         self.store.create("nodes", {"metadata": {"name": "worker-1", "labels": {"kubernetes.io/hostname": "worker-1"}},
                                     "status": {"conditions": [{"type": "Ready", "status": "True"}],
-                                               "nodeInfo": {"kubeletVersion": "v1.28.15"}}})
+                                               "nodeInfo": {
+                                                   "kubeletVersion": "v1.28.15", "kubeProxyVersion": "v1.28.15",
+                                                   "architecture": "amd64", "bootID": "b", "machineID": "m",
+                                                   "systemUUID": "s", "containerRuntimeVersion": "containerd://1.7.13",
+                                                   "kernelVersion": "6.1.0", "operatingSystem": "linux",
+                                                   "osImage": "Debian GNU/Linux 12 (bookworm)"}}})
         self.store.hooks.append(self._annotation_logs)
 
     def _annotation_logs(self, verb: str, key: str, old: Obj | None, new: Obj | None) -> None:

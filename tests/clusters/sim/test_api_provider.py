@@ -1,0 +1,137 @@
+"""The "sim" cluster provider: a real server process per handle, clock control, reset by
+checkpoint, the agent's scoped kubeconfig, health, and no process left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from clusters.base import open_cluster
+from clusters.sim.provider import SimHandle
+from farm.errors import ClusterUnavailable, ResetError
+
+HERE = Path(__file__).resolve().parent
+STANDIN = "test_api_standin:StandInCluster"
+
+
+@pytest.fixture()
+def standin_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(HERE))
+
+
+@pytest.fixture()
+def cluster(standin_path: None, tmp_path: Path) -> Iterator[SimHandle]:
+    handle = open_cluster("sim", seed=3, workdir=tmp_path, cluster_factory=STANDIN)
+    assert isinstance(handle, SimHandle)
+    yield handle
+    handle.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_clock_advances_only_when_asked(cluster: SimHandle) -> None:
+    assert cluster.virtual_time and cluster.ref == "sim:sim"
+    t0 = cluster.now()
+    time.sleep(0.3)
+    assert cluster.now() == t0
+    cluster.advance(90)
+    assert cluster.now() == pytest.approx(t0 + 90)
+    assert cluster.health().ok
+
+
+def test_reset_returns_to_the_state_after_open(cluster: SimHandle) -> None:
+    core = client.CoreV1Api(cluster.api_client())
+    core.create_namespace({"metadata": {"name": "trial"}})
+    core.create_namespaced_config_map("trial", {"metadata": {"name": "leftover"}})
+    first = cluster.agent_kubeconfig("trial")
+    cluster.reset()
+    names = [n.metadata.name for n in core.list_namespace().items]
+    assert "trial" not in names and "default" in names
+    # The agent's account went with the reset and is made again on request.
+    second = cluster.agent_kubeconfig("trial")
+    assert second == first and "trial" in [n.metadata.name for n in core.list_namespace().items]
+
+
+def test_agent_kubeconfig_reaches_its_namespace_only(cluster: SimHandle) -> None:
+    admin = client.CoreV1Api(cluster.api_client())
+    admin.create_namespace({"metadata": {"name": "app"}})
+    admin.create_namespace({"metadata": {"name": "farm-private"}})
+    admin.create_namespaced_config_map("app", {"metadata": {"name": "settings"}})
+    admin.create_namespaced_config_map("farm-private", {"metadata": {"name": "answer"}})
+    client.CustomObjectsApi(cluster.api_client()).create_namespaced_custom_object(
+        "chaos-mesh.org", "v1alpha1", "app", "podchaos",
+        {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "PodChaos", "metadata": {"name": "fault"},
+         "spec": {"action": "pod-kill", "mode": "one", "selector": {"namespaces": ["app"]}}})
+    path = cluster.agent_kubeconfig("app")
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    agent_api = config.new_client_from_config(str(path))
+    core, custom = client.CoreV1Api(agent_api), client.CustomObjectsApi(agent_api)
+    assert [c.metadata.name for c in core.list_namespaced_config_map("app").items] == ["settings"]
+    core.patch_namespaced_config_map("settings", "app", {"data": {"fixed": "yes"}})
+    assert [n.metadata.name for n in core.list_node().items] == ["worker-1"]
+    for forbidden in (lambda: core.list_namespaced_config_map("farm-private"),
+                      lambda: core.list_namespace(),
+                      lambda: custom.list_namespaced_custom_object("chaos-mesh.org", "v1alpha1", "app", "podchaos"),
+                      lambda: custom.delete_namespaced_custom_object("chaos-mesh.org", "v1alpha1", "app", "podchaos", "fault"),
+                      lambda: client.RbacAuthorizationV1Api(agent_api).create_namespaced_role_binding("app", {
+                          "metadata": {"name": "escalate"}, "subjects": [],
+                          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}})):
+        with pytest.raises(ApiException) as err:
+            forbidden()
+        assert err.value.status == 403
+
+
+def test_close_leaves_no_process(standin_path: None, tmp_path: Path) -> None:
+    handle = open_cluster("sim:second", workdir=tmp_path, cluster_factory=STANDIN)
+    pid = handle.process.pid
+    assert _alive(pid)
+    handle.close()
+    assert not _alive(pid)
+    with pytest.raises(ResetError):
+        handle.reset()
+    assert not handle.health().ok
+
+
+def test_server_dies_with_its_parent(standin_path: None, tmp_path: Path) -> None:
+    script = (f"import sys; sys.path.insert(0, {str(HERE)!r})\n"
+              "from clusters.base import open_cluster\n"
+              f"h = open_cluster('sim', workdir={str(tmp_path)!r}, cluster_factory={STANDIN!r})\n"
+              "print(h.process.pid, flush=True)\n"
+              "import time; time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=HERE.parents[2],
+                              env={**os.environ, "PYTHONPATH": f"{HERE.parents[2]}:{HERE}"})
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    assert _alive(child)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def test_a_server_that_cannot_start_is_reported_with_its_stderr(standin_path: None, tmp_path: Path) -> None:
+    with pytest.raises(ClusterUnavailable) as err:
+        open_cluster("sim:broken", workdir=tmp_path, cluster_factory="no_such_module:Nothing")
+    assert "no_such_module" in str(err.value) and "exited with code" in str(err.value)
