@@ -78,9 +78,11 @@ def _block_text(content: Any) -> str:
 class _CLIAgent(Agent):
     executable = ""
 
-    def __init__(self, executable: str | None = None, extra_args: list[str] | None = None) -> None:
+    def __init__(self, executable: str | None = None, extra_args: list[str] | None = None,
+                 pass_env: list[str] | None = None) -> None:
         self.executable_path = executable or self.executable
         self.extra_args = list(extra_args or [])
+        self.pass_env = set(PASS_ENV) | set(pass_env or [])  # more variables the CLI needs, by name
 
     @abc.abstractmethod
     def command(self, ctx: AgentContext, workdir: Path) -> tuple[list[str], dict[str, str]]:
@@ -108,7 +110,7 @@ class _CLIAgent(Agent):
             workdir = Path(tmp)
             argv, extra_env = self.command(ctx, workdir)
             argv[0] = exe
-            env = {k: v for k, v in os.environ.items() if k in PASS_ENV}
+            env = {k: v for k, v in os.environ.items() if k in self.pass_env}
             env.update(extra_env)
             prompt_shown = PROMPT.format(ns=ctx.namespace, trial=ctx.trial_id, server=SERVER_NAME)
             tr.message("user", prompt_shown)
@@ -153,6 +155,7 @@ class _CLIAgent(Agent):
                 limit_hit.append(over)
                 tr.event(f"session ended: {over}")
                 proc.kill()
+                break  # what is still buffered happened after the limit: not part of the session
         code = proc.wait()
         if limit_hit:
             return limit_hit[0]

@@ -205,6 +205,7 @@ def build_server(state: IncidentState, mode: str) -> MCPServer:
     @srv.tool()
     def wait(seconds: float) -> str:
         """Let cluster time pass."""
+        note("wait", seconds=seconds)
         state.now += seconds
         return f"waited {seconds}s"
 
