@@ -127,6 +127,12 @@ _BIN_PRECEDENCE = {"or": 1, "and": 2, "unless": 2, "==": 3, "!=": 3, ">": 3, "<"
 
 # --- stages ---------------------------------------------------------------------------------------
 def _line_filter(op: str, values: list[str]) -> StageFn:
+    if op in ("|=", "!=") and len(values) == 1:
+        needle, want = values[0], op == "|="
+
+        def contains_one(labels: dict[str, str], line: str) -> Entry | None:
+            return (labels, line) if (needle in line) == want else None
+        return contains_one
     if op in ("|=", "!="):
         def contains(labels: dict[str, str], line: str) -> Entry | None:
             hit = any(v in line for v in values)

@@ -4,7 +4,10 @@ operators) at one timestamp."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from clusters.sim.observability.logql import (
@@ -29,34 +32,31 @@ def _matching_streams(store: LogStore, log: LogExpr) -> list[Stream]:
 
 def select_logs(store: LogStore, log: LogExpr, start: float, end: float, limit: int,
                 direction: str) -> tuple[list[tuple[dict[str, str], list[tuple[int, str]]]], int, int]:
-    """Entries with start <= ts < end through the pipeline: (streams, lines scanned, bytes scanned)."""
+    """Entries with start <= ts < end through the pipeline, the `limit` newest (backward) or
+    oldest (forward) across all streams: (streams, lines scanned, bytes scanned). Streams are
+    merged by timestamp lazily, so a query stops scanning once it has `limit` entries."""
     s_ns, e_ns = to_ns(start), to_ns(end)
     backward = direction == "backward"
-    found: list[tuple[int, frozenset[tuple[str, str]], dict[str, str], str]] = []
-    scanned = nbytes = 0
-    for s in _matching_streams(store, log):
+    counters = [0, 0]
+
+    def entries(s: Stream) -> Iterator[tuple[int, dict[str, str], str]]:
         i0, i1 = s.window(s_ns, e_ns)
         idx = range(i1 - 1, i0 - 1, -1) if backward else range(i0, i1)
-        kept = 0
+        lines, ts, labels, run = s.lines, s.ts, s.labels, log.run
         for i in idx:
-            line = s.lines[i]
-            scanned += 1
-            nbytes += len(line)
-            out = log.run(s.labels, line)
-            if out is None:
-                continue
-            labels, text = out
-            found.append((s.ts[i], frozenset(labels.items()), labels, text))
-            kept += 1
-            if kept >= limit:
-                break
-    found.sort(key=lambda e: e[0], reverse=backward)
-    found = found[:limit]
+            line = lines[i]
+            counters[0] += 1
+            counters[1] += len(line)
+            out = run(labels, line)
+            if out is not None:
+                yield (-ts[i] if backward else ts[i]), out[0], out[1]
+
+    merged = heapq.merge(*(entries(s) for s in _matching_streams(store, log)), key=lambda e: e[0])
     groups: dict[frozenset[tuple[str, str]], tuple[dict[str, str], list[tuple[int, str]]]] = {}
-    for ns, key, labels, text in found:
-        groups.setdefault(key, (labels, []))[1].append((ns, text))
+    for key_ts, labels, text in itertools.islice(merged, limit):
+        groups.setdefault(frozenset(labels.items()), (labels, []))[1].append((abs(key_ts), text))
     ordered = sorted(groups.values(), key=lambda g: sorted(g[0].items()))
-    return ordered, scanned, nbytes
+    return ordered, counters[0], counters[1]
 
 
 class MetricEvaluator:

@@ -170,7 +170,8 @@ class Evaluator:
                 continue
             tl = ts[i0:i1].tolist()
             vl = s.vs[i0:i1].tolist()
-            if any(v != v for v in vl):
+            total = sum(vl)
+            if total != total:  # a NaN somewhere (or inf - inf): look for staleness markers
                 pairs = [(a, b) for a, b in zip(tl, vl, strict=True) if not (b != b and is_stale(b))]
                 if not pairs:
                     continue

@@ -5,6 +5,7 @@ interpolation, *_over_time reducers and the aggregation operators' value functio
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Callable
 
@@ -60,7 +61,7 @@ def extrapolated_rate(ts: list[float], vs: list[float], start: float, end: float
     if n < 2:
         return None
     result = vs[-1] - vs[0]
-    if counter:
+    if counter and any(map(operator.gt, vs, vs[1:])):
         prev = vs[0]
         for v in vs[1:]:
             if v < prev:

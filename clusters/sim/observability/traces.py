@@ -5,7 +5,6 @@ traces go first), with the search and dependency semantics of Jaeger's in-memory
 from __future__ import annotations
 
 import copy
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,28 +95,38 @@ class TraceStore:
     def __init__(self, max_spans: int = DEFAULT_MAX_SPANS, retention: float = DEFAULT_RETENTION) -> None:
         self.max_spans = max_spans
         self.retention = retention
-        self._traces: OrderedDict[str, Trace] = OrderedDict()
+        self._traces: dict[str, Trace] = {}  # insertion order: oldest first
         self._span_count = 0
         self._operations: dict[str, dict[tuple[str, str], None]] = {}
 
     def add(self, spans: list[Span]) -> None:
         """Store spans (each with traceID, spanID, operationName, references, startTime µs,
         duration µs, tags, logs, process {serviceName, tags})."""
+        traces, ops = self._traces, self._operations
         for span in spans:
-            tid = normalize_trace_id(str(span["traceID"]))
-            tr = self._traces.get(tid)
-            st = int(span.get("startTime", 0))
+            raw = span["traceID"]
+            tid = raw if raw.islower() and raw[:1] != "0" else normalize_trace_id(str(raw))
+            st = span.get("startTime", 0)
+            tr = traces.get(tid)
             if tr is None:
-                tr = self._traces[tid] = Trace(tid, start=st, last=st)
-            tr.spans.append(span)
-            tr.start = min(tr.start, st)
-            tr.last = max(tr.last, st)
+                tr = traces[tid] = Trace(tid, [span], st, st)
+            else:
+                tr.spans.append(span)
+                if st < tr.start:
+                    tr.start = st
+                elif st > tr.last:
+                    tr.last = st
             self._span_count += 1
-            svc = service_of(span)
+            svc = (span.get("process") or {}).get("serviceName")
             if svc:
-                self._operations.setdefault(svc, {})[(str(span.get("operationName", "")), span_kind(span))] = None
-        while self._span_count > self.max_spans and self._traces:
-            _, old = self._traces.popitem(last=False)
+                key = (span.get("operationName", ""), span_kind(span))
+                known = ops.get(svc)
+                if known is None:
+                    ops[svc] = {key: None}
+                elif key not in known:
+                    known[key] = None
+        while self._span_count > self.max_spans and traces:
+            old = traces.pop(next(iter(traces)))
             self._span_count -= len(old.spans)
 
     def trim(self, now: float) -> None:

@@ -25,14 +25,17 @@ def is_stale(v: float) -> bool:
 
 
 class Series:
-    """One time series: its labels (with __name__) and its samples in time order."""
+    """One time series: its labels (with __name__) and its samples in time order. `dead` is set
+    when retention drops it, so a writer holding it as a reference re-resolves."""
 
-    __slots__ = ("labels", "ts", "vs")
+    __slots__ = ("labels", "ts", "vs", "aliases", "dead")
 
     def __init__(self, labels: dict[str, str]) -> None:
         self.labels = labels
         self.ts = array("d")
         self.vs = array("d")
+        self.aliases: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+        self.dead = False
 
 
 class Matcher:
@@ -82,16 +85,19 @@ class TSDB:
     def __init__(self, retention: float = DEFAULT_RETENTION) -> None:
         self.retention = retention
         self._series: dict[tuple[str, frozenset[tuple[str, str]]], Series] = {}
+        # Fast path: the label dict's items in the writer's own order. A writer builds its label
+        # dicts the same way every scrape, so this skips sorting/hashing a frozenset per sample.
+        self._alias: dict[tuple[str, tuple[tuple[str, str], ...]], Series] = {}
         self._by_name: dict[str, list[Series]] = {}
         self._appends = 0
         self._newest = float("-inf")
 
     # --- writing -------------------------------------------------------------------------
     def append(self, metric: str, labels: dict[str, str], t: float, value: float) -> None:
-        key = (metric, frozenset(labels.items()))
-        s = self._series.get(key)
+        alias = (metric, tuple(labels.items()))
+        s = self._alias.get(alias)
         if s is None:
-            s = self._create(key, metric, labels)
+            s = self._resolve(alias, metric, labels)
         ts = s.ts
         if ts and t <= ts[-1]:
             if t == ts[-1]:
@@ -109,6 +115,41 @@ class TSDB:
         """Write Prometheus's staleness marker: the series stops being returned from `t` on,
         instead of lingering for the 5-minute lookback."""
         self.append(metric, labels, t, STALE_NAN)
+
+    def ref(self, metric: str, labels: dict[str, str]) -> Series:
+        """The series for (metric, labels), created if new: a writer that keeps it can call
+        `append_ref` and skip the label lookup (Prometheus's appender series references)."""
+        alias = (metric, tuple(labels.items()))
+        return self._alias.get(alias) or self._resolve(alias, metric, labels)
+
+    def append_ref(self, s: Series, t: float, value: float) -> Series:
+        """Append to a series from `ref`; returns the live series (re-resolved if retention had
+        dropped it), which the caller should keep instead."""
+        if s.dead:
+            labels = {k: v for k, v in s.labels.items() if k != "__name__"}
+            s = self.ref(s.labels["__name__"], labels)
+        ts = s.ts
+        if ts and t <= ts[-1]:
+            if t == ts[-1]:
+                s.vs[-1] = value
+            return s
+        ts.append(t)
+        s.vs.append(value)
+        if t > self._newest:
+            self._newest = t
+        self._appends += 1
+        if self._appends & (_TRIM_EVERY - 1) == 0:
+            self.trim(self._newest)
+        return s
+
+    def _resolve(self, alias: tuple[str, tuple[tuple[str, str], ...]], metric: str, labels: dict[str, str]) -> Series:
+        key = (metric, frozenset(labels.items()))
+        s = self._series.get(key)
+        if s is None:
+            s = self._create(key, metric, labels)
+        self._alias[alias] = s
+        s.aliases.append(alias)
+        return s
 
     def _create(self, key: tuple[str, frozenset[tuple[str, str]]], metric: str, labels: dict[str, str]) -> Series:
         full = dict(labels)
@@ -132,13 +173,19 @@ class TSDB:
                 dead.append(key)
         for key in dead:
             s = self._series.pop(key)
+            s.dead = True
+            for alias in s.aliases:
+                self._alias.pop(alias, None)
             lst = self._by_name[key[0]]
             lst.remove(s)
             if not lst:
                 del self._by_name[key[0]]
 
     def clear(self) -> None:
+        for s in self._series.values():
+            s.dead = True
         self._series.clear()
+        self._alias.clear()
         self._by_name.clear()
         self._newest = float("-inf")
 

@@ -99,3 +99,17 @@ def test_reset_and_checkpoint_restore(obs: Observability, clock: VirtualClock, p
     obs.tsdb.append("kube_pod_container_status_waiting_reason", labels, T0 + 90, 1.0)
     obs.restore(snap)
     assert obs.stats() == before
+
+
+def test_series_refs_append_and_survive_retention() -> None:
+    db = TSDB(retention=60)
+    ref = db.ref("m", {"pod": "p"})
+    ref = db.append_ref(ref, T0, 1.0)
+    db.append("m", {"pod": "p"}, T0 + 15, 2.0)  # the plain path finds the same series
+    (s,) = db.select([Matcher("__name__", "=", "m")])
+    assert s is ref and list(s.vs) == [1.0, 2.0]
+    db.trim(T0 + 1000)  # retention drops the series; the held reference is now dead
+    assert db.select([Matcher("__name__", "=", "m")]) == []
+    ref = db.append_ref(ref, T0 + 1000, 3.0)
+    (s,) = db.select([Matcher("__name__", "=", "m")])
+    assert s is ref and list(s.vs) == [3.0] and s.labels == {"pod": "p", "__name__": "m"}
