@@ -171,6 +171,38 @@ class Defaulter:
             obj.setdefault("type", "Normal")
 
 
+# -- time normalisation (user requests only) -----------------------------------------------
+_TIME_KEY = re.compile(r"(Timestamp|Time|At)$")
+_ISO = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$")
+
+
+def _normal_time(text: str, micro: bool) -> str:
+    m = _ISO.match(text)
+    if not m:
+        return text
+    from datetime import UTC, datetime
+
+    frac = (m.group(3) or ".0")[:7].ljust(7, "0")
+    zone = m.group(4) or "Z"
+    stamp = datetime.fromisoformat(f"{m.group(1)}T{m.group(2)}{frac}{'+00:00' if zone == 'Z' else zone}").astimezone(UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+
+
+def normalize_times(value: Any) -> None:
+    """Timestamps in the form kube-apiserver serialises them (metav1.Time: seconds, `Z`;
+    MicroTime: microseconds), whatever offset notation the client sent (the Python client
+    sends `+00:00`), so that stored timestamps compare as strings."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, str) and _TIME_KEY.search(k):
+                value[k] = _normal_time(v, micro=k in ("eventTime", "renewTime", "acquireTime", "lastObservedTime"))
+            else:
+                normalize_times(v)
+    elif isinstance(value, list):
+        for v in value:
+            normalize_times(v)
+
+
 # -- validation (user requests only) -------------------------------------------------------
 Cause = tuple[str, str, str]
 

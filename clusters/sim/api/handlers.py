@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from clusters.sim.api import discovery, subresources
-from clusters.sim.api.admission import Defaulter, validate
+from clusters.sim.api.admission import Defaulter, normalize_times, validate
 from clusters.sim.api.authn import Authenticator, UserInfo
 from clusters.sim.api.gc import GarbageCollector
 from clusters.sim.api.http import Request, Response
@@ -337,6 +337,7 @@ class KubeAPI:
             body["metadata"]["namespace"] = ns
         for k in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"):
             body["metadata"].pop(k, None)
+        normalize_times(body)
         validate(r.rt, body, None)
         if self._dry_run(req):
             probe = copy.deepcopy(body)
@@ -364,6 +365,7 @@ class KubeAPI:
 
     def _commit(self, req: Request, r: Route, current: Obj, new: Obj, *, check_rv: bool) -> Response:
         """Write an update (from PUT or PATCH) of the object or its status."""
+        normalize_times(new)
         if r.sub == "status":
             new = dict(current, status=new.get("status", {}), metadata=dict(current["metadata"],
                        resourceVersion=new.get("metadata", {}).get("resourceVersion", current["metadata"]["resourceVersion"])))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from calendar import timegm
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -20,10 +20,21 @@ NONE = "<none>"
 
 @lru_cache(maxsize=65536)
 def parse_time(text: str) -> float:
-    text = text.replace("Z", "")
-    fmt = "%Y-%m-%dT%H:%M:%S.%f" if "." in text else "%Y-%m-%dT%H:%M:%S"
-    return float(timegm(datetime.strptime(text[:26], fmt).timetuple())) + (
-        float("0." + text.split(".", 1)[1][:6]) if "." in text else 0.0)
+    """RFC 3339 (`Z` or an offset, optional fraction) → seconds since the epoch."""
+    try:
+        if text.endswith("Z") and "." not in text:
+            return float(timegm(datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").timetuple()))
+        head, frac = text.replace("Z", "+00:00"), ""
+        if "." in head:
+            base, rest = head.split(".", 1)
+            digits = len(rest) - len(rest.lstrip("0123456789"))
+            frac, head = rest[:digits], base + rest[digits:]
+        stamp = datetime.fromisoformat(head)
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=UTC)
+        return stamp.timestamp() + (float("0." + frac) if frac else 0.0)
+    except ValueError:
+        return 0.0
 
 
 def human_duration(seconds: float) -> str:
