@@ -21,6 +21,7 @@ import yaml
 
 from clusters.base import ClusterHandle, ClusterHealth, Endpoints
 from clusters.kube import KubeError, KubeRest
+from clusters.sim.api.rbac import agent_cluster_rules, agent_role_rules
 from clusters.stack.services import CHAOS_NAMESPACE, QUERY_SERVICES, STACK_NAMESPACE, ServiceTarget
 from farm.errors import ClusterUnavailable, InfrastructureError, ResetError
 
@@ -32,38 +33,11 @@ PROTECTED_NAMESPACES = frozenset(
      STACK_NAMESPACE, CHAOS_NAMESPACE}
 )
 
-# What the agent may do inside its namespace. Chaos Mesh's group is absent on purpose: the
-# injected fault must stay out of the agent's sight.
-AGENT_RULES: list[dict[str, Any]] = [
-    {
-        "apiGroups": [""],
-        "resources": [
-            "pods", "pods/log", "pods/exec", "pods/portforward", "services", "endpoints",
-            "configmaps", "secrets", "events", "persistentvolumeclaims", "replicationcontrollers",
-            "resourcequotas", "limitranges", "serviceaccounts",
-        ],
-        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-    },
-    {
-        "apiGroups": ["apps"],
-        "resources": [
-            "deployments", "deployments/scale", "deployments/rollback", "replicasets",
-            "replicasets/scale", "statefulsets", "statefulsets/scale", "daemonsets",
-            "controllerrevisions",
-        ],
-        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-    },
-    {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"],
-     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-    {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
-     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-    {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies", "ingresses"],
-     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
-     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": ["metrics.k8s.io"], "resources": ["pods"], "verbs": ["get", "list"]},
-]
+# What the agent may do: the same rules as on the emulated cluster (one source of truth), so an
+# agent meets the same permissions everywhere. Chaos Mesh's group is absent from both on purpose.
+AGENT_ROLE_RULES: list[dict[str, Any]] = agent_role_rules()
+AGENT_CLUSTER_RULES: list[dict[str, Any]] = agent_cluster_rules()  # read-only nodes, volumes, classes
+AGENT_CLUSTER_ROLE = f"{AGENT_NAME}-cluster-view"
 
 
 def _missing(exc: KubeError) -> bool:
@@ -317,11 +291,23 @@ class KubeconfigClusterHandle(ClusterHandle):
         rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
         self._ensure(f"{rbac}/roles", {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
-            "rules": AGENT_RULES,
+            "rules": AGENT_ROLE_RULES,
         })
         self._ensure(f"{rbac}/rolebindings", {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": AGENT_NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": AGENT_NAME, "namespace": namespace}],
+        })
+        cluster_rbac = "/apis/rbac.authorization.k8s.io/v1"
+        labels = meta["labels"]
+        self._ensure(f"{cluster_rbac}/clusterroles", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": AGENT_CLUSTER_ROLE, "labels": labels}, "rules": AGENT_CLUSTER_RULES,
+        })
+        self._ensure(f"{cluster_rbac}/clusterrolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{AGENT_NAME}-{namespace}", "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": AGENT_CLUSTER_ROLE},
             "subjects": [{"kind": "ServiceAccount", "name": AGENT_NAME, "namespace": namespace}],
         })
         token = self._agent_token(namespace)
@@ -334,7 +320,7 @@ class KubeconfigClusterHandle(ClusterHandle):
         try:
             self.request("POST", collection, obj)
         except KubeError as exc:
-            if exc.status != 409:
+            if exc.code != 409:
                 raise
             self.request("PUT", f"{collection}/{obj['metadata']['name']}", obj)
 
@@ -348,7 +334,7 @@ class KubeconfigClusterHandle(ClusterHandle):
             if token:
                 return token
         except KubeError as exc:
-            if exc.status not in (404, 405, 501):
+            if exc.code not in (404, 405, 501):
                 raise
         return self._legacy_token(namespace)
 
@@ -486,6 +472,8 @@ class KubeconfigClusterHandle(ClusterHandle):
             self._delete(obj["path"])
         targets = self._reset_targets()
         for namespace in targets:
+            # Cluster-scoped, so it outlives the namespace: the agent's view of nodes and volumes.
+            self._delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{AGENT_NAME}-{namespace}")
             self._delete(f"/api/v1/namespaces/{namespace}")
         started = time.monotonic()
         stripped: set[str] = set()

@@ -111,8 +111,10 @@ def test_agent_kubeconfig_reaches_only_its_namespace(handle: KubeconfigClusterHa
     ok = kubectl(path, "get", "pods")  # the context's namespace is social-network
     assert ok.returncode == 0, ok.stderr
     assert kubectl(path, "create", "configmap", "agent-note", "--from-literal=a=b").returncode == 0
+    assert kubectl(path, "get", "nodes").returncode == 0  # read-only cluster view, as on the emulated cluster
     for args in (["get", "podchaos"], ["get", "pods", "-n", "default"], ["get", "namespaces"],
-                 ["get", "nodes"], ["get", "pods", "-n", "kube-system"]):
+                 ["delete", "node", "worker-1"], ["get", "pods", "-n", "kube-system"],
+                 ["get", "clusterrolebindings"]):
         denied = kubectl(path, *args)
         assert denied.returncode != 0 and "Forbidden" in denied.stderr, (args, denied.stdout, denied.stderr)
 
@@ -133,7 +135,14 @@ def test_reset_removes_app_namespaces_new_namespaces_and_all_chaos(handle: Kubec
     pod_chaos(handle, "social-network", "fault")
     pod_chaos(handle, "default", "fault-elsewhere")
     pod_chaos(handle, "social-network", "stuck", finalizers=["chaos-mesh/records"])
+    handle.agent_kubeconfig("social-network")
+    binding = f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{AGENT_NAME}-social-network"
+    assert handle.request("GET", binding)
     handle.reset()
+    from clusters.kube import KubeError
+
+    with pytest.raises(KubeError):  # the cluster-scoped binding went with the namespace
+        handle.request("GET", binding)
     assert set(handle._namespaces()) == before
     assert "default" in before and "kube-system" in before  # never deleted
     assert chaos_names(handle) == []
