@@ -357,8 +357,11 @@ class OfflineJudge:
         ids), leaving out names only mentioned as what something else tried to reach."""
         names = set()
         kinds = "|".join(KIND_WORDS)
-        found = [(m.start(2), m.group(2)) for m in re.finditer(rf"\b({kinds})[/ ]([a-z0-9][a-z0-9-]*[a-z0-9])", sentence)]
-        found += [(m.start(1), m.group(1)) for m in re.finditer(rf"\b([a-z0-9][a-z0-9-]*[a-z0-9]) ({kinds})\b", sentence)]
+        # "deployment/geo" always; "node worker-2" only for a name that cannot be an English word
+        found = [(m.start(3), m.group(3))
+                 for m in re.finditer(rf"\b({kinds})(/| )([a-z0-9][a-z0-9-]*[a-z0-9])", sentence) if m.group(2) == "/" or re.search(r"[-\d]", m.group(3))]
+        found += [(m.start(1), m.group(1))
+                  for m in re.finditer(rf"\b([a-z0-9][a-z0-9-]*[a-z0-9]) ({kinds})\b", sentence)]
         found += [(m.start(1), m.group(1)) for m in re.finditer(r"\b([a-z][a-z0-9]*(?:-[a-z0-9]+)+)\b", sentence)
                   if not set(m.group(1).split("-")) & COMMON_HYPHEN_PARTS]
         for at, n in found:

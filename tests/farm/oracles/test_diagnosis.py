@@ -1,0 +1,193 @@
+"""The diagnosis oracle: the offline judge on good, bad and partial diagnoses; the LLM judge through
+real litellm against the scripted server (parsing, retry on malformed replies, fallback); and
+`farm judge agree`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from farm.errors import InputError
+from farm.oracles.diagnosis import (JUDGE_SYSTEM, PASS_THRESHOLD, QUESTION_IDS, judge_diagnosis,
+                                    parse_judge_reply)
+from farm.oracles.judge_cli import app, cohen_kappa, load_labels
+from farm.problems.model import GroundTruth
+from farm.llm.scripted import ScriptedLLM
+
+LABELS = Path(__file__).with_name("diagnosis_labels.jsonl")
+GEO = GroundTruth(
+    component="geo", component_kind="Deployment", fault_type="misconfiguration",
+    mechanism="The geo deployment's GEO_DB_PORT environment variable points at the wrong MongoDB port, so geo "
+              "cannot connect to its database and crash-loops.",
+    details={"env": "GEO_DB_PORT", "value": "27018", "expected": "27017"}, affected=["frontend", "search"],
+    symptom="Searching hotels returns HTTP 500 errors from the frontend.")
+DISK = GroundTruth(
+    component="node/worker-2", component_kind="Disk", fault_type="disk-io",
+    mechanism="The disk of worker-2 returns I/O errors (EIO) on reads, so the MongoDB pod on that node fails its "
+              "reads and the services using it return errors.",
+    details={"device": "/dev/sdb", "error": "EIO"}, affected=["mongodb-rate", "rate"],
+    symptom="Hotel rates fail to load; requests return errors and are slow.")
+GOOD = ("Root cause: the geo deployment's environment sets GEO_DB_PORT to 27018 instead of MongoDB's 27017, so geo "
+        "cannot connect to mongodb-geo and crash-loops (CrashLoopBackOff). frontend and search only fail "
+        "downstream: GET /hotels returns HTTP 500 because geo is unavailable.")
+PARAPHRASE = ("The hotel-reserv-geo container keeps restarting: its database port setting is wrong (27018, Mongo "
+              "listens on 27017), so the connection is refused. Search and the frontend error out only because "
+              "geo is down; users get 500s.")
+PARTIAL = "geo pods are crash looping because they cannot connect to their database; users see errors."
+BAD = "The root cause is a memory leak in the rate service, which is OOMKilled repeatedly. The frontend is slow."
+DOWNSTREAM = "Root cause: the frontend deployment is broken and returns 500 errors."
+
+
+def answers(verdict) -> dict[str, bool]:
+    return {a.id: a.answer for a in verdict.answers}
+
+
+# -- offline judge ---------------------------------------------------------------------------
+
+def test_offline_judge_passes_a_correct_diagnosis_and_its_paraphrase() -> None:
+    for text in (GOOD, PARAPHRASE):
+        v = judge_diagnosis(text, GEO, None)
+        assert v.offline and v.judge == "offline" and v.submitted
+        assert all(answers(v).values()), [(a.id, a.evidence) for a in v.answers if not a.answer]
+        assert v.composite == 1.0 and v.passed
+        assert all(a.evidence and a.evidence != "absent" for a in v.answers if a.id in ("L1", "C2"))
+
+
+def test_offline_judge_fails_a_wrong_diagnosis() -> None:
+    v = judge_diagnosis(BAD, GEO, None)
+    a = answers(v)
+    assert not a["L1"] and not a["L3"] and not a["C3"] and not a["S1"]  # rate blamed, OOM is the wrong type
+    assert not v.passed and v.composite < 0.3
+
+
+def test_offline_judge_scores_a_partial_diagnosis_in_between() -> None:
+    v = judge_diagnosis(PARTIAL, GEO, None)
+    a = answers(v)
+    assert a["L1"] and a["C1"] and not a["C2"] and not a["S2"]  # no port value, no affected components
+    good, bad = judge_diagnosis(GOOD, GEO, None), judge_diagnosis(BAD, GEO, None)
+    assert bad.composite < v.composite < good.composite
+    assert v.scores["characterization"] == pytest.approx(2 / 3, abs=1e-3)
+
+
+def test_offline_judge_catches_a_downstream_component_named_as_the_cause() -> None:
+    v = judge_diagnosis(DOWNSTREAM, GEO, None)
+    a = answers(v)
+    assert not a["L1"] and not a["L2"] and not v.passed
+
+
+def test_offline_judge_on_a_hardware_fault() -> None:
+    right = ("Hardware fault: the disk on node worker-2 returns I/O errors (EIO) on reads, so mongodb-rate fails "
+             "and the rate service returns errors; rate lookups are slow and fail.")
+    app_blame = "Root cause: a bug in the rate service code makes it return errors; mongodb-rate is slow."
+    assert judge_diagnosis(right, DISK, None).passed
+    v = judge_diagnosis(app_blame, DISK, None)
+    assert not answers(v)["L1"] and not answers(v)["C3"] and not v.passed
+
+
+def test_no_diagnosis_means_not_submitted_and_all_no() -> None:
+    for empty in (None, "", "   "):
+        v = judge_diagnosis(empty, GEO, None)
+        assert v.submitted is False and not v.passed and v.composite == 0.0
+        assert [a.id for a in v.answers] == list(QUESTION_IDS) and not any(answers(v).values())
+
+
+# -- LLM judge -------------------------------------------------------------------------------
+
+def reply(yes: set[str]) -> str:
+    return json.dumps({"answers": [{"id": q, "answer": "yes" if q in yes else "no", "evidence": f"quote {q}"}
+                                   for q in QUESTION_IDS]})
+
+
+def test_llm_judge_parses_answers_and_scores() -> None:
+    yes = {"L1", "L2", "L3", "C1", "C3", "S1", "S3"}
+    turns = [{"content": reply(yes), "usage": {"prompt_tokens": 900, "completion_tokens": 200}}]
+    with ScriptedLLM(turns) as llm:
+        v = judge_diagnosis(GOOD, GEO, "openai/scripted-model", api_base=llm.url)
+        body = llm.requests[0]["body"]
+    assert not v.offline and v.judge == "openai/scripted-model"
+    assert answers(v) == {q: q in yes for q in QUESTION_IDS}
+    assert v.scores == {"localization": 1.0, "characterization": pytest.approx(2 / 3, abs=1e-3),
+                        "scope": pytest.approx(2 / 3, abs=1e-3)}
+    assert v.passed == (v.composite >= PASS_THRESHOLD) and v.passed
+    assert v.answers[0].evidence == "quote L1" and (v.tokens_in, v.tokens_out) == (900, 200)
+    assert body["temperature"] == 0
+    assert "synonyms" in body["messages"][0]["content"] and "27018" in body["messages"][1]["content"]
+    assert GOOD in body["messages"][1]["content"]
+
+
+def test_llm_judge_retries_a_malformed_reply() -> None:
+    turns = [{"raw": "Sure! Here is my assessment: mostly correct."},
+             {"raw": json.dumps({"answers": [{"id": "L1", "answer": "maybe"}]})},
+             {"raw": "```json\n" + reply(set(QUESTION_IDS)) + "\n```"}]
+    with ScriptedLLM(turns) as llm:
+        v = judge_diagnosis(GOOD, GEO, "openai/scripted-model", api_base=llm.url)
+        retry_prompt = llm.requests[1]["body"]["messages"][-1]["content"]
+        assert len(llm.requests) == 3
+    assert "no JSON object" in retry_prompt
+    assert not v.offline and v.passed and all(answers(v).values())
+
+
+def test_llm_judge_that_never_answers_properly_falls_back_offline_labelled() -> None:
+    with ScriptedLLM([{"raw": "I refuse."}], repeat_last=True) as llm:
+        v = judge_diagnosis(GOOD, GEO, "openai/scripted-model", api_base=llm.url, max_attempts=2)
+        assert len(llm.requests) == 2
+    assert v.offline and v.judge.startswith("offline (fallback: openai/scripted-model")
+    assert v.passed  # the offline judge's verdict on a correct diagnosis
+
+
+def test_parse_judge_reply_errors_say_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        parse_judge_reply("")
+    with pytest.raises(ValueError, match="missing"):
+        parse_judge_reply(json.dumps({"answers": [{"id": "L1", "answer": True}]}))
+    with pytest.raises(ValueError, match="yes or no"):
+        parse_judge_reply(reply(set()).replace('"no"', '"perhaps"', 1))
+    assert len(parse_judge_reply("prefix " + reply({"L1"}) + " suffix").answers) == 9
+    assert "accept synonyms" in JUDGE_SYSTEM
+
+
+# -- farm judge agree ------------------------------------------------------------------------
+
+def test_cohen_kappa() -> None:
+    assert cohen_kappa([True, False, True, False], [True, False, True, False]) == 1.0
+    assert cohen_kappa([True, True, False, False], [True, False, True, False]) == 0.0
+    assert cohen_kappa([True, True, True, False], [True, True, False, False]) == pytest.approx(0.5)
+
+
+def test_agree_with_the_offline_judge_on_the_shipped_labels() -> None:
+    result = CliRunner().invoke(app, ["agree", str(LABELS), "--judge", "offline", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["n"] == len(load_labels(LABELS)) >= 10
+    assert data["accuracy"] >= 0.8 and data["kappa"] >= 0.6
+    text = CliRunner().invoke(app, ["agree", str(LABELS)])
+    assert "Cohen's kappa" in text.output
+
+
+def test_agree_with_an_llm_judge(tmp_path: Path) -> None:
+    labels = tmp_path / "l.jsonl"
+    rows = [{"id": "a", "diagnosis": GOOD, "ground_truth": GEO.model_dump(), "label": True,
+             "answers": {"L1": True, "C2": True}},
+            {"id": "b", "diagnosis": BAD, "ground_truth": GEO.model_dump(), "label": False,
+             "answers": {"L1": False, "C2": False}}]
+    labels.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with ScriptedLLM([{"content": reply(set(QUESTION_IDS))}, {"content": reply({"C3"})}]) as llm:
+        result = CliRunner().invoke(app, ["agree", str(labels), "--judge", "openai/scripted-model",
+                                          "--api-base", llm.url, "--json"])
+    data = json.loads(result.output)
+    assert data["accuracy"] == 1.0 and data["kappa"] == 1.0 and data["questions"]["L1"]["n"] == 2
+
+
+def test_bad_labels_files_name_the_line_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"diagnosis": "x", "ground_truth": GEO.model_dump()}) + "\n")
+    with pytest.raises(InputError, match=r"bad.jsonl: line 1: field 'label'"):
+        load_labels(bad)
+    bad.write_text("{oops\n")
+    with pytest.raises(InputError, match="line 1: not JSON"):
+        load_labels(bad)
+    result = CliRunner().invoke(app, ["agree", str(tmp_path / "none.jsonl")])
+    assert result.exit_code == 2 and "no such labels file" in result.output
