@@ -8,6 +8,8 @@ import datetime as dt
 import json
 from typing import Any
 
+import yaml
+
 from clusters.base import ClusterHandle
 from injectors.base import Injection, faults
 from injectors.fault import MISSING, Mutation, Params, require
@@ -38,20 +40,26 @@ class FeatureFlagEnabled(Mutation):
 
     def mutate(self, before: Any, obj: Obj) -> Any:
         require(before != MISSING, f"config map {self.p.configmap} has no key {self.p.key}")
-        doc = json.loads(before)
+        doc = self._load(before)
         flags = doc.get("flags", {})
         require(self.p.flag in flags, f"flagd has no flag {self.p.flag}")
         variants = flags[self.p.flag].get("variants", {})
         require(self.p.variant in variants, f"flag {self.p.flag} has no variant {self.p.variant} ({', '.join(variants)})")
         flags[self.p.flag]["defaultVariant"] = self.p.variant
+        if self.p.key.endswith((".yaml", ".yml")):
+            return yaml.safe_dump(doc, sort_keys=False)
         return json.dumps(doc, indent=2)
+
+    def _load(self, text: str) -> dict[str, Any]:
+        # flagd reads JSON or YAML; the key's extension says which (JSON is YAML anyway).
+        return yaml.safe_load(text) if self.p.key.endswith((".yaml", ".yml")) else json.loads(text)
 
     def still_in_place(self, current: Any, injection: Any) -> bool:
         if current == MISSING:
             return False
         try:
-            flag = json.loads(current)["flags"][self.p.flag]
-        except (ValueError, KeyError):
+            flag = self._load(current)["flags"][self.p.flag]
+        except (ValueError, KeyError, yaml.YAMLError):
             return False
         return flag.get("defaultVariant") == self.p.variant
 

@@ -1,0 +1,192 @@
+"""A problem's faults as one unit, and its noises driven by the cluster clock.
+
+`ProblemInjection` plants every fault of a problem (concurrent, correlated or metastable: the
+sustaining faults first, then the triggers, which are over when their inject returns), recovers
+them in reverse order, reports each one's own check, and replays the triggers for the
+mitigation oracle. `NoiseRunner` plans seeded noise events and fires them as cluster time
+passes: on the emulated cluster it splits every `advance` at event boundaries, so the same seed
+gives the same disturbances at the same cluster times; on real clusters a thread ticks too.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from clusters.base import ClusterHandle
+from farm.errors import InjectionError
+from farm.problems.model import NoiseSpec, Problem
+from injectors.base import Injection, Injector, faults, noises
+
+
+class ProblemInjection:
+    """The faults of one problem on one cluster."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.faults: list[Injector] = [faults.create(f.injector, **f.params) for f in problem.faults]
+        self.injectors: list[tuple[Injector, Injection]] = []
+        self.namespace: str | None = None
+
+    @staticmethod
+    def _is_trigger(injector: Injector) -> bool:
+        return bool(getattr(injector, "trigger", False))
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> list[Injection]:
+        if self.injectors:
+            raise InjectionError(f"problem {self.problem.id} is already injected")
+        self.namespace = namespace
+        order = sorted(range(len(self.faults)), key=lambda i: self._is_trigger(self.faults[i]))
+        done: dict[int, Injection] = {}
+        try:
+            for i in order:
+                done[i] = self.faults[i].inject(cluster, namespace)
+                self.injectors.append((self.faults[i], done[i]))
+        except Exception as exc:
+            self.recover(cluster)
+            if isinstance(exc, InjectionError):
+                raise
+            raise InjectionError(f"problem {self.problem.id}: injecting {self.problem.faults[i].injector}: {exc}") from exc
+        # Report injections in the problem's own fault order (the oracle and the judge index by it).
+        self.injectors = [(self.faults[i], done[i]) for i in range(len(self.faults))]
+        return [inj for _, inj in self.injectors]
+
+    def recover(self, cluster: ClusterHandle) -> None:
+        errors = []
+        for injector, injection in reversed(self.injectors):
+            try:
+                injector.recover(cluster, injection)
+            except Exception as exc:  # recover the others before reporting
+                errors.append(f"{injection.injector}: {exc}")
+        self.injectors = []
+        if errors:
+            raise InjectionError(f"problem {self.problem.id}: recovery failed: " + "; ".join(errors))
+
+    def recover_one(self, cluster: ClusterHandle, index: int) -> None:
+        """Undo fault number `index` only (a reference mitigation step `recover: N`)."""
+        injector, injection = self.injectors[index]
+        injector.recover(cluster, injection)
+
+    def active(self, cluster: ClusterHandle) -> list[bool]:
+        """Each fault's own check, in the problem's fault order (triggers are never active)."""
+        return [bool(injector.is_active(cluster, injection)) for injector, injection in self.injectors]
+
+    def replay_trigger(self, cluster: ClusterHandle, namespace: str, duration: float) -> None:
+        """Replays every trigger of the problem for `duration` seconds of cluster time, then
+        removes it: a fixed system recovers, a metastable one stays down."""
+        for injector, _ in self.injectors:
+            if not self._is_trigger(injector):
+                continue
+            if hasattr(injector, "replay"):
+                injector.replay(cluster, namespace, duration)
+            else:
+                injection = injector.inject(cluster, namespace)
+                cluster.advance(duration)
+                injector.recover(cluster, injection)
+
+    def records(self) -> list[dict[str, Any]]:
+        return [inj.model_dump() for _, inj in self.injectors]
+
+
+class NoiseRunner:
+    """Seeded noise for one trial. `start` plans every noise; `stop` ends them all."""
+
+    TICK_SECONDS = 1.0  # real clusters: how often the background thread looks at the clock
+
+    def __init__(self, noise_specs: Iterable[NoiseSpec], seed: int, avoid: Iterable[str] = ()) -> None:
+        self.specs = list(noise_specs)
+        self.seed = seed
+        self.avoid = list(avoid)
+        self.running: list[tuple[Any, Injection]] = []
+        self._cluster: ClusterHandle | None = None
+        self._original_advance: Any = None
+        self._thread: threading.Thread | None = None
+        self._halt = threading.Event()
+        self._lock = threading.RLock()
+        self.errors: list[str] = []
+        # Validate now, so a bad noise spec fails before any cluster work.
+        self.noises = [noises.create(s.kind, **self._params(s)) for s in self.specs]
+
+    def _params(self, spec: NoiseSpec) -> dict[str, Any]:
+        params = dict(spec.params)
+        if self.avoid and "targets" not in params:
+            params["avoid"] = sorted(set(params.get("avoid", [])) | set(self.avoid))
+        return params
+
+    def start(self, cluster: ClusterHandle, namespace: str) -> None:
+        if not self.specs:
+            return
+        self._cluster = cluster
+        for index, (spec, noise) in enumerate(zip(self.specs, self.noises, strict=True)):
+            rng = random.Random(f"{self.seed}:{index}:{spec.kind}")
+            self.running.append((noise, noise.start(cluster, namespace, rng, spec.intensity)))
+        self._hook(cluster)
+        self.tick()
+        if not cluster.virtual_time:
+            self._thread = threading.Thread(target=self._loop, name="noise", daemon=True)
+            self._thread.start()
+
+    def _hook(self, cluster: ClusterHandle) -> None:
+        """Wrap the handle's advance so that events fire at their own cluster times."""
+        original = cluster.advance
+        self._original_advance = original
+
+        def advance(seconds: float) -> None:
+            end = cluster.now() + seconds
+            while True:
+                now = cluster.now()
+                if now >= end - 1e-9:
+                    break
+                upcoming = [b for b in self._boundaries() if now + 1e-9 < b < end]
+                step_to = min(upcoming) if upcoming else end
+                original(step_to - now)
+                self.tick()
+
+        cluster.advance = advance  # type: ignore[method-assign]
+
+    def _boundaries(self) -> list[float]:
+        with self._lock:
+            return [b for noise, inj in self.running for b in noise.boundaries(inj)]
+
+    def tick(self) -> None:
+        if self._cluster is None:
+            return
+        with self._lock:
+            now = self._cluster.now()
+            for noise, injection in self.running:
+                try:
+                    noise.tick(self._cluster, injection, now)
+                except Exception as exc:  # a failed disturbance never ends a trial
+                    self.errors.append(f"{injection.injector}: {exc}")
+
+    def _loop(self) -> None:
+        while not self._halt.wait(self.TICK_SECONDS):
+            self.tick()
+
+    def stop(self, cluster: ClusterHandle) -> None:
+        """End every disturbance and remove what the noises created (before the oracles)."""
+        self._halt.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._original_advance is not None:
+            try:
+                del cluster.advance  # back to the class's own method
+            except AttributeError:
+                cluster.advance = self._original_advance  # type: ignore[method-assign]
+            self._original_advance = None
+        errors = []
+        with self._lock:
+            for noise, injection in self.running:
+                try:
+                    noise.stop(cluster, injection)
+                except Exception as exc:
+                    errors.append(f"{injection.injector}: {exc}")
+            self.running = []
+        self._cluster = None
+        if errors:
+            raise InjectionError("stopping noise failed: " + "; ".join(errors))
+
+    def records(self) -> list[dict[str, Any]]:
+        return [inj.model_dump() for _, inj in self.running]

@@ -1,0 +1,394 @@
+"""Noise: transient, self-recovering disturbances unrelated to the root cause.
+
+Each noise plans its events at `start` from the seeded random source (how many scales with
+`intensity`, when is spread over `window_seconds`), then `tick(now)` fires the events that are
+due and ends the ones whose time is up. `injectors.compose.NoiseRunner` drives the ticks from
+the cluster clock; `stop` ends everything and removes every object a noise created.
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime as dt
+import json
+import random
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from clusters.base import ClusterHandle
+from farm.errors import InjectionError
+from injectors.base import Injection, Noise, noises
+from injectors.fault import CHAOS_API, CHAOS_NAMESPACE, ParamsError, neutral_name
+from injectors.kube import Kube, Obj, Ref
+from injectors.workload import RESTARTED_AT
+
+
+class NoiseParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    targets: list[str] = []  # unrelated workloads to disturb (default: any but `avoid`)
+    avoid: list[str] = []  # workloads the noise must leave alone (the fault's components)
+    window_seconds: float = Field(600.0, gt=0)  # events are spread over this much cluster time
+    start_after_seconds: float = Field(5.0, ge=0)
+
+
+class Event(BaseModel):
+    at: float  # cluster time the event starts
+    until: float  # cluster time it ends (== at for instant events)
+    target: str = ""
+    data: dict[str, Any] = {}
+    fired: bool = False
+    ended: bool = False
+
+
+class ScheduledNoise(Noise):
+    """A noise made of planned events; subclasses say how many, and what one event does."""
+
+    Params: type[NoiseParams] = NoiseParams
+    base_events: int = 4  # at intensity 1
+    event_seconds: tuple[float, float] = (0.0, 0.0)  # min/max duration of one event
+
+    def __init__(self, **params: Any) -> None:
+        try:
+            self.p = self.Params(**params)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise ParamsError(f"noise {type(self).__name__}", ".".join(map(str, err["loc"])), err["msg"]) from None
+
+    @property
+    def name(self) -> str:
+        for n in noises.names():
+            if noises.factory(n) is type(self):
+                return n
+        return type(self).__name__
+
+    # -- planning ----------------------------------------------------------------------------
+    def candidates(self, kube: Kube, namespace: str) -> list[str]:
+        if self.p.targets:
+            return list(self.p.targets)
+        names = sorted(d["metadata"]["name"] for d in kube.list("Deployment", namespace))
+        return [n for n in names if n not in set(self.p.avoid)] or names
+
+    def start(self, cluster: ClusterHandle, namespace: str, rng: random.Random, intensity: float) -> Injection:
+        kube = Kube(cluster)
+        now = cluster.now()
+        targets = self.candidates(kube, namespace)
+        count = max(1, round(self.base_events * intensity))
+        events = []
+        for _ in range(count):
+            at = now + self.p.start_after_seconds + rng.uniform(0, self.p.window_seconds)
+            lo, hi = self.event_seconds
+            events.append(Event(at=at, until=at + rng.uniform(lo, hi), target=rng.choice(targets),
+                                data=self.plan(rng, intensity)))
+        events.sort(key=lambda e: e.at)
+        return Injection(injector=f"noise:{self.name}", params=self.p.model_dump(), namespace=namespace,
+                         saved={"events": [e.model_dump() for e in events], "created": []}, injected_at=now)
+
+    def plan(self, rng: random.Random, intensity: float) -> dict[str, Any]:
+        """Per-event parameters drawn from the seeded source (severity and such)."""
+        return {}
+
+    def boundaries(self, injection: Injection) -> list[float]:
+        out = []
+        for e in injection.saved["events"]:
+            if not e["fired"]:
+                out.append(e["at"])
+            if not e["ended"]:
+                out.append(e["until"])
+        return out
+
+    # -- running -----------------------------------------------------------------------------
+    def tick(self, cluster: ClusterHandle, injection: Injection, now: float) -> None:
+        for raw in injection.saved["events"]:
+            event = Event(**raw)
+            if not event.fired and event.at <= now:
+                self.fire(cluster, injection, event)
+                raw["fired"] = True
+            if raw["fired"] and not event.ended and event.until <= now:
+                self.end(cluster, injection, event)
+                raw["ended"] = True
+
+    @abc.abstractmethod
+    def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
+        """Begin one disturbance."""
+
+    def end(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
+        """End one disturbance (instant events have nothing to end)."""
+
+    def stop(self, cluster: ClusterHandle, injection: Injection) -> None:
+        for raw in injection.saved["events"]:
+            if raw["fired"] and not raw["ended"]:
+                self.end(cluster, injection, Event(**raw))
+                raw["ended"] = True
+            raw["fired"] = raw["ended"] = True  # events not yet due never fire
+        kube = Kube(cluster)
+        for text in reversed(injection.saved["created"]):
+            ref = Ref.parse(text)
+            if ref.kind.endswith("Chaos"):
+                _delete_chaos(cluster, ref)
+            else:
+                kube.delete(ref.kind, ref.namespace, ref.name)
+        injection.saved["created"] = []
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _labels_of(kube: Kube, namespace: str, workload: str) -> dict[str, str]:
+    _, obj = kube.workload(namespace, workload)
+    return dict(obj["spec"]["selector"].get("matchLabels", {}))
+
+
+def _create_chaos(cluster: ClusterHandle, injection: Injection, kind: str, name: str, spec: Obj) -> None:
+    from kubernetes import client
+
+    kube = Kube(cluster)
+    kube.ensure_namespace(CHAOS_NAMESPACE)
+    body = {"apiVersion": "/".join(CHAOS_API), "kind": kind,
+            "metadata": {"name": name, "namespace": CHAOS_NAMESPACE}, "spec": spec}
+    try:
+        client.CustomObjectsApi(kube.api).create_namespaced_custom_object(
+            *CHAOS_API, CHAOS_NAMESPACE, kind.lower(), body)
+    except client.ApiException as exc:
+        raise InjectionError(f"noise {kind} {name}: {exc.status} {exc.reason}") from exc
+    injection.saved["created"].append(str(Ref(kind, CHAOS_NAMESPACE, name)))
+
+
+def _delete_chaos(cluster: ClusterHandle, ref: Ref) -> None:
+    from kubernetes import client
+
+    try:
+        client.CustomObjectsApi(cluster.api_client()).delete_namespaced_custom_object(
+            *CHAOS_API, ref.namespace, ref.kind.lower(), ref.name)
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise InjectionError(f"removing noise {ref}: {exc.status} {exc.reason}") from exc
+
+
+class ChaosBurst(ScheduledNoise):
+    """A short Chaos Mesh experiment on one unrelated workload (with its own duration, so even
+    a farm that dies mid-trial leaves nothing running)."""
+
+    kind = ""
+
+    def chaos_spec(self, event: Event) -> Obj:
+        return {}
+
+    def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
+        kube = Kube(cluster)
+        selector = {"namespaces": [injection.namespace],
+                    "labelSelectors": _labels_of(kube, injection.namespace, event.target)}
+        seconds = max(1, int(event.until - event.at))
+        spec = {"mode": "one", "selector": selector, "duration": f"{seconds}s", **self.chaos_spec(event)}
+        name = neutral_name(self.name, injection.namespace, str(event.at), prefix="exp-")
+        _create_chaos(cluster, injection, self.kind, name, spec)
+        event.data["chaos"] = name
+
+    def end(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
+        name = neutral_name(self.name, injection.namespace, str(event.at), prefix="exp-")
+        ref = Ref(self.kind, CHAOS_NAMESPACE, name)
+        _delete_chaos(cluster, ref)
+        if str(ref) in injection.saved["created"]:
+            injection.saved["created"].remove(str(ref))
+
+
+# -- the noises -------------------------------------------------------------------------------
+
+
+@noises.register("pod-kill")
+class PodKillNoise(ScheduledNoise):
+    """Deletes one pod of an unrelated workload; its controller brings a new one up."""
+
+    base_events = 3
+
+    def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
+        kube = Kube(cluster)
+        _, obj = kube.workload(injection.namespace, event.target)
+        pods = sorted(p["metadata"]["name"] for p in kube.pods_of(injection.namespace, obj))
+        if pods:
+            kube.delete("Pod", injection.namespace, pods[int(event.data["pick"] * len(pods)) % len(pods)])
+
+    def plan(self, rng: random.Random, intensity: float) -> dict[str, Any]:
+        return {"pick": rng.random()}
+
+
+@noises.register("packet-loss-burst")
+class PacketLossBurst(ChaosBurst):
+    """A few seconds of packet loss on one unrelated workload."""
+
+    kind = "NetworkChaos"
+    event_seconds = (10.0, 30.0)
+
+    def plan(self, rng: random.Random, intensity: float) -> dict[str, Any]:
+        return {"loss": int(5 + 25 * intensity * rng.random())}
+
+    def chaos_spec(self, event: Event) -> Obj:
+        return {"action": "loss", "direction": "to", "loss": {"loss": str(event.data["loss"]), "correlation": "0"}}
+
+
+@noises.register("latency-burst")
+class LatencyBurst(ChaosBurst):
+    """A few seconds of added network latency on one unrelated workload."""
+
+    kind = "NetworkChaos"
+    event_seconds = (10.0, 40.0)
+
+    def plan(self, rng: random.Random, intensity: float) -> dict[str, Any]:
+        return {"ms": int(20 + 180 * intensity * rng.random())}
+
+    def chaos_spec(self, event: Event) -> Obj:
+        return {"action": "delay", "direction": "to",
+                "delay": {"latency": f"{event.data['ms']}ms", "jitter": "5ms", "correlation": "0"}}
+
+
+@noises.register("cpu-spike")
+class CpuSpike(ChaosBurst):
+    """A short CPU burner inside one unrelated pod."""
+
+    kind = "StressChaos"
+    event_seconds = (20.0, 60.0)
+
+    def plan(self, rng: random.Random, intensity: float) -> dict[str, Any]:
+        return {"load": int(30 + 60 * intensity * rng.random())}
+
+    def chaos_spec(self, event: Event) -> Obj:
+        return {"stressors": {"cpu": {"workers": 1, "load": event.data["load"]}}}
+
+
+class FlappingParams(NoiseParams):
+    cycles: int = Field(4, ge=1)
+    on_seconds: float = Field(90.0, gt=0)
+    off_seconds: float = Field(90.0, gt=0)
+
+
+@noises.register("flapping-alert")
+class FlappingAlert(ChaosBurst):
+    """On/off CPU saturation of one unrelated pod: its CPU-throttling alert fires and clears,
+    again and again, for reasons that have nothing to do with the incident."""
+
+    Params = FlappingParams
+    kind = "StressChaos"
+
+    def start(self, cluster: ClusterHandle, namespace: str, rng: random.Random, intensity: float) -> Injection:
+        kube = Kube(cluster)
+        now = cluster.now()
+        target = rng.choice(self.candidates(kube, namespace))
+        at = now + self.p.start_after_seconds + rng.uniform(0, self.p.off_seconds)
+        events = []
+        for _ in range(max(1, round(self.p.cycles * max(intensity, 0.25)))):
+            events.append(Event(at=at, until=at + self.p.on_seconds, target=target, data={"load": 100}))
+            at += self.p.on_seconds + self.p.off_seconds
+        return Injection(injector=f"noise:{self.name}", params=self.p.model_dump(), namespace=namespace,
+                         saved={"events": [e.model_dump() for e in events], "created": []}, injected_at=now)
+
+    def chaos_spec(self, event: Event) -> Obj:
+        return {"stressors": {"cpu": {"workers": 2, "load": 100}}}
+
+
+class LogParams(NoiseParams):
+    lines: list[str] = [
+        "level=warn msg=\"slow consul health check\" took=1.2s",
+        "level=warn msg=\"grpc: addrConn.createTransport failed, retrying\" attempt=1",
+        "WARN: memcached connection pool at 80% of max idle connections",
+        "level=warn msg=\"jaeger reporter queue full, dropping span\"",
+        "WARN deprecated config key 'MaxIdleConns' ignored",
+    ]
+
+
+@noises.register("benign-warning-logs")
+class BenignWarningLogs(ScheduledNoise):
+    """Warning lines of the kind every healthy service prints now and then, pushed to the log
+    store under an unrelated pod's labels."""
+
+    Params = LogParams
+    base_events = 12
+
+    def plan(self, rng: random.Random, intensity: float) -> dict[str, Any]:
+        return {"line": rng.choice(self.p.lines), "repeat": 1 + int(4 * intensity * rng.random())}
+
+    def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
+        kube = Kube(cluster)
+        _, obj = kube.workload(injection.namespace, event.target)
+        pods = kube.pods_of(injection.namespace, obj)
+        if not pods:
+            return
+        pod = pods[0]
+        container = pod["spec"]["containers"][0]["name"]
+        stream = {"namespace": injection.namespace, "pod": pod["metadata"]["name"], "container": container,
+                  "app": event.target, "job": f"{injection.namespace}/{event.target}", "stream": "stderr",
+                  "node_name": pod["spec"].get("nodeName", "")}
+        t_ns = int(cluster.now() * 1e9)
+        values = [[str(t_ns + i * 1000), event.data["line"]] for i in range(event.data["repeat"])]
+        try:
+            resp = httpx.post(f"{cluster.endpoints.loki}/loki/api/v1/push", timeout=10,
+                              content=json.dumps({"streams": [{"stream": stream, "values": values}]}),
+                              headers={"Content-Type": "application/json"})
+        except httpx.HTTPError as exc:
+            raise InjectionError(f"pushing noise log lines: {exc}") from exc
+        if resp.status_code >= 300:
+            raise InjectionError(f"pushing noise log lines: {resp.status_code} {resp.text[:200]}")
+
+
+class CronParams(NoiseParams):
+    job_namespace: str = "ops-batch"
+    schedule: str = "*/5 * * * *"
+    name: str = "nightly-report"
+
+
+@noises.register("failing-cronjob")
+class FailingCronJob(ScheduledNoise):
+    """A CronJob in another namespace whose job fails every run (its own alerts and events)."""
+
+    Params = CronParams
+    base_events = 1
+
+    def start(self, cluster: ClusterHandle, namespace: str, rng: random.Random, intensity: float) -> Injection:
+        now = cluster.now()
+        event = Event(at=now, until=now + self.p.window_seconds, target=self.p.name)
+        return Injection(injector=f"noise:{self.name}", params=self.p.model_dump(), namespace=namespace,
+                         saved={"events": [event.model_dump()], "created": []}, injected_at=now)
+
+    def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
+        kube = Kube(cluster)
+        if kube.ensure_namespace(self.p.job_namespace):
+            injection.saved["created"].append(str(Ref("Namespace", "", self.p.job_namespace)))
+        body = {
+            "metadata": {"name": self.p.name},
+            "spec": {
+                "schedule": self.p.schedule,
+                "successfulJobsHistoryLimit": 1,
+                "failedJobsHistoryLimit": 3,
+                "jobTemplate": {"spec": {"backoffLimit": 0, "template": {"spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "report", "image": "busybox:1.36", "command": [
+                        "sh", "-c", "echo 'connecting to reports-db:5432'; echo 'FATAL: could not connect'; exit 1"]}],
+                }}}},
+            },
+        }
+        kube.create("CronJob", self.p.job_namespace, body)
+        injection.saved["created"].append(str(Ref("CronJob", self.p.job_namespace, self.p.name)))
+
+    def stop(self, cluster: ClusterHandle, injection: Injection) -> None:
+        kube = Kube(cluster)
+        for job in kube.list("Job", self.p.job_namespace) if kube.find("Namespace", "", self.p.job_namespace) else []:
+            if job["metadata"]["name"].startswith(self.p.name):
+                kube.delete("Job", self.p.job_namespace, job["metadata"]["name"])
+        super().stop(cluster, injection)
+
+
+@noises.register("rolling-update")
+class RollingUpdate(ScheduledNoise):
+    """A routine `rollout restart` of an unrelated deployment (new pods, old ones drained).
+    The restart annotation stays: putting it back would start a second rollout, and it says
+    nothing about the incident."""
+
+    base_events = 1
+
+    def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
+        kube = Kube(cluster)
+        kind, _ = kube.workload(injection.namespace, event.target)
+        when = dt.datetime.fromtimestamp(cluster.now(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        kube.patch(kind, injection.namespace, event.target,
+                   {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: when}}}}})
