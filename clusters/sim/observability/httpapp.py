@@ -58,7 +58,7 @@ class AppServer:
     @property
     def url(self) -> str:
         host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def start(self) -> AppServer:
         self._thread.start()
@@ -87,7 +87,7 @@ def _handler_for(app: App) -> type[BaseHTTPRequestHandler]:
             try:
                 status, ctype, payload = app(self.command, parts.path, query, body)
             except Exception as e:  # a bug in a back end must not kill the connection silently
-                status, ctype, payload = 500, "text/plain; charset=utf-8", f"internal error: {e}".encode()
+                status, ctype, payload = 500, "text/plain; charset=utf-8", f"internal error: {e!s}".encode()
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(payload)))

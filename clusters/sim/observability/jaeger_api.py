@@ -60,14 +60,14 @@ class JaegerAPI:
             return _envelope(services, len(services))
         if path.startswith("/api/services/") and path.endswith("/operations"):
             svc = path[len("/api/services/"):-len("/operations")]
-            ops = sorted({name for name, _ in self.store.operations(svc)})
-            return _envelope(ops, len(ops))
+            names = sorted({name for name, _ in self.store.operations(svc)})
+            return _envelope(names, len(names))
         if path == "/api/operations":
-            svc = first(params, "service")
-            if not svc:
+            service = first(params, "service")
+            if not service:
                 raise QueryError(400, "parameter 'service' is required")
             ops = [{"name": name, "spanKind": kind}
-                   for name, kind in self.store.operations(svc, first(params, "spanKind", "") or "")]
+                   for name, kind in self.store.operations(service, first(params, "spanKind", "") or "")]
             return _envelope(ops, len(ops))
         if path == "/api/traces":
             return self._search(params)

@@ -43,7 +43,7 @@ def _unquote(s: str) -> str:
     if s.startswith("`"):
         return s[1:-1]
     try:
-        return json.loads(s)
+        return str(json.loads(s))
     except ValueError:
         return s[1:-1].encode().decode("unicode_escape")
 

@@ -27,7 +27,7 @@ class BadRequest(Exception):
 
 
 def _stats(lines: int, nbytes: int, exec_time: float, returned: int) -> dict[str, Any]:
-    store = {"totalChunksRef": 0, "totalChunksDownloaded": 0, "chunksDownloadTime": 0,
+    store: dict[str, Any] = {"totalChunksRef": 0, "totalChunksDownloaded": 0, "chunksDownloadTime": 0,
              "chunk": {"headChunkBytes": 0, "headChunkLines": 0, "decompressedBytes": 0, "decompressedLines": 0,
                        "compressedBytes": 0, "totalDuplicates": 0}}
     return {

@@ -305,8 +305,8 @@ class Evaluator:
                 return []
             return [(self._absent_labels(args[0]), 1.0)]
         if name in MATH_FUNCS:
-            f = MATH_FUNCS[name]
-            return [(_drop_name(labels), f(v)) for labels, v in self._vector(args[0], t)]
+            fn = MATH_FUNCS[name]
+            return [(_drop_name(labels), fn(v)) for labels, v in self._vector(args[0], t)]
         if name == "round":
             to = self._scalar(args[1], t) if len(args) > 1 else 1.0
             return [(_drop_name(labels), round_to(v, to)) for labels, v in self._vector(args[0], t)]

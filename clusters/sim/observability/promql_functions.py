@@ -231,26 +231,26 @@ def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
             merged.append([ub, c])
     # Counts can be non-monotonic when buckets are scraped at slightly different times.
     mx = -math.inf
-    for b in merged:
-        if b[1] < mx:
-            b[1] = mx
-        mx = b[1]
+    for bk in merged:
+        if bk[1] < mx:
+            bk[1] = mx
+        mx = bk[1]
     if len(merged) < 2:
         return math.nan
     observations = merged[-1][1]
     if observations == 0:
         return math.nan
     rank = q * observations
-    b = next(i for i, bk in enumerate(merged) if bk[1] >= rank)
-    if b == len(merged) - 1:
+    idx = next(i for i, bk in enumerate(merged) if bk[1] >= rank)
+    if idx == len(merged) - 1:
         return merged[-2][0]
-    if b == 0 and merged[0][0] <= 0:
+    if idx == 0 and merged[0][0] <= 0:
         return merged[0][0]
-    start, end, count = 0.0, merged[b][0], merged[b][1]
-    if b > 0:
-        start = merged[b - 1][0]
-        count -= merged[b - 1][1]
-        rank -= merged[b - 1][1]
+    start, end, count = 0.0, merged[idx][0], merged[idx][1]
+    if idx > 0:
+        start = merged[idx - 1][0]
+        count -= merged[idx - 1][1]
+        rank -= merged[idx - 1][1]
     return start + (end - start) * (rank / count)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from clusters.sim.observability.formats import (
     format_e,
@@ -152,7 +152,7 @@ def _term(term: str, labels: dict[str, str], value: float) -> Any:
     return term
 
 
-def _apply(func: str, v: Any) -> str | float:
+def _apply(func: str, v: Any) -> Any:
     func = func.strip()
     try:
         num = float(v)
