@@ -145,6 +145,7 @@ class KubeconfigClusterHandle(ClusterHandle):
         finalizer_grace: float | None = None,
         poll_interval: float = 1.0,
         token_seconds: int = 6 * 3600,
+        clock: ClusterHandle | None = None,
     ) -> None:
         self.provider, self.name = provider, name
         self._kubeconfig_path = Path(kubeconfig)
@@ -160,6 +161,9 @@ class KubeconfigClusterHandle(ClusterHandle):
         self.finalizer_grace = reset_timeout / 3 if finalizer_grace is None else finalizer_grace
         self.poll_interval = poll_interval
         self.token_seconds = token_seconds
+        # A cluster whose clock is not the wall (the emulated one, reached through its
+        # kubeconfig like any other): time is read from and advanced through it.
+        self.clock = clock
         self._cluster = self._read_kubeconfig()
         self._api: Any = None
         self._rest: KubeRest | None = None
@@ -248,11 +252,17 @@ class KubeconfigClusterHandle(ClusterHandle):
             return forward.url
 
     # -- clock ----------------------------------------------------------------------------
+    @property
+    def virtual_time(self) -> bool:
+        return self.clock.virtual_time if self.clock is not None else False
+
     def now(self) -> float:
-        return time.time()
+        return self.clock.now() if self.clock is not None else time.time()
 
     def advance(self, seconds: float) -> None:
-        if seconds > 0:
+        if self.clock is not None:
+            self.clock.advance(seconds)
+        elif seconds > 0:
             time.sleep(seconds)
 
     # -- health ---------------------------------------------------------------------------
@@ -453,8 +463,10 @@ class KubeconfigClusterHandle(ClusterHandle):
                 raise
 
     def _wait(self, seconds: float) -> None:
-        """Between reset polls: real clusters converge on their own."""
-        time.sleep(seconds)
+        """Between reset polls: real clusters converge on their own; a virtual clock must run."""
+        if self.clock is not None:
+            self.clock.advance(seconds)
+        time.sleep(min(seconds, 0.05) if self.virtual_time else seconds)
 
     def reset(self) -> None:
         try:

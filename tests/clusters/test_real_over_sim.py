@@ -1,0 +1,75 @@
+"""KubeconfigClusterHandle over the emulated cluster's admin kubeconfig (provider "sim", opened
+with clusters.base.open_cluster): the same client that serves kind and EKS deploys an
+application, creates the agent's scoped kubeconfig and resets namespaces and Chaos Mesh
+resources, a stuck finalizer included, while the emulated cluster's controllers run."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("clusters.sim.chaos", reason="the emulated cluster's chaos controller has not landed yet")
+
+from clusters.base import ClusterHandle, open_cluster  # noqa: E402
+from clusters.real import KubeconfigClusterHandle  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBECTL = ROOT / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
+CHAOS = "/apis/chaos-mesh.org/v1alpha1"
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[ClusterHandle]:
+    handle = open_cluster("sim")
+    yield handle
+    handle.close()
+
+
+@pytest.fixture()
+def real(sim: ClusterHandle, tmp_path: Path) -> Iterator[KubeconfigClusterHandle]:
+    handle = KubeconfigClusterHandle(
+        "kind", "over-sim", sim.kubeconfig, clock=sim, workdir=tmp_path, reset_timeout=30, finalizer_grace=1.0,
+        poll_interval=1.0, urls={"prometheus": sim.endpoints.prometheus, "loki": sim.endpoints.loki,
+                                 "jaeger": sim.endpoints.jaeger})
+    yield handle
+    handle.reset()
+    handle.close()
+
+
+def test_the_clock_is_the_emulated_one(real: KubeconfigClusterHandle, sim: ClusterHandle) -> None:
+    assert real.virtual_time
+    before = real.now()
+    real.advance(300)
+    assert real.now() - before == pytest.approx(300, abs=1)
+    assert sim.now() == pytest.approx(real.now(), abs=1)
+    assert real.health().ok
+
+
+def test_deploy_agent_credentials_and_reset(real: KubeconfigClusterHandle) -> None:
+    from farm.apps import load_application
+    from farm.apps.deploy import apply_manifests
+
+    app = load_application("social-network")
+    assert apply_manifests(real, app, app.namespace) > 60
+    real.advance(60)
+    pods = real.request("GET", f"/api/v1/namespaces/{app.namespace}/pods")["items"]
+    assert pods, "the emulated cluster's controllers created no pods"
+    path = real.agent_kubeconfig(app.namespace)
+    listed = subprocess.run([str(KUBECTL), "--kubeconfig", str(path), "get", "deployments"], capture_output=True,
+                            text=True, timeout=60)
+    assert listed.returncode == 0 and "nginx-thrift" in listed.stdout, listed.stderr
+    real.request("POST", f"{CHAOS}/namespaces/{app.namespace}/podchaos", {
+        "apiVersion": "chaos-mesh.org/v1alpha1", "kind": "PodChaos",
+        "metadata": {"name": "stuck", "namespace": app.namespace, "finalizers": ["farm.test/never-removed"]},
+        "spec": {"action": "pod-failure", "mode": "one", "duration": "30m",
+                 "selector": {"namespaces": [app.namespace], "labelSelectors": {"service": "user-service"}}}})
+    hidden = subprocess.run([str(KUBECTL), "--kubeconfig", str(path), "get", "podchaos"], capture_output=True,
+                            text=True, timeout=60)
+    assert hidden.returncode != 0 and "Forbidden" in hidden.stderr
+    real.reset()
+    assert app.namespace not in real._namespaces()
+    remaining = [i for c in real.chaos_resources() for i in real.request("GET", c).get("items", [])]
+    assert remaining == []
