@@ -109,7 +109,7 @@ def create(
             handle = provider.open(name, workers=workers, install_stack=stack)
         else:
             provider.nodes = nodes
-            handle = provider.open(name, install_stack=stack)
+            handle = provider.open(name, create=True, install_stack=stack)
         with handle:
             health = handle.health()
             console.print(f"{handle.ref}: {'healthy' if health.ok else 'NOT healthy'} ({health.detail}); "

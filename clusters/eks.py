@@ -290,8 +290,12 @@ class EksProvider(ClusterProvider):
             raise ClusterUnavailable(f"EKS cluster '{name}' is not ACTIVE")
         return self.write_kubeconfig(cluster, path)
 
-    def open(self, name: str, *, create: bool = True, install_stack: bool = True, helm: str = "helm",
+    def open(self, name: str, *, create: bool | None = None, install_stack: bool = True, helm: str = "helm",
              workdir: Path | None = None, **handle_options: Any) -> EksClusterHandle:
+        """Attach to the cluster; create it only when asked (`farm cluster create eks:NAME`, or
+        FARM_EKS_CREATE=1 for a worker), since an EKS cluster costs money by the hour."""
+        if create is None:
+            create = os.environ.get("FARM_EKS_CREATE", "0").strip().lower() in ("1", "true", "yes", "on")
         cluster = self.ensure(name, create=create)
         workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"farm-eks-{name}-"))
         kubeconfig = workdir / "kubeconfig"

@@ -40,11 +40,34 @@ def _state_dir(name: str) -> Path:
     return path
 
 
+def _env_options() -> dict[str, Any]:
+    """Defaults a worker started as `farm worker --cluster kind:NAME` takes from its environment:
+    FARM_KIND_WORKERS, FARM_KIND_NODE_IMAGE, FARM_KIND_PRELOAD (comma-separated images),
+    FARM_STACK=0 to skip installing the stack."""
+    options: dict[str, Any] = {}
+    if workers := os.environ.get("FARM_KIND_WORKERS"):
+        try:
+            options["workers"] = int(workers)
+        except ValueError:
+            raise ConfigurationError(f"FARM_KIND_WORKERS must be an integer, not '{workers}'") from None
+    if image := os.environ.get("FARM_KIND_NODE_IMAGE"):
+        options["node_image"] = image
+    if preload := os.environ.get("FARM_KIND_PRELOAD"):
+        options["preload_images"] = [i.strip() for i in preload.split(",") if i.strip()]
+    if os.environ.get("FARM_STACK", "1").strip().lower() in ("0", "false", "no", "off"):
+        options["install_stack"] = False
+    return options
+
+
 @providers.register("kind")
 class KindProvider(ClusterProvider):
     def __init__(self, kind: str = "kind", helm: str = "helm", retries: int = 3, backoff: float = 2.0) -> None:
         self.kind, self.helm = kind, helm
         self.retries, self.backoff = retries, backoff
+
+    def open(self, name: str, **options: Any) -> KubeconfigClusterHandle:  # type: ignore[override]
+        """Arguments win over the environment's defaults (see `_env_options`)."""
+        return self._open(name, **{**_env_options(), **options})
 
     def _run(self, *args: str, what: str) -> str:
         return run_tool([self.kind, *args], what=what, retries=self.retries, backoff=self.backoff).stdout
@@ -53,7 +76,7 @@ class KindProvider(ClusterProvider):
         out = self._run("get", "clusters", what="listing kind clusters")
         return [line.strip() for line in out.splitlines() if line.strip()]
 
-    def open(
+    def _open(
         self,
         name: str,
         *,

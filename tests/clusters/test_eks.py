@@ -206,3 +206,10 @@ def test_quota_errors_say_so(code: str) -> None:
 def test_rejected_credentials_are_configuration() -> None:
     exc = ClientError({"Error": {"Code": "UnrecognizedClientException", "Message": "bad token"}}, "DescribeCluster")
     assert isinstance(translate_aws_error(exc, "describing", "eu-west-1"), ConfigurationError)
+
+
+def test_a_worker_attaches_but_never_creates_unless_told(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FARM_EKS_CREATE", raising=False)
+    with pytest.raises(ClusterUnavailable, match="does not exist.*farm cluster create eks:costly"):
+        provider().open("costly", install_stack=False)
+    assert "costly" not in boto3.client("eks", region_name="eu-west-1").list_clusters()["clusters"]

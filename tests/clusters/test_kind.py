@@ -147,3 +147,22 @@ def test_bad_names_are_refused(name: str, kind_env: dict[str, Path]) -> None:
     with pytest.raises(ConfigurationError, match="lowercase"):
         provider().open(name, install_stack=False)
     assert calls(kind_env["kind"]) == []
+
+
+def test_a_worker_takes_its_options_from_the_environment(kind_env: dict[str, Path],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FARM_KIND_WORKERS", "1")
+    monkeypatch.setenv("FARM_KIND_PRELOAD", "mongo:4.4.6, memcached:1.6.7")
+    monkeypatch.setenv("FARM_STACK", "0")
+    from clusters.base import open_cluster
+
+    open_cluster("kind:farm-env").close()
+    argv = calls(kind_env["kind"])
+    create = next(c for c in argv if c[:2] == ["create", "cluster"])
+    config = yaml.safe_load(Path(create[create.index("--config") + 1]).read_text())
+    assert len(config["nodes"]) == 2
+    assert ["load", "docker-image", "mongo:4.4.6", "memcached:1.6.7", "--name", "farm-env"] in argv
+    assert calls(kind_env["helm"]) == []  # FARM_STACK=0
+    monkeypatch.setenv("FARM_KIND_WORKERS", "many")
+    with pytest.raises(ConfigurationError, match="FARM_KIND_WORKERS must be an integer"):
+        KindProvider().open("farm-env")
