@@ -40,6 +40,7 @@ class Observability:
         self.prometheus_app: App = PrometheusAPI(self.tsdb, clock, self.rules)
         self.loki_app: App = LokiAPI(self.logs, clock)
         self.jaeger_app: App = JaegerAPI(self.traces, clock)
+        self._last_trim = float("-inf")
 
     def evaluate_rules(self, now: float | None = None) -> None:
         """Evaluate the rule groups that are due at `now` (cluster time), then apply retention."""
@@ -48,6 +49,10 @@ class Observability:
         self.trim(t)
 
     def trim(self, now: float) -> None:
+        """Apply retention; at most once a minute of cluster time, since it walks every store."""
+        if now < self._last_trim + 60.0:
+            return
+        self._last_trim = now
         self.tsdb.trim(now)
         self.logs.trim(now)
         self.traces.trim(now)
@@ -58,6 +63,7 @@ class Observability:
         self.logs.clear()
         self.traces.clear()
         self.rules.clear()
+        self._last_trim = float("-inf")
 
     def checkpoint(self) -> dict[str, Any]:
         """A copy of all stored telemetry and alert state; `restore` accepts it any number of times."""

@@ -168,8 +168,9 @@ class Evaluator:
             i1 = bisect_right(ts, end)
             if i1 <= i0:
                 continue
-            tl = ts[i0:i1].tolist()
-            vl = s.vs[i0:i1].tolist()
+            # array slices, not lists: the reducers only iterate, index and sum them
+            tl: Any = ts[i0:i1]
+            vl: Any = s.vs[i0:i1]
             total = sum(vl)
             if total != total:  # a NaN somewhere (or inf - inf): look for staleness markers
                 pairs = [(a, b) for a, b in zip(tl, vl, strict=True) if not (b != b and is_stale(b))]
@@ -349,7 +350,7 @@ class Evaluator:
                 out.append((nl, v))
             return out
         if name == "histogram_quantile":
-            return self._histogramquantile(self._scalar(args[0], t), self._vector(args[1], t))
+            return self._histogram_quantile(self._scalar(args[0], t), self._vector(args[1], t))
         if name in ("minute", "hour", "day_of_week", "day_of_month", "day_of_year", "month", "year", "days_in_month"):
             return self._date_func(name, args, t)
         if name in ("pi",):
@@ -410,7 +411,7 @@ class Evaluator:
             out.append((nl, v))
         return out
 
-    def _histogramquantile(self, q: float, vec: Vector) -> Vector:
+    def _histogram_quantile(self, q: float, vec: Vector) -> Vector:
         groups: dict[frozenset[tuple[str, str]], tuple[Labels, list[tuple[float, float]]]] = {}
         for labels, v in vec:
             le = labels.get("le")

@@ -91,6 +91,8 @@ class TSDB:
         self._by_name: dict[str, list[Series]] = {}
         self._appends = 0
         self._newest = float("-inf")
+        self._generation = 0
+        self._select_cache: dict[tuple[tuple[str, str, str], ...], tuple[int, list[Series]]] = {}
 
     # --- writing -------------------------------------------------------------------------
     def append(self, metric: str, labels: dict[str, str], t: float, value: float) -> None:
@@ -156,6 +158,7 @@ class TSDB:
         full["__name__"] = metric
         s = Series(full)
         self._series[key] = s
+        self._generation += 1
         self._by_name.setdefault(metric, []).append(s)
         return s
 
@@ -171,6 +174,8 @@ class TSDB:
                 del s.vs[:i]
             if not ts:
                 dead.append(key)
+        if dead:
+            self._generation += 1
         for key in dead:
             s = self._series.pop(key)
             s.dead = True
@@ -187,11 +192,24 @@ class TSDB:
         self._series.clear()
         self._alias.clear()
         self._by_name.clear()
+        self._generation += 1
         self._newest = float("-inf")
 
     # --- reading -------------------------------------------------------------------------
     def select(self, matchers: list[Matcher]) -> list[Series]:
-        """Series whose labels satisfy every matcher (a missing label reads as "")."""
+        """Series whose labels satisfy every matcher (a missing label reads as ""). Results are
+        cached until a series is created or dropped: rules ask the same selectors every round."""
+        key = tuple((m.name, m.op, m.value) for m in matchers)
+        hit = self._select_cache.get(key)
+        if hit is not None and hit[0] == self._generation:
+            return hit[1]
+        found = self._select(matchers)
+        if len(self._select_cache) > 4096:
+            self._select_cache.clear()
+        self._select_cache[key] = (self._generation, found)
+        return found
+
+    def _select(self, matchers: list[Matcher]) -> list[Series]:
         name_eq = next((m.value for m in matchers if m.name == "__name__" and m.op == "="), None)
         if name_eq is not None:
             pool: Iterable[Series] = self._by_name.get(name_eq, ())
