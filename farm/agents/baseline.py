@@ -196,14 +196,18 @@ class BaselineInvestigator:
         return health
 
     def _read_logs(self, text: str, names: list[str]) -> None:
+        """Raw lines look like `[time] [labels] line`; summarised ones like `[pod] xN first..last: line`."""
         per: Counter[str] = Counter()
         example: dict[str, str] = {}
         for line in text.splitlines():
-            comp = _service_of(line.split("] ", 2)[1] if line.count("] ") >= 2 else line, names)
+            head = line.split("] ", 2)[1] if line.count("] ") >= 2 else line.split("] ", 1)[0]
+            comp = _service_of(head, names)
             if not comp:
                 continue
-            per[comp] += 1
-            example.setdefault(comp, line.rsplit("] ", 1)[-1][:240])
+            counted = re.search(r"\] x(\d+) ", line)
+            per[comp] += int(counted.group(1)) if counted else 1
+            message = line.split(": ", 1)[1] if counted and ": " in line else line.rsplit("] ", 1)[-1]
+            example.setdefault(comp, message[:240])
         for comp, n in per.most_common(4):
             # A service that logs errors about a callee it names is a caller, not the origin.
             callee = _service_of(example[comp].replace(comp, ""), [x for x in names if x != comp])
@@ -233,6 +237,7 @@ class BaselineInvestigator:
         try:
             traces = json.loads(text)
         except ValueError:
+            self._read_trace_summary(text, entry, names)
             return
         errors: Counter[str] = Counter()
         depth: dict[str, int] = {}
@@ -263,6 +268,28 @@ class BaselineInvestigator:
             else:
                 self.callers.add(comp)
                 self.note(comp, 0.3, f"traces from {entry}: {n} error spans in {svc} (upstream of {deepest})")
+
+    def _read_trace_summary(self, text: str, entry: str, names: list[str]) -> None:
+        """Summarised traces list error spans as `  service operation: xN (message)`."""
+        in_errors = False
+        for line in text.splitlines():
+            if line.startswith("error spans"):
+                in_errors = True
+                continue
+            if not line.startswith("  "):
+                in_errors = False
+            if not in_errors:
+                continue
+            match = re.match(r"\s+(\S+) (.+?): x(\d+)", line)
+            if not match:
+                continue
+            svc, op, n = match.group(1), match.group(2), int(match.group(3))
+            comp = _service_of(svc, names) or svc
+            if svc == entry:
+                self.callers.add(comp)
+                self.note(comp, 0.3, f"traces: {n} error spans at the entry point {svc} {op}")
+            else:
+                self.note(comp, 1.5, f"traces from {entry}: {n} error spans in {svc} {op}{line[match.end():]}")
 
     # -- concluding ------------------------------------------------------------------------
     def suspects(self) -> list[str]:
