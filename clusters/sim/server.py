@@ -39,7 +39,8 @@ class SimServer:
         self.host = host
         self.live, self.speed = live, speed
         self.admin_token = secrets.token_urlsafe(32)
-        self.api = KubeAPI(cluster.store, self.admin_token, read_log=getattr(cluster, "read_container_log", None))
+        self.api = KubeAPI(cluster.store, self.admin_token, read_log=getattr(cluster, "read_container_log", None),
+                           exec_command=getattr(cluster, "exec", None))
         self.cert = make_serving_cert((host, "localhost"))
         self._servers: list[Any] = []
         self._stop = threading.Event()

@@ -19,6 +19,7 @@ SERVER_VERSION = {
 # (kind, group, version, verbs) of sub-resources whose kind is not the parent's.
 _SUBRESOURCES: dict[str, tuple[str, str, str, list[str]]] = {
     "log": ("Pod", "", "", ["get"]),
+    "exec": ("PodExecOptions", "", "", ["create", "get"]),
     "status": ("", "", "", ["get", "patch", "update"]),
     "scale": ("Scale", "autoscaling", "v1", ["get", "patch", "update"]),
     "eviction": ("Eviction", "policy", "v1", ["create"]),

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from clusters.sim.api import discovery, subresources
+from clusters.sim.api import discovery, remotecommand, subresources
 from clusters.sim.api.admission import Defaulter, normalize_times, validate
 from clusters.sim.api.authn import Authenticator, UserInfo
 from clusters.sim.api.gc import GarbageCollector
@@ -65,18 +65,23 @@ class Route:
 
 
 LogReader = subresources.LogReader
+ExecFn = remotecommand.ExecFn
 
 
 class KubeAPI:
     """The API server app: `KubeAPI(store, admin_token, read_log)(request) -> response`, where
     `read_log(namespace, pod, container, previous=, timestamps=, tail=, since_seconds=) -> str` is the
-    kubelet model's container log reader (SimCluster.read_container_log)."""
+    kubelet model's container log reader (SimCluster.read_container_log) and
+    `exec_command(namespace, pod, container, command) -> (code, stdout, stderr)` runs `pods/exec`
+    (SimCluster.exec)."""
 
     def __init__(self, store: Store, admin_token: str, read_log: LogReader | None = None,
-                 server_address: str = "127.0.0.1:0", max_watch_seconds: float = 1800.0) -> None:
+                 exec_command: ExecFn | None = None, server_address: str = "127.0.0.1:0",
+                 max_watch_seconds: float = 1800.0) -> None:
         register_all(store)
         self.store = store
         self.read_log = read_log
+        self.exec_command = exec_command
         self.server_address = server_address
         self.max_watch_seconds = max_watch_seconds
         self.authn = Authenticator(store, admin_token)
@@ -207,6 +212,8 @@ class KubeAPI:
                 verb = "deletecollection"
         else:
             raise method_not_allowed(method, r.rt.plural)
+        if r.sub == "exec":
+            verb = "create"  # both the SPDY POST and the WebSocket GET, as RBAC evaluates exec
         # The namespace of a request for a Namespace is that namespace (as kube-apiserver's RequestInfo has it).
         authz_ns = r.namespace or (r.name if r.rt.key == "namespaces" else "")
         if not self.authz.allowed(user, verb, r.rt.group, r.rt.plural, r.sub, authz_ns, r.name):
@@ -219,6 +226,8 @@ class KubeAPI:
             return self._watch(req, r)
         if r.sub == "log":
             return self._log(req, r)
+        if r.sub == "exec":
+            return self._exec(req, r)
         with self.store.lock:
             handler: Callable[[Request, Route], Response] = getattr(self, f"_{verb}")
             return handler(req, r)
@@ -322,6 +331,46 @@ class KubeAPI:
             return Response(200, "text/plain", stream=subresources.follow_log(
                 self.store, self.read_log, ns, r.name, text, req.arg, req.alive))
         return Response(200, "text/plain", text.encode())
+
+    def _exec(self, req: Request, r: Route) -> Response:
+        if self.exec_command is None:
+            raise StoreError(503, "ServiceUnavailable", "this cluster has no kubelet model to run commands in")
+        command = req.query.get("command") or []
+        if not command:
+            raise bad_request("you must specify at least 1 command")
+        flags = {k: (req.arg(k) or "").lower() in _TRUE for k in ("stdin", "stdout", "stderr", "tty")}
+        ns = self._ns(r)
+        with self.store.lock:
+            pod = self.store.get("pods", ns, r.name)
+            phase = (pod.get("status") or {}).get("phase")
+            if phase in ("Succeeded", "Failed"):
+                raise bad_request(f"cannot exec into a container in a completed pod; current phase is {phase}")
+            result = self.exec_command(ns, r.name, req.arg("container") or None, list(command))
+        upgrade = (req.headers.get("Upgrade") or "").lower()
+        if upgrade == "spdy/3.1":
+            offered = ",".join(req.headers.get_all("X-Stream-Protocol-Version") or [])
+            proto = remotecommand.choose_protocol(offered, (remotecommand.PROTOCOL,))
+            if proto is None:
+                raise bad_request(f"unable to upgrade connection: no supported stream protocol in [{offered}]; "
+                                  f"this server speaks {remotecommand.PROTOCOL}")
+            streams = remotecommand.spdy_streams(flags["stdin"], flags["stdout"], flags["stderr"], flags["tty"])
+            return Response(101, "application/octet-stream", headers={
+                "Connection": "Upgrade", "Upgrade": "SPDY/3.1", "X-Stream-Protocol-Version": proto},
+                takeover=lambda rf, wf, sock: remotecommand.spdy_session(rf, wf, sock, streams=streams, result=result,
+                                                                         command=list(command)))
+        if upgrade == "websocket":
+            proto = remotecommand.choose_protocol(req.headers.get("Sec-WebSocket-Protocol"),
+                                                  (remotecommand.PROTOCOL, "base64.channel.k8s.io"))
+            key = req.headers.get("Sec-WebSocket-Key")
+            if proto is None or not key:
+                raise bad_request("unable to upgrade connection: a WebSocket exec needs Sec-WebSocket-Key and "
+                                  f"the {remotecommand.PROTOCOL} protocol")
+            return Response(101, "application/octet-stream", headers={
+                "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Protocol": proto,
+                "Sec-WebSocket-Accept": remotecommand.websocket_accept(key)},
+                takeover=lambda rf, wf, sock: remotecommand.websocket_session(rf, wf, sock, result=result,
+                                                                              command=list(command), protocol=proto))
+        raise bad_request("Upgrade request required")
 
     def _create(self, req: Request, r: Route) -> Response:
         body = self._object_body(req, r)

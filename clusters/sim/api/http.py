@@ -35,6 +35,8 @@ class Response:
     body: bytes = b""
     stream: Iterator[bytes] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    # For 101 Switching Protocols: called with (rfile, wfile, socket) once the headers are out.
+    takeover: Callable[[Any, Any, Any], None] | None = None
 
 
 App = Callable[[Request], Response]
@@ -97,6 +99,14 @@ class _Handler(BaseHTTPRequestHandler):
         head = [f"HTTP/1.1 {resp.status} {phrase}", f"Content-Type: {resp.content_type}",
                 "Cache-Control: no-cache, private"]
         head += [f"{k}: {v}" for k, v in resp.headers.items()]
+        if resp.takeover is not None:
+            self.close_connection = True
+            self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode())
+            try:
+                resp.takeover(self.rfile, self.wfile, self.connection)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
         if resp.stream is None:
             head.append(f"Content-Length: {len(resp.body)}")
             self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode() + (resp.body if self.command != "HEAD" else b""))

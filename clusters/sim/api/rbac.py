@@ -142,6 +142,7 @@ def agent_role_rules() -> list[dict[str, Any]]:
         _rule([""], [*_APP_CORE, "secrets", "resourcequotas", "limitranges"], _READ),
         _rule([""], [*_APP_CORE, "secrets"], _WRITE),
         _rule([""], ["pods/eviction"], ["create"]),
+        _rule([""], ["pods/exec"], ["create", "get"]),
         *[_rule(g, r, _READ + _WRITE) for g, r in _APP_GROUPS],
         _rule([_RBAC], ["roles", "rolebindings"], _READ),
     ]

@@ -391,3 +391,17 @@ def test_tables_age_on_the_virtual_clock(sim: Sim, ns: str) -> None:
     assert cells[:5] == ["crash", "0/1", "CrashLoopBackOff", "4 (3m20s ago)", "3m20s"]
     assert cells[5] == "10.244.1.7"
     assert table["rows"][0]["object"]["metadata"]["name"] == "crash"
+
+
+def test_exec_over_websocket(sim: Sim, ns: str) -> None:
+    from kubernetes.stream import stream
+
+    core = client.CoreV1Api(sim.api)
+    core.create_namespaced_pod(ns, pod("shell", nodeName="worker-1"))
+    out = stream(core.connect_get_namespaced_pod_exec, "shell", ns, command=["echo", "hi", "there"],
+                 stderr=True, stdin=False, stdout=True, tty=False)
+    assert out == "hi there\n"
+    resp = stream(core.connect_get_namespaced_pod_exec, "shell", ns, command=["fail", "4"], stderr=True,
+                  stdin=False, stdout=True, tty=False, _preload_content=False)
+    resp.run_forever(timeout=5)
+    assert resp.returncode == 4 and resp.read_stderr() == "failing with 4\n"

@@ -84,6 +84,15 @@ class StandInCluster:
             lines = lines[-tail:] if tail else []
         return "".join((f"{self.clock.rfc3339(t)} {s}\n" if timestamps else f"{s}\n") for t, s in lines)
 
+    def exec(self, namespace: str, pod: str, container: str | None, command: list[str]) -> tuple[int, str, str]:
+        """`echo ARGS` prints them, `fail N` exits N with a message on stderr, anything else is not found."""
+        self.store.get("pods", namespace, pod)
+        if command[0] == "echo":
+            return 0, " ".join(command[1:]) + "\n", ""
+        if command[0] == "fail":
+            return int(command[1]), "", f"failing with {command[1]}\n"
+        return 127, "", f"sh: {command[0]}: not found\n"
+
     def checkpoint(self, name: str) -> None:
         self._checkpoints[name] = (self.store.checkpoint(), copy.deepcopy(self._logs))
 

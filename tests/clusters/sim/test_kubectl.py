@@ -287,3 +287,17 @@ def test_auth_can_i_for_a_scoped_account(kubectl: Kubectl, ns: str) -> None:
     assert (f'Error from server (Forbidden): pods is forbidden: User "system:serviceaccount:{ns}:agent" cannot list '
             f'resource "pods" in API group "" in the namespace "default"') in denied
     assert os.environ.get("KUBECONFIG") != str(scoped)
+
+
+def test_exec_over_spdy(kubectl: Kubectl, ns: str) -> None:
+    make_pod(kubectl, ns, "web-1", {"app": "web"}, RUNNING)
+    assert kubectl("exec", "web-1", "-n", ns, "--", "echo", "hello", "world") == "hello world\n"
+    env = dict(kubectl.env)
+    proc = subprocess.run(["kubectl", "exec", "web-1", "-n", ns, "-c", "app", "--", "fail", "3"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3
+    assert "failing with 3" in proc.stderr and "command terminated with exit code 3" in proc.stderr
+    completed = make_pod(kubectl, ns, "job-1", {"app": "job"}, {"phase": "Succeeded"})
+    assert completed.metadata.name == "job-1"
+    done = kubectl("exec", "job-1", "-n", ns, "--", "echo", "x", check=False)
+    assert "cannot exec into a container in a completed pod; current phase is Succeeded" in done

@@ -1,0 +1,176 @@
+"""`pods/exec` over the two transports clients use: SPDY/3.1 (kubectl) and WebSocket (the Python
+client's `kubernetes.stream`), both with the v4.channel.k8s.io protocol: stdout and stderr
+streams, then a metav1.Status on the error stream carrying the exit code.
+
+The command runs to completion in the cluster's model before the connection is upgraded
+(exec(namespace, pod, container, command) -> (exit code, stdout, stderr)); stdin is not read."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import select
+import time
+import zlib
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+ExecFn = Callable[[str, str, str | None, list[str]], tuple[int, str, str]]
+PROTOCOL = "v4.channel.k8s.io"
+_WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+_CHUNK = 32 * 1024
+
+
+def exit_status(code: int, command: list[str]) -> dict[str, Any]:
+    if code == 0:
+        return {"metadata": {}, "status": "Success"}
+    return {"metadata": {}, "status": "Failure",
+            "message": f"command terminated with non-zero exit code: error executing command {command}, exit code {code}",
+            "reason": "NonZeroExitCode", "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+
+
+def _offered(header: str | None) -> list[str]:
+    return [p.strip() for p in (header or "").split(",") if p.strip()]
+
+
+# -- SPDY/3.1 ------------------------------------------------------------------------------
+_SYN_STREAM, _SYN_REPLY, _PING, _GOAWAY = 1, 2, 6, 7
+_FLAG_FIN = 0x01
+
+
+def _control(type_: int, flags: int, payload: bytes) -> bytes:
+    return (0x8003).to_bytes(2, "big") + type_.to_bytes(2, "big") + bytes([flags]) + len(payload).to_bytes(3, "big") + payload
+
+
+def _data(stream_id: int, flags: int, payload: bytes) -> bytes:
+    return stream_id.to_bytes(4, "big") + bytes([flags]) + len(payload).to_bytes(3, "big") + payload
+
+
+def _read_exact(rfile: BinaryIO, n: int) -> bytes | None:
+    buf = b""
+    while len(buf) < n:
+        chunk = rfile.read(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def spdy_session(rfile: BinaryIO, wfile: BinaryIO, sock: Any, *, streams: list[str], result: tuple[int, str, str],
+                 command: list[str], timeout: float = 30.0) -> None:
+    """Serve one exec over SPDY. `streams` are the stream types the client opens, in the order
+    client-go's v4 protocol creates them (error, stdin, stdout, stderr, resize): stream ids are
+    assigned in that order, so the (compressed) SYN_STREAM headers need not be decoded."""
+    compressor = zlib.compressobj()
+    empty_headers = compressor.compress(b"\x00\x00\x00\x00") + compressor.flush(zlib.Z_SYNC_FLUSH)
+    ids: dict[str, int] = {}
+    deadline = time.monotonic() + timeout
+    # SPDY header blocks share one zlib stream: each reply continues the previous one.
+    while len(ids) < len(streams) and time.monotonic() < deadline:
+        head = _read_exact(rfile, 8)
+        if head is None:
+            return
+        first = int.from_bytes(head[:4], "big")
+        length = int.from_bytes(head[5:8], "big")
+        payload = _read_exact(rfile, length) if length else b""
+        if payload is None:
+            return
+        if not first & 0x80000000:
+            continue  # data from the client (stdin): not used
+        type_ = first & 0xFFFF
+        if type_ == _SYN_STREAM:
+            stream_id = int.from_bytes(payload[:4], "big") & 0x7FFFFFFF
+            ids[streams[len(ids)]] = stream_id
+            reply = stream_id.to_bytes(4, "big") + empty_headers
+            wfile.write(_control(_SYN_REPLY, 0, reply))
+            empty_headers = compressor.compress(b"\x00\x00\x00\x00") + compressor.flush(zlib.Z_SYNC_FLUSH)
+        elif type_ == _PING:
+            wfile.write(_control(_PING, 0, payload))
+        elif type_ == _GOAWAY:
+            return
+    code, out, err = result
+    for kind, text in (("stdout", out), ("stderr", err)):
+        if kind in ids:
+            data = text.encode()
+            for i in range(0, len(data), _CHUNK):
+                wfile.write(_data(ids[kind], 0, data[i:i + _CHUNK]))
+    wfile.write(_data(ids["error"], 0, json.dumps(exit_status(code, command)).encode()))
+    for kind in ("stdout", "stderr", "error"):
+        if kind in ids:
+            wfile.write(_data(ids[kind], _FLAG_FIN, b""))
+    wfile.flush()
+    # The client hangs up once it has read everything; give it a moment, answering pings.
+    end = time.monotonic() + 5.0
+    while time.monotonic() < end:
+        ready, _, _ = select.select([sock], [], [], 0.2)
+        if not ready:
+            continue
+        head = _read_exact(rfile, 8)
+        if head is None:
+            return
+        length = int.from_bytes(head[5:8], "big")
+        payload = _read_exact(rfile, length) if length else b""
+        if payload is None:
+            return
+        first = int.from_bytes(head[:4], "big")
+        if first & 0x80000000 and first & 0xFFFF == _PING:
+            wfile.write(_control(_PING, 0, payload))
+            wfile.flush()
+
+
+def spdy_streams(stdin: bool, stdout: bool, stderr: bool, tty: bool) -> list[str]:
+    kinds = ["error"]
+    if stdin:
+        kinds.append("stdin")
+    if stdout:
+        kinds.append("stdout")
+    if stderr and not tty:
+        kinds.append("stderr")
+    if tty:
+        kinds.append("resize")
+    return kinds
+
+
+# -- WebSocket -----------------------------------------------------------------------------
+def websocket_accept(key: str) -> str:
+    return base64.b64encode(hashlib.sha1((key + _WS_GUID).encode()).digest()).decode()
+
+
+def _ws_frame(opcode: int, payload: bytes) -> bytes:
+    head = bytes([0x80 | opcode])
+    n = len(payload)
+    if n < 126:
+        head += bytes([n])
+    elif n < 65536:
+        head += bytes([126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([127]) + n.to_bytes(8, "big")
+    return head + payload
+
+
+def websocket_session(rfile: BinaryIO, wfile: BinaryIO, sock: Any, *, result: tuple[int, str, str],
+                      command: list[str], protocol: str) -> None:
+    code, out, err = result
+    base64_mode = protocol.startswith("base64.")
+    for channel, text in ((1, out), (2, err)):
+        data = text.encode()
+        for i in range(0, len(data), _CHUNK):
+            part = data[i:i + _CHUNK]
+            if base64_mode:
+                wfile.write(_ws_frame(1, str(channel).encode() + base64.b64encode(part)))
+            else:
+                wfile.write(_ws_frame(2, bytes([channel]) + part))
+    status = json.dumps(exit_status(code, command)).encode()
+    wfile.write(_ws_frame(1, b"3" + base64.b64encode(status)) if base64_mode else _ws_frame(2, b"\x03" + status))
+    wfile.write(_ws_frame(8, (1000).to_bytes(2, "big")))
+    wfile.flush()
+    # Wait briefly for the client's close frame, then hang up.
+    select.select([sock], [], [], 2.0)
+
+
+def choose_protocol(offered: str | None, supported: tuple[str, ...]) -> str | None:
+    for proto in _offered(offered):
+        if proto in supported:
+            return proto
+    return None
