@@ -17,7 +17,7 @@ from typing import Any
 
 from clusters.base import ClusterHandle
 from farm.errors import InjectionError
-from farm.problems.model import NoiseSpec, Problem
+from farm.problems.model import GroundTruth, NoiseSpec, Problem
 from injectors.base import Injection, Injector, faults, noises
 
 
@@ -88,6 +88,25 @@ class ProblemInjection:
 
     def records(self) -> list[dict[str, Any]]:
         return [inj.model_dump() for _, inj in self.injectors]
+
+    def ground_truth(self) -> GroundTruth:
+        """The problem's ground truth with what only injection decides filled in: `{node}` is the
+        node a node-level fault landed on. Give this to the judge rather than the raw one."""
+        nodes = [inj.saved["node"] for _, inj in self.injectors if isinstance(inj.saved.get("node"), str)]
+        truth = self.problem.ground_truth
+        if not nodes:
+            return truth
+
+        def fill(value: Any) -> Any:
+            if isinstance(value, str):
+                return value.replace("{node}", nodes[0])
+            if isinstance(value, list):
+                return [fill(v) for v in value]
+            if isinstance(value, dict):
+                return {k: fill(v) for k, v in value.items()}
+            return value
+
+        return GroundTruth.model_validate(fill(truth.model_dump()))
 
 
 class NoiseRunner:

@@ -272,9 +272,17 @@ class Removal(Fault):
     def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
         kube = Kube(cluster)
         ref = Ref.parse(injection.saved["ref"])
-        if kube.find(ref.kind, ref.namespace, ref.name) is not None:
-            return
         body = copy.deepcopy(injection.saved["object"])
+        current = kube.find(ref.kind, ref.namespace, ref.name)
+        if current is not None:
+            # Someone (the agent) made a new one: put the original's content back into it.
+            body["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
+            if ref.kind == "Service":
+                for key in ("clusterIP", "clusterIPs"):
+                    if key in current.get("spec", {}):
+                        body.setdefault("spec", {})[key] = current["spec"][key]
+            kube.replace(ref.kind, ref.namespace, body)
+            return
         try:
             kube.create(ref.kind, ref.namespace, body)
         except InjectionError:

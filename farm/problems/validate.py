@@ -1,0 +1,447 @@
+"""Validation of a problem on a cluster, step by step:
+
+deploy → healthy (the mitigation oracle passes) → inject → the symptom is visible through the
+agent's own tools (kubectl with the agent's kubeconfig, Prometheus, Loki, Jaeger over HTTP) →
+nothing the agent can read reveals the answer (leak check) → the mitigation oracle fails → the
+reference mitigation (kubectl through the agent's checked tool, or `recover N`) → the oracle
+passes → recover leaves the cluster as deployed.
+
+Problems of one application share a deployment: it is checkpointed once (emulated cluster) and
+restored before each problem, or the cluster is reset and deployed again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+from clusters.base import ClusterHandle
+from farm.problems.model import Problem
+from injectors.fault import CHAOS_NAMESPACE
+
+# Words an injected object's name, labels or annotations must never carry.
+LEAK_WORDS = ("fault", "chaos", "inject", "farm.io", "sregym", "problem", "ground-truth", "groundtruth")
+SYMPTOM_SETTLE_S = 120.0  # cluster time between injection and looking for the symptom
+ERROR_LINE = re.compile(r"(?i)(error|panic|fatal|fail|refused|timeout|timed out|exception|denied|unavailable)")
+
+
+class StepOutcome(BaseModel):
+    name: str
+    ok: bool
+    detail: str = ""
+    skipped: bool = False
+
+
+class ValidationResult(BaseModel):
+    id: str
+    app: str
+    layer: str
+    composition: str
+    tags: list[str]
+    passed: bool
+    steps: list[StepOutcome]
+    cpu_seconds: float = 0.0
+    cluster_seconds: float = 0.0
+
+
+class StepFailed(Exception):
+    pass
+
+
+# -- what the agent sees ---------------------------------------------------------------------
+
+
+class AgentView:
+    """The agent's tools, used the way an agent would: kubectl with its scoped kubeconfig and
+    E1's command checks, and the observability endpoints over HTTP."""
+
+    def __init__(self, cluster: ClusterHandle, namespace: str, entrypoint: str) -> None:
+        from farm.interface.kubectl import Kubectl
+
+        self.cluster, self.namespace, self.entrypoint = cluster, namespace, entrypoint
+        self.kubeconfig = cluster.agent_kubeconfig(namespace)
+        self.kubectl = Kubectl(self.kubeconfig, namespace, virtual_time=cluster.virtual_time)
+        self.http = httpx.Client(timeout=30, trust_env=False)
+
+    def close(self) -> None:
+        self.kubectl.close()
+        self.http.close()
+
+    def run(self, command: str) -> tuple[int, str]:
+        """One kubectl command through the agent tool's own checks (a refusal is an error)."""
+        from farm.interface.kubectl import parse_command
+
+        parsed = parse_command(command, self.namespace, virtual_time=self.cluster.virtual_time)
+        result = self.kubectl.run_tokens(parsed.tokens)
+        return result.returncode, result.text
+
+    def get_json(self, what: str) -> list[dict[str, Any]]:
+        code, text = self.run(f"get {what} -o json")
+        if code != 0:
+            return []
+        try:
+            return json.loads(text).get("items", [])
+        except ValueError:
+            return []
+
+    def signals(self, since: float) -> dict[str, Any]:
+        """What an on-call engineer would look at, reduced to comparable facts."""
+        out: dict[str, Any] = {}
+        pods = {}
+        for pod in self.get_json("pods"):
+            status = pod.get("status", {})
+            statuses = status.get("containerStatuses") or []
+            waiting = sorted({(c.get("state") or {}).get("waiting", {}).get("reason", "") for c in statuses} - {""})
+            pods[pod["metadata"]["name"]] = {
+                "phase": status.get("phase"),
+                "ready": all(c.get("ready") for c in statuses) if statuses else False,
+                "restarts": sum(int(c.get("restartCount", 0)) for c in statuses),
+                "waiting": waiting,
+            }
+        out["pods"] = pods
+        out["warnings"] = sorted({
+            f"{e.get('reason')}:{e.get('involvedObject', {}).get('name', '')}"
+            for e in self.get_json("events")
+            if e.get("type") == "Warning" and _event_time(e) >= since - 1})
+        out["alerts"] = self._alerts()
+        out["error_lines"] = self._error_lines(since)
+        out["error_spans"] = self._error_spans(since)
+        return out
+
+    def _alerts(self) -> list[str]:
+        try:
+            body = self.http.get(self.cluster.endpoints.prometheus + "/api/v1/alerts").json()
+            return sorted({a["labels"].get("alertname", "") for a in body["data"]["alerts"]
+                           if a.get("state") == "firing" and a["labels"].get("namespace") == self.namespace})
+        except (httpx.HTTPError, ValueError, KeyError):
+            return []
+
+    def _error_lines(self, since: float) -> int:
+        now = self.cluster.now()
+        try:
+            body = self.http.get(self.cluster.endpoints.loki + "/loki/api/v1/query_range", params={
+                "query": f'{{namespace="{self.namespace}"}}', "start": str(int(since * 1e9)),
+                "end": str(int(now * 1e9)), "limit": "1000"}).json()
+            return sum(1 for stream in body["data"]["result"] for _, line in stream["values"] if ERROR_LINE.search(line))
+        except (httpx.HTTPError, ValueError, KeyError):
+            return 0
+
+    def _error_spans(self, since: float) -> int:
+        now = self.cluster.now()
+        try:
+            body = self.http.get(self.cluster.endpoints.jaeger + "/api/traces", params={
+                "service": self.entrypoint, "start": str(int(since * 1e6)), "end": str(int(now * 1e6)),
+                "limit": "200", "tags": json.dumps({"error": "true"})}).json()
+            return len(body.get("data") or [])
+        except (httpx.HTTPError, ValueError, KeyError):
+            return 0
+
+
+def _event_time(event: dict[str, Any]) -> float:
+    import datetime as dt
+
+    stamp = event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+    if not stamp:
+        return 0.0
+    try:
+        return dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def symptom_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The signals that changed for the worse between two `AgentView.signals` readings."""
+    found = []
+    for name, pod in after["pods"].items():
+        old = before["pods"].get(name)
+        if pod["waiting"]:
+            found.append(f"pod {name} waiting: {', '.join(pod['waiting'])}")
+        elif pod["phase"] in ("Pending", "Failed"):
+            found.append(f"pod {name} {pod['phase']}")
+        elif not pod["ready"] and (old is None or old["ready"]):
+            found.append(f"pod {name} not ready")
+        elif old is not None and pod["restarts"] > old["restarts"]:
+            found.append(f"pod {name} restarted {pod['restarts'] - old['restarts']}x")
+    for name in set(before["pods"]) - set(after["pods"]):
+        found.append(f"pod {name} gone")
+    new_warnings = sorted(set(after["warnings"]) - set(before["warnings"]))
+    if new_warnings:
+        found.append("warning events: " + ", ".join(new_warnings[:5]))
+    new_alerts = sorted(set(after["alerts"]) - set(before["alerts"]))
+    if new_alerts:
+        found.append("firing alerts: " + ", ".join(new_alerts))
+    if after["error_lines"] > max(5, 2 * before["error_lines"]):
+        found.append(f"{after['error_lines']} error log lines (was {before['error_lines']})")
+    if after["error_spans"] > max(2, 2 * before["error_spans"]):
+        found.append(f"{after['error_spans']} error traces (was {before['error_spans']})")
+    return found
+
+
+def leaks(view: AgentView, problem: Problem) -> list[str]:
+    """Anything the agent's credentials can read that gives the answer away."""
+    words = [*LEAK_WORDS, problem.id.lower(), *(f.injector.lower() for f in problem.faults)]
+    found = []
+    for what in ("pods", "deployments", "statefulsets", "services", "configmaps", "secrets", "networkpolicies",
+                 "resourcequotas", "serviceaccounts", "events", "replicasets", "jobs", "cronjobs"):
+        for obj in view.get_json(what):
+            meta = obj.get("metadata", {})
+            texts = [meta.get("name", ""), *(meta.get("labels") or {}).keys(), *(meta.get("labels") or {}).values(),
+                     *((meta.get("annotations") or {}).keys())]
+            for annotation, value in (meta.get("annotations") or {}).items():
+                if annotation != "kubectl.kubernetes.io/last-applied-configuration":
+                    texts.append(str(value))
+            if what == "events":
+                texts = [obj.get("reason", ""), obj.get("source", {}).get("component", "")]
+            for text in texts:
+                low = str(text).lower()
+                hit = next((w for w in words if w and w in low), None)
+                if hit:
+                    found.append(f"{what}/{meta.get('name')}: '{text}' contains '{hit}'")
+    # The farm's own namespace must be out of reach.
+    from farm.interface.kubectl import Kubectl
+
+    raw = Kubectl(view.kubeconfig, CHAOS_NAMESPACE)
+    try:
+        for kind in ("networkchaos", "podchaos", "iochaos", "stresschaos", "pods"):
+            result = raw.run_tokens(["get", kind, "-o", "name"])
+            if result.returncode == 0 and result.stdout.strip():
+                found.append(f"the agent can list {kind} in {CHAOS_NAMESPACE}")
+    finally:
+        raw.close()
+    return found
+
+
+# -- the cluster as deployed -----------------------------------------------------------------
+
+
+def desired_state(cluster: ClusterHandle, namespace: str) -> dict[str, Any]:
+    """What recovery must put back: workload pod templates (minus restart stamps) and
+    replicas, services' ports and selectors, config map data, and the extra objects faults add."""
+    from injectors.kube import Kube
+
+    kube = Kube(cluster)
+    out: dict[str, Any] = {}
+    for kind in ("Deployment", "StatefulSet"):
+        for obj in kube.list(kind, namespace):
+            template = json.loads(json.dumps(obj["spec"]["template"]))
+            (template.get("metadata") or {}).pop("annotations", None)
+            out[f"{kind}/{obj['metadata']['name']}"] = {"replicas": obj["spec"].get("replicas"), "template": template}
+    for obj in kube.list("Service", namespace):
+        spec = obj["spec"]
+        out[f"Service/{obj['metadata']['name']}"] = {"ports": spec.get("ports"), "selector": spec.get("selector")}
+    for obj in kube.list("ConfigMap", namespace):
+        out[f"ConfigMap/{obj['metadata']['name']}"] = obj.get("data")
+    for kind in ("NetworkPolicy", "ResourceQuota"):
+        for obj in kube.list(kind, namespace):
+            out[f"{kind}/{obj['metadata']['name']}"] = True
+    for obj in kube.list("ValidatingWebhookConfiguration"):
+        out[f"ValidatingWebhookConfiguration/{obj['metadata']['name']}"] = True
+    for obj in kube.list("Node"):
+        out[f"Node/{obj['metadata']['name']}"] = obj["spec"].get("taints")
+    return out
+
+
+def farm_leftovers(cluster: ClusterHandle) -> list[str]:
+    """Chaos experiments, helper jobs and node faults still present."""
+    from kubernetes import client
+
+    from injectors.kube import Kube, KubeError
+
+    kube = Kube(cluster)
+    api = client.CustomObjectsApi(kube.api)
+    out = []
+    if kube.find("Namespace", "", CHAOS_NAMESPACE) is not None:
+        for plural in ("podchaos", "networkchaos", "iochaos", "stresschaos", "timechaos", "kernelchaos"):
+            try:
+                items = api.list_namespaced_custom_object("chaos-mesh.org", "v1alpha1", CHAOS_NAMESPACE, plural)
+            except client.ApiException:
+                continue
+            out += [f"{plural}/{i['metadata']['name']}" for i in items.get("items", [])]
+        out += [f"pod/{p['metadata']['name']}" for p in kube.list("Pod", CHAOS_NAMESPACE)]
+    try:
+        items = kube.request("GET", "/apis/sim.farm.io/v1alpha1/nodefaults").get("items", [])
+        out += [f"nodefault/{i['metadata']['name']}" for i in items]
+    except KubeError:
+        pass
+    return out
+
+
+def diff_states(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    keys = sorted(set(before) | set(after))
+    return [k for k in keys if before.get(k) != after.get(k)]
+
+
+# -- the pipeline ----------------------------------------------------------------------------
+
+
+class Validator:
+    """Validates problems on one cluster, reusing a deployment per application."""
+
+    def __init__(self, cluster: ClusterHandle, on_step: Callable[[str, StepOutcome], None] | None = None) -> None:
+        self.cluster = cluster
+        self.on_step = on_step
+        self._checkpoints: dict[str, str] = {}
+        self._deployed: dict[str, Any] = {}  # app → desired state right after deploy
+
+    # A checkpoint of the deployed application (emulated cluster only) saves a deploy per problem.
+    def _control(self, path: str, body: dict[str, Any]) -> bool:
+        if not self.cluster.endpoints.control:
+            return False
+        try:
+            resp = httpx.post(self.cluster.endpoints.control + path, json=body, timeout=60, trust_env=False)
+            return resp.status_code < 300
+        except httpx.HTTPError:
+            return False
+
+    def _prepare(self, problem: Problem, namespace: str) -> tuple[Any, float]:
+        from farm.apps.base import load_application
+        from farm.apps.deploy import deploy
+
+        app = load_application(problem.app)
+        name = f"validate-{problem.app}"
+        if name in self._checkpoints and self._control("/sim/restore", {"name": name}):
+            return app, 0.0
+        self.cluster.reset()
+        took = deploy(self.cluster, app, namespace)
+        if self._control("/sim/checkpoint", {"name": name}):
+            self._checkpoints[name] = name
+        self._deployed[problem.app] = desired_state(self.cluster, namespace)
+        return app, took
+
+    def validate(self, problem: Problem) -> ValidationResult:
+        from farm.oracles.mitigation import MitigationOracle
+        from injectors.compose import ProblemInjection
+
+        cpu0, t0 = time.process_time(), None
+        steps: list[StepOutcome] = []
+
+        def step(name: str, fn: Callable[[], str]) -> bool:
+            try:
+                detail = fn() or ""
+                outcome = StepOutcome(name=name, ok=True, detail=detail)
+            except StepFailed as exc:
+                outcome = StepOutcome(name=name, ok=False, detail=str(exc))
+            except Exception as exc:  # an error in a step is that step's failure, reported
+                outcome = StepOutcome(name=name, ok=False, detail=f"{type(exc).__name__}: {exc}")
+            steps.append(outcome)
+            if self.on_step:
+                self.on_step(problem.id, outcome)
+            return outcome.ok
+
+        def result() -> ValidationResult:
+            passed = all(s.ok for s in steps) and not any(s.skipped for s in steps)
+            return ValidationResult(
+                id=problem.id, app=problem.app, layer=problem.layer, composition=problem.composition,
+                tags=problem.tags, passed=passed, steps=steps, cpu_seconds=time.process_time() - cpu0,
+                cluster_seconds=(self.cluster.now() - t0) if t0 is not None else 0.0)
+
+        if problem.needs_real_cluster and self.cluster.provider == "sim":
+            steps.append(StepOutcome(name="deploy", ok=False, skipped=True,
+                                     detail="needs a real cluster (a mechanism the emulated cluster lacks)"))
+            return result()
+
+        state: dict[str, Any] = {}
+
+        def do_deploy() -> str:
+            from farm.apps.base import load_application
+
+            app = load_application(problem.app)
+            state["namespace"] = app.namespace
+            state["app"], took = self._prepare(problem, app.namespace)
+            return f"ready after {took:.0f}s of cluster time" if took else "restored from checkpoint"
+
+        if not step("deploy", do_deploy):
+            return result()
+        t0 = self.cluster.now()
+        ns, app = state["namespace"], state["app"]
+        oracle = MitigationOracle(app, problem)
+        view = AgentView(self.cluster, ns, app.entrypoint)
+        injection = ProblemInjection(problem)
+        try:
+            def healthy() -> str:
+                state["baseline"] = oracle.capture_baseline(self.cluster, ns)
+                verdict = oracle.evaluate(self.cluster, ns, state["baseline"], None)
+                if not verdict.passed:
+                    raise StepFailed(f"the oracle fails before injection: {verdict.detail}")
+                state["since"] = self.cluster.now()
+                state["before"] = view.signals(self.cluster.now() - oracle.spec.window_seconds)
+                return f"success rate {verdict.success_rate}"
+
+            def inject() -> str:
+                records = injection.inject(self.cluster, ns)
+                self.cluster.advance(SYMPTOM_SETTLE_S)
+                return ", ".join(r.injector for r in records)
+
+            def symptom() -> str:
+                after = view.signals(state["since"])
+                found = symptom_differences(state["before"], after)
+                if not found:
+                    raise StepFailed("nothing the agent's tools show changed after the injection")
+                return "; ".join(found[:4])
+
+            def no_leak() -> str:
+                found = leaks(view, problem)
+                if found:
+                    raise StepFailed("; ".join(found[:5]))
+                return "nothing readable by the agent names the fault"
+
+            def oracle_fails() -> str:
+                verdict = oracle.evaluate(self.cluster, ns, state["baseline"], injection)
+                if verdict.passed:
+                    raise StepFailed("the mitigation oracle passes with the fault in place")
+                return verdict.detail[:200]
+
+            def mitigate() -> str:
+                done = []
+                for i, mstep in enumerate(problem.mitigation):
+                    if mstep.kubectl is not None:
+                        code, text = view.run(mstep.kubectl)
+                        if code != 0:
+                            raise StepFailed(f"mitigation[{i}] `{mstep.kubectl}` failed: {text.strip()[:200]}")
+                        done.append(mstep.kubectl.split()[0])
+                    elif mstep.recover is not None:
+                        injection.recover_one(self.cluster, mstep.recover)
+                        done.append(f"recover {mstep.recover}")
+                    if mstep.wait:
+                        self.cluster.advance(mstep.wait)
+                return ", ".join(done)
+
+            def oracle_passes() -> str:
+                verdict = oracle.evaluate(self.cluster, ns, state["baseline"], injection)
+                if not verdict.passed:
+                    raise StepFailed(f"the oracle still fails after the reference mitigation: {verdict.detail}")
+                return f"success rate {verdict.success_rate}"
+
+            def recover() -> str:
+                injection.recover(self.cluster)
+                self.cluster.advance(30)
+                left = farm_leftovers(self.cluster)
+                changed = diff_states(self._deployed.get(problem.app, {}), desired_state(self.cluster, ns))
+                if left or changed:
+                    raise StepFailed(f"left behind: {', '.join(left + changed)[:300]}")
+                return "cluster as deployed"
+
+            for name, fn in (("healthy", healthy), ("inject", inject), ("symptom_visible", symptom),
+                             ("no_leak", no_leak), ("oracle_fails", oracle_fails), ("mitigation", mitigate),
+                             ("oracle_passes", oracle_passes)):
+                if not step(name, fn):
+                    break
+            step("recover_clean", recover)
+        finally:
+            view.close()
+            if injection.injectors:
+                try:
+                    injection.recover(self.cluster)
+                except Exception:  # the next problem starts from a checkpoint or a reset anyway
+                    pass
+        return result()
+
+    def validate_all(self, problems: Iterable[Problem]) -> list[ValidationResult]:
+        ordered = sorted(problems, key=lambda p: (p.app, p.id))
+        return [self.validate(p) for p in ordered]
