@@ -10,6 +10,7 @@ farm created (tag `farm`).
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import tempfile
 import time
@@ -329,11 +330,14 @@ class EksProvider(ClusterProvider):
             self.progress(f"deleting node group {group}")
             self._call(f"deleting node group '{group}'", eks.delete_nodegroup, clusterName=name, nodegroupName=group)
         for group in groups:
-            self._wait_gone(f"node group {group}",
-                            lambda g=group: eks.describe_nodegroup(clusterName=name, nodegroupName=g)["nodegroup"])
+            self._wait_gone(f"node group {group}", functools.partial(self._nodegroup, eks, name, group))
         self.progress(f"deleting cluster {name}")
         self._call(f"deleting EKS cluster '{name}'", eks.delete_cluster, name=name)
         self._wait_gone(f"cluster {name}", lambda: eks.describe_cluster(name=name)["cluster"])
+
+    @staticmethod
+    def _nodegroup(eks: Any, cluster: str, group: str) -> dict[str, Any]:
+        return eks.describe_nodegroup(clusterName=cluster, nodegroupName=group)["nodegroup"]
 
     def _wait_gone(self, what: str, describe: Callable[[], dict[str, Any]]) -> None:
         eks = self.client()

@@ -43,7 +43,9 @@ def _state_dir(name: str) -> Path:
 def _env_options() -> dict[str, Any]:
     """Defaults a worker started as `farm worker --cluster kind:NAME` takes from its environment:
     FARM_KIND_WORKERS, FARM_KIND_NODE_IMAGE, FARM_KIND_PRELOAD (comma-separated images),
-    FARM_STACK=0 to skip installing the stack."""
+    FARM_STACK=0 to skip installing the stack, FARM_KIND_INTERNAL=1 for a worker in a container on
+    the `kind` Docker network (the kubeconfig then names the control plane's container, not
+    127.0.0.1)."""
     options: dict[str, Any] = {}
     if workers := os.environ.get("FARM_KIND_WORKERS"):
         try:
@@ -56,6 +58,8 @@ def _env_options() -> dict[str, Any]:
         options["preload_images"] = [i.strip() for i in preload.split(",") if i.strip()]
     if os.environ.get("FARM_STACK", "1").strip().lower() in ("0", "false", "no", "off"):
         options["install_stack"] = False
+    if os.environ.get("FARM_KIND_INTERNAL", "0").strip().lower() in ("1", "true", "yes", "on"):
+        options["internal"] = True
     return options
 
 
@@ -86,6 +90,7 @@ class KindProvider(ClusterProvider):
         preload_images: list[str] | None = None,
         install_stack: bool = True,
         stack_options: dict[str, Any] | None = None,
+        internal: bool = False,
         workdir: Path | None = None,
         **handle_options: Any,
     ) -> KubeconfigClusterHandle:
@@ -101,7 +106,8 @@ class KindProvider(ClusterProvider):
                                          f"`farm cluster create kind:{name}`)")
             self.create(name, workers=workers, node_image=node_image, workdir=workdir)
         kubeconfig = workdir / "kubeconfig"
-        text = self._run("get", "kubeconfig", "--name", name, what=f"reading the kubeconfig of kind:{name}")
+        args = ["get", "kubeconfig", "--name", name] + (["--internal"] if internal else [])
+        text = self._run(*args, what=f"reading the kubeconfig of kind:{name}")
         fd = os.open(kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:
             out.write(text)

@@ -40,7 +40,7 @@ def fingerprint(releases: list[HelmRelease] = RELEASES) -> str:
 
 
 def _documents() -> list[dict[str, Any]]:
-    docs = []
+    docs: list[dict[str, Any]] = []
     for path in MANIFESTS:
         docs.extend(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
     return docs

@@ -154,6 +154,7 @@ def test_a_worker_takes_its_options_from_the_environment(kind_env: dict[str, Pat
     monkeypatch.setenv("FARM_KIND_WORKERS", "1")
     monkeypatch.setenv("FARM_KIND_PRELOAD", "mongo:4.4.6, memcached:1.6.7")
     monkeypatch.setenv("FARM_STACK", "0")
+    monkeypatch.setenv("FARM_KIND_INTERNAL", "1")
     from clusters.base import open_cluster
 
     open_cluster("kind:farm-env").close()
@@ -162,6 +163,7 @@ def test_a_worker_takes_its_options_from_the_environment(kind_env: dict[str, Pat
     config = yaml.safe_load(Path(create[create.index("--config") + 1]).read_text())
     assert len(config["nodes"]) == 2
     assert ["load", "docker-image", "mongo:4.4.6", "memcached:1.6.7", "--name", "farm-env"] in argv
+    assert ["get", "kubeconfig", "--name", "farm-env", "--internal"] in argv
     assert calls(kind_env["helm"]) == []  # FARM_STACK=0
     monkeypatch.setenv("FARM_KIND_WORKERS", "many")
     with pytest.raises(ConfigurationError, match="FARM_KIND_WORKERS must be an integer"):

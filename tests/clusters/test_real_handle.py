@@ -223,3 +223,16 @@ def test_port_forwards_are_started_on_demand_and_stopped_on_close(api_server: di
     h.close()
     assert all(p.poll() is not None for p in processes)
     assert len(log.read_text().splitlines()) == 3
+
+
+def test_legacy_token_secret_works_where_token_request_is_missing(handle: KubeconfigClusterHandle) -> None:
+    """Clusters without the TokenRequest API: the token controller fills a service-account-token
+    Secret, and that token authenticates as the agent."""
+    namespace(handle, "social-network")
+    handle.agent_kubeconfig("social-network")
+    token = handle._legacy_token("social-network")
+    path = handle.workdir / "legacy.kubeconfig"
+    handle._write_kubeconfig(path, "social-network", token)
+    who = kubectl(path, "get", "podchaos")
+    assert "system:serviceaccount:social-network:sre-agent" in who.stderr
+    assert kubectl(path, "get", "pods").returncode == 0
