@@ -310,6 +310,7 @@ class EksProvider(ClusterProvider):
             except Exception:
                 handle.close()
                 raise
+            handle.mark_baseline()
         return handle
 
     # -- tear down ------------------------------------------------------------------------

@@ -122,6 +122,7 @@ class KindProvider(ClusterProvider):
             except Exception:
                 handle.close()
                 raise
+            handle.mark_baseline()
         return handle
 
     def create(self, name: str, *, workers: int = 2, node_image: str = NODE_IMAGE,

@@ -182,6 +182,10 @@ class KubeconfigClusterHandle(ClusterHandle):
     def _refresh_credentials(self) -> None:
         """Providers whose tokens expire (EKS) rewrite the kubeconfig here."""
 
+    def mark_baseline(self) -> None:
+        """What exists now is the clean state a reset returns to (after the stack is installed)."""
+        self._baseline = set(self._namespaces())
+
     def _drop_client(self) -> None:
         with self._lock:
             if self._api is not None:
@@ -246,7 +250,7 @@ class KubeconfigClusterHandle(ClusterHandle):
         with self._lock:
             forward = self._forwards.get(component)
             if forward is None or not forward.alive():
-                forward = PortForward(self.kubectl, self._kubeconfig_path, self.context,
+                forward = PortForward(self.kubectl, self.kubeconfig, self.context,
                                       self.query_services[component])
                 self._forwards[component] = forward
             return forward.url
