@@ -130,10 +130,12 @@ def _watch_parent(original_ppid: int) -> None:
     """Exit when the parent goes: stdin (a pipe from the provider) reaches EOF, or we are reparented."""
 
     def on_stdin() -> None:
+        # os.read on the descriptor, not sys.stdin: a buffered reader held by a daemon thread
+        # aborts the interpreter at exit.
         try:
-            while sys.stdin.buffer.read(4096):
+            while os.read(0, 4096):
                 pass
-        except (OSError, ValueError):
+        except OSError:
             pass
         os._exit(0)
 
