@@ -51,12 +51,11 @@ def sim() -> dict[str, int]:
     import tempfile
 
     from farm.interface import AgentInterface
+    from farm.llm.scripted import tool_plan
     from farm.problems.catalog import load_catalog
     from injectors.compose import ProblemInjection
     from tests.farm.agents.test_react_stratus_sim import NS, PLAN, PROBLEM
     from tests.farm.interface.simcluster import back_to_deployed, deployed_cluster
-
-    from farm.llm.scripted import tool_plan
 
     totals = {}
     with tempfile.TemporaryDirectory() as tmp, deployed_cluster(Path(tmp)) as cluster:
@@ -64,7 +63,7 @@ def sim() -> dict[str, int]:
             back_to_deployed(cluster)
             ProblemInjection(load_catalog().get(PROBLEM)).inject(cluster, NS)
             cluster.advance(60)
-            iface = AgentInterface(cluster, NS, "bench", mode=agent.tool_mode)
+            iface = AgentInterface(cluster, NS, "bench", mode=agent.tool_mode)  # type: ignore[arg-type]
             url, token = iface.start()
             try:
                 with ScriptedLLM(tool_plan(PLAN)) as llm:

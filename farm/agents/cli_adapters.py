@@ -31,8 +31,15 @@ from farm.errors import ConfigurationError
 from farm.llm.client import price_tokens
 from farm.llm.transcript import Transcript
 from farm.secrets import scrub
-from farm.states import (END_AGENT_ERROR, END_AGENT_STOPPED, END_SUBMITTED, LIMIT_COST, LIMIT_STEPS,
-                         LIMIT_TOKENS, LIMIT_WALL_TIME)
+from farm.states import (
+    END_AGENT_ERROR,
+    END_AGENT_STOPPED,
+    END_SUBMITTED,
+    LIMIT_COST,
+    LIMIT_STEPS,
+    LIMIT_TOKENS,
+    LIMIT_WALL_TIME,
+)
 
 SERVER_NAME = "farm"
 PROMPT = """An incident is in progress in the Kubernetes namespace '{ns}' (incident {trial}). You are the \
@@ -221,8 +228,9 @@ class ClaudeCodeAgent(_CLIAgent):
                          calls)
             # Running totals until the result event gives the exact figures; one message may arrive
             # as several events (one per content block) carrying the same usage, so count it once.
-            if msg.get("id") not in usage.seen_messages:
-                usage.seen_messages.add(msg.get("id"))
+            mid = str(msg.get("id"))
+            if mid not in usage.seen_messages:
+                usage.seen_messages.add(mid)
                 usage.tokens_in += entry_usage["tokens_in"]
                 usage.tokens_out += entry_usage["tokens_out"]
                 usage.tokens_cached += entry_usage["tokens_cached"]
@@ -232,7 +240,8 @@ class ClaudeCodeAgent(_CLIAgent):
                 usage.pending[c["id"]] = c["name"]
         elif kind == "user":
             msg = event.get("message") or {}
-            blocks = msg.get("content") if isinstance(msg.get("content"), list) else []
+            content = msg.get("content")
+            blocks: list[Any] = content if isinstance(content, list) else []
             for block in blocks:
                 if block.get("type") != "tool_result":
                     continue

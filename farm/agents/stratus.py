@@ -69,7 +69,9 @@ def parse_pods(text: str) -> tuple[int, set[str]]:
             continue
         name, ready, status = cols[0], cols[1], cols[2]
         workloads.add(_POD_SUFFIX.sub("", name))
-        have, want = (int(x) if x.isdigit() else 0 for x in ready.split("/", 1))
+        have_s, _, want_s = ready.partition("/")
+        have = int(have_s) if have_s.isdigit() else 0
+        want = int(want_s) if want_s.isdigit() else 0
         if status != "Completed" and (status != "Running" or have < want):
             unhealthy += 1
     return unhealthy, workloads
@@ -85,9 +87,11 @@ def count_firing(text: str) -> int:
         data = json.loads(text)
     except json.JSONDecodeError:
         return text.lower().count("firing")
-    alerts = data.get("alerts", data.get("data", [])) if isinstance(data, dict) else data
+    alerts: Any = data.get("alerts", data.get("data", [])) if isinstance(data, dict) else data
     if isinstance(alerts, dict):
         alerts = alerts.get("alerts", [])
+    if not isinstance(alerts, list):
+        return 0
     return sum(1 for a in alerts if not isinstance(a, dict) or a.get("state", "firing") == "firing")
 
 
@@ -141,14 +145,9 @@ class StratusAgent(Agent):
 
         tools = s.tools.openai_tools(set(DIAGNOSIS_TOOLS))
         budget = max(1, int(s.ctx.limits.max_steps * self.diagnosis_share))
-        guarded = _ReadOnlyKubectl(s)
-        s_tools = s.tools
-        s.tools = guarded  # type: ignore[assignment] - same call() surface, refuses mutations
-        try:
-            converse(s, messages, tools, agent="diagnosis", stop_after=frozenset({"submit_diagnosis"}),
-                     shape_output=lambda t: condense(t, self.output_chars), keep_outputs=self.keep_outputs, max_steps=budget)
-        finally:
-            s.tools = s_tools
+        converse(s, messages, tools, agent="diagnosis", stop_after=frozenset({"submit_diagnosis"}),
+                 shape_output=lambda t: condense(t, self.output_chars), keep_outputs=self.keep_outputs,
+                 max_steps=budget, refuse=_read_only)
         if s.diagnosis is not None:
             return s.diagnosis
         # The sub-agent stopped (or ran out of its share of steps) without submitting: its last words
@@ -191,16 +190,8 @@ class StratusAgent(Agent):
                 s.call_tool("submit_mitigation", {}, agent="mitigation")
 
 
-class _ReadOnlyKubectl:
-    """The diagnosis sub-agent's view of the toolbox: mutating kubectl verbs are refused locally."""
-
-    def __init__(self, s: Session) -> None:
-        self._inner = s.tools
-
-    def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        if name == "kubectl" and _verb(str(arguments.get("command", ""))) not in READ_VERBS:
-            return ToolOutcome("error: the diagnosis phase is read-only (get, describe, logs, top, explain)", True)
-        return self._inner.call(name, arguments)
-
-    def __getattr__(self, item: str) -> Any:
-        return getattr(self._inner, item)
+def _read_only(name: str, args: dict[str, Any]) -> str | None:
+    """The diagnosis sub-agent's kubectl is read-only: mutating verbs are refused before the call."""
+    if name == "kubectl" and _verb(str(args.get("command", ""))) not in READ_VERBS:
+        return "error: the diagnosis phase is read-only (get, describe, logs, top, explain)"
+    return None

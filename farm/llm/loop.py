@@ -76,10 +76,12 @@ class Session:
 def converse(session: Session, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
              agent: str | None = None, stop_after: frozenset[str] = frozenset({"submit_mitigation"}),
              shape_output: Callable[[str], str] | None = None, on_tool: ToolHook | None = None,
-             keep_outputs: int | None = None, max_steps: int | None = None) -> str:
+             keep_outputs: int | None = None, max_steps: int | None = None,
+             refuse: Callable[[str, dict[str, Any]], str | None] | None = None) -> str:
     """Run the loop on `messages` (mutated in place). Returns "stopped" when the model answered
     without a tool call, "done" after a stopping tool succeeded, "budget" when this conversation's
-    own `max_steps` ran out. Per-trial limits raise LimitReached."""
+    own `max_steps` ran out. `refuse` may veto a call before it reaches the server (its message is
+    the observation). Per-trial limits raise LimitReached."""
     allowed = {t["function"]["name"] for t in tools}
     own_steps = 0
     while True:
@@ -104,6 +106,8 @@ def converse(session: Session, messages: list[dict[str, Any]], tools: list[dict[
             if name not in allowed:
                 outcome = ToolOutcome(f"error: tool '{name}' is not available here (available: "
                                       f"{', '.join(sorted(allowed))})", True)
+            elif refuse is not None and (why := refuse(name, args)) is not None:
+                outcome = ToolOutcome(why, True)
             elif "_malformed" in args:
                 outcome = ToolOutcome(f"error: the arguments of {name} are not a JSON object: "
                                       f"{str(args['_malformed'])[:200]}", True)

@@ -178,7 +178,7 @@ def _llm_judge(diagnosis: str, truth: GroundTruth, model: str, api_base: str | N
                                        {"role": "user", "content": f"That reply was unusable: {problem}. Reply "
                                                                    "with only the JSON object described."}]
             continue
-        by_id = {a.id: a for a in reply.answers}
+        by_id: dict[str, JudgeAnswer] = {a.id: a for a in reply.answers}
         answers = [ChecklistAnswer(id=q.id, dimension=q.dimension, question=q.text, answer=by_id[q.id].answer,
                                    evidence=by_id[q.id].evidence[:300]) for q in QUESTIONS]
         t = client.totals

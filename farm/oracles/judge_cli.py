@@ -83,7 +83,7 @@ def _truth(row: LabelledDiagnosis, path: Path) -> GroundTruth:
         raise InputError(f"{path}: {row.id}: the problem catalog is not available; give ground_truth inline") \
             from None
     try:
-        return load_catalog().get(row.problem).ground_truth
+        return load_catalog().get(str(row.problem)).ground_truth
     except KeyError:
         raise InputError(f"{path}: {row.id}: field 'problem': unknown problem '{row.problem}'") from None
 

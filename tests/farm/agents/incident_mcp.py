@@ -71,7 +71,7 @@ def _kubectl(state: IncidentState, command: str, mode: str) -> str:
                           f"geo         {'1/1' if state.geo_ok else '0/1'}     1            {int(state.geo_ok)}           12m",
                           "profile     1/1     1            1           12m"])
     if verb == "describe" and "geo" in text:
-        lines = [f"Name: geo-7c9d5b8f4-q8wzt", "Namespace: hotel-reservation", "Containers:", "  hotel-reserv-geo:",
+        lines = ["Name: geo-7c9d5b8f4-q8wzt", "Namespace: hotel-reservation", "Containers:", "  hotel-reserv-geo:",
                  "    Image: yinfangchen/hotelreservation:latest", "    Environment:",
                  "      GEO_DB_HOST: mongodb-geo", f"      GEO_DB_PORT: {state.geo_port}",
                  "    State: Waiting (CrashLoopBackOff)" if not state.geo_ok else "    State: Running",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from farm.llm.scripted import tool_plan, tool_results
+from farm.llm.scripted import PlanStep, tool_plan, tool_results
 
 
 def diagnosis_from_evidence(request: dict[str, Any]) -> dict[str, Any]:
@@ -20,7 +20,7 @@ def diagnosis_from_evidence(request: dict[str, Any]) -> dict[str, Any]:
     return {"text": text}
 
 
-PLAN: list = [
+PLAN: list[PlanStep] = [
     ("get_alerts", {}),
     ("kubectl", {"command": "get pods -n hotel-reservation"}),
     ("kubectl", {"command": "logs deploy/frontend -n hotel-reservation"}),

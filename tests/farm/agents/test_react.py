@@ -11,8 +11,15 @@ from farm.agents.base import AgentContext, AgentLimits
 from farm.agents.react import ReactAgent
 from farm.llm.atif import to_atif, validate_atif
 from farm.llm.scripted import ScriptedLLM, tool_plan
-from farm.states import (END_AGENT_ERROR, END_AGENT_STOPPED, END_SUBMITTED, LIMIT_COST, LIMIT_STEPS,
-                         LIMIT_TOKENS, LIMIT_WALL_TIME)
+from farm.states import (
+    END_AGENT_ERROR,
+    END_AGENT_STOPPED,
+    END_SUBMITTED,
+    LIMIT_COST,
+    LIMIT_STEPS,
+    LIMIT_TOKENS,
+    LIMIT_WALL_TIME,
+)
 from tests.farm.agents.incident_mcp import IncidentMCP
 from tests.farm.agents.incident_plan import responder
 

@@ -14,7 +14,7 @@ from farm.agents.base import AgentContext
 from farm.agents.react import ReactAgent
 from farm.agents.stratus import StratusAgent
 from farm.interface import AgentInterface
-from farm.llm.scripted import ScriptedLLM, tool_plan, tool_results
+from farm.llm.scripted import PlanStep, ScriptedLLM, tool_plan, tool_results
 from farm.oracles.diagnosis import judge_diagnosis
 from farm.problems.catalog import load_catalog
 from farm.states import END_SUBMITTED
@@ -35,7 +35,7 @@ def diagnosis(request: dict) -> dict:
                     f"{'ImagePullBackOff' if pulls else 'a failed image pull'} and the rollout never completes."}
 
 
-PLAN = [
+PLAN: list[PlanStep] = [
     ("get_alerts", {}),
     ("kubectl", {"command": f"get pods -n {NS}"}),
     ("kubectl", {"command": f"describe deployment geo -n {NS}"}),

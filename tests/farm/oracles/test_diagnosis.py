@@ -11,11 +11,16 @@ import pytest
 from typer.testing import CliRunner
 
 from farm.errors import InputError
-from farm.oracles.diagnosis import (JUDGE_SYSTEM, PASS_THRESHOLD, QUESTION_IDS, judge_diagnosis,
-                                    parse_judge_reply)
+from farm.llm.scripted import ScriptedLLM
+from farm.oracles.diagnosis import (
+    JUDGE_SYSTEM,
+    PASS_THRESHOLD,
+    QUESTION_IDS,
+    judge_diagnosis,
+    parse_judge_reply,
+)
 from farm.oracles.judge_cli import app, cohen_kappa, load_labels
 from farm.problems.model import GroundTruth
-from farm.llm.scripted import ScriptedLLM
 
 LABELS = Path(__file__).with_name("diagnosis_labels.jsonl")
 GEO = GroundTruth(
