@@ -29,7 +29,7 @@ app.conf.update(
     task_serializer="json",
     accept_content=["json"],
     worker_send_task_events=True,  # Flower shows tasks live
-    task_send_sent_event=True,
+    task_send_sent_event=False,  # one publish per claim, not two; workers still send task events
     worker_hijack_root_logger=False,
     worker_max_tasks_per_child=None,
 )
