@@ -16,7 +16,7 @@ class NetworkPolicyParams(Params):
     dependency: str  # the workload whose ingress is closed
     allow_from: list[str] = []  # workloads that may still reach it (empty: nobody)
     port: int | None = Field(None, ge=1, le=65535)
-    name: str | None = None  # default: "<dependency>-ingress"
+    policy_name: str | None = None  # default: "<dependency>-ingress"
 
 
 @faults.register("network-policy-block")
@@ -39,7 +39,7 @@ class NetworkPolicyBlock(Creation):
                 rule["ports"] = [{"protocol": "TCP", "port": self.p.port}]
             ingress.append(rule)
         body = {
-            "metadata": {"name": self.p.name or f"{self.p.dependency}-ingress"},
+            "metadata": {"name": self.p.policy_name or f"{self.p.dependency}-ingress"},
             "spec": {
                 "podSelector": {"matchLabels": dict(dep["spec"]["selector"]["matchLabels"])},
                 "policyTypes": ["Ingress"],

@@ -224,7 +224,7 @@ class PvcClaimMismatch(Mutation):
 
 
 class QuotaParams(Params):
-    name: str = "compute-resources"
+    quota: str = "compute-resources"
     hard: dict[str, str] | None = None  # explicit limits, e.g. {"pods": "10"}
     # Or: set `pods` to the current pod count minus `below_usage` (existing pods keep running,
     # any replacement is refused with "exceeded quota").
@@ -242,4 +242,4 @@ class ResourceQuotaBelowUsage(Creation):
         if hard is None:
             pods = [p for p in kube.list("Pod", namespace) if p.get("status", {}).get("phase") in ("Running", "Pending")]
             hard = {"pods": str(max(0, len(pods) - self.p.below_usage))}
-        return [("ResourceQuota", namespace, {"metadata": {"name": self.p.name}, "spec": {"hard": hard}})]
+        return [("ResourceQuota", namespace, {"metadata": {"name": self.p.quota}, "spec": {"hard": hard}})]

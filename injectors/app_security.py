@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 from typing import Any
 
 from pydantic import Field
 
 from clusters.base import ClusterHandle
+from farm.errors import InjectionError
 from injectors.base import Injection, faults
 from injectors.fault import (
     CHAOS_NAMESPACE,
@@ -23,7 +25,7 @@ from injectors.fault import (
     neutral_name,
     require,
 )
-from injectors.jobs import run_job
+from injectors.jobs import exec_in
 from injectors.kube import Kube, Obj, Ref
 from injectors.workload import RESTARTED_AT, ContainerMutation
 
@@ -41,59 +43,56 @@ class DbUserParams(Params):
     auth_db: str = "admin"
 
 
-def _mongo(p: DbUserParams, namespace: str, script: str) -> list[str]:
-    host = f"{p.database}.{namespace}.svc.cluster.local"
-    return ["mongo", "--quiet", "--host", host, "-u", p.admin_user, "-p", p.admin_password,
+def _mongo(p: DbUserParams, script: str) -> list[str]:
+    return ["mongo", "--quiet", "-u", p.admin_user, "-p", p.admin_password,
             "--authenticationDatabase", p.auth_db, "--eval", script]
 
 
-def _psql(p: DbUserParams, namespace: str, sql: str) -> list[str]:
-    host = f"{p.database}.{namespace}.svc.cluster.local"
-    url = f"postgresql://{p.admin_user}:{p.admin_password}@{host}/postgres"
-    return ["psql", url, "-tAc", sql]
+def _psql(p: DbUserParams, sql: str) -> list[str]:
+    return ["psql", "-U", p.admin_user, "-d", "postgres", "-tAc", sql]
 
 
 @faults.register("db-user-removed")
 class DbUserRemoved(Fault):
     """Drops the database user an application service logs in as: its queries fail with an
-    authentication error (a one-off admin Job, in the farm's own namespace)."""
+    authentication error. Runs the database's own shell inside its pod (pods/exec)."""
 
     Params = DbUserParams
-    needs_real_cluster = True  # runs the database's own shell against the live server
 
-    def _command(self, namespace: str, action: str) -> tuple[str, list[str]]:
+    def _command(self, action: str) -> list[str]:
         p = self.p
         if p.engine == "mongodb":
+            roles = json.dumps([dict(r) for r in p.roles])
             scripts = {
                 "drop": f'db.getSiblingDB("{p.auth_db}").dropUser("{p.user}")',
-                "create": (
-                    f'db.getSiblingDB("{p.auth_db}").createUser({{user: "{p.user}", pwd: "{p.password}", '
-                    f"roles: {[dict(r) for r in p.roles]!r}}})".replace("'", '"')
-                ),
+                "create": f'db.getSiblingDB("{p.auth_db}").createUser({{user: "{p.user}", pwd: "{p.password}", roles: {roles}}})',
                 "check": f'print(db.getSiblingDB("{p.auth_db}").getUser("{p.user}") ? "present" : "absent")',
             }
-            return "mongo:4.4.6", _mongo(p, namespace, scripts[action])
+            return _mongo(p, scripts[action])
         sql = {
             "drop": f'DROP ROLE IF EXISTS "{p.user}"',
             "create": f"CREATE ROLE \"{p.user}\" LOGIN PASSWORD '{p.password}'",
             "check": f"SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname='{p.user}') "
             "THEN 'present' ELSE 'absent' END",
         }
-        return "postgres:17.6", _psql(p, namespace, sql[action])
+        return _psql(p, sql[action])
+
+    def _run(self, cluster: ClusterHandle, namespace: str, action: str) -> str:
+        code, out = exec_in(cluster, namespace, self.p.database, self._command(action))
+        if code != 0:
+            raise InjectionError(f"{self.name}: {action} on {self.p.database} exited {code}: {out.strip()[-200:]}")
+        return out
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
-        image, cmd = self._command(namespace, "drop")
-        run_job(cluster, neutral_name(self.name, namespace, "drop", prefix="dbm-"), image, cmd)
+        self._run(cluster, namespace, "drop")
         return self.record(cluster, namespace, touched=[f"{self.p.engine}-user/{namespace}/{self.p.user}"])
 
     def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
-        image, cmd = self._command(injection.namespace, "create")
-        run_job(cluster, neutral_name(self.name, injection.namespace, "create", prefix="dbm-"), image, cmd)
+        if self.is_active(cluster, injection):
+            self._run(cluster, injection.namespace, "create")
 
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
-        image, cmd = self._command(injection.namespace, "check")
-        out = run_job(cluster, neutral_name(self.name, injection.namespace, "check", prefix="dbm-"), image, cmd)
-        return "absent" in out
+        return "absent" in self._run(cluster, injection.namespace, "check")
 
 
 class DbTlsParams(WorkloadParams):
@@ -245,7 +244,7 @@ class SecretRotatedStalePods(Mutation):
 
 
 class WebhookParams(Params):
-    name: str = "pod-policy.platform.internal"
+    webhook: str = "pod-policy.platform.internal"
     service_name: str = "pod-policy-webhook"  # a webhook service that does not answer
     service_namespace: str = "platform-system"
     failure_policy: str = Field("Fail", pattern="^(Fail|Ignore)$")
@@ -261,10 +260,10 @@ class AdmissionWebhookOutage(Creation):
 
     def objects(self, kube: Kube, namespace: str) -> list[tuple[str, str, Obj]]:
         body = {
-            "metadata": {"name": neutral_name(self.p.name, namespace, prefix="pod-policy-")},
+            "metadata": {"name": neutral_name(self.p.webhook, namespace, prefix="pod-policy-")},
             "webhooks": [
                 {
-                    "name": self.p.name,
+                    "name": self.p.webhook,
                     "clientConfig": {
                         "service": {"name": self.p.service_name, "namespace": self.p.service_namespace,
                                     "path": "/validate", "port": 443},

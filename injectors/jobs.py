@@ -101,3 +101,30 @@ def run_on_node(cluster: ClusterHandle, node: str, name: str, script: str, timeo
         return out
     finally:
         kube.delete("Pod", CHAOS_NAMESPACE, name)
+
+
+def exec_in(cluster: ClusterHandle, namespace: str, workload: str, command: list[str],
+            container: str | None = None) -> tuple[int, str]:
+    """Runs `command` in the first running pod of `workload` (pods/exec, as kubectl exec does)
+    and returns (exit code, output)."""
+    from kubernetes import client
+    from kubernetes.stream import stream
+
+    kube = Kube(cluster)
+    _, obj = kube.workload(namespace, workload)
+    pods = [p for p in kube.pods_of(namespace, obj) if p.get("status", {}).get("phase") == "Running"]
+    if not pods:
+        raise InjectionError(f"no running pod of {workload} to run a command in")
+    pod = pods[0]
+    name = container or pod["spec"]["containers"][0]["name"]
+    core = client.CoreV1Api(cluster.api_client())
+    try:
+        resp = stream(core.connect_get_namespaced_pod_exec, pod["metadata"]["name"], namespace, command=command,
+                      container=name, stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+        resp.run_forever(timeout=60)
+        out = resp.read_stdout() + resp.read_stderr()
+        code = resp.returncode
+        resp.close()
+    except Exception as exc:  # websocket or API errors
+        raise InjectionError(f"exec in {pod['metadata']['name']}: {exc}") from exc
+    return int(code or 0), out

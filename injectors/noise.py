@@ -334,7 +334,7 @@ class BenignWarningLogs(ScheduledNoise):
 class CronParams(NoiseParams):
     job_namespace: str = "ops-batch"
     schedule: str = "*/5 * * * *"
-    name: str = "nightly-report"
+    job_name: str = "nightly-report"
 
 
 @noises.register("failing-cronjob")
@@ -346,7 +346,7 @@ class FailingCronJob(ScheduledNoise):
 
     def start(self, cluster: ClusterHandle, namespace: str, rng: random.Random, intensity: float) -> Injection:
         now = cluster.now()
-        event = Event(at=now, until=now + self.p.window_seconds, target=self.p.name)
+        event = Event(at=now, until=now + self.p.window_seconds, target=self.p.job_name)
         return Injection(injector=f"noise:{self.name}", params=self.p.model_dump(), namespace=namespace,
                          saved={"events": [event.model_dump()], "created": []}, injected_at=now)
 
@@ -355,7 +355,7 @@ class FailingCronJob(ScheduledNoise):
         if kube.ensure_namespace(self.p.job_namespace):
             injection.saved["created"].append(str(Ref("Namespace", "", self.p.job_namespace)))
         body = {
-            "metadata": {"name": self.p.name},
+            "metadata": {"name": self.p.job_name},
             "spec": {
                 "schedule": self.p.schedule,
                 "successfulJobsHistoryLimit": 1,
@@ -368,12 +368,12 @@ class FailingCronJob(ScheduledNoise):
             },
         }
         kube.create("CronJob", self.p.job_namespace, body)
-        injection.saved["created"].append(str(Ref("CronJob", self.p.job_namespace, self.p.name)))
+        injection.saved["created"].append(str(Ref("CronJob", self.p.job_namespace, self.p.job_name)))
 
     def stop(self, cluster: ClusterHandle, injection: Injection) -> None:
         kube = Kube(cluster)
         for job in kube.list("Job", self.p.job_namespace) if kube.find("Namespace", "", self.p.job_namespace) else []:
-            if job["metadata"]["name"].startswith(self.p.name):
+            if job["metadata"]["name"].startswith(self.p.job_name):
                 kube.delete("Job", self.p.job_namespace, job["metadata"]["name"])
         super().stop(cluster, injection)
 

@@ -27,7 +27,8 @@ from injectors.fault import CHAOS_NAMESPACE
 
 # Words an injected object's name, labels or annotations must never carry.
 LEAK_WORDS = ("fault", "chaos", "inject", "farm.io", "sregym", "problem", "ground-truth", "groundtruth")
-SYMPTOM_SETTLE_S = 120.0  # cluster time between injection and looking for the symptom
+SYMPTOM_SETTLE_S = 120.0
+WARMUP_S = 180.0  # cluster time after deploy, so every signal has history before the baseline  # cluster time between injection and looking for the symptom
 ERROR_LINE = re.compile(r"(?i)(error|panic|fatal|fail|refused|timeout|timed out|exception|denied|unavailable)")
 
 
@@ -289,29 +290,27 @@ class Validator:
         self._checkpoints: dict[str, str] = {}
         self._deployed: dict[str, Any] = {}  # app → desired state right after deploy
 
-    # A checkpoint of the deployed application (emulated cluster only) saves a deploy per problem.
-    def _control(self, path: str, body: dict[str, Any]) -> bool:
-        if not self.cluster.endpoints.control:
-            return False
-        try:
-            resp = httpx.post(self.cluster.endpoints.control + path, json=body, timeout=60, trust_env=False)
-            return resp.status_code < 300
-        except httpx.HTTPError:
-            return False
-
     def _prepare(self, problem: Problem, namespace: str) -> tuple[Any, float]:
+        """The application deployed and warmed up: restored from a checkpoint (emulated
+        cluster) when one exists, else a reset and a fresh deploy."""
         from farm.apps.base import load_application
         from farm.apps.deploy import deploy
 
         app = load_application(problem.app)
         name = f"validate-{problem.app}"
-        if name in self._checkpoints and self._control("/sim/restore", {"name": name}):
+        restore = getattr(self.cluster, "restore", None)
+        if name in self._checkpoints and restore is not None:
+            restore(name)
             return app, 0.0
         self.cluster.reset()
         took = deploy(self.cluster, app, namespace)
-        if self._control("/sim/checkpoint", {"name": name}):
-            self._checkpoints[name] = name
+        self.cluster.advance(WARMUP_S)
+        self.cluster.agent_kubeconfig(namespace)  # part of the checkpoint, so restores keep it valid
         self._deployed[problem.app] = desired_state(self.cluster, namespace)
+        checkpoint = getattr(self.cluster, "checkpoint", None)
+        if checkpoint is not None:
+            checkpoint(name)
+            self._checkpoints[name] = name
         return app, took
 
     def validate(self, problem: Problem) -> ValidationResult:
