@@ -89,7 +89,7 @@ class BaselineInvestigator:
 
     def __init__(self, session: _Session, rng: random.Random) -> None:
         self.s, self.rng = session, rng
-        self.score: Counter[str] = Counter()
+        self.score: defaultdict[str, float] = defaultdict(float)
         self.evidence: dict[str, list[str]] = defaultdict(list)
         self.deployments: dict[str, dict[str, Any]] = {}
         self.statefulsets: dict[str, dict[str, Any]] = {}
@@ -116,7 +116,8 @@ class BaselineInvestigator:
             if pod["metadata"].get("deletionTimestamp"):
                 continue
             if status.get("phase") == "Pending":
-                cond = next((c for c in status.get("conditions") or [] if c.get("status") == "False"), {})
+                cond: dict[str, Any] = next(
+                    (c for c in status.get("conditions") or [] if c.get("status") == "False"), {})
                 health.unhealthy_pods[name] = f"Pending ({cond.get('reason') or 'not scheduled'}: {cond.get('message', '')})"
             for cs in status.get("containerStatuses") or []:
                 waiting = (cs.get("state") or {}).get("waiting") or {}
@@ -150,10 +151,10 @@ class BaselineInvestigator:
     def investigate(self) -> Health:
         health = self.look()
         names = sorted(self.deployments) + sorted(self.statefulsets)
-        for pod, reason in health.unhealthy_pods.items():
-            owner = next((p for p in self.pods if p["metadata"]["name"] == pod), None)
-            comp = _owner(owner, names) if owner else pod
-            self.note(comp, 3, f"pod {pod} is {reason}")
+        for pod_name, reason in health.unhealthy_pods.items():
+            owner = next((p for p in self.pods if p["metadata"]["name"] == pod_name), None)
+            comp = _owner(owner, names) if owner else pod_name
+            self.note(comp, 3, f"pod {pod_name} is {reason}")
         for dep, ready in health.unavailable.items():
             self.note(dep, 2, f"{dep} has {ready} replicas ready")
             if ready.endswith("/0"):
@@ -183,9 +184,9 @@ class BaselineInvestigator:
         text, err = self.s.call("get_alerts")
         if not err and text != "No firing alerts":
             for line in _alert_lines(text):
-                comp = _service_of(line, names)
-                if comp:
-                    self.note(comp, 1, f"alert: {line[:200]}")
+                alerted = _service_of(line, names)
+                if alerted:
+                    self.note(alerted, 1, f"alert: {line[:200]}")
 
         ns = self.s.ctx.namespace
         text, err = self.s.call("loki_query", query=f'{{namespace="{ns}"}} |~ "{_ERROR_WORDS}"', minutes=15)

@@ -224,23 +224,23 @@ def targets_of(parsed: Parsed, manifest: str | None) -> list[Target]:
     """The objects a mutating command will touch, as far as the command says."""
     verb, pos, flags = parsed.verb, list(parsed.positionals), parsed.flags
     if parsed.uses_stdin:
-        out = []
+        found: list[Target] = []
         for doc in yaml.safe_load_all(manifest or ""):
             if isinstance(doc, dict) and doc.get("kind"):
                 items = doc.get("items") if doc["kind"].endswith("List") else [doc]
                 for item in items or []:
                     name = (item.get("metadata") or {}).get("name")
                     if name:
-                        out.append(Target(_kind(item["kind"]), name))
-        return out
+                        found.append(Target(_kind(item["kind"]), name))
+        return found
     if verb in ("set", "rollout"):
         pos = pos[1:]  # set env / rollout undo: the resource follows the sub-verb
     if verb == "create" and pos:
-        kind = _kind(pos[0])
+        created = _kind(pos[0])
         rest = pos[1:]
-        if kind == "secret" and rest:
+        if created == "secret" and rest:
             rest = rest[1:]  # create secret generic NAME
-        return [Target(kind, rest[0])] if rest else []
+        return [Target(created, rest[0])] if rest else []
     if verb == "run" and pos:
         return [Target("pod", pos[0])]
     if verb == "expose" and pos:

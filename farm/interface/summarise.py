@@ -75,7 +75,8 @@ def prometheus(data: dict[str, Any], top: int = 30) -> str:
             lines.append(f"  ... {len(rows) - top} more series")
         return "\n".join(lines)
     # matrix: what changed over the range
-    changed, constant = [], Counter()
+    changed: list[tuple[float, str]] = []
+    constant: Counter[str] = Counter()
     for r in result:
         vals = [(float(t), _num(v)) for t, v in r.get("values", [])]
         if not vals:

@@ -38,7 +38,8 @@ def describe_undo(before: dict[str, Any]) -> str | None:
 
 def undo(kubectl: Kubectl, before: dict[str, Any]) -> str:
     """Apply the undo; returns what was done, raises ToolError when a step failed."""
-    done, failed = [], []
+    done: list[str] = []
+    failed: list[str] = []
     for key, obj in before.items():
         kind, _, name = key.partition("/")
         if obj is None:
