@@ -84,6 +84,10 @@ CUSTOM_GROUPS = frozenset({"chaos-mesh.org", "pingcap.com"})
 REVIEW_TYPES: tuple[ResourceType, ...] = (
     _grp("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False),
 )
+METRICS_TYPES: tuple[ResourceType, ...] = (
+    _grp("metrics.k8s.io", "v1beta1", "pods", "PodMetrics"),
+    _grp("metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", namespaced=False),
+)
 
 
 def register_all(store: Store) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from clusters.sim.api import KubeAPI, Request, Response, serve_app, simple_app
+from clusters.sim.api.metrics import ResourceMetrics
 from clusters.sim.api.tls import make_serving_cert
 
 DEFAULT_FACTORY = "clusters.sim.cluster:SimCluster"
@@ -40,7 +41,8 @@ class SimServer:
         self.live, self.speed = live, speed
         self.admin_token = secrets.token_urlsafe(32)
         self.api = KubeAPI(cluster.store, self.admin_token, read_log=getattr(cluster, "read_container_log", None),
-                           exec_command=getattr(cluster, "exec", None))
+                           exec_command=getattr(cluster, "exec", None),
+                           resource_metrics=ResourceMetrics(cluster.store, cluster.obs))
         self.cert = make_serving_cert((host, "localhost"))
         self._servers: list[Any] = []
         self._stop = threading.Event()

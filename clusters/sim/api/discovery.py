@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.sim.resources import REVIEW_TYPES
+from clusters.sim.resources import METRICS_TYPES, REVIEW_TYPES
 from clusters.sim.store import ResourceType
 
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
@@ -29,10 +29,10 @@ _SUBRESOURCES: dict[str, tuple[str, str, str, list[str]]] = {
 }
 
 
-def group_versions(types: list[ResourceType]) -> dict[str, list[ResourceType]]:
+def group_versions(types: list[ResourceType], metrics: bool = False) -> dict[str, list[ResourceType]]:
     """groupVersion → its types, core first, then groups in a stable order."""
     out: dict[str, list[ResourceType]] = {}
-    for rt in [*types, *REVIEW_TYPES]:
+    for rt in [*types, *REVIEW_TYPES, *(METRICS_TYPES if metrics else ())]:
         out.setdefault(rt.api_version, []).append(rt)
     return out
 
@@ -42,9 +42,9 @@ def api_versions(server_address: str) -> dict[str, Any]:
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]}
 
 
-def api_group_list(types: list[ResourceType]) -> dict[str, Any]:
+def api_group_list(types: list[ResourceType], metrics: bool = False) -> dict[str, Any]:
     groups: dict[str, dict[str, Any]] = {}
-    for gv in group_versions(types):
+    for gv in group_versions(types, metrics):
         if "/" not in gv:
             continue
         group, version = gv.split("/", 1)
@@ -54,23 +54,23 @@ def api_group_list(types: list[ResourceType]) -> dict[str, Any]:
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": list(groups.values())}
 
 
-def api_group(types: list[ResourceType], group: str) -> dict[str, Any] | None:
-    for entry in api_group_list(types)["groups"]:
+def api_group(types: list[ResourceType], group: str, metrics: bool = False) -> dict[str, Any] | None:
+    for entry in api_group_list(types, metrics)["groups"]:
         if entry["name"] == group:
             return {"kind": "APIGroup", "apiVersion": "v1", **entry}
     return None
 
 
-def resource_list(types: list[ResourceType], group_version: str) -> dict[str, Any] | None:
-    members = group_versions(types).get(group_version)
+def resource_list(types: list[ResourceType], group_version: str, metrics: bool = False) -> dict[str, Any] | None:
+    members = group_versions(types, metrics).get(group_version)
     if members is None:
         return None
     resources: list[dict[str, Any]] = []
     for rt in members:
-        review = rt in REVIEW_TYPES
+        verbs = ["create"] if rt in REVIEW_TYPES else ["get", "list"] if rt in METRICS_TYPES else ALL_VERBS
         entry: dict[str, Any] = {
             "name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced, "kind": rt.kind,
-            "verbs": ["create"] if review else ALL_VERBS,
+            "verbs": verbs,
         }
         if rt.short_names:
             entry["shortNames"] = list(rt.short_names)

@@ -18,6 +18,7 @@ from clusters.sim.api.admission import Defaulter, normalize_times, validate
 from clusters.sim.api.authn import Authenticator, UserInfo
 from clusters.sim.api.gc import GarbageCollector
 from clusters.sim.api.http import Request, Response
+from clusters.sim.api.metrics import ResourceMetrics
 from clusters.sim.api.patch import APPLY_PATCH, STRATEGIC_MERGE_PATCH, apply_patch
 from clusters.sim.api.rbac import BOOTSTRAP_CLUSTER_ROLE_BINDINGS, BOOTSTRAP_CLUSTER_ROLES, RBACAuthorizer
 from clusters.sim.api.status import (
@@ -30,7 +31,7 @@ from clusters.sim.api.status import (
 )
 from clusters.sim.api.tables import table
 from clusters.sim.api.watch import Filter, stream
-from clusters.sim.resources import CUSTOM_GROUPS, REVIEW_TYPES, lookup, register_all
+from clusters.sim.resources import CUSTOM_GROUPS, METRICS_TYPES, REVIEW_TYPES, lookup, register_all
 from clusters.sim.store import (
     Obj,
     ResourceType,
@@ -73,13 +74,14 @@ class KubeAPI:
     `read_log(namespace, pod, container, previous=, timestamps=, tail=, since_seconds=) -> str` is the
     kubelet model's container log reader (SimCluster.read_container_log) and
     `exec_command(namespace, pod, container, command) -> (code, stdout, stderr)` runs `pods/exec`
-    (SimCluster.exec)."""
+    (SimCluster.exec); `resource_metrics` serves metrics.k8s.io for `kubectl top`."""
 
     def __init__(self, store: Store, admin_token: str, read_log: LogReader | None = None,
-                 exec_command: ExecFn | None = None, server_address: str = "127.0.0.1:0",
-                 max_watch_seconds: float = 1800.0) -> None:
+                 exec_command: ExecFn | None = None, resource_metrics: ResourceMetrics | None = None,
+                 server_address: str = "127.0.0.1:0", max_watch_seconds: float = 1800.0) -> None:
         register_all(store)
         self.store = store
+        self.metrics = resource_metrics
         self.read_log = read_log
         self.exec_command = exec_command
         self.server_address = server_address
@@ -148,12 +150,14 @@ class KubeAPI:
                 return self._discovery(req, user, path, discovery.resource_list(types, "v1"))
             group, version, rest = "", "v1", parts[2:]
         else:
+            metrics = self.metrics is not None
             if len(parts) == 1:
-                return self._discovery(req, user, path, discovery.api_group_list(types))
+                return self._discovery(req, user, path, discovery.api_group_list(types, metrics))
             if len(parts) == 2:
-                return self._discovery(req, user, path, discovery.api_group(types, parts[1]))
+                return self._discovery(req, user, path, discovery.api_group(types, parts[1], metrics))
             if len(parts) == 3:
-                return self._discovery(req, user, path, discovery.resource_list(types, f"{parts[1]}/{parts[2]}"))
+                return self._discovery(req, user, path,
+                                       discovery.resource_list(types, f"{parts[1]}/{parts[2]}", metrics))
             group, version, rest = parts[1], parts[2], parts[3:]
         route = self._parse(group, version, rest)
         return self._resource(req, user, route)
@@ -188,7 +192,8 @@ class KubeAPI:
         plural, name, sub = rest[0], rest[1] if len(rest) > 1 else "", rest[2] if len(rest) > 2 else ""
         rt = lookup(self.store, group, version, plural)
         if rt is None:
-            rt = next((r for r in REVIEW_TYPES if (r.group, r.version, r.plural) == (group, version, plural)), None)
+            virtual = [*REVIEW_TYPES, *(METRICS_TYPES if self.metrics is not None else ())]
+            rt = next((r for r in virtual if (r.group, r.version, r.plural) == (group, version, plural)), None)
         if rt is None or (namespace is not None and not rt.namespaced) or (sub and sub not in rt.subresources):
             raise not_found_path()
         if rt.namespaced and name and namespace is None:
@@ -222,6 +227,8 @@ class KubeAPI:
             if verb != "create":
                 raise method_not_allowed(method, r.rt.plural)
             return json_response(201, subresources.access_review(self.authz, user, self._body(req)))
+        if r.rt in METRICS_TYPES:
+            return self._metrics(req, r, verb)
         if verb == "watch":
             return self._watch(req, r)
         if r.sub == "log":
@@ -331,6 +338,29 @@ class KubeAPI:
             return Response(200, "text/plain", stream=subresources.follow_log(
                 self.store, self.read_log, ns, r.name, text, req.arg, req.alive))
         return Response(200, "text/plain", text.encode())
+
+    def _metrics(self, req: Request, r: Route, verb: str) -> Response:
+        assert self.metrics is not None
+        if verb not in ("get", "list"):
+            raise method_not_allowed(req.method, f"{r.rt.plural}.{r.rt.group}")
+        lreq = parse_label_selector(req.arg("labelSelector"))
+
+        def labelled(obj: Obj) -> bool:
+            return not lreq or labels_match_query(lreq, obj["metadata"].get("labels"))
+
+        if r.rt.kind == "PodMetrics":
+            items = self.metrics.pods(r.namespace, r.name or None, labelled)
+        else:
+            items = self.metrics.nodes(r.name or None, labelled)
+        for item in items:
+            item["kind"], item["apiVersion"] = r.rt.kind, r.rt.api_version
+        if r.name:
+            if not items:
+                raise StoreError(404, "NotFound", f'{r.rt.plural}.{r.rt.group} "{r.name}" not found',
+                                 {"name": r.name, "group": r.rt.group, "kind": r.rt.plural})
+            return json_response(200, items[0])
+        return json_response(200, {"kind": f"{r.rt.kind}List", "apiVersion": r.rt.api_version,
+                                   "metadata": {}, "items": items})
 
     def _exec(self, req: Request, r: Route) -> Response:
         if self.exec_command is None:

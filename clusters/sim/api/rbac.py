@@ -145,6 +145,7 @@ def agent_role_rules() -> list[dict[str, Any]]:
         _rule([""], ["pods/exec"], ["create", "get"]),
         *[_rule(g, r, _READ + _WRITE) for g, r in _APP_GROUPS],
         _rule([_RBAC], ["roles", "rolebindings"], _READ),
+        _rule(["metrics.k8s.io"], ["pods"], _READ),
     ]
 
 
@@ -154,4 +155,5 @@ def agent_cluster_rules() -> list[dict[str, Any]]:
         _rule([""], ["nodes", "persistentvolumes"], _READ),
         _rule(["storage.k8s.io"], ["storageclasses"], _READ),
         _rule(["scheduling.k8s.io"], ["priorityclasses"], _READ),
+        _rule(["metrics.k8s.io"], ["nodes"], _READ),
     ]

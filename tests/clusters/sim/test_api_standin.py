@@ -36,6 +36,7 @@ class StandInCluster:
         self.obs = Observability(self.clock)
         self._logs: dict[tuple[str, str, str, int], list[tuple[float, str]]] = {}
         self._checkpoints: dict[str, Any] = {}
+        self._cpu: dict[tuple[str, str, str], float] = {}
         for ns in ("default", "kube-system"):
             self.store.create("namespaces", {"metadata": {"name": ns}})
         self.store.create("nodes", {"metadata": {"name": "worker-1", "labels": {"kubernetes.io/hostname": "worker-1"}},
@@ -57,7 +58,27 @@ class StandInCluster:
                         (self.clock.now(), line) for line in text.split("\n")]
 
     def advance(self, seconds: float) -> None:
-        self.clock.set(self.clock.now() + seconds)
+        """Move the clock; running pods annotated `standin.test/cpu` (cores) and `standin.test/memory`
+        (bytes) get cAdvisor samples every 15 s, like a scrape of the kubelet."""
+        end = self.clock.now() + seconds
+        while self.clock.now() + 15 <= end:
+            self.clock.set(self.clock.now() + 15)
+            self._scrape()
+        self.clock.set(end)
+
+    def _scrape(self) -> None:
+        t = self.clock.now()
+        for pod in self.store.iter_raw("pods"):
+            ann = pod["metadata"].get("annotations") or {}
+            if (pod.get("status") or {}).get("phase") != "Running" or "standin.test/cpu" not in ann:
+                continue
+            for c in pod["spec"]["containers"]:
+                labels = {"namespace": pod["metadata"]["namespace"], "pod": pod["metadata"]["name"],
+                          "container": c["name"], "image": c["image"], "job": "kubernetes-cadvisor"}
+                key = (pod["metadata"]["namespace"], pod["metadata"]["name"], c["name"])
+                self._cpu[key] = self._cpu.get(key, 0.0) + 15 * float(ann["standin.test/cpu"])
+                self.obs.tsdb.append("container_cpu_usage_seconds_total", labels, t, self._cpu[key])
+                self.obs.tsdb.append("container_memory_working_set_bytes", labels, t, float(ann["standin.test/memory"]))
 
     def write_log(self, namespace: str, pod: str, container: str, line: str, restart: int = 0) -> None:
         self._logs.setdefault((namespace, pod, container, restart), []).append((self.clock.now(), line))

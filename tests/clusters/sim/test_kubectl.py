@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -301,3 +302,17 @@ def test_exec_over_spdy(kubectl: Kubectl, ns: str) -> None:
     assert completed.metadata.name == "job-1"
     done = kubectl("exec", "job-1", "-n", ns, "--", "echo", "x", check=False)
     assert "cannot exec into a container in a completed pod; current phase is Succeeded" in done
+
+
+def test_top_pods_and_nodes_from_cadvisor_samples(kubectl: Kubectl, ns: str) -> None:
+    make_pod(kubectl, ns, "busy", {"app": "busy"}, RUNNING,
+             {"standin.test/cpu": "0.25", "standin.test/memory": str(300 * 1024 * 1024)})
+    make_pod(kubectl, ns, "idle", {"app": "idle"}, RUNNING, {"standin.test/cpu": "0.002", "standin.test/memory": "8388608"})
+    urllib.request.urlopen(urllib.request.Request(kubectl.ready["control"] + "/sim/advance",
+                                                  data=json.dumps({"seconds": 60}).encode(), method="POST")).read()
+    top = rows(kubectl("top", "pods", "-n", ns))
+    assert top[0] == ["NAME", "CPU(cores)", "MEMORY(bytes)"]
+    assert {r[0]: r[1:] for r in top[1:]} == {"busy": ["250m", "300Mi"], "idle": ["2m", "8Mi"]}
+    assert rows(kubectl("top", "pods", "-n", ns, "-l", "app=busy", "--no-headers")) == [["busy", "250m", "300Mi"]]
+    node = rows(kubectl("top", "node", "worker-1", "--no-headers"))
+    assert node[0][0] == "worker-1" and node[0][1].endswith("m") and int(node[0][1][:-1]) >= 252
