@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from farm.errors import FarmError, LimitReached
 from farm.llm.limits import LocalSemaphore, RedisSemaphore, Slot, SweepLedger, redis_url_from
 from farm.secrets import scrub
-from farm.states import LIMIT_COST, LIMIT_TOKENS
+from farm.states import LIMIT_COST, LIMIT_TOKENS, LIMIT_WALL_TIME
 
 if TYPE_CHECKING:
     from farm.agents.base import AgentContext
@@ -221,8 +221,14 @@ class LLMClient:
         if self.ledger is not None:
             self.ledger.check()
 
-    def _acquire(self) -> Slot | None:
-        return self._slots.acquire() if self._slots is not None else None
+    def _acquire(self, deadline: float | None) -> Slot | None:
+        if self._slots is None:
+            return None
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            return self._slots.acquire(timeout=timeout)
+        except TimeoutError:
+            raise LimitReached(LIMIT_WALL_TIME, f"no free {self.model} slot before the deadline") from None
 
     # -- the call --------------------------------------------------------------------------------
     def _kwargs(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
@@ -257,16 +263,17 @@ class LLMClient:
         except Exception:  # no price known for this model: cost 0, flagged so reports can say so
             return 0.0, False
 
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                 **overrides: Any) -> Call:
-        """One chat completion, with backoff on rate limits; raises LimitReached or LLMError."""
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
+                 deadline: float | None = None, **overrides: Any) -> Call:
+        """One chat completion, with backoff on rate limits; raises LimitReached or LLMError.
+        `deadline` (time.monotonic()) bounds the wait for a concurrency slot and for backoff."""
         litellm = load_litellm()
         self.check_budget()
         kwargs = self._kwargs(messages, tools, overrides)
         retries = 0
         started = time.monotonic()
         while True:
-            slot = self._acquire()
+            slot = self._acquire(deadline)
             try:
                 response = litellm.completion(**kwargs)
                 break
@@ -279,6 +286,8 @@ class LLMClient:
                 if wait is None:
                     wait = min(self.max_backoff_s, 2.0 ** retries) * (0.5 + random.random() / 2)
                 wait = min(wait, self.max_backoff_s)
+                if deadline is not None and time.monotonic() + wait > deadline:
+                    raise LimitReached(LIMIT_WALL_TIME, f"rate-limited by {self.model} past the deadline") from None
                 retries += 1
             finally:
                 if slot is not None:

@@ -89,7 +89,8 @@ def converse(session: Session, messages: list[dict[str, Any]], tools: list[dict[
             return "budget"
         session.check_step()
         timeout = max(5.0, min(session.client.request_timeout_s, session.remaining_s))
-        call = session.client.complete(messages, tools, timeout=timeout)
+        call = session.client.complete(messages, tools, timeout=timeout,
+                                       deadline=time.monotonic() + session.remaining_s)
         session.steps += 1
         own_steps += 1
         msg = call.message
@@ -145,16 +146,23 @@ def run_session(ctx: AgentContext, body: Callable[[Session], None], *, agent_nam
         return AgentResult(end_reason=END_AGENT_ERROR, error=scrub(str(exc)))
     toolbox = MCPToolbox(ctx.mcp_url, ctx.mcp_token)
     session = Session(ctx=ctx, client=client, tools=toolbox)
+    reason: str | None = None
+    error: str | None = None
     try:
         toolbox.open()
         body(session)
     except LimitReached as exc:
         session.transcript.event(f"session ended: {exc}")
-        return session.result(exc.reason, None)
+        reason = exc.reason
     except Exception as exc:  # noqa: BLE001 - any failure ends the session, never the worker
         session.transcript.event(f"{agent_name} failed: {type(exc).__name__}: {exc}")
-        return session.result(END_AGENT_ERROR, f"{type(exc).__name__}: {exc}")
+        reason, error = END_AGENT_ERROR, f"{type(exc).__name__}: {exc}"
     finally:
         toolbox.close()
-    submitted = session.diagnosis_submitted or session.mitigation_submitted
-    return session.result(END_SUBMITTED if submitted else END_AGENT_STOPPED)
+    if client.totals.unpriced_calls:
+        session.transcript.event(f"{client.totals.unpriced_calls} calls to {client.model} had no known price; "
+                                 "their cost is recorded as 0", unpriced_calls=client.totals.unpriced_calls)
+    if reason is None:
+        submitted = session.diagnosis_submitted or session.mitigation_submitted
+        reason = END_SUBMITTED if submitted else END_AGENT_STOPPED
+    return session.result(reason, error)

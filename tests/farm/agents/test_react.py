@@ -45,6 +45,7 @@ def test_whole_session_diagnoses_and_mitigates() -> None:
     offered = {t["function"]["name"]: t["function"] for t in first["tools"]}
     assert {"kubectl", "prometheus_query", "jaeger_traces", "submit_diagnosis", "undo_last"} <= set(offered)
     assert offered["kubectl"]["parameters"]["properties"]["command"]["type"] == "string"
+    assert result.cost_usd == 0 and "no known price" in result.transcript[-1]["content"]  # flagged, not hidden
     roles = [e["role"] for e in result.transcript]
     assert roles[:2] == ["system", "user"] and roles.count("tool") == result.tool_calls
     atif = to_atif(result, session_id="trial-7f3a", agent_name="react", model="openai/scripted-model")
@@ -58,7 +59,8 @@ def test_step_limit_ends_the_session_with_the_reason() -> None:
         result = ReactAgent().run(ctx_for(srv, llm, AgentLimits(max_steps=3)))
     assert result.end_reason == LIMIT_STEPS and result.steps == 3
     assert srv.state.diagnosis is None
-    assert "limit reached: limit_steps" in result.transcript[-1]["content"]
+    events = [e["content"] for e in result.transcript if e["role"] == "event"]
+    assert any("limit reached: limit_steps" in e for e in events)
 
 
 def test_wall_time_limit() -> None:
@@ -126,3 +128,11 @@ def test_api_keys_in_the_environment_never_reach_the_transcript(monkeypatch: pyt
     dumped = json.dumps(result.model_dump()) + json.dumps(to_atif(result, session_id="s", agent_name="react"))
     assert key not in dumped and token not in dumped
     assert "[REDACTED]" in dumped
+
+
+def test_the_llm_agents_are_registered() -> None:
+    from farm.agents import agents
+
+    assert {"react", "stratus", "claude-code", "codex"} <= set(agents.names())
+    agent = agents.create("stratus", output_chars=800)
+    assert agent.plugin_spec.args == {"output_chars": 800} and agent.tool_mode == "summarised"

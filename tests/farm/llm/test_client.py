@@ -82,6 +82,15 @@ def test_backoff_is_bounded() -> None:
     assert c.waits == [0.05, 0.05]  # Retry-After of 30 s capped at max_backoff_s
 
 
+def test_backoff_never_waits_past_the_deadline() -> None:
+    with ScriptedLLM([{"status": 429, "retry_after": 30}], repeat_last=True) as llm:
+        c = LLMClient("openai/scripted-model", api_base=llm.url)
+        t0 = time.monotonic()
+        with pytest.raises(LimitReached) as hit:
+            c.complete(MSG, deadline=time.monotonic() + 2)
+    assert hit.value.reason == "limit_wall_time" and time.monotonic() - t0 < 2
+
+
 def test_other_errors_are_not_retried_and_carry_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-abcdefghijklmnopqrstuv")
     with ScriptedLLM([{"status": 400, "content": "bad request: key sk-test-abcdefghijklmnopqrstuv"}]) as llm:
