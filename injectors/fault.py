@@ -147,6 +147,16 @@ def set_path(obj: Obj, path: list[Any], value: Any) -> None:
         node[last] = value
 
 
+def contains(current: Any, wanted: Any) -> bool:
+    """`wanted` is in `current`, allowing fields the server added (defaults, status)."""
+    if isinstance(wanted, dict):
+        return isinstance(current, dict) and all(contains(current.get(k, MISSING), v) for k, v in wanted.items())
+    if isinstance(wanted, list):
+        return isinstance(current, list) and len(current) == len(wanted) and all(
+            contains(c, w) for c, w in zip(current, wanted, strict=True))
+    return current == wanted
+
+
 class Mutation(Fault):
     """Changes the fragment at `path(...)` of one object to `mutate(before)`."""
 
@@ -213,8 +223,9 @@ class Mutation(Fault):
         return self.still_in_place(get_path(obj, injection.saved["path"]), injection)
 
     def still_in_place(self, current: Any, injection: Injection) -> bool:
-        """True while the mutated value is still there (overridable: a looser check)."""
-        return current == injection.saved["after"]
+        """True while the mutated value is still there (overridable: a looser check). The API
+        server may have filled in defaults, so the injected fragment need only be contained."""
+        return contains(current, injection.saved["after"])
 
 
 class Creation(Fault):
