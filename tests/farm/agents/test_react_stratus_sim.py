@@ -13,6 +13,7 @@ from clusters.base import ClusterHandle
 from farm.agents.base import AgentContext
 from farm.agents.react import ReactAgent
 from farm.agents.stratus import StratusAgent
+from farm.errors import ClusterUnavailable, ConfigurationError
 from farm.interface import AgentInterface
 from farm.llm.scripted import PlanStep, ScriptedLLM, tool_plan, tool_results
 from farm.oracles.diagnosis import judge_diagnosis
@@ -52,8 +53,16 @@ PLAN: list[PlanStep] = [
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
-    with deployed_cluster(tmp_path_factory.mktemp("sim-e2")) as handle:
+    try:
+        opened = deployed_cluster(tmp_path_factory.mktemp("sim-e2"))
+        handle = opened.__enter__()
+    except (ConfigurationError, ClusterUnavailable) as exc:
+        # The emulated stack is built by other owners in parallel; say exactly what is missing.
+        pytest.skip(f"emulated cluster with hotel-reservation not available yet: {str(exc).splitlines()[-1]}")
+    try:
         yield handle
+    finally:
+        opened.__exit__(None, None, None)
 
 
 def run_agent(cluster: ClusterHandle, agent, trial: str):
