@@ -135,3 +135,36 @@ def test_a_server_that_cannot_start_is_reported_with_its_stderr(standin_path: No
     with pytest.raises(ClusterUnavailable) as err:
         open_cluster("sim:broken", workdir=tmp_path, cluster_factory="no_such_module:Nothing")
     assert "no_such_module" in str(err.value) and "exited with code" in str(err.value)
+
+
+def test_live_clock_follows_wall_time(standin_path: None, tmp_path: Path) -> None:
+    with open_cluster("sim:live", workdir=tmp_path, cluster_factory=STANDIN, live=True, speed=20.0) as handle:
+        assert not handle.virtual_time
+        t0 = handle.now()
+        time.sleep(1.0)
+        elapsed = handle.now() - t0
+        assert 10 <= elapsed <= 40  # 20 cluster seconds per wall second, ticks of 0.25 s
+        handle.advance(600)  # an explicit jump still works in live mode
+        assert handle.now() - t0 >= 600
+
+
+def test_control_api_rejects_bad_requests(cluster: SimHandle) -> None:
+    import json as _json
+    import urllib.error
+    import urllib.request
+
+    def post(path: str, body: bytes) -> tuple[int, dict]:
+        req = urllib.request.Request(cluster.endpoints.control + path, data=body, method="POST")
+        try:
+            with urllib.request.urlopen(req) as resp:
+                return resp.status, _json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, _json.loads(exc.read())
+
+    assert post("/sim/advance", b"not json")[0] == 400
+    assert post("/sim/advance", b'{"seconds": -1}')[0] == 400
+    assert post("/sim/restore", b'{"name": "never-taken"}')[0] == 404
+    assert post("/sim/checkpoint", b"{}") == (400, {"error": "field 'name' (a non-empty string) is required"})
+    assert post("/sim/checkpoint", b'{"name": "mine"}')[0] == 200
+    assert post("/sim/restore", b'{"name": "mine"}')[0] == 200
+    assert post("/sim/nothing", b"{}")[0] == 404
