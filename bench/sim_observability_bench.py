@@ -209,6 +209,31 @@ def main() -> None:
     tq = timed(lambda: obs.jaeger_app("GET", "/api/traces", {"service": ["geo"], "limit": ["20"]}, b""))
     print(f"traces: {20_000 / tr_sec:,.0f} spans/s added; search by service over 20k traces {tq * 1e3:.1f} ms")
 
+    # memory of the log and trace stores at their default budgets
+    gc.collect()
+    tracemalloc.start()
+    full = Observability(VirtualClock())
+    base = tracemalloc.get_traced_memory()[0]
+    for k in range(full.logs.max_lines + 10_000):
+        full.logs.append({"namespace": "hotel-reservation", "pod": f"geo-{k % 40}", "container": "hotel-reserv-geo",
+                          "app": "geo", "job": "hotel-reservation/geo", "node_name": "worker-1"},
+                         t0 + k * 0.01, f"2026-01-05T09:00:00Z INF cmd/geo/main.go:40 > request {k} served in {k % 97}ms")
+    logs_mem = tracemalloc.get_traced_memory()[0] - base
+    base = tracemalloc.get_traced_memory()[0]
+    for k in range(full.traces.max_spans + 5_000):
+        tid = f"{k // 4:032x}"
+        full.traces.add([{"traceID": tid, "spanID": f"{k:016x}", "operationName": "/geo.Geo/Nearby",
+                          "references": [{"refType": "CHILD_OF", "traceID": tid, "spanID": f"{k - 1:016x}"}],
+                          "startTime": int((t0 + k * 0.01) * 1e6), "duration": 1000 + k % 5000, "flags": 1,
+                          "tags": [{"key": "span.kind", "type": "string", "value": "server"},
+                                   {"key": "component", "type": "string", "value": "gRPC"}], "logs": [],
+                          "process": {"serviceName": SERVICES[k % 8], "tags": [
+                              {"key": "hostname", "type": "string", "value": "geo-7d9c6b8f5-x2kqp"}]}}])
+    spans_mem = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    print(f"log store at its budget: {full.logs.line_count():,} lines, {logs_mem / 2**20:.1f} MiB; "
+          f"trace store at its budget: {full.traces.span_count:,} spans, {spans_mem / 2**20:.1f} MiB")
+
 
 if __name__ == "__main__":
     main()

@@ -8,11 +8,11 @@ from typing import Any
 from clusters.sim.clock import VirtualClock
 from clusters.sim.observability.httpapp import App, AppServer
 from clusters.sim.observability.jaeger_api import JaegerAPI
-from clusters.sim.observability.logs import LogStore
+from clusters.sim.observability.logs import DEFAULT_MAX_LINES, DEFAULT_MAX_LINES_PER_STREAM, LogStore
 from clusters.sim.observability.loki_api import LokiAPI
 from clusters.sim.observability.prometheus_api import PrometheusAPI
 from clusters.sim.observability.rules import DEFAULT_RULE_SETS, RuleManager
-from clusters.sim.observability.traces import TraceStore
+from clusters.sim.observability.traces import DEFAULT_MAX_SPANS, TraceStore
 from clusters.sim.observability.tsdb import TSDB
 
 __all__ = ["Observability", "TSDB", "LogStore", "TraceStore", "RuleManager", "AppServer", "App"]
@@ -29,12 +29,12 @@ class Observability:
     cluster time is forgotten, so memory stays bounded however long a cluster lives."""
 
     def __init__(self, clock: VirtualClock, retention: float = DEFAULT_RETENTION,
-                 rule_sets: tuple[str, ...] = DEFAULT_RULE_SETS, max_spans: int = 200_000,
-                 max_lines_per_stream: int = 20_000) -> None:
+                 rule_sets: tuple[str, ...] = DEFAULT_RULE_SETS, max_spans: int = DEFAULT_MAX_SPANS,
+                 max_lines: int = DEFAULT_MAX_LINES, max_lines_per_stream: int = DEFAULT_MAX_LINES_PER_STREAM) -> None:
         self.clock = clock
         self.retention = retention
         self.tsdb = TSDB(retention=retention)
-        self.logs = LogStore(retention=retention, max_lines_per_stream=max_lines_per_stream)
+        self.logs = LogStore(retention=retention, max_lines=max_lines, max_lines_per_stream=max_lines_per_stream)
         self.traces = TraceStore(max_spans=max_spans, retention=retention)
         self.rules = RuleManager(self.tsdb, rule_sets=rule_sets)
         self.prometheus_app: App = PrometheusAPI(self.tsdb, clock, self.rules)

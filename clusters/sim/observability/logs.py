@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 DEFAULT_RETENTION = 2 * 3600.0
-DEFAULT_MAX_LINES_PER_STREAM = 20_000
+DEFAULT_MAX_LINES_PER_STREAM = 10_000
+DEFAULT_MAX_LINES = 150_000  # about 25 MB of typical pod log lines
 _TRIM_EVERY = 1 << 14
 
 
@@ -38,9 +39,11 @@ class Stream:
 
 class LogStore:
     def __init__(self, retention: float = DEFAULT_RETENTION,
-                 max_lines_per_stream: int = DEFAULT_MAX_LINES_PER_STREAM) -> None:
+                 max_lines_per_stream: int = DEFAULT_MAX_LINES_PER_STREAM, max_lines: int = DEFAULT_MAX_LINES) -> None:
         self.retention = retention
         self.max_lines_per_stream = max_lines_per_stream
+        self.max_lines = max_lines
+        self._lines = 0
         self._streams: dict[frozenset[tuple[str, str]], Stream] = {}
         self._appends = 0
         self._newest = 0
@@ -51,6 +54,7 @@ class LogStore:
         if s is None:
             s = self._streams[key] = Stream(dict(stream_labels))
         ns = to_ns(t)
+        self._lines += 1
         if not s.ts or ns >= s.ts[-1]:
             s.ts.append(ns)
             s.lines.append(line)
@@ -64,18 +68,31 @@ class LogStore:
             cut = len(s.lines) - self.max_lines_per_stream
             del s.ts[:cut]
             del s.lines[:cut]
+            self._lines -= cut
         self._appends += 1
-        if self._appends & (_TRIM_EVERY - 1) == 0:
+        if self._appends & (_TRIM_EVERY - 1) == 0 or self._lines > self.max_lines + self.max_lines // 4:
             self.trim(self._newest / 1e9)
 
     def trim(self, now: float) -> None:
+        """Drop lines older than the retention window; if more than `max_lines` remain, drop the
+        oldest lines across all streams (a cutoff time found by bisection) until they fit."""
         cutoff = to_ns(now - self.retention)
+        if self._lines > self.max_lines:
+            lo, hi = cutoff, self._newest + 1
+            while hi - lo > 1_000:  # microsecond precision is plenty
+                mid = (lo + hi) // 2
+                if sum(len(s.ts) - bisect_left(s.ts, mid) for s in self._streams.values()) > self.max_lines:
+                    lo = mid
+                else:
+                    hi = mid
+            cutoff = max(cutoff, hi)
         dead = []
         for key, s in self._streams.items():
             if s.ts and s.ts[0] < cutoff:
                 i = bisect_left(s.ts, cutoff)
                 del s.ts[:i]
                 del s.lines[:i]
+                self._lines -= i
             if not s.ts:
                 dead.append(key)
         for key in dead:
@@ -87,9 +104,10 @@ class LogStore:
     def clear(self) -> None:
         self._streams.clear()
         self._newest = 0
+        self._lines = 0
 
     def line_count(self) -> int:
-        return sum(len(s.lines) for s in self._streams.values())
+        return self._lines
 
     def checkpoint(self) -> dict[str, Any]:
         return {"streams": [(dict(s.labels), array("q", s.ts), list(s.lines)) for s in self._streams.values()],
@@ -101,6 +119,7 @@ class LogStore:
             s = Stream(dict(labels))
             s.ts, s.lines = array("q", ts), list(lines)
             self._streams[frozenset(labels.items())] = s
+            self._lines += len(s.lines)
         self._newest = state["newest"]
 
 

@@ -1,48 +1,52 @@
-"""The emulated Jaeger's storage: spans in the Jaeger JSON model grouped by trace, indexed by
-service and operation, bounded by a span budget and a cluster-time retention window (oldest
-traces go first), with the search and dependency semantics of Jaeger's in-memory store."""
+"""The emulated Jaeger's storage: spans grouped by trace, indexed by service and operation,
+bounded by a span budget and a cluster-time retention window (oldest traces go first), with
+the search and dependency semantics of Jaeger's in-memory store.
+
+Spans arrive in the Jaeger JSON model but are kept as compact tuples whose tags and processes
+are interned: a cluster repeats the same few tag sets and processes millions of times, and a
+span dict with its tag dicts costs about 1.7 kB where the tuple costs a fraction of that."""
 
 from __future__ import annotations
 
-import copy
+import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-DEFAULT_MAX_SPANS = 200_000
+DEFAULT_MAX_SPANS = 60_000  # about 0.4 kB a span stored
 DEFAULT_RETENTION = 2 * 3600.0
+_MAX_INTERNED = 200_000
 
-Span = dict[str, Any]
+Tag = tuple[str, str, Any]  # (key, type, value)
+
+
+class StoredSpan(NamedTuple):
+    trace_id: str  # as the writer spelled it
+    span_id: str
+    operation: str
+    refs: tuple[tuple[str, str, str], ...]  # (refType, traceID, spanID)
+    start: int  # µs
+    duration: int  # µs
+    flags: int
+    tags: tuple[Tag, ...]
+    logs: tuple[tuple[int, tuple[Tag, ...]], ...]
+    process: tuple[str, tuple[Tag, ...]]  # (serviceName, tags)
+    warnings: Any
 
 
 def normalize_trace_id(tid: str) -> str:
-    tid = tid.strip().lower()
-    stripped = tid.lstrip("0")
-    return stripped or "0"
+    return tid.strip().lower().lstrip("0") or "0"
 
 
 def tag_value_string(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(value)
     return str(value)
-
-
-def span_kind(span: Span) -> str:
-    for t in span.get("tags") or ():
-        if t.get("key") == "span.kind":
-            return str(t.get("value", ""))
-    return ""
-
-
-def service_of(span: Span) -> str:
-    return str((span.get("process") or {}).get("serviceName", ""))
 
 
 @dataclass
 class Trace:
     trace_id: str
-    spans: list[Span] = field(default_factory=list)
+    spans: list[StoredSpan] = field(default_factory=list)
     start: int = 0  # µs of the earliest span
     last: int = 0  # µs of the latest span start
 
@@ -59,36 +63,39 @@ class TraceQuery:
     limit: int = 100
 
 
-def _span_has_tag(span: Span, key: str, value: str) -> bool:
-    for t in span.get("tags") or ():
-        if t.get("key") == key and tag_value_string(t.get("value")) == value:
-            return True
-    for t in (span.get("process") or {}).get("tags") or ():
-        if t.get("key") == key and tag_value_string(t.get("value")) == value:
-            return True
-    for log in span.get("logs") or ():
-        for t in log.get("fields") or ():
-            if t.get("key") == key and tag_value_string(t.get("value")) == value:
+def _span_kind(tags: tuple[Tag, ...]) -> str:
+    for key, _, value in tags:
+        if key == "span.kind":
+            return str(value)
+    return ""
+
+
+def _has_tag(span: StoredSpan, key: str, value: str) -> bool:
+    for tags in (span.tags, span.process[1]):
+        for k, _, v in tags:
+            if k == key and tag_value_string(v) == value:
+                return True
+    for _, fields in span.logs:
+        for k, _, v in fields:
+            if k == key and tag_value_string(v) == value:
                 return True
     return False
 
 
-def _span_matches(span: Span, q: TraceQuery) -> bool:
-    if q.service and service_of(span) != q.service:
+def _span_matches(span: StoredSpan, q: TraceQuery) -> bool:
+    if q.service and span.process[0] != q.service:
         return False
-    if q.operation and span.get("operationName") != q.operation:
+    if q.operation and span.operation != q.operation:
         return False
-    st = int(span.get("startTime", 0))
-    if q.start_min is not None and st < q.start_min:
+    if q.start_min is not None and span.start < q.start_min:
         return False
-    if q.start_max is not None and st > q.start_max:
+    if q.start_max is not None and span.start > q.start_max:
         return False
-    d = int(span.get("duration", 0))
-    if q.duration_min is not None and d < q.duration_min:
+    if q.duration_min is not None and span.duration < q.duration_min:
         return False
-    if q.duration_max is not None and d > q.duration_max:
+    if q.duration_max is not None and span.duration > q.duration_max:
         return False
-    return all(_span_has_tag(span, k, v) for k, v in q.tags.items())
+    return all(_has_tag(span, k, v) for k, v in q.tags.items())
 
 
 class TraceStore:
@@ -98,16 +105,56 @@ class TraceStore:
         self._traces: dict[str, Trace] = {}  # insertion order: oldest first
         self._span_count = 0
         self._operations: dict[str, dict[tuple[str, str], None]] = {}
+        self._interned: dict[Any, Any] = {}
 
-    def add(self, spans: list[Span]) -> None:
+    def _intern(self, value: Any) -> Any:
+        try:
+            got = self._interned.get(value)
+        except TypeError:  # an unhashable tag value (a list): keep it as it is
+            return value
+        if got is not None:
+            return got
+        if len(self._interned) < _MAX_INTERNED:
+            self._interned[value] = value
+        return value
+
+    def _tags(self, raw: Any) -> tuple[Tag, ...]:
+        if not raw:
+            return ()
+        tags = tuple(self._intern((t.get("key", ""), t.get("type", "string"), t.get("value"))) for t in raw)
+        interned: tuple[Tag, ...] = self._intern(tags)
+        return interned
+
+    def _compact(self, span: dict[str, Any]) -> StoredSpan:
+        proc = span.get("process") or {}
+        refs = span.get("references") or ()
+        logs = span.get("logs") or ()
+        # sys.intern makes a trace id, and a span id named again in its children's references,
+        # one string object each.
+        return StoredSpan(
+            trace_id=sys.intern(str(span["traceID"])),
+            span_id=sys.intern(str(span.get("spanID", ""))),
+            operation=self._intern(str(span.get("operationName", ""))),
+            refs=tuple((sys.intern(r.get("refType", "CHILD_OF")), sys.intern(str(r.get("traceID", ""))),
+                        sys.intern(str(r.get("spanID", "")))) for r in refs) if refs else (),
+            start=int(span.get("startTime", 0)),
+            duration=int(span.get("duration", 0)),
+            flags=int(span.get("flags", 1)),
+            tags=self._tags(span.get("tags")),
+            logs=tuple((int(entry.get("timestamp", 0)), self._tags(entry.get("fields"))) for entry in logs) if logs else (),
+            process=self._intern((self._intern(str(proc.get("serviceName", ""))), self._tags(proc.get("tags")))),
+            warnings=span.get("warnings"),
+        )
+
+    def add(self, spans: list[dict[str, Any]]) -> None:
         """Store spans (each with traceID, spanID, operationName, references, startTime µs,
         duration µs, tags, logs, process {serviceName, tags})."""
         traces, ops = self._traces, self._operations
-        for span in spans:
-            raw = span["traceID"]
-            tid = raw if raw.islower() and raw[:1] != "0" else normalize_trace_id(str(raw))
-            st = span.get("startTime", 0)
+        for raw in spans:
+            span = self._compact(raw)
+            tid = span.trace_id if span.trace_id.islower() and span.trace_id[:1] != "0" else normalize_trace_id(span.trace_id)
             tr = traces.get(tid)
+            st = span.start
             if tr is None:
                 tr = traces[tid] = Trace(tid, [span], st, st)
             else:
@@ -117,9 +164,9 @@ class TraceStore:
                 elif st > tr.last:
                     tr.last = st
             self._span_count += 1
-            svc = (span.get("process") or {}).get("serviceName")
+            svc = span.process[0]
             if svc:
-                key = (span.get("operationName", ""), span_kind(span))
+                key = (span.operation, _span_kind(span.tags))
                 known = ops.get(svc)
                 if known is None:
                     ops[svc] = {key: None}
@@ -133,10 +180,13 @@ class TraceStore:
         cutoff = int((now - self.retention) * 1e6)
         for tid in [t for t, tr in self._traces.items() if tr.last < cutoff]:
             self._span_count -= len(self._traces.pop(tid).spans)
+        if len(self._interned) >= _MAX_INTERNED:
+            self._interned.clear()
 
     def clear(self) -> None:
         self._traces.clear()
         self._operations.clear()
+        self._interned.clear()
         self._span_count = 0
 
     def __len__(self) -> int:
@@ -169,69 +219,68 @@ class TraceStore:
         for tr in self._traces.values():
             if tr.start > end_us or tr.last < start_us:
                 continue
-            by_id = {str(s.get("spanID")): s for s in tr.spans}
+            by_id = {s.span_id: s for s in tr.spans}
             for s in tr.spans:
-                st = int(s.get("startTime", 0))
-                if st < start_us or st > end_us:
+                if s.start < start_us or s.start > end_us:
                     continue
-                for ref in s.get("references") or ():
-                    if ref.get("refType") != "CHILD_OF":
+                for ref_type, _, parent_id in s.refs:
+                    if ref_type != "CHILD_OF":
                         continue
-                    parent = by_id.get(str(ref.get("spanID")))
-                    if parent is None:
-                        continue
-                    ps, cs = service_of(parent), service_of(s)
-                    if ps and cs and ps != cs:
-                        counts[(ps, cs)] = counts.get((ps, cs), 0) + 1
+                    parent = by_id.get(parent_id)
+                    if parent is not None:
+                        ps, cs = parent.process[0], s.process[0]
+                        if ps and cs and ps != cs:
+                            counts[(ps, cs)] = counts.get((ps, cs), 0) + 1
                     break
         return [{"parent": p, "child": c, "callCount": n} for (p, c), n in sorted(counts.items())]
 
     # --- state ---------------------------------------------------------------------------------
     def checkpoint(self) -> dict[str, Any]:
-        return {"traces": [(tr.trace_id, [copy.copy(s) for s in tr.spans], tr.start, tr.last)
-                           for tr in self._traces.values()],
+        # Stored spans are immutable tuples, so copying the lists is a full copy.
+        return {"traces": [(tr.trace_id, list(tr.spans), tr.start, tr.last) for tr in self._traces.values()],
                 "operations": {k: dict(v) for k, v in self._operations.items()}}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.clear()
         for tid, spans, start, last in state["traces"]:
-            self._traces[tid] = Trace(tid, [copy.copy(s) for s in spans], start, last)
+            self._traces[tid] = Trace(tid, list(spans), start, last)
             self._span_count += len(spans)
         self._operations = {k: dict(v) for k, v in state["operations"].items()}
+
+
+def _tags_json(tags: tuple[Tag, ...]) -> list[dict[str, Any]]:
+    return [{"key": k, "type": t, "value": v} for k, t, v in tags]
 
 
 def trace_json(tr: Trace) -> dict[str, Any]:
     """A trace as Jaeger's query API returns it: spans with processID into a p1, p2... map."""
     processes: dict[str, dict[str, Any]] = {}
-    keys: dict[str, str] = {}
+    pids: dict[tuple[str, tuple[Tag, ...]], str] = {}
     spans = []
     seen_ids: set[str] = set()
     for s in tr.spans:
-        sid = str(s.get("spanID"))
-        if sid in seen_ids:  # Jaeger's dedupe adjuster
+        if s.span_id in seen_ids:  # Jaeger's dedupe adjuster
             continue
-        seen_ids.add(sid)
-        proc = s.get("process") or {"serviceName": "", "tags": []}
-        pkey_src = repr((proc.get("serviceName"), sorted((t.get("key"), repr(t.get("value"))) for t in proc.get("tags") or [])))
-        pid = keys.get(pkey_src)
+        seen_ids.add(s.span_id)
+        pid = pids.get(s.process)
         if pid is None:
-            pid = keys[pkey_src] = f"p{len(keys) + 1}"
-            processes[pid] = {"serviceName": proc.get("serviceName", ""), "tags": list(proc.get("tags") or [])}
+            pid = pids[s.process] = f"p{len(pids) + 1}"
+            processes[pid] = {"serviceName": s.process[0], "tags": _tags_json(s.process[1])}
         out: dict[str, Any] = {
-            "traceID": s.get("traceID"),
-            "spanID": sid,
-            "flags": s.get("flags", 1),
-            "operationName": s.get("operationName", ""),
-            "references": list(s.get("references") or []),
-            "startTime": int(s.get("startTime", 0)),
-            "duration": int(s.get("duration", 0)),
-            "tags": list(s.get("tags") or []),
-            "logs": list(s.get("logs") or []),
+            "traceID": s.trace_id,
+            "spanID": s.span_id,
+            "flags": s.flags,
+            "operationName": s.operation,
+            "references": [{"refType": r, "traceID": t, "spanID": i} for r, t, i in s.refs],
+            "startTime": s.start,
+            "duration": s.duration,
+            "tags": _tags_json(s.tags),
+            "logs": [{"timestamp": ts, "fields": _tags_json(fields)} for ts, fields in s.logs],
             "processID": pid,
-            "warnings": s.get("warnings"),
+            "warnings": s.warnings,
         }
-        if not out["flags"]:
+        if not s.flags:
             del out["flags"]
         spans.append(out)
-    return {"traceID": tr.spans[0].get("traceID") if tr.spans else tr.trace_id, "spans": spans,
+    return {"traceID": tr.spans[0].trace_id if tr.spans else tr.trace_id, "spans": spans,
             "processes": processes, "warnings": None}

@@ -113,3 +113,15 @@ def test_series_refs_append_and_survive_retention() -> None:
     ref = db.append_ref(ref, T0 + 1000, 3.0)
     (s,) = db.select([Matcher("__name__", "=", "m")])
     assert s is ref and list(s.vs) == [3.0] and s.labels == {"pod": "p", "__name__": "m"}
+
+
+def test_global_log_budget_drops_oldest_lines_across_streams() -> None:
+    store = LogStore(retention=1e9, max_lines_per_stream=10_000, max_lines=100)
+    for i in range(300):
+        store.append({"app": f"a{i % 3}"}, T0 + i, f"line {i}")
+    assert store.line_count() <= 125
+    store.trim(T0 + 300)
+    assert store.line_count() == 100 == sum(len(s.lines) for s in store.streams())
+    # the newest lines of every stream survive, the oldest go
+    kept = sorted(int(line.split()[1]) for s in store.streams() for line in s.lines)
+    assert kept == list(range(200, 300))
