@@ -30,9 +30,15 @@ def _containers(app: str) -> dict[str, str]:
     return out
 
 
+# Names faults derive from their target (a NetworkPolicy "<dependency>-ingress").
+DERIVED_SUFFIXES = ("-ingress",)
+
+
 def _word(name: str) -> re.Pattern[str]:
-    # A workload name as a whole word: "geo" must not match inside "mongodb-geo".
-    return re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
+    # A workload name as a whole word: "geo" must not match inside "mongodb-geo" or "geo-db",
+    # but does inside the names derived from it.
+    derived = "|".join(re.escape(s) for s in DERIVED_SUFFIXES)
+    return re.compile(rf"(?<![\w-]){re.escape(name)}(?=$|[^\w-]|(?:{derived})(?![\w-]))")
 
 
 def _replace(value: Any, renames: dict[str, str]) -> Any:
