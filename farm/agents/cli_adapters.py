@@ -107,6 +107,11 @@ class _CLIAgent(Agent):
         return found
 
     def run(self, ctx: AgentContext) -> AgentResult:
+        # Sweep entry options (executable, extra_args, pass_env) arrive through the context.
+        opts = ctx.options
+        self.executable_path = opts.get("executable", self.executable_path)
+        self.extra_args = list(opts.get("extra_args", self.extra_args))
+        self.pass_env |= set(opts.get("pass_env", []))
         tr = Transcript()
         usage = Usage()
         try:
@@ -118,6 +123,8 @@ class _CLIAgent(Agent):
             argv, extra_env = self.command(ctx, workdir)
             argv[0] = exe
             env = {k: v for k, v in os.environ.items() if k in self.pass_env}
+            # No kubeconfig of the worker's: the agent reaches the cluster through the MCP tools only.
+            env["KUBECONFIG"] = os.devnull
             env.update(extra_env)
             prompt_shown = PROMPT.format(ns=ctx.namespace, trial=ctx.trial_id, server=SERVER_NAME)
             tr.message("user", prompt_shown)

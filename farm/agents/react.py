@@ -31,6 +31,10 @@ class ReactAgent(Agent):
         self.max_output_chars = max_output_chars
 
     def run(self, ctx: AgentContext) -> AgentResult:
+        # The sweep entry's options reach the agent through the context; they override the constructor.
+        opts = ctx.options
+        self.system_prompt = opts.get("system_prompt", self.system_prompt)
+        self.max_output_chars = opts.get("max_output_chars", self.max_output_chars)
         return run_session(ctx, self._body, agent_name="react")
 
     def _body(self, s: Session) -> None:

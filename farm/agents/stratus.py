@@ -120,6 +120,12 @@ class StratusAgent(Agent):
         self.diagnosis_share, self.settle_s = diagnosis_share, settle_s
 
     def run(self, ctx: AgentContext) -> AgentResult:
+        # The sweep entry's options reach the agent through the context; they override the constructor.
+        opts = ctx.options
+        self.output_chars = int(opts.get("output_chars", self.output_chars))
+        self.keep_outputs = int(opts.get("keep_outputs", self.keep_outputs))
+        self.diagnosis_share = float(opts.get("diagnosis_share", self.diagnosis_share))
+        self.settle_s = float(opts.get("settle_s", self.settle_s))
         return run_session(ctx, self._body, agent_name="stratus")
 
     # -- health ----------------------------------------------------------------------------------

@@ -81,7 +81,9 @@ def test_token_limit_stops_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_failures_are_agent_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_CODEX_FAIL", "1")
     with IncidentMCP() as srv:
-        failed = CodexAgent(pass_env=["FAKE_CODEX_FAIL"]).run(ctx_for(srv, "openai/gpt-5"))
+        ctx = ctx_for(srv, "openai/gpt-5")
+        ctx.options["pass_env"] = ["FAKE_CODEX_FAIL"]  # as a sweep entry's options would
+        failed = CodexAgent().run(ctx)
         missing = ClaudeCodeAgent(executable="claude-not-installed").run(ctx_for(srv, "anthropic/claude-sonnet-4-5"))
     assert failed.end_reason == END_AGENT_ERROR and "stream disconnected" in (failed.error or "")
     assert missing.end_reason == END_AGENT_ERROR and "claude-not-installed" in (missing.error or "")
