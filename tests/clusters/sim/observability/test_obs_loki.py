@@ -168,3 +168,22 @@ def test_push_then_query(loki: Client, obs: Observability) -> None:
     with urllib.request.urlopen(req) as resp:
         assert resp.status == 204
     assert lines(qr(loki, '{app="pushed"}')) == ["hello"]
+
+
+def test_unwrap_regexp_pattern_and_label_stages(loki: Client, logs: None) -> None:
+    t = str(int((T0 + 100) * 1e9))
+    # latency "0ms".."900ms" parsed as durations; max over the errors (i = 0, 3, 6, 9)
+    _, body = loki.get("/loki/api/v1/query", time=t, query=(
+        'max_over_time({app="frontend"} | json | level="error" | unwrap duration(latency) [5m]) by (app)'))
+    assert body["data"]["result"] == [{"metric": {"app": "frontend"}, "value": [T0 + 100, "0.9"]}]
+    _, body = loki.get("/loki/api/v1/query", time=t, query='sum(sum_over_time({app="frontend"} | json | unwrap status [5m]))')
+    assert body["data"]["result"][0]["value"][1] == str(4 * 500 + 6 * 200)
+    body = qr(loki, '{app="geo"} | regexp "port: (?P<port>\\\\d+) n=(?P<n>\\\\d+)" | n = "7"')
+    assert [s["stream"]["port"] for s in body["data"]["result"]] == ["8083"]
+    body = qr(loki, '{app="geo"} | pattern "<_> <level> <file> > <_>" | level="INF" | drop file')
+    assert len(lines(body)) == 10
+    assert all("file" not in s["stream"] and s["stream"]["level"] == "INF" for s in body["data"]["result"])
+    body = qr(loki, '{app="frontend"} | json | label_format lvl=level | lvl="error"')
+    assert len(lines(body)) == 4 and all("level" not in s["stream"] for s in body["data"]["result"])
+    # a line filter with alternatives
+    assert len(lines(qr(loki, '{app="geo"} |= "n=1" or "n=2"'))) == 2

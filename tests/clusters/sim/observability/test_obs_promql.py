@@ -247,3 +247,31 @@ def test_nan_and_inf_formatting(prom: Client, obs: Observability) -> None:
     assert body["data"]["result"][0]["value"][1] == "-Inf"
     _, body = prom.get("/api/v1/query", query="z", time=T0)
     assert body["data"]["result"][0]["value"][1] == "0.000012"
+
+
+def test_at_modifier_or_matchers_and_linear_prediction(prom: Client, obs: Observability) -> None:
+    for i in range(21):
+        obs.tsdb.append("node_filesystem_avail_bytes", {"device": "sda1", "mountpoint": "/"}, T0 + 60 * i, 1000.0 - 10 * i)
+        obs.tsdb.append("node_filesystem_avail_bytes", {"device": "sdb1", "mountpoint": "/data"}, T0 + 60 * i, 500.0)
+    t = T0 + 1200
+    assert one(prom, f'node_filesystem_avail_bytes{{device="sda1"}} @ {T0 + 600}', t) == 900.0
+    assert len(q(prom, 'node_filesystem_avail_bytes{device="sda1" or mountpoint="/data"}', t)) == 2
+    # 10 bytes a minute lost: the slope is -1/6 B/s, and in one hour 600 bytes are gone
+    assert one(prom, 'deriv(node_filesystem_avail_bytes{device="sda1"}[10m])', t) == pytest.approx(-1 / 6)
+    assert one(prom, 'predict_linear(node_filesystem_avail_bytes{device="sda1"}[10m], 3600)', t) == pytest.approx(200.0)
+    assert one(prom, 'predict_linear(node_filesystem_avail_bytes{device="sdb1"}[10m], 3600)', t) == pytest.approx(500.0)
+    assert one(prom, 'changes(node_filesystem_avail_bytes{device="sdb1"}[10m])', t) == 0.0
+    assert one(prom, 'timestamp(node_filesystem_avail_bytes{device="sda1"})', t + 30) == T0 + 1200
+
+
+def test_replicas_mismatch_rule_expression(prom: Client, obs: Observability) -> None:
+    ksm = {"job": "kube-state-metrics", "namespace": "hotel-reservation", "deployment": "geo"}
+    for i in range(41):
+        t = T0 + 15 * i
+        obs.tsdb.append("kube_deployment_spec_replicas", ksm, t, 3.0)
+        obs.tsdb.append("kube_deployment_status_replicas_available", ksm, t, 1.0)
+        obs.tsdb.append("kube_deployment_status_replicas_updated", ksm, t, 3.0)
+    expr = ('(kube_deployment_spec_replicas{job="kube-state-metrics"} > kube_deployment_status_replicas_available'
+            '{job="kube-state-metrics"}) and (changes(kube_deployment_status_replicas_updated{job="kube-state-metrics"}'
+            '[10m]) == 0)')
+    assert q(prom, expr, T0 + 600) == {lbl(__name__="kube_deployment_spec_replicas", **ksm): 3.0}
