@@ -222,11 +222,15 @@ class EksProvider(ClusterProvider):
                        resourcesVpcConfig=vpc, tags=self.tags(name))
         cluster = self._wait(name, "cluster", lambda: eks.describe_cluster(name=name)["cluster"])
         group = self.nodegroup_name(name)
-        try:
-            eks.describe_nodegroup(clusterName=name, nodegroupName=group)
-        except eks.exceptions.ResourceNotFoundException:
+        groups = self._call("listing node groups", eks.list_nodegroups, clusterName=name)["nodegroups"]
+        if group not in groups and groups:
+            # An attached cluster with node groups of its own: use those.
+            for existing in groups:
+                self._wait(existing, "node group", functools.partial(self._nodegroup, eks, name, existing))
+            return cluster
+        if group not in groups:
             if not create:
-                raise ClusterUnavailable(f"EKS cluster '{name}' has no node group '{group}'") from None
+                raise ClusterUnavailable(f"EKS cluster '{name}' has no node group (the farm would create '{group}')")
             self._require("node_role_arn", "FARM_EKS_NODE_ROLE_ARN", self.node_role_arn)
             self.progress(f"creating node group {group} ({self.nodes} × {', '.join(self.instance_types)})")
             self._call(f"creating node group '{group}'", eks.create_nodegroup, clusterName=name,
@@ -235,8 +239,7 @@ class EksProvider(ClusterProvider):
                        instanceTypes=self.instance_types,
                        scalingConfig={"minSize": self.nodes, "maxSize": self.nodes, "desiredSize": self.nodes},
                        labels={"farm": self.farm}, tags=self.tags(name))
-        self._wait(group, "node group",
-                   lambda: eks.describe_nodegroup(clusterName=name, nodegroupName=group)["nodegroup"])
+        self._wait(group, "node group", functools.partial(self._nodegroup, eks, name, group))
         return cluster
 
     def _require(self, field: str, env: str, value: Any) -> None:

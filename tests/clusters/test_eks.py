@@ -147,11 +147,12 @@ def test_attach_existing_cluster_without_creating(aws: str) -> None:
     raw = boto3.client("eks", region_name="eu-west-1")
     raw.create_cluster(name="their-cluster", roleArn="arn:aws:iam::123456789012:role/x",
                        resourcesVpcConfig={"subnetIds": ["subnet-x"]})
-    raw.create_nodegroup(clusterName="their-cluster", nodegroupName="their-cluster-nodes",
+    raw.create_nodegroup(clusterName="their-cluster", nodegroupName="their-own-group",
                          nodeRole="arn:aws:iam::123456789012:role/n", subnets=["subnet-x"])
     cluster = provider().ensure("their-cluster", create=False)
     assert cluster["name"] == "their-cluster"
     assert raw.list_clusters()["clusters"].count("their-cluster") == 1
+    assert raw.list_nodegroups(clusterName="their-cluster")["nodegroups"] == ["their-own-group"]  # none added
     with pytest.raises(ConfigurationError, match="not tagged farm=farm-test"):
         provider().delete("their-cluster")
     assert raw.describe_cluster(name="their-cluster")["cluster"]["status"] == "ACTIVE"
