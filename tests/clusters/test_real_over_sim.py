@@ -73,3 +73,19 @@ def test_deploy_agent_credentials_and_reset(real: KubeconfigClusterHandle) -> No
     assert app.namespace not in real._namespaces()
     remaining = [i for c in real.chaos_resources() for i in real.request("GET", c).get("items", [])]
     assert remaining == []
+
+
+def test_stack_manifests_come_up_under_the_emulated_controllers(real: KubeconfigClusterHandle, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """helm is the fake (it only records); the Jaeger manifests are applied for real and the
+    emulated deployment controller and kubelet bring them to ready in virtual time."""
+    from clusters.stack import install_stack
+
+    monkeypatch.setenv("PATH", f"{ROOT / 'tests' / 'fakes'}:{KUBECTL.parent}:/usr/bin:/bin")
+    monkeypatch.setenv("FAKE_HELM_LOG", str(tmp_path / "helm.log"))
+    report = install_stack(real, force=True, poll_seconds=5, wait_seconds=600)
+    assert not report.skipped and "Deployment/jaeger" in report.applied
+    jaeger = real.request("GET", "/apis/apps/v1/namespaces/observe/deployments/jaeger")
+    assert jaeger["status"].get("readyReplicas") == 1
+    real.reset()
+    assert "observe" in real._namespaces()  # the stack is not part of what a reset removes
