@@ -31,6 +31,7 @@ from clusters.sim.api.status import (
 )
 from clusters.sim.api.tables import table
 from clusters.sim.api.watch import Filter, stream
+from clusters.sim.api.webhooks import WebhookAdmission
 from clusters.sim.resources import CUSTOM_GROUPS, METRICS_TYPES, REVIEW_TYPES, lookup, register_all
 from clusters.sim.store import (
     Obj,
@@ -93,6 +94,7 @@ class KubeAPI:
         if not any(isinstance(h, Defaulter) for h in store.admission):
             store.admission.insert(0, Defaulter(store))
         store.admission.append(self.authn.fill_token_secret)
+        WebhookAdmission(store).install()
         store.hooks.append(self._default_service_account)
         self._bootstrap()
 

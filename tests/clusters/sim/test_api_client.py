@@ -405,3 +405,29 @@ def test_exec_over_websocket(sim: Sim, ns: str) -> None:
                   stdin=False, stdout=True, tty=False, _preload_content=False)
     resp.run_forever(timeout=5)
     assert resp.returncode == 4 and resp.read_stderr() == "failing with 4\n"
+
+
+def test_a_webhook_without_endpoints_refuses_matching_requests(sim: Sim, ns: str) -> None:
+    core = client.CoreV1Api(sim.api)
+    admission = client.AdmissionregistrationV1Api(sim.api)
+    core.create_namespace({"metadata": {"name": f"{ns}-hook"}})
+    core.create_namespaced_service(f"{ns}-hook", {"metadata": {"name": "policy"}, "spec": {"ports": [{"port": 443}]}})
+    admission.create_validating_webhook_configuration({
+        "metadata": {"name": f"{ns}-policy"},
+        "webhooks": [{"name": "pods.policy.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                      "clientConfig": {"service": {"namespace": f"{ns}-hook", "name": "policy", "path": "/validate"}},
+                      "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                      "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}]}]})
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod(ns, pod("blocked"))
+    body = status_of(err.value)
+    assert err.value.status == 500 and body["reason"] == "InternalError"
+    assert body["message"] == (
+        'Internal error occurred: failed calling webhook "pods.policy.example.com": failed to call webhook: '
+        f'Post "https://policy.{ns}-hook.svc:443/validate?timeout=10s": no endpoints available for service "policy"')
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "not-a-pod"}})  # other resources pass
+    core.create_namespaced_pod(f"{ns}-hook", pod("elsewhere"))  # other namespaces pass
+    core.create_namespaced_endpoints(f"{ns}-hook", {"metadata": {"name": "policy"}, "subsets": [
+        {"addresses": [{"ip": "10.244.0.9"}], "ports": [{"port": 443}]}]})
+    assert core.create_namespaced_pod(ns, pod("admitted")).metadata.name == "admitted"
+    admission.delete_validating_webhook_configuration(f"{ns}-policy")
