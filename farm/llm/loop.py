@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from farm.agents.base import AgentContext, AgentResult
-from farm.errors import LimitReached
+from farm.errors import InfrastructureError, LimitReached
 from farm.llm.client import LLMClient, LLMError, parse_arguments
 from farm.llm.mcp_client import MCPToolbox, ToolOutcome
 from farm.llm.transcript import Transcript
@@ -154,6 +154,8 @@ def run_session(ctx: AgentContext, body: Callable[[Session], None], *, agent_nam
     except LimitReached as exc:
         session.transcript.event(f"session ended: {exc}")
         reason = exc.reason
+    except InfrastructureError:
+        raise  # the MCP server or cluster failed, not the agent: the trial runner reports it apart
     except Exception as exc:  # noqa: BLE001 - any failure ends the session, never the worker
         session.transcript.event(f"{agent_name} failed: {type(exc).__name__}: {exc}")
         reason, error = END_AGENT_ERROR, f"{type(exc).__name__}: {exc}"
