@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from clusters.base import ClusterHandle
 from farm.errors import InjectionError, InputError
 from injectors.base import Injection, Injector, faults
-from injectors.kube import Kube, NotFound, Obj, Ref, clean_for_create
+from injectors.kube import Kube, NotFound, Obj, Ref, api_for, clean_for_create
 
 # Chaos Mesh resources live here; the agent's credentials cannot read it.
 CHAOS_NAMESPACE = "chaos-mesh"
@@ -355,7 +355,7 @@ class Chaos(Fault):
     def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
         from kubernetes import client
 
-        api = client.CustomObjectsApi(cluster.api_client())
+        api = client.CustomObjectsApi(api_for(cluster))
         ref = Ref.parse(injection.saved["chaos"])
         try:
             api.delete_namespaced_custom_object(*CHAOS_API, ref.namespace, self.plural(), ref.name)
@@ -376,7 +376,7 @@ class Chaos(Fault):
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
         from kubernetes import client
 
-        api = client.CustomObjectsApi(cluster.api_client())
+        api = client.CustomObjectsApi(api_for(cluster))
         ref = Ref.parse(injection.saved["chaos"])
         try:
             obj = api.get_namespaced_custom_object(*CHAOS_API, ref.namespace, self.plural(), ref.name)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from clusters.base import ClusterHandle
 from farm.errors import InjectionError
 from injectors.fault import CHAOS_NAMESPACE
-from injectors.kube import Kube, Obj
+from injectors.kube import Kube, Obj, api_for
 
 POLL_SECONDS = 2.0
 
@@ -117,7 +117,7 @@ def exec_in(cluster: ClusterHandle, namespace: str, workload: str, command: list
         raise InjectionError(f"no running pod of {workload} to run a command in")
     pod = pods[0]
     name = container or pod["spec"]["containers"][0]["name"]
-    core = client.CoreV1Api(cluster.api_client())
+    core = client.CoreV1Api(api_for(cluster))
     try:
         resp = stream(core.connect_get_namespaced_pod_exec, pod["metadata"]["name"], namespace, command=command,
                       container=name, stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)

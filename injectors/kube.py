@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,12 +97,28 @@ class Ref:
         return cls(kind, namespace, name)
 
 
+_CLIENTS: weakref.WeakKeyDictionary[ClusterHandle, Any] = weakref.WeakKeyDictionary()
+
+
+def api_for(cluster: ClusterHandle) -> Any:
+    """One ApiClient per cluster handle, so its connection pool (and TLS sessions) are reused."""
+    try:
+        return _CLIENTS[cluster]
+    except (KeyError, TypeError):
+        api = cluster.api_client()
+        try:
+            _CLIENTS[cluster] = api
+        except TypeError:  # a handle that cannot be weakly referenced
+            pass
+        return api
+
+
 class Kube:
     """REST verbs on plain dicts for the kinds in KINDS (and any custom resource by api/plural)."""
 
     def __init__(self, cluster: ClusterHandle) -> None:
         self.cluster = cluster
-        self.api = cluster.api_client()
+        self.api = api_for(cluster)
 
     # -- raw ---------------------------------------------------------------------------------
     def request(

@@ -21,7 +21,7 @@ from clusters.base import ClusterHandle
 from farm.errors import InjectionError
 from injectors.base import Injection, Noise, noises
 from injectors.fault import CHAOS_API, CHAOS_NAMESPACE, ParamsError, neutral_name
-from injectors.kube import Kube, Obj, Ref
+from injectors.kube import Kube, Obj, Ref, api_for
 from injectors.workload import RESTARTED_AT
 
 
@@ -160,7 +160,7 @@ def _delete_chaos(cluster: ClusterHandle, ref: Ref) -> None:
     from kubernetes import client
 
     try:
-        client.CustomObjectsApi(cluster.api_client()).delete_namespaced_custom_object(
+        client.CustomObjectsApi(api_for(cluster)).delete_namespaced_custom_object(
             *CHAOS_API, ref.namespace, ref.kind.lower(), ref.name)
     except client.ApiException as exc:
         if exc.status != 404:

@@ -184,9 +184,20 @@ def symptom_differences(before: dict[str, Any], after: dict[str, Any]) -> list[s
     return found
 
 
+def leak_word(text: str, names: list[str]) -> str | None:
+    """The giveaway in `text`, if any: a word starting with a LEAK_WORD ("injected", "chaos-…"; not
+    "default"), or a problem id / injector name anywhere in it."""
+    low = text.lower()
+    for token in re.split(r"[^a-z0-9]+", low):
+        for word in LEAK_WORDS:
+            if token.startswith(word.split(".")[0].replace("-", "")) and token:
+                return word
+    return next((n for n in names if n and n in low), None)
+
+
 def leaks(view: AgentView, problem: Problem) -> list[str]:
     """Anything the agent's credentials can read that gives the answer away."""
-    words = [*LEAK_WORDS, problem.id.lower(), *(f.injector.lower() for f in problem.faults)]
+    words = [problem.id.lower(), *(f.injector.lower() for f in problem.faults)]
     found = []
     for what in ("pods", "deployments", "statefulsets", "services", "configmaps", "secrets", "networkpolicies",
                  "resourcequotas", "serviceaccounts", "events", "replicasets", "jobs", "cronjobs"):
@@ -200,8 +211,7 @@ def leaks(view: AgentView, problem: Problem) -> list[str]:
             if what == "events":
                 texts = [obj.get("reason", ""), obj.get("source", {}).get("component", "")]
             for text in texts:
-                low = str(text).lower()
-                hit = next((w for w in words if w and w in low), None)
+                hit = leak_word(str(text), words)
                 if hit:
                     found.append(f"{what}/{meta.get('name')}: '{text}' contains '{hit}'")
     # The farm's own namespace must be out of reach.

@@ -1,0 +1,88 @@
+"""CPU time to validate the problem catalog on the emulated cluster (target: under 2 minutes).
+
+Validates every problem of the applications the emulated cluster models (hotel-reservation by
+default) and prints, per problem and in total, this process's CPU time, the emulated cluster
+process's CPU time, wall time and cluster time, and how many problems passed.
+
+    .venv/bin/python bench/catalog_bench.py [--app hotel-reservation] [--limit N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+MODELLED = ["hotel-reservation"]  # applications the emulated cluster models this release
+
+
+def process_cpu(pid: int) -> float:
+    """utime + stime of another process, from /proc (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--app", action="append", help="application (repeatable); default: the modelled ones")
+    parser.add_argument("--limit", type=int, default=0, help="validate only the first N problems")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="one JSON line per problem")
+    args = parser.parse_args()
+
+    from clusters.base import open_cluster
+    from farm.problems.catalog import load_catalog
+    from farm.problems.validate import Validator
+
+    problems = sorted(load_catalog().select(apps=args.app or MODELLED), key=lambda p: (p.app, p.id))
+    if args.limit:
+        problems = problems[: args.limit]
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open_cluster("sim", seed=args.seed) as cluster:
+        pid = cluster.process.pid  # type: ignore[attr-defined]
+        sim0 = process_cpu(pid)
+        validator = Validator(cluster)
+        passed = skipped = 0
+        cluster_s = 0.0
+        for problem in problems:
+            sim_before, cpu_before, wall_before = process_cpu(pid), time.process_time(), time.perf_counter()
+            result = validator.validate(problem)
+            cluster_s += result.cluster_seconds
+            passed += result.passed
+            skipped += any(s.skipped for s in result.steps)
+            failed = next((s for s in result.steps if not s.ok), None)
+            row = {"id": problem.id, "passed": result.passed,
+                   "failed_step": failed.name if failed else None,
+                   "detail": failed.detail[:160] if failed else "",
+                   "cpu_s": round(time.process_time() - cpu_before, 3),
+                   "sim_cpu_s": round(process_cpu(pid) - sim_before, 3),
+                   "wall_s": round(time.perf_counter() - wall_before, 3),
+                   "cluster_s": round(result.cluster_seconds, 1)}
+            print(json.dumps(row) if args.json else
+                  f"{'PASS' if row['passed'] else 'FAIL'} {row['id']:<50} cpu {row['cpu_s']:6.2f}s "
+                  f"sim {row['sim_cpu_s']:6.2f}s wall {row['wall_s']:6.2f}s"
+                  + (f"  [{row['failed_step']}] {row['detail']}" if failed else ""), flush=True)
+        sim_cpu = process_cpu(pid) - sim0
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own_cpu = time.process_time() - cpu0
+    kubectl_cpu = (kids.ru_utime + kids.ru_stime) - (kids0.ru_utime + kids0.ru_stime) - sim_cpu
+    total = own_cpu + sim_cpu + max(0.0, kubectl_cpu)
+    print(f"problems: {len(problems)}  passed: {passed}  skipped (real cluster only): {skipped}")
+    print(f"CPU: validator {own_cpu:.1f}s + emulated cluster {sim_cpu:.1f}s + kubectl {max(0.0, kubectl_cpu):.1f}s "
+          f"= {total:.1f}s (target < 120s)")
+    print(f"wall: {time.perf_counter() - wall0:.1f}s  cluster time: {cluster_s / 60:.1f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
