@@ -99,7 +99,7 @@ class ClusterHandle(abc.ABC):
             out[kind] = [api.sanitize_for_serialization(item) for item in items]
         return out
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional hook: most handles hold nothing)
         """Release what the handle holds (the emulated cluster's process, tunnels)."""
 
     def __enter__(self) -> ClusterHandle:
