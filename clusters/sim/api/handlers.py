@@ -130,6 +130,7 @@ class KubeAPI:
             user = self.authn.authenticate(req.headers.get("Authorization"))
             if user is None:
                 return json_response(401, StoreError(401, "Unauthorized", "Unauthorized").status())
+            req.user = user
             return self._route(req, user)
         except StoreError as err:
             return json_response(err.code, err.status())
@@ -299,6 +300,31 @@ class KubeAPI:
         out.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
         return out
 
+    def _event_filter(self, req: Request, r: Route) -> Callable[[Obj], bool] | None:
+        """Farm policy beyond RBAC: a user sees an Event only if it may read the object the Event
+        is about, so the agent's credentials do not learn of fault-injection objects (Chaos Mesh
+        resources) from their events. None when everything is visible."""
+        user: UserInfo | None = req.user
+        if r.rt.key != "events" or user is None or user.is_admin:
+            return None
+        seen: dict[tuple[str, str, str, str], bool] = {}
+
+        def visible(ev: Obj) -> bool:
+            inv = ev.get("involvedObject") or {}
+            api_version, kind = inv.get("apiVersion") or "v1", inv.get("kind") or ""
+            key = (api_version, kind, inv.get("namespace") or "", inv.get("name") or "")
+            if key not in seen:
+                try:
+                    target = self.store.type_by_kind(api_version, kind)
+                except StoreError:
+                    seen[key] = True  # a kind this server does not serve hides nothing
+                else:
+                    seen[key] = self.authz.allowed(user, "get", target.group, target.plural, "",
+                                                   key[2] if target.namespaced else "", key[3])
+            return seen[key]
+
+        return visible
+
     def _ns(self, r: Route) -> str:
         return (r.namespace or "") if r.rt.namespaced else ""
 
@@ -307,10 +333,17 @@ class KubeAPI:
         obj = self.store.get(r.rt.key, self._ns(r), r.name)
         if r.sub == "scale":
             return json_response(200, subresources.scale_of(obj))
+        visible = self._event_filter(req, r)
+        if visible is not None and not visible(obj):
+            raise StoreError(404, "NotFound", f'events "{r.name}" not found', {"name": r.name, "kind": "events"})
         return self._render(req, r, [], single=obj)
 
     def _list(self, req: Request, r: Route) -> Response:
-        return self._render(req, r, self._selected(req, r))
+        items = self._selected(req, r)
+        visible = self._event_filter(req, r)
+        if visible is not None:
+            items = [o for o in items if visible(o)]
+        return self._render(req, r, items)
 
     def _watch(self, req: Request, r: Route) -> Response:
         timeout = min(float(req.arg("timeoutSeconds") or self.max_watch_seconds), self.max_watch_seconds)
@@ -324,7 +357,8 @@ class KubeAPI:
             return table(key, [obj], self.store.clock.now(), obj["metadata"].get("resourceVersion", ""),
                          table_version, include)
 
-        flt = Filter(r.namespace if r.rt.namespaced else None, req.arg("labelSelector"), req.arg("fieldSelector"))
+        flt = Filter(r.namespace if r.rt.namespaced else None, req.arg("labelSelector"), req.arg("fieldSelector"),
+                     self._event_filter(req, r))
         body = stream(self.store, key, flt, req.arg("resourceVersion"), timeout, encode, req.alive)
         return Response(200, "application/json", stream=body)
 

@@ -22,6 +22,7 @@ class Request:
     headers: Any  # email.message.Message: case-insensitive get()
     body: bytes = b""
     alive: Callable[[], bool] = lambda: True
+    user: Any = None  # set by the app once it has authenticated the request
 
     def arg(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name)

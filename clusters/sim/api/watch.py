@@ -25,8 +25,10 @@ _WAKE_SECONDS = 1.0
 
 
 class Filter:
-    def __init__(self, namespace: str | None, label_selector: str | None, field_selector: str | None) -> None:
+    def __init__(self, namespace: str | None, label_selector: str | None, field_selector: str | None,
+                 extra: Callable[[Obj], bool] | None = None) -> None:
         self.namespace = namespace
+        self.extra = extra
         self.labels = parse_label_selector(label_selector)
         self.fields = parse_field_selector(field_selector)
 
@@ -36,7 +38,9 @@ class Filter:
             return False
         if self.labels and not labels_match_query(self.labels, meta.get("labels")):
             return False
-        return not self.fields or fields_match(self.fields, obj)
+        if self.fields and not fields_match(self.fields, obj):
+            return False
+        return self.extra is None or self.extra(obj)
 
 
 def expired(resource_version: int, current: int) -> Obj:

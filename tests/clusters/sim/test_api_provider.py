@@ -168,3 +168,27 @@ def test_control_api_rejects_bad_requests(cluster: SimHandle) -> None:
     assert post("/sim/checkpoint", b'{"name": "mine"}')[0] == 200
     assert post("/sim/restore", b'{"name": "mine"}')[0] == 200
     assert post("/sim/nothing", b"{}")[0] == 404
+
+
+def test_agent_does_not_see_events_of_fault_injection_objects(cluster: SimHandle) -> None:
+    admin = client.CoreV1Api(cluster.api_client())
+    admin.create_namespace({"metadata": {"name": "app"}})
+    chaos = client.CustomObjectsApi(cluster.api_client()).create_namespaced_custom_object(
+        "chaos-mesh.org", "v1alpha1", "app", "podchaos",
+        {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "PodChaos", "metadata": {"name": "kill-geo"},
+         "spec": {"action": "pod-kill", "mode": "one", "selector": {"namespaces": ["app"]}}})
+    pod = admin.create_namespaced_pod("app", {"metadata": {"name": "geo-1"},
+                                              "spec": {"containers": [{"name": "geo", "image": "geo:1"}]}})
+    for name, kind, api_version, obj_name, uid in (
+            ("kill-geo.1", "PodChaos", "chaos-mesh.org/v1alpha1", "kill-geo", chaos["metadata"]["uid"]),
+            ("geo-1.1", "Pod", "v1", "geo-1", pod.metadata.uid)):
+        admin.create_namespaced_event("app", {"metadata": {"name": name}, "type": "Normal", "reason": "Applied",
+                                              "message": f"{kind} applied", "involvedObject": {
+                                                  "kind": kind, "apiVersion": api_version, "name": obj_name,
+                                                  "namespace": "app", "uid": uid}})
+    assert len(admin.list_namespaced_event("app").items) == 2
+    agent = client.CoreV1Api(config.new_client_from_config(str(cluster.agent_kubeconfig("app"))))
+    assert [e.metadata.name for e in agent.list_namespaced_event("app").items] == ["geo-1.1"]
+    with pytest.raises(ApiException) as err:
+        agent.read_namespaced_event("kill-geo.1", "app")
+    assert err.value.status == 404
