@@ -3,10 +3,11 @@ with LogQL, a trace store, and the Prometheus, Loki and Jaeger HTTP query protoc
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from clusters.sim.clock import VirtualClock
-from clusters.sim.observability.httpapp import App, AppServer
+from clusters.sim.observability.httpapp import App, AppServer, Response
 from clusters.sim.observability.jaeger_api import JaegerAPI
 from clusters.sim.observability.logs import DEFAULT_MAX_LINES, DEFAULT_MAX_LINES_PER_STREAM, LogStore
 from clusters.sim.observability.loki_api import LokiAPI
@@ -28,25 +29,36 @@ class Observability:
     `loki_app` and `jaeger_app` on its ports. Everything older than `retention` seconds of
     cluster time is forgotten, so memory stays bounded however long a cluster lives."""
 
-    def __init__(self, clock: VirtualClock, retention: float = DEFAULT_RETENTION,
+    def __init__(self, clock: VirtualClock, lock: threading.RLock | None = None, retention: float = DEFAULT_RETENTION,
                  rule_sets: tuple[str, ...] = DEFAULT_RULE_SETS, max_spans: int = DEFAULT_MAX_SPANS,
                  max_lines: int = DEFAULT_MAX_LINES, max_lines_per_stream: int = DEFAULT_MAX_LINES_PER_STREAM) -> None:
         self.clock = clock
+        # Queries run on server threads while the cluster writes; pass the lock the cluster holds
+        # while it advances (its store's RLock) so a query never sees a half-written scrape.
+        self.lock = lock if lock is not None else threading.RLock()
         self.retention = retention
         self.tsdb = TSDB(retention=retention)
         self.logs = LogStore(retention=retention, max_lines=max_lines, max_lines_per_stream=max_lines_per_stream)
         self.traces = TraceStore(max_spans=max_spans, retention=retention)
         self.rules = RuleManager(self.tsdb, rule_sets=rule_sets)
-        self.prometheus_app: App = PrometheusAPI(self.tsdb, clock, self.rules)
-        self.loki_app: App = LokiAPI(self.logs, clock)
-        self.jaeger_app: App = JaegerAPI(self.traces, clock)
+        self.prometheus_app: App = self._locked(PrometheusAPI(self.tsdb, clock, self.rules))
+        self.loki_app: App = self._locked(LokiAPI(self.logs, clock))
+        self.jaeger_app: App = self._locked(JaegerAPI(self.traces, clock))
         self._last_trim = float("-inf")
+
+    def _locked(self, app: App) -> App:
+        def serve(method: str, path: str, query: dict[str, list[str]], body: bytes) -> Response:
+            with self.lock:
+                return app(method, path, query, body)
+
+        return serve
 
     def evaluate_rules(self, now: float | None = None) -> None:
         """Evaluate the rule groups that are due at `now` (cluster time), then apply retention."""
         t = self.clock.now() if now is None else now
-        self.rules.evaluate(t)
-        self.trim(t)
+        with self.lock:
+            self.rules.evaluate(t)
+            self.trim(t)
 
     def trim(self, now: float) -> None:
         """Apply retention; at most once a minute of cluster time, since it walks every store."""
@@ -59,14 +71,19 @@ class Observability:
 
     def reset(self) -> None:
         """Drop every sample, line, span and alert (cluster reset)."""
-        self.tsdb.clear()
-        self.logs.clear()
-        self.traces.clear()
-        self.rules.clear()
-        self._last_trim = float("-inf")
+        with self.lock:
+            self.tsdb.clear()
+            self.logs.clear()
+            self.traces.clear()
+            self.rules.clear()
+            self._last_trim = float("-inf")
 
     def checkpoint(self) -> dict[str, Any]:
         """A copy of all stored telemetry and alert state; `restore` accepts it any number of times."""
+        with self.lock:
+            return self._checkpoint()
+
+    def _checkpoint(self) -> dict[str, Any]:
         return {
             "tsdb": self.tsdb.checkpoint(),
             "logs": self.logs.checkpoint(),
@@ -75,10 +92,11 @@ class Observability:
         }
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.tsdb.restore(state["tsdb"])
-        self.logs.restore(state["logs"])
-        self.traces.restore(state["traces"])
-        self.rules.restore(state["rules"])
+        with self.lock:
+            self.tsdb.restore(state["tsdb"])
+            self.logs.restore(state["logs"])
+            self.traces.restore(state["traces"])
+            self.rules.restore(state["rules"])
 
     def stats(self) -> dict[str, int]:
         return {"series": len(self.tsdb), "samples": self.tsdb.sample_count(),

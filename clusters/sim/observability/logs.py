@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
 from typing import Any
 
 DEFAULT_RETENTION = 2 * 3600.0
@@ -98,8 +97,8 @@ class LogStore:
         for key in dead:
             del self._streams[key]
 
-    def streams(self) -> Iterator[Stream]:
-        return iter(self._streams.values())
+    def streams(self) -> list[Stream]:
+        return list(self._streams.values())
 
     def clear(self) -> None:
         self._streams.clear()

@@ -149,9 +149,11 @@ class Evaluator:
         out: Vector = []
         for s in self._series_for(vs):
             ts = s.ts
-            i = bisect_right(ts, tt) - 1
+            vals = s.vs
+            # min(): a writer without the lock may have appended the time but not yet the value
+            i = min(bisect_right(ts, tt), len(vals)) - 1
             if i >= 0 and ts[i] > lo:
-                v = s.vs[i]
+                v = vals[i]
                 if v != v and is_stale(v):
                     continue
                 out.append((s.labels, v))
@@ -165,7 +167,7 @@ class Evaluator:
         for s in self._series_for(vs):
             ts = s.ts
             i0 = bisect_right(ts, start)
-            i1 = bisect_right(ts, end)
+            i1 = min(bisect_right(ts, end), len(s.vs))
             if i1 <= i0:
                 continue
             # array slices, not lists: the reducers only iterate, index and sum them
@@ -383,7 +385,7 @@ class Evaluator:
             tt = self._at_time(inner.at, t) - _secs(inner.offset)
             out = []
             for s in self._series_for(inner):
-                i = bisect_right(s.ts, tt) - 1
+                i = min(bisect_right(s.ts, tt), len(s.vs)) - 1
                 if i >= 0 and s.ts[i] > tt - self.lookback and not is_stale(s.vs[i]):
                     out.append((_drop_name(s.labels), s.ts[i]))
             return out

@@ -208,7 +208,7 @@ class TraceStore:
         return self._traces.get(normalize_trace_id(trace_id))
 
     def find(self, q: TraceQuery) -> list[Trace]:
-        hits = [tr for tr in self._traces.values() if any(_span_matches(s, q) for s in tr.spans)]
+        hits = [tr for tr in list(self._traces.values()) if any(_span_matches(s, q) for s in tr.spans)]
         hits.sort(key=lambda tr: tr.start, reverse=True)
         return hits[: q.limit] if q.limit > 0 else hits
 
@@ -216,7 +216,7 @@ class TraceStore:
         """Parent→child service call counts, as Jaeger's in-memory store derives them."""
         start_us = end_us - lookback_us
         counts: dict[tuple[str, str], int] = {}
-        for tr in self._traces.values():
+        for tr in list(self._traces.values()):
             if tr.start > end_us or tr.last < start_us:
                 continue
             by_id = {s.span_id: s for s in tr.spans}

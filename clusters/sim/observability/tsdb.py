@@ -7,7 +7,7 @@ import re
 import struct
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import promql_parser
@@ -215,12 +215,12 @@ class TSDB:
             pool: Iterable[Series] = self._by_name.get(name_eq, ())
             rest = [m for m in matchers if not (m.name == "__name__" and m.op == "=")]
         else:
-            pool = self._series.values()
+            pool = list(self._series.values())  # a snapshot: writers may add series meanwhile
             rest = matchers
         return [s for s in pool if matches_all(s.labels, rest)]
 
-    def series(self) -> Iterator[Series]:
-        return iter(self._series.values())
+    def series(self) -> list[Series]:
+        return list(self._series.values())
 
     def metric_names(self) -> list[str]:
         return sorted(self._by_name)

@@ -125,3 +125,31 @@ def test_global_log_budget_drops_oldest_lines_across_streams() -> None:
     # the newest lines of every stream survive, the oldest go
     kept = sorted(int(line.split()[1]) for s in store.streams() for line in s.lines)
     assert kept == list(range(200, 300))
+
+
+def test_queries_while_a_writer_appends(obs: Observability, prom: Client) -> None:
+    """A scrape writer on another thread (not holding the lock) never breaks a query."""
+    import threading
+
+    stop = threading.Event()
+
+    def writer() -> None:
+        k = 0
+        while not stop.is_set():
+            for pod in range(50):
+                obs.tsdb.append("container_cpu_usage_seconds_total", {"pod": f"p{k % 400}-{pod}"}, T0 + k, float(k))
+            k += 1
+
+    th = threading.Thread(target=writer, daemon=True)
+    th.start()
+    try:
+        statuses = set()
+        for _ in range(30):
+            statuses.add(prom.get("/api/v1/query", query="sum(rate(container_cpu_usage_seconds_total[5m]))",
+                                  time=T0 + 100)[0])
+            statuses.add(prom.get("/api/v1/series", **{"match[]": "container_cpu_usage_seconds_total"})[0])
+            statuses.add(prom.get("/api/v1/labels")[0])
+    finally:
+        stop.set()
+        th.join()
+    assert statuses == {200}
