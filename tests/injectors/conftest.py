@@ -28,17 +28,32 @@ def full_sim_builds() -> bool:
 
 @pytest.fixture(scope="module")
 def api_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
-    """The emulated cluster's API server over real HTTP (stand-in behind it)."""
+    """The emulated cluster over real HTTP: the full SimCluster when it builds, else the API
+    server with the stand-in behind it."""
     import os
 
-    sys.path.insert(0, str(SIM_TESTS))
-    env_path = os.environ.get("PYTHONPATH", "")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SIM_TESTS), env_path]))
-    try:
-        cluster = open_cluster("sim", seed=3, workdir=tmp_path_factory.mktemp("sim"), cluster_factory=STANDIN)
-    finally:
-        os.environ["PYTHONPATH"] = env_path
+    workdir = tmp_path_factory.mktemp("sim")
+    if full_sim_builds():
+        cluster = open_cluster("sim", seed=3, workdir=workdir)
+    else:
+        sys.path.insert(0, str(SIM_TESTS))
+        env_path = os.environ.get("PYTHONPATH", "")
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SIM_TESTS), env_path]))
+        try:
+            cluster = open_cluster("sim", seed=3, workdir=workdir, cluster_factory=STANDIN)
+        finally:
+            os.environ["PYTHONPATH"] = env_path
     try:
         yield cluster
     finally:
         cluster.close()
+
+
+def worker_node(cluster: ClusterHandle) -> str:
+    """A schedulable node of the cluster (not the control plane)."""
+    from injectors.kube import Kube
+
+    nodes = Kube(cluster).list("Node")
+    names = [n["metadata"]["name"] for n in nodes
+             if "node-role.kubernetes.io/control-plane" not in (n["metadata"].get("labels") or {})]
+    return sorted(names)[0]

@@ -14,6 +14,7 @@ from farm.problems.model import NoiseSpec
 from injectors.compose import NoiseRunner, ProblemInjection
 from injectors.fault import CHAOS_NAMESPACE
 from injectors.kube import Kube
+from tests.injectors.conftest import worker_node
 
 NS = "shop"
 
@@ -32,7 +33,7 @@ def shop(api_cluster: ClusterHandle) -> ClusterHandle:
     for name in ("cart", "checkout", "ads", "load-generator"):
         kube.create("Deployment", NS, dep(name))
         kube.create("Pod", NS, {"metadata": {"name": f"{name}-5c7d-x1", "labels": {"app": name}},
-                                "spec": {"nodeName": "worker-1", "containers": [{"name": name, "image": "shop:1"}]}})
+                                "spec": {"nodeName": worker_node(api_cluster), "containers": [{"name": name, "image": "shop:1"}]}})
     return api_cluster
 
 
@@ -98,7 +99,8 @@ def test_ground_truth_names_the_node_the_fault_landed_on(shop: ClusterHandle) ->
     pi.inject(shop, NS)
     try:
         truth = pi.ground_truth()
-        assert truth.component == "node/worker-1" and truth.details["node"] == "worker-1"
+        node = worker_node(shop)
+        assert truth.component == f"node/{node}" and truth.details["node"] == node
         assert "{node}" in p.ground_truth.mechanism  # the catalog's own copy is untouched
     finally:
         pi.recover(shop)

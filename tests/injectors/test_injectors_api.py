@@ -15,6 +15,7 @@ from farm.problems.validate import LEAK_WORDS
 from injectors.base import faults
 from injectors.fault import CHAOS_NAMESPACE
 from injectors.kube import Kube, Ref
+from tests.injectors.conftest import worker_node
 
 NS = "hotel-reservation"
 FLAGS = {"flags": {"paymentFailure": {"state": "ENABLED", "variants": {"100%": 1, "off": 0}, "defaultVariant": "off"}}}
@@ -48,7 +49,7 @@ def app(api_cluster: ClusterHandle) -> ClusterHandle:
         kube.create("Service", NS, {"metadata": {"name": name}, "spec": {
             "selector": {"io.kompose.service": name}, "ports": [{"name": str(port), "port": port, "targetPort": port}]}})
         kube.create("Pod", NS, {"metadata": {"name": f"{name}-7d9f8-abcde", "labels": {"io.kompose.service": name}},
-                                "spec": {"nodeName": "worker-1", "containers": [{"name": "c", "image": "x"}]}})
+                                "spec": {"nodeName": worker_node(api_cluster), "containers": [{"name": "c", "image": "x"}]}})
     kube.create("ConfigMap", NS, {"metadata": {"name": "flagd-config"}, "data": {"demo.flagd.json": json.dumps(FLAGS)}})
     kube.create("ConfigMap", NS, {"metadata": {"name": "mongo-rate-script"}, "data": {"k8s-rate-mongo.sh": "pwd=admin\n"}})
     kube.create("Secret", NS, {"metadata": {"name": "mongodb-tls"}, "type": "kubernetes.io/tls",
