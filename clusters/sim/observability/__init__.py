@@ -24,10 +24,13 @@ DEFAULT_RETENTION = 2 * 3600.0
 class Observability:
     """One cluster's metrics, logs and traces on the cluster's clock, and the three query APIs.
 
-    The cluster writes with `tsdb.append`, `logs.append` and `traces.add`, calls
-    `evaluate_rules(now)` every 15-30 s of cluster time, and mounts `prometheus_app`,
-    `loki_app` and `jaeger_app` on its ports. Everything older than `retention` seconds of
-    cluster time is forgotten, so memory stays bounded however long a cluster lives."""
+    The cluster writes with `tsdb.append` (or, cheaper, `tsdb.ref` once per series then
+    `tsdb.append_ref`; `tsdb.mark_stale` when a series disappears, as Prometheus does),
+    `logs.append` and `traces.add`, calls `evaluate_rules(now)` every 15-30 s of cluster time,
+    and mounts `prometheus_app`, `loki_app` and `jaeger_app` on its ports. The apps hold `lock`
+    while they answer: pass the lock the cluster holds while it advances. Everything older than
+    `retention` seconds of cluster time is forgotten, and logs and spans have budgets, so memory
+    stays bounded however long a cluster lives."""
 
     def __init__(self, clock: VirtualClock, lock: threading.RLock | None = None, retention: float = DEFAULT_RETENTION,
                  rule_sets: tuple[str, ...] = DEFAULT_RULE_SETS, max_spans: int = DEFAULT_MAX_SPANS,

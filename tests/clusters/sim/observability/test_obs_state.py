@@ -130,21 +130,23 @@ def test_global_log_budget_drops_oldest_lines_across_streams() -> None:
 def test_queries_while_a_writer_appends(obs: Observability, prom: Client) -> None:
     """A scrape writer on another thread (not holding the lock) never breaks a query."""
     import threading
+    import time
 
     stop = threading.Event()
 
     def writer() -> None:
         k = 0
         while not stop.is_set():
-            for pod in range(50):
-                obs.tsdb.append("container_cpu_usage_seconds_total", {"pod": f"p{k % 400}-{pod}"}, T0 + k, float(k))
+            for pod in range(20):
+                obs.tsdb.append("container_cpu_usage_seconds_total", {"pod": f"p{k % 10}-{pod}"}, T0 + k, float(k))
             k += 1
+            time.sleep(0)
 
     th = threading.Thread(target=writer, daemon=True)
     th.start()
     try:
         statuses = set()
-        for _ in range(30):
+        for _ in range(10):
             statuses.add(prom.get("/api/v1/query", query="sum(rate(container_cpu_usage_seconds_total[5m]))",
                                   time=T0 + 100)[0])
             statuses.add(prom.get("/api/v1/series", **{"match[]": "container_cpu_usage_seconds_total"})[0])
