@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import json
 from typing import Any
 
 from pydantic import Field
@@ -62,11 +61,14 @@ class DbUserRemoved(Fault):
     def _command(self, action: str) -> list[str]:
         p = self.p
         if p.engine == "mongodb":
-            roles = json.dumps([dict(r) for r in p.roles])
+            roles = ", ".join(f'{{role: "{r["role"]}", db: "{r["db"]}"}}' for r in p.roles)
+            if action == "check":
+                # Logging in as the user is the check that means something to the application.
+                return ["mongo", "--quiet", "-u", p.user, "-p", p.password, "--authenticationDatabase", p.auth_db,
+                        "--eval", "db.runCommand({ping: 1})"]
             scripts = {
                 "drop": f'db.getSiblingDB("{p.auth_db}").dropUser("{p.user}")',
-                "create": f'db.getSiblingDB("{p.auth_db}").createUser({{user: "{p.user}", pwd: "{p.password}", roles: {roles}}})',
-                "check": f'print(db.getSiblingDB("{p.auth_db}").getUser("{p.user}") ? "present" : "absent")',
+                "create": f'db.getSiblingDB("{p.auth_db}").createUser({{user: "{p.user}", pwd: "{p.password}", roles: [{roles}]}})',
             }
             return _mongo(p, scripts[action])
         sql = {
@@ -92,7 +94,10 @@ class DbUserRemoved(Fault):
             self._run(cluster, injection.namespace, "create")
 
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
-        return "absent" in self._run(cluster, injection.namespace, "check")
+        code, out = exec_in(cluster, injection.namespace, self.p.database, self._command("check"))
+        if self.p.engine == "mongodb":
+            return code != 0 and "Authentication failed" in out
+        return "absent" in out
 
 
 class DbTlsParams(WorkloadParams):
