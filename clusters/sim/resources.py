@@ -84,6 +84,8 @@ CUSTOM_GROUPS = frozenset({"chaos-mesh.org", "pingcap.com"})
 REVIEW_TYPES: tuple[ResourceType, ...] = (
     _grp("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False),
 )
+# events.k8s.io/v1 Events are a view of the core/v1 "events" bucket.
+EVENTS_V1 = _grp("events.k8s.io", "v1", "events", "Event")
 METRICS_TYPES: tuple[ResourceType, ...] = (
     _grp("metrics.k8s.io", "v1beta1", "pods", "PodMetrics"),
     _grp("metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", namespaced=False),

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from clusters.sim.api import discovery, remotecommand, subresources
+from clusters.sim.api import discovery, eventsv1, remotecommand, subresources
 from clusters.sim.api.admission import Defaulter, normalize_times, validate
 from clusters.sim.api.authn import Authenticator, UserInfo
 from clusters.sim.api.gc import GarbageCollector
@@ -32,7 +32,7 @@ from clusters.sim.api.status import (
 from clusters.sim.api.tables import table
 from clusters.sim.api.watch import Filter, stream
 from clusters.sim.api.webhooks import WebhookAdmission
-from clusters.sim.resources import CUSTOM_GROUPS, METRICS_TYPES, REVIEW_TYPES, lookup, register_all
+from clusters.sim.resources import CUSTOM_GROUPS, EVENTS_V1, METRICS_TYPES, REVIEW_TYPES, lookup, register_all
 from clusters.sim.store import (
     Obj,
     ResourceType,
@@ -195,7 +195,7 @@ class KubeAPI:
         plural, name, sub = rest[0], rest[1] if len(rest) > 1 else "", rest[2] if len(rest) > 2 else ""
         rt = lookup(self.store, group, version, plural)
         if rt is None:
-            virtual = [*REVIEW_TYPES, *(METRICS_TYPES if self.metrics is not None else ())]
+            virtual = [EVENTS_V1, *REVIEW_TYPES, *(METRICS_TYPES if self.metrics is not None else ())]
             rt = next((r for r in virtual if (r.group, r.version, r.plural) == (group, version, plural)), None)
         if rt is None or (namespace is not None and not rt.namespaced) or (sub and sub not in rt.subresources):
             raise not_found_path()
@@ -232,6 +232,8 @@ class KubeAPI:
             return json_response(201, subresources.access_review(self.authz, user, self._body(req)))
         if r.rt in METRICS_TYPES:
             return self._metrics(req, r, verb)
+        if r.rt is EVENTS_V1:
+            return self._events_v1(req, r, verb)
         if verb == "watch":
             return self._watch(req, r)
         if r.sub == "log":
@@ -305,7 +307,7 @@ class KubeAPI:
         is about, so the agent's credentials do not learn of fault-injection objects (Chaos Mesh
         resources) from their events. None when everything is visible."""
         user: UserInfo | None = req.user
-        if r.rt.key != "events" or user is None or user.is_admin:
+        if r.rt.plural != "events" or user is None or user.is_admin:
             return None
         seen: dict[tuple[str, str, str, str], bool] = {}
 
@@ -374,6 +376,42 @@ class KubeAPI:
             return Response(200, "text/plain", stream=subresources.follow_log(
                 self.store, self.read_log, ns, r.name, text, req.arg, req.alive))
         return Response(200, "text/plain", text.encode())
+
+    def _events_v1(self, req: Request, r: Route, verb: str) -> Response:
+        core = Route(self.store.type_for("events"), r.namespace, r.name, r.sub)
+        if verb == "watch":
+            inner = self._watch(req, core)
+            assert inner.stream is not None
+
+            def converted() -> Any:
+                for line in inner.stream:  # type: ignore[union-attr]
+                    event = json.loads(line)
+                    if event.get("type") != "ERROR" and event["object"].get("kind") == "Event":
+                        event["object"] = eventsv1.to_v1(event["object"])
+                    yield _dumps(event) + b"\n"
+
+            return Response(200, "application/json", stream=converted())
+        with self.store.lock:
+            if verb == "get":
+                obj = self.store.get("events", self._ns(r), r.name)
+                visible = self._event_filter(req, r)
+                if visible is not None and not visible(obj):
+                    raise StoreError(404, "NotFound", f'events.events.k8s.io "{r.name}" not found')
+                return json_response(200, eventsv1.to_v1(obj))
+            if verb == "list":
+                items = self._selected(req, core)
+                visible = self._event_filter(req, r)
+                return json_response(200, {"kind": "EventList", "apiVersion": "events.k8s.io/v1",
+                                           "metadata": {"resourceVersion": str(self.store.resource_version)},
+                                           "items": [eventsv1.to_v1(o) for o in items if visible is None or visible(o)]})
+            if verb == "create":
+                body = eventsv1.to_core(self._object_body(req, r))
+                body["metadata"]["namespace"] = self._ns(r)
+                normalize_times(body)
+                return json_response(201, eventsv1.to_v1(self.store.create("events", body, namespace=self._ns(r))))
+            if verb == "delete":
+                return json_response(200, eventsv1.to_v1(self.store.delete("events", self._ns(r), r.name)))
+        raise method_not_allowed(req.method, "events.events.k8s.io")
 
     def _metrics(self, req: Request, r: Route, verb: str) -> Response:
         assert self.metrics is not None

@@ -146,6 +146,7 @@ def agent_role_rules() -> list[dict[str, Any]]:
         *[_rule(g, r, _READ + _WRITE) for g, r in _APP_GROUPS],
         _rule([_RBAC], ["roles", "rolebindings"], _READ),
         _rule(["metrics.k8s.io"], ["pods"], _READ),
+        _rule(["events.k8s.io"], ["events"], _READ),
     ]
 
 

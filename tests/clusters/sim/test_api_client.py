@@ -431,3 +431,20 @@ def test_a_webhook_without_endpoints_refuses_matching_requests(sim: Sim, ns: str
         {"addresses": [{"ip": "10.244.0.9"}], "ports": [{"port": 443}]}]})
     assert core.create_namespaced_pod(ns, pod("admitted")).metadata.name == "admitted"
     admission.delete_validating_webhook_configuration(f"{ns}-policy")
+
+
+def test_events_k8s_io_v1_is_a_view_of_core_events(sim: Sim, ns: str) -> None:
+    core, events = client.CoreV1Api(sim.api), client.EventsV1Api(sim.api)
+    core.create_namespaced_event(ns, {"metadata": {"name": "geo.1"}, "type": "Warning", "reason": "BackOff",
+                                      "message": "Back-off restarting failed container", "count": 3,
+                                      "involvedObject": {"kind": "Pod", "name": "geo", "namespace": ns},
+                                      "source": {"component": "kubelet", "host": "worker-1"},
+                                      "firstTimestamp": "2026-01-05T09:00:00Z", "lastTimestamp": "2026-01-05T09:01:00Z"})
+    listed = events.list_namespaced_event(ns).items
+    assert [(e.reason, e.note, e.regarding.name, e.deprecated_count, e.reporting_controller) for e in listed] == [
+        ("BackOff", "Back-off restarting failed container", "geo", 3, "kubelet")]
+    events.create_namespaced_event(ns, {"metadata": {"name": "geo.2"}, "eventTime": "2026-01-05T09:02:00.000000Z",
+                                        "reportingController": "farm-test", "reportingInstance": "t1",
+                                        "action": "Check", "reason": "Checked", "type": "Normal", "note": "ok",
+                                        "regarding": {"kind": "Pod", "name": "geo", "namespace": ns}})
+    assert core.read_namespaced_event("geo.2", ns).message == "ok"
