@@ -95,7 +95,8 @@ class AgentView:
         """What an on-call engineer would look at, reduced to comparable facts."""
         out: dict[str, Any] = {}
         pods = {}
-        for pod in self.get_json("pods"):
+        items = self.get_json("pods,events")
+        for pod in (i for i in items if i.get("kind") == "Pod"):
             status = pod.get("status", {})
             statuses = status.get("containerStatuses") or []
             waiting = sorted({(c.get("state") or {}).get("waiting", {}).get("reason", "") for c in statuses} - {""})
@@ -108,8 +109,8 @@ class AgentView:
         out["pods"] = pods
         out["warnings"] = sorted({
             f"{e.get('reason')}:{e.get('involvedObject', {}).get('name', '')}"
-            for e in self.get_json("events")
-            if e.get("type") == "Warning" and _event_time(e) >= since - 1})
+            for e in items
+            if e.get("kind") == "Event" and e.get("type") == "Warning" and _event_time(e) >= since - 1})
         out["alerts"] = self._alerts()
         out["error_lines"] = self._error_lines(since)
         out["error_spans"] = self._error_spans(since)
@@ -199,30 +200,31 @@ def leaks(view: AgentView, problem: Problem) -> list[str]:
     """Anything the agent's credentials can read that gives the answer away."""
     words = [problem.id.lower(), *(f.injector.lower() for f in problem.faults)]
     found = []
-    for what in ("pods", "deployments", "statefulsets", "services", "configmaps", "secrets", "networkpolicies",
-                 "resourcequotas", "serviceaccounts", "events", "replicasets", "jobs", "cronjobs"):
-        for obj in view.get_json(what):
-            meta = obj.get("metadata", {})
-            texts = [meta.get("name", ""), *(meta.get("labels") or {}).keys(), *(meta.get("labels") or {}).values(),
-                     *((meta.get("annotations") or {}).keys())]
-            for annotation, value in (meta.get("annotations") or {}).items():
-                if annotation != "kubectl.kubernetes.io/last-applied-configuration":
-                    texts.append(str(value))
-            if what == "events":
-                texts = [obj.get("reason", ""), obj.get("source", {}).get("component", "")]
-            for text in texts:
-                hit = leak_word(str(text), words)
-                if hit:
-                    found.append(f"{what}/{meta.get('name')}: '{text}' contains '{hit}'")
+    kinds = ("pods,deployments,statefulsets,services,configmaps,secrets,networkpolicies,resourcequotas,"
+             "serviceaccounts,events,replicasets,jobs,cronjobs")
+    for obj in view.get_json(kinds):
+        what = obj.get("kind", "?").lower() + "s"
+        meta = obj.get("metadata", {})
+        texts = [meta.get("name", ""), *(meta.get("labels") or {}).keys(), *(meta.get("labels") or {}).values(),
+                 *((meta.get("annotations") or {}).keys())]
+        for annotation, value in (meta.get("annotations") or {}).items():
+            if annotation != "kubectl.kubernetes.io/last-applied-configuration":
+                texts.append(str(value))
+        if what == "events":
+            texts = [obj.get("reason", ""), obj.get("source", {}).get("component", "")]
+        for text in texts:
+            hit = leak_word(str(text), words)
+            if hit:
+                found.append(f"{what}/{meta.get('name')}: '{text}' contains '{hit}'")
     # The farm's own namespace must be out of reach.
     from farm.interface.kubectl import Kubectl
 
     raw = Kubectl(view.kubeconfig, CHAOS_NAMESPACE)
     try:
-        for kind in ("networkchaos", "podchaos", "iochaos", "stresschaos", "pods"):
-            result = raw.run_tokens(["get", kind, "-o", "name"])
-            if result.returncode == 0 and result.stdout.strip():
-                found.append(f"the agent can list {kind} in {CHAOS_NAMESPACE}")
+        result = raw.run_tokens(["get", "networkchaos,podchaos,iochaos,stresschaos,timechaos,kernelchaos,pods",
+                                 "-o", "name"])
+        if result.stdout.strip():
+            found.append(f"the agent can list objects in {CHAOS_NAMESPACE}: {result.stdout.split()[0]}")
     finally:
         raw.close()
     return found
