@@ -56,6 +56,7 @@ def simple_app(fn: Callable[[str, str, dict[str, list[str]], bytes], tuple[int, 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
+    timeout = 900  # an idle keep-alive connection is dropped after this many seconds
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
