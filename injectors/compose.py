@@ -125,6 +125,7 @@ class NoiseRunner:
         self._halt = threading.Event()
         self._lock = threading.RLock()
         self.errors: list[str] = []
+        self._stopped: list[dict[str, Any]] = []
         # Validate now, so a bad noise spec fails before any cluster work.
         self.noises = [noises.create(s.kind, **self._params(s)) for s in self.specs]
 
@@ -202,10 +203,14 @@ class NoiseRunner:
                     noise.stop(cluster, injection)
                 except Exception as exc:
                     errors.append(f"{injection.injector}: {exc}")
+            self._stopped = [inj.model_dump() for _, inj in self.running]
             self.running = []
         self._cluster = None
         if errors:
             raise InjectionError("stopping noise failed: " + "; ".join(errors))
 
     def records(self) -> list[dict[str, Any]]:
-        return [inj.model_dump() for _, inj in self.running]
+        """What each noise planned and did (also after stop, for the attempt's artifact)."""
+        if self.running:
+            return [inj.model_dump() for _, inj in self.running]
+        return list(self._stopped)

@@ -134,6 +134,7 @@ def test_noise_follows_the_cluster_clock_and_stop_removes_every_trace(shop: Clus
     assert seen_chaos, "a latency burst should have run within its window"
     assert not runner.errors
     runner.stop(shop)
+    assert [r["injector"] for r in runner.records()] == ["noise:latency-burst", "noise:failing-cronjob", "noise:pod-kill"]
     assert chaos_names(shop) == []
     assert kube.find("Namespace", "", "ops-batch") is None
     assert "advance" not in vars(shop)  # the clock hook is gone
