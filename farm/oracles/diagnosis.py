@@ -221,6 +221,13 @@ FAULT_FAMILIES: dict[str, tuple[str, ...]] = {
     "overload": ("retry storm", "metastable", "overload", "thundering herd", "load spike", "traffic spike",
                  "saturat", "connection pool"),
     "clock": ("clock skew", "time drift", "clock drift", "ntp", "timechaos"),
+    "feature-flag": ("feature flag", "flagd", "flag ", "toggle", "defaultvariant", "variant"),
+    "exhaustion": ("file descriptor", "too many open files", "pid limit", "pids", "fork", "exhaust", "gc pause",
+                   "garbage collect", "heap", "thrash"),
+    "scheduling": ("unschedulable", "cannot be scheduled", "failedscheduling", "insufficient", "taint",
+                   "affinity", "nodeselector", "node selector"),
+    "admission": ("webhook", "admission", "failurepolicy"),
+    "corruption": ("corrupt", "checksum", "data corruption", "torn write"),
 }
 # Families that describe the same fault in other words (a wrong limit is a misconfiguration too).
 COMPATIBLE: dict[str, set[str]] = {
@@ -230,11 +237,22 @@ COMPATIBLE: dict[str, set[str]] = {
     "disk-io": {"node"},
     "code-bug": set(),
     "credentials": {"misconfiguration"},
-    "node": {"disk-io", "resource-limit"},
+    "node": {"disk-io", "resource-limit", "network"},
     "overload": {"resource-limit", "misconfiguration"},
     "clock": {"node"},
+    "feature-flag": {"misconfiguration", "code-bug"},
+    "exhaustion": {"resource-limit", "node", "overload"},
+    "scheduling": {"resource-limit", "node", "misconfiguration"},
+    "admission": {"misconfiguration"},
+    "corruption": {"disk-io"},
 }
-FAULT_TYPE_ALIASES = {"config": "misconfiguration", "misconfig": "misconfiguration", "resource": "resource-limit",
+FAULT_TYPE_ALIASES = {"flag": "feature-flag", "feature": "feature-flag", "fd": "exhaustion", "pid": "exhaustion",
+                      "gc": "exhaustion", "exhaustion": "exhaustion", "thrash": "exhaustion",
+                      "scheduling": "scheduling", "unschedulable": "scheduling", "admission": "admission",
+                      "webhook": "admission", "corruption": "corruption", "kubelet": "node", "quota": "resource-limit",
+                      "missing": "misconfiguration", "object": "misconfiguration", "pod": "node",
+                      "queueing": "overload", "queue": "overload", "contention": "resource-limit",
+                      "throttling": "resource-limit", "full": "disk-io", "skew": "clock","config": "misconfiguration", "misconfig": "misconfiguration", "resource": "resource-limit",
                       "limit": "resource-limit", "memory": "resource-limit", "cpu": "resource-limit",
                       "oom": "resource-limit", "network": "network", "dns": "network", "disk": "disk-io",
                       "io": "disk-io", "storage": "disk-io", "code": "code-bug", "bug": "code-bug",
@@ -310,15 +328,20 @@ def _content_stems(text: str, exclude: set[str]) -> set[str]:
 
 
 def _family(fault_type: str) -> str | None:
-    ft = fault_type.lower()
+    """The fault family of a ground truth's fault_type, matched on whole words (so that 'admission'
+    is not read as 'io')."""
+    ft = fault_type.lower().strip()
     if ft in FAULT_FAMILIES:
         return ft
+    words = [w for w in re.split(r"[^a-z]+", ft) if w]
+    for w in reversed(words):  # the last word names the family: operator-misconfiguration, disk-full
+        if w in FAULT_FAMILIES:
+            return w
+        if w in FAULT_TYPE_ALIASES:
+            return FAULT_TYPE_ALIASES[w]
     for key in FAULT_FAMILIES:
-        if key in ft or ft in key:
+        if key in ft:
             return key
-    for word, fam in FAULT_TYPE_ALIASES.items():
-        if word in ft:
-            return fam
     return None
 
 
@@ -362,8 +385,8 @@ class OfflineJudge:
                  for m in re.finditer(rf"\b({kinds})(/| )([a-z0-9][a-z0-9-]*[a-z0-9])", sentence) if m.group(2) == "/" or re.search(r"[-\d]", m.group(3))]
         found += [(m.start(1), m.group(1))
                   for m in re.finditer(rf"\b([a-z0-9][a-z0-9-]*[a-z0-9]) ({kinds})\b", sentence)]
-        found += [(m.start(1), m.group(1)) for m in re.finditer(r"\b([a-z][a-z0-9]*(?:-[a-z0-9]+)+)\b", sentence)
-                  if not set(m.group(1).split("-")) & COMMON_HYPHEN_PARTS]
+        found += [(m.start(1), m.group(1)) for m in re.finditer(r"\b([a-z][a-z0-9.-]*[a-z0-9])\b", sentence)
+                  if "-" in m.group(1) and not set(re.split(r"[-.]", m.group(1))) & COMMON_HYPHEN_PARTS]
         for at, n in found:
             before = sentence[max(0, at - 24):at]
             if any(v in before for v in REACH_VERBS):
@@ -389,8 +412,14 @@ class OfflineJudge:
         causal = [s for s in sentences if any(m in s for m in CAUSE_MARKERS)] or sentences[:1]
         out: dict[str, tuple[bool, str]] = {}
 
-        # L1: every root component named
-        named = [next((s for s in sentences if _mentions(s, al)), None) for al in self.root_aliases]
+        # L1: every root component named, and not only among the components said to fail downstream
+        def as_cause(s: str) -> bool:
+            first = s == sentences[0]
+            causal = any(m in s for m in CAUSE_MARKERS)
+            downstream = any(m in s for m in DOWNSTREAM_MARKERS)
+            return first or causal or not downstream
+
+        named = [next((s for s in sentences if _mentions(s, al) and as_cause(s)), None) for al in self.root_aliases]
         out["L1"] = (all(n is not None for n in named), _quote(named[0]) if named[0] else "absent")
 
         # L2: no downstream component presented as the cause

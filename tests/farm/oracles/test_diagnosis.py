@@ -99,6 +99,35 @@ def test_no_diagnosis_means_not_submitted_and_all_no() -> None:
         assert [a.id for a in v.answers] == list(QUESTION_IDS) and not any(answers(v).values())
 
 
+def _stated(gt: GroundTruth) -> str:
+    """A diagnosis that states the ground truth in its own fields' words."""
+    parts = [f"Root cause: {gt.component} ({gt.component_kind}). {gt.mechanism}",
+             "The concrete change: " + ", ".join(f"{k} {v}" for k, v in gt.details.items()) + "."]
+    if gt.affected:
+        parts.append("Downstream, " + ", ".join(gt.affected) + " fail only as a consequence.")
+    parts.append(f"Impact: {gt.symptom}.")
+    return " ".join(parts + [_stated(a) for a in gt.also])
+
+
+def test_offline_judge_over_the_whole_catalog() -> None:
+    """Every catalog problem: its own ground truth stated as a diagnosis passes; the diagnosis of a
+    problem with another faulty component of the same app (almost always) fails."""
+    from farm.problems.catalog import load_catalog
+
+    problems = load_catalog().problems
+    assert len(problems) > 20
+    failed = [p.id for p in problems if not judge_diagnosis(_stated(p.ground_truth), p.ground_truth, None).passed]
+    assert failed == []
+    wrongly_passed = []
+    for i, p in enumerate(problems):
+        others = [q for q in problems if q.app == p.app and q.ground_truth.component != p.ground_truth.component
+                  and not q.ground_truth.also]
+        other = others[i % len(others)]
+        if judge_diagnosis(_stated(other.ground_truth), p.ground_truth, None).passed:
+            wrongly_passed.append((p.id, other.id))
+    assert len(wrongly_passed) <= len(problems) // 20, wrongly_passed
+
+
 # -- LLM judge -------------------------------------------------------------------------------
 
 def reply(yes: set[str]) -> str:
