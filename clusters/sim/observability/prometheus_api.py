@@ -31,13 +31,15 @@ from clusters.sim.observability.promql import (
 from clusters.sim.observability.rules import RuleManager
 from clusters.sim.observability.tsdb import TSDB, Matcher, matches_all
 
+# The Prometheus SREGym deploys (prometheus-community chart 25.6.0, appVersion v2.47.2); the
+# evaluator follows its 2.x semantics (closed range windows, lookback including its bound).
 BUILD_INFO = {
-    "version": "2.54.1",
-    "revision": "e6cfa720fbe6280153fab13090a483dbd40bece3",
+    "version": "2.47.2",
+    "revision": "3f3172cde1ee37f1c7b3a5f3d9b031190509b3ad",
     "branch": "HEAD",
-    "buildUser": "root@812ffd741951",
-    "buildDate": "20240827-10:56:41",
-    "goVersion": "go1.22.6",
+    "buildUser": "root@79f2ad339b75",
+    "buildDate": "20231012-16:07:10",
+    "goVersion": "go1.21.3",
 }
 _STATUS_BY_TYPE = {"bad_data": 400, "execution": 422, "timeout": 503, "canceled": 503, "internal": 500}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -152,7 +152,8 @@ class Evaluator:
             vals = s.vs
             # min(): a writer without the lock may have appended the time but not yet the value
             i = min(bisect_right(ts, tt), len(vals)) - 1
-            if i >= 0 and ts[i] > lo:
+            # Prometheus 2.x (what SREGym runs) includes a sample exactly lookback old
+            if i >= 0 and ts[i] >= lo:
                 v = vals[i]
                 if v != v and is_stale(v):
                     continue
@@ -166,7 +167,7 @@ class Evaluator:
         out = []
         for s in self._series_for(vs):
             ts = s.ts
-            i0 = bisect_right(ts, start)
+            i0 = bisect_left(ts, start)  # 2.x ranges are closed: [t - range, t]
             i1 = min(bisect_right(ts, end), len(s.vs))
             if i1 <= i0:
                 continue
@@ -189,7 +190,7 @@ class Evaluator:
         step = _secs(sq.step) or self.subquery_step
         start = end - rng
         first = math.floor(start / step) * step
-        if first <= start:
+        if first < start:
             first += step
         acc: dict[frozenset[tuple[str, str]], tuple[Labels, list[float], list[float]]] = {}
         at = first
@@ -386,7 +387,7 @@ class Evaluator:
             out = []
             for s in self._series_for(inner):
                 i = min(bisect_right(s.ts, tt), len(s.vs)) - 1
-                if i >= 0 and s.ts[i] > tt - self.lookback and not is_stale(s.vs[i]):
+                if i >= 0 and s.ts[i] >= tt - self.lookback and not is_stale(s.vs[i]):
                     out.append((_drop_name(s.labels), s.ts[i]))
             return out
         return [(_drop_name(labels), t) for labels, _ in self._vector(node, t)]

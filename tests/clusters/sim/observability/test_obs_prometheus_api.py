@@ -105,4 +105,4 @@ def test_buildinfo_health_targets_and_404(prom: Client, data: None) -> None:
 def test_range_vector_instant_query_is_a_matrix(prom: Client, data: None) -> None:
     _, body = prom.get("/api/v1/query", query="node_load1[30s]", time=T0 + 30)
     assert body["data"]["resultType"] == "matrix"
-    assert body["data"]["result"][0]["values"] == [[T0 + 15, "0.6"], [T0 + 30, "0.7"]]
+    assert body["data"]["result"][0]["values"] == [[T0, "0.5"], [T0 + 15, "0.6"], [T0 + 30, "0.7"]]

@@ -60,8 +60,9 @@ def test_lookback_is_five_minutes_and_staleness_ends_a_series(prom: Client, obs:
     obs.tsdb.append("up", {"job": "a"}, T0, 1.0)
     obs.tsdb.append("up", {"job": "b"}, T0, 1.0)
     obs.tsdb.mark_stale("up", {"job": "b"}, T0 + 30)
-    assert one(prom, 'up{job="a"}', T0 + 299) == 1.0
-    assert q(prom, 'up{job="a"}', T0 + 300) == {}
+    # Prometheus 2.x: a sample exactly 5 minutes old still counts
+    assert one(prom, 'up{job="a"}', T0 + 300) == 1.0
+    assert q(prom, 'up{job="a"}', T0 + 300.5) == {}
     assert q(prom, 'up{job="b"}', T0 + 15) != {}
     assert q(prom, 'up{job="b"}', T0 + 31) == {}
     # before the first sample there is nothing
@@ -74,7 +75,7 @@ def test_offset(prom: Client, http_data: None) -> None:
 
 def test_rate_increase_on_aligned_window(prom: Client, http_data: None) -> None:
     t = T0 + 600
-    # window (300, 600]: 20 samples from 315 to 600, extrapolated by 15 s to the window start
+    # window [300, 600]: 21 samples covering it exactly, nothing to extrapolate
     assert one(prom, 'rate(http_requests_total{code="200",job="frontend"}[5m])', t) == pytest.approx(1.0)
     assert one(prom, 'increase(http_requests_total{code="500"}[5m])', t) == pytest.approx(30.0)
     assert one(prom, 'irate(http_requests_total{job="search"}[1m])', t) == pytest.approx(2.0)
@@ -96,14 +97,16 @@ def test_counter_reset_is_handled(prom: Client, obs: Observability) -> None:
     for i, v in enumerate([0, 10, 20, 30, 5, 15]):
         obs.tsdb.append("restarts_total", {"pod": "p"}, T0 + 15 * i, float(v))
     t = T0 + 75
-    # samples 10,20,30,5,15 in (T0, T0+75]: 5 + 30 (reset) = 35 over 60 s, extrapolated to 75 s
-    assert one(prom, "increase(restarts_total[75s])", t) == pytest.approx(35 * 75 / 60)
+    # samples 0,10,20,30,5,15 in [T0, T0+75]: 15 + 30 (the reset) = 45, covering the window
+    assert one(prom, "increase(restarts_total[75s])", t) == pytest.approx(45.0)
+    # [T0+5, T0+75]: 10,20,30,5,15 → 5 + 30 = 35 over 60 s, extrapolated by the 10 s to the start
+    assert one(prom, "increase(restarts_total[70s])", t) == pytest.approx(35 * 70 / 60)
     assert one(prom, "irate(restarts_total[1m])", t) == pytest.approx(10 / 15)
     assert one(prom, "resets(restarts_total[2m])", t) == 1.0
     assert one(prom, "changes(restarts_total[2m])", t) == 5.0
     # delta and idelta do not treat a drop as a reset
     assert one(prom, "idelta(restarts_total[1m])", t) == 10.0
-    assert one(prom, "delta(restarts_total[75s])", t) == pytest.approx(5 * 75 / 60)
+    assert one(prom, "delta(restarts_total[75s])", t) == pytest.approx(15.0)
 
 
 def test_over_time_functions(prom: Client, obs: Observability) -> None:
@@ -234,7 +237,8 @@ def test_vector_matching(prom: Client, http_data: None, obs: Observability) -> N
 def test_subquery(prom: Client, http_data: None) -> None:
     v = one(prom, 'max_over_time(rate(http_requests_total{job="search"}[1m])[5m:1m])', T0 + 600)
     assert v == pytest.approx(2.0)
-    assert one(prom, 'count_over_time(http_requests_total{job="search"}[5m:1m])', T0 + 600) == 5.0
+    # 2.x subquery steps are aligned to multiples of the step and include the window start
+    assert one(prom, 'count_over_time(http_requests_total{job="search"}[5m:1m])', T0 + 600) == 6.0
 
 
 def test_nan_and_inf_formatting(prom: Client, obs: Observability) -> None:
