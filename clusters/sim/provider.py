@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,7 @@ class SimHandle(ClusterHandle):
         self.kubeconfig = write_kubeconfig(workdir / "admin.kubeconfig", self.endpoints.kubernetes, self._ca_pem,
                                            self._admin_token, "farm-admin")
         self._agent_kubeconfigs: dict[str, Path] = {}
+        self._agent_tokens: dict[str, str] = {}
         self._closed = False
 
     @property
@@ -138,9 +140,24 @@ class SimHandle(ClusterHandle):
 
         return client.ApiClient(self._configuration(self._admin_token))
 
+    def _token_valid(self, token: str) -> bool:
+        ctx = ssl.create_default_context(cadata=self._ca_pem)
+        req = urllib.request.Request(f"{self.endpoints.kubernetes}/version", headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+                return resp.status == 200
+        except urllib.error.HTTPError as exc:
+            if exc.code == 401:
+                return False
+            raise ClusterUnavailable(f"emulated cluster {self.name}: checking a token answered {exc.code}") from exc
+        except (urllib.error.URLError, OSError) as exc:
+            raise ClusterUnavailable(f"emulated cluster {self.name} cannot be reached: {exc}") from exc
+
     def agent_kubeconfig(self, namespace: str) -> Path:
-        if namespace in self._agent_kubeconfigs:
-            return self._agent_kubeconfigs[namespace]
+        cached = self._agent_kubeconfigs.get(namespace)
+        # A restore to a checkpoint taken before the account existed leaves a dead token behind.
+        if cached is not None and self._token_valid(self._agent_tokens[namespace]):
+            return cached
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
@@ -178,6 +195,7 @@ class SimHandle(ClusterHandle):
         path = write_kubeconfig(self.workdir / f"agent-{namespace}.kubeconfig", self.endpoints.kubernetes, self._ca_pem,
                                 token, f"{namespace}-{AGENT_ACCOUNT}", namespace)
         self._agent_kubeconfigs[namespace] = path
+        self._agent_tokens[namespace] = token
         return path
 
     # -- lifetime --------------------------------------------------------------------------

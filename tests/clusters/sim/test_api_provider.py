@@ -192,3 +192,20 @@ def test_agent_does_not_see_events_of_fault_injection_objects(cluster: SimHandle
     with pytest.raises(ApiException) as err:
         agent.read_namespaced_event("kill-geo.1", "app")
     assert err.value.status == 404
+
+
+def test_agent_kubeconfig_survives_restores(cluster: SimHandle) -> None:
+    client.CoreV1Api(cluster.api_client()).create_namespace({"metadata": {"name": "app"}})
+    cluster.checkpoint("before-agent")
+    path = cluster.agent_kubeconfig("app")
+    cluster.checkpoint("with-agent")
+    cluster.restore("before-agent")  # the account is gone: the next call makes it again
+    assert cluster.agent_kubeconfig("app") == path
+    agent = client.CoreV1Api(config.new_client_from_config(str(path)))
+    assert agent.list_namespaced_pod("app").items == []
+    cluster.restore("with-agent")  # back to the first account's token: the second one is dead
+    with pytest.raises(ApiException) as err:
+        agent.list_namespaced_pod("app")
+    assert err.value.status == 401
+    again = client.CoreV1Api(config.new_client_from_config(str(cluster.agent_kubeconfig("app"))))
+    assert again.list_namespaced_pod("app").items == []
