@@ -1,6 +1,6 @@
-"""A real emulated-cluster process for injector tests. Until the full SimCluster builds, the API
-server runs with the stand-in cluster (store, clock, observability, no controllers): injectors
-are tested for what they write through the real Kubernetes API, and recover exactly."""
+"""Helpers (no tests here): a real emulated-cluster process for the injector and validation
+tests. Until the full SimCluster builds, the API server runs with the stand-in cluster (store, clock,
+observability, no controllers): injectors are tested for what they write through the real API."""
 
 from __future__ import annotations
 

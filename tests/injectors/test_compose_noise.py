@@ -14,7 +14,7 @@ from farm.problems.model import NoiseSpec
 from injectors.compose import NoiseRunner, ProblemInjection
 from injectors.fault import CHAOS_NAMESPACE
 from injectors.kube import Kube
-from tests.injectors.conftest import worker_node
+from tests.injectors.simcluster import worker_node
 
 NS = "shop"
 

@@ -15,7 +15,7 @@ from farm.problems.validate import LEAK_WORDS
 from injectors.base import faults
 from injectors.fault import CHAOS_NAMESPACE
 from injectors.kube import Kube, Ref
-from tests.injectors.conftest import worker_node
+from tests.injectors.simcluster import worker_node
 
 NS = "hotel-reservation"
 FLAGS = {"flags": {"paymentFailure": {"state": "ENABLED", "variants": {"100%": 1, "off": 0}, "defaultVariant": "off"}}}

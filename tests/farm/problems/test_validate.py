@@ -10,8 +10,6 @@ from farm.problems.catalog import load_catalog
 from farm.problems.validate import AgentView, leaks, symptom_differences
 from injectors.kube import Kube
 
-pytest_plugins = ["tests.injectors.conftest"]
-
 QUIET = {"pods": {"geo-1": {"phase": "Running", "ready": True, "restarts": 0, "waiting": []}},
          "warnings": [], "alerts": [], "error_lines": 2, "error_spans": 0}
 
@@ -48,7 +46,7 @@ def test_leak_check_sees_what_the_agent_sees(api_cluster: ClusterHandle) -> None
 
 
 def _full_sim() -> bool:
-    from tests.injectors.conftest import full_sim_builds
+    from tests.injectors.simcluster import full_sim_builds
 
     return full_sim_builds()
 
