@@ -17,6 +17,7 @@ STALE_NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
 _STALE_BYTES = struct.pack("<d", STALE_NAN)
 
 DEFAULT_RETENTION = 2 * 3600.0
+Labels = dict[str, str] | tuple[tuple[str, str], ...]
 _TRIM_EVERY = 1 << 16
 
 
@@ -95,8 +96,10 @@ class TSDB:
         self._select_cache: dict[tuple[tuple[str, str, str], ...], tuple[int, list[Series]]] = {}
 
     # --- writing -------------------------------------------------------------------------
-    def append(self, metric: str, labels: dict[str, str], t: float, value: float) -> None:
-        alias = (metric, tuple(labels.items()))
+    def append(self, metric: str, labels: Labels, t: float, value: float) -> None:
+        """Add a sample. `labels` is a dict, or a tuple of (name, value) pairs, which a writer
+        that keeps its label sets as tuples can pass without building a dict per sample."""
+        alias = (metric, labels if labels.__class__ is tuple else tuple(labels.items()))  # type: ignore[union-attr]
         s = self._alias.get(alias)
         if s is None:
             s = self._resolve(alias, metric, labels)
@@ -113,15 +116,15 @@ class TSDB:
         if self._appends & (_TRIM_EVERY - 1) == 0:
             self.trim(self._newest)
 
-    def mark_stale(self, metric: str, labels: dict[str, str], t: float) -> None:
+    def mark_stale(self, metric: str, labels: Labels, t: float) -> None:
         """Write Prometheus's staleness marker: the series stops being returned from `t` on,
         instead of lingering for the 5-minute lookback."""
         self.append(metric, labels, t, STALE_NAN)
 
-    def ref(self, metric: str, labels: dict[str, str]) -> Series:
+    def ref(self, metric: str, labels: Labels) -> Series:
         """The series for (metric, labels), created if new: a writer that keeps it can call
         `append_ref` and skip the label lookup (Prometheus's appender series references)."""
-        alias = (metric, tuple(labels.items()))
+        alias = (metric, labels if labels.__class__ is tuple else tuple(labels.items()))  # type: ignore[union-attr]
         return self._alias.get(alias) or self._resolve(alias, metric, labels)
 
     def append_ref(self, s: Series, t: float, value: float) -> Series:
@@ -144,7 +147,8 @@ class TSDB:
             self.trim(self._newest)
         return s
 
-    def _resolve(self, alias: tuple[str, tuple[tuple[str, str], ...]], metric: str, labels: dict[str, str]) -> Series:
+    def _resolve(self, alias: tuple[str, tuple[tuple[str, str], ...]], metric: str, labels: Labels) -> Series:
+        labels = dict(labels) if isinstance(labels, tuple) else labels
         key = (metric, frozenset(labels.items()))
         s = self._series.get(key)
         if s is None:

@@ -155,3 +155,12 @@ def test_queries_while_a_writer_appends(obs: Observability, prom: Client) -> Non
         stop.set()
         th.join()
     assert statuses == {200}
+
+
+def test_labels_as_tuples_are_the_same_series_as_dicts() -> None:
+    db = TSDB()
+    db.append("m", (("pod", "p"), ("ns", "n")), T0, 1.0)
+    db.append("m", {"ns": "n", "pod": "p"}, T0 + 15, 2.0)
+    db.mark_stale("m", (("pod", "p"), ("ns", "n")), T0 + 30)
+    (s,) = db.series()
+    assert s.labels == {"pod": "p", "ns": "n", "__name__": "m"} and len(s.ts) == 3
