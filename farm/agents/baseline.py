@@ -32,10 +32,14 @@ class Health:
     unhealthy_pods: dict[str, str] = field(default_factory=dict)  # pod -> reason
     unavailable: dict[str, str] = field(default_factory=dict)  # deployment -> "ready/desired"
     empty_services: list[str] = field(default_factory=list)
+    misrouted: dict[str, str] = field(default_factory=dict)  # service -> why its port misses the pods
+    unserved: dict[str, int] = field(default_factory=dict)  # deployment with ports but no service -> port
+    newcomers: list[str] = field(default_factory=list)  # policies/quotas created after the application
 
     @property
     def badness(self) -> int:
-        return len(self.unhealthy_pods) + 2 * len(self.unavailable) + 2 * len(self.empty_services)
+        return (len(self.unhealthy_pods) + 2 * len(self.unavailable) + 2 * len(self.empty_services)
+                + 2 * len(self.misrouted) + 2 * len(self.unserved) + len(self.newcomers))
 
     @property
     def healthy(self) -> bool:
@@ -146,6 +150,24 @@ class BaselineInvestigator:
             ready = sum(len(sub.get("addresses") or []) for sub in ep.get("subsets") or [])
             if ready == 0:
                 health.empty_services.append(name)
+        for name, svc in self.services.items():
+            why = _port_mismatch(svc, self.pods)
+            if why:
+                health.misrouted[name] = why
+        for name, d in self.deployments.items():
+            port = _first_port(d)
+            labels = (((d.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}
+            selected = any((s.get("spec") or {}).get("selector") and all(
+                labels.get(k) == v for k, v in s["spec"]["selector"].items()) for s in self.services.values())
+            if port and not selected:
+                health.unserved[name] = port
+        extra = self.s.kube_json("get networkpolicies,resourcequotas -o json").get("items", [])
+        born = sorted(str((d.get("metadata") or {}).get("creationTimestamp") or "") for d in self.deployments.values())
+        if born:
+            for item in extra:
+                meta = item.get("metadata") or {}
+                if str(meta.get("creationTimestamp") or "") > born[-1]:
+                    health.newcomers.append(f"{item.get('kind', '').lower()}/{meta.get('name')}")
         return health
 
     def investigate(self) -> Health:
@@ -162,6 +184,13 @@ class BaselineInvestigator:
         for svc in health.empty_services:
             comp = svc if svc in names else (_service_of(svc, names) or svc)
             self.note(comp, 3, f"service {svc} has no ready endpoints")
+        for svc, why in health.misrouted.items():
+            comp = svc if svc in names else (_service_of(svc, names) or svc)
+            self.note(comp, 3, f"service {svc} {why}")
+        for dep in health.unserved:
+            self.note(dep, 2.5, f"no service selects the pods of {dep}, so nothing can reach it")
+        for item in health.newcomers:
+            self.note(item, 2, f"{item} was created after the application was deployed")
         for name, d in self.deployments.items():
             rev = int(((d.get("metadata") or {}).get("annotations") or {}).get("deployment.kubernetes.io/revision", "1") or 1)
             if rev > 1:
@@ -367,6 +396,15 @@ class Mitigator:
                 fix = _service_fix(svc, self.inv.pods)
                 if fix:
                     out.append(("kubectl", {"command": f"patch service {svc_name} --type=merge -p {json.dumps(json.dumps(fix))}"}))
+        if comp in health.misrouted:
+            fix = _service_fix(self.inv.services[comp], self.inv.pods)
+            if fix:
+                out.append(("kubectl", {"command": f"patch service {comp} --type=merge -p {json.dumps(json.dumps(fix))}"}))
+        if comp in health.unserved:
+            port = health.unserved[comp]
+            out.append(("kubectl", {"command": f"expose deployment {comp} --name={comp} --port={port} --target-port={port}"}))
+        if comp in health.newcomers:
+            out.append(("kubectl", {"command": f"delete {comp}"}))
         stuck = [p for p, _ in health.unhealthy_pods.items() if p.startswith(comp + "-") or p == comp]
         if stuck:
             out.append(("kubectl", {"command": "delete pod " + " ".join(stuck[:5]) + " --wait=false"}))
@@ -414,6 +452,41 @@ def _subset(want: Any, have: Any) -> bool:
     if isinstance(want, list):
         return isinstance(have, list) and len(want) == len(have) and all(_subset(a, b) for a, b in zip(want, have, strict=False))
     return want == have or (want is not None and str(want) == str(have))
+
+
+def _first_port(workload: dict[str, Any]) -> int | None:
+    for c in ((workload.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []:
+        for port in c.get("ports") or []:
+            if port.get("containerPort"):
+                return int(port["containerPort"])
+    return None
+
+
+def _selected(svc: dict[str, Any], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    selector = (svc.get("spec") or {}).get("selector") or {}
+    if not selector:
+        return []
+    return [p for p in pods if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())]
+
+
+def _port_mismatch(svc: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
+    """Why the service's target port misses every port its pods open, or None."""
+    matching = _selected(svc, pods)
+    if not matching:
+        return None
+    opened = {cp.get("containerPort") for c in matching[0].get("spec", {}).get("containers") or []
+              for cp in c.get("ports") or []}
+    names = {cp.get("name") for c in matching[0].get("spec", {}).get("containers") or [] for cp in c.get("ports") or []}
+    if not opened:
+        return None
+    for port in (svc.get("spec") or {}).get("ports") or []:
+        target = port.get("targetPort", port.get("port"))
+        if isinstance(target, str) and not target.isdigit():
+            if target not in names:
+                return f"targets the named port {target}, which its pods do not declare"
+        elif int(target) not in opened:
+            return f"sends traffic to port {target}, but its pods listen on {sorted(p for p in opened if p)}"
+    return None
 
 
 def _service_fix(svc: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
