@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from clusters.sim.store import Obj, Store
+from clusters.sim.store import Obj, Store, StoreError
 
 SA_TOKEN_TYPE = "kubernetes.io/service-account-token"
 SA_NAME_ANNOTATION = "kubernetes.io/service-account.name"
@@ -95,6 +95,20 @@ class Authenticator:
         data["token"] = base64.b64encode(token.encode()).decode()
         data["namespace"] = base64.b64encode(namespace.encode()).decode()
         data["ca.crt"] = base64.b64encode(_CA_PEM.encode()).decode()
+
+    def drop_tokens_of_deleted_accounts(self, verb: str, key: str, old: Obj | None, new: Obj | None) -> None:
+        """Store hook: the token controller deletes the token Secrets of a deleted ServiceAccount."""
+        if verb != "delete" or key != "serviceaccounts" or old is None:
+            return
+        ns, name = old["metadata"].get("namespace", ""), old["metadata"]["name"]
+        doomed = [s["metadata"]["name"] for s in self.store.iter_raw("secrets")
+                  if s["metadata"].get("namespace") == ns and s.get("type") == SA_TOKEN_TYPE
+                  and (s["metadata"].get("annotations") or {}).get(SA_NAME_ANNOTATION) == name]
+        for secret in doomed:
+            try:
+                self.store.delete("secrets", ns, secret)
+            except StoreError:
+                pass
 
     # -- checking --------------------------------------------------------------------------
     def authenticate(self, authorization: str | None) -> UserInfo | None:

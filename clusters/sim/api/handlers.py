@@ -96,6 +96,7 @@ class KubeAPI:
         store.admission.append(self.authn.fill_token_secret)
         WebhookAdmission(store).install()
         store.hooks.append(self._default_service_account)
+        store.hooks.append(self.authn.drop_tokens_of_deleted_accounts)
         self._bootstrap()
 
     # -- bootstrap -------------------------------------------------------------------------
