@@ -13,7 +13,7 @@ from clusters.base import ClusterHandle
 from farm.agents.base import AgentContext
 from farm.agents.react import ReactAgent
 from farm.agents.stratus import StratusAgent
-from farm.errors import ClusterUnavailable, ConfigurationError
+from farm.errors import ConfigurationError, InfrastructureError
 from farm.interface import AgentInterface
 from farm.llm.scripted import PlanStep, ScriptedLLM, tool_plan, tool_results
 from farm.oracles.diagnosis import judge_diagnosis
@@ -56,9 +56,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]
     try:
         opened = deployed_cluster(tmp_path_factory.mktemp("sim-e2"))
         handle = opened.__enter__()
-    except (ConfigurationError, ClusterUnavailable) as exc:
+    except (ConfigurationError, InfrastructureError) as exc:
         # The emulated stack is built by other owners in parallel; say exactly what is missing.
-        pytest.skip(f"emulated cluster with hotel-reservation not available yet: {str(exc).splitlines()[-1]}")
+        pytest.skip(f"emulated cluster with hotel-reservation not available yet: {str(exc).splitlines()[-1][:300]}")
     try:
         yield handle
     finally:
