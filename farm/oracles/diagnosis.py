@@ -161,14 +161,18 @@ def judge_prompt(diagnosis: str, truth: GroundTruth) -> str:
 
 def _llm_judge(diagnosis: str, truth: GroundTruth, model: str, api_base: str | None,
                max_attempts: int) -> DiagnosisVerdict:
-    from farm.llm.client import LLMClient
+    from farm.llm.client import LLMClient, LLMError
 
     client = LLMClient(model, api_base=api_base, temperature=0.0)
     messages: list[dict[str, Any]] = [{"role": "system", "content": JUDGE_SYSTEM},
                                       {"role": "user", "content": judge_prompt(diagnosis, truth)}]
     problem = ""
     for _attempt in range(max_attempts):
-        call = client.complete(messages)
+        try:
+            call = client.complete(messages)
+        except LLMError as exc:  # the judge is down: the trial keeps an offline verdict, labelled so
+            problem = str(exc)
+            break
         content = call.message.get("content")
         try:
             reply = parse_judge_reply(content)
@@ -186,7 +190,7 @@ def _llm_judge(diagnosis: str, truth: GroundTruth, model: str, api_base: str | N
     # The judge never produced a usable reply: fall back to the offline judge, labelled as such.
     verdict = _verdict("offline", True, OfflineJudge(truth).answer(diagnosis))
     t = client.totals
-    verdict.judge = f"offline (fallback: {model} gave {max_attempts} unusable replies; last: {problem[:120]})"
+    verdict.judge = f"offline (fallback: {model} gave no usable reply; last problem: {problem[:120]})"
     verdict.tokens_in, verdict.tokens_out, verdict.cost_usd = t.tokens_in, t.tokens_out, t.cost_usd
     return verdict
 
