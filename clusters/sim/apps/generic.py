@@ -1,0 +1,131 @@
+"""Images without a dedicated model (busybox, alpine, curl, pause...): a small shell interpreter for
+the commands manifests and injectors actually run (`sleep`, `echo`, `exit`, `cat`, `wget`/`curl`,
+`nslookup`, loops), and the exec-not-found check the runtime applies to every command."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from clusters.sim.apps.base import Exited, ImageInfo, StartContext, Started, register_image
+
+for _repo, _exe in (("busybox", ("sh", "sleep", "echo", "cat", "wget", "nslookup", "true", "false", "ls", "env", "date", "ping")),
+                    ("alpine", ("sh", "sleep", "echo", "cat", "wget", "nslookup", "true", "false", "ls", "env", "date")),
+                    ("curlimages/curl", ("sh", "curl", "sleep", "echo", "cat")),
+                    ("ubuntu", ("bash", "sh", "sleep", "echo", "cat", "true", "false", "env", "date")),
+                    ("debian", ("bash", "sh", "sleep", "echo", "cat", "true", "false", "env", "date")),
+                    ("nginx", ("nginx", "sh", "bash", "cat", "echo", "sleep")),
+                    ("python", ("python", "python3", "sh", "bash", "sleep", "echo", "cat")),
+                    ("bitnami/kubectl", ("kubectl", "sh", "bash", "sleep", "echo")),
+                    ("polinux/stress", ("stress", "sh", "sleep", "echo")),
+                    ("progrium/stress", ("stress", "sh", "sleep")),
+                    ("gcr.io/google-containers/pause", ("/pause",)), ("registry.k8s.io/pause", ("/pause",))):
+    register_image(_repo, size=5_000_000, executables=_exe)
+
+SHELLS = ("sh", "/bin/sh", "bash", "/bin/bash", "/usr/bin/env")
+
+
+def executable_in(info: ImageInfo, argv0: str) -> str | None:
+    """None if `argv0` can be exec'd in the image; else runc's error text."""
+    base = argv0.rsplit("/", 1)[-1]
+    if argv0 in SHELLS or base in ("sh", "bash") and info.shell:
+        return None
+    if not info.executables or base in {e.rsplit("/", 1)[-1] for e in info.executables}:
+        return None
+    if argv0.startswith("/") or argv0.startswith("./"):
+        return f"exec: \"{argv0}\": stat {argv0}: no such file or directory"
+    return f'exec: "{argv0}": executable file not found in $PATH'
+
+
+def shell_outcome(ctx: StartContext, argv: list[str], info: ImageInfo | None) -> Started | Exited:
+    """What a container running `argv` (no dedicated model) does: runs forever, or exits."""
+    if not argv:
+        if info is not None and info.executables and info.executables[0] == "/pause":
+            return Started([], set())
+        if info is not None and "nginx" in info.repository:
+            return Started(["/docker-entrypoint.sh: Configuration complete; ready for start up"], {80})
+        return Exited(0, [], after=0.0)
+    if argv[0].rsplit("/", 1)[-1] in ("sh", "bash") and len(argv) >= 3 and argv[1] in ("-c", "-ec", "-xc"):
+        script = argv[2]
+    else:
+        script = " ".join(shlex.quote(a) for a in argv)
+    return _script(ctx, script)
+
+
+def _script(ctx: StartContext, script: str) -> Started | Exited:
+    if re.search(r"\bwhile\s+(true|:)\b", script) or re.search(r"\bsleep\s+(infinity|inf)\b", script) or \
+            re.search(r"\btail\s+-f\b", script):
+        lines = _echoes(script.split("while")[0])
+        return Started(lines, set())
+    lines: list[str] = []
+    elapsed = 0.0
+    for part in re.split(r"\s*(?:;|&&|\n)\s*", script):
+        words = part.strip().split()
+        if not words:
+            continue
+        cmd = words[0]
+        if cmd == "sleep":
+            try:
+                elapsed += float(words[1].rstrip("s")) if len(words) > 1 else 0.0
+            except ValueError:
+                return Exited(1, lines + [f"sleep: invalid number '{words[1]}'"], after=elapsed)
+        elif cmd == "echo":
+            lines.append(" ".join(words[1:]).strip("'\""))
+        elif cmd == "exit":
+            code = int(words[1]) if len(words) > 1 and words[1].isdigit() else 0
+            return Exited(code, lines, after=elapsed)
+        elif cmd == "false":
+            return Exited(1, lines, after=elapsed)
+        elif cmd == "cat" and len(words) > 1:
+            path = words[1]
+            if path in ctx.files:
+                lines.extend(ctx.files[path].splitlines())
+            else:
+                return Exited(1, lines + [f"cat: can't open '{path}': No such file or directory"], after=elapsed)
+        elif cmd in ("wget", "curl"):
+            url = next((w for w in words[1:] if w.startswith("http")), "")
+            m = re.match(r"https?://([^/:]+)(?::(\d+))?", url)
+            if m:
+                conn = ctx.connect(m.group(1), int(m.group(2) or 80))
+                err = conn.first_error() if conn.ok_share == 0 else None
+                if err:
+                    return Exited(1 if cmd == "wget" else 7, lines + [f"{cmd}: {err}"], after=elapsed + 1)
+        elif cmd == "nslookup" and len(words) > 1:
+            _, err = ctx.cluster.network.lookup(ctx.pod, words[1])
+            if err:
+                return Exited(1, lines + [f"** server can't find {words[1]}: NXDOMAIN"], after=elapsed)
+            lines.append(f"Server:\t\t10.96.0.10\nAddress:\t10.96.0.10:53\n\nName:\t{words[1]}")
+    return Exited(0, lines, after=elapsed)
+
+
+def _echoes(text: str) -> list[str]:
+    return [m.group(1).strip("'\"") for m in re.finditer(r"echo\s+([^;&\n]+)", text)]
+
+
+def run_shell(ctx: StartContext, command: list[str]) -> tuple[int, str, str]:
+    """`kubectl exec` into a container without a dedicated model."""
+    if not command:
+        return 1, "", "error: you must specify at least one command for the container"
+    if command[0] in ("env", "printenv"):
+        return 0, "".join(f"{k}={v}\n" for k, v in sorted(ctx.env.items())), ""
+    if command[0] == "cat" and len(command) > 1:
+        if command[1] in ctx.files:
+            return 0, ctx.files[command[1]], ""
+        return 1, "", f"cat: {command[1]}: No such file or directory\n"
+    if command[0] in ("true", "ls", "echo", "date", "sh", "bash"):
+        if command[0] == "echo":
+            return 0, " ".join(command[1:]) + "\n", ""
+        if command[0] in ("sh", "bash") and len(command) >= 3:
+            outcome = _script(ctx, command[2])
+            if isinstance(outcome, Exited):
+                return outcome.code, "".join(line + "\n" for line in outcome.lines), ""
+        return 0, "", ""
+    if command[0] == "false":
+        return 1, "", ""
+    return 126, "", (f'OCI runtime exec failed: exec failed: unable to start container process: exec: "{command[0]}": '
+                     "executable file not found in $PATH: unknown")
+
+
+def placeholder(instance: Any) -> None:
+    """Generic containers keep no state."""

@@ -1,0 +1,249 @@
+"""hotel-reservation (DeathStarBench, Go + gRPC): the eight services of one image, selected by the
+binary the manifest runs, with their config.json, start-up sequence (config, Mongo seeding with
+admin:admin for geo and rate, Jaeger agent, Consul registration), the log lines they print, and
+the call graph the fluid workload walks (ports, stores, the search→rate retry policy and rate's
+token bucket and queue)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from clusters.sim.apps.base import AppModel, Exited, StartContext, Started, app_model, env_float, register_image, zerolog
+from clusters.sim.apps.stores import authenticate, authorize
+
+IMAGES = ("yinfangchen/hotelreservation", "deathstarbench/hotel-reservation", "ghcr.io/sregym/hotel-reservation",
+          "igorrudyk1/hotelreservation")
+BINARIES = ("frontend", "search", "geo", "profile", "rate", "recommendation", "reservation", "user")
+for _img in IMAGES:
+    register_image(_img, tags=("latest", "v1", "sha-d2c036bc"), size=412_000_000,
+                   executables=BINARIES + ("bash", "sh", "go"))
+
+WORKDIR = "/go/src/github.com/harlow/go-micro-services"
+CONFIG = {"consulAddress": "consul:8500", "jaegerAddress": "jaeger:6831", "FrontendPort": "5000", "SearchPort": "8082",
+          "GeoPort": "8083", "GeoMongoAddress": "mongodb-geo:27017", "ProfilePort": "8081",
+          "ProfileMongoAddress": "mongodb-profile:27017", "ProfileMemcAddress": "memcached-profile:11211",
+          "RatePort": "8084", "RateMongoAddress": "mongodb-rate:27017", "RateMemcAddress": "memcached-rate:11211",
+          "RecommendPort": "8085", "RecommendMongoAddress": "mongodb-recommendation:27017", "ReservePort": "8087",
+          "ReserveMongoAddress": "mongodb-reservation:27017", "ReserveMemcAddress": "memcached-reserve:11211",
+          "UserPort": "8086", "UserMongoAddress": "mongodb-user:27017", "KnativeDomainName": ""}
+
+
+@dataclass(frozen=True)
+class Svc:
+    binary: str
+    port_key: str
+    consul: str | None
+    mongo_key: str | None = None
+    memc_key: str | None = None
+    db: str = ""
+    auth: bool = False
+    metrics_port: int | None = None
+
+
+SERVICES = {
+    "frontend": Svc("frontend", "FrontendPort", None),
+    "search": Svc("search", "SearchPort", "srv-search", metrics_port=9092),
+    "geo": Svc("geo", "GeoPort", "srv-geo", "GeoMongoAddress", db="geo-db", auth=True),
+    "profile": Svc("profile", "ProfilePort", "srv-profile", "ProfileMongoAddress", "ProfileMemcAddress", db="profile-db"),
+    "rate": Svc("rate", "RatePort", "srv-rate", "RateMongoAddress", "RateMemcAddress", db="rate-db", auth=True, metrics_port=9091),
+    "recommendation": Svc("recommendation", "RecommendPort", "srv-recommendation", "RecommendMongoAddress", db="recommendation-db"),
+    "reservation": Svc("reservation", "ReservePort", "srv-reservation", "ReserveMongoAddress", "ReserveMemcAddress", db="reservation-db"),
+    "user": Svc("user", "UserPort", "srv-user", "UserMongoAddress", db="user-db"),
+}
+
+# The call graph: (service, operation) → calls in order. A call is (target, operation, how):
+# "consul" dials the Consul name of the target; "memc"/"mongo" dial the address in config.json.
+OPS: dict[tuple[str, str], list[tuple[str, str, str]]] = {
+    ("frontend", "HTTP GET /hotels"): [("search", "/search.Search/Nearby", "consul"),
+                                       ("reservation", "/reservation.Reservation/CheckAvailability", "consul"),
+                                       ("profile", "/profile.Profile/GetProfiles", "consul")],
+    ("frontend", "HTTP GET /recommendations"): [("recommendation", "/recommendation.Recommendation/GetRecommendations", "consul"),
+                                                ("profile", "/profile.Profile/GetProfiles", "consul")],
+    ("frontend", "HTTP POST /user"): [("user", "/user.User/CheckUser", "consul")],
+    ("frontend", "HTTP POST /reservation"): [("user", "/user.User/CheckUser", "consul"),
+                                             ("reservation", "/reservation.Reservation/MakeReservation", "consul")],
+    ("search", "/search.Search/Nearby"): [("geo", "/geo.Geo/Nearby", "consul"), ("rate", "/rate.Rate/GetRates", "consul")],
+    ("geo", "/geo.Geo/Nearby"): [],
+    ("rate", "/rate.Rate/GetRates"): [("memcached", "memcached_get_multi_rate", "memc"), ("mongodb", "mongo_rate", "mongo")],
+    ("profile", "/profile.Profile/GetProfiles"): [("memcached", "memcached_get_profile", "memc"),
+                                                  ("mongodb", "mongo_profile", "mongo")],
+    ("reservation", "/reservation.Reservation/CheckAvailability"): [
+        ("memcached", "memcached_reserve_get_multi_number", "memc"), ("mongodb", "mongodb_capacity_get_multi_number", "mongo")],
+    ("reservation", "/reservation.Reservation/MakeReservation"): [
+        ("memcached", "memcached_reserve_get_multi_number", "memc"), ("mongodb", "mongo_reservation_insert", "mongo")],
+    ("recommendation", "/recommendation.Recommendation/GetRecommendations"): [],
+    ("user", "/user.User/CheckUser"): [],
+}
+# mixed-workload_type_1.lua
+ROUTES = (("HTTP GET /hotels", 0.60), ("HTTP GET /recommendations", 0.39), ("HTTP POST /user", 0.005),
+          ("HTTP POST /reservation", 0.005))
+CPU_PER_REQUEST = {"frontend": 0.0012, "search": 0.0008, "geo": 0.0006, "profile": 0.0009, "rate": 0.0008,
+                   "recommendation": 0.0006, "reservation": 0.0010, "user": 0.0004}
+SERVICE_TIME = {"frontend": 0.0015, "search": 0.0008, "geo": 0.0009, "profile": 0.0012, "rate": 0.0010,
+                "recommendation": 0.0008, "reservation": 0.0013, "user": 0.0006}
+CACHE_KEYS = {"rate": 80.0, "profile": 80.0, "reservation": 3000.0}
+CALLER = {"frontend": "cmd/frontend/main.go", "search": "cmd/search/main.go", "geo": "cmd/geo/main.go",
+          "profile": "cmd/profile/main.go", "rate": "cmd/rate/main.go", "recommendation": "cmd/recommendation/main.go",
+          "reservation": "cmd/reservation/main.go", "user": "cmd/user/main.go"}
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    try:
+        return host or addr, int(port)
+    except ValueError:
+        return addr, 0
+
+
+def rate_policy(env: dict[str, str]) -> dict[str, float]:
+    """search's RATE_RPC_* knobs (newest SREGym search)."""
+    return {"timeout": env_float(env, "RATE_RPC_TIMEOUT_MS", 750.0) / 1000.0,
+            "attempts": max(1.0, env_float(env, "RATE_RPC_MAX_ATTEMPTS", 3.0)),
+            "backoff": env_float(env, "RATE_RPC_INITIAL_BACKOFF_MS", 50.0) / 1000.0,
+            "multiplier": env_float(env, "RATE_RPC_BACKOFF_MULTIPLIER", 2.0)}
+
+
+@app_model
+class HotelService(AppModel):
+    name = "hotel-reservation"
+    images = IMAGES
+    memory_base = 14 * 2**20
+
+    def binary(self, argv: list[str]) -> str | None:
+        if not argv:
+            return None
+        return argv[0].rsplit("/", 1)[-1]
+
+    def missing_executable(self, spec: dict[str, Any], info: Any) -> str | None:
+        argv = list(spec.get("command") or []) + ([] if spec.get("command") else list(spec.get("args") or []))
+        b = self.binary(argv)
+        if b is None or b in BINARIES or b in ("bash", "sh", "go"):
+            return None
+        if argv[0].startswith("./") or argv[0].startswith("/"):
+            return f'exec: "{argv[0]}": stat {argv[0]}: no such file or directory'
+        return f'exec: "{argv[0]}": executable file not found in $PATH'
+
+    def start(self, ctx: StartContext) -> Started | Exited:
+        argv = ctx.argv
+        b = self.binary(argv)
+        if b is None or b in ("bash", "sh"):
+            return Exited(0, [], after=0.0)  # the image's default command is a shell with no tty
+        svc = SERVICES[b]
+        t = ctx.app_time()
+        caller = CALLER[b]
+        log = []
+
+        def L(level: str, msg: str, dt: float = 0.0, where: str = caller) -> None:
+            log.append(zerolog(t + dt, level, where, msg))
+
+        level = ctx.env.get("LOG_LEVEL")
+        if "TLS" in ctx.env and ctx.env["TLS"] not in ("", "0", "1", "false", "true") and \
+                not ctx.env["TLS"].startswith("TLS_"):
+            L("PNC", f"Invalid TLS setting: {ctx.env['TLS']}", where="tls/options.go:45")
+            return Exited(2, log, after=0.1, stderr=[f"panic: Invalid TLS setting: {ctx.env['TLS']}", "",
+                                                     "goroutine 1 [running]:"])
+        if level is not None and level == "":
+            L("INF", "Set global log level: error", where="tune/setting.go:32")
+        L("INF", "Reading config...")
+        cfg = dict(CONFIG)
+        text = ctx.files.get(f"{WORKDIR}/config.json")
+        if text is not None:
+            try:
+                cfg.update({k: str(v) for k, v in json.loads(text).items()})
+            except ValueError as exc:
+                L("PNC", f"invalid character in config.json: {exc}")
+                return Exited(2, log, after=0.1)
+        for i, a in enumerate(argv):
+            if a in ("-consuladdr", "--consuladdr") and i + 1 < len(argv):
+                cfg["consulAddress"] = argv[i + 1]
+            if a in ("-jaegeraddr", "--jaegeraddr") and i + 1 < len(argv):
+                cfg["jaegerAddress"] = argv[i + 1]
+        port = int(cfg.get(svc.port_key, "0") or 0)
+        inst: dict[str, Any] = {"kind": "hotel", "svc": b, "cfg": cfg, "port": port, "env": dict(ctx.env),
+                                "consul_cache": {}, "cache_items": 0.0, "started": ctx.now}
+        if svc.mongo_key:
+            addr = cfg[svc.mongo_key]
+            L("INF", f"Read database URL: {addr}", 0.001)
+            L("INF", "Initializing DB connection...", 0.002)
+            err = self.mongo_check(ctx, addr, svc, write=True)
+            if err is not None:
+                msg, after = err
+                L("PNC", msg, after, where=f"cmd/{b}/db.go:{30 if svc.auth else 26}")
+                return Exited(2, log, after=after, stderr=[f"panic: {msg}", "", "goroutine 1 [running]:",
+                                                           f"main.initializeDatabase({{0xc0000a6000, 0x{len(addr):x}}})",
+                                                           f"\t/go/src/github.com/harlow/go-micro-services/cmd/{b}/db.go:{30 if svc.auth else 26} +0x6a5"])
+            L("INF", "New session successfull...", 0.01, where=f"cmd/{b}/db.go:33")
+            L("INF", "Generating test data...", 0.011, where=f"cmd/{b}/db.go:35")
+            L("INF", "Successfull", 0.05)
+        if svc.memc_key:
+            L("INF", f"Read {b} memcashed address: {cfg[svc.memc_key]}", 0.051)
+            L("INF", "Initializing Memcashed client...", 0.052)
+            L("INF", "Successfull", 0.053)
+        L("INF", f"Read target port: {port}", 0.06)
+        L("INF", f"Read consul address: {cfg['consulAddress']}", 0.061)
+        L("INF", f"Read jaeger address: {cfg['jaegerAddress']}", 0.062)
+        L("INF", f"Initializing jaeger agent [service name: {b} | host: {cfg['jaegerAddress']}]...", 0.063)
+        jhost, _ = split_addr(cfg["jaegerAddress"])
+        _, jerr = ctx.cluster.network.lookup(ctx.pod, jhost)
+        if jerr:
+            L("PNC", f"Got error while initializing jaeger agent: {jerr}", 0.07)
+            return Exited(2, log, after=0.1, stderr=[f"panic: Got error while initializing jaeger agent: {jerr}"])
+        L("INF", "Jaeger agent initialized", 0.071)
+        L("INF", f"Initializing consul agent [host: {cfg['consulAddress']}]...", 0.072)
+        L("INF", "Consul agent initialized", 0.073)
+        L("INF", "Starting server...", 0.074)
+        if svc.consul:
+            chost, cport = split_addr(cfg["consulAddress"])
+            conn = ctx.connect(chost, cport)
+            if conn.ok_share == 0:
+                err = conn.first_error() or "connection refused"
+                after = 0.2 if "refused" in err or "no such host" in err else 10.0
+                L("FTL", f'failed register: Put "http://{cfg["consulAddress"]}/v1/agent/service/register": {err}', after)
+                return Exited(1, log, after=after)
+            target = next(tg for tg in conn.targets if not tg.error)
+            ctx.cluster.workload.consul_register(target.pod, svc.consul, ctx.pod, port)
+            inst["consul_pod"] = (target.pod["metadata"]["namespace"], target.pod["metadata"]["name"])
+            L("INF", "Successfully registered in consul", 0.08, where=f"services/{b}/server.go:92")
+        else:
+            L("INF", "Initializing gRPC clients...", 0.08, where="services/frontend/server.go:58")
+            L("INF", "Successfull", 0.09, where="services/frontend/server.go:63")
+            L("INF", f"Serving http at port: {port}", 0.1, where="services/frontend/server.go:101")
+        if b == "rate":
+            inst["qps_limit"] = max(0.1, env_float(ctx.env, "RATE_BACKEND_QPS_LIMIT", 20.0))
+            inst["queue_capacity"] = max(0.0, env_float(ctx.env, "RATE_QUEUE_CAPACITY", 256.0))
+            L("INF", f"rate backend qps limit {inst['qps_limit']:g}, queue capacity {inst['queue_capacity']:g}", 0.09,
+              where="services/rate/server.go:71")
+        if b == "search":
+            inst["policy"] = rate_policy(ctx.env)
+        ports = {port} | ({svc.metrics_port} if svc.metrics_port else set())
+        return Started(log, ports, inst, ready_after=0.0)
+
+    def mongo_check(self, ctx: StartContext, addr: str, svc: Svc, write: bool) -> tuple[str, float] | None:
+        """None if the service can seed and read its database at start; else (panic message, seconds)."""
+        host, port = split_addr(addr)
+        conn = ctx.connect(host, port)
+        if conn.ok_share == 0:
+            err = conn.first_error() or "connection refused"
+            return (f"server selection error: server selection timeout, current topology: {{ Type: Unknown, Servers: "
+                    f"[{{ Addr: {addr}, Type: Unknown, Last error: connection() error occurred during connection "
+                    f"handshake: {err} }}, ] }}", 30.0)
+        target = next(tg for tg in conn.targets if not tg.error)
+        inst = ctx.cluster.workload.instance_of(target.pod, 27017)
+        if inst is None or inst.get("kind") != "mongo":
+            return ("server selection error: server selection timeout, current topology: { Type: Unknown, Servers: "
+                    f"[{{ Addr: {addr}, Type: Unknown, Last error: connection() error occurred during connection handshake: "
+                    "EOF }, ] }", 30.0)
+        user = "admin" if svc.auth else None
+        if user is not None:
+            err = authenticate(inst, "admin", "admin", "admin")
+            if err:
+                return err, 0.5
+        err = authorize(inst, user, "admin", svc.db, write, "insert")
+        if err:
+            return err, 0.5
+        return None
+
+    def memory(self, instance: Any, load_rps: float) -> float:
+        return self.memory_base + 40_000 * load_rps + (instance or {}).get("cache_items", 0.0) * 0

@@ -1,0 +1,293 @@
+"""Stateful back ends: MongoDB (users, roles and `--auth`, init scripts from
+/docker-entrypoint-initdb.d, data on its volume, WiredTiger I/O errors that abort mongod) and
+memcached (an in-memory cache that starts cold). Log lines in mongod 4.4's JSON format."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from clusters.sim.apps.base import AppModel, Exited, StartContext, Started, app_model, mongo_log, register_image
+
+register_image("mongo", tags=("4.4.6", "4.4", "4.4.29", "5.0", "5.0.26", "6.0", "7.0", "latest"), size=168_000_000,
+               executables=("mongod", "mongo", "mongosh", "docker-entrypoint.sh", "bash", "sh"))
+register_image("library/mongo", tags=("4.4.6", "4.4", "5.0", "6.0", "7.0", "latest"), size=168_000_000,
+               executables=("mongod", "mongo", "docker-entrypoint.sh"))
+register_image("memcached", tags=("latest", "1.6.7", "1.6", "1.6.21", "alpine"), size=30_000_000,
+               executables=("memcached", "docker-entrypoint.sh"))
+register_image("library/memcached", tags=("latest", "1.6.7", "1.6"), size=30_000_000, executables=("memcached",))
+
+ROLE_RE = re.compile(r"\{\s*role\s*:\s*['\"]([\w-]+)['\"]\s*,\s*db\s*:\s*['\"]([\w.-]+)['\"]\s*\}")
+WRITE_ROLES = {"readWrite", "dbOwner", "root", "readWriteAnyDatabase", "dbAdmin"}
+READ_ROLES = WRITE_ROLES | {"read", "readAnyDatabase"}
+
+
+def _roles(text: str, default_db: str) -> list[list[str]]:
+    roles = [[r, d] for r, d in ROLE_RE.findall(text)]
+    stripped = ROLE_RE.sub("", text)
+    roles += [[r, default_db] for r in re.findall(r"['\"](read|readWrite|dbOwner|root|userAdminAnyDatabase|readWriteAnyDatabase|readAnyDatabase|dbAdmin|userAdmin)['\"]", stripped)]
+    return roles
+
+
+def run_mongo_js(data: dict[str, Any], js: str, db: str = "test") -> list[str]:
+    """Apply the user-management statements of a mongo shell script to the server's data."""
+    users: dict[str, dict[str, Any]] = data.setdefault("users", {})
+    out = []
+    for stmt in re.split(r";\s*|\n", js):
+        s = stmt.strip()
+        if not s:
+            continue
+        m = re.match(r"use\s+([\w-]+)", s)
+        if m:
+            db = m.group(1)
+            out.append(f"switched to db {db}")
+            continue
+        m = re.search(r"getSiblingDB\(\s*['\"]([\w-]+)['\"]\s*\)", s)
+        if m:
+            db = m.group(1)
+        m = re.search(r"createUser\(\s*\{(.*)\}\s*\)", s, re.S)
+        if m:
+            body = m.group(1)
+            um = re.search(r"user\s*:\s*['\"]([^'\"]+)['\"]", body)
+            pm = re.search(r"pwd\s*:\s*['\"]([^'\"]*)['\"]", body)
+            if um:
+                name = um.group(1)
+                if name in users.get(db, {}):
+                    out.append(f'uncaught exception: Error: couldn\'t add user: User "{name}@{db}" already exists')
+                    continue
+                roles = _roles(body.split("roles", 1)[1] if "roles" in body else "", db)
+                users.setdefault(db, {})[name] = {"pwd": pm.group(1) if pm else "", "roles": roles}
+                role_txt = ", ".join(f'{{ "role" : "{r}", "db" : "{d}" }}' for r, d in roles)
+                out.append(f'Successfully added user: {{ "user" : "{name}", "roles" : [ {role_txt} ] }}')
+            continue
+        m = re.search(r"dropUser\(\s*['\"]([^'\"]+)['\"]", s)
+        if m:
+            existed = users.get(db, {}).pop(m.group(1), None) is not None
+            out.append("true" if existed else "false")
+            continue
+        m = re.search(r"(revokeRolesFromUser|grantRolesToUser)\(\s*['\"]([^'\"]+)['\"]\s*,\s*\[(.*)\]", s, re.S)
+        if m:
+            user = users.get(db, {}).get(m.group(2))
+            if user is None:
+                out.append(f"uncaught exception: Error: Could not find user \"{m.group(2)}\" for db \"{db}\"")
+                continue
+            roles = _roles(m.group(3), db)
+            if m.group(1) == "grantRolesToUser":
+                user["roles"] += [r for r in roles if r not in user["roles"]]
+            else:
+                user["roles"] = [r for r in user["roles"] if r not in roles]
+            continue
+        m = re.search(r"changeUserPassword\(\s*['\"]([^'\"]+)['\"]\s*,\s*['\"]([^'\"]*)['\"]", s)
+        if m and m.group(1) in users.get(db, {}):
+            users[db][m.group(1)]["pwd"] = m.group(2)
+            continue
+        if "shutdownServer" in s or re.search(r"shutdown\s*:\s*1", s):
+            data["_shutdown"] = True
+            out.append("server should be down...")
+    return out
+
+
+def expand_shell_vars(script: str) -> str:
+    """Substitute the `NAME="value"` assignments a shell init script makes into its later lines."""
+    env: dict[str, str] = {}
+    out = []
+    for line in script.splitlines():
+        m = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)=[\"']?([^\"']*)[\"']?\s*$", line)
+        if m:
+            env[m.group(1)] = m.group(2)
+            continue
+        out.append(re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda mm: env.get(mm.group(1), mm.group(0)), line))
+    return "\n".join(out)
+
+
+@app_model
+class MongoDB(AppModel):
+    name = "mongodb"
+    images = ("mongo", "library/mongo")
+    memory_base = 80 * 2**20
+
+    def missing_executable(self, spec: dict[str, Any], info: Any) -> str | None:
+        argv = list(spec.get("command") or [])
+        if argv and argv[0].rsplit("/", 1)[-1] not in ("mongod", "docker-entrypoint.sh", "mongo", "bash", "sh", "numactl"):
+            return f'exec: "{argv[0]}": executable file not found in $PATH'
+        return None
+
+    def _config(self, ctx: StartContext) -> tuple[bool, str]:
+        argv = ctx.argv
+        auth = "--auth" in argv
+        if "--config" in argv or "-f" in argv:
+            idx = argv.index("--config") if "--config" in argv else argv.index("-f")
+            path = argv[idx + 1] if idx + 1 < len(argv) else ""
+            text = ctx.files.get(path)
+            if text is None:
+                return auth, f"Error reading config file: No such file or directory\ntry 'mongod --help' for more information"
+            if re.search(r"authorization\s*:\s*['\"]?enabled", text):
+                auth = True
+        return auth, ""
+
+    def start(self, ctx: StartContext) -> Started | Exited:
+        t = ctx.app_time()
+        auth, err = self._config(ctx)
+        if err:
+            return Exited(2, err.split("\n"), after=0.0)
+        data = ctx.volume_for("/data/db")
+        if data is None:
+            data = {}
+        host = ctx.pod.get("spec", {}).get("hostname") or ctx.pod_name
+        lines = [mongo_log(t, "I", "CONTROL", 23285, "main", "Automatically disabling TLS 1.0, to force-enable TLS 1.0 specify --sslDisabledProtocols 'none'"),
+                 mongo_log(t, "I", "NETWORK", 4648601, "main", "Implicit TCP FastOpen unavailable. If TCP FastOpen is required, set tcpFastOpenServer, tcpFastOpenClient, and tcpFastOpenQueueSize."),
+                 mongo_log(t, "I", "STORAGE", 4615611, "initandlisten", "MongoDB starting",
+                           {"pid": 1, "port": 27017, "dbPath": "/data/db", "architecture": "64-bit", "host": host}),
+                 mongo_log(t, "I", "CONTROL", 23403, "initandlisten", "Build Info",
+                           {"buildInfo": {"version": "4.4.6", "gitVersion": "72e66213c2c3eab37d9358d5e78ad7f5c1d0d0d7",
+                                          "openSSLVersion": "OpenSSL 1.1.1f  31 Mar 2020", "modules": [], "allocator": "tcmalloc",
+                                          "environment": {"distmod": "ubuntu2004", "distarch": "x86_64", "target_arch": "x86_64"}}}),
+                 mongo_log(t, "I", "CONTROL", 21951, "initandlisten", "Options set by command line",
+                           {"options": {"net": {"bindIp": "*"}, **({"security": {"authorization": "enabled"}} if auth else {})}})]
+        failed = ctx.cluster.chaos.io_error(ctx.pod, ctx.container["name"], "/data/db", "read")
+        disk = ctx.cluster.nodes.io(self._data_node(ctx), "read", 4096, 64) if data is not None else 0.0
+        if failed or disk >= 0.999 or (disk > 0 and ctx.cluster.rng.random() < disk * 8):
+            errno = failed or 5
+            return Exited(14, lines + wiredtiger_failure(t, "WiredTiger.wt", "read", errno, "initandlisten"), after=1.0)
+        lines.append(mongo_log(t, "I", "STORAGE", 22315, "initandlisten", "Opening WiredTiger",
+                               {"config": "create,cache_size=7480M,session_max=33000,eviction=(threads_min=4,threads_max=4),"
+                                          "config_base=false,statistics=(fast),log=(enabled=true,archive=true,path=journal,"
+                                          "compressor=snappy),file_manager=(close_idle_time=100000,close_scan_interval=10,"
+                                          "close_handle_minimum=250),statistics_log=(wait=0),verbose=[recovery_progress,checkpoint_progress,compact_progress],"}))
+        if not data.get("initialized"):
+            scripts = sorted(p for p in ctx.files if p.startswith("/docker-entrypoint-initdb.d/"))
+            for path in scripts:
+                lines.append(f"/usr/local/bin/docker-entrypoint.sh: running {path}")
+                js = expand_shell_vars(ctx.files[path])
+                for out in run_mongo_js(data, js, "admin"):
+                    lines.append(out)
+            if not auth and not scripts:
+                lines.append(mongo_log(t, "W", "CONTROL", 22120, "initandlisten",
+                                       "Access control is not enabled for the database. Read and write access to data and configuration is unrestricted",
+                                       {"tags": ["startupWarnings"]}))
+            data["initialized"] = True
+        data.pop("_shutdown", None)
+        lines += [mongo_log(t + 0.5, "I", "NETWORK", 23015, "listener", "Listening on", {"address": "/tmp/mongodb-27017.sock"}),
+                  mongo_log(t + 0.5, "I", "NETWORK", 23015, "listener", "Listening on", {"address": "0.0.0.0"}),
+                  mongo_log(t + 0.5, "I", "NETWORK", 23016, "listener", "Waiting for connections", {"port": 27017, "ssl": "off"})]
+        inst = {"kind": "mongo", "auth": auth, "data": data, "conns": 0, "last_checkpoint": ctx.now, "host": host}
+        return Started(lines, {27017}, inst, ready_after=1.0)
+
+    @staticmethod
+    def _data_node(ctx: StartContext) -> str | None:
+        for path, _ in ctx.volumes.items():
+            if path == "/data/db":
+                return ctx.node
+        return None
+
+    def memory(self, instance: Any, load_rps: float) -> float:
+        return self.memory_base + 30_000 * load_rps
+
+    def exec(self, ctx: StartContext, instance: Any, command: list[str]) -> tuple[int, str, str]:
+        if not command:
+            return 1, "", "error: you must specify at least one command for the container"
+        argv = list(command)
+        text = ""
+        if argv[0] in ("bash", "sh", "/bin/bash", "/bin/sh"):
+            if len(argv) >= 3 and argv[1] == "-c":
+                text = expand_shell_vars(argv[2])
+            elif len(argv) >= 2 and argv[1] in ctx.files:
+                text = expand_shell_vars(ctx.files[argv[1]])
+            elif len(argv) >= 2:
+                return 127, "", f"{argv[0]}: {argv[1]}: No such file or directory\n"
+            try:
+                argv = shlex.split(text.split("\n")[0]) if text.strip().startswith("mongo") else argv
+            except ValueError:
+                pass
+        if argv[0] in ("cat",) and len(argv) > 1:
+            return (0, ctx.files[argv[1]], "") if argv[1] in ctx.files else (1, "", f"cat: {argv[1]}: No such file or directory\n")
+        if argv[0] not in ("mongo", "mongosh") and not text:
+            return 126, "", (f'OCI runtime exec failed: exec failed: unable to start container process: exec: "{argv[0]}": '
+                             "executable file not found in $PATH: unknown")
+        data = instance["data"] if instance else {}
+        js = text
+        user = pwd = None
+        db = "test"
+        authdb = None
+        for i, a in enumerate(argv):
+            if a in ("-u", "--username") and i + 1 < len(argv):
+                user = argv[i + 1]
+            elif a in ("-p", "--password") and i + 1 < len(argv):
+                pwd = argv[i + 1]
+            elif a == "--authenticationDatabase" and i + 1 < len(argv):
+                authdb = argv[i + 1]
+            elif a == "--eval" and i + 1 < len(argv):
+                js = argv[i + 1]
+            elif i > 0 and not a.startswith("-") and argv[i - 1] not in ("-u", "--username", "-p", "--password", "--eval",
+                                                                        "--authenticationDatabase", "--host", "--port"):
+                db = a.split("/")[-1] or db
+        head = "MongoDB shell version v4.4.6\nconnecting to: mongodb://127.0.0.1:27017/" + db + \
+            "?compressors=disabled&gssapiServiceName=mongodb\n"
+        if user is not None:
+            err = authenticate(instance, user, pwd or "", authdb or db)
+            if err:
+                return 1, head, ("Error: Authentication failed. :\nconnect@src/mongo/shell/mongo.js:374:17\n@(connect):2:6\n"
+                                 "exception: connect failed\nexiting with code 1\n")
+        elif instance and instance.get("auth") and re.search(r"createUser|dropUser|RolesFromUser|RolesToUser", js) \
+                and data.get("users"):
+            return 1, head, ('uncaught exception: Error: command requires authentication :\n_getErrorWithCode@src/mongo/shell/utils.js:25:13\n')
+        out = run_mongo_js(data, js, db)
+        if data.pop("_shutdown", False):
+            ctx.cluster.kubelet.terminate(ctx.namespace, ctx.pod_name, ctx.container["name"], 0, "Completed",
+                                          [mongo_log(ctx.app_time(), "I", "COMMAND", 4784900, "conn1", "Received shutdown request")])
+        return 0, head + "".join(o + "\n" for o in out), ""
+
+
+def authenticate(instance: dict[str, Any] | None, user: str, pwd: str, authdb: str = "admin") -> str | None:
+    """None if `user` authenticates against the server; else the driver's error text."""
+    if instance is None:
+        return "connection refused"
+    rec = instance["data"].get("users", {}).get(authdb, {}).get(user)
+    if rec is None or rec.get("pwd") != pwd:
+        return ("connection() error occurred during connection handshake: auth error: sasl conversation error: unable to "
+                'authenticate using mechanism "SCRAM-SHA-1": (AuthenticationFailed) Authentication failed.')
+    return None
+
+
+def authorize(instance: dict[str, Any] | None, user: str | None, authdb: str, db: str, write: bool, command: str) -> str | None:
+    if instance is None or not instance.get("auth"):
+        return None
+    if user is None:
+        return f"(Unauthorized) command {command} requires authentication"
+    rec = instance["data"].get("users", {}).get(authdb, {}).get(user)
+    if rec is None:
+        return f"(Unauthorized) command {command} requires authentication"
+    allowed = WRITE_ROLES if write else READ_ROLES
+    for role, rdb in rec.get("roles") or []:
+        if role in allowed and (rdb == db or role.endswith("AnyDatabase") or role == "root"):
+            return None
+    return f"(Unauthorized) not authorized on {db} to execute command {{ {command}: \"{db.split('-')[0]}\" }}"
+
+
+def wiredtiger_failure(t: float, file: str, op: str, errno: int, ctx: str) -> list[str]:
+    word = {5: "Input/output error", 28: "No space left on device", 30: "Read-only file system",
+            13: "Permission denied"}.get(errno, f"errno {errno}")
+    call = "pread" if op == "read" else "pwrite"
+    msg = (f"[{int(t)}:{int((t % 1) * 1e6)}][1:0x7f3c2d1fe700], file:{file}, WT_SESSION.{'open_cursor' if op == 'read' else 'checkpoint'}: "
+           f"__posix_file_{op}, {435 if op == 'read' else 579}: /data/db/{file}: handle-{op}: {call}: failed to {op} "
+           f"4096 bytes at offset 45056: {word}")
+    return [mongo_log(t, "E", "STORAGE", 22435, ctx, "WiredTiger error", {"error": errno, "message": msg}),
+            mongo_log(t, "F", "-", 23089, ctx, "Fatal assertion", {"msgid": 50853, "file": "src/mongo/db/storage/wiredtiger/wiredtiger_util.cpp", "line": 566}),
+            mongo_log(t, "F", "-", 23090, ctx, "\n\n***aborting after fassert() failure\n\n")]
+
+
+@app_model
+class Memcached(AppModel):
+    name = "memcached"
+    images = ("memcached", "library/memcached")
+    memory_base = 3 * 2**20
+
+    def start(self, ctx: StartContext) -> Started | Exited:
+        argv = ctx.argv
+        if argv and argv[0].rsplit("/", 1)[-1] not in ("memcached", "docker-entrypoint.sh") and not argv[0].startswith("-"):
+            return Exited(127, [f"/usr/local/bin/docker-entrypoint.sh: line 17: exec: {argv[0]}: not found"])
+        return Started([], {11211}, {"kind": "memcached", "items": 0.0}, ready_after=0.0)
+
+    def memory(self, instance: Any, load_rps: float) -> float:
+        return self.memory_base + (instance or {}).get("items", 0.0) * 2048

@@ -1,0 +1,411 @@
+"""One emulated cluster in a process: the object store, the controllers that make symptoms emerge
+(scheduler, kubelet, workload controllers, chaos), the application models under an open-loop
+workload, and the telemetry they emit, all on one virtual clock and one seeded random source.
+
+`advance(seconds)` runs controllers on 1 s ticks (only when something changed or a timer is due),
+the fluid workload every 5 s and the Prometheus scrape every 15 s. Same seed → same observations.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import math
+import random
+from collections.abc import Callable
+from typing import Any
+
+from clusters.sim.clock import VirtualClock
+from clusters.sim.store import Obj, ResourceType, Store, StoreError
+
+CONTROLLER_TICK = 1.0
+FLUID_STEP = 5.0
+SCRAPE_INTERVAL = 30.0  # between the chart default (1m) and kube-prometheus (30s)
+EVENT_TTL = 3600.0  # kube-apiserver --event-ttl default
+
+# Types this package needs beyond A1's registry (farm-only fault resources live in a group the
+# agent's namespaced credentials never reach).
+EXTRA_TYPES = (
+    ResourceType("nodefaults", "NodeFault", "sim.farm.io", "v1alpha1", namespaced=False, subresources=("status",),
+                 singular="nodefault"),
+)
+
+
+def register_types(store: Store) -> None:
+    """Register every resource type: A1's `clusters.sim.resources.register_all` when present, then
+    whatever this package needs that is still missing."""
+    try:
+        from clusters.sim import resources
+    except ImportError:  # A1's registry not there yet: fall back to ours
+        resources = None  # type: ignore[assignment]
+    if resources is not None and hasattr(resources, "register_all"):
+        resources.register_all(store)
+    for rt in _fallback_types() + EXTRA_TYPES:
+        if rt.key not in store.types:
+            store.register(rt)
+
+
+def _fallback_types() -> tuple[ResourceType, ...]:
+    core = [("namespaces", "Namespace", False), ("pods", "Pod", True), ("services", "Service", True),
+            ("endpoints", "Endpoints", True), ("configmaps", "ConfigMap", True), ("secrets", "Secret", True),
+            ("events", "Event", True), ("nodes", "Node", False), ("resourcequotas", "ResourceQuota", True),
+            ("limitranges", "LimitRange", True), ("persistentvolumes", "PersistentVolume", False),
+            ("persistentvolumeclaims", "PersistentVolumeClaim", True), ("serviceaccounts", "ServiceAccount", True)]
+    grp = [("apps", "v1", "deployments", "Deployment"), ("apps", "v1", "replicasets", "ReplicaSet"),
+           ("apps", "v1", "statefulsets", "StatefulSet"), ("apps", "v1", "daemonsets", "DaemonSet"),
+           ("batch", "v1", "jobs", "Job"), ("batch", "v1", "cronjobs", "CronJob"),
+           ("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")]
+    out = [ResourceType(p, k, namespaced=n, subresources=("status",)) for p, k, n in core]
+    out += [ResourceType(p, k, g, v, subresources=("status", "scale")) for g, v, p, k in grp]
+    out.append(ResourceType("storageclasses", "StorageClass", "storage.k8s.io", "v1", namespaced=False))
+    for plural, kind in (("podchaos", "PodChaos"), ("networkchaos", "NetworkChaos"), ("iochaos", "IOChaos"),
+                         ("stresschaos", "StressChaos"), ("timechaos", "TimeChaos"), ("kernelchaos", "KernelChaos")):
+        out.append(ResourceType(plural, kind, "chaos-mesh.org", "v1alpha1", subresources=("status",)))
+    return tuple(out)
+
+
+class EventRecorder:
+    """core/v1 Events as kubectl describe shows them: repeats of the same (object, type, reason,
+    message, source) raise `count` and `lastTimestamp` instead of creating a new Event."""
+
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+        self.state: dict[str, Any] = {"index": {}, "seq": 0}
+
+    def record(self, obj: Obj, type_: str, reason: str, message: str, component: str,
+               host: str | None = None, field_path: str | None = None) -> None:
+        store, now = self.cluster.store, self.cluster.clock.now()
+        meta = obj.get("metadata", {})
+        ns = meta.get("namespace") or "default"
+        key = (meta.get("uid", ""), type_, reason, message, component, host or "", field_path or "")
+        index = self.state["index"]
+        stamp = self.cluster.clock.rfc3339(now)
+        existing = index.get(key)
+        if existing is not None:
+            def bump(ev: Obj) -> None:
+                ev["count"] = int(ev.get("count", 1)) + 1
+                ev["lastTimestamp"] = stamp
+            try:
+                store.mutate("events", existing[0], existing[1], bump)
+                return
+            except StoreError:
+                index.pop(key, None)
+        self.state["seq"] += 1
+        name = f"{meta.get('name', 'unknown')}.{int(now * 1e9) + self.state['seq']:x}"
+        involved = {"kind": obj.get("kind", ""), "namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
+                    "uid": meta.get("uid", ""), "apiVersion": obj.get("apiVersion", "v1"),
+                    "resourceVersion": meta.get("resourceVersion", "")}
+        if not meta.get("namespace"):
+            involved.pop("namespace")
+        if field_path:
+            involved["fieldPath"] = field_path
+        event = {"metadata": {"name": name, "namespace": ns}, "involvedObject": involved, "reason": reason,
+                 "message": message, "source": {"component": component, **({"host": host} if host else {})},
+                 "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1, "type": type_,
+                 "eventTime": None, "reportingComponent": component, "reportingInstance": host or ""}
+        try:
+            store.create("events", event, namespace=ns)
+        except StoreError:
+            return  # namespace terminating: the real recorder drops the event too
+        index[key] = (ns, name)
+
+    def expire(self, now: float) -> None:
+        store = self.cluster.store
+        from clusters.sim.clock import rfc3339
+        cutoff = rfc3339(now - EVENT_TTL)
+        with store.lock:
+            stale = [(e["metadata"]["namespace"], e["metadata"]["name"]) for e in store.iter_raw("events")
+                     if (e.get("lastTimestamp") or "") < cutoff]
+        for ns, name in stale:
+            try:
+                store.delete("events", ns, name)
+            except StoreError:
+                pass
+        live = {(ns, n) for ns, n in self.state["index"].values()} - set(stale)
+        self.state["index"] = {k: v for k, v in self.state["index"].items() if v in live}
+
+
+class ContainerLogs:
+    """Container log files (current and previous instance, for `kubectl logs [-p]`) and their copy
+    shipped to Loki with the labels promtail's kubernetes-pods job sets."""
+
+    MAX_LINES = 4000
+
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+        self.state: dict[str, Any] = {"files": {}, "labels": {}}
+
+    def _labels(self, pod: Obj, container: str) -> dict[str, str]:
+        meta = pod["metadata"]
+        key = (meta["namespace"], meta["name"], container)
+        labels = self.state["labels"].get(key)
+        if labels is None:
+            pl = meta.get("labels") or {}
+            owner = (meta.get("ownerReferences") or [{}])[0].get("name", "")
+            if owner and (meta.get("ownerReferences") or [{}])[0].get("kind") == "ReplicaSet":
+                owner = owner.rsplit("-", 1)[0]
+            app = pl.get("app.kubernetes.io/name") or pl.get("app") or owner or meta["name"]
+            labels = {"namespace": meta["namespace"], "pod": meta["name"], "container": container, "app": app,
+                      "job": f"{meta['namespace']}/{app}", "node_name": pod.get("spec", {}).get("nodeName", ""),
+                      "stream": "stdout",
+                      "filename": f"/var/log/pods/{meta['namespace']}_{meta['name']}_{meta.get('uid', '')}/{container}/0.log"}
+            if pl.get("app.kubernetes.io/instance"):
+                labels["instance"] = pl["app.kubernetes.io/instance"]
+            if pl.get("app.kubernetes.io/component"):
+                labels["component"] = pl["app.kubernetes.io/component"]
+            self.state["labels"][key] = labels
+        return labels
+
+    def write(self, pod: Obj, container: str, lines: str | list[str], t: float | None = None,
+              stream: str = "stdout") -> None:
+        if isinstance(lines, str):
+            lines = [lines]
+        if not lines:
+            return
+        t = self.cluster.clock.now() if t is None else t
+        meta = pod["metadata"]
+        key = (meta["namespace"], meta["name"], container)
+        f = self.state["files"].setdefault(key, {"current": [], "previous": []})
+        labels = self._labels(pod, container)
+        if stream != "stdout":
+            labels = {**labels, "stream": stream}
+        append = self.cluster.obs.logs.append
+        for i, line in enumerate(lines):
+            ts = t + i * 1e-4
+            f["current"].append((ts, line))
+            append(labels, ts, line)
+        if len(f["current"]) > self.MAX_LINES:
+            del f["current"][: len(f["current"]) - self.MAX_LINES]
+
+    def rotate(self, namespace: str, pod: str, container: str) -> None:
+        f = self.state["files"].setdefault((namespace, pod, container), {"current": [], "previous": []})
+        f["previous"], f["current"] = f["current"], []
+
+    def read(self, namespace: str, pod: str, container: str, previous: bool = False) -> list[tuple[float, str]]:
+        f = self.state["files"].get((namespace, pod, container))
+        if f is None:
+            return []
+        return list(f["previous" if previous else "current"])
+
+    def drop_pod(self, namespace: str, pod: str) -> None:
+        for key in [k for k in self.state["files"] if k[0] == namespace and k[1] == pod]:
+            del self.state["files"][key]
+            self.state["labels"].pop(key, None)
+
+
+class SimCluster:
+    """The emulated cluster. `store`, `clock`, `rng`, `obs`, `nodes`, `advance()`, `checkpoint()`."""
+
+    def __init__(self, seed: int = 0, clock: VirtualClock | None = None, workers: int = 3) -> None:
+        from clusters.sim.chaos import ChaosController
+        from clusters.sim.controllers import build_controllers
+        from clusters.sim.controllers.admission import install_admission
+        from clusters.sim.controllers.kubelet import Kubelet
+        from clusters.sim.controllers.network import Network
+        from clusters.sim.controllers.telemetry import Telemetry
+        from clusters.sim.nodes import NodeFleet
+        from clusters.sim.observability import Observability
+        from clusters.sim.workload import Workload
+
+        self.seed = seed
+        self.clock = clock or VirtualClock()
+        self.store = Store(self.clock)
+        register_types(self.store)
+        self.rng = random.Random(seed)
+        self.obs = Observability(self.clock)
+        self.events = EventRecorder(self)
+        self.logs = ContainerLogs(self)
+        self.nodes = NodeFleet(self, workers=workers)
+        self.network = Network(self)
+        self.kubelet = Kubelet(self)
+        self.chaos = ChaosController(self)
+        self.workload = Workload(self)
+        self.telemetry = Telemetry(self)
+        self.controllers = build_controllers(self)
+        self._timers: list[float] = []
+        self._dirty = True
+        self._next_fluid = self.clock.now() + FLUID_STEP
+        self._next_scrape = self.clock.now()
+        self._checkpoints: dict[str, Any] = {}
+        self.store.hooks.append(self._on_change)
+        install_admission(self)
+        self.nodes.bootstrap()
+        from clusters.sim.controllers.bootstrap import bootstrap_cluster
+        bootstrap_cluster(self)
+        self.advance(30.0)  # system pods (CoreDNS) come up before anyone looks
+
+    # -- scheduling of work ----------------------------------------------------------------
+    def _on_change(self, verb: str, key: str, old: Obj | None, new: Obj | None) -> None:
+        if key != "events":
+            self._dirty = True
+
+    def wake_at(self, t: float) -> None:
+        """Ask for a controller pass at cluster time `t` (rounded up to the controller tick)."""
+        t = math.ceil(t / CONTROLLER_TICK - 1e-9) * CONTROLLER_TICK
+        heapq.heappush(self._timers, t)
+
+    def reconcile(self) -> None:
+        """Run every controller until none of them writes anything (at most 25 passes)."""
+        now = self.clock.now()
+        for _ in range(25):
+            self._dirty = False
+            rv = self.store.resource_version
+            for controller in self.controllers:
+                controller(now)
+            if self.store.resource_version == rv and not self._dirty:
+                break
+        self._dirty = False
+
+    def advance(self, seconds: float) -> None:
+        end = self.clock.now() + max(0.0, float(seconds))
+        while True:
+            now = self.clock.now()
+            due = False
+            while self._timers and self._timers[0] <= now + 1e-9:
+                heapq.heappop(self._timers)
+                due = True
+            if self._dirty or due:
+                self.reconcile()
+            if now + 1e-9 >= self._next_fluid:
+                self.workload.step(now, FLUID_STEP)
+                self._next_fluid += FLUID_STEP
+                if self._dirty:
+                    self.reconcile()
+            if now + 1e-9 >= self._next_scrape:
+                self.telemetry.scrape(now)
+                self.obs.evaluate_rules(now)
+                self._next_scrape += SCRAPE_INTERVAL
+            nxt = min(self._next_fluid, self._next_scrape, self._timers[0] if self._timers else math.inf)
+            if self._dirty:
+                nxt = min(nxt, now + CONTROLLER_TICK)
+            if nxt > end + 1e-9:
+                self.clock.set(end)
+                if self._dirty:
+                    self.reconcile()
+                return
+            self.clock.set(max(nxt, now))
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def scan(self, key: str, namespace: str | None = None) -> list[Obj]:
+        """Stored objects without copying, for read-only controller loops: never mutate them."""
+        with self.store.lock:
+            return [o for o in self.store.iter_raw(key)
+                    if namespace is None or o.get("metadata", {}).get("namespace") == namespace]
+
+    def raw(self, key: str, namespace: str, name: str) -> Obj | None:
+        """One stored object without copying (read-only)."""
+        bucket = self.store._buckets.get(key)
+        return None if bucket is None else bucket.objects.get((namespace, name))
+
+    # -- helpers used by controllers and the API server ---------------------------------------
+    def exec(self, namespace: str, pod: str, container: str | None, command: list[str]) -> tuple[int, str, str]:
+        """`kubectl exec`: run `command` in a running container's model; (exit code, stdout, stderr)."""
+        return self.kubelet.exec(namespace, pod, container, command)
+
+    def read_container_log(self, namespace: str, pod: str, container: str | None = None, previous: bool = False,
+                           timestamps: bool = False, tail: int | None = None, since_seconds: float | None = None) -> str:
+        """The text `GET pods/NAME/log` returns; raises StoreError like the real API does."""
+        obj = self.store.get("pods", namespace, pod)
+        names = [c["name"] for c in obj["spec"].get("containers", [])]
+        if container is None:
+            if len(names) != 1:
+                raise StoreError(400, "BadRequest", f"a container name must be specified for pod {pod}, choose one of: [{' '.join(names)}]")
+            container = names[0]
+        init_names = [c["name"] for c in obj["spec"].get("initContainers", []) or []]
+        if container not in names and container not in init_names:
+            raise StoreError(400, "BadRequest", f"container {container} is not valid for pod {pod}")
+        statuses = {s["name"]: s for s in (obj.get("status", {}).get("containerStatuses") or [])
+                    + (obj.get("status", {}).get("initContainerStatuses") or [])}
+        st = statuses.get(container, {})
+        if previous and not st.get("lastState", {}).get("terminated"):
+            raise StoreError(400, "BadRequest", f'previous terminated container "{container}" in pod "{pod}" not found')
+        if not previous and "waiting" in st.get("state", {}) and not st.get("lastState", {}).get("terminated") \
+                and not self.logs.read(namespace, pod, container):
+            reason = st["state"]["waiting"].get("reason", "ContainerCreating")
+            raise StoreError(400, "BadRequest", f'container "{container}" in pod "{pod}" is waiting to start: '
+                             + ("trying and failing to pull image" if reason in ("ErrImagePull", "ImagePullBackOff")
+                                else "ContainerCreating" if reason == "ContainerCreating" else reason))
+        entries = self.logs.read(namespace, pod, container, previous)
+        if since_seconds is not None:
+            cutoff = self.clock.now() - since_seconds
+            entries = [e for e in entries if e[0] >= cutoff]
+        if tail is not None and tail >= 0:
+            entries = entries[-tail:] if tail else []
+        if timestamps:
+            from datetime import UTC, datetime
+            return "".join(f"{datetime.fromtimestamp(t, UTC).strftime('%Y-%m-%dT%H:%M:%S.%f')}000Z {line}\n"
+                           for t, line in entries)
+        return "".join(line + "\n" for _, line in entries)
+
+    def apply(self, docs: list[Obj], namespace: str | None = None) -> list[Obj]:
+        """Create (or replace) plain manifest documents, as `kubectl apply` would, without HTTP."""
+        out = []
+        for doc in docs:
+            if not doc:
+                continue
+            rt = self.store.type_by_kind(doc.get("apiVersion", "v1"), doc["kind"])
+            ns = (namespace or doc.get("metadata", {}).get("namespace") or "default") if rt.namespaced else None
+            if ns and self.store.try_get("namespaces", "", ns) is None:
+                self.store.create("namespaces", {"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+                                                 "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+            cur = self.store.try_get(rt.key, ns or "", doc["metadata"]["name"])
+            if cur is None:
+                out.append(self.store.create(rt.key, doc, namespace=ns))
+            else:
+                new = copy.deepcopy(doc)
+                new["metadata"] = {**cur["metadata"], **new["metadata"]}
+                new["metadata"].pop("resourceVersion", None)
+                out.append(self.store.replace(rt.key, new, check_rv=False))
+        return out
+
+    def apply_files(self, paths: list[Any], namespace: str | None = None) -> list[Obj]:
+        import yaml
+        docs: list[Obj] = []
+        for path in paths:
+            with open(path) as f:
+                docs += [d for d in yaml.safe_load_all(f) if d]
+        return self.apply(docs, namespace)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def _model_state(self) -> dict[str, Any]:
+        return {"events": self.events.state, "logs": self.logs.state, "nodes": self.nodes.state,
+                "kubelet": self.kubelet.state, "workload": self.workload.state, "telemetry": self.telemetry.state,
+                "chaos": self.chaos.state, "network": self.network.state}
+
+    def checkpoint(self, name: str) -> None:
+        """Remember store, model state, clock and random state under `name`."""
+        self._checkpoints[name] = (
+            self.store.checkpoint(), copy.deepcopy(self._model_state()), self.rng.getstate(),
+            self.clock.now(), list(self._timers), self._next_fluid, self._next_scrape, self.obs.checkpoint())
+
+    def restore(self, name: str) -> None:
+        """Return to checkpoint `name`. The clock never runs backwards: model timers shift forward."""
+        try:
+            store_state, model, rng, t0, timers, nf, ns_, obs_state = self._checkpoints[name]
+        except KeyError:
+            raise KeyError(f"no checkpoint named '{name}' (known: {', '.join(sorted(self._checkpoints)) or 'none'})") from None
+        self.store.restore(store_state)
+        model = copy.deepcopy(model)
+        self.events.state = model["events"]
+        self.logs.state = model["logs"]
+        self.nodes.state = model["nodes"]
+        self.kubelet.state = model["kubelet"]
+        self.workload.state = model["workload"]
+        self.telemetry.state = model["telemetry"]
+        self.chaos.state = model["chaos"]
+        self.network.state = model["network"]
+        self.rng.setstate(rng)
+        self.obs.restore(obs_state)
+        shift = self.clock.now() - t0
+        self._timers = [t + shift for t in timers]
+        heapq.heapify(self._timers)
+        self._next_fluid, self._next_scrape = nf + shift, ns_ + shift
+        if shift:
+            self.kubelet.shift_time(shift)
+        self._dirty = True
+        self.reconcile()
+
+    def on(self, hook: Callable[[str, str, Obj | None, Obj | None], None]) -> None:
+        self.store.hooks.append(hook)

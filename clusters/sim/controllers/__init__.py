@@ -1,0 +1,46 @@
+"""The emulated cluster's control loops (scheduler, kubelet, workload controllers, endpoints, GC,
+quota, volumes) and the cluster-side models they use (network/DNS, admission, telemetry)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from clusters.sim.cluster import SimCluster
+
+
+def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
+    """The controllers in the order one pass runs them."""
+    from clusters.sim.controllers.admission import quota_status
+    from clusters.sim.controllers.endpoints import EndpointsController
+    from clusters.sim.controllers.gc import GarbageCollector
+    from clusters.sim.controllers.scheduler import Scheduler
+    from clusters.sim.controllers.volumes import VolumeBinder
+    from clusters.sim.controllers.workloads import (
+        CronJobController,
+        DaemonSetController,
+        DeploymentController,
+        JobController,
+        ReplicaSetController,
+        StatefulSetController,
+    )
+
+    cluster.pv = VolumeBinder(cluster)
+    cluster.scheduler = Scheduler(cluster)
+    return [
+        cluster.nodes.reconcile,
+        cluster.chaos.reconcile,
+        GarbageCollector(cluster),
+        CronJobController(cluster),
+        JobController(cluster),
+        DeploymentController(cluster),
+        ReplicaSetController(cluster),
+        StatefulSetController(cluster),
+        DaemonSetController(cluster),
+        cluster.pv,
+        cluster.scheduler,
+        cluster.kubelet.reconcile,
+        EndpointsController(cluster),
+        lambda now: quota_status(cluster, now),
+    ]

@@ -1,0 +1,291 @@
+"""The exporters Prometheus scrapes every 15 s: kube-state-metrics (from the store), cAdvisor
+(per container, from the kubelet's runtime records), node_exporter (from the node models) and the
+counters the workload keeps (spanmetrics, the search/rate metrics endpoints, wrk2's client side)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from clusters.sim.controllers.common import is_ready
+from clusters.sim.controllers.quantity import parse_quantity
+
+if TYPE_CHECKING:
+    from clusters.sim.cluster import SimCluster
+
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+KSM = (("job", "kube-state-metrics"), ("instance", "10.244.0.3:8080"))
+
+
+class Telemetry:
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+        self.state: dict[str, Any] = {}
+        self._labels: dict[tuple, dict[str, str]] = {}
+
+    def _emit(self, metric: str, labels: tuple, t: float, value: float) -> None:
+        # B's TSDB takes label tuples as they are (no dict per sample)
+        self.cluster.obs.tsdb.append(metric, labels, t, value)
+
+    def scrape(self, now: float) -> None:
+        self._ksm(now)
+        self._cadvisor(now)
+        self._node_exporter(now)
+        emit = self._emit
+        append = self.cluster.obs.tsdb.append
+        wl = self.cluster.workload.state
+        for (metric, labels), v in wl["counters"].items():
+            append(metric, labels, now, v)
+        for (metric, labels), v in wl["gauges"].items():
+            append(metric, labels, now, v)
+        for job, inst in (("kube-state-metrics", "10.244.0.3:8080"), ("prometheus-self", "localhost:9090")):
+            emit("up", (("job", job), ("instance", inst)), now, 1.0)
+        for node in self.cluster.nodes:
+            emit("up", (("job", "kubernetes-cadvisor"), ("instance", node.name)), now, 1.0)
+            emit("up", (("job", "node-exporter"), ("instance", f"{node.ip}:9100")), now, 1.0)
+
+    # -- kube-state-metrics ---------------------------------------------------------------------
+    def _ksm(self, t: float) -> None:
+        store, emit = self.cluster.store, self._emit
+        with store.lock:
+            pods = list(store.iter_raw("pods"))
+            deps = list(store.iter_raw("deployments.apps"))
+            stss = list(store.iter_raw("statefulsets.apps"))
+            rss = list(store.iter_raw("replicasets.apps"))
+            nodes = list(store.iter_raw("nodes"))
+            quotas = list(store.iter_raw("resourcequotas"))
+            pvcs = list(store.iter_raw("persistentvolumeclaims"))
+            jobs = list(store.iter_raw("jobs.batch"))
+        for p in pods:
+            m = p["metadata"]
+            base = KSM + (("namespace", m["namespace"]), ("pod", m["name"]), ("uid", m.get("uid", "")))
+            st = p.get("status") or {}
+            phase = st.get("phase", "Pending")
+            for ph in PHASES:
+                emit("kube_pod_status_phase", base + (("phase", ph),), t, 1.0 if ph == phase else 0.0)
+            ready = is_ready(p)
+            for cond in ("true", "false", "unknown"):
+                emit("kube_pod_status_ready", base + (("condition", cond),), t, 1.0 if (cond == "true") == ready and cond != "unknown" else 0.0)
+            sched = next((c for c in st.get("conditions") or [] if c["type"] == "PodScheduled"), None)
+            if sched is not None:
+                emit("kube_pod_status_unschedulable", base, t, 1.0 if sched.get("reason") == "Unschedulable" else 0.0) \
+                    if sched.get("reason") == "Unschedulable" else None
+                for cond in ("true", "false", "unknown"):
+                    emit("kube_pod_status_scheduled", base + (("condition", cond),), t,
+                         1.0 if cond == sched.get("status", "").lower() else 0.0)
+            owner = (m.get("ownerReferences") or [{}])[0]
+            emit("kube_pod_info", base + (("host_ip", st.get("hostIP", "")), ("pod_ip", st.get("podIP", "")),
+                                          ("node", p["spec"].get("nodeName", "")),
+                                          ("created_by_kind", owner.get("kind", "<none>")),
+                                          ("created_by_name", owner.get("name", "<none>")),
+                                          ("priority_class", p["spec"].get("priorityClassName", "")),
+                                          ("host_network", str(bool(p["spec"].get("hostNetwork"))).lower())), t, 1.0)
+            emit("kube_pod_owner", base + (("owner_kind", owner.get("kind", "<none>")), ("owner_name", owner.get("name", "<none>")),
+                                           ("owner_is_controller", str(bool(owner.get("controller"))).lower())), t, 1.0)
+            specs = {c["name"]: c for c in p["spec"].get("containers") or []}
+            for cs in st.get("containerStatuses") or []:
+                cb = base + (("container", cs["name"]),)
+                emit("kube_pod_container_status_restarts_total", cb, t, float(cs.get("restartCount", 0)))
+                state = cs.get("state") or {}
+                emit("kube_pod_container_status_ready", cb, t, 1.0 if cs.get("ready") else 0.0)
+                emit("kube_pod_container_status_running", cb, t, 1.0 if "running" in state else 0.0)
+                emit("kube_pod_container_status_waiting", cb, t, 1.0 if "waiting" in state else 0.0)
+                emit("kube_pod_container_status_terminated", cb, t, 1.0 if "terminated" in state else 0.0)
+                if "waiting" in state:
+                    emit("kube_pod_container_status_waiting_reason", cb + (("reason", state["waiting"].get("reason", "")),), t, 1.0)
+                if "terminated" in state:
+                    emit("kube_pod_container_status_terminated_reason", cb + (("reason", state["terminated"].get("reason", "")),), t, 1.0)
+                last = (cs.get("lastState") or {}).get("terminated")
+                if last:
+                    emit("kube_pod_container_status_last_terminated_reason", cb + (("reason", last.get("reason", "")),), t, 1.0)
+                    emit("kube_pod_container_status_last_terminated_exitcode", cb, t, float(last.get("exitCode", 0)))
+                spec = specs.get(cs["name"]) or {}
+                emit("kube_pod_container_info", cb + (("image", spec.get("image", "")), ("image_spec", spec.get("image", "")),
+                                                      ("image_id", cs.get("imageID", "")), ("container_id", cs.get("containerID", ""))), t, 1.0)
+                res = spec.get("resources") or {}
+                for kind, metric in (("requests", "kube_pod_container_resource_requests"), ("limits", "kube_pod_container_resource_limits")):
+                    for r, v in (res.get(kind) or {}).items():
+                        unit = "core" if r == "cpu" else "byte"
+                        emit(metric, cb + (("node", p["spec"].get("nodeName", "")), ("resource", r.replace(".", "_").replace("/", "_")),
+                                           ("unit", unit)), t, parse_quantity(v))
+        for d in deps:
+            m, spec, st = d["metadata"], d.get("spec") or {}, d.get("status") or {}
+            b = KSM + (("namespace", m["namespace"]), ("deployment", m["name"]))
+            emit("kube_deployment_spec_replicas", b, t, float(spec.get("replicas", 1)))
+            emit("kube_deployment_status_replicas", b, t, float(st.get("replicas", 0)))
+            emit("kube_deployment_status_replicas_ready", b, t, float(st.get("readyReplicas", 0)))
+            emit("kube_deployment_status_replicas_available", b, t, float(st.get("availableReplicas", 0)))
+            emit("kube_deployment_status_replicas_unavailable", b, t, float(st.get("unavailableReplicas", 0)))
+            emit("kube_deployment_status_replicas_updated", b, t, float(st.get("updatedReplicas", 0)))
+            emit("kube_deployment_metadata_generation", b, t, float(m.get("generation", 1)))
+            emit("kube_deployment_status_observed_generation", b, t, float(st.get("observedGeneration", 0)))
+            for c in st.get("conditions") or []:
+                for s in ("true", "false", "unknown"):
+                    emit("kube_deployment_status_condition", b + (("condition", c["type"]), ("status", s), ("reason", c.get("reason", ""))),
+                         t, 1.0 if c.get("status", "").lower() == s else 0.0)
+        for rs in rss:
+            m, st = rs["metadata"], rs.get("status") or {}
+            b = KSM + (("namespace", m["namespace"]), ("replicaset", m["name"]))
+            emit("kube_replicaset_spec_replicas", b, t, float((rs.get("spec") or {}).get("replicas", 1)))
+            emit("kube_replicaset_status_replicas", b, t, float(st.get("replicas", 0)))
+            emit("kube_replicaset_status_ready_replicas", b, t, float(st.get("readyReplicas", 0)))
+        for s in stss:
+            m, st = s["metadata"], s.get("status") or {}
+            b = KSM + (("namespace", m["namespace"]), ("statefulset", m["name"]))
+            emit("kube_statefulset_replicas", b, t, float((s.get("spec") or {}).get("replicas", 1)))
+            emit("kube_statefulset_status_replicas", b, t, float(st.get("replicas", 0)))
+            emit("kube_statefulset_status_replicas_ready", b, t, float(st.get("readyReplicas", 0)))
+            emit("kube_statefulset_status_replicas_available", b, t, float(st.get("availableReplicas", 0)))
+        for n in nodes:
+            m, st = n["metadata"], n.get("status") or {}
+            b = KSM + (("node", m["name"]),)
+            info = st.get("nodeInfo") or {}
+            emit("kube_node_info", b + (("kernel_version", info.get("kernelVersion", "")), ("os_image", info.get("osImage", "")),
+                                        ("container_runtime_version", info.get("containerRuntimeVersion", "")),
+                                        ("kubelet_version", info.get("kubeletVersion", "")),
+                                        ("internal_ip", next((a["address"] for a in st.get("addresses") or [] if a["type"] == "InternalIP"), "")),
+                                        ("pod_cidr", (n.get("spec") or {}).get("podCIDR", ""))), t, 1.0)
+            for c in st.get("conditions") or []:
+                for s_ in ("true", "false", "unknown"):
+                    emit("kube_node_status_condition", b + (("condition", c["type"]), ("status", s_)), t,
+                         1.0 if c.get("status", "").lower() == s_ else 0.0)
+            emit("kube_node_spec_unschedulable", b, t, 1.0 if (n.get("spec") or {}).get("unschedulable") else 0.0)
+            for taint in (n.get("spec") or {}).get("taints") or []:
+                emit("kube_node_spec_taint", b + (("key", taint.get("key", "")), ("value", taint.get("value", "")),
+                                                  ("effect", taint.get("effect", ""))), t, 1.0)
+            for kind, metric in (("allocatable", "kube_node_status_allocatable"), ("capacity", "kube_node_status_capacity")):
+                for r, v in (st.get(kind) or {}).items():
+                    if r in ("cpu", "memory", "pods", "ephemeral-storage"):
+                        unit = {"cpu": "core", "pods": "integer"}.get(r, "byte")
+                        emit(metric, b + (("resource", r.replace("-", "_")), ("unit", unit)), t, parse_quantity(v))
+        for q in quotas:
+            m = q["metadata"]
+            st = q.get("status") or {}
+            for kind in ("hard", "used"):
+                for r, v in (st.get(kind) or (q.get("spec") or {}).get("hard") if kind == "hard" else st.get(kind) or {}).items():
+                    emit("kube_resourcequota", KSM + (("namespace", m["namespace"]), ("resourcequota", m["name"]),
+                                                      ("resource", r), ("type", kind)), t, parse_quantity(v))
+        for c in pvcs:
+            m = c["metadata"]
+            ph = (c.get("status") or {}).get("phase", "Pending")
+            for p_ in ("Pending", "Bound", "Lost"):
+                emit("kube_persistentvolumeclaim_status_phase", KSM + (("namespace", m["namespace"]),
+                                                                       ("persistentvolumeclaim", m["name"]), ("phase", p_)),
+                     t, 1.0 if p_ == ph else 0.0)
+        for j in jobs:
+            m, st = j["metadata"], j.get("status") or {}
+            b = KSM + (("namespace", m["namespace"]), ("job_name", m["name"]))
+            emit("kube_job_status_active", b, t, float(st.get("active", 0)))
+            emit("kube_job_status_succeeded", b, t, float(st.get("succeeded", 0)))
+            failed_cond = next((c for c in st.get("conditions") or [] if c["type"] == "Failed" and c["status"] == "True"), None)
+            if failed_cond:
+                for reason in ("BackoffLimitExceeded", "DeadlineExceeded", "Evicted"):
+                    emit("kube_job_status_failed", b + (("reason", reason),), t, 1.0 if failed_cond.get("reason") == reason else 0.0)
+            else:
+                emit("kube_job_status_failed", b, t, float(st.get("failed", 0)))
+            emit("kube_job_failed", b + (("condition", "true"),), t, 1.0 if failed_cond else 0.0)
+
+    # -- cAdvisor -------------------------------------------------------------------------------
+    def _cadvisor(self, t: float) -> None:
+        emit = self._emit
+        kubelet = self.cluster.kubelet
+        store = self.cluster.store
+        for rt in kubelet.state["pods"].values():
+            pod = store._buckets["pods"].objects.get((rt.namespace, rt.name))
+            if pod is None:
+                continue
+            specs = {c["name"]: c for c in pod["spec"].get("containers") or []}
+            pod_slice = f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{rt.uid.replace('-', '_')}.slice"
+            node = (("job", "kubernetes-cadvisor"), ("instance", rt.node), ("kubernetes_io_hostname", rt.node))
+            pbase = node + (("namespace", rt.namespace), ("pod", rt.name))
+            rx = tx = 0.0
+            for c in rt.containers.values():
+                if not c.container_id or c.name not in specs:
+                    continue
+                spec = specs[c.name]
+                b = pbase + (("container", c.name), ("image", spec.get("image", "")),
+                             ("id", f"{pod_slice}/cri-containerd-{c.container_id[-64:]}.scope"),
+                             ("name", c.container_id[-64:]))
+                emit("container_cpu_usage_seconds_total", b + (("cpu", "total"),), t, c.cpu_seconds)
+                emit("container_memory_working_set_bytes", b, t, c.memory if c.state == "running" else 0.0)
+                emit("container_memory_usage_bytes", b, t, c.memory * 1.15 if c.state == "running" else 0.0)
+                emit("container_oom_events_total", b, t, float(c.oom_events))
+                lim = (spec.get("resources") or {}).get("limits") or {}
+                emit("container_spec_memory_limit_bytes", b, t, parse_quantity(lim["memory"]) if "memory" in lim else 0.0)
+                if "cpu" in lim:
+                    emit("container_spec_cpu_quota", b, t, parse_quantity(lim["cpu"]) * 100000)
+                    emit("container_spec_cpu_period", b, t, 100000.0)
+                    emit("container_cpu_cfs_periods_total", b, t, c.cpu_periods)
+                    emit("container_cpu_cfs_throttled_periods_total", b, t, c.cpu_throttled_periods)
+                    emit("container_cpu_cfs_throttled_seconds_total", b, t, c.cpu_throttled_periods * 0.05)
+                emit("container_start_time_seconds", b, t, float(c.started_at or 0))
+                rx += c.net_rx
+                tx += c.net_tx
+            pb = pbase + (("container", ""), ("image", ""), ("id", pod_slice), ("name", ""), ("interface", "eth0"))
+            emit("container_network_receive_bytes_total", pb, t, rx)
+            emit("container_network_transmit_bytes_total", pb, t, tx)
+
+    # -- node_exporter ----------------------------------------------------------------------------
+    def _node_exporter(self, t: float) -> None:
+        emit = self._emit
+        nodes = self.cluster.nodes
+        for n in nodes:
+            b = (("job", "node-exporter"), ("instance", f"{n.ip}:9100"), ("node", n.name))
+            busy = n.cpu_seconds
+            elapsed = t - 1767603600.0 + 3600.0
+            for cpu in range(int(n.cpu)):
+                share = busy / n.cpu
+                emit("node_cpu_seconds_total", b + (("cpu", str(cpu)), ("mode", "idle")), t, max(0.0, elapsed - share))
+                emit("node_cpu_seconds_total", b + (("cpu", str(cpu)), ("mode", "user")), t, share * 0.7)
+                emit("node_cpu_seconds_total", b + (("cpu", str(cpu)), ("mode", "system")), t, share * 0.3)
+            emit("node_memory_MemTotal_bytes", b, t, n.memory)
+            used = sum(c.memory for rt in self.cluster.kubelet.state["pods"].values() if rt.node == n.name
+                       for c in rt.containers.values())
+            emit("node_memory_MemAvailable_bytes", b, t, max(0.0, n.memory * 0.9 - used))
+            for d in n.disks:
+                db = b + (("device", d.device),)
+                emit("node_disk_reads_completed_total", db, t, d.reads)
+                emit("node_disk_writes_completed_total", db, t, d.writes)
+                emit("node_disk_read_bytes_total", db, t, d.read_bytes)
+                emit("node_disk_written_bytes_total", db, t, d.written_bytes)
+                emit("node_disk_io_time_seconds_total", db, t, d.io_time)
+                fb = b + (("device", f"/dev/{d.partition}"), ("mountpoint", "/"), ("fstype", "ext4"))
+                full = nodes.fault(n.name, "diskFullPercent")
+                avail = d.size_bytes - d.used_bytes if not full else d.size_bytes * max(0.0, 1 - float(full) / 100.0)
+                emit("node_filesystem_size_bytes", fb, t, d.size_bytes)
+                emit("node_filesystem_avail_bytes", fb, t, avail)
+                emit("node_filesystem_free_bytes", fb, t, avail)
+                emit("node_filesystem_readonly", fb, t, 0.0)
+                emit("node_filesystem_device_error", fb, t, 0.0)
+            link = nodes.link(n.name)
+            for nic in n.nics:
+                rate_rx = 200_000.0
+                nic.rx_bytes += rate_rx * 15
+                nic.tx_bytes += rate_rx * 15
+                nic.rx_packets += 300 * 15
+                nic.tx_packets += 300 * 15
+                nic.rx_drop += 300 * 15 * link["loss"]
+                nic.rx_errs += 300 * 15 * link["corrupt"]
+                nb = b + (("device", nic.device),)
+                emit("node_network_receive_bytes_total", nb, t, nic.rx_bytes)
+                emit("node_network_transmit_bytes_total", nb, t, nic.tx_bytes)
+                emit("node_network_receive_packets_total", nb, t, nic.rx_packets)
+                emit("node_network_transmit_packets_total", nb, t, nic.tx_packets)
+                emit("node_network_receive_drop_total", nb, t, nic.rx_drop)
+                emit("node_network_receive_errs_total", nb, t, nic.rx_errs)
+                emit("node_network_up", nb, t, 0.0 if link["down"] else 1.0)
+            off = nodes.clock_offset(n.name)
+            emit("node_timex_offset_seconds", b, t, off)
+            emit("node_timex_sync_status", b, t, 0.0 if abs(off) > 0.5 else 1.0)
+            emit("node_timex_maxerror_seconds", b, t, 16.0 if abs(off) > 0.5 else 0.2)
+            emit("node_time_seconds", b, t, t + off)
+            fd_max = nodes.fault(n.name, "fileMax")
+            if fd_max is not None:
+                n.fd_allocated = float(fd_max)
+            emit("node_filefd_allocated", b, t, n.fd_allocated)
+            emit("node_filefd_maximum", b, t, float(fd_max) if fd_max is not None else n.fd_max)
+            pid_max = nodes.fault(n.name, "pidMax")
+            if pid_max is not None:
+                n.pids = float(pid_max)
+            emit("node_processes_pids", b, t, n.pids)
+            emit("node_processes_max_processes", b, t, float(pid_max) if pid_max is not None else n.pid_max)
+            emit("node_load1", b, t, busy / max(1.0, elapsed) * 4)

@@ -1,0 +1,252 @@
+"""Nodes of the emulated cluster (kind-style names), with the hardware and OS state their faults
+live in: disks with bad sector ranges, NICs with loss/corruption/delay, clock offset, file
+descriptor and pid tables, CPU stress. Faults arrive as `NodeFault` objects (group sim.farm.io,
+cluster scoped, out of an agent's reach) or from Chaos Mesh; their symptoms reach the apps through
+`io()` / `link()` and leave kernel-log lines (Loki job="node-kernel") and node_exporter metrics."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from clusters.sim.store import Obj
+
+if TYPE_CHECKING:
+    from clusters.sim.cluster import SimCluster
+
+KERNEL_VERSION = "5.15.0-1057-azure"  # block-layer error lines carry the blk_update_request prefix
+KUBELET_VERSION = "v1.29.2"
+SECTOR = 512
+FS_BLOCK = 4096
+
+
+@dataclass
+class Disk:
+    device: str = "sda"
+    partition: str = "sda1"
+    size_bytes: float = 107374182400.0
+    used_bytes: float = 21474836480.0
+    reads: float = 0.0
+    writes: float = 0.0
+    read_bytes: float = 0.0
+    written_bytes: float = 0.0
+    io_time: float = 0.0
+    errors: int = 0
+
+
+@dataclass
+class Nic:
+    device: str = "eth0"
+    rx_bytes: float = 0.0
+    tx_bytes: float = 0.0
+    rx_packets: float = 0.0
+    tx_packets: float = 0.0
+    rx_drop: float = 0.0
+    tx_drop: float = 0.0
+    rx_errs: float = 0.0
+
+
+@dataclass
+class NodeState:
+    name: str
+    ip: str
+    index: int
+    control_plane: bool = False
+    cpu: float = 4.0
+    memory: float = 16 * 2**30
+    disks: list[Disk] = field(default_factory=lambda: [Disk()])
+    nics: list[Nic] = field(default_factory=lambda: [Nic()])
+    next_ip: int = 2
+    cpu_seconds: float = 0.0
+    fd_allocated: float = 2304.0
+    fd_max: float = 9223372036854775807.0
+    pids: float = 310.0
+    pid_max: float = 4194304.0
+    kernel_seq: float = 0.0
+    reported: dict[str, float] = field(default_factory=dict)  # fault keys already logged → last time
+
+
+def _faults(spec: dict[str, Any]) -> dict[str, Any]:
+    return spec or {}
+
+
+class NodeFleet:
+    """The nodes and their hardware/OS state; `state` is what checkpoints copy."""
+
+    def __init__(self, cluster: SimCluster, workers: int = 3) -> None:
+        self.cluster = cluster
+        names = ["sim-control-plane"] + ["sim-worker" + (str(i + 1) if i else "") for i in range(workers)]
+        self.state: dict[str, Any] = {"nodes": {}, "faults": {}}
+        for i, name in enumerate(names):
+            self.state["nodes"][name] = NodeState(name=name, ip=f"172.18.0.{i + 2}", index=i,
+                                                  control_plane=(i == 0))
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.state["nodes"])
+
+    def get(self, name: str) -> NodeState | None:
+        return self.state["nodes"].get(name)
+
+    def __iter__(self):
+        return iter(self.state["nodes"].values())
+
+    def __len__(self) -> int:
+        return len(self.state["nodes"])
+
+    # -- objects -----------------------------------------------------------------------------
+    def bootstrap(self) -> None:
+        for node in self:
+            self.cluster.store.create("nodes", self._node_object(node))
+
+    def _node_object(self, n: NodeState) -> Obj:
+        labels = {"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                  "kubernetes.io/hostname": n.name, "kubernetes.io/os": "linux"}
+        taints = []
+        if n.control_plane:
+            labels["node-role.kubernetes.io/control-plane"] = ""
+            labels["node.kubernetes.io/exclude-from-external-load-balancers"] = ""
+            taints = [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
+        digest = hashlib.sha256(n.name.encode()).hexdigest()
+        mem_ki = int(n.memory // 1024)
+        capacity = {"cpu": str(int(n.cpu)), "ephemeral-storage": "102625208Ki", "hugepages-1Gi": "0",
+                    "hugepages-2Mi": "0", "memory": f"{mem_ki}Ki", "pods": "110"}
+        stamp = self.cluster.clock.rfc3339()
+        cond = [("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                ("Ready", "True", "KubeletReady", "kubelet is posting ready status")]
+        return {
+            "metadata": {"name": n.name, "labels": labels, "annotations": {
+                "kubeadm.alpha.kubernetes.io/cri-socket": "unix:///run/containerd/containerd.sock",
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
+            "spec": {"podCIDR": f"10.244.{n.index}.0/24", "podCIDRs": [f"10.244.{n.index}.0/24"],
+                     "providerID": f"kind://docker/sim/{n.name}", **({"taints": taints} if taints else {})},
+            "status": {
+                "capacity": capacity, "allocatable": dict(capacity),
+                "conditions": [{"type": t, "status": s, "reason": r, "message": m, "lastHeartbeatTime": stamp,
+                                "lastTransitionTime": stamp} for t, s, r, m in cond],
+                "addresses": [{"type": "InternalIP", "address": n.ip}, {"type": "Hostname", "address": n.name}],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "nodeInfo": {"architecture": "amd64", "bootID": digest[:8] + "-" + digest[8:12] + "-" + digest[12:16]
+                             + "-" + digest[16:20] + "-" + digest[20:32], "containerRuntimeVersion": "containerd://1.7.13",
+                             "kernelVersion": KERNEL_VERSION, "kubeProxyVersion": KUBELET_VERSION,
+                             "kubeletVersion": KUBELET_VERSION, "machineID": digest[:32], "operatingSystem": "linux",
+                             "osImage": "Debian GNU/Linux 12 (bookworm)", "systemUUID": digest[32:64]},
+            },
+        }
+
+    def allocate_pod_ip(self, node: str) -> str:
+        n = self.state["nodes"][node]
+        ip = f"10.244.{n.index}.{n.next_ip}"
+        n.next_ip = n.next_ip + 1 if n.next_ip < 254 else 2
+        return ip
+
+    # -- faults (NodeFault objects, re-read every pass so checkpoints stay consistent) ---------
+    def reconcile(self, now: float) -> None:
+        store = self.cluster.store
+        faults: dict[str, dict[str, Any]] = {}
+        with store.lock:
+            for obj in store.iter_raw("nodefaults.sim.farm.io"):
+                if obj["metadata"].get("deletionTimestamp"):
+                    continue
+                spec = obj.get("spec") or {}
+                node = spec.get("nodeName")
+                if node in self.state["nodes"]:
+                    merged = faults.setdefault(node, {})
+                    for k, v in spec.items():
+                        if k != "nodeName":
+                            merged[k] = v
+        self.state["faults"] = faults
+
+    def fault(self, node: str | None, kind: str) -> Any:
+        if not node:
+            return None
+        return (self.state["faults"].get(node) or {}).get(kind)
+
+    def clock_offset(self, node: str | None) -> float:
+        return float(self.fault(node, "clockOffsetSeconds") or 0.0)
+
+    def fd_exhausted(self, node: str | None) -> bool:
+        limit = self.fault(node, "fileMax")
+        return limit is not None and self.state["nodes"][node].fd_allocated >= float(limit)
+
+    def pid_exhausted(self, node: str | None) -> bool:
+        limit = self.fault(node, "pidMax")
+        return limit is not None and self.state["nodes"][node].pids >= float(limit)
+
+    def cpu_factor(self, node: str | None) -> float:
+        """Fraction of nominal CPU speed the node gives (thermal/firmware throttling)."""
+        v = self.fault(node, "cpuThrottlePercent")
+        return max(0.02, 1.0 - float(v) / 100.0) if v else 1.0
+
+    def link(self, node: str | None) -> dict[str, float]:
+        """Loss/corruption/delay of the node's NIC (fractions and ms)."""
+        nic = self.fault(node, "nic") or {}
+        return {"loss": float(nic.get("lossPercent", 0)) / 100.0, "corrupt": float(nic.get("corruptPercent", 0)) / 100.0,
+                "delay_ms": float(nic.get("delayMs", 0)), "down": 1.0 if nic.get("down") else 0.0}
+
+    def io(self, node: str | None, op: str, nbytes: float, count: float = 1.0, comm: str = "mongod") -> float:
+        """Account `count` I/O operations of `nbytes` each on the node's disk; return the fraction
+        that fail with EIO (bad sectors), logging the kernel lines the block layer prints."""
+        if not node or node not in self.state["nodes"]:
+            return 0.0
+        n = self.state["nodes"][node]
+        disk = n.disks[0]
+        if op == "read":
+            disk.reads += count
+            disk.read_bytes += nbytes * count
+        else:
+            disk.writes += count
+            disk.written_bytes += nbytes * count
+        disk.io_time += count * 0.0002
+        bad = self.fault(node, "disk") or {}
+        frac = float(bad.get("errorPercent", 0)) / 100.0 if bad else 0.0
+        if bad and not frac and bad.get("sectorCount"):
+            frac = min(1.0, float(bad["sectorCount"]) / 2048.0)  # share of the hot data region
+        if frac <= 0 or (bad.get("ops") and op not in bad["ops"]):
+            return 0.0
+        failed = count * frac
+        if failed > 0:
+            disk.errors += max(1, int(failed))
+            self._log_io_errors(n, disk, bad, op, comm, max(1, min(3, int(failed + 0.999))))
+        return min(1.0, frac)
+
+    def _log_io_errors(self, n: NodeState, disk: Disk, bad: dict[str, Any], op: str, comm: str, lines: int) -> None:
+        now = self.cluster.clock.now()
+        last = n.reported.get("io", -1e18)
+        if now - last < 5.0:
+            return
+        n.reported["io"] = now
+        start = int(bad.get("sectorStart", 1953792))
+        count = max(1, int(bad.get("sectorCount", 8)))
+        out = []
+        for i in range(lines):
+            sector = start + (i * 8) % count
+            opname = "0x0:(READ)" if op == "read" else "0x1:(WRITE)"
+            out.append(f"blk_update_request: I/O error, dev {disk.device}, sector {sector} op {opname} flags 0x80700 "
+                       "phys_seg 1 prio class 0")
+            block = (sector - 2048) * SECTOR // FS_BLOCK
+            out.append(f"Buffer I/O error on dev {disk.partition}, logical block {block}, "
+                       + ("async page read" if op == "read" else "lost async page write"))
+        if op != "read":
+            out.append(f"EXT4-fs warning (device {disk.partition}): ext4_end_bio:343: I/O error 10 writing to inode "
+                       f"{int(bad.get('inode', 1311042))} starting block {start // 8})")
+        self.kernel_log(n.name, out)
+
+    def kernel_log(self, node: str, lines: list[str]) -> None:
+        """Lines as the node's kernel ring buffer prints them (dmesg timestamps since boot)."""
+        n = self.state["nodes"][node]
+        now = self.cluster.clock.now()
+        labels = {"job": "node-kernel", "node_name": node, "host": node, "unit": "kernel"}
+        boot = 86400.0 * 3 + 1234.567
+        for i, line in enumerate(lines):
+            t = now - self.cluster.clock.now() + now
+            up = boot + (now - 1767603600.0) + i * 1e-5
+            n.kernel_seq += 1
+            self.cluster.obs.logs.append(labels, t + i * 1e-4, f"[{up:12.6f}] {line}")
+
+    def account_cpu(self, node: str, seconds: float) -> None:
+        self.state["nodes"][node].cpu_seconds += seconds
