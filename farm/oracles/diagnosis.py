@@ -190,7 +190,7 @@ def _llm_judge(diagnosis: str, truth: GroundTruth, model: str, api_base: str | N
     # The judge never produced a usable reply: fall back to the offline judge, labelled as such.
     verdict = _verdict("offline", True, OfflineJudge(truth).answer(diagnosis))
     t = client.totals
-    verdict.judge = f"offline (fallback: {model} gave no usable reply; last problem: {problem[:120]})"
+    verdict.judge = f"offline (fallback: {model} gave no usable reply; last problem: {problem[-160:]})"
     verdict.tokens_in, verdict.tokens_out, verdict.cost_usd = t.tokens_in, t.tokens_out, t.cost_usd
     return verdict
 
