@@ -83,6 +83,7 @@ CUSTOM_GROUPS = frozenset({"chaos-mesh.org", "pingcap.com"})
 # Virtual resources answered by the API server itself, never stored.
 REVIEW_TYPES: tuple[ResourceType, ...] = (
     _grp("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False),
+    _grp("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", namespaced=False),
 )
 # events.k8s.io/v1 Events are a view of the core/v1 "events" bucket.
 EVENTS_V1 = _grp("events.k8s.io", "v1", "events", "Event")

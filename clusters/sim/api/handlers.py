@@ -230,6 +230,8 @@ class KubeAPI:
         if r.rt in REVIEW_TYPES:
             if verb != "create":
                 raise method_not_allowed(method, r.rt.plural)
+            if r.rt.kind == "SelfSubjectRulesReview":
+                return json_response(201, subresources.rules_review(self.authz, user, self._body(req)))
             return json_response(201, subresources.access_review(self.authz, user, self._body(req)))
         if r.rt in METRICS_TYPES:
             return self._metrics(req, r, verb)

@@ -88,6 +88,22 @@ class RBACAuthorizer:
         with self.store.lock:
             return any(rule_allows(r, verb, group, resource, subresource, name) for r in self._rules(user, namespace))
 
+    def rules_for(self, user: UserInfo, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(resource rules, non-resource rules) that apply to `user` in `namespace`, as
+        SelfSubjectRulesReview reports them (`kubectl auth can-i --list`)."""
+        if user.is_admin:
+            rules = BOOTSTRAP_CLUSTER_ROLES["cluster-admin"]
+        else:
+            with self.store.lock:
+                rules = self._rules(user, namespace)
+            rules = rules + [{"nonResourceURLs": [f"{p}" for p in ("/api", "/api/*", "/apis", "/apis/*", "/version",
+                                                                   "/openapi", "/openapi/*", "/healthz", "/livez", "/readyz")],
+                              "verbs": ["get"]}]
+        resource = [{k: r[k] for k in ("verbs", "apiGroups", "resources", "resourceNames") if r.get(k)}
+                    for r in rules if r.get("resources")]
+        non_resource = [{"verbs": r["verbs"], "nonResourceURLs": r["nonResourceURLs"]} for r in rules if r.get("nonResourceURLs")]
+        return resource, non_resource
+
     def allowed_path(self, user: UserInfo, verb: str, path: str) -> bool:
         if user.is_admin or (verb == "get" and path.startswith(_PUBLIC_PREFIXES)):
             return True

@@ -142,6 +142,14 @@ def token_request(store: Store, authn: Authenticator, sa: Obj, body: Obj) -> Obj
             "status": {"token": token, "expirationTimestamp": store.clock.rfc3339(exp)}}
 
 
+def rules_review(authz: RBACAuthorizer, user: UserInfo, body: Obj) -> Obj:
+    spec = body.get("spec") or {}
+    resource, non_resource = authz.rules_for(user, spec.get("namespace") or "")
+    return {"kind": "SelfSubjectRulesReview", "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None}, "spec": spec,
+            "status": {"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": False}}
+
+
 def access_review(authz: RBACAuthorizer, user: UserInfo, body: Obj) -> Obj:
     spec = body.get("spec") or {}
     res: dict[str, Any] | None = spec.get("resourceAttributes")

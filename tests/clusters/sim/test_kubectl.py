@@ -284,6 +284,9 @@ def test_auth_can_i_for_a_scoped_account(kubectl: Kubectl, ns: str) -> None:
     assert kubectl("auth", "can-i", "get", "pods/log", kubeconfig=scoped).strip() == "yes"
     assert kubectl("auth", "can-i", "delete", "pods", kubeconfig=scoped, check=False).strip().startswith("no")
     assert kubectl("auth", "can-i", "list", "podchaos.chaos-mesh.org", kubeconfig=scoped, check=False).strip().startswith("no")
+    listed = rows(kubectl("auth", "can-i", "--list", kubeconfig=scoped))
+    assert listed[0][:2] == ["Resources", "Non-Resource"]
+    assert ["pods", "[]", "[]", "[get", "list]"] in listed and ["pods/log", "[]", "[]", "[get", "list]"] in listed
     denied = kubectl("get", "pods", "-n", "default", kubeconfig=scoped, check=False)
     assert (f'Error from server (Forbidden): pods is forbidden: User "system:serviceaccount:{ns}:agent" cannot list '
             f'resource "pods" in API group "" in the namespace "default"') in denied
