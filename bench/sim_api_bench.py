@@ -1,7 +1,7 @@
 """Requests per second of the emulated Kubernetes API (get, list of 100 pods as JSON and as a
 Table, strategic-merge patch) over keep-alive HTTPS, and the wall time of `kubectl get pods`.
 
-    .venv/bin/python bench/sim_api_bench.py [--pods 100] [--seconds 2]
+    .venv/bin/python bench/sim_api_bench.py [--pods 100] [--seconds 2] [--process]
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pods", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--process", action="store_true", help="also time the server process with the full SimCluster")
     args = parser.parse_args()
 
     t0 = time.perf_counter()
@@ -112,6 +113,21 @@ def main() -> None:
     else:
         print(f"kubectl not found at {KUBECTL}: kubectl latency not measured")
     server.shutdown()
+    if args.process:
+        from clusters.base import open_cluster
+
+        t = time.perf_counter()
+        try:
+            handle = open_cluster("sim", seed=0)
+        except Exception as exc:  # the full cluster may not build on this checkout
+            print(f"server process: did not start ({exc})")
+        else:
+            print(f"{'server process ready':32s} {time.perf_counter() - t:6.2f} s (python start, SimCluster(0), "
+                  f"TLS, 5 listeners, first checkpoint)")
+            t = time.perf_counter()
+            handle.reset()
+            print(f"{'reset (restore checkpoint)':32s} {(time.perf_counter() - t) * 1000:6.1f} ms")
+            handle.close()
     os._exit(0)
 
 
