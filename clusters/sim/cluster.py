@@ -368,6 +368,18 @@ class SimCluster:
                 docs += [d for d in yaml.safe_load_all(f) if d]
         return self.apply(docs, namespace)
 
+    @classmethod
+    def with_app(cls, app: str = "hotel-reservation", seed: int = 0, settle: float = 120.0) -> SimCluster:
+        """A cluster with `app` applied from farm/apps/<app>/manifests and `settle` s of cluster time
+        behind it (the embedded stand-in for farm.apps.deploy); checkpointed as "deployed"."""
+        from farm.apps import load_application
+        spec = load_application(app)
+        cluster = cls(seed=seed)
+        cluster.apply_files(spec.manifest_files(), spec.namespace)
+        cluster.advance(settle)
+        cluster.checkpoint("deployed")
+        return cluster
+
     # -- checkpoints ---------------------------------------------------------------------------
     def _model_state(self) -> dict[str, Any]:
         return {"events": self.events.state, "logs": self.logs.state, "nodes": self.nodes.state,

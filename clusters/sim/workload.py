@@ -269,6 +269,17 @@ class Workload:
                     if e_err and why is None:
                         why = e_err
                     first = False
+                if key == ("frontend", "HTTP GET /hotels") and any(
+                        c.instance.get("env", {}).get("SEARCH_BACKEND_VERSION") == "true" for _, c in insts):
+                    bad = sum(1 for _, c in insts if c.instance.get("env", {}).get("SEARCH_BACKEND_VERSION") == "true")
+                    ok *= 1 - bad / len(insts)
+                    why = "internal server error"
+                    for rt, c in insts:
+                        if c.instance.get("env", {}).get("SEARCH_BACKEND_VERSION") == "true" and \
+                                self._log_once(f"{rt.namespace}/{rt.name}/latent", 15.0, now) and self._pod(rt.namespace, rt.name):
+                            self.cluster.logs.write(self._pod(rt.namespace, rt.name), c.name, zerolog(
+                                now + self.cluster.nodes.clock_offset(rt.node), "ERR", "services/frontend/server.go:187",
+                                "search backend unavailable: upstream search-v2 returned no results; responding 500"), now)
                 succ[key], lat[key] = ok, latency
                 if why and ok < 0.999:
                     err[key] = why

@@ -128,6 +128,11 @@ class MongoDB(AppModel):
 
     def start(self, ctx: StartContext) -> Started | Exited:
         t = ctx.app_time()
+        user, pwd = ctx.env.get("MONGO_INITDB_ROOT_USERNAME", ""), ctx.env.get("MONGO_INITDB_ROOT_PASSWORD", "")
+        if (user or pwd) and not (user and pwd):
+            # docker-entrypoint.sh refuses half a root user before mongod ever starts
+            return Exited(1, [], after=0.0, stderr=["error: missing 'MONGO_INITDB_ROOT_USERNAME' or 'MONGO_INITDB_ROOT_PASSWORD'",
+                                                    "       both must be specified for a user to be created"])
         auth, err = self._config(ctx)
         if err:
             return Exited(2, err.split("\n"), after=0.0)
@@ -156,6 +161,10 @@ class MongoDB(AppModel):
                                           "compressor=snappy),file_manager=(close_idle_time=100000,close_scan_interval=10,"
                                           "close_handle_minimum=250),statistics_log=(wait=0),verbose=[recovery_progress,checkpoint_progress,compact_progress],"}))
         if not data.get("initialized"):
+            if user and pwd:
+                auth = True
+                data.setdefault("users", {}).setdefault("admin", {})[user] = {"pwd": pwd, "roles": [["root", "admin"]]}
+                lines.append(f'Successfully added user: {{ "user" : "{user}", "roles" : [ {{ "role" : "root", "db" : "admin" }} ] }}')
             scripts = sorted(p for p in ctx.files if p.startswith("/docker-entrypoint-initdb.d/"))
             for path in scripts:
                 lines.append(f"/usr/local/bin/docker-entrypoint.sh: running {path}")
@@ -171,6 +180,8 @@ class MongoDB(AppModel):
         lines += [mongo_log(t + 0.5, "I", "NETWORK", 23015, "listener", "Listening on", {"address": "/tmp/mongodb-27017.sock"}),
                   mongo_log(t + 0.5, "I", "NETWORK", 23015, "listener", "Listening on", {"address": "0.0.0.0"}),
                   mongo_log(t + 0.5, "I", "NETWORK", 23016, "listener", "Waiting for connections", {"port": 27017, "ssl": "off"})]
+        if data.get("users", {}).get("admin") and (user and pwd):
+            auth = True
         inst = {"kind": "mongo", "auth": auth, "data": data, "conns": 0, "last_checkpoint": ctx.now, "host": host}
         return Started(lines, {27017}, inst, ready_after=1.0)
 

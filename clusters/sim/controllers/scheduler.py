@@ -321,7 +321,7 @@ def failed_scheduling_message(reasons: dict[str, Any], n: int) -> str:
             victims["victims"] += 1
         else:
             victims["unresolvable"] += 1
-    parts = ", ".join(f"{c} {r}" for r, c in sorted(counts.items()))
+    parts = ", ".join(sorted(f"{c} {r}" for r, c in counts.items()))  # FitError sorts "count reason" strings
     pre = []
     if victims["unresolvable"]:
         pre.append(f"{victims['unresolvable']} {UNRESOLVABLE}")
