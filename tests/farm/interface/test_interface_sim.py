@@ -1,0 +1,266 @@
+"""The agent interface on the real emulated cluster with hotel-reservation deployed, through a
+real MCP client over streamable HTTP and a real kubectl 1.20 process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from clusters.base import ClusterHandle
+from farm.interface import TOOL_NAMES, AgentInterface
+from farm.interface.client import ToolClient
+from farm.interface.kubectl import Kubectl
+from tests.farm.interface.simcluster import agent_session, back_to_deployed, deployed_cluster, deployment
+
+pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
+NS = "hotel-reservation"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
+    with deployed_cluster(tmp_path_factory.mktemp("sim")) as handle:
+        yield handle
+
+
+@pytest.fixture()
+def fresh(cluster: ClusterHandle) -> ClusterHandle:
+    back_to_deployed(cluster)
+    return cluster
+
+
+def test_every_tool_answers_and_is_recorded(fresh: ClusterHandle) -> None:
+    with agent_session(fresh) as (iface, tools):
+        assert sorted(t.name for t in tools.tools) == sorted(TOOL_NAMES)
+        t0 = fresh.now()
+        calls = [
+            ("kubectl", {"command": "get pods"}),
+            ("prometheus_query", {"query": f'kube_pod_status_phase{{namespace="{NS}",phase="Running"}} == 1'}),
+            ("prometheus_query_range", {"query": f'sum(kube_pod_status_ready{{namespace="{NS}",condition="true"}})',
+                                        "start": "now-10m", "end": "now", "step": "1m"}),
+            ("get_alerts", {}),
+            ("loki_query", {"query": f'{{namespace="{NS}"}}', "minutes": 5}),
+            ("loki_labels", {}),
+            ("jaeger_services", {}),
+            ("jaeger_operations", {"service": "frontend"}),
+            ("jaeger_traces", {"service": "frontend", "minutes": 5, "limit": 5}),
+            ("jaeger_dependencies", {}),
+            ("wait", {"seconds": 30}),
+            ("submit_diagnosis", {"text": "geo cannot reach its database"}),
+            ("submit_mitigation", {}),
+        ]
+        outputs = {}
+        for name, args in calls:
+            text, is_error = tools.call(name, **args)
+            assert not is_error, f"{name}: {text}"
+            outputs[name] = text
+        assert "frontend" in outputs["kubectl"] and "Running" in outputs["kubectl"]
+        assert NS in outputs["prometheus_query"]
+        assert json.loads(outputs["prometheus_query_range"])["resultType"] == "matrix"
+        assert outputs["loki_query"].count("\n") >= 1
+        assert "frontend" in json.loads(outputs["jaeger_services"])
+        assert len(json.loads(outputs["jaeger_traces"])) >= 1
+        assert "frontend" in outputs["jaeger_dependencies"]
+        assert fresh.now() >= t0 + 30
+
+    rec = iface.record
+    assert [c.name for c in rec.tool_calls] == [name for name, _ in calls]
+    assert [c.index for c in rec.tool_calls] == list(range(len(calls)))
+    for call in rec.tool_calls:
+        assert call.error is None and call.tokens > 0 and call.output == outputs[call.name]
+        assert call.at >= rec.started_at
+    assert rec.tool_calls[0].args == {"command": "get pods", "manifest": None}
+    assert rec.diagnosis == "geo cannot reach its database"
+    assert rec.diagnosis_at is not None and rec.diagnosis_at >= t0 + 30
+    assert rec.mitigation_at is not None and iface.finished.is_set()
+    assert rec.tool_tokens == sum(c.tokens for c in rec.tool_calls)
+
+
+def test_summarised_mode_costs_fewer_tokens(fresh: ClusterHandle) -> None:
+    queries = [
+        ("loki_query", {"query": f'{{namespace="{NS}"}}', "minutes": 10}),
+        ("jaeger_traces", {"service": "frontend", "minutes": 10, "limit": 20}),
+        ("prometheus_query_range", {"query": f'kube_pod_status_ready{{namespace="{NS}"}}', "start": "now-10m",
+                                    "end": "now", "step": "30s"}),
+    ]
+    tokens: dict[str, dict[str, int]] = {}
+    for mode in ("raw", "summarised"):
+        with agent_session(fresh, mode=mode) as (iface, tools):
+            for name, args in queries:
+                _, is_error = tools.call(name, **args)
+                assert not is_error
+        tokens[mode] = {c.name: c.tokens for c in iface.record.tool_calls}
+    for name, _ in queries:
+        assert tokens["summarised"][name] < tokens["raw"][name], (name, tokens)
+
+
+def test_refused_and_malformed_calls_are_errors_and_recorded(fresh: ClusterHandle) -> None:
+    bad = [
+        ("kubectl", {"command": "get pods | grep geo"}, "shell operator"),
+        ("kubectl", {"command": "get pods -n kube-system"}, "only reach namespace"),
+        ("kubectl", {"command": "exec -it frontend -- sh"}, "interactive"),
+        ("kubectl", {"command": "get pods --kubeconfig=/etc/kubernetes/admin.conf"}, "cannot be overridden"),
+        ("kubectl", {"command": "get pod no-such-pod"}, "NotFound"),
+        ("prometheus_query", {"query": "sum(rate(x[5m]"}, "invalid PromQL"),
+        ("prometheus_query", {"query": 'up{namespace="chaos-mesh"}'}, "not observable"),
+        ("loki_query", {"query": '{namespace="chaos-mesh"}'}, "not observable"),
+        ("wait", {"seconds": "soon"}, "valid number"),
+        ("wait", {"seconds": -5}, "between"),
+        ("kubectl", {}, "command"),
+        ("no_such_tool", {}, "Unknown tool"),
+    ]
+    with agent_session(fresh) as (iface, tools):
+        for name, args, reason in bad:
+            text, is_error = tools.call(name, **args)
+            assert is_error and reason in text, (name, args, text)
+        text, is_error = tools.call("kubectl", command="get deployments")
+        assert not is_error and "frontend" in text  # the session goes on
+    rec = iface.record
+    assert len(rec.tool_calls) == len(bad) + 1
+    for call, (name, _, reason) in zip(rec.tool_calls, bad, strict=False):
+        assert call.name == name and call.error and reason in call.error
+    assert rec.tool_calls[-1].error is None
+
+
+def test_a_tool_that_times_out_returns_an_error_and_the_session_goes_on(fresh: ClusterHandle) -> None:
+    iface = AgentInterface(fresh, NS, "t-timeout", tool_timeout_s=0.05)
+    url, token = iface.start()
+    try:
+        with ToolClient(url, token) as tools:
+            text, is_error = tools.call("wait", seconds=900)
+            assert is_error and "did not finish" in text
+            text, is_error = tools.call("submit_diagnosis", text="still here")
+            assert not is_error
+    finally:
+        iface.stop()
+    assert iface.record.tool_calls[0].error and iface.record.diagnosis == "still here"
+
+
+def test_agent_credentials_reach_neither_chaos_resources_nor_other_namespaces(fresh: ClusterHandle) -> None:
+    # Straight to kubectl with the agent's kubeconfig, past the interface's own checks: the
+    # cluster's RBAC is what refuses.
+    kubectl = Kubectl(fresh.agent_kubeconfig(NS), NS)
+    try:
+        assert kubectl.run_tokens(["get", "pods"]).returncode == 0
+        for tokens in (["get", "podchaos"], ["get", "networkchaos", "-n", "chaos-mesh"],
+                       ["get", "pods", "-n", "chaos-mesh"], ["get", "secrets", "-n", "kube-system"],
+                       ["get", "pods", "--all-namespaces"], ["get", "namespaces"]):
+            result = kubectl.run_tokens(tokens)
+            assert result.returncode != 0 and "Forbidden" in result.stderr, (tokens, result.text)
+    finally:
+        kubectl.close()
+
+
+def test_a_wrong_token_is_refused(fresh: ClusterHandle) -> None:
+    iface = AgentInterface(fresh, NS, "t-token")
+    url, token = iface.start()
+    try:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        headers = {"Accept": "application/json, text/event-stream"}
+        for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token}):
+            resp = httpx.post(url, json=body, headers={**headers, **auth})
+            assert resp.status_code == 401
+        with pytest.raises(BaseException):  # noqa: B017 - the SDK raises an exception group
+            with ToolClient(url, "not-" + token):
+                pass
+        with ToolClient(url, token) as tools:
+            assert tools.call("get_alerts")[1] is False
+    finally:
+        iface.stop()
+    assert [c.name for c in iface.record.tool_calls] == ["get_alerts"]
+
+
+def test_mutations_are_recorded_and_undone(fresh: ClusterHandle) -> None:
+    replicas = deployment(fresh, NS, "frontend")["spec"]["replicas"]
+    with agent_session(fresh) as (iface, tools):
+        assert not tools.call("kubectl", command="scale deployment frontend --replicas=0")[1]
+        assert deployment(fresh, NS, "frontend")["spec"]["replicas"] == 0
+        assert not tools.call("kubectl", command="set env deployment/geo EXTRA=1")[1]
+        assert not tools.call("kubectl", command="get deployments")[1]  # reads are not mutations
+        text, is_error = tools.call("undo_last")
+        assert not is_error and "set env" in text
+        env = deployment(fresh, NS, "geo")["spec"]["template"]["spec"]["containers"][0].get("env") or []
+        assert "EXTRA" not in [e["name"] for e in env]
+        text, is_error = tools.call("undo_last")
+        assert not is_error and "scale" in text
+        assert deployment(fresh, NS, "frontend")["spec"]["replicas"] == replicas
+        text, is_error = tools.call("undo_last")
+        assert is_error and "nothing to undo" in text
+        tools.call("submit_mitigation")
+        text, is_error = tools.call("kubectl", command="scale deployment frontend --replicas=0")
+        assert is_error and "already submitted" in text
+    muts = iface.record.mutations
+    assert [m.command for m in muts] == ["scale deployment frontend --replicas=0", "set env deployment/geo EXTRA=1"]
+    assert all(m.undone and m.undo for m in muts)
+    assert muts[0].targets == ["deployment/frontend"] and muts[0].before["deployment/frontend"]["spec"]["replicas"] == replicas
+    assert [iface.record.tool_calls[m.call_index].args["command"] for m in muts] == [m.command for m in muts]
+
+
+def test_no_secret_of_the_farm_reaches_kubectl_or_the_record(fresh: ClusterHandle, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "sk-e1testkey0123456789abcdefghij"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("FARM_DATABASE_URL", "postgresql://farm:hunter2hunter2@db/farm")
+    with agent_session(fresh) as (iface, tools):
+        assert set(iface._kubectl.env) == {"PATH", "HOME", "KUBECONFIG"}  # type: ignore[union-attr]
+        text, _ = tools.call("kubectl", command=f"get pods -l token={key}")
+        assert key not in text
+        tools.call("submit_diagnosis", text=f"the key is {key}")
+    dumped = iface.record.model_dump_json()
+    assert key not in dumped and "hunter2" not in dumped and "[REDACTED]" in dumped
+
+
+def _plant_chaos_mesh(cluster: ClusterHandle) -> None:
+    """What a real cluster has: Chaos Mesh's own pods in its namespace, scraped and logged."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    api = cluster.api_client()
+    try:
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "chaos-mesh"}})
+    except ApiException as exc:
+        assert exc.status == 409
+    labels = {"app.kubernetes.io/name": "chaos-mesh", "app.kubernetes.io/component": "chaos-daemon"}
+    client.AppsV1Api(api).create_namespaced_deployment("chaos-mesh", {
+        "metadata": {"name": "chaos-daemon", "labels": labels},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "chaos-daemon", "image": "ghcr.io/chaos-mesh/chaos-daemon:v2.6.3"}]}}},
+    })
+
+
+def test_injection_machinery_is_hidden_from_telemetry(fresh: ClusterHandle) -> None:
+    from farm.problems.catalog import load_catalog
+    from injectors.compose import ProblemInjection
+
+    _plant_chaos_mesh(fresh)
+    injection = ProblemInjection(load_catalog().get("hr-user-pod-failure"))  # a PodChaos in chaos-mesh
+    injection.inject(fresh, NS)
+    fresh.advance(90)
+    # The farm's own view shows the machinery: the test below is not vacuous.
+    direct = httpx.get(fresh.endpoints.prometheus + "/api/v1/query",
+                       params={"query": "count by (namespace) (kube_pod_info)"}).json()["data"]["result"]
+    assert "chaos-mesh" in {r["metric"].get("namespace") for r in direct}
+    with agent_session(fresh) as (_, tools):
+        outputs = [tools.call(name, **args) for name, args in (
+            ("prometheus_query", {"query": "count by (namespace) (kube_pod_info)"}),
+            ("prometheus_query", {"query": "kube_pod_info"}),
+            ("prometheus_query", {"query": "sum(kube_pod_info)"}),
+            ("prometheus_query", {"query": 'kube_pod_info{namespace=~"chaos.+"}'}),
+            ("prometheus_query_range", {"query": 'count by (namespace) (kube_pod_info)', "start": "now-5m"}),
+            ("loki_query", {"query": '{namespace=~".+"}', "minutes": 5}),
+            ("loki_labels", {}),
+            ("jaeger_services", {}),
+            ("get_alerts", {}),
+            ("kubectl", {"command": "get events"}),
+            ("kubectl", {"command": "get pods -o wide"}),
+        )]
+    for text, _ in outputs:
+        assert "chaos-mesh" not in text and "chaos-daemon" not in text and "PodChaos" not in text, text[:500]
+    assert outputs[3][1] is True  # naming the machinery is refused outright
+    visible = {r["metric"].get("namespace") for r in json.loads(outputs[0][0])["result"]}
+    assert NS in visible and "chaos-mesh" not in visible
+    total = float(json.loads(outputs[2][0])["result"][0]["value"][1])
+    assert total < sum(float(r["value"][1]) for r in direct)  # aggregates cannot count it either
+    injection.recover(fresh)
