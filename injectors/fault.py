@@ -59,6 +59,8 @@ class Fault(Injector):
     trigger: ClassVar[bool] = False
     needs_real_cluster: ClassVar[bool] = False
 
+    p: Any  # the validated params (an instance of the subclass's own Params model)
+
     def __init__(self, **params: Any) -> None:
         try:
             self.p = self.Params(**params)

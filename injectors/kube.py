@@ -7,6 +7,7 @@ through `ApiClient` so that the same code reaches the emulated cluster and kind/
 
 from __future__ import annotations
 
+import builtins
 import copy
 import json
 import weakref
@@ -170,7 +171,7 @@ class Kube:
         except NotFound:
             return None
 
-    def list(self, kind: str, namespace: str = "", selector: str = "", fields: str = "") -> list[Obj]:
+    def list(self, kind: str, namespace: str = "", selector: str = "", fields: str = "") -> builtins.list[Obj]:
         query = []
         if selector:
             query.append(("labelSelector", selector))
@@ -213,7 +214,7 @@ class Kube:
                 return candidate, obj
         raise InjectionError(f"no workload '{name}' in namespace '{namespace}'")
 
-    def pods_of(self, namespace: str, workload: Obj) -> list[Obj]:
+    def pods_of(self, namespace: str, workload: Obj) -> builtins.list[Obj]:
         labels = workload["spec"]["selector"].get("matchLabels", {})
         selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
         return self.list("Pod", namespace, selector)

@@ -50,6 +50,8 @@ class ScheduledNoise(Noise):
     base_events: int = 4  # at intensity 1
     event_seconds: tuple[float, float] = (0.0, 0.0)  # min/max duration of one event
 
+    p: Any  # the validated params
+
     def __init__(self, **params: Any) -> None:
         try:
             self.p = self.Params(**params)

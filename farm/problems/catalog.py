@@ -115,11 +115,11 @@ def check_problem(problem: Problem, path: str | None) -> None:
         fail("composition", "several root causes: use concurrent or correlated")
     if problem.composition == "concurrent" and len(problem.ground_truth.also) < 1:
         fail("ground_truth.also", "a concurrent problem lists each further root cause in also")
-    for i, spec in enumerate(problem.noises):
-        if spec.kind not in noises:
-            fail(f"noises[{i}].kind", f"unknown noise '{spec.kind}' (known: {', '.join(noises.names())})")
+    for i, noise in enumerate(problem.noises):
+        if noise.kind not in noises:
+            fail(f"noises[{i}].kind", f"unknown noise '{noise.kind}' (known: {', '.join(noises.names())})")
         try:
-            noises.create(spec.kind, **spec.params)
+            noises.create(noise.kind, **noise.params)
         except ParamsError as exc:
             fail(f"noises[{i}].params.{exc.field}", exc.reason)
     for i, step in enumerate(problem.mitigation):
