@@ -85,6 +85,8 @@ REVIEW_TYPES: tuple[ResourceType, ...] = (
     _grp("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False),
     _grp("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", namespaced=False),
 )
+# Node leases (kube-node-lease) are a view of the nodes' heartbeats.
+NODE_LEASES = _grp("coordination.k8s.io", "v1", "leases", "Lease")
 # events.k8s.io/v1 Events are a view of the core/v1 "events" bucket.
 EVENTS_V1 = _grp("events.k8s.io", "v1", "events", "Event")
 METRICS_TYPES: tuple[ResourceType, ...] = (

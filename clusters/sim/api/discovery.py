@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.sim.resources import EVENTS_V1, METRICS_TYPES, REVIEW_TYPES
+from clusters.sim.resources import EVENTS_V1, METRICS_TYPES, NODE_LEASES, REVIEW_TYPES
 from clusters.sim.store import ResourceType
 
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
@@ -32,7 +32,7 @@ _SUBRESOURCES: dict[str, tuple[str, str, str, list[str]]] = {
 def group_versions(types: list[ResourceType], metrics: bool = False) -> dict[str, list[ResourceType]]:
     """groupVersion → its types, core first, then groups in a stable order."""
     out: dict[str, list[ResourceType]] = {}
-    for rt in [*types, EVENTS_V1, *REVIEW_TYPES, *(METRICS_TYPES if metrics else ())]:
+    for rt in [*types, EVENTS_V1, NODE_LEASES, *REVIEW_TYPES, *(METRICS_TYPES if metrics else ())]:
         out.setdefault(rt.api_version, []).append(rt)
     return out
 
@@ -67,7 +67,7 @@ def resource_list(types: list[ResourceType], group_version: str, metrics: bool =
         return None
     resources: list[dict[str, Any]] = []
     for rt in members:
-        verbs = (["create"] if rt in REVIEW_TYPES else ["get", "list"] if rt in METRICS_TYPES else
+        verbs = (["create"] if rt in REVIEW_TYPES else ["get", "list"] if rt in METRICS_TYPES or rt is NODE_LEASES else
                  ["create", "delete", "get", "list", "watch"] if rt is EVENTS_V1 else ALL_VERBS)
         entry: dict[str, Any] = {
             "name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced, "kind": rt.kind,

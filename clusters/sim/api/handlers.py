@@ -32,7 +32,15 @@ from clusters.sim.api.status import (
 from clusters.sim.api.tables import table
 from clusters.sim.api.watch import Filter, stream
 from clusters.sim.api.webhooks import WebhookAdmission
-from clusters.sim.resources import CUSTOM_GROUPS, EVENTS_V1, METRICS_TYPES, REVIEW_TYPES, lookup, register_all
+from clusters.sim.resources import (
+    CUSTOM_GROUPS,
+    EVENTS_V1,
+    METRICS_TYPES,
+    NODE_LEASES,
+    REVIEW_TYPES,
+    lookup,
+    register_all,
+)
 from clusters.sim.store import (
     Obj,
     ResourceType,
@@ -196,7 +204,7 @@ class KubeAPI:
         plural, name, sub = rest[0], rest[1] if len(rest) > 1 else "", rest[2] if len(rest) > 2 else ""
         rt = lookup(self.store, group, version, plural)
         if rt is None:
-            virtual = [EVENTS_V1, *REVIEW_TYPES, *(METRICS_TYPES if self.metrics is not None else ())]
+            virtual = [EVENTS_V1, NODE_LEASES, *REVIEW_TYPES, *(METRICS_TYPES if self.metrics is not None else ())]
             rt = next((r for r in virtual if (r.group, r.version, r.plural) == (group, version, plural)), None)
         if rt is None or (namespace is not None and not rt.namespaced) or (sub and sub not in rt.subresources):
             raise not_found_path()
@@ -237,6 +245,8 @@ class KubeAPI:
             return self._metrics(req, r, verb)
         if r.rt is EVENTS_V1:
             return self._events_v1(req, r, verb)
+        if r.rt is NODE_LEASES:
+            return self._leases(req, r, verb)
         if verb == "watch":
             return self._watch(req, r)
         if r.sub == "log":
@@ -379,6 +389,19 @@ class KubeAPI:
             return Response(200, "text/plain", stream=subresources.follow_log(
                 self.store, self.read_log, ns, r.name, text, req.arg, req.alive))
         return Response(200, "text/plain", text.encode())
+
+    def _leases(self, req: Request, r: Route, verb: str) -> Response:
+        if verb not in ("get", "list"):
+            raise method_not_allowed(req.method, "leases.coordination.k8s.io")
+        leases = [] if r.namespace not in (None, subresources.NODE_LEASE_NAMESPACE) else \
+            subresources.node_leases(self.store, r.name or None)
+        if r.name:
+            if not leases:
+                raise StoreError(404, "NotFound", f'leases.coordination.k8s.io "{r.name}" not found',
+                                 {"name": r.name, "group": "coordination.k8s.io", "kind": "leases"})
+            return json_response(200, leases[0])
+        return json_response(200, {"kind": "LeaseList", "apiVersion": "coordination.k8s.io/v1",
+                                   "metadata": {"resourceVersion": str(self.store.resource_version)}, "items": leases})
 
     def _events_v1(self, req: Request, r: Route, verb: str) -> Response:
         core = Route(self.store.type_for("events"), r.namespace, r.name, r.sub)

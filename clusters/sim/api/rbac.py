@@ -173,4 +173,5 @@ def agent_cluster_rules() -> list[dict[str, Any]]:
         _rule(["storage.k8s.io"], ["storageclasses"], _READ),
         _rule(["scheduling.k8s.io"], ["priorityclasses"], _READ),
         _rule(["metrics.k8s.io"], ["nodes"], _READ),
+        _rule(["coordination.k8s.io"], ["leases"], ["get"]),
     ]

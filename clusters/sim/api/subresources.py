@@ -164,3 +164,27 @@ def access_review(authz: RBACAuthorizer, user: UserInfo, body: Obj) -> Obj:
         status["reason"] = "RBAC: allowed by a role binding"
     return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
             "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
+
+
+# -- node leases ---------------------------------------------------------------------------
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+
+
+def node_leases(store: Store, name: str | None) -> list[Obj]:
+    """The kubelet's Lease per node, renewed at its last heartbeat (the Ready condition's
+    lastHeartbeatTime): a node whose kubelet stopped shows a stale renewTime."""
+    out = []
+    with store.lock:
+        for node in store.iter_raw("nodes"):
+            meta = node["metadata"]
+            if name and meta["name"] != name:
+                continue
+            ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+            renew = ready.get("lastHeartbeatTime") or meta.get("creationTimestamp")
+            out.append({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {
+                "name": meta["name"], "namespace": NODE_LEASE_NAMESPACE, "uid": meta.get("uid", ""),
+                "resourceVersion": meta.get("resourceVersion", ""), "creationTimestamp": meta.get("creationTimestamp"),
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": meta["name"], "uid": meta.get("uid", "")}]},
+                "spec": {"holderIdentity": meta["name"], "leaseDurationSeconds": 40,
+                         "renewTime": renew.replace("Z", ".000000Z") if renew and "." not in renew else renew}})
+    return sorted(out, key=lambda lease: lease["metadata"]["name"])

@@ -106,6 +106,8 @@ def test_get_prints_server_side_tables(kubectl: Kubectl, ns: str) -> None:
     assert all_ns[0][0] == "NAMESPACE" and all_ns[1][:2] == [ns, "db-1"]
     nodes = rows(kubectl("get", "nodes"))
     assert nodes[0] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"] and nodes[1][:2] == ["worker-1", "Ready"]
+    node = kubectl("describe", "node", "worker-1")
+    assert re.search(r"Lease:\n\s+HolderIdentity:\s+worker-1\n", node)
 
 
 def test_get_yaml_and_json(kubectl: Kubectl, ns: str) -> None:
