@@ -30,12 +30,12 @@ def _matching_streams(store: LogStore, log: LogExpr) -> list[Stream]:
     return [s for s in store.streams() if matches_all(s.labels, log.matchers)]
 
 
-def select_logs(store: LogStore, log: LogExpr, start: float, end: float, limit: int,
-                direction: str) -> tuple[list[tuple[dict[str, str], list[tuple[int, str]]]], int, int]:
-    """Entries with start <= ts < end through the pipeline, the `limit` newest (backward) or
-    oldest (forward) across all streams: (streams, lines scanned, bytes scanned). Streams are
-    merged by timestamp lazily, so a query stops scanning once it has `limit` entries."""
-    s_ns, e_ns = to_ns(start), to_ns(end)
+def select_logs(store: LogStore, log: LogExpr, start: float, end: float, limit: int, direction: str,
+                end_inclusive: bool = False) -> tuple[list[tuple[dict[str, str], list[tuple[int, str]]]], int, int]:
+    """Entries with start <= ts < end (or <= end) through the pipeline, the `limit` newest
+    (backward) or oldest (forward) across all streams: (streams, lines scanned, bytes scanned).
+    Streams are merged by timestamp lazily, so a query stops once it has `limit` entries."""
+    s_ns, e_ns = to_ns(start), to_ns(end) + (1 if end_inclusive else 0)
     backward = direction == "backward"
     counters = [0, 0]
 

@@ -187,3 +187,14 @@ def test_unwrap_regexp_pattern_and_label_stages(loki: Client, logs: None) -> Non
     assert len(lines(body)) == 4 and all("level" not in s["stream"] for s in body["data"]["result"])
     # a line filter with alternatives
     assert len(lines(qr(loki, '{app="geo"} |= "n=1" or "n=2"'))) == 2
+
+
+def test_lines_logged_at_the_current_instant_are_visible(loki: Client, obs: Observability, clock: VirtualClock) -> None:
+    clock.set(T0 + 500)
+    obs.logs.append({"app": "now"}, T0 + 500, "just now")
+    status, body = loki.get("/loki/api/v1/query_range", query='{app="now"}')
+    assert status == 200 and lines(body) == ["just now"]
+    assert lines(qr(loki, '{app="now"}', start=str(T0), end=str(T0 + 500))) == ["just now"]
+    # once the clock has moved on, an end in the past is exclusive as in Loki
+    clock.set(T0 + 600)
+    assert lines(qr(loki, '{app="now"}', start=str(T0), end=str(T0 + 500))) == []
