@@ -24,7 +24,8 @@ if shutil.which("kubectl") is None and (_PROJECT_KUBECTL / "kubectl").exists():
 app = typer.Typer(help="An evaluation farm for AI SRE agents.", no_args_is_help=True, add_completion=False)
 sweep_app = typer.Typer(help="Sweeps on the farm (broker + database from the environment).", no_args_is_help=True)
 app.add_typer(sweep_app, name="sweep")
-console = Console()
+# Leaderboards are wide: when output is not a terminal (CI logs, pipes), do not wrap at 80.
+console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 

@@ -267,6 +267,19 @@ class TrialRun:
     def _put(self, name: str, obj: Any) -> None:
         self.store.put_json(f"{self.prefix}/{name}.json", obj)
 
+    def _put_atif(self) -> None:
+        """The transcript again in ATIF, for trajectory viewers; derived, so never fatal."""
+        from farm.llm.atif import to_atif
+
+        assert self.agent_result is not None
+        try:
+            traj = to_atif(self.agent_result, session_id=self.opaque_id, agent_name=self.spec.agent,
+                           model=self.spec.model)
+        except Exception as exc:  # the transcript itself is saved; only the export is lost
+            log.warning("ATIF export failed: %s", exc)
+            return
+        self._put("trajectory.atif", traj)
+
     def _save_partial(self) -> None:
         try:
             self._save_artifacts(snapshot=False)
@@ -288,12 +301,7 @@ class TrialRun:
             self._put("noise", self.noise_records)
         if self.agent_result is not None:
             self._put("transcript", self.agent_result.transcript)
-            try:
-                from farm.llm.atif import to_atif
-
-                self._put("trajectory.atif", to_atif(self.agent_result, rec, self.spec))
-            except ImportError:
-                pass
+            self._put_atif()
         if rec is not None:
             self._put("tool_calls", [c.model_dump() for c in rec.tool_calls])
             self._put("diagnosis", {"text": rec.diagnosis, "submitted_at": rec.diagnosis_at,
