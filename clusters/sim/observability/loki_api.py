@@ -200,7 +200,7 @@ class LokiAPI:
 
     def _streams_in(self, params: dict[str, list[str]], selectors: list[str]) -> list[dict[str, str]]:
         start, end = self._window(params, 6 * 3600.0)
-        s_ns, e_ns = to_ns(start), to_ns(end)
+        s_ns, e_ns = to_ns(start), to_ns(end) + (1 if end >= self.clock.now() else 0)
         groups = []
         for sel in selectors:
             node = logql.parse(sel)

@@ -198,3 +198,9 @@ def test_lines_logged_at_the_current_instant_are_visible(loki: Client, obs: Obse
     # once the clock has moved on, an end in the past is exclusive as in Loki
     clock.set(T0 + 600)
     assert lines(qr(loki, '{app="now"}', start=str(T0), end=str(T0 + 500))) == []
+
+
+def test_labels_of_a_stream_born_this_instant(loki: Client, obs: Observability, clock: VirtualClock) -> None:
+    obs.logs.append({"app": "fresh", "pod": "fresh-1"}, clock.now(), "hello")
+    _, body = loki.get("/loki/api/v1/label/app/values")
+    assert body["data"] == ["fresh"]
