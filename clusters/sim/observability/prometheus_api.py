@@ -129,7 +129,7 @@ class PrometheusAPI:
             return _success({"startTime": "2026-01-05T08:55:00Z", "CWD": "/prometheus", "reloadConfigSuccess": True,
                              "lastConfigTime": "2026-01-05T08:55:00Z", "storageRetention": "15d"})
         if endpoint == "metadata":
-            return _success({})
+            return _success(self._metadata(first(params, "metric")))
         return text_response(404, "404 page not found\n")
 
     # --- params ----------------------------------------------------------------------------
@@ -247,6 +247,23 @@ class PrometheusAPI:
             files=set(params.get("file[]") or []),
             exclude_alerts=(first(params, "exclude_alerts") or "").lower() == "true",
         ))
+
+    def _metadata(self, metric: str | None) -> dict[str, list[dict[str, str]]]:
+        """Metric types as the exporters declare them, inferred from the naming conventions
+        (the emulated exporters follow them); the cluster writes no HELP text."""
+        out: dict[str, list[dict[str, str]]] = {}
+        names = set(self.tsdb.metric_names())
+        for name in sorted(names):
+            family, kind = name, "gauge"
+            for suffix in ("_bucket", "_sum", "_count"):
+                if name.endswith(suffix) and f"{name[: -len(suffix)]}_bucket" in names:
+                    family, kind = name[: -len(suffix)], "histogram"
+            if kind == "gauge" and name.endswith("_total"):
+                kind = "counter"
+            if metric and family != metric:
+                continue
+            out.setdefault(family, [{"type": kind, "help": "", "unit": ""}])
+        return out
 
     def _targets(self, state: str) -> dict[str, Any]:
         """Scrape targets as the `up` series that the cluster writes describe them."""

@@ -106,3 +106,15 @@ def test_range_vector_instant_query_is_a_matrix(prom: Client, data: None) -> Non
     _, body = prom.get("/api/v1/query", query="node_load1[30s]", time=T0 + 30)
     assert body["data"]["resultType"] == "matrix"
     assert body["data"]["result"][0]["values"] == [[T0, "0.5"], [T0 + 15, "0.6"], [T0 + 30, "0.7"]]
+
+
+def test_metadata_infers_types(prom: Client, obs: Observability) -> None:
+    obs.tsdb.append("http_requests_total", {}, T0, 1.0)
+    obs.tsdb.append("lat_seconds_bucket", {"le": "+Inf"}, T0, 1.0)
+    obs.tsdb.append("lat_seconds_count", {}, T0, 1.0)
+    obs.tsdb.append("node_load1", {}, T0, 1.0)
+    _, body = prom.get("/api/v1/metadata")
+    assert {k: v[0]["type"] for k, v in body["data"].items()} == {
+        "http_requests_total": "counter", "lat_seconds": "histogram", "node_load1": "gauge"}
+    _, body = prom.get("/api/v1/metadata", metric="node_load1")
+    assert list(body["data"]) == ["node_load1"]
