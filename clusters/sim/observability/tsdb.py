@@ -93,6 +93,7 @@ class TSDB:
         self._appends = 0
         self._newest = float("-inf")
         self._generation = 0
+        self._scrapes: dict[str, dict[int, Series]] = {}  # target → series of its last scrape
         self._select_cache: dict[tuple[tuple[str, str, str], ...], tuple[int, list[Series]]] = {}
 
     # --- writing -------------------------------------------------------------------------
@@ -147,6 +148,21 @@ class TSDB:
             self.trim(self._newest)
         return s
 
+    def scrape(self, target: str, t: float, rows: Iterable[tuple[str, Labels, float]]) -> int:
+        """Write one scrape of `target` (e.g. "kube-state-metrics/10.244.0.9:8080"): every
+        (metric, labels, value) at `t`, and a staleness marker for each series the previous
+        scrape of that target had and this one lacks, as Prometheus does when a pod's series
+        vanish from kube-state-metrics. Returns the number of samples written."""
+        seen: dict[int, Series] = {}
+        for metric, labels, value in rows:
+            s = self.append_ref(self.ref(metric, labels), t, value)
+            seen[id(s)] = s
+        for sid, s in self._scrapes.get(target, {}).items():
+            if sid not in seen and not s.dead and s.vs and not is_stale(s.vs[-1]):
+                self.append_ref(s, t, STALE_NAN)
+        self._scrapes[target] = seen
+        return len(seen)
+
     def _resolve(self, alias: tuple[str, tuple[tuple[str, str], ...]], metric: str, labels: Labels) -> Series:
         labels = dict(labels) if isinstance(labels, tuple) else labels
         key = (metric, frozenset(labels.items()))
@@ -196,6 +212,7 @@ class TSDB:
         self._series.clear()
         self._alias.clear()
         self._by_name.clear()
+        self._scrapes.clear()
         self._generation += 1
         self._newest = float("-inf")
 

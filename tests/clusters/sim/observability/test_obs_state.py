@@ -164,3 +164,21 @@ def test_labels_as_tuples_are_the_same_series_as_dicts() -> None:
     db.mark_stale("m", (("pod", "p"), ("ns", "n")), T0 + 30)
     (s,) = db.series()
     assert s.labels == {"pod": "p", "ns": "n", "__name__": "m"} and len(s.ts) == 3
+
+
+def test_scrape_marks_vanished_series_stale(obs: Observability, prom: Client) -> None:
+    ksm = "kube-state-metrics/10.244.0.9:8080"
+    rows = [("kube_pod_info", {"pod": p, "namespace": "ns"}, 1.0) for p in ("a", "b")]
+    assert obs.tsdb.scrape(ksm, T0, rows) == 2
+    obs.tsdb.scrape(ksm, T0 + 15, rows[:1])  # pod b was deleted
+    _, body = prom.get("/api/v1/query", query="kube_pod_info", time=T0 + 20)
+    assert [r["metric"]["pod"] for r in body["data"]["result"]] == ["a"]
+    # other targets' series are not touched by this target's scrapes
+    obs.tsdb.scrape("node-exporter/10.0.0.5:9100", T0, [("node_load1", {}, 0.5)])
+    obs.tsdb.scrape(ksm, T0 + 30, rows[:1])
+    _, body = prom.get("/api/v1/query", query="node_load1", time=T0 + 30)
+    assert len(body["data"]["result"]) == 1
+    # a series that comes back is live again
+    obs.tsdb.scrape(ksm, T0 + 45, rows)
+    _, body = prom.get("/api/v1/query", query="kube_pod_info", time=T0 + 45)
+    assert len(body["data"]["result"]) == 2
