@@ -11,7 +11,7 @@ from pydantic import Field
 
 from farm.errors import InjectionError
 from injectors.base import faults
-from injectors.fault import MISSING, Mutation, Params, Removal, WorkloadParams, require
+from injectors.fault import MISSING, Mutation, Params, Removal, WorkloadParams, get_path, require
 from injectors.kube import Kube, Obj, Ref
 from injectors.workload import TEMPLATE, ContainerMutation, env_list, env_value
 
@@ -253,10 +253,15 @@ class ImageBuggyVersion(ContainerMutation):
 
 @faults.register("command-wrong-binary")
 class CommandWrongBinary(ContainerMutation):
-    """Starts the wrong binary of a multi-binary image (e.g. geo's pod runs `profile`)."""
+    """Starts the wrong binary of a multi-binary image (e.g. geo's pod runs `profile`). Changes
+    the container's command, or its args when the manifest names the binary there."""
 
     Params = CommandParams
-    field = "command"
+
+    def path(self, obj: Obj) -> list[Any]:
+        container = get_path(obj, self.container_path(obj))
+        uses_args = "command" not in container and bool(container.get("args"))
+        return [*self.container_path(obj), "args" if uses_args else "command"]
 
     def mutate(self, before: Any, obj: Obj) -> Any:
         return list(self.p.command)
