@@ -72,18 +72,18 @@ class JaegerAPI:
         if path == "/api/traces":
             return self._search(params)
         if path.startswith("/api/traces/"):
-            return self._trace(path[len("/api/traces/"):])
+            return self._trace(path[len("/api/traces/"):], raw=first(params, "raw") == "true")
         if path == "/api/dependencies":
             return self._dependencies(params)
         return text_response(404, "404 page not found\n")
 
-    def _trace(self, tid: str) -> Response:
+    def _trace(self, tid: str, raw: bool = False) -> Response:
         if not _HEX.match(tid):
             raise QueryError(400, f'cannot parse traceID param: strconv.ParseUint: parsing "{tid}": invalid syntax')
         tr = self.store.get(tid)
         if tr is None:
             raise QueryError(404, "trace not found")
-        return _envelope([trace_json(tr)])
+        return _envelope([trace_json(tr, raw=raw)])
 
     def _search(self, params: dict[str, list[str]]) -> Response:
         trace_ids = params.get("traceID") or []

@@ -252,13 +252,80 @@ def _tags_json(tags: tuple[Tag, ...]) -> list[dict[str, Any]]:
     return [{"key": k, "type": t, "value": v} for k, t, v in tags]
 
 
-def trace_json(tr: Trace) -> dict[str, Any]:
-    """A trace as Jaeger's query API returns it: spans with processID into a p1, p2... map."""
+def go_duration(us: int) -> str:
+    """Go's time.Duration String() for a whole number of microseconds: 250µs, 1.5ms, 2m3.5s."""
+    if us == 0:
+        return "0s"
+    sign, u = ("-", -us) if us < 0 else ("", us)
+    if u < 1_000:
+        return f"{sign}{u}µs"
+    if u < 1_000_000:
+        return f"{sign}{f'{u // 1000}.{u % 1000:03d}'.rstrip('0').rstrip('.')}ms"
+    hours, rest = divmod(u, 3_600_000_000)
+    minutes, rest = divmod(rest, 60_000_000)
+    secs = f"{rest // 1_000_000}.{rest % 1_000_000:06d}".rstrip("0").rstrip(".")
+    out = f"{hours}h{minutes}m" if hours else f"{minutes}m" if minutes else ""
+    return f"{sign}{out}{secs}s"
+
+
+def _host_key(span: StoredSpan) -> str:
+    for key, _, value in span.process[1]:
+        if key == "ip":
+            return str(value)
+    return ""
+
+
+def clock_skew_warnings(tr: Trace) -> dict[int, list[str]]:
+    """The warnings of Jaeger's clock-skew adjuster with adjustment disabled (the query service
+    default, --query.max-clock-skew-adjustment=0s): a child on another host that does not fit
+    in its parent gets "clock skew adjustment disabled; not applying calculated delta of …"."""
+    warnings: dict[int, list[str]] = {}
+    by_id = {s.span_id: i for i, s in enumerate(tr.spans)}
+    children: dict[int, list[int]] = {}
+    roots = []
+    for i, s in enumerate(tr.spans):
+        parent_id = next((sid for kind, _, sid in s.refs if kind == "CHILD_OF"), None) or \
+            (s.refs[0][2] if s.refs else None)
+        if parent_id is None:
+            roots.append(i)
+        elif parent_id in by_id:
+            children.setdefault(by_id[parent_id], []).append(i)
+        else:
+            warnings.setdefault(i, []).append(
+                f"parent span ID={parent_id} is not in the trace; skipping clock skew adjustment")
+            roots.append(i)
+
+    def skew_of(child: StoredSpan, parent: StoredSpan) -> int:
+        if child.duration > parent.duration:
+            return parent.start - child.start if child.start < parent.start else 0
+        if child.start >= parent.start and child.start + child.duration <= parent.start + parent.duration:
+            return 0
+        latency = (parent.duration - child.duration) // 2
+        return parent.start + latency - child.start
+
+    stack: list[tuple[int, int | None, str, int]] = [(r, None, _host_key(tr.spans[r]), 0) for r in roots]
+    while stack:
+        i, parent, host, delta = stack.pop()
+        span = tr.spans[i]
+        key = _host_key(span)
+        if parent is not None and (key != host or key == ""):
+            host, delta = key, skew_of(span, tr.spans[parent])
+        if delta:
+            warnings.setdefault(i, []).append(
+                f"clock skew adjustment disabled; not applying calculated delta of {go_duration(delta)}")
+        stack.extend((c, i, host, delta) for c in children.get(i, ()))
+    return warnings
+
+
+def trace_json(tr: Trace, raw: bool = False) -> dict[str, Any]:
+    """A trace as Jaeger's query API returns it: spans with processID into a p1, p2... map, and
+    the clock-skew adjuster's warnings unless `raw` (the API's raw=true skips adjusters)."""
+    skew = {} if raw else clock_skew_warnings(tr)
     processes: dict[str, dict[str, Any]] = {}
     pids: dict[tuple[str, tuple[Tag, ...]], str] = {}
     spans = []
     seen_ids: set[str] = set()
-    for s in tr.spans:
+    for idx, s in enumerate(tr.spans):
         if s.span_id in seen_ids:  # Jaeger's dedupe adjuster
             continue
         seen_ids.add(s.span_id)
@@ -277,7 +344,7 @@ def trace_json(tr: Trace) -> dict[str, Any]:
             "tags": _tags_json(s.tags),
             "logs": [{"timestamp": ts, "fields": _tags_json(fields)} for ts, fields in s.logs],
             "processID": pid,
-            "warnings": s.warnings,
+            "warnings": (list(s.warnings or []) + skew[idx]) if idx in skew else s.warnings,
         }
         if not s.flags:
             del out["flags"]

@@ -166,3 +166,38 @@ def test_dependencies(jaeger: Client, traces: None) -> None:
                             {"parent": "search", "child": "geo", "callCount": 2}]
     _, body = jaeger.get("/api/dependencies")
     assert body["total"] == 2
+
+
+def test_clock_skew_warnings_as_jaeger_query_adds_them(jaeger: Client, obs: Observability) -> None:
+    p = int(T0 * US)
+
+    def span(sid: str, parent: str | None, svc: str, ip: str, start: int, dur: int) -> dict:
+        return {"traceID": "ab" * 16, "spanID": sid, "operationName": f"op-{svc}", "startTime": start, "duration": dur,
+                "references": [{"refType": "CHILD_OF", "traceID": "ab" * 16, "spanID": parent}] if parent else [],
+                "tags": [], "logs": [], "process": {"serviceName": svc, "tags": [
+                    {"key": "ip", "type": "string", "value": ip}]}}
+
+    obs.traces.add([
+        span("1" * 16, None, "frontend", "10.0.0.1", p, 10_000),
+        # geo's node clock is 2 s ahead: its server span starts after the caller finished
+        span("2" * 16, "1" * 16, "geo", "10.0.0.2", p + 2_000_100, 3_000),
+        span("3" * 16, "2" * 16, "geo", "10.0.0.2", p + 2_000_200, 1_000),  # same host: same delta
+        span("4" * 16, "1" * 16, "profile", "10.0.0.3", p + 100, 2_000),  # fits: no warning
+        span("5" * 16, "9" * 16, "rate", "10.0.0.4", p + 50, 100),  # parent missing
+    ])
+    _, body = jaeger.get("/api/traces/" + "ab" * 16)
+    warnings = {s["spanID"][0]: s["warnings"] for s in body["data"][0]["spans"]}
+    # latency (10 ms - 3 ms) / 2 = 3.5 ms; delta = parent start + 3.5 ms - child start
+    assert warnings["2"] == ["clock skew adjustment disabled; not applying calculated delta of -1.9966s"]
+    assert warnings["3"] == ["clock skew adjustment disabled; not applying calculated delta of -1.9966s"]
+    assert warnings["1"] is None and warnings["4"] is None
+    assert warnings["5"] == ["parent span ID=9999999999999999 is not in the trace; skipping clock skew adjustment"]
+    _, raw = jaeger.get("/api/traces/" + "ab" * 16, raw="true")
+    assert all(s["warnings"] is None for s in raw["data"][0]["spans"])
+
+
+def test_go_duration_strings() -> None:
+    from clusters.sim.observability.traces import go_duration
+
+    assert [go_duration(v) for v in (0, 250, 1_500, 2_000_000, 123_500_000, 3_600_000_000, -250_000)] == [
+        "0s", "250µs", "1.5ms", "2s", "2m3.5s", "1h0m0s", "-250ms"]
