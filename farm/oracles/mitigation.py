@@ -29,6 +29,11 @@ BAD_WAITING = {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateCo
                "CreateContainerError", "InvalidImageName", "RunContainerError"}
 MIN_REQUEST_RATE = 0.1  # requests per second below which there is "no traffic"
 REPLAY_TRIGGER_S = 60.0  # how long a replayed metastable trigger stays in place
+# Alerts that say nothing about failure: the dead man's switch, inhibitor helpers, and SREGym's
+# load indicator (it fires whenever the load generator runs).
+NON_FAILURE_ALERTS = frozenset({"Watchdog", "InfoInhibitor", "HighRequestRate"})
+ALERT_GRACE_S = 300.0  # alerts over 5-minute rates may lag a real fix by that much
+ALERT_STEP_S = 60.0
 
 
 class Workload(BaseModel):
@@ -45,6 +50,7 @@ class Baseline(BaseModel):
     load_generator_template: str | None = None  # hash of its pod template; None when it is absent
     load_generator_replicas: int = 0
     request_rate: float | None = None  # client requests per second at capture time, when known
+    firing_alerts: list[str] = []  # "alertname{labels}" firing before any fault: not the agent's to clear
 
 
 def _template_hash(obj: dict[str, Any]) -> str:
@@ -118,6 +124,10 @@ class MitigationOracle:
             rate = self._rates(cluster, self.spec.window_seconds)[1]
         except (httpx.HTTPError, RuntimeError, ValueError, KeyError):
             rate = None  # telemetry may not have a window of data yet right after deploy
+        try:
+            firing = self._failure_alerts(cluster, namespace, ())
+        except (httpx.HTTPError, RuntimeError, ValueError, KeyError):
+            firing = []
         return Baseline(
             namespace=namespace,
             captured_at=cluster.now(),
@@ -127,6 +137,7 @@ class MitigationOracle:
             load_generator_template=_template_hash(lg) if lg else None,
             load_generator_replicas=int((lg.get("spec") or {}).get("replicas", 1) or 0) if lg else 0,
             request_rate=rate,
+            firing_alerts=firing,
         )
 
     # -- verdict ---------------------------------------------------------------------------
@@ -146,6 +157,13 @@ class MitigationOracle:
         active = [bool(a) for a in problem_injection.active(cluster)] if problem_injection is not None else []
         check("fault_resolved", not any(active),
               f"{sum(active)} of {len(active)} injected root causes are still in place")
+        # Give lagging alerts their grace only when nothing else failed: the verdict is settled otherwise.
+        firing = self._settled_alerts(cluster, namespace, baseline,
+                                      grace=ALERT_GRACE_S if all(checks.values()) else 0.0)
+        if firing is None:
+            check("no_firing_alerts", False, "alerts could not be read")
+        else:
+            check("no_firing_alerts", not firing, f"alerts firing in {namespace}: {', '.join(sorted(set(firing)))}")
         if self.spec.replay_trigger:
             recovered = self._replay(cluster, namespace, problem_injection, check, baseline)
             check("recovers_after_trigger_replay", recovered,
@@ -214,13 +232,36 @@ class MitigationOracle:
         check("no_crashlooping_pods", not crashing, f"failing pods: {', '.join(crashing)}")
         check("no_pending_pods", not pending, f"pending pods: {', '.join(pending)}")
 
-        try:
-            alerts = self._prometheus(cluster, "/api/v1/alerts", {}).get("alerts") or []
-            firing = sorted({a["labels"].get("alertname", "?") for a in alerts if a.get("state") == "firing"
-                             and (a.get("labels") or {}).get("namespace") == namespace})
-            check("no_firing_alerts", not firing, f"alerts firing in {namespace}: {', '.join(firing)}")
-        except (httpx.HTTPError, RuntimeError, ValueError, KeyError) as exc:
-            check("no_firing_alerts", False, f"alerts could not be read ({exc})")
+
+    def _failure_alerts(self, cluster: ClusterHandle, namespace: str, known: Any) -> list[str]:
+        alerts = self._prometheus(cluster, "/api/v1/alerts", {}).get("alerts") or []
+        out = []
+        for a in alerts:
+            labels = a.get("labels") or {}
+            if a.get("state") != "firing" or labels.get("namespace") != namespace:
+                continue
+            if labels.get("alertname") in NON_FAILURE_ALERTS or labels.get("severity") in ("none", "info"):
+                continue
+            key = labels.get("alertname", "?") + json.dumps({k: v for k, v in sorted(labels.items())
+                                                             if k != "alertname"}, separators=(",", ":"))
+            if key not in known:
+                out.append(key)
+        return out
+
+    def _settled_alerts(self, cluster: ClusterHandle, namespace: str, baseline: Baseline,
+                        grace: float) -> list[str] | None:
+        """Failure alerts of the namespace still firing once their rate windows caught up with the
+        state: a real fix clears them within the grace period, a fault keeps them firing."""
+        waited = 0.0
+        while True:
+            try:
+                firing = self._failure_alerts(cluster, namespace, set(baseline.firing_alerts))
+            except (httpx.HTTPError, RuntimeError, ValueError, KeyError):
+                return None
+            if not firing or waited >= grace:
+                return [f.split("{", 1)[0] for f in firing]
+            cluster.advance(ALERT_STEP_S)
+            waited += ALERT_STEP_S
 
     def _replay(self, cluster: ClusterHandle, namespace: str, problem_injection: Any, check: Any,
                 baseline: Baseline) -> bool:

@@ -1,0 +1,115 @@
+"""The mitigation oracle on the real emulated cluster: a real fix passes; silencing the incident by
+scaling the application to zero, deleting it or stopping the load generator never does."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from clusters.base import ClusterHandle
+from farm.apps import load_application
+from farm.oracles.mitigation import MitigationOracle
+from farm.problems.catalog import load_catalog
+from injectors.compose import ProblemInjection
+from tests.farm.interface.simcluster import agent_session, back_to_deployed, deployed_cluster
+
+pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
+PROBLEM = "hr-memcached-rate-selector-wrong"  # rate loses its cache: clients see errors
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
+    with deployed_cluster(tmp_path_factory.mktemp("sim"), seed=5) as handle:
+        yield handle
+
+
+@pytest.fixture()
+def incident(cluster: ClusterHandle) -> Iterator[tuple[ClusterHandle, MitigationOracle, object, ProblemInjection]]:
+    """Deployed, baseline captured, the fault injected and left to bite for two minutes."""
+    back_to_deployed(cluster)
+    problem = load_catalog().get(PROBLEM)
+    app = load_application(problem.app)
+    oracle = MitigationOracle(app, problem)
+    baseline = oracle.capture_baseline(cluster, app.namespace)
+    injection = ProblemInjection(problem)
+    injection.inject(cluster, app.namespace)
+    cluster.advance(120)
+    yield cluster, oracle, baseline, injection
+
+
+def _run(cluster: ClusterHandle, *commands: str) -> None:
+    with agent_session(cluster) as (_, tools):
+        for command in commands:
+            text, is_error = tools.call("kubectl", command=command)
+            assert not is_error, f"{command}: {text}"
+        tools.call("wait", seconds=60)
+
+
+def test_the_baseline_lists_every_workload_and_the_load_generator(incident) -> None:
+    _, oracle, baseline, _ = incident
+    names = {w.name for w in baseline.workloads}
+    assert set(load_application("hotel-reservation").services) <= names
+    assert baseline.load_generator in names and baseline.load_generator_template
+    assert all(w.replicas >= 1 for w in baseline.workloads)
+
+
+def test_doing_nothing_fails_on_the_fault_and_the_clients(incident) -> None:
+    cluster, oracle, baseline, injection = incident
+    verdict = oracle.evaluate(cluster, "hotel-reservation", baseline, injection)
+    assert not verdict.passed
+    assert verdict.checks["fault_resolved"] is False
+    assert verdict.checks["client_success_rate"] is False
+    assert verdict.success_rate is not None and verdict.success_rate < 0.95
+    assert "still in place" in verdict.detail
+
+
+def test_the_reference_fix_passes(incident) -> None:
+    cluster, oracle, baseline, injection = incident
+    problem = load_catalog().get(PROBLEM)
+    with agent_session(cluster) as (_, tools):
+        for step in problem.mitigation:
+            if step.kubectl:
+                text, is_error = tools.call("kubectl", command=step.kubectl)
+                assert not is_error, text
+            elif step.recover is not None:
+                injection.recover_one(cluster, step.recover)
+            if step.wait:
+                tools.call("wait", seconds=step.wait)
+    verdict = oracle.evaluate(cluster, "hotel-reservation", baseline, injection)
+    assert verdict.passed, verdict
+    assert all(verdict.checks.values()) and verdict.success_rate >= 0.95
+
+
+@pytest.mark.parametrize(
+    ("commands", "failed_check"),
+    [
+        (("scale deployment rate --replicas=0",), "replicas_not_reduced"),
+        (("scale deployment frontend --replicas=0",), "replicas_not_reduced"),
+        (("delete deployment memcached-rate",), "workloads_present"),
+        (("delete deployment rate",), "workloads_present"),
+        (("patch service memcached-rate -p '{\"spec\":{\"selector\":{\"io.kompose.service\":\"memcached-rate\"}}}'",
+          "scale deployment frontend --replicas=0"), "replicas_not_reduced"),
+    ],
+    ids=["scale-victim-to-zero", "scale-entrypoint-to-zero", "delete-culprit", "delete-victim",
+         "fix-then-silence-entrypoint"],
+)
+def test_silencing_the_application_is_never_a_fix(incident, commands, failed_check) -> None:
+    cluster, oracle, baseline, injection = incident
+    _run(cluster, *commands)
+    verdict = oracle.evaluate(cluster, "hotel-reservation", baseline, injection)
+    assert not verdict.passed
+    assert verdict.checks[failed_check] is False, verdict
+
+
+def test_stopping_the_load_generator_is_never_a_fix(incident) -> None:
+    cluster, oracle, baseline, injection = incident
+    _run(cluster, "patch service memcached-rate -p '{\"spec\":{\"selector\":{\"io.kompose.service\":\"memcached-rate\"}}}'")
+    from kubernetes import client
+
+    api = cluster.api_client()  # the agent cannot touch it; the farm's own credentials can
+    client.AppsV1Api(api).patch_namespaced_deployment(
+        baseline.load_generator, "hotel-reservation", {"spec": {"replicas": 0}})
+    verdict = oracle.evaluate(cluster, "hotel-reservation", baseline, injection)
+    assert not verdict.passed
+    assert verdict.checks["load_generator_intact"] is False and verdict.checks["traffic"] is False
