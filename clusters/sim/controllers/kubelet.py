@@ -540,6 +540,8 @@ class Kubelet:
         argv = list(spec.get("command") or []) + list(spec.get("args") or [])
         model = None if c.image.startswith(PAUSE_IMAGES) else find_model(spec)
         ctx = self._context(pod, rt, spec, now, env)
+        if c.image.startswith(PAUSE_IMAGES):
+            argv = []  # pause ignores the command it is given
         if argv and info is not None and model is None:
             from clusters.sim.apps.generic import executable_in
             missing = executable_in(info, argv[0])

@@ -1,0 +1,228 @@
+"""Chaos Mesh resources and node hardware faults against the emulated cluster: selectors, modes,
+records, the finalizer, recovery on delete, and the symptoms each fault family produces."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from clusters.sim.chaos import FINALIZER, parse_duration
+from clusters.sim.cluster import SimCluster
+
+NS = "hotel-reservation"
+
+
+@pytest.fixture(scope="module")
+def base() -> SimCluster:
+    return SimCluster.with_app("hotel-reservation", seed=11)
+
+
+@pytest.fixture
+def cluster(base: SimCluster) -> SimCluster:
+    base.restore("deployed")
+    return base
+
+
+def pod(cluster: SimCluster, prefix: str) -> dict:
+    pods = [p for p in cluster.store.list("pods", NS) if p["metadata"]["name"].startswith(prefix + "-")]
+    assert pods, prefix
+    return sorted(pods, key=lambda p: p["metadata"]["creationTimestamp"])[-1]
+
+
+def chaos(cluster: SimCluster, kind: str, name: str, spec: dict) -> dict:
+    plural = {"PodChaos": "podchaos", "NetworkChaos": "networkchaos", "IOChaos": "iochaos", "StressChaos": "stresschaos",
+              "TimeChaos": "timechaos", "KernelChaos": "kernelchaos"}[kind]
+    return cluster.store.create(f"{plural}.chaos-mesh.org", {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": kind,
+                                                             "metadata": {"name": name, "namespace": NS}, "spec": spec})
+
+
+def loki(cluster: SimCluster, query: str) -> str:
+    status, _, body = cluster.obs.loki_app("GET", "/loki/api/v1/query_range", {"query": [query], "limit": ["50"]}, b"")
+    assert status == 200, body
+    return body.decode()
+
+
+def goodput(cluster: SimCluster) -> float:
+    return sum(v for (m, labels), v in cluster.workload.state["counters"].items()
+               if m == "wrk2_requests_total" and ("code", "200") in labels)
+
+
+def window(cluster: SimCluster, seconds: float) -> float:
+    g0 = goodput(cluster)
+    cluster.advance(seconds)
+    return (goodput(cluster) - g0) / seconds
+
+
+def test_durations_parse_like_go() -> None:
+    assert parse_duration("1h30m") == 5400 and parse_duration("100ms") == pytest.approx(0.1)
+    assert parse_duration("-10m") == -600 and parse_duration(None) is None
+
+
+def test_pod_kill_with_label_selector_records_and_recreates(cluster: SimCluster) -> None:
+    old = pod(cluster, "geo")["metadata"]["name"]
+    chaos(cluster, "PodChaos", "kill-geo", {"action": "pod-kill", "mode": "one",
+                                            "selector": {"labelSelectors": {"io.kompose.service": "geo"}}})
+    cluster.advance(20)
+    obj = cluster.store.get("podchaos.chaos-mesh.org", NS, "kill-geo")
+    assert FINALIZER in obj["metadata"]["finalizers"]
+    rec = obj["status"]["experiment"]["containerRecords"]
+    assert [r["id"] for r in rec] == [f"{NS}/{old}"] and rec[0]["phase"] == "Injected"
+    conds = {c["type"]: c["status"] for c in obj["status"]["conditions"]}
+    assert conds["AllInjected"] == "True" and conds["Selected"] == "True"
+    new = pod(cluster, "geo")
+    assert new["metadata"]["name"] != old and new["status"]["phase"] == "Running"
+    cluster.store.delete("podchaos.chaos-mesh.org", NS, "kill-geo")
+    cluster.advance(2)
+    assert cluster.store.try_get("podchaos.chaos-mesh.org", NS, "kill-geo") is None
+
+
+def test_pod_failure_pauses_the_container_until_the_chaos_is_deleted(cluster: SimCluster) -> None:
+    chaos(cluster, "PodChaos", "fail-user", {"action": "pod-failure", "mode": "all", "duration": "10m",
+                                             "selector": {"labelSelectors": {"io.kompose.service": "user"}}})
+    cluster.advance(30)
+    p = pod(cluster, "user")
+    assert p["spec"]["containers"][0]["image"] == "gcr.io/google-containers/pause:latest"
+    assert p["status"]["containerStatuses"][0]["restartCount"] == 1
+    assert cluster.kubelet.listening(p) == set()
+    cluster.store.delete("podchaos.chaos-mesh.org", NS, "fail-user")
+    cluster.advance(30)
+    p = pod(cluster, "user")
+    assert p["spec"]["containers"][0]["image"] == "yinfangchen/hotelreservation:latest"
+    assert 8086 in cluster.kubelet.listening(p)
+
+
+def test_network_partition_between_search_and_rate_fails_searches(cluster: SimCluster) -> None:
+    base = window(cluster, 60)
+    chaos(cluster, "NetworkChaos", "split", {"action": "partition", "mode": "all", "direction": "both",
+                                             "selector": {"labelSelectors": {"io.kompose.service": "search"}},
+                                             "target": {"mode": "all", "selector": {"labelSelectors": {"io.kompose.service": "rate"}}}})
+    cluster.advance(10)
+    during = window(cluster, 60)
+    assert base > 95 and during < 50
+    cluster.store.delete("networkchaos.chaos-mesh.org", NS, "split")
+    cluster.advance(30)
+    assert window(cluster, 60) > 95
+
+
+def test_network_delay_on_frontend_raises_client_latency(cluster: SimCluster) -> None:
+    chaos(cluster, "NetworkChaos", "slow", {"action": "delay", "mode": "one", "delay": {"latency": "3s"},
+                                            "selector": {"labelSelectors": {"io.kompose.service": "frontend"}}})
+    cluster.advance(90)
+    timeouts = sum(v for (m, labels), v in cluster.workload.state["counters"].items()
+                   if m == "wrk2_requests_total" and ("code", "timeout") in labels)
+    assert timeouts > 1000
+
+
+def test_iochaos_eio_on_mongo_volume_aborts_mongod_until_deleted(cluster: SimCluster) -> None:
+    chaos(cluster, "IOChaos", "eio", {"action": "fault", "mode": "one", "errno": 5, "percent": 100,
+                                      "volumePath": "/data/db", "path": "/data/db/**",
+                                      "selector": {"labelSelectors": {"io.kompose.service": "mongodb-rate"}}})
+    cluster.advance(150)
+    p = pod(cluster, "mongodb-rate")
+    cs = p["status"]["containerStatuses"][0]
+    assert cs["restartCount"] >= 2 and cs["lastState"]["terminated"]["exitCode"] == 14
+    text = cluster.read_container_log(NS, p["metadata"]["name"], previous=True)
+    lines = [json.loads(x) for x in text.splitlines() if x.startswith("{")]
+    wt = [x for x in lines if x["msg"] == "WiredTiger error"]
+    assert wt and "Input/output error" in wt[0]["attr"]["message"] and wt[0]["attr"]["error"] == 5
+    assert any(x["msg"] == "Fatal assertion" for x in lines)
+    cluster.store.delete("iochaos.chaos-mesh.org", NS, "eio")
+    cluster.advance(330)
+    cs = pod(cluster, "mongodb-rate")["status"]["containerStatuses"][0]
+    assert "running" in cs["state"]
+
+
+def test_bad_disk_sectors_on_a_node_reach_mongod_and_the_kernel_log(cluster: SimCluster) -> None:
+    node = pod(cluster, "mongodb-rate")["spec"]["nodeName"]
+    cluster.store.create("nodefaults.sim.farm.io", {"apiVersion": "sim.farm.io/v1alpha1", "kind": "NodeFault",
+                                                    "metadata": {"name": "latent-sectors"},
+                                                    "spec": {"nodeName": node, "disk": {"device": "sda", "errorPercent": 100,
+                                                                                        "sectorStart": 1953792, "sectorCount": 64}}})
+    cluster.advance(120)
+    kern = loki(cluster, f'{{job="node-kernel", node_name="{node}"}} |= "I/O error"')
+    assert "blk_update_request: I/O error, dev sda, sector 1953792 op 0x1:(WRITE)" in kern
+    assert "Buffer I/O error on dev sda1" in kern
+    p = pod(cluster, "mongodb-rate")
+    assert p["status"]["containerStatuses"][0]["restartCount"] >= 1
+    assert "Input/output error" in cluster.read_container_log(NS, p["metadata"]["name"], previous=True)
+
+
+def test_stress_memory_beyond_the_limit_oom_kills(cluster: SimCluster) -> None:
+    def limit(d: dict) -> None:
+        d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] = "256Mi"
+    cluster.store.mutate("deployments.apps", NS, "recommendation", limit)
+    cluster.advance(30)
+    chaos(cluster, "StressChaos", "mem", {"mode": "one", "stressors": {"memory": {"workers": 1, "size": "300MB"}},
+                                          "selector": {"labelSelectors": {"io.kompose.service": "recommendation"}}})
+    cluster.advance(30)
+    cs = pod(cluster, "recommendation")["status"]["containerStatuses"][0]
+    assert cs["lastState"]["terminated"]["reason"] == "OOMKilled"
+
+
+def test_stress_cpu_throttles_rate_under_its_limit(cluster: SimCluster) -> None:
+    chaos(cluster, "StressChaos", "cpu", {"mode": "one", "stressors": {"cpu": {"workers": 1, "load": 100}},
+                                          "selector": {"labelSelectors": {"io.kompose.service": "rate"}}})
+    cluster.advance(120)
+    status, _, body = cluster.obs.prometheus_app("GET", "/api/v1/query", {"query": [
+        'sum(rate(container_cpu_usage_seconds_total{namespace="hotel-reservation",container="hotel-reserv-rate"}[1m]))']}, b"")
+    assert float(json.loads(body)["data"]["result"][0]["value"][1]) > 0.9
+
+
+def test_time_chaos_skews_the_pods_clock_in_its_spans_and_logs(cluster: SimCluster) -> None:
+    chaos(cluster, "TimeChaos", "skew", {"mode": "one", "timeOffset": "-2h",
+                                         "selector": {"labelSelectors": {"io.kompose.service": "geo"}}})
+    cluster.advance(60)
+    now = cluster.now()
+    status, _, body = cluster.obs.jaeger_app("GET", "/api/traces", {"service": ["geo"], "limit": ["20"],
+                                                                    "start": [str(int((now - 7200 - 90) * 1e6))],
+                                                                    "end": [str(int((now - 7200 + 30) * 1e6))]}, b"")
+    assert status == 200, body
+    skews = []
+    for trace in json.loads(body)["data"]:
+        by_service: dict[str, list[int]] = {}
+        for s in trace["spans"]:
+            by_service.setdefault(trace["processes"][s["processID"]]["serviceName"], []).append(s["startTime"])
+        if "geo" in by_service and "frontend" in by_service and min(by_service["frontend"]) > (now - 90) * 1e6:
+            skews.append(min(by_service["frontend"]) - min(by_service["geo"]))
+    assert skews and all(7000e6 < s < 7300e6 for s in skews)  # geo's clock runs two hours behind its caller's
+
+
+def test_metastable_retry_storm_stays_down_until_a_real_fix() -> None:
+    cluster = SimCluster.with_app("hotel-reservation", seed=5)
+
+    def env(deployment: str, kv: dict[str, str]) -> None:
+        def edit(d: dict) -> None:
+            c = d["spec"]["template"]["spec"]["containers"][0]
+            cur = {e["name"]: e for e in c.get("env") or []}
+            cur.update({k: {"name": k, "value": v} for k, v in kv.items()})
+            c["env"] = list(cur.values())
+        cluster.store.mutate("deployments.apps", NS, deployment, edit)
+
+    def load(rps: int) -> None:
+        def edit(d: dict) -> None:
+            args = d["spec"]["template"]["spec"]["containers"][0]["args"]
+            args[0] = re.sub(r"-R \d+", f"-R {rps}", args[0])
+        cluster.store.mutate("deployments.apps", NS, "wrk2-load", edit)
+
+    env("rate", {"RATE_BACKEND_QPS_LIMIT": "80"})
+    env("search", {"RATE_RPC_MAX_ATTEMPTS": "3", "RATE_RPC_TIMEOUT_MS": "750"})
+    cluster.advance(120)
+    assert window(cluster, 60) > 99  # the tighter limit alone is fine at 100 req/s
+    load(250)
+    cluster.advance(60)
+    load(100)  # the trigger is gone...
+    cluster.advance(60)
+    stuck = [window(cluster, 60) for _ in range(4)]
+    assert max(stuck) < 45  # ...but searches (60 % of requests) keep failing: retries sustain the overload
+    checkpoint = "storm"
+    cluster.checkpoint(checkpoint)
+    env("search", {"RATE_RPC_MAX_ATTEMPTS": "1"})  # fix 1: stop amplifying
+    cluster.advance(90)
+    assert window(cluster, 60) > 95
+    cluster.restore(checkpoint)
+    assert window(cluster, 60) < 45  # restored into the storm
+    env("rate", {"RATE_BACKEND_QPS_LIMIT": "500"})  # fix 2: raise the limit
+    cluster.advance(90)
+    assert window(cluster, 60) > 95
