@@ -25,6 +25,7 @@ from clusters.sim.api.tls import make_serving_cert
 
 DEFAULT_FACTORY = "clusters.sim.cluster:SimCluster"
 LIVE_TICK_SECONDS = 0.25
+API_PRIORITY_SECONDS = 0.5
 
 
 def _json(status: int, obj: Any) -> Response:
@@ -70,6 +71,11 @@ class SimServer:
 
     # -- the clock ---------------------------------------------------------------------------
     def advance(self, seconds: float) -> float:
+        # The store's lock is not fair: an advance run back to back would starve API requests
+        # waiting for it, so requests already in flight go first (for a bounded while).
+        deadline = time.monotonic() + API_PRIORITY_SECONDS
+        while self.api.in_flight and time.monotonic() < deadline:
+            time.sleep(0.0005)
         with self.store.lock:
             self.cluster.advance(seconds)
             return self.cluster.clock.now()

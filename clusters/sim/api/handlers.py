@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -91,6 +92,8 @@ class KubeAPI:
         register_all(store)
         self.store = store
         self.metrics = resource_metrics
+        self._in_flight = 0
+        self._count_lock = threading.Lock()
         self.read_log = read_log
         self.exec_command = exec_command
         self.server_address = server_address
@@ -134,7 +137,21 @@ class KubeAPI:
             self.store.create("serviceaccounts", {"metadata": {"name": "default", "namespace": ns}}, namespace=ns)
 
     # -- entry -----------------------------------------------------------------------------
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered now (streams count until their first byte)."""
+        return self._in_flight
+
     def __call__(self, req: Request) -> Response:
+        with self._count_lock:
+            self._in_flight += 1
+        try:
+            return self._answer(req)
+        finally:
+            with self._count_lock:
+                self._in_flight -= 1
+
+    def _answer(self, req: Request) -> Response:
         try:
             user = self.authn.authenticate(req.headers.get("Authorization"))
             if user is None:
