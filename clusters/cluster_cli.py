@@ -101,12 +101,18 @@ def create(
     workers: Annotated[int, typer.Option(help="kind: worker nodes besides the control plane.")] = 2,
     nodes: Annotated[int, typer.Option(help="eks: nodes in the node group.")] = 3,
     stack: Annotated[bool, typer.Option(help="Install the observability and chaos stack.")] = True,
+    preload: Annotated[list[str] | None, typer.Option(
+        help="kind: load this application's images into the nodes (repeatable; the images must be in the "
+             "local Docker daemon, e.g. after `docker pull`).")] = None,
 ) -> None:
     """Create a cluster (or attach to an existing one of that name) and install the stack."""
     try:
         kind, name, provider = _provider(ref)
         if kind == "kind":
-            handle = provider.open(name, workers=workers, install_stack=stack)
+            from clusters.kind import images_of
+
+            images = images_of(preload) if preload else None
+            handle = provider.open(name, workers=workers, install_stack=stack, preload_images=images)
         else:
             provider.nodes = nodes
             handle = provider.open(name, create=True, install_stack=stack)

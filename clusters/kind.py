@@ -33,6 +33,21 @@ def kind_config(name: str, workers: int) -> dict[str, Any]:
     }
 
 
+def images_of(apps: list[str]) -> list[str]:
+    """Every container image the named applications' manifests use, in a stable order, for
+    preloading into the nodes (so no trial waits on, or fails at, an image pull)."""
+    from farm.apps import load_application
+
+    images: dict[str, None] = {}
+    for name in apps:
+        for path in load_application(name).manifest_files():
+            for doc in yaml.safe_load_all(path.read_text()):
+                spec = ((doc or {}).get("spec") or {}).get("template", {}).get("spec") or {}
+                for container in spec.get("initContainers", []) + spec.get("containers", []):
+                    images.setdefault(container["image"], None)
+    return list(images)
+
+
 def _state_dir(name: str) -> Path:
     root = Path(os.environ.get("FARM_STATE_DIR") or Path(tempfile.gettempdir()) / "sre-farm")
     path = root / "kind" / name

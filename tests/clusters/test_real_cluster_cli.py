@@ -64,10 +64,15 @@ def test_create_and_delete_kind(fakes_on_path: dict[str, Path], api_server: dict
     monkeypatch.setenv("FAKE_KIND_TOKEN", api_server["admin_token"])
     monkeypatch.setenv("FAKE_KIND_CA", base64.b64encode(api_server["ca_cert"].encode()).decode())
     monkeypatch.setenv("FARM_STATE_DIR", str(tmp_path / "state"))
-    created = runner.invoke(app, ["create", "kind:cli-1", "--workers", "1", "--no-stack"])
+    created = runner.invoke(app, ["create", "kind:cli-1", "--workers", "1", "--no-stack",
+                                  "--preload", "social-network"])
     assert created.exit_code == 0, created.output
     assert "kind:cli-1: healthy (readyz: ok)" in created.output
     log = fakes_on_path["kind"]
+    load = next(json.loads(line) for line in log.read_text().splitlines() if json.loads(line)[0] == "load")
+    assert {"library/mongo:4.4.6", "yg397/openresty-thrift:xenial", "deathstarbench/wrk2-client:latest",
+            "ghcr.io/sregym/social-network-assets:v1"} <= set(load)
+    assert len(load) == len(set(load))  # each image once
     refused = runner.invoke(app, ["delete", "kind:cli-1"], input="n\n")
     assert refused.exit_code == 1 and "not deleted" in refused.output
     assert not any(json.loads(line)[0] == "delete" for line in log.read_text().splitlines())
