@@ -56,6 +56,7 @@ from clusters.sim.store import (
 log = logging.getLogger(__name__)
 
 _RBAC = "rbac.authorization.k8s.io"
+FARM_GROUPS = frozenset({"sim.farm.io"})
 _NAMESPACE_SUBS = ("status", "finalize")
 _TRUE = ("true", "1")
 
@@ -167,7 +168,9 @@ class KubeAPI:
     def _route(self, req: Request, user: UserInfo) -> Response:
         path = req.path.rstrip("/") or "/"
         parts = [p for p in path.split("/") if p]
-        types = list(self.store.types.values())
+        # The farm's own resource groups (fault machinery of the emulated cluster) exist for the
+        # farm only: other users' discovery does not list them.
+        types = [t for t in self.store.types.values() if user.is_admin or t.group not in FARM_GROUPS]
         if not parts or parts[0] not in ("api", "apis"):
             return self._non_resource(req, user, path)
         if parts[0] == "api":

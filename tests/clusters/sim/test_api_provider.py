@@ -212,3 +212,13 @@ def test_agent_kubeconfig_survives_restores(cluster: SimHandle) -> None:
     assert err.value.status == 401
     again = client.CoreV1Api(config.new_client_from_config(str(cluster.agent_kubeconfig("app"))))
     assert again.list_namespaced_pod("app").items == []
+
+
+def test_farm_groups_are_not_discovered_by_the_agent(cluster: SimHandle) -> None:
+    admin = client.CoreV1Api(cluster.api_client())
+    admin.create_namespace({"metadata": {"name": "app"}})
+    agent = config.new_client_from_config(str(cluster.agent_kubeconfig("app")))
+    admin_groups = {g.name for g in client.ApisApi(cluster.api_client()).get_api_versions().groups}
+    agent_groups = {g.name for g in client.ApisApi(agent).get_api_versions().groups}
+    assert "chaos-mesh.org" in agent_groups  # a stock cluster with Chaos Mesh shows its CRDs
+    assert "sim.farm.io" in admin_groups and admin_groups - agent_groups == {"sim.farm.io"}

@@ -16,7 +16,7 @@ from typing import Any
 from clusters.sim.clock import VirtualClock
 from clusters.sim.observability import Observability
 from clusters.sim.resources import register_all
-from clusters.sim.store import Obj, Store, StoreError
+from clusters.sim.store import Obj, ResourceType, Store, StoreError
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -33,6 +33,8 @@ class StandInCluster:
         self.clock = VirtualClock()
         self.store = Store(self.clock)
         register_all(self.store)
+        # SimCluster's own fault resources live in a farm-only group; so do the stand-in's.
+        self.store.register(ResourceType("nodefaults", "NodeFault", "sim.farm.io", "v1alpha1", namespaced=False))
         self.obs = Observability(self.clock)
         self._logs: dict[tuple[str, str, str, int], list[tuple[float, str]]] = {}
         self._checkpoints: dict[str, Any] = {}
