@@ -229,6 +229,11 @@ def test_not_found_and_invalid_status_bodies(sim: Sim, ns: str) -> None:
     assert err.value.status == 422 and "pod updates may not change fields" in status_of(err.value)["message"]
     out = core.patch_namespaced_pod("p", ns, {"spec": {"containers": [{"name": "app", "image": "nginx:1.26"}]}})
     assert out.spec.containers[0].image == "nginx:1.26"
+    raw = sim.api.call_api("POST", f"{sim.ready['kubernetes']}/api/v1/namespaces/{ns}/pods/p",
+                           {"Authorization": f"Bearer {sim.ready['admin_token']}", "Content-Type": "application/json"},
+                           body={"metadata": {"name": "p"}})
+    raw.read()
+    assert raw.status == 405 and json.loads(raw.data)["reason"] == "MethodNotAllowed"
 
 
 def _scoped_token(sim: Sim, ns: str) -> str:
