@@ -20,9 +20,10 @@ def to_ns(t: float) -> int:
 
 
 class Stream:
-    __slots__ = ("labels", "ts", "lines")
+    __slots__ = ("key", "labels", "ts", "lines")
 
-    def __init__(self, labels: dict[str, str]) -> None:
+    def __init__(self, key: frozenset[tuple[str, str]], labels: dict[str, str]) -> None:
+        self.key = key  # the writer's label set; `labels` adds what Loki derives at ingestion
         self.labels = labels
         self.ts = array("q")
         self.lines: list[str] = []
@@ -34,6 +35,19 @@ class Stream:
     def window_closed(self, start_ns: int, end_ns: int) -> tuple[int, int]:
         """Index range of entries with start < ts <= end (range aggregations)."""
         return bisect_right(self.ts, start_ns), bisect_right(self.ts, end_ns)
+
+
+# Loki 3.x (SREGym's chart runs 3.x) adds service_name at ingestion from the first of these
+# labels (limits_config.discover_service_name), else "unknown_service".
+SERVICE_NAME_SOURCES = ("service", "app", "application", "app_name", "name", "app_kubernetes_io_name", "container",
+                        "container_name", "k8s_container_name", "component", "workload", "job", "k8s_job_name")
+
+
+def with_service_name(labels: dict[str, str]) -> dict[str, str]:
+    if "service_name" in labels:
+        return dict(labels)
+    name = next((labels[k] for k in SERVICE_NAME_SOURCES if labels.get(k)), "unknown_service")
+    return {**labels, "service_name": name}
 
 
 class LogStore:
@@ -51,7 +65,7 @@ class LogStore:
         key = frozenset(stream_labels.items())
         s = self._streams.get(key)
         if s is None:
-            s = self._streams[key] = Stream(dict(stream_labels))
+            s = self._streams[key] = Stream(key, with_service_name(stream_labels))
         ns = to_ns(t)
         self._lines += 1
         if not s.ts or ns >= s.ts[-1]:
@@ -109,15 +123,15 @@ class LogStore:
         return self._lines
 
     def checkpoint(self) -> dict[str, Any]:
-        return {"streams": [(dict(s.labels), array("q", s.ts), list(s.lines)) for s in self._streams.values()],
+        return {"streams": [(s.key, dict(s.labels), array("q", s.ts), list(s.lines)) for s in self._streams.values()],
                 "newest": self._newest}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.clear()
-        for labels, ts, lines in state["streams"]:
-            s = Stream(dict(labels))
+        for key, labels, ts, lines in state["streams"]:
+            s = Stream(key, dict(labels))
             s.ts, s.lines = array("q", ts), list(lines)
-            self._streams[frozenset(labels.items())] = s
+            self._streams[key] = s
             self._lines += len(s.lines)
         self._newest = state["newest"]
 

@@ -49,7 +49,8 @@ def qr(loki: Client, query: str, **params: object) -> dict:
 def test_stream_selector_and_response_shape(loki: Client, logs: None) -> None:
     body = qr(loki, '{namespace="hotel-reservation", container="hotel-reserv-geo"}', limit=3)
     (stream,) = body["data"]["result"]
-    assert stream["stream"] == dict(sorted(GEO.items()))
+    # Loki 3 adds service_name from the app label
+    assert stream["stream"] == dict(sorted({**GEO, "service_name": "geo"}.items()))
     # backward by default: newest first, as strings of nanoseconds
     assert stream["values"][0] == [str(int((T0 + 95) * 1e9)), 'level=error msg="mongo: Input/output error" retries=3']
     assert [int(v[0]) for v in stream["values"]] == sorted((int(v[0]) for v in stream["values"]), reverse=True)
@@ -128,7 +129,9 @@ def test_metric_queries(loki: Client, logs: None) -> None:
 def test_labels_values_and_series(loki: Client, logs: None) -> None:
     status, body = loki.get("/loki/api/v1/labels")
     assert status == 200
-    assert body == {"status": "success", "data": sorted(set(GEO) | set(KERNEL))}
+    assert body == {"status": "success", "data": sorted(set(GEO) | set(KERNEL) | {"service_name"})}
+    _, body = loki.get("/loki/api/v1/label/service_name/values")
+    assert body["data"] == ["frontend", "geo", "node-kernel"]
     _, body = loki.get("/loki/api/v1/label/app/values")
     assert body["data"] == ["frontend", "geo"]
     _, body = loki.get("/loki/api/v1/label/node_name/values", query='{job="node-kernel"}')

@@ -182,3 +182,13 @@ def test_scrape_marks_vanished_series_stale(obs: Observability, prom: Client) ->
     obs.tsdb.scrape(ksm, T0 + 45, rows)
     _, body = prom.get("/api/v1/query", query="kube_pod_info", time=T0 + 45)
     assert len(body["data"]["result"]) == 2
+
+
+def test_log_stream_continues_after_restore() -> None:
+    store = LogStore()
+    store.append({"app": "a"}, T0, "one")
+    snap = store.checkpoint()
+    store.restore(snap)
+    store.append({"app": "a"}, T0 + 1, "two")
+    (s,) = store.streams()
+    assert s.lines == ["one", "two"] and s.labels == {"app": "a", "service_name": "a"}
