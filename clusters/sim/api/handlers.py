@@ -4,6 +4,7 @@ Table responses, and Status errors. `KubeAPI` is the app the HTTP server calls."
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import logging
@@ -378,7 +379,36 @@ class KubeAPI:
         visible = self._event_filter(req, r)
         if visible is not None:
             items = [o for o in items if visible(o)]
-        return self._render(req, r, items)
+        items, more = self._page(req, items)
+        resp = self._render(req, r, items)
+        if more is not None:
+            doc = json.loads(resp.body)
+            doc["metadata"].update(more)
+            resp.body = _dumps(doc)
+        return resp
+
+    def _page(self, req: Request, items: list[Obj]) -> tuple[list[Obj], dict[str, Any] | None]:
+        """`limit` and `continue`: a page of the (namespace, name)-ordered items and the token of
+        the next one. A token is the last key served; an unknown one is 410 Expired."""
+        token = req.arg("continue")
+        if token:
+            try:
+                after = json.loads(base64.urlsafe_b64decode(token.encode()))
+                start_key = (after["ns"], after["name"])
+            except (ValueError, KeyError, TypeError):
+                raise StoreError(410, "Expired", "The provided continue parameter is too old to display a "
+                                 "consistent list result. You can start a new list without the continue parameter.") from None
+            items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > start_key]
+        try:
+            limit = int(req.arg("limit") or 0)
+        except ValueError:
+            raise bad_request(f'invalid value "{req.arg("limit")}" for limit') from None
+        if limit <= 0 or len(items) <= limit:
+            return items, None
+        page, last = items[:limit], items[limit - 1]["metadata"]
+        next_token = base64.urlsafe_b64encode(json.dumps(
+            {"ns": last.get("namespace", ""), "name": last["name"]}).encode()).decode()
+        return page, {"continue": next_token, "remainingItemCount": len(items) - limit}
 
     def _watch(self, req: Request, r: Route) -> Response:
         timeout = min(float(req.arg("timeoutSeconds") or self.max_watch_seconds), self.max_watch_seconds)

@@ -453,3 +453,22 @@ def test_events_k8s_io_v1_is_a_view_of_core_events(sim: Sim, ns: str) -> None:
                                         "action": "Check", "reason": "Checked", "type": "Normal", "note": "ok",
                                         "regarding": {"kind": "Pod", "name": "geo", "namespace": ns}})
     assert core.read_namespaced_event("geo.2", ns).message == "ok"
+
+
+def test_list_pages_with_limit_and_continue(sim: Sim, ns: str) -> None:
+    core = client.CoreV1Api(sim.api)
+    for i in range(5):
+        core.create_namespaced_config_map(ns, {"metadata": {"name": f"cm-{i}"}})
+    seen, token, pages = [], None, 0
+    while True:
+        page = core.list_namespaced_config_map(ns, limit=2, _continue=token)
+        seen += [c.metadata.name for c in page.items]
+        pages += 1
+        token = page.metadata._continue
+        if not token:
+            break
+        assert page.metadata.remaining_item_count == 5 - len(seen)
+    assert (seen, pages) == ([f"cm-{i}" for i in range(5)], 3)
+    with pytest.raises(ApiException) as err:
+        core.list_namespaced_config_map(ns, limit=2, _continue="garbage")
+    assert err.value.status == 410
