@@ -170,7 +170,15 @@ class KubeconfigClusterHandle(ClusterHandle):
         self._forwards: dict[str, PortForward] = {}
         self._agent_configs: dict[str, Path] = {}
         self._lock = threading.Lock()
-        self._baseline = set(self._namespaces())
+        try:
+            self._baseline = set(self._namespaces())
+        except KubeError as exc:
+            if exc.code in (401, 403):
+                raise ClusterUnavailable(
+                    f"{self.ref}: the API server refuses the farm's credentials ({exc}); the farm needs "
+                    "cluster-admin (on EKS: an access entry for this IAM identity)"
+                ) from exc
+            raise
 
     # -- access ---------------------------------------------------------------------------
     @property

@@ -93,6 +93,17 @@ def test_health_reports_an_unreachable_server(tmp_path: Path, api_server: dict[s
     assert not health.ok and "unreachable" in health.detail
 
 
+def test_refused_credentials_are_a_setup_failure(api_server: dict[str, Any], tmp_path: Path) -> None:
+    from farm.errors import ClusterUnavailable
+
+    config = json.loads(Path(api_server["kubeconfig"]).read_text())
+    config["users"][0]["user"]["token"] = "not-a-valid-token"
+    bad = tmp_path / "bad.kubeconfig"
+    bad.write_text(json.dumps(config))
+    with pytest.raises(ClusterUnavailable, match="refuses the farm's credentials.*401"):
+        KubeconfigClusterHandle("eks", "refused", bad, workdir=tmp_path)
+
+
 @pytest.mark.kubectl
 def test_agent_kubeconfig_reaches_only_its_namespace(handle: KubeconfigClusterHandle,
                                                      api_server: dict[str, Any]) -> None:
