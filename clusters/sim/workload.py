@@ -120,29 +120,40 @@ class Workload:
 
     def observe(self, metric: str, labels: tuple, buckets: tuple, n: float, mean: float, floor: float,
                 scale: float = 1.0) -> None:
+        """Record `n` requests of mean latency `mean` (seconds) into a histogram; the buckets are
+        filled when the exporter is scraped (one exponential spread per scrape interval)."""
         if n <= 0:
             return
+        pending = self.state.setdefault("pending", {})
+        acc = pending.get((metric, labels))
+        if acc is None:
+            pending[(metric, labels)] = [n, n * mean, floor, buckets, scale]
+        else:
+            acc[0] += n
+            acc[1] += n * mean
+
+    def flush_histograms(self) -> None:
         c = self.state["counters"]
-        keys = self._bucket_keys.get((metric, labels))
-        if keys is None:
-            keys = [((metric + "_bucket", labels + (("le", _le(b)),)), b / scale) for b in buckets]
-            keys.append(((metric + "_bucket", labels + (("le", "+Inf"),)), math.inf))
-            keys += [((metric + "_sum", labels), -1.0), ((metric + "_count", labels), -2.0)]
-            self._bucket_keys[(metric, labels)] = keys
-        half = floor * 0.5
-        span = max(1e-6, mean - half)
         exp = math.exp
-        for key, b in keys:
-            if b == -1.0:
-                v = n * mean * scale
-            elif b == -2.0 or b == math.inf:
-                v = n
-            elif b <= half:
-                continue
-            else:
+        for (metric, labels), (n, weighted, floor, buckets, scale) in self.state.get("pending", {}).items():
+            mean = weighted / n
+            keys = self._bucket_keys.get((metric, labels))
+            if keys is None:
+                keys = [((metric + "_bucket", labels + (("le", _le(b)),)), b / scale) for b in buckets]
+                keys.append(((metric + "_bucket", labels + (("le", "+Inf"),)), math.inf))
+                self._bucket_keys[(metric, labels)] = keys
+            half = floor * 0.5
+            span = max(1e-6, mean - half)
+            for key, b in keys:
+                if b <= half:
+                    if key not in c:
+                        c[key] = 0.0
+                    continue
                 x = (b - half) / span
-                v = n if x > 30 else n * (1.0 - exp(-x))
-            c[key] = c.get(key, 0.0) + v
+                c[key] = c.get(key, 0.0) + (n if x > 30 else n * (1.0 - exp(-x)))
+            c[(metric + "_sum", labels)] = c.get((metric + "_sum", labels), 0.0) + weighted * scale
+            c[(metric + "_count", labels)] = c.get((metric + "_count", labels), 0.0) + n
+        self.state["pending"] = {}
 
     def _log_once(self, key: str, every: float, now: float) -> bool:
         last = self.state["logged"].get(key, -1e18)
@@ -350,13 +361,15 @@ class Workload:
         return max(0.0, accepted), wait, served
 
     def _cores(self, rt: PodRt, c: Ctr) -> float:
-        pod = self._pod(rt.namespace, rt.name)
-        limit = None
-        if pod is not None:
-            for s in pod["spec"].get("containers", []):
+        key = ("cores", rt.uid, c.name)
+        if key not in self._conn_cache:
+            pod = self._pod(rt.namespace, rt.name)
+            lim = None
+            for s in (pod or {}).get("spec", {}).get("containers", []):
                 if s["name"] == c.name:
                     lim = ((s.get("resources") or {}).get("limits") or {}).get("cpu")
-                    limit = parse_quantity(lim) if lim else None
+            self._conn_cache[key] = parse_quantity(lim) if lim else None
+        limit = self._conn_cache[key]
         node = self.cluster.nodes.get(rt.node)
         cores = limit if limit is not None else (node.cpu if node else 1.0)
         cores *= self.cluster.nodes.cpu_factor(rt.node)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 BACKOFF_START, BACKOFF_MAX = 10.0, 300.0
 BACKOFF_RESET = 600.0  # a container that ran this long starts its back-off afresh
+_MODELS: dict[str, Any] = {}
 PAUSE_IMAGES = ("gcr.io/google-containers/pause", "registry.k8s.io/pause", "k8s.gcr.io/pause")
 
 
@@ -84,6 +85,7 @@ class Kubelet:
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
         self.state: dict[str, Any] = {"pods": {}, "images": {}, "volumes": {}, "seq": 0}
+        self._limits: dict[Any, float] = {}
 
     # -- public helpers ---------------------------------------------------------------------
     def runtime(self, pod: Obj) -> PodRt | None:
@@ -194,10 +196,10 @@ class Kubelet:
 
     def _model_by_name(self, name: str) -> Any:
         from clusters.sim.apps.base import models
-        for m in models:
-            if m.name == name:
-                return m
-        return None
+        if len(_MODELS) != len(models):
+            _MODELS.clear()
+            _MODELS.update({m.name: m for m in reversed(models)})
+        return _MODELS.get(name)
 
     def _admit(self, pod: Obj, now: float) -> PodRt | None:
         spec = pod["spec"]
@@ -603,6 +605,17 @@ class Kubelet:
             self.oom_kernel_lines(rt, c, limit)
 
     def memory_limit(self, pod: Obj, container: str) -> float:
+        key = (pod["metadata"].get("uid"), pod["metadata"].get("resourceVersion"), container)
+        hit = self._limits.get(key)
+        if hit is not None:
+            return hit
+        value = self._memory_limit(pod, container)
+        if len(self._limits) > 5000:
+            self._limits.clear()
+        self._limits[key] = value
+        return value
+
+    def _memory_limit(self, pod: Obj, container: str) -> float:
         for s in pod["spec"].get("containers", []) + (pod["spec"].get("initContainers") or []):
             if s["name"] == container:
                 lim = ((s.get("resources") or {}).get("limits") or {}).get("memory")

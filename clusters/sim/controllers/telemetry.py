@@ -20,28 +20,41 @@ class Telemetry:
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
         self.state: dict[str, Any] = {}
-        self._labels: dict[tuple, dict[str, str]] = {}
+        self._rows: list[tuple[str, tuple, float]] = []
+        self._cache: dict[tuple[str, str], tuple[str, list[tuple[str, tuple, float]]]] = {}
 
     def _emit(self, metric: str, labels: tuple, t: float, value: float) -> None:
-        # B's TSDB takes label tuples as they are (no dict per sample)
-        self.cluster.obs.tsdb.append(metric, labels, t, value)
+        # rows of the scrape in progress; label tuples go to B's TSDB as they are
+        self._rows.append((metric, labels, value))
+
+    def _write(self, target: str, t: float) -> None:
+        tsdb = self.cluster.obs.tsdb
+        rows, self._rows = self._rows, []
+        scrape = getattr(tsdb, "scrape", None)
+        if scrape is not None:
+            scrape(target, t, rows)  # series missing from this scrape go stale, as in Prometheus
+        else:
+            for metric, labels, value in rows:
+                tsdb.append(metric, dict(labels), t, value)
 
     def scrape(self, now: float) -> None:
+        self._rows = []
         self._ksm(now)
+        self._write("kube-state-metrics/10.244.0.3:8080", now)
         self._cadvisor(now)
+        self._write("kubernetes-cadvisor", now)
         self._node_exporter(now)
-        emit = self._emit
-        append = self.cluster.obs.tsdb.append
-        wl = self.cluster.workload.state
-        for (metric, labels), v in wl["counters"].items():
-            append(metric, labels, now, v)
-        for (metric, labels), v in wl["gauges"].items():
-            append(metric, labels, now, v)
+        self._write("node-exporter", now)
+        wl = self.cluster.workload
+        wl.flush_histograms()
+        self._rows = [(m, labels, v) for (m, labels), v in wl.state["counters"].items()]
+        self._rows += [(m, labels, v) for (m, labels), v in wl.state["gauges"].items()]
         for job, inst in (("kube-state-metrics", "10.244.0.3:8080"), ("prometheus-self", "localhost:9090")):
-            emit("up", (("job", job), ("instance", inst)), now, 1.0)
+            self._emit("up", (("job", job), ("instance", inst)), now, 1.0)
         for node in self.cluster.nodes:
-            emit("up", (("job", "kubernetes-cadvisor"), ("instance", node.name)), now, 1.0)
-            emit("up", (("job", "node-exporter"), ("instance", f"{node.ip}:9100")), now, 1.0)
+            self._emit("up", (("job", "kubernetes-cadvisor"), ("instance", node.name)), now, 1.0)
+            self._emit("up", (("job", "node-exporter"), ("instance", f"{node.ip}:9100")), now, 1.0)
+        self._write("applications", now)
 
     # -- kube-state-metrics ---------------------------------------------------------------------
     def _ksm(self, t: float) -> None:
@@ -55,7 +68,26 @@ class Telemetry:
             quotas = list(store.iter_raw("resourcequotas"))
             pvcs = list(store.iter_raw("persistentvolumeclaims"))
             jobs = list(store.iter_raw("jobs.batch"))
-        for p in pods:
+        cache, fresh = self._cache, {}
+        rows: list[tuple[str, tuple, float]] = []
+        for kind, objs in (("pod", pods), ("deployment", deps), ("replicaset", rss), ("statefulset", stss), ("node", nodes),
+                           ("quota", quotas), ("pvc", pvcs), ("job", jobs)):
+            for obj in objs:
+                key = (kind, obj["metadata"].get("uid", ""))
+                rv = obj["metadata"].get("resourceVersion", "")
+                hit = cache.get(key)
+                if hit is None or hit[0] != rv:
+                    self._rows = []
+                    getattr(self, f"_ksm_{kind}")(obj, t)
+                    hit = (rv, self._rows)
+                fresh[key] = hit
+                rows.extend(hit[1])
+        self._cache = fresh
+        self._rows = rows
+
+    def _ksm_pod(self, p: Any, t: float) -> None:
+        emit = self._emit
+        if True:
             m = p["metadata"]
             base = KSM + (("namespace", m["namespace"]), ("pod", m["name"]), ("uid", m.get("uid", "")))
             st = p.get("status") or {}
@@ -107,7 +139,10 @@ class Telemetry:
                         unit = "core" if r == "cpu" else "byte"
                         emit(metric, cb + (("node", p["spec"].get("nodeName", "")), ("resource", r.replace(".", "_").replace("/", "_")),
                                            ("unit", unit)), t, parse_quantity(v))
-        for d in deps:
+
+    def _ksm_deployment(self, d: Any, t: float) -> None:
+        emit = self._emit
+        if True:
             m, spec, st = d["metadata"], d.get("spec") or {}, d.get("status") or {}
             b = KSM + (("namespace", m["namespace"]), ("deployment", m["name"]))
             emit("kube_deployment_spec_replicas", b, t, float(spec.get("replicas", 1)))
@@ -122,20 +157,29 @@ class Telemetry:
                 for s in ("true", "false", "unknown"):
                     emit("kube_deployment_status_condition", b + (("condition", c["type"]), ("status", s), ("reason", c.get("reason", ""))),
                          t, 1.0 if c.get("status", "").lower() == s else 0.0)
-        for rs in rss:
+
+    def _ksm_replicaset(self, rs: Any, t: float) -> None:
+        emit = self._emit
+        if True:
             m, st = rs["metadata"], rs.get("status") or {}
             b = KSM + (("namespace", m["namespace"]), ("replicaset", m["name"]))
             emit("kube_replicaset_spec_replicas", b, t, float((rs.get("spec") or {}).get("replicas", 1)))
             emit("kube_replicaset_status_replicas", b, t, float(st.get("replicas", 0)))
             emit("kube_replicaset_status_ready_replicas", b, t, float(st.get("readyReplicas", 0)))
-        for s in stss:
+
+    def _ksm_statefulset(self, s: Any, t: float) -> None:
+        emit = self._emit
+        if True:
             m, st = s["metadata"], s.get("status") or {}
             b = KSM + (("namespace", m["namespace"]), ("statefulset", m["name"]))
             emit("kube_statefulset_replicas", b, t, float((s.get("spec") or {}).get("replicas", 1)))
             emit("kube_statefulset_status_replicas", b, t, float(st.get("replicas", 0)))
             emit("kube_statefulset_status_replicas_ready", b, t, float(st.get("readyReplicas", 0)))
             emit("kube_statefulset_status_replicas_available", b, t, float(st.get("availableReplicas", 0)))
-        for n in nodes:
+
+    def _ksm_node(self, n: Any, t: float) -> None:
+        emit = self._emit
+        if True:
             m, st = n["metadata"], n.get("status") or {}
             b = KSM + (("node", m["name"]),)
             info = st.get("nodeInfo") or {}
@@ -157,21 +201,31 @@ class Telemetry:
                     if r in ("cpu", "memory", "pods", "ephemeral-storage"):
                         unit = {"cpu": "core", "pods": "integer"}.get(r, "byte")
                         emit(metric, b + (("resource", r.replace("-", "_")), ("unit", unit)), t, parse_quantity(v))
-        for q in quotas:
+
+    def _ksm_quota(self, q: Any, t: float) -> None:
+        emit = self._emit
+        if True:
             m = q["metadata"]
             st = q.get("status") or {}
-            for kind in ("hard", "used"):
-                for r, v in (st.get(kind) or (q.get("spec") or {}).get("hard") if kind == "hard" else st.get(kind) or {}).items():
+            hard = st.get("hard") or (q.get("spec") or {}).get("hard") or {}
+            for kind, values in (("hard", hard), ("used", st.get("used") or {})):
+                for r, v in values.items():
                     emit("kube_resourcequota", KSM + (("namespace", m["namespace"]), ("resourcequota", m["name"]),
                                                       ("resource", r), ("type", kind)), t, parse_quantity(v))
-        for c in pvcs:
+
+    def _ksm_pvc(self, c: Any, t: float) -> None:
+        emit = self._emit
+        if True:
             m = c["metadata"]
             ph = (c.get("status") or {}).get("phase", "Pending")
             for p_ in ("Pending", "Bound", "Lost"):
                 emit("kube_persistentvolumeclaim_status_phase", KSM + (("namespace", m["namespace"]),
                                                                        ("persistentvolumeclaim", m["name"]), ("phase", p_)),
                      t, 1.0 if p_ == ph else 0.0)
-        for j in jobs:
+
+    def _ksm_job(self, j: Any, t: float) -> None:
+        emit = self._emit
+        if True:
             m, st = j["metadata"], j.get("status") or {}
             b = KSM + (("namespace", m["namespace"]), ("job_name", m["name"]))
             emit("kube_job_status_active", b, t, float(st.get("active", 0)))
