@@ -59,6 +59,21 @@ log = logging.getLogger(__name__)
 _RBAC = "rbac.authorization.k8s.io"
 FARM_GROUPS = frozenset({"sim.farm.io"})
 _NAMESPACE_SUBS = ("status", "finalize")
+# Field selectors each resource supports (kube-apiserver's field label conversion funcs);
+# every resource also takes metadata.name and metadata.namespace.
+FIELD_LABELS: dict[str, frozenset[str]] = {
+    "pods": frozenset({"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+                       "spec.hostNetwork", "status.phase", "status.podIP", "status.podIPs", "status.nominatedNodeName"}),
+    "events": frozenset({"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+                         "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+                         "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"}),
+    "secrets": frozenset({"type"}),
+    "namespaces": frozenset({"status.phase"}),
+    "nodes": frozenset({"spec.unschedulable"}),
+    "replicasets.apps": frozenset({"status.replicas"}),
+    "replicationcontrollers": frozenset({"status.replicas"}),
+    "jobs.batch": frozenset({"status.successful"}),
+}
 _TRUE = ("true", "1")
 
 
@@ -319,10 +334,18 @@ class KubeAPI:
         return json_response(200, {"kind": f"{r.rt.kind}List", "apiVersion": r.rt.api_version,
                                    "metadata": {"resourceVersion": rv}, "items": objects})
 
+    def _field_selector(self, req: Request, r: Route) -> list[tuple[str, bool, str]]:
+        freq = parse_field_selector(req.arg("fieldSelector"))
+        allowed = FIELD_LABELS.get(r.rt.key, frozenset()) | {"metadata.name", "metadata.namespace"}
+        for path, _, _ in freq:
+            if path not in allowed:
+                raise bad_request(f"field label not supported: {path}")
+        return freq
+
     def _selected(self, req: Request, r: Route) -> list[Obj]:
         """Objects of the collection matching the request's selectors (read under the lock, not copied)."""
         lreq = parse_label_selector(req.arg("labelSelector"))
-        freq = parse_field_selector(req.arg("fieldSelector"))
+        freq = self._field_selector(req, r)
         out = []
         for obj in self.store.iter_raw(r.rt.key):
             meta = obj["metadata"]
@@ -422,6 +445,7 @@ class KubeAPI:
             return table(key, [obj], self.store.clock.now(), obj["metadata"].get("resourceVersion", ""),
                          table_version, include)
 
+        self._field_selector(req, r)
         flt = Filter(r.namespace if r.rt.namespaced else None, req.arg("labelSelector"), req.arg("fieldSelector"),
                      self._event_filter(req, r))
         body = stream(self.store, key, flt, req.arg("resourceVersion"), timeout, encode, req.alive)

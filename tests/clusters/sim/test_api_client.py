@@ -108,6 +108,9 @@ def test_label_and_field_selectors(sim: Sim, ns: str) -> None:
     assert names(field_selector="metadata.name=web-2") == ["web-2"]
     assert names(field_selector="spec.nodeName=worker-1") == ["db-1"]
     assert names(field_selector="spec.nodeName!=worker-1", label_selector="tier") == ["web-1", "web-2"]
+    with pytest.raises(ApiException) as err:
+        core.list_namespaced_pod(ns, field_selector="spec.containers.image=nginx")
+    assert err.value.status == 400 and status_of(err.value)["message"] == "field label not supported: spec.containers.image"
     across = [p.metadata.name for p in core.list_pod_for_all_namespaces(label_selector="app=db").items]
     assert "db-1" in across
 
