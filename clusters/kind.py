@@ -128,7 +128,15 @@ class KindProvider(ClusterProvider):
             out.write(text)
         if preload_images:
             self.preload(name, preload_images)
-        handle = KubeconfigClusterHandle("kind", name, kubeconfig, workdir=workdir, **handle_options)
+        try:
+            handle = KubeconfigClusterHandle("kind", name, kubeconfig, workdir=workdir, **handle_options)
+        except ClusterUnavailable as exc:
+            if "cannot reach" not in str(exc) and "Unreachable" not in str(exc):
+                raise
+            raise ClusterUnavailable(
+                f"{exc}; kind:{name} exists but its API server does not answer: its node containers may be "
+                f"stopped (`docker start {name}-control-plane`, and its workers), or delete and recreate it"
+            ) from exc
         if install_stack:
             from clusters.stack import install_stack as install
 

@@ -168,3 +168,11 @@ def test_a_worker_takes_its_options_from_the_environment(kind_env: dict[str, Pat
     monkeypatch.setenv("FARM_KIND_WORKERS", "many")
     with pytest.raises(ConfigurationError, match="FARM_KIND_WORKERS must be an integer"):
         KindProvider().open("farm-env")
+
+
+def test_an_existing_cluster_whose_api_is_down_says_what_to_do(kind_env: dict[str, Path],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    provider().open("farm-stopped", install_stack=False).close()
+    monkeypatch.setenv("FAKE_KIND_SERVER", "https://127.0.0.1:9")  # the control plane container is stopped
+    with pytest.raises(ClusterUnavailable, match=r"docker start farm-stopped-control-plane"):
+        provider().open("farm-stopped", install_stack=False)

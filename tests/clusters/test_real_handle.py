@@ -230,10 +230,15 @@ def test_port_forwards_are_started_on_demand_and_stopped_on_close(api_server: di
                        ("port-forward", "svc/jaeger-out", ":16686")}
     assert all(a[a.index("-n") + 1] == "observe" for a in argv)
     assert h.endpoints.prometheus == endpoints.prometheus  # reused while alive
+    h._forwards["loki"].process.kill()  # a tunnel that died is restarted on the next use
+    h._forwards["loki"].process.wait(5)
+    assert h.endpoints.loki != endpoints.loki
+    with urllib.request.urlopen(f"{h.endpoints.loki}/ready", timeout=10) as response:
+        assert response.status == 200
     processes = [f.process for f in h._forwards.values()]
     h.close()
     assert all(p.poll() is not None for p in processes)
-    assert len(log.read_text().splitlines()) == 3
+    assert len(log.read_text().splitlines()) == 4
 
 
 def test_legacy_token_secret_works_where_token_request_is_missing(handle: KubeconfigClusterHandle) -> None:
