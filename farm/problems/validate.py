@@ -62,10 +62,11 @@ class AgentView:
     """The agent's tools, used the way an agent would: kubectl with its scoped kubeconfig and
     E1's command checks, and the observability endpoints over HTTP."""
 
-    def __init__(self, cluster: ClusterHandle, namespace: str, entrypoint: str) -> None:
+    def __init__(self, cluster: ClusterHandle, namespace: str, entrypoint: str, success_query: str = "") -> None:
         from farm.interface.kubectl import Kubectl
 
         self.cluster, self.namespace, self.entrypoint = cluster, namespace, entrypoint
+        self.success_query = success_query
         self.kubeconfig = cluster.agent_kubeconfig(namespace)
         self.kubectl = Kubectl(self.kubeconfig, namespace, virtual_time=cluster.virtual_time)
         self.http = httpx.Client(timeout=30, trust_env=False)
@@ -114,7 +115,35 @@ class AgentView:
         out["alerts"] = self._alerts()
         out["error_lines"] = self._error_lines(since)
         out["error_spans"] = self._error_spans(since)
+        out["p95_ms"] = self._p95_ms(since)
+        out["success"] = self._success(since)
         return out
+
+    def _success(self, since: float) -> float | None:
+        """The client-side success rate since `since`, as the app's own query gives it."""
+        if not self.success_query:
+            return None
+        window = f"{max(30, int(self.cluster.now() - since))}s"
+        try:
+            body = self.http.get(self.cluster.endpoints.prometheus + "/api/v1/query", params={
+                "query": self.success_query.replace("{window}", window), "time": str(self.cluster.now())}).json()
+            result = body["data"]["result"]
+            return float(result[0]["value"][1]) if result else None
+        except (httpx.HTTPError, ValueError, KeyError, IndexError):
+            return None
+
+    def _p95_ms(self, since: float) -> float:
+        """p95 duration of the entry service's traces since `since` (0 when there are none)."""
+        now = self.cluster.now()
+        try:
+            body = self.http.get(self.cluster.endpoints.jaeger + "/api/traces", params={
+                "service": self.entrypoint, "start": str(int(since * 1e6)), "end": str(int(now * 1e6)),
+                "limit": "300"}).json()
+        except (httpx.HTTPError, ValueError):
+            return 0.0
+        durations = sorted(max((s.get("duration", 0) for s in t.get("spans", [])), default=0) / 1000.0
+                           for t in body.get("data") or [])
+        return durations[int(0.95 * (len(durations) - 1))] if durations else 0.0
 
     def _alerts(self) -> list[str]:
         try:
@@ -182,6 +211,11 @@ def symptom_differences(before: dict[str, Any], after: dict[str, Any]) -> list[s
         found.append(f"{after['error_lines']} error log lines (was {before['error_lines']})")
     if after["error_spans"] > max(2, 2 * before["error_spans"]):
         found.append(f"{after['error_spans']} error traces (was {before['error_spans']})")
+    if after.get("p95_ms", 0) > max(2 * before.get("p95_ms", 0), before.get("p95_ms", 0) + 50):
+        found.append(f"p95 latency {after['p95_ms']:.0f} ms (was {before.get('p95_ms', 0):.0f} ms)")
+    s_before, s_after = before.get("success"), after.get("success")
+    if s_after is not None and s_after < 0.95 and (s_before is None or s_after < s_before - 0.02):
+        found.append(f"client success rate {s_after:.2f}" + (f" (was {s_before:.2f})" if s_before is not None else ""))
     return found
 
 
@@ -233,6 +267,33 @@ def leaks(view: AgentView, problem: Problem) -> list[str]:
 # -- the cluster as deployed -----------------------------------------------------------------
 
 
+_SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(text: str) -> float | str:
+    """A Kubernetes quantity as a number ("1000m" and "1" are the same CPU)."""
+    m = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", str(text))
+    if not m or (m.group(2) and m.group(2) not in _SUFFIX):
+        return text
+    return float(m.group(1)) * _SUFFIX.get(m.group(2), 1.0)
+
+
+def canonical(value: Any, key: str = "") -> Any:
+    """The same object however the server or kubectl spelled it: quantities as numbers, no
+    null creation stamps."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k == "creationTimestamp" and v is None:
+                continue
+            out[k] = {r: quantity(q) for r, q in v.items()} if k in ("limits", "requests") and isinstance(v, dict) \
+                else canonical(v, k)
+        return out
+    if isinstance(value, list):
+        return [canonical(v) for v in value]
+    return value
+
+
 def desired_state(cluster: ClusterHandle, namespace: str) -> dict[str, Any]:
     """What recovery must put back: workload pod templates (minus restart stamps) and
     replicas, services' ports and selectors, config map data, and the extra objects faults add."""
@@ -244,7 +305,8 @@ def desired_state(cluster: ClusterHandle, namespace: str) -> dict[str, Any]:
         for obj in kube.list(kind, namespace):
             template = json.loads(json.dumps(obj["spec"]["template"]))
             (template.get("metadata") or {}).pop("annotations", None)
-            out[f"{kind}/{obj['metadata']['name']}"] = {"replicas": obj["spec"].get("replicas"), "template": template}
+            out[f"{kind}/{obj['metadata']['name']}"] = {"replicas": obj["spec"].get("replicas"),
+                                                      "template": canonical(template)}
     for obj in kube.list("Service", namespace):
         spec = obj["spec"]
         out[f"Service/{obj['metadata']['name']}"] = {"ports": spec.get("ports"), "selector": spec.get("selector")}
@@ -372,12 +434,14 @@ class Validator:
         t0 = self.cluster.now()
         ns, app = state["namespace"], state["app"]
         oracle = MitigationOracle(app, problem)
-        view = AgentView(self.cluster, ns, app.entrypoint)
+        view = AgentView(self.cluster, ns, app.entrypoint, app.client_success_query)
         injection = ProblemInjection(problem)
         try:
             def healthy() -> str:
                 state["baseline"] = oracle.capture_baseline(self.cluster, ns)
-                verdict = oracle.evaluate(self.cluster, ns, state["baseline"], None)
+                # Healthy means the plain checks pass; the trigger replay belongs after a fix.
+                plain = problem.model_copy(update={"oracle": problem.oracle.model_copy(update={"replay_trigger": False})})
+                verdict = MitigationOracle(app, plain).evaluate(self.cluster, ns, state["baseline"], None)
                 if not verdict.passed:
                     raise StepFailed(f"the oracle fails before injection: {verdict.detail}")
                 state["since"] = self.cluster.now()
