@@ -237,6 +237,8 @@ class NodeTask(Fault):
         return "active" in out.split()
 
 
+# The emulated cluster does not model the kubelet itself yet (its NodeFault has no kubelet, node
+# power or eviction-threshold state), so these three run on real clusters only.
 class NodeDownTask(NodeTask):
     """A fault that stops the node's kubelet: no pod can run there to undo or check it, so the
     node's Ready condition is the check and the armed timer is the undo."""
@@ -256,7 +258,7 @@ class NodeDownTask(NodeTask):
 
 
 @faults.register("kubelet-crash")
-class KubeletCrash(SimNodeBackend, NodeDownTask):
+class KubeletCrash(NodeDownTask):
     """The kubelet's flags file gains an unknown flag and the kubelet crash-loops on restart:
     the node goes NotReady and its pods are evicted after the toleration period."""
 
@@ -268,20 +270,14 @@ class KubeletCrash(SimNodeBackend, NodeDownTask):
     )
     undo_script = "mv /var/lib/kubelet/kubeadm-flags.env.orig /var/lib/kubelet/kubeadm-flags.env; systemctl restart kubelet"
 
-    def sim_spec(self) -> Obj | None:
-        return {"kubelet": {"crashLoop": True}}
-
 
 @faults.register("node-failure")
-class NodeFailure(SimNodeBackend, NodeDownTask):
+class NodeFailure(NodeDownTask):
     """The node stops: kubelet and container runtime halt, as when a machine dies."""
 
     Params = NodeTaskParams
     break_script = "systemctl stop kubelet containerd"
     undo_script = "systemctl start containerd kubelet"
-
-    def sim_spec(self) -> Obj | None:
-        return {"down": True}
 
 
 class EvictionParams(NodeTaskParams):
@@ -289,7 +285,7 @@ class EvictionParams(NodeTaskParams):
 
 
 @faults.register("eviction-threshold-misconfigured")
-class EvictionThresholdMisconfigured(SimNodeBackend, NodeTask):
+class EvictionThresholdMisconfigured(NodeTask):
     """The kubelet's evictionHard memory.available threshold is set far above real headroom:
     the node reports MemoryPressure and evicts pods that fit comfortably."""
 
@@ -305,9 +301,6 @@ class EvictionThresholdMisconfigured(SimNodeBackend, NodeTask):
         undo = f"mv {cfg}.orig {cfg}; systemctl restart kubelet"
         check = f"test -f {cfg}.orig && echo active || echo clean"
         return brk, undo, check
-
-    def sim_spec(self) -> Obj | None:
-        return {"evictionHard": {"memory.available": self.p.memory_available}}
 
 
 class SysctlParams(NodeTaskParams):

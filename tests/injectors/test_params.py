@@ -81,7 +81,7 @@ def test_flags_mark_triggers_and_real_cluster_paths() -> None:
     assert not faults.factory("env-var-wrong").trigger
     # Node faults the emulated cluster models run there; the rest need a real node.
     assert not faults.factory("fd-exhaustion").needs_real_cluster
-    assert faults.factory("node-disk-fill").needs_real_cluster
+    assert faults.factory("node-disk-fill").needs_real_cluster and faults.factory("kubelet-crash").needs_real_cluster
 
 
 def test_no_param_is_called_name() -> None:
