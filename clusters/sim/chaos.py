@@ -183,7 +183,7 @@ class ChaosController:
             if kind == "podchaos" and spec.get("action") == "pod-failure":
                 originals = self.state["images"].pop(rec["id"], {})
                 if store.try_get("pods", ns, pod_name) is not None and originals:
-                    def restore(o: Obj) -> None:
+                    def restore(o: Obj, originals: dict[str, str] = originals) -> None:
                         for c in o["spec"]["containers"]:
                             c["image"] = originals.get(c["name"], c["image"])
                     store.mutate("pods", ns, pod_name, restore)

@@ -17,8 +17,16 @@ import hashlib
 import math
 from typing import TYPE_CHECKING, Any
 
-from clusters.sim.apps.hotel import CACHE_KEYS, CPU_PER_REQUEST, OPS, ROUTES, SERVICE_TIME, SERVICES, split_addr
 from clusters.sim.apps.base import env_float, mongo_log, zerolog
+from clusters.sim.apps.hotel import (
+    CACHE_KEYS,
+    CPU_PER_REQUEST,
+    OPS,
+    ROUTES,
+    SERVICE_TIME,
+    SERVICES,
+    split_addr,
+)
 from clusters.sim.controllers.quantity import parse_quantity
 
 if TYPE_CHECKING:
@@ -180,7 +188,6 @@ class Workload:
             elif kind in ("mongo", "memcached"):
                 stores.append((rt, c))
             self._idle(rt, c, dt)
-        load_by_ns: dict[str, dict[str, float]] = {}
         client_conns: dict[str, list[tuple[PodRt, Ctr, Any]]] = {}
         for rt, c in wrks:
             self._wrk_round(rt, c, now)
@@ -796,7 +803,7 @@ class Workload:
 
 def _le(b: float) -> str:
     """Bucket bounds as the Go client prints them: 0.005, 1, 2.5, 15000."""
-    return ("%f" % b).rstrip("0").rstrip(".")
+    return f"{b:f}".rstrip("0").rstrip(".")
 
 
 def wiredtiger_lines(t: float, op: str, errno: int, ctx: str) -> list[str]:

@@ -10,7 +10,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from clusters.sim.apps.base import AppModel, Exited, StartContext, Started, app_model, env_float, register_image, zerolog
+from clusters.sim.apps.base import (
+    AppModel,
+    Exited,
+    StartContext,
+    Started,
+    app_model,
+    env_float,
+    register_image,
+    zerolog,
+)
 from clusters.sim.apps.stores import authenticate, authorize
 
 IMAGES = ("yinfangchen/hotelreservation", "deathstarbench/hotel-reservation", "ghcr.io/sregym/hotel-reservation",

@@ -8,7 +8,15 @@ import re
 import shlex
 from typing import Any
 
-from clusters.sim.apps.base import AppModel, Exited, StartContext, Started, app_model, mongo_log, register_image
+from clusters.sim.apps.base import (
+    AppModel,
+    Exited,
+    StartContext,
+    Started,
+    app_model,
+    mongo_log,
+    register_image,
+)
 
 register_image("mongo", tags=("4.4.6", "4.4", "4.4.29", "5.0", "5.0.26", "6.0", "7.0", "latest"), size=168_000_000,
                executables=("mongod", "mongo", "mongosh", "docker-entrypoint.sh", "bash", "sh"))
@@ -121,7 +129,7 @@ class MongoDB(AppModel):
             path = argv[idx + 1] if idx + 1 < len(argv) else ""
             text = ctx.files.get(path)
             if text is None:
-                return auth, f"Error reading config file: No such file or directory\ntry 'mongod --help' for more information"
+                return auth, "Error reading config file: No such file or directory\ntry 'mongod --help' for more information"
             if re.search(r"authorization\s*:\s*['\"]?enabled", text):
                 auth = True
         return auth, ""

@@ -23,11 +23,11 @@ class GarbageCollector:
         store = self.cluster.store
         with store.lock:
             uids = set()
-            for key, rt in store.types.items():
+            for key in list(store.types):
                 for obj in store.iter_raw(key):
                     uids.add(obj["metadata"].get("uid"))
             doomed = []
-            for key, rt in store.types.items():
+            for key in list(store.types):
                 if key == "events":
                     continue
                 for obj in store.iter_raw(key):

@@ -58,7 +58,7 @@ class Telemetry:
 
     # -- kube-state-metrics ---------------------------------------------------------------------
     def _ksm(self, t: float) -> None:
-        store, emit = self.cluster.store, self._emit
+        store = self.cluster.store
         with store.lock:
             pods = list(store.iter_raw("pods"))
             deps = list(store.iter_raw("deployments.apps"))

@@ -149,7 +149,6 @@ class DeploymentController:
         self.cluster = cluster
 
     def __call__(self, now: float) -> None:
-        store = self.cluster.store
         all_rs = self.cluster.scan("replicasets.apps")
         for d in self.cluster.scan("deployments.apps"):
             if d["metadata"].get("deletionTimestamp"):
@@ -432,7 +431,7 @@ class StatefulSetController:
                 continue
             if not parallel and not is_ready(pod):
                 break
-        for pname, pod in pods.items():
+        for pname in pods:
             idx = int(pname.rsplit("-", 1)[-1]) if pname.rsplit("-", 1)[-1].isdigit() else 10**6
             if idx >= want:
                 ordered = sorted(pods, key=lambda n: -int(n.rsplit("-", 1)[-1]))
@@ -661,7 +660,7 @@ class CronJobController:
             except StoreError:
                 pass
 
-            def put(o: Obj) -> None:
+            def put(o: Obj, minute: float = minute) -> None:
                 o.setdefault("status", {})["lastScheduleTime"] = self.cluster.clock.rfc3339(minute)
             store.mutate("cronjobs.batch", ns, name, put, subresource="status")
             self._history(cj, _owned(store.list("jobs.batch", ns), cj))
