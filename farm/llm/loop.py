@@ -12,6 +12,7 @@ from typing import Any
 from farm.agents.base import AgentContext, AgentResult
 from farm.errors import InfrastructureError, LimitReached
 from farm.llm.client import LLMClient, LLMError, parse_arguments
+from farm.llm.condense import stub
 from farm.llm.mcp_client import MCPToolbox, ToolOutcome
 from farm.llm.transcript import Transcript
 from farm.secrets import scrub
@@ -128,14 +129,13 @@ def converse(session: Session, messages: list[dict[str, Any]], tools: list[dict[
 
 
 def _elide_old_outputs(messages: list[dict[str, Any]], keep: int) -> None:
-    """Replace all but the last `keep` tool outputs by a one-line stub: the model already read them,
-    and its own later messages carry what it concluded."""
+    """Replace all but the last `keep` tool outputs by a stub (first line and salient lines): the
+    model already read them, and its own later messages carry what it concluded."""
     tool_idx = [i for i, m in enumerate(messages) if m.get("role") == "tool"]
     for i in tool_idx[:-keep] if keep else tool_idx:
         content = messages[i]["content"]
         if not content.startswith("[elided"):
-            first = content.strip().splitlines()[0][:160] if content.strip() else ""
-            messages[i] = {**messages[i], "content": f"[elided {len(content)} chars; began: {first}]"}
+            messages[i] = {**messages[i], "content": stub(content)}
 
 
 def run_session(ctx: AgentContext, body: Callable[[Session], None], *, agent_name: str) -> AgentResult:
