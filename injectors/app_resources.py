@@ -10,7 +10,7 @@ from pydantic import Field
 
 from injectors.base import faults
 from injectors.fault import MISSING, Creation, Mutation, Params, WorkloadParams, require
-from injectors.kube import Kube, Obj, Ref
+from injectors.kube import Kube, Obj, Ref, quantity
 from injectors.workload import TEMPLATE, ContainerMutation
 
 
@@ -37,21 +37,39 @@ class ResourceFieldMutation(ContainerMutation):
         return out
 
 
+def lower_limit(before: Any, resource: str, value: str) -> Any:
+    """resources with limits[resource] = value, and the request lowered to it when above it
+    (a request above the limit is rejected by the API server)."""
+    out = {} if before == MISSING else copy.deepcopy(before)
+    out.setdefault("limits", {})[resource] = value
+    request = out.get("requests", {}).get(resource)
+    if request is not None and quantity(request) > quantity(value):
+        out["requests"][resource] = value
+    return out
+
+
+class LimitMutation(ContainerMutation):
+    field = "resources"
+    resource = ""
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        return lower_limit(before, self.resource, getattr(self.p, self.resource))
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        limits = (current or {}).get("limits", {}) if current != MISSING else {}
+        return quantity(limits.get(self.resource, "")) == quantity(getattr(self.p, self.resource))
+
+
 class MemoryLimitParams(WorkloadParams):
     memory: str = "16Mi"
 
 
 @faults.register("memory-limit-too-low")
-class MemoryLimitTooLow(ResourceFieldMutation):
+class MemoryLimitTooLow(LimitMutation):
     """A memory limit below the service's working set: the kernel OOM-kills it (OOMKilled)."""
 
     Params = MemoryLimitParams
-    section = "limits"
-
-    def mutate(self, before: Any, obj: Obj) -> Any:
-        out = {} if before == MISSING else dict(before)
-        out["memory"] = self.p.memory
-        return out
+    resource = "memory"
 
 
 class CpuLimitParams(WorkloadParams):
@@ -59,16 +77,11 @@ class CpuLimitParams(WorkloadParams):
 
 
 @faults.register("cpu-limit-too-low")
-class CpuLimitTooLow(ResourceFieldMutation):
+class CpuLimitTooLow(LimitMutation):
     """A CPU limit so low the container is throttled by CFS and requests time out."""
 
     Params = CpuLimitParams
-    section = "limits"
-
-    def mutate(self, before: Any, obj: Obj) -> Any:
-        out = {} if before == MISSING else dict(before)
-        out["cpu"] = self.p.cpu
-        return out
+    resource = "cpu"
 
 
 @faults.register("requests-too-large")

@@ -228,6 +228,19 @@ class Kube:
         raise InjectionError(f"no pod of '{workload_name}' is scheduled on a node yet")
 
 
+_SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(text: Any) -> float | Any:
+    """A Kubernetes quantity as a number ("1000m" and "1" are the same CPU); unparsable stays."""
+    import re
+
+    m = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", str(text))
+    if not m or (m.group(2) and m.group(2) not in _SUFFIX):
+        return text
+    return float(m.group(1)) * _SUFFIX.get(m.group(2), 1.0)
+
+
 def clean_for_create(obj: Obj) -> Obj:
     """A copy of a read object that can be POSTed again (no status, no server metadata)."""
     out = copy.deepcopy(obj)

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from clusters.base import ClusterHandle
 from farm.problems.model import Problem
 from injectors.fault import CHAOS_NAMESPACE
+from injectors.kube import quantity
 
 # Words an injected object's name, labels or annotations must never carry.
 LEAK_WORDS = ("fault", "chaos", "inject", "farm.io", "sregym", "problem", "ground-truth", "groundtruth")
@@ -265,17 +266,6 @@ def leaks(view: AgentView, problem: Problem) -> list[str]:
 
 
 # -- the cluster as deployed -----------------------------------------------------------------
-
-
-_SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-
-
-def quantity(text: str) -> float | str:
-    """A Kubernetes quantity as a number ("1000m" and "1" are the same CPU)."""
-    m = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", str(text))
-    if not m or (m.group(2) and m.group(2) not in _SUFFIX):
-        return text
-    return float(m.group(1)) * _SUFFIX.get(m.group(2), 1.0)
 
 
 def canonical(value: Any, key: str = "") -> Any:
