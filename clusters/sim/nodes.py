@@ -160,6 +160,163 @@ class NodeFleet:
                         if k != "nodeName":
                             merged[k] = v
         self.state["faults"] = faults
+        for n in self:
+            self._lifecycle(n, now)
+
+    # -- node lifecycle: kubelet heartbeats, the node controller, taint-based eviction ----------
+    GRACE = 40.0  # node-monitor-grace-period
+
+    def kubelet_stopped(self, node: str | None) -> bool:
+        return bool(self.fault(node, "kubeletStopped") or self.fault(node, "nodeDown"))
+
+    def powered_off(self, node: str | None) -> bool:
+        return bool(self.fault(node, "nodeDown"))
+
+    def _lifecycle(self, n: NodeState, now: float) -> None:
+        cl = self.cluster
+        stopped = self.kubelet_stopped(n.name)
+        life = n.reported.setdefault("life", {})
+        if stopped and "since" not in life:
+            life["since"] = now
+            cl.wake_at(now + self.GRACE)
+            if self.powered_off(n.name):
+                self.kernel_log(n.name, ["reboot: Power down"])
+        if not stopped:
+            self._pressure(n, now)
+        if not stopped and "since" in life:
+            was_unready = life.get("unready")
+            life.clear()
+            if was_unready:
+                self._set_ready(n.name, True, now)
+            return
+        if not stopped or life.get("unready") or now - life["since"] < self.GRACE - 1e-9:
+            if stopped and life.get("unready"):
+                self._evict(n.name, life, now)
+            return
+        life["unready"] = now
+        self._set_ready(n.name, False, now)
+        self._evict(n.name, life, now)
+
+    EVICTION_INTERVAL = 10.0  # kubelet --eviction-monitoring-interval
+
+    def _pressure(self, n: NodeState, now: float) -> None:
+        """nodefs.available<10%: DiskPressure, the disk-pressure taint, one eviction per interval."""
+        cl = self.cluster
+        full = float(self.fault(n.name, "diskFullPercent") or 0.0)
+        press = n.reported.setdefault("pressure", {})
+        stamp = cl.clock.rfc3339(now)
+        under = full >= 90.0
+        if under != bool(press.get("on")):
+            press["on"] = under
+
+            def edit(o: Obj) -> None:
+                for c in o["status"].get("conditions") or []:
+                    if c["type"] == "DiskPressure":
+                        c.update(status="True" if under else "False", lastTransitionTime=stamp,
+                                 reason="KubeletHasDiskPressure" if under else "KubeletHasNoDiskPressure",
+                                 message="kubelet has disk pressure" if under else "kubelet has no disk pressure")
+                taints = [t for t in o["spec"].get("taints") or [] if t.get("key") != "node.kubernetes.io/disk-pressure"]
+                if under:
+                    taints.append({"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule", "timeAdded": stamp})
+                if taints:
+                    o["spec"]["taints"] = taints
+                else:
+                    o["spec"].pop("taints", None)
+            obj = cl.store.mutate("nodes", "", n.name, edit)
+            word = "NodeHasDiskPressure" if under else "NodeHasNoDiskPressure"
+            cl.events.record(obj, "Normal", word, f"Node {n.name} status is now: {word}", "kubelet", n.name)
+        if not under or now - press.get("last", -1e18) < self.EVICTION_INTERVAL:
+            if under:
+                cl.wake_at(press.get("last", now) + self.EVICTION_INTERVAL)
+            return
+        press["last"] = now
+        cl.wake_at(now + self.EVICTION_INTERVAL)
+        cl.events.record(cl.store.get("nodes", "", n.name), "Warning", "EvictionThresholdMet",
+                         "Attempting to reclaim ephemeral-storage", "kubelet", n.name)
+        order = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
+        victims = [p for p in cl.scan("pods") if p["spec"].get("nodeName") == n.name
+                   and (p.get("status") or {}).get("phase") in ("Running", "Pending")
+                   and p["spec"].get("priorityClassName") not in ("system-node-critical", "system-cluster-critical")]
+        if not victims:
+            return
+        victim = min(victims, key=lambda p: (order.get((p.get("status") or {}).get("qosClass", "BestEffort"), 0),
+                                             p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
+        disk = n.disks[0]
+        avail = disk.size_bytes * max(0.0, 1 - full / 100.0)
+        cl.kubelet.evict(victim, f"The node was low on resource: ephemeral-storage. Threshold quantity: "
+                                 f"{int(disk.size_bytes * 0.1)}, available: {int(avail // 1024)}Ki. ")
+
+    def _set_ready(self, node: str, ready: bool, now: float) -> None:
+        cl = self.cluster
+        stamp = cl.clock.rfc3339(now)
+
+        def edit(o: Obj) -> None:
+            for c in o["status"].get("conditions") or []:
+                if ready:
+                    c["status"] = "True" if c["type"] == "Ready" else "False"
+                    c["reason"] = {"Ready": "KubeletReady", "MemoryPressure": "KubeletHasSufficientMemory",
+                                   "DiskPressure": "KubeletHasNoDiskPressure", "PIDPressure": "KubeletHasSufficientPID"}.get(c["type"], c.get("reason"))
+                    c["message"] = {"Ready": "kubelet is posting ready status",
+                                    "MemoryPressure": "kubelet has sufficient memory available",
+                                    "DiskPressure": "kubelet has no disk pressure",
+                                    "PIDPressure": "kubelet has sufficient PID available"}.get(c["type"], c.get("message"))
+                    c["lastHeartbeatTime"] = stamp
+                else:
+                    c["status"], c["reason"], c["message"] = "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."
+                c["lastTransitionTime"] = stamp
+            taints = [t for t in (o["spec"].get("taints") or []) if t.get("key") != "node.kubernetes.io/unreachable"]
+            if not ready:
+                taints += [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule", "timeAdded": stamp},
+                           {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": stamp}]
+            if taints:
+                o["spec"]["taints"] = taints
+            else:
+                o["spec"].pop("taints", None)
+        obj = cl.store.mutate("nodes", "", node, edit)
+        word = "NodeReady" if ready else "NodeNotReady"
+        cl.events.record(obj, "Normal", word, f"Node {node} status is now: {word}", "node-controller")
+        if not ready:
+            for pod in cl.scan("pods"):
+                if pod["spec"].get("nodeName") != node:
+                    continue
+                cl.events.record(pod, "Warning", "NodeNotReady", "Node is not ready", "node-controller")
+
+                def unready(o: Obj) -> None:
+                    for c in o.get("status", {}).get("conditions") or []:
+                        if c["type"] in ("Ready", "ContainersReady"):
+                            c["status"], c["lastTransitionTime"] = "False", stamp
+                            c.pop("reason", None)
+                            c.pop("message", None)
+                try:
+                    cl.store.mutate("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], unready,
+                                    subresource="status")
+                except Exception:
+                    pass
+
+    def _evict(self, node: str, life: dict[str, Any], now: float) -> None:
+        """The taint-eviction controller: pods without a matching toleration go at once, others
+        after their tolerationSeconds (300 s by default admission)."""
+        cl = self.cluster
+        since = life["unready"]
+        for pod in list(cl.scan("pods", None)):
+            if pod["spec"].get("nodeName") != node or pod["metadata"].get("deletionTimestamp"):
+                continue
+            seconds = 0.0
+            for t in pod["spec"].get("tolerations") or []:
+                if t.get("key") in ("node.kubernetes.io/unreachable", None) and t.get("effect") in ("NoExecute", None) \
+                        and (t.get("operator") == "Exists" or not t.get("key") and t.get("operator") == "Exists"):
+                    seconds = float("inf") if t.get("tolerationSeconds") is None else float(t["tolerationSeconds"])
+            if now + 1e-9 < since + seconds:
+                if seconds != float("inf"):
+                    cl.wake_at(since + seconds)
+                continue
+            cl.events.record(pod, "Normal", "TaintManagerEviction",
+                             f"Marking for deletion Pod {pod['metadata']['namespace']}/{pod['metadata']['name']}",
+                             "taint-eviction-controller")
+            try:
+                cl.store.delete("pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
+            except Exception:
+                pass
 
     def fault(self, node: str | None, kind: str) -> Any:
         if not node:
@@ -186,7 +343,8 @@ class NodeFleet:
         """Loss/corruption/delay of the node's NIC (fractions and ms)."""
         nic = self.fault(node, "nic") or {}
         return {"loss": float(nic.get("lossPercent", 0)) / 100.0, "corrupt": float(nic.get("corruptPercent", 0)) / 100.0,
-                "delay_ms": float(nic.get("delayMs", 0)), "down": 1.0 if nic.get("down") else 0.0}
+                "delay_ms": float(nic.get("delayMs", 0)),
+                "down": 1.0 if nic.get("down") or self.powered_off(node) else 0.0}
 
     def io(self, node: str | None, op: str, nbytes: float, count: float = 1.0, comm: str = "mongod") -> float:
         """Account `count` I/O operations of `nbytes` each on the node's disk; return the fraction

@@ -79,6 +79,7 @@ class PodRt:
     mount_backoff: float = 0.0
     mount_failed_since: float | None = None
     volumes: dict[str, Any] = field(default_factory=dict)  # mountPath → data key
+    evicted: str = ""  # the eviction message once the kubelet has evicted the pod
 
 
 class Kubelet:
@@ -164,8 +165,16 @@ class Kubelet:
             bound = [(p["metadata"]["namespace"], p["metadata"]["name"], p["metadata"].get("uid"))
                      for p in store.iter_raw("pods") if (p.get("spec") or {}).get("nodeName")]
         live = set()
+        nodes = self.cluster.nodes
         for ns, name, uid in bound:
             live.add((ns, name))
+            rt0 = self.state["pods"].get((ns, name))
+            node = rt0.node if rt0 is not None else (self.cluster.raw("pods", ns, name) or {}).get("spec", {}).get("nodeName")
+            if nodes.kubelet_stopped(node):
+                if nodes.powered_off(node) and rt0 is not None:
+                    for c in rt0.containers.values():
+                        c.ports = set()
+                continue  # nobody syncs this node's pods
             pod = store.try_get("pods", ns, name)
             if pod is None:
                 continue
@@ -217,7 +226,41 @@ class Kubelet:
         self.state["pods"][(rt.namespace, rt.name)] = rt
         return rt
 
+    def evict(self, pod: Obj, message: str) -> None:
+        """Kubelet eviction: stop every container, phase Failed, reason Evicted (the pod object stays)."""
+        rt = self.runtime(pod)
+        if rt is None or rt.evicted:
+            return
+        now = self.cluster.clock.now()
+        for c in rt.containers.values():
+            if c.state == "running":
+                self._event(pod, "Normal", "Killing", f"Stopping container {c.name}", c.name)
+                self._exit(pod, rt, c, Exited(137, [], reason="Error"), now)
+            c.stage = "done"
+        rt.evicted = message
+        self._event(pod, "Warning", "Evicted", message)
+        self.cluster._dirty = True
+
     def _sync(self, pod: Obj, rt: PodRt, now: float) -> None:
+        if rt.evicted:
+            if (pod.get("status") or {}).get("reason") != "Evicted":
+                msg = rt.evicted
+
+                def put(o: Obj) -> None:
+                    st = o.setdefault("status", {})
+                    st.update(phase="Failed", reason="Evicted", message=msg)
+                    for cs in st.get("containerStatuses") or []:
+                        cs["ready"] = False
+                        cs["started"] = False
+                        if "running" in cs.get("state", {}):
+                            cs["state"] = {"terminated": {"exitCode": 137, "reason": "Error",
+                                                          "startedAt": cs["state"]["running"]["startedAt"],
+                                                          "finishedAt": self.cluster.clock.rfc3339(now)}}
+                    for c in st.get("conditions") or []:
+                        if c["type"] in ("Ready", "ContainersReady"):
+                            c["status"] = "False"
+                self.cluster.store.mutate("pods", rt.namespace, rt.name, put, subresource="status")
+            return
         if pod["metadata"].get("deletionTimestamp"):
             for c in rt.containers.values():
                 if c.state == "running":

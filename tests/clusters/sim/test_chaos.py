@@ -226,3 +226,50 @@ def test_metastable_retry_storm_stays_down_until_a_real_fix() -> None:
     env("rate", {"RATE_BACKEND_QPS_LIMIT": "500"})  # fix 2: raise the limit
     cluster.advance(90)
     assert window(cluster, 60) > 95
+
+
+def test_a_node_whose_kubelet_stops_goes_not_ready_and_its_pods_are_evicted(cluster: SimCluster) -> None:
+    node = pod(cluster, "geo")["spec"]["nodeName"]
+    geo = pod(cluster, "geo")["metadata"]["name"]
+    cluster.store.create("nodefaults.sim.farm.io", {"apiVersion": "sim.farm.io/v1alpha1", "kind": "NodeFault",
+                                                    "metadata": {"name": "dead-kubelet"},
+                                                    "spec": {"nodeName": node, "kubeletStopped": True}})
+    cluster.advance(60)
+    n = cluster.store.get("nodes", "", node)
+    ready = next(c for c in n["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["message"]) == ("Unknown", "Kubelet stopped posting node status.")
+    assert {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"} in \
+        [{k: t[k] for k in ("key", "effect")} for t in n["spec"]["taints"]]
+    conds = {c["type"]: c["status"] for c in cluster.store.get("pods", NS, geo)["status"]["conditions"]}
+    assert conds["Ready"] == "False"
+    cluster.advance(300)
+    assert cluster.store.try_get("pods", NS, geo) is None  # tolerationSeconds 300 ran out
+    moved = pod(cluster, "geo")
+    assert moved["spec"]["nodeName"] != node and moved["status"]["phase"] == "Running"
+    reasons = {e["reason"] for e in cluster.store.list("events", "default")}
+    assert "NodeNotReady" in reasons
+    cluster.store.delete("nodefaults.sim.farm.io", "", "dead-kubelet")
+    cluster.advance(10)
+    ready = next(c for c in cluster.store.get("nodes", "", node)["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True" and not cluster.store.get("nodes", "", node)["spec"].get("taints")
+
+
+def test_a_full_disk_puts_the_node_under_disk_pressure_and_evicts_pods(cluster: SimCluster) -> None:
+    victim = pod(cluster, "memcached-rate")
+    node = victim["spec"]["nodeName"]
+    cluster.store.create("nodefaults.sim.farm.io", {"apiVersion": "sim.farm.io/v1alpha1", "kind": "NodeFault",
+                                                    "metadata": {"name": "full"}, "spec": {"nodeName": node, "diskFullPercent": 97}})
+    cluster.advance(45)
+    n = cluster.store.get("nodes", "", node)
+    assert next(c for c in n["status"]["conditions"] if c["type"] == "DiskPressure")["status"] == "True"
+    evicted = [p for p in cluster.store.list("pods", NS) if (p.get("status") or {}).get("reason") == "Evicted"]
+    assert evicted and all(p["status"]["phase"] == "Failed" for p in evicted)
+    assert evicted[0]["status"]["message"].startswith("The node was low on resource: ephemeral-storage.")
+    prefix = evicted[0]["metadata"]["name"].rsplit("-", 2)[0]
+    replacement = [p for p in cluster.store.list("pods", NS) if p["metadata"]["name"].startswith(prefix + "-")
+                   and p["status"].get("phase") == "Running"]
+    assert replacement and replacement[0]["spec"]["nodeName"] != node
+    avail = json.loads(cluster.obs.prometheus_app("GET", "/api/v1/query", {"query": [
+        f'node_filesystem_avail_bytes{{node="{node}",mountpoint="/"}} / node_filesystem_size_bytes{{node="{node}",mountpoint="/"}}']},
+        b"")[2])["data"]["result"]
+    assert float(avail[0]["value"][1]) == pytest.approx(0.03)
