@@ -41,6 +41,9 @@ def worker_main(index: int, sweep_id: str, db_url: str, artifacts: str, lease_s:
                          cluster_options=cluster_options)
     try:
         owner.open()
+        from farm.spec import catalog
+
+        catalog()  # parsed once per worker, before any lease is taken
         while True:
             claimed = ledger.claim_next(engine, sweep_id, owner.name, owner.cluster.ref, lease_s)
             if claimed is None:

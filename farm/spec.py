@@ -18,6 +18,7 @@ anything is written anywhere.
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -209,22 +210,28 @@ def parse_spec(data: Any, path: str | None = None) -> SweepSpec:
     return spec
 
 
+@cache
+def catalog() -> Any:
+    """The problem catalog, parsed once per process (a sweep and its trials read it often)."""
+    from farm.problems.catalog import load_catalog
+
+    return load_catalog()
+
+
 def check_against_catalog(spec: SweepSpec, path: str | None) -> None:
     """Names that must exist: problems, agents, apps; an agent that needs a model gets one."""
     from farm.agents.base import agents
-    from farm.problems.catalog import load_catalog
 
     for i, entry in enumerate(spec.agents):
         if entry.name not in agents:
             raise SpecError(path, f"agents[{i}].name", f"unknown agent '{entry.name}' (known: {', '.join(agents.names())})")
         if getattr(agents.factory(entry.name), "uses_model", True) and not spec.models:
             raise SpecError(path, "models", f"agent '{entry.name}' needs a model, and models is empty")
-    catalog = load_catalog()
-    known = {p.id for p in catalog.problems}
+    known = {p.id for p in catalog().problems}
     for i, pid in enumerate(spec.problems.ids):
         if pid not in known:
             raise SpecError(path, f"problems.ids[{i}]", f"unknown problem '{pid}' (see `farm problems list`)")
-    apps = {p.app for p in catalog.problems}
+    apps = {p.app for p in catalog().problems}
     for i, app in enumerate(spec.problems.apps):
         if app not in apps:
             raise SpecError(path, f"problems.apps[{i}]", f"no problem uses application '{app}'")
@@ -233,11 +240,9 @@ def check_against_catalog(spec: SweepSpec, path: str | None) -> None:
 
 
 def select_problems(spec: SweepSpec) -> list[Any]:
-    from farm.problems.catalog import load_catalog
-
     sel = spec.problems
     out = []
-    for p in load_catalog().problems:
+    for p in catalog().problems:
         if sel.ids and p.id not in sel.ids:
             continue
         if sel.tags and not set(sel.tags) & set(p.tags):

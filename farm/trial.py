@@ -84,11 +84,11 @@ class TrialRun:
     def __init__(self, spec: TrialSpec, claim: Claim, cluster: ClusterHandle, engine: Engine,
                  store: ArtifactStore, redis_url: str | None = None) -> None:
         from farm.apps import load_application
-        from farm.problems.catalog import load_catalog
+        from farm.spec import catalog
 
         self.spec, self.claim, self.cluster, self.engine, self.store = spec, claim, cluster, engine, store
         self.redis_url = redis_url
-        self.problem = load_catalog().get(spec.problem_id)
+        self.problem = catalog().get(spec.problem_id)
         self.app = load_application(self.problem.app)
         self.namespace = self.app.namespace
         self.opaque_id = uuid.uuid4().hex[:16]  # what the agent sees; never the problem id

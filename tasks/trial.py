@@ -55,6 +55,10 @@ def _open_cluster(**_: Any) -> None:
     OWNER = ClusterOwner(name, ref, _engine(), open_store(config.artifacts), lease_s=config.lease_s,
                          on_requeue=lambda ids: send_claims(ids))
     OWNER.open()
+    # Parse the catalog now, not inside the first claim while its lease is ticking.
+    from farm.spec import catalog
+
+    catalog()
 
 
 @signals.worker_process_shutdown.connect
@@ -128,6 +132,9 @@ def claim_trial(self: Task, trial_id: str) -> str:
         send_claims([trial_id], countdown=5)  # a no-op if the trial was given up
         return "setup failed"
     OWNER.begin(run)
+    # Setting the run up may have taken a while; renew the lease before the chain starts.
+    if not ledger.heartbeat(engine, claimed, OWNER.lease_s):
+        run.lease_lost.set()
     ref = _ref(run)
     label = repr(run.spec.key)
     own = worker_queue(OWNER.name)

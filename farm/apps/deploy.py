@@ -4,6 +4,9 @@ elsewhere). The same code runs on every cluster provider."""
 
 from __future__ import annotations
 
+import copy
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -16,13 +19,19 @@ from farm.errors import DeployError
 POLL_S = 5.0
 
 
-def manifests(app: Application) -> list[dict[str, Any]]:
+@cache
+def _parsed(app_name: str, files: tuple[Path, ...]) -> tuple[dict[str, Any], ...]:
     docs: list[dict[str, Any]] = []
-    for path in app.manifest_files():
-        for doc in yaml.safe_load_all(path.read_text()):
+    for path in files:
+        for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
             if doc:
                 docs.append(doc)
-    return docs
+    return tuple(docs)
+
+
+def manifests(app: Application) -> list[dict[str, Any]]:
+    """The application's manifests, parsed once per process; callers get their own copies."""
+    return copy.deepcopy(list(_parsed(app.name, tuple(app.manifest_files()))))
 
 
 def ensure_namespace(rest: KubeRest, namespace: str) -> None:

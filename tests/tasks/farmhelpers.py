@@ -24,7 +24,7 @@ def farm_env(redis_prefix: str, db_url: str, s3_endpoint: str, tmp: Path, **extr
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
-        "FARM_LEASE_S": "3",
+        "FARM_LEASE_S": "8",
         "FARM_PLUGINS": "tests.fakes.slow_agent",
         "PYTHONPATH": str(ROOT),
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
@@ -57,10 +57,12 @@ def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def wait_for(pred: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
+def wait_for(pred: Callable[[], bool], timeout: float, what: str, interval: float = 0.2,
+             detail: Callable[[], object] | None = None) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if pred():
             return
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+    extra = f" (now: {detail()})" if detail else ""
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{extra}")

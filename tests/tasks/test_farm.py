@@ -17,7 +17,7 @@ from results.db import engine_for
 from results.models import Attempt, Trial
 from tests.tasks.farmhelpers import farm_cmd, farm_env, kill_group, start_worker, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres]
+pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.mark.timeout(1200)]
 
 
 def _spec(tmp: Path, name: str, agent: str, seeds: int, problems: list[str]) -> Path:
@@ -83,7 +83,7 @@ def test_two_workers_complete_a_sweep_and_kill_loses_nothing(tmp_path, redis_pre
         kill_group(workers.pop("wa"))
 
         wait_for(lambda: _counts(engine, "farm-kill").get(TrialState.FINISHED, 0) == 4, 300,
-                 "the sweep to finish on the surviving worker")
+                 "the sweep to finish on the surviving worker", detail=lambda: _counts(engine, "farm-kill"))
         trials, attempts = _final_rows(engine, "farm-kill")
         assert len(trials) == 4 and all(t.state == TrialState.FINISHED for t in trials)
         for t in trials:
