@@ -362,20 +362,23 @@ class NodeDiskFill(NodeTask):
 
 class SectorParams(VolumeFaultParams):
     percent: int = Field(30, ge=1, le=100)
+    ops: list[str] = Field(["read"], min_length=1)  # read and/or write
     sector_start: int = Field(1953792, ge=0)
     sector_count: int = Field(64, ge=1)
 
 
 @faults.register("disk-latent-sector-errors")
 class DiskLatentSectorErrors(SimNodeBackend, VolumeChaos):
-    """Latent sector errors on the node's disk: a share of reads return EIO."""
+    """Latent sector errors on the node's disk: a share of reads (and writes) return EIO."""
 
     Params = SectorParams
     errno = 5
-    methods = ["read"]
+
+    def node_spec(self) -> Obj:
+        return {**super().node_spec(), "methods": list(self.p.ops)}
 
     def sim_spec(self) -> Obj | None:
-        return {"disk": {"errorPercent": self.p.percent, "ops": ["read"],
+        return {"disk": {"errorPercent": self.p.percent, "ops": list(self.p.ops),
                          "sectorStart": self.p.sector_start, "sectorCount": self.p.sector_count}}
 
 
