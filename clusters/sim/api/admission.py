@@ -222,6 +222,45 @@ def _go_repr(value: Any) -> str:
     return str(value)
 
 
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+_QUANTITY_MSG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_ENV_NAME_MSG = ("a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', "
+                 "and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex "
+                 "used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')")
+
+
+def _quantity(text: Any) -> float | None:
+    from clusters.sim.controllers.quantity import parse_quantity
+
+    if not _QUANTITY.match(str(text)):
+        return None
+    try:
+        return parse_quantity(text)
+    except ValueError:
+        return None
+
+
+def _validate_resources(resources: Any, field: str) -> list[Cause]:
+    causes: list[Cause] = []
+    if not isinstance(resources, dict):
+        return causes
+    parsed: dict[str, dict[str, float]] = {}
+    for kind in ("limits", "requests"):
+        for name, value in (resources.get(kind) or {}).items():
+            q = _quantity(value)
+            if q is None:
+                causes.append(_invalid_value(f"{field}.{kind}[{name}]", str(value), _QUANTITY_MSG))
+            else:
+                parsed.setdefault(kind, {})[name] = q
+    for name, req in (parsed.get("requests") or {}).items():
+        lim = (parsed.get("limits") or {}).get(name)
+        if lim is not None and req > lim:
+            causes.append(_invalid_value(f"{field}.requests", str(resources["requests"][name]),
+                                         f"must be less than or equal to {name} limit of {resources['limits'][name]}"))
+    return causes
+
+
 def _validate_containers(containers: Any, field: str, need_image: bool) -> list[Cause]:
     causes: list[Cause] = []
     if not containers:
@@ -239,6 +278,13 @@ def _validate_containers(containers: Any, field: str, need_image: bool) -> list[
         seen.add(name)
         if need_image and isinstance(c, dict) and not c.get("image"):
             causes.append(_required(f"{f}.image"))
+        if isinstance(c, dict):
+            causes += _validate_resources(c.get("resources"), f"{f}.resources")
+            for j, env in enumerate(c.get("env") or []):
+                if not isinstance(env, dict) or not env.get("name"):
+                    causes.append(_required(f"{f}.env[{j}].name"))
+                elif not _ENV_NAME.match(env["name"]):
+                    causes.append(_invalid_value(f"{f}.env[{j}].name", env["name"], _ENV_NAME_MSG))
         for j, p in enumerate((c.get("ports") if isinstance(c, dict) else None) or []):
             port = p.get("containerPort")
             if not isinstance(port, int) or not 0 < port < 65536:
@@ -312,6 +358,10 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None) -> None:
                 causes.append(_invalid_value("spec.template.metadata.labels", labels, "`selector` does not match template `labels`"))
             if old is not None and selector and (old.get("spec") or {}).get("selector") != selector:
                 causes.append(_invalid_value("spec.selector", selector, "field is immutable"))
+        strategy = spec.get("strategy") or {}
+        if rt.key == "deployments.apps" and strategy.get("type") == "Recreate" and strategy.get("rollingUpdate"):
+            causes.append(("FieldValueForbidden", "spec.strategy.rollingUpdate",
+                           "Forbidden: may not be specified when strategy `type` is 'Recreate'"))
         if rt.key in ("deployments.apps", "replicasets.apps", "daemonsets.apps") and \
                 (template.get("spec") or {}).get("restartPolicy", "Always") != "Always":
             causes.append(("FieldValueNotSupported", "spec.template.spec.restartPolicy",

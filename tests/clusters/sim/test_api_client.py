@@ -226,6 +226,23 @@ def test_not_found_and_invalid_status_bodies(sim: Sim, ns: str) -> None:
     with pytest.raises(ApiException) as err:
         apps.create_namespaced_deployment(ns, bad)
     assert "`selector` does not match template `labels`" in status_of(err.value)["message"]
+    greedy = deployment("greedy")
+    greedy["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}
+    greedy["spec"]["template"]["spec"]["containers"][1]["resources"] = {"limits": {"memory": "1gb"}}
+    with pytest.raises(ApiException) as err:
+        apps.create_namespaced_deployment(ns, greedy)
+    causes = {c["field"]: c["message"] for c in status_of(err.value)["details"]["causes"]}
+    assert causes == {
+        "spec.template.spec.containers[0].resources.requests": 'Invalid value: "2": must be less than or equal to cpu limit of 1',
+        "spec.template.spec.containers[1].resources.limits[memory]": 'Invalid value: "1gb": quantities must match the '
+                                                                     "regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"}
+    apps.create_namespaced_deployment(ns, deployment("web"))
+    with pytest.raises(ApiException) as err:
+        apps.patch_namespaced_deployment("web", ns, {"spec": {"strategy": {"type": "Recreate"}}})
+    assert "spec.strategy.rollingUpdate: Forbidden: may not be specified when strategy `type` is 'Recreate'" in \
+        status_of(err.value)["message"]
+    out = apps.patch_namespaced_deployment("web", ns, {"spec": {"strategy": {"type": "Recreate", "rollingUpdate": None}}})
+    assert out.spec.strategy.type == "Recreate" and out.spec.strategy.rolling_update is None
     core.create_namespaced_pod(ns, pod("p"))
     with pytest.raises(ApiException) as err:
         core.patch_namespaced_pod("p", ns, {"spec": {"containers": [{"name": "app", "env": [{"name": "X", "value": "1"}]}]}})
