@@ -141,6 +141,15 @@ def main() -> None:
     tup_sec = time.process_time() - start
     print(f"append with tuple labels: {n / tup_sec:,.0f} samples/s ({tup_sec * 1e3:.1f} ms for the whole 10 minutes)")
 
+    # the same writes as whole scrapes (what the emulated cluster's telemetry does)
+    scr_obs = Observability(VirtualClock())
+    scrape = scr_obs.tsdb.scrape
+    start = time.process_time()
+    for k in range(scrapes):
+        scrape("all", t0 + k * SCRAPE, [(metric, tl, float(k)) for metric, tl in tuples])
+    scr_sec = time.process_time() - start
+    print(f"tsdb.scrape with tuple labels: {n / scr_sec:,.0f} samples/s ({scr_sec * 1e3:.1f} ms for the whole 10 minutes)")
+
     # the same writes through series references (a writer that keeps the handle per series)
     refs_obs = Observability(VirtualClock())
     tsdb = refs_obs.tsdb

@@ -29,7 +29,7 @@ class Series:
     """One time series: its labels (with __name__) and its samples in time order. `dead` is set
     when retention drops it, so a writer holding it as a reference re-resolves."""
 
-    __slots__ = ("labels", "ts", "vs", "aliases", "dead")
+    __slots__ = ("labels", "ts", "vs", "aliases", "dead", "stamp")
 
     def __init__(self, labels: dict[str, str]) -> None:
         self.labels = labels
@@ -37,6 +37,7 @@ class Series:
         self.vs = array("d")
         self.aliases: list[tuple[str, tuple[tuple[str, str], ...]]] = []
         self.dead = False
+        self.stamp = 0  # the last scrape that wrote it
 
 
 class Matcher:
@@ -93,7 +94,8 @@ class TSDB:
         self._appends = 0
         self._newest = float("-inf")
         self._generation = 0
-        self._scrapes: dict[str, dict[int, Series]] = {}  # target → series of its last scrape
+        self._scrapes: dict[str, list[Series]] = {}  # target → series of its last scrape
+        self._scrape_seq = 0
         self._select_cache: dict[tuple[tuple[str, str, str], ...], tuple[int, list[Series]]] = {}
 
     # --- writing -------------------------------------------------------------------------
@@ -153,15 +155,36 @@ class TSDB:
         (metric, labels, value) at `t`, and a staleness marker for each series the previous
         scrape of that target had and this one lacks, as Prometheus does when a pod's series
         vanish from kube-state-metrics. Returns the number of samples written."""
-        seen: dict[int, Series] = {}
-        for metric, labels, value in rows:
-            s = self.append_ref(self.ref(metric, labels), t, value)
-            seen[id(s)] = s
-        for sid, s in self._scrapes.get(target, {}).items():
-            if sid not in seen and not s.dead and s.vs and not is_stale(s.vs[-1]):
+        self._scrape_seq += 1
+        stamp = self._scrape_seq
+        alias_get = self._alias.get
+        current: list[Series] = []
+        keep = current.append
+        for metric, labels, value in rows:  # append() inlined: this loop is the cluster's hot path
+            alias = (metric, labels if labels.__class__ is tuple else tuple(labels.items()))  # type: ignore[union-attr]
+            s = alias_get(alias)
+            if s is None:
+                s = self._resolve(alias, metric, labels)
+            ts = s.ts
+            if ts and t <= ts[-1]:
+                if t == ts[-1]:
+                    s.vs[-1] = value
+            else:
+                ts.append(t)
+                s.vs.append(value)
+            s.stamp = stamp
+            keep(s)
+        for s in self._scrapes.get(target, ()):
+            if s.stamp != stamp and not s.dead and s.vs and not is_stale(s.vs[-1]):
                 self.append_ref(s, t, STALE_NAN)
-        self._scrapes[target] = seen
-        return len(seen)
+        self._scrapes[target] = current
+        if t > self._newest:
+            self._newest = t
+        before = self._appends
+        self._appends += len(current)
+        if before // _TRIM_EVERY != self._appends // _TRIM_EVERY:
+            self.trim(self._newest)
+        return len(current)
 
     def _resolve(self, alias: tuple[str, tuple[tuple[str, str], ...]], metric: str, labels: Labels) -> Series:
         labels = dict(labels) if isinstance(labels, tuple) else labels
@@ -254,9 +277,13 @@ class TSDB:
 
     # --- checkpoint ----------------------------------------------------------------------
     def checkpoint(self) -> dict[str, Any]:
+        def key(s: Series) -> tuple[str, frozenset[tuple[str, str]]]:
+            return s.labels["__name__"], frozenset((k, v) for k, v in s.labels.items() if k != "__name__")
+
         return {
             "series": [(dict(s.labels), array("d", s.ts), array("d", s.vs)) for s in self._series.values()],
             "newest": self._newest,
+            "scrapes": {target: [key(s) for s in members if not s.dead] for target, members in self._scrapes.items()},
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -268,3 +295,6 @@ class TSDB:
             s.ts = array("d", ts)
             s.vs = array("d", vs)
         self._newest = state["newest"]
+        # which series each target's last scrape had, so the next scrape still stale-marks
+        self._scrapes = {target: [self._series[k] for k in keys if k in self._series]
+                         for target, keys in state.get("scrapes", {}).items()}

@@ -192,3 +192,12 @@ def test_log_stream_continues_after_restore() -> None:
     store.append({"app": "a"}, T0 + 1, "two")
     (s,) = store.streams()
     assert s.lines == ["one", "two"] and s.labels == {"app": "a", "service_name": "a"}
+
+
+def test_scrape_membership_survives_restore(obs: Observability, prom: Client) -> None:
+    rows = [("kube_pod_info", (("pod", p),), 1.0) for p in ("a", "b")]
+    obs.tsdb.scrape("ksm", T0, rows)
+    obs.restore(obs.checkpoint())
+    obs.tsdb.scrape("ksm", T0 + 15, rows[:1])
+    _, body = prom.get("/api/v1/query", query="kube_pod_info", time=T0 + 20)
+    assert [r["metric"]["pod"] for r in body["data"]["result"]] == ["a"]
