@@ -4,13 +4,16 @@ real litellm against the scripted server. The interface's record, not the agent,
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from clusters.base import ClusterHandle
 from farm.agents.base import AgentContext
+from farm.agents.cli_adapters import ClaudeCodeAgent, CodexAgent
 from farm.agents.react import ReactAgent
 from farm.agents.stratus import StratusAgent
 from farm.errors import ConfigurationError, InfrastructureError
@@ -102,3 +105,25 @@ def test_stratus_spends_fewer_tokens_than_react_on_the_real_interface(cluster: C
     assert react.end_reason == stratus.end_reason == END_SUBMITTED
     assert stratus.tokens_in + stratus.tokens_out < react.tokens_in + react.tokens_out
 
+
+
+@pytest.mark.parametrize("agent_cls", [ClaudeCodeAgent, CodexAgent])
+def test_cli_adapters_over_the_real_interface(cluster: ClusterHandle, agent_cls, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Path(__file__).resolve().parents[3]
+    monkeypatch.setenv("PATH", f"{root / 'tests' / 'fakes'}{os.pathsep}{root / '.venv' / 'bin'}{os.pathsep}"
+                               f"{os.environ['PATH']}")
+    back_to_deployed(cluster)
+    iface = AgentInterface(cluster, NS, f"t-{agent_cls.executable}", mode="raw")
+    url, token = iface.start()
+    try:
+        ctx = AgentContext(trial_id=f"t-{agent_cls.executable}", namespace=NS, mcp_url=url, mcp_token=token,
+                           model="openai/gpt-5" if agent_cls is CodexAgent else "anthropic/claude-sonnet-4-5")
+        result = agent_cls().run(ctx)
+    finally:
+        iface.stop()
+    assert result.end_reason == END_SUBMITTED, result.error
+    assert iface.record.diagnosis and "GEO_DB_PORT" in iface.record.diagnosis
+    assert iface.record.mitigation_at is not None
+    assert len(iface.record.tool_calls) == result.tool_calls
+    outputs = [e["content"] for e in result.transcript if e["role"] == "tool"]
+    assert any("geo" in o for o in outputs[:1])  # the first call's real output (pods or geo's logs)
