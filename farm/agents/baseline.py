@@ -63,6 +63,26 @@ class _Session:
                                 "is_error": is_error})
         return text, is_error
 
+    def rows(self, resource: str, fields: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        """`kubectl get RESOURCE` narrowed by a jsonpath to the fields the agent reads (whole
+        objects would not fit the tool's output limit), rebuilt into the objects' own shape.
+        `fields` pairs a dotted key in the rebuilt object with a jsonpath."""
+        tab, newline = '{"\\t"}', '{"\\n"}'
+        template = "{range .items[*]}" + tab.join("{" + path + "}" for _, path in fields) + newline + "{end}"
+        text, err = self.call("kubectl", command=f"get {resource} -o jsonpath='{template}'")
+        if err:
+            return []
+        out = []
+        for line in text.splitlines():
+            parts = line.split("\t", len(fields) - 1)
+            if len(parts) != len(fields) or not parts[0]:
+                continue
+            obj: dict[str, Any] = {}
+            for (key, _), raw in zip(fields, parts, strict=True):
+                _set(obj, key, _value(raw))
+            out.append(obj)
+        return out
+
     def kube_json(self, command: str) -> dict[str, Any]:
         text, err = self.call("kubectl", command=command)
         if err:
@@ -73,12 +93,81 @@ class _Session:
             return {}
 
 
+def _revision(workload: dict[str, Any]) -> int:
+    meta = workload.get("metadata") or {}
+    raw = meta.get("revision") or (meta.get("annotations") or {}).get("deployment.kubernetes.io/revision") or 1
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        return 1
+
+
+def _value(raw: str) -> Any:
+    if raw == "":
+        return None
+    if raw[0] in "[{":
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _set(obj: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set `a.b.0.c` in nested dicts, with numeric parts as one-element lists."""
+    parts = dotted.split(".")
+    cur: Any = obj
+    for part, nxt in zip(parts, parts[1:], strict=False):
+        if isinstance(cur, list):
+            while len(cur) <= int(part):
+                cur.append({})
+            cur = cur[int(part)]
+            continue
+        cur = cur.setdefault(part, [] if nxt.isdigit() else {})
+    last = parts[-1]
+    if isinstance(cur, list):
+        while len(cur) <= int(last):
+            cur.append({})
+        cur[int(last)] = value
+    else:
+        cur[last] = value
+
+
+REVISION = r".metadata.annotations.deployment\.kubernetes\.io/revision"
+POD_FIELDS = [("metadata.name", ".metadata.name"), ("status.phase", ".status.phase"),
+              ("metadata.deletionTimestamp", ".metadata.deletionTimestamp"),
+              ("metadata.labels", ".metadata.labels"), ("spec.containers.0.ports", ".spec.containers[0].ports"),
+              ("status.containerStatuses", ".status.containerStatuses")]
+WORKLOAD_FIELDS = [("metadata.name", ".metadata.name"), ("spec.replicas", ".spec.replicas"),
+                   ("status.readyReplicas", ".status.readyReplicas"),
+                   ("metadata.revision", REVISION),
+                   ("metadata.creationTimestamp", ".metadata.creationTimestamp"),
+                   ("spec.template.metadata.labels", ".spec.template.metadata.labels"),
+                   ("spec.template.spec.containers.0.ports", ".spec.template.spec.containers[0].ports")]
+SERVICE_FIELDS = [("metadata.name", ".metadata.name"), ("spec.selector", ".spec.selector"), ("spec.ports", ".spec.ports")]
+ENDPOINT_FIELDS = [("metadata.name", ".metadata.name"), ("subsets", ".subsets")]
+EVENT_FIELDS = [("involvedObject.kind", ".involvedObject.kind"), ("involvedObject.name", ".involvedObject.name"),
+                ("type", ".type"), ("reason", ".reason"), ("count", ".count"), ("message", ".message")]
+EXTRA_FIELDS = [("metadata.name", ".metadata.name"), ("kind", ".kind"),
+                ("metadata.creationTimestamp", ".metadata.creationTimestamp")]
+
+
 def _owner(pod: dict[str, Any], deployments: list[str]) -> str:
     name = pod["metadata"]["name"]
     for dep in sorted(deployments, key=len, reverse=True):
         if name.startswith(dep + "-"):
             return dep
     return re.sub(r"(-[a-z0-9]{8,10})?-[a-z0-9]{5}$", "", name)
+
+
+def _component_of(object_name: str, names: list[str]) -> str:
+    """The workload an object belongs to: itself, or the one whose name prefixes it (pods, replica sets)."""
+    if object_name in names:
+        return object_name
+    for name in sorted(names, key=len, reverse=True):
+        if object_name.startswith(name + "-"):
+            return name
+    return object_name
 
 
 def _service_of(text: str, names: list[str]) -> str | None:
@@ -108,11 +197,11 @@ class BaselineInvestigator:
 
     # -- looking ---------------------------------------------------------------------------
     def look(self) -> Health:
-        deps = self.s.kube_json("get deployments -o json").get("items", [])
+        deps = self.s.rows("deployments", WORKLOAD_FIELDS)
         self.deployments = {d["metadata"]["name"]: d for d in deps}
-        sts = self.s.kube_json("get statefulsets -o json").get("items", [])
+        sts = self.s.rows("statefulsets", WORKLOAD_FIELDS)
         self.statefulsets = {d["metadata"]["name"]: d for d in sts}
-        self.pods = self.s.kube_json("get pods -o json").get("items", [])
+        self.pods = self.s.rows("pods", POD_FIELDS)
         health = Health()
         for pod in self.pods:
             status = pod.get("status") or {}
@@ -139,8 +228,8 @@ class BaselineInvestigator:
             ready = int((d.get("status") or {}).get("readyReplicas") or 0)
             if want == 0 or ready < want:
                 health.unavailable[name] = f"{ready}/{want}"
-        eps = self.s.kube_json("get endpoints -o json").get("items", [])
-        svcs = self.s.kube_json("get services -o json").get("items", [])
+        eps = self.s.rows("endpoints", ENDPOINT_FIELDS)
+        svcs = self.s.rows("services", SERVICE_FIELDS)
         self.services = {s["metadata"]["name"]: s for s in svcs}
         for ep in eps:
             name = ep["metadata"]["name"]
@@ -161,7 +250,7 @@ class BaselineInvestigator:
                 labels.get(k) == v for k, v in s["spec"]["selector"].items()) for s in self.services.values())
             if port and not selected:
                 health.unserved[name] = port
-        extra = self.s.kube_json("get networkpolicies,resourcequotas -o json").get("items", [])
+        extra = self.s.rows("networkpolicies,resourcequotas", EXTRA_FIELDS)
         born = sorted(str((d.get("metadata") or {}).get("creationTimestamp") or "") for d in self.deployments.values())
         if born:
             for item in extra:
@@ -192,7 +281,7 @@ class BaselineInvestigator:
         for item in health.newcomers:
             self.note(item, 2, f"{item} was created after the application was deployed")
         for name, d in self.deployments.items():
-            rev = int(((d.get("metadata") or {}).get("annotations") or {}).get("deployment.kubernetes.io/revision", "1") or 1)
+            rev = _revision(d)
             if rev > 1:
                 self.note(name, 1.5, f"deployment {name} was changed after it was deployed (revision {rev})")
         for pod in self.pods:
@@ -201,12 +290,12 @@ class BaselineInvestigator:
                     comp = _owner(pod, names)
                     self.note(comp, 1, f"pod {pod['metadata']['name']} restarted {cs['restartCount']} times")
 
-        events = self.s.kube_json("get events -o json").get("items", [])
+        events = self.s.rows("events", EVENT_FIELDS)
         for ev in events:
             if ev.get("type") != "Warning":
                 continue
             obj = ev.get("involvedObject") or {}
-            comp = _service_of(obj.get("name", ""), names) or obj.get("name", "?")
+            comp = _component_of(obj.get("name", "?"), names)
             msg = f"{ev.get('reason')}: {ev.get('message', '')}".strip()
             self.note(comp, 1 + min(int(ev.get("count") or 1), 5) * 0.2, f"event on {obj.get('kind')}/{obj.get('name')}: {msg[:240]}")
 
@@ -232,8 +321,8 @@ class BaselineInvestigator:
         for line in text.splitlines():
             head = line.split("] ", 2)[1] if line.count("] ") >= 2 else line.split("] ", 1)[0]
             comp = _service_of(head, names)
-            if not comp:
-                continue
+            if not comp or _is_client(comp):
+                continue  # the load generator's own complaints are the symptom, not a cause
             counted = re.search(r"\] x(\d+) ", line)
             per[comp] += int(counted.group(1)) if counted else 1
             message = line.split(": ", 1)[1] if counted and ": " in line else line.rsplit("] ", 1)[-1]
@@ -264,11 +353,10 @@ class BaselineInvestigator:
         text, err = self.s.call("jaeger_traces", service=entry, minutes=15, limit=50)
         if err:
             return
-        try:
-            traces = json.loads(text)
-        except ValueError:
+        if not text.startswith("["):
             self._read_trace_summary(text, entry, names)
             return
+        traces = _json_items(text)
         errors: Counter[str] = Counter()
         depth: dict[str, int] = {}
         for trace in traces:
@@ -347,6 +435,28 @@ class BaselineInvestigator:
         return " ".join(lines)
 
 
+def _is_client(name: str) -> bool:
+    return bool(re.search(r"wrk|locust|load-?gen|loadgenerator", name))
+
+
+def _json_items(text: str) -> list[Any]:
+    """The complete items of a JSON list, even when the tool cut the text short."""
+    decoder = json.JSONDecoder()
+    items: list[Any] = []
+    i = text.find("[") + 1
+    while 0 < i < len(text):
+        while i < len(text) and text[i] in " ,\n":
+            i += 1
+        if i >= len(text) or text[i] == "]":
+            break
+        try:
+            item, i = decoder.raw_decode(text, i)
+        except ValueError:
+            break
+        items.append(item)
+    return items
+
+
 def _alert_lines(text: str) -> list[str]:
     try:
         return [json.dumps(a.get("labels", {})) for a in json.loads(text)]
@@ -382,12 +492,13 @@ class Mitigator:
         obj = dep or sts
         kind = "deployment" if dep else "statefulset"
         if obj is not None:
-            meta = obj.get("metadata") or {}
-            rev = int((meta.get("annotations") or {}).get("deployment.kubernetes.io/revision", "1") or 1)
+            rev = _revision(obj)
             if dep and rev > 1:
                 out.append(("kubectl", {"command": f"rollout undo deployment/{comp}"}))
-            declared = (meta.get("annotations") or {}).get("kubectl.kubernetes.io/last-applied-configuration")
-            if declared and _drifted(obj, declared):
+            whole = self.s.kube_json(f"get {kind} {comp} -o json")
+            declared = ((whole.get("metadata") or {}).get("annotations") or {}).get(
+                "kubectl.kubernetes.io/last-applied-configuration")
+            if declared and _drifted(whole, declared):
                 out.append(("kubectl", {"command": "apply -f -", "manifest": declared}))
             if int((obj.get("spec") or {}).get("replicas") or 0) == 0:
                 out.append(("kubectl", {"command": f"scale {kind} {comp} --replicas=1"}))
@@ -416,8 +527,10 @@ class Mitigator:
         tried = 0
         for comp in self.inv.suspects()[:max_suspects]:
             for tool, args in self.candidates(comp, health):
-                if health.healthy:
-                    return health
+                # A healthy-looking namespace still deserves the rollback of a change nobody
+                # announced; anything more invasive waits for a visible problem.
+                if health.healthy and not args.get("command", "").startswith("rollout undo"):
+                    continue
                 _, err = self.s.call(tool, **args)
                 tried += 1
                 if err:
@@ -533,8 +646,7 @@ class BaselineAgent(Agent):
                 try:
                     health = inv.investigate()
                     session.call("submit_diagnosis", text=inv.diagnosis())
-                    if not health.healthy:
-                        Mitigator(inv).run(health, self.max_suspects)
+                    Mitigator(inv).run(health, self.max_suspects)
                     session.call("submit_mitigation")
                     end = END_SUBMITTED
                 except LimitReached as exc:
