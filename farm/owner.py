@@ -99,7 +99,11 @@ class ClusterOwner:
                     requeued = ledger.reap(self.engine)
                     if requeued:
                         log.warning("requeued %d trial(s) of lost workers: %s", len(requeued), requeued)
-                        if self.on_requeue:
-                            self.on_requeue(requeued)
+                    if self.on_requeue:
+                        stale = ledger.stale_queued(self.engine, older_than_s=4 * self.lease_s)
+                        if stale:
+                            log.warning("re-sending claims of %d trial(s) queued too long", len(stale))
+                        if requeued or stale:
+                            self.on_requeue(requeued + stale)
             except Exception as exc:  # a database blip must not kill the heartbeat
                 log.warning("heartbeat failed: %s", exc)

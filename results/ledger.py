@@ -254,6 +254,24 @@ def reap(engine: Engine, now: float | None = None) -> list[str]:
     return requeued
 
 
+def stale_queued(engine: Engine, older_than_s: float, limit: int = 500) -> list[str]:
+    """Queued trials whose claim message has not been acted on for `older_than_s`: the message
+    may sit unacknowledged with a dead worker until the broker's visibility timeout. Each one
+    returned is stamped as queued now, so a caller re-sends its claim once per period; a
+    duplicate claim is harmless. The ledger, not the broker, decides what still has to run."""
+    now = time.time()
+    with Session(engine) as session:
+        ids = session.execute(
+            select(Trial.id).where(Trial.state == TrialState.QUEUED, Trial.queued_at < now - older_than_s)
+            .order_by(Trial.queued_at).limit(limit)
+        ).scalars().all()
+        if ids:
+            session.execute(update(Trial).where(Trial.id.in_(ids), Trial.state == TrialState.QUEUED)
+                            .values(queued_at=now))
+            session.commit()
+    return list(ids)
+
+
 def register_worker(engine: Engine, name: str, cluster: str, hostname: str, pid: int) -> None:
     now = time.time()
     with Session(engine) as session:

@@ -122,3 +122,14 @@ def test_errors_are_scrubbed_of_secrets(sqlite_url, monkeypatch):
     with Session(engine) as s:
         assert "sk-test" not in s.get(Trial, tid).error
         assert "sk-test" not in s.exec(select(Attempt)).one().error
+
+
+def test_stale_queued_trials_are_returned_once_per_period(db_url):
+    engine = engine_for(db_url)
+    ids = _seed(engine, 3)
+    running = ledger.claim(engine, ids[0], "w", "sim:sim")
+    assert running is not None
+    time.sleep(0.2)
+    stale = ledger.stale_queued(engine, older_than_s=0.1)
+    assert sorted(stale) == sorted(ids[1:])  # queued ones only, not the running one
+    assert ledger.stale_queued(engine, older_than_s=0.1) == []  # stamped: not again at once
