@@ -72,6 +72,7 @@ def main() -> int:
                   f"{'PASS' if row['passed'] else 'FAIL'} {row['id']:<50} cpu {row['cpu_s']:6.2f}s "
                   f"sim {row['sim_cpu_s']:6.2f}s wall {row['wall_s']:6.2f}s"
                   + (f"  [{row['failed_step']}] {row['detail']}" if failed else ""), flush=True)
+        validator.close()
         sim_cpu = process_cpu(pid) - sim0
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     own_cpu = time.process_time() - cpu0

@@ -111,24 +111,24 @@ def validate(
     failed = 0
     try:
         with open_cluster(cluster_ref, **options) as cluster:
-            validator = Validator(cluster)
-            for problem in sorted(problems, key=lambda p: (p.app, p.id)):
-                result = validator.validate(problem)
-                failed += not result.passed
-                if as_json:
-                    typer.echo(json.dumps({
-                        "id": result.id, "app": result.app, "layer": result.layer, "tags": result.tags,
-                        "composition": result.composition, "passed": result.passed,
-                        "steps": {s.name: ("skipped" if s.skipped else "ok" if s.ok else "failed") for s in result.steps},
-                        "details": {s.name: s.detail for s in result.steps if s.detail},
-                        "cpu_seconds": round(result.cpu_seconds, 3),
-                    }))
-                else:
-                    mark = "PASS" if result.passed else ("SKIP" if any(s.skipped for s in result.steps) else "FAIL")
-                    last = next((s for s in result.steps if not s.ok), None)
-                    why = f"  {last.name}: {last.detail}" if last else ""
-                    typer.echo(f"{mark}  {result.id}{why}")
-                sys.stdout.flush()
+            with Validator(cluster) as validator:
+                for problem in sorted(problems, key=lambda p: (p.app, p.id)):
+                    result = validator.validate(problem)
+                    failed += not result.passed
+                    if as_json:
+                        typer.echo(json.dumps({
+                            "id": result.id, "app": result.app, "layer": result.layer, "tags": result.tags,
+                            "composition": result.composition, "passed": result.passed,
+                            "steps": {s.name: ("skipped" if s.skipped else "ok" if s.ok else "failed") for s in result.steps},
+                            "details": {s.name: s.detail for s in result.steps if s.detail},
+                            "cpu_seconds": round(result.cpu_seconds, 3),
+                        }))
+                    else:
+                        mark = "PASS" if result.passed else ("SKIP" if any(s.skipped for s in result.steps) else "FAIL")
+                        last = next((s for s in result.steps if not s.ok), None)
+                        why = f"  {last.name}: {last.detail}" if last else ""
+                        typer.echo(f"{mark}  {result.id}{why}")
+                    sys.stdout.flush()
     except FarmError as exc:
         _fail(str(exc), 1)
     if failed:

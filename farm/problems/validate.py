@@ -22,7 +22,7 @@ import httpx
 from pydantic import BaseModel
 
 from clusters.base import ClusterHandle
-from farm.problems.model import Problem
+from farm.problems.model import OracleSpec, Problem
 from injectors.fault import CHAOS_NAMESPACE
 from injectors.kube import quantity
 
@@ -200,8 +200,12 @@ def symptom_differences(before: dict[str, Any], after: dict[str, Any]) -> list[s
             found.append(f"pod {name} not ready")
         elif old is not None and pod["restarts"] > old["restarts"]:
             found.append(f"pod {name} restarted {pod['restarts'] - old['restarts']}x")
-    for name in set(before["pods"]) - set(after["pods"]):
-        found.append(f"pod {name} gone")
+    # A pod replaced by a healthy one is a routine rollout; fewer ready pods is not.
+    ready_before = sum(1 for p in before["pods"].values() if p["ready"])
+    ready_after = sum(1 for p in after["pods"].values() if p["ready"])
+    if ready_after < ready_before:
+        gone = sorted(set(before["pods"]) - set(after["pods"]))
+        found.append(f"{ready_before - ready_after} fewer ready pods" + (f" ({', '.join(gone[:3])} gone)" if gone else ""))
     new_warnings = sorted(set(after["warnings"]) - set(before["warnings"]))
     if new_warnings:
         found.append("warning events: " + ", ".join(new_warnings[:5]))
@@ -353,6 +357,34 @@ class Validator:
         self.on_step = on_step
         self._checkpoints: dict[str, str] = {}
         self._deployed: dict[str, Any] = {}  # app → desired state right after deploy
+        self._healthy: dict[str, tuple[bool, str]] = {}  # app → default oracle verdict on the checkpoint
+        self._views: dict[str, AgentView] = {}
+
+    def __enter__(self) -> Validator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for view in self._views.values():
+            view.close()
+        self._views = {}
+
+    def _view(self, namespace: str, app: Any) -> AgentView:
+        # One kubectl home per namespace, so its discovery cache serves every problem.
+        if namespace not in self._views:
+            self._views[namespace] = AgentView(self.cluster, namespace, app.entrypoint, app.client_success_query)
+        return self._views[namespace]
+
+    def _check_healthy(self, app: Any, problem: Problem, namespace: str) -> tuple[bool, str]:
+        from farm.oracles.mitigation import MitigationOracle
+
+        # Healthy means the plain checks pass; the trigger replay belongs after a fix.
+        plain = problem.model_copy(update={"oracle": problem.oracle.model_copy(update={"replay_trigger": False})})
+        oracle = MitigationOracle(app, plain)
+        verdict = oracle.evaluate(self.cluster, namespace, oracle.capture_baseline(self.cluster, namespace), None)
+        return verdict.passed, (f"success rate {verdict.success_rate}" if verdict.passed else verdict.detail)
 
     def _prepare(self, problem: Problem, namespace: str) -> tuple[Any, float]:
         """The application deployed and warmed up: restored from a checkpoint (emulated
@@ -371,6 +403,10 @@ class Validator:
         self.cluster.advance(WARMUP_S)
         self.cluster.agent_kubeconfig(namespace)  # part of the checkpoint, so restores keep it valid
         self._deployed[problem.app] = desired_state(self.cluster, namespace)
+        # The default oracle's verdict on the deployed app, checked once: every restore returns
+        # to exactly this state.
+        self._healthy[problem.app] = self._check_healthy(app, problem.model_copy(
+            update={"oracle": OracleSpec()}), namespace)
         checkpoint = getattr(self.cluster, "checkpoint", None)
         if checkpoint is not None:
             checkpoint(name)
@@ -424,19 +460,23 @@ class Validator:
         t0 = self.cluster.now()
         ns, app = state["namespace"], state["app"]
         oracle = MitigationOracle(app, problem)
-        view = AgentView(self.cluster, ns, app.entrypoint, app.client_success_query)
+        view = self._view(ns, app)
         injection = ProblemInjection(problem)
         try:
             def healthy() -> str:
+                default = problem.oracle.model_dump(exclude={"replay_trigger"}) == OracleSpec().model_dump(
+                    exclude={"replay_trigger"})
+                if default and problem.app in self._healthy:
+                    ok, detail = self._healthy[problem.app]
+                    detail = f"{detail} (on the deployed checkpoint)"
+                else:
+                    ok, detail = self._check_healthy(app, problem, ns)
+                if not ok:
+                    raise StepFailed(f"the oracle fails before injection: {detail}")
                 state["baseline"] = oracle.capture_baseline(self.cluster, ns)
-                # Healthy means the plain checks pass; the trigger replay belongs after a fix.
-                plain = problem.model_copy(update={"oracle": problem.oracle.model_copy(update={"replay_trigger": False})})
-                verdict = MitigationOracle(app, plain).evaluate(self.cluster, ns, state["baseline"], None)
-                if not verdict.passed:
-                    raise StepFailed(f"the oracle fails before injection: {verdict.detail}")
                 state["since"] = self.cluster.now()
                 state["before"] = view.signals(self.cluster.now() - oracle.spec.window_seconds)
-                return f"success rate {verdict.success_rate}"
+                return detail
 
             def inject() -> str:
                 records = injection.inject(self.cluster, ns)
@@ -499,7 +539,6 @@ class Validator:
                     break
             step("recover_clean", recover)
         finally:
-            view.close()
             if injection.injectors:
                 try:
                     injection.recover(self.cluster)

@@ -18,13 +18,16 @@ def test_symptom_differences_name_what_got_worse() -> None:
     assert symptom_differences(QUIET, QUIET) == []
     crash = {**QUIET, "pods": {"geo-1": {"phase": "Running", "ready": False, "restarts": 4,
                                          "waiting": ["CrashLoopBackOff"]}}}
-    assert symptom_differences(QUIET, crash) == ["pod geo-1 waiting: CrashLoopBackOff"]
+    assert symptom_differences(QUIET, crash) == ["pod geo-1 waiting: CrashLoopBackOff", "1 fewer ready pods"]
     alerts = {**QUIET, "alerts": ["KubePodCrashLooping"], "error_lines": 40, "warnings": ["BackOff:geo-1"]}
     found = symptom_differences(QUIET, alerts)
     assert "firing alerts: KubePodCrashLooping" in found and any("error log lines" in f for f in found)
     assert any("warning events" in f for f in found)
     gone = {**QUIET, "pods": {}}
-    assert symptom_differences(QUIET, gone) == ["pod geo-1 gone"]
+    assert symptom_differences(QUIET, gone) == ["1 fewer ready pods (geo-1 gone)"]
+    # A routine rollout (the pod replaced by a ready one) is not a symptom.
+    rolled = {**QUIET, "pods": {"geo-2": {"phase": "Running", "ready": True, "restarts": 0, "waiting": []}}}
+    assert symptom_differences(QUIET, rolled) == []
 
 
 def test_leak_check_sees_what_the_agent_sees(api_cluster: ClusterHandle) -> None:
@@ -60,10 +63,10 @@ def test_every_modelled_problem_validates_on_the_emulated_cluster(tmp_path) -> N
     problems = [p for p in load_catalog().select(apps=["hotel-reservation"]) if not p.needs_real_cluster]
     failures = []
     with open_cluster("sim", seed=1, workdir=tmp_path) as cluster:
-        validator = Validator(cluster)
-        for problem in problems:
-            result = validator.validate(problem)
-            if not result.passed:
-                step = next(s for s in result.steps if not s.ok)
-                failures.append(f"{problem.id}: {step.name}: {step.detail[:200]}")
+        with Validator(cluster) as validator:
+            for problem in problems:
+                result = validator.validate(problem)
+                if not result.passed:
+                    step = next(s for s in result.steps if not s.ok)
+                    failures.append(f"{problem.id}: {step.name}: {step.detail[:200]}")
     assert failures == []
