@@ -185,6 +185,10 @@ class Workload:
                 groups.setdefault(rt.namespace, {}).setdefault(inst["svc"], []).append((rt, c))
             elif kind == "wrk2":
                 wrks.append((rt, c))
+            elif kind == "locust":
+                self._locust(rt, c, dt)
+            elif kind == "wait":
+                self._wait_loop(rt, c, now)
             elif kind in ("mongo", "memcached"):
                 stores.append((rt, c))
             self._idle(rt, c, dt)
@@ -209,6 +213,36 @@ class Workload:
         for rt, c in stores:
             self._store_tick(rt, c, now, dt)
         kubelet.reconcile_memory(now)
+
+    def _wait_loop(self, rt: PodRt, c: Ctr, now: float) -> None:
+        """`until nc -z host port; do ...; done` init containers: done once the port answers."""
+        pod = self._pod(rt.namespace, rt.name)
+        if pod is None:
+            return
+        inst = c.instance
+        if self.cluster.network.connect(pod, inst["host"], inst["port"]).ok_share > 0:
+            self.cluster.kubelet.terminate(rt.namespace, rt.name, c.name, 0, "Completed",
+                                           [f"{inst['host']} ({inst['port']}) open"])
+        elif inst.get("line"):
+            self.cluster.logs.write(pod, c.name, [inst["line"]] * 2, now)
+
+    def _locust(self, rt: PodRt, c: Ctr, dt: float) -> None:
+        """Locust's own counters as locust_exporter (the pod's sidecar) exports them: requests reach
+        the entry service or fail (no call graph for these apps yet)."""
+        pod = self._pod(rt.namespace, rt.name)
+        if pod is None:
+            return
+        sidecar = any(o.name != c.name and o.state == "running" for o in rt.containers.values())
+        inst = c.instance
+        conn = self._connect(pod, inst["host"], inst["port"])
+        n = inst["rate"] * dt
+        fail = n * (1 - conn.ok_share)
+        if not sidecar:
+            return
+        for name in ("/", "Aggregated"):
+            labels = (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}"), ("method", "GET"), ("name", name))
+            self.inc("locust_requests_num_requests", labels, n)
+            self.inc("locust_requests_num_failures", labels, fail)
 
     def _idle(self, rt: PodRt, c: Ctr, dt: float) -> None:
         c.cpu_seconds += 0.002 * dt

@@ -193,7 +193,10 @@ def _load_builtin() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from clusters.sim.apps import generic, hotel, infra, stores  # noqa: F401
+        import importlib
+        for module in ("generic", "hotel", "infra", "stores", "catalog"):
+            # catalog last: it takes the farm manifests' images that no dedicated model registered
+            importlib.import_module(f"clusters.sim.apps.{module}")
 
 
 # -- log line formats the real programs print ------------------------------------------------

@@ -54,6 +54,14 @@ def shell_outcome(ctx: StartContext, argv: list[str], info: ImageInfo | None) ->
 
 
 def _script(ctx: StartContext, script: str) -> Started | Exited:
+    m = re.search(r"until\s+nc\s+-z\s+(?:-\w+\s+)*([\w.-]+)\s+(\d+)\s*;\s*do(.*?)done", script, re.S)
+    if m:
+        conn = ctx.connect(m.group(1), int(m.group(2)))
+        if conn.ok_share == 0:  # loops (the workload re-checks every step) until the dependency answers
+            rest = script[m.end():].strip(" ;")
+            return Started(_echoes(m.group(3))[:1], set(), {"kind": "wait", "host": m.group(1), "port": int(m.group(2)),
+                                                           "line": (_echoes(m.group(3)) or [""])[0], "then": rest})
+        script = script[:m.start()] + script[m.end():]
     if re.search(r"\bwhile\s+(true|:)\b", script) or re.search(r"\bsleep\s+(infinity|inf)\b", script) or \
             re.search(r"\btail\s+-f\b", script):
         lines = _echoes(script.split("while")[0])
@@ -77,6 +85,17 @@ def _script(ctx: StartContext, script: str) -> Started | Exited:
             return Exited(code, lines, after=elapsed)
         elif cmd == "false":
             return Exited(1, lines, after=elapsed)
+        elif cmd == "cp" and len(words) >= 3:
+            src, dst = words[-2], words[-1]
+            mounts = [m.get("mountPath", "").rstrip("/") + "/" for m in ctx.container.get("volumeMounts") or []]
+            mounted = any(src.startswith(m) for m in mounts)
+            if "*" in src or not mounted:
+                continue  # a path baked into the image: assume the image ships it
+            if src not in ctx.files:
+                return Exited(1, lines + [f"cp: can't stat '{src}': No such file or directory"], after=elapsed)
+            if dst.endswith("/") or not dst.rsplit("/", 1)[-1].count("."):
+                dst = dst.rstrip("/") + "/" + src.rsplit("/", 1)[-1]
+            ctx.files[dst] = ctx.files[src]
         elif cmd == "cat" and len(words) > 1:
             path = words[1]
             if path in ctx.files:
