@@ -36,10 +36,15 @@ def load_litellm() -> Any:
     """Import litellm on first use (it takes seconds), with the local price map and quiet output."""
     with _litellm_lock:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import logging
+
         import litellm
 
         litellm.suppress_debug_info = True
         litellm.telemetry = False
+        # litellm logs every call at INFO; the farm records calls itself, scrubbed
+        for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+            logging.getLogger(name).setLevel(logging.WARNING)
         return litellm
 
 
