@@ -327,12 +327,12 @@ class NodeFleet:
         return float(self.fault(node, "clockOffsetSeconds") or 0.0)
 
     def fd_exhausted(self, node: str | None) -> bool:
-        limit = self.fault(node, "fileMax")
-        return limit is not None and self.state["nodes"][node].fd_allocated >= float(limit)
+        """A `fileMax` fault means the node's file table is full at that size (a leak filled it)."""
+        return self.fault(node, "fileMax") is not None
 
     def pid_exhausted(self, node: str | None) -> bool:
-        limit = self.fault(node, "pidMax")
-        return limit is not None and self.state["nodes"][node].pids >= float(limit)
+        """A `pidMax` fault means every pid up to that limit is taken (a fork bomb or leak)."""
+        return self.fault(node, "pidMax") is not None
 
     def cpu_factor(self, node: str | None) -> float:
         """Fraction of nominal CPU speed the node gives (thermal/firmware throttling)."""

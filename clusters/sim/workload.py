@@ -210,9 +210,41 @@ class Workload:
             client_conns.setdefault(ns or rt.namespace, []).append((rt, c, conn))
         for ns in set(groups) | set(client_conns):
             self._namespace_step(ns, groups.get(ns, {}), client_conns.get(ns, []), now, dt)
+        for ns_groups in groups.values():
+            for insts in ns_groups.values():
+                for rt, c in insts:
+                    self._os_limits(rt, c, now)
         for rt, c in stores:
             self._store_tick(rt, c, now, dt)
         kubelet.reconcile_memory(now)
+
+    def _os_limits(self, rt: PodRt, c: Ctr, now: float) -> None:
+        """What the Go services print when their node runs out of file descriptors or pids."""
+        nodes = self.cluster.nodes
+        pod = self._pod(rt.namespace, rt.name)
+        if pod is None or not isinstance(c.instance, dict):
+            return  # gone, or crashed earlier in this step
+        from datetime import UTC, datetime
+        t = now + nodes.clock_offset(rt.node)
+        stamp = datetime.fromtimestamp(t, UTC).strftime("%Y/%m/%d %H:%M:%S")
+        svc, port = c.instance["svc"], c.instance["port"]
+        if nodes.fd_exhausted(rt.node) and self._log_once(f"fd/{rt.namespace}/{rt.name}", 15.0, now):
+            if svc == "frontend":
+                line = f"{stamp} http: Accept error: accept tcp [::]:{port}: accept4: too many open files; retrying in 1s"
+            else:
+                line = (f"WARNING: {stamp} [core] [Server #1] grpc: Server.Serve failed to accept: accept tcp "
+                        f"[::]:{port}: accept4: too many open files; retrying in 1s")
+            self.cluster.logs.write(pod, c.name, line, now, stream="stderr")
+            n = nodes.get(rt.node)
+            if n is not None and "fd" not in n.reported:
+                n.reported["fd"] = now
+                nodes.kernel_log(rt.node, [f"VFS: file-max limit {int(float(nodes.fault(rt.node, 'fileMax')))} reached"])
+        if nodes.pid_exhausted(rt.node) and self._log_once(f"pid/{rt.namespace}/{rt.name}", 30.0, now):
+            threads = 9 + int(now) % 7
+            self.cluster.kubelet.terminate(rt.namespace, rt.name, c.name, 2, "Error", [], [
+                f"runtime: failed to create new OS thread (have {threads} already; errno=11)",
+                "runtime: may need to increase max user processes (ulimit -u)", "fatal error: newosproc", "",
+                "runtime stack:", "runtime.throw({0x9a8f3e?, 0x0?})", "\t/usr/local/go/src/runtime/panic.go:1047 +0x5d"])
 
     def _wait_loop(self, rt: PodRt, c: Ctr, now: float) -> None:
         """`until nc -z host port; do ...; done` init containers: done once the port answers."""

@@ -185,6 +185,9 @@ class Network:
             if cl.nodes.fd_exhausted(node):
                 t.error = f"dial tcp {dest}: socket: too many open files"
                 return t
+        if cl.nodes.fd_exhausted(target.get("spec", {}).get("nodeName")):
+            t.error = f"dial tcp {dest}: i/o timeout"  # queued in the backlog, never accepted
+            return t
         if not self._policy_allows(client, target, port):
             t.error = f"dial tcp {dest}: i/o timeout"
             return t

@@ -273,3 +273,30 @@ def test_a_full_disk_puts_the_node_under_disk_pressure_and_evicts_pods(cluster: 
         f'node_filesystem_avail_bytes{{node="{node}",mountpoint="/"}} / node_filesystem_size_bytes{{node="{node}",mountpoint="/"}}']},
         b"")[2])["data"]["result"]
     assert float(avail[0]["value"][1]) == pytest.approx(0.03)
+
+
+def test_file_descriptor_exhaustion_on_a_node_shows_in_logs_and_errors(cluster: SimCluster) -> None:
+    node = pod(cluster, "frontend")["spec"]["nodeName"]
+    before = window(cluster, 30)
+    cluster.store.create("nodefaults.sim.farm.io", {"apiVersion": "sim.farm.io/v1alpha1", "kind": "NodeFault",
+                                                    "metadata": {"name": "fds"}, "spec": {"nodeName": node, "fileMax": 65536}})
+    during = window(cluster, 60)
+    assert before > 95 and during < 5
+    text = cluster.read_container_log(NS, pod(cluster, "frontend")["metadata"]["name"])
+    assert "accept4: too many open files" in text
+    assert "VFS: file-max limit 65536 reached" in loki(cluster, f'{{job="node-kernel", node_name="{node}"}} |= "VFS"')
+    fd = json.loads(cluster.obs.prometheus_app("GET", "/api/v1/query", {"query": [
+        f'node_filefd_allocated{{node="{node}"}} / node_filefd_maximum{{node="{node}"}}']}, b"")[2])["data"]["result"]
+    assert float(fd[0]["value"][1]) == 1.0
+
+
+def test_pid_exhaustion_crashes_go_services_and_blocks_new_containers(cluster: SimCluster) -> None:
+    node = pod(cluster, "search")["spec"]["nodeName"]
+    cluster.store.create("nodefaults.sim.farm.io", {"apiVersion": "sim.farm.io/v1alpha1", "kind": "NodeFault",
+                                                    "metadata": {"name": "pids"}, "spec": {"nodeName": node, "pidMax": 32768}})
+    cluster.advance(90)
+    p = pod(cluster, "search")
+    cs = p["status"]["containerStatuses"][0]
+    assert cs["restartCount"] >= 1
+    assert "fatal error: newosproc" in loki(cluster, f'{{namespace="{NS}", container="hotel-reserv-search"}} |= "newosproc"')
+    assert cs["state"].get("waiting", {}).get("reason") in ("RunContainerError", "CrashLoopBackOff")
