@@ -1,0 +1,58 @@
+"""The dispatcher: stable keys, one run per problem × seed for agents without a model, resume
+and cancel."""
+
+from __future__ import annotations
+
+import pytest
+
+from farm import dispatcher
+from farm.spec import SweepSpec, select_problems
+from farm.states import TrialState
+from results import ledger
+from results.db import engine_for
+
+
+def _spec(**kw):
+    base = {"name": "disp", "problems": {"ids": ["hr-geo-image-tag-wrong", "hr-profile-wrong-binary"]},
+            "agents": ["baseline", "react"], "models": ["openai/a", "openai/b"], "seeds": 2, "noise": [False, True]}
+    base.update(kw)
+    return SweepSpec.model_validate(base)
+
+
+def test_expansion_counts_and_stable_keys(sqlite_url):
+    spec = _spec()
+    keys = [str(k) for k, _ in dispatcher.expand(spec, select_problems(spec))]
+    # baseline: 2 problems × 2 seeds × 2 noise; react: × 2 models as well
+    assert len(keys) == 2 * 2 * 2 + 2 * 2 * 2 * 2 == len(set(keys))
+    assert "hr-geo-image-tag-wrong|baseline|-|0|quiet" in keys
+    assert "hr-geo-image-tag-wrong|react|openai/b|1|noise" in keys
+    first = dispatcher.TrialKey("p", "a", "-", 0, False).trial_id("s")
+    assert first == dispatcher.TrialKey("p", "a", "-", 0, False).trial_id("s") != dispatcher.TrialKey(
+        "p", "a", "-", 1, False).trial_id("s")
+
+
+def test_resubmission_and_widening(db_url):
+    engine = engine_for(db_url)
+    sub = dispatcher.submit(engine, _spec(agents=["baseline"], models=[]))
+    assert sub.total == sub.created == len(sub.to_run) == 8
+    for tid in sub.to_run[:5]:
+        c = ledger.claim(engine, tid, "w", "sim:sim")
+        ledger.record(engine, c, ledger.AttemptResult(diagnosis_passed=True, mitigation_passed=False))
+    again = dispatcher.submit(engine, _spec(agents=["baseline"], models=[]))
+    assert again.created == 0 and again.done == 5 and sorted(again.to_run) == sorted(sub.to_run[5:])
+    wider = dispatcher.submit(engine, _spec(agents=["baseline"], models=[], seeds=3))
+    assert wider.total == 12 and wider.created == 4 and len(wider.to_run) == 7
+
+
+def test_cancel_stops_claims(sqlite_url):
+    engine = engine_for(sqlite_url)
+    sub = dispatcher.submit(engine, _spec(agents=["baseline"], models=[]))
+    running = ledger.claim(engine, sub.to_run[0], "w", "sim:sim")
+    assert dispatcher.cancel(engine, "disp") == 8
+    assert ledger.claim(engine, sub.to_run[1], "w", "sim:sim") is None
+    assert not ledger.holds_lease(engine, running)  # the running attempt stops at its next step
+    assert dispatcher.status(engine, "disp")[TrialState.CANCELLED] == 8
+    with pytest.raises(KeyError):
+        dispatcher.cancel(engine, "no-such-sweep")
+    # Resubmitting a cancelled sweep wants its trials again.
+    assert len(dispatcher.submit(engine, _spec(agents=["baseline"], models=[])).to_run) == 8
