@@ -369,7 +369,7 @@ class SimCluster:
         docs: list[Obj] = []
         for path in paths:
             with open(path) as f:
-                docs += [d for d in yaml.safe_load_all(f) if d]
+                docs += [d for d in yaml.load_all(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if d]
         return self.apply(docs, namespace)
 
     @classmethod

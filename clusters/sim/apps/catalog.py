@@ -43,7 +43,7 @@ def farm_images() -> dict[str, set[str]]:
     images: dict[str, set[str]] = {}
     for path in sorted(APPS.glob("*/manifests/*.yaml")):
         try:
-            docs = list(yaml.safe_load_all(path.read_text()))
+            docs = list(yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
         except (OSError, yaml.YAMLError):
             continue  # the app's own validation reports a broken manifest
         for c in _containers(docs):

@@ -8,6 +8,7 @@ checkpoint copies it; the pod's `status` is rendered from it after every pass.""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -175,7 +176,9 @@ class Kubelet:
                     for c in rt0.containers.values():
                         c.ports = set()
                 continue  # nobody syncs this node's pods
-            pod = store.try_get("pods", ns, name)
+            raw = self.cluster.raw("pods", ns, name)
+            # the kubelet writes status only; spec and metadata are read, so copy the status alone
+            pod = None if raw is None else {**raw, "status": copy.deepcopy(raw.get("status") or {})}
             if pod is None:
                 continue
             rt = self.state["pods"].get((ns, name))

@@ -147,14 +147,29 @@ class ReplicaSetController:
 class DeploymentController:
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
+        self._seen: dict[str, tuple] = {}
 
     def __call__(self, now: float) -> None:
         all_rs = self.cluster.scan("replicasets.apps")
+        seen: dict[str, tuple] = {}
         for d in self.cluster.scan("deployments.apps"):
             if d["metadata"].get("deletionTimestamp"):
                 continue
             rss = _owned(all_rs, d)
+            # nothing it reads changed since its last sync (and no deadline is due): skip the work
+            key = (d["metadata"].get("resourceVersion"), tuple(sorted(r["metadata"].get("resourceVersion", "") for r in rss)),
+                   int(now // 60))
+            uid = d["metadata"]["uid"]
+            seen[uid] = key
+            if self._seen.get(uid) == key:
+                continue
             self._sync(d, rss, now)
+            after = self.cluster.raw("deployments.apps", d["metadata"]["namespace"], d["metadata"]["name"])
+            if after is not None:
+                rss2 = _owned(self.cluster.scan("replicasets.apps", d["metadata"]["namespace"]), after)
+                seen[uid] = (after["metadata"].get("resourceVersion"),
+                             tuple(sorted(r["metadata"].get("resourceVersion", "") for r in rss2)), int(now // 60))
+        self._seen = seen
 
     def _sync(self, d: Obj, rss: list[Obj], now: float) -> None:
         store, ns, spec = self.cluster.store, d["metadata"]["namespace"], d.get("spec") or {}
