@@ -30,6 +30,7 @@ from farm.errors import SpecError
 from farm.states import LAYERS
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+_SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.I)
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
 
 
@@ -62,6 +63,15 @@ class AgentEntry(_Strict):
     name: str
     tool_mode: str = "raw"
     options: dict[str, Any] = {}
+
+    @field_validator("options")
+    @classmethod
+    def _no_secrets(cls, v: dict[str, Any]) -> dict[str, Any]:
+        # Specs are stored in the database; secrets belong in the environment.
+        for key in v:
+            if _SECRET_KEY.search(key):
+                raise ValueError(f"'{key}' looks like a secret; set it in the environment, not in the spec")
+        return v
 
     @field_validator("tool_mode")
     @classmethod

@@ -55,6 +55,7 @@ class TrialSpec(BaseModel):
     judge: str | None
     max_infra_attempts: int
     cost_cap_usd: float | None = None
+    concurrency: dict[str, int] = {}  # per-model limits across the farm
 
 
 def load_trial_spec(engine: Engine, trial_id: str) -> TrialSpec:
@@ -75,6 +76,7 @@ def load_trial_spec(engine: Engine, trial_id: str) -> TrialSpec:
         model=None if trial.model == "-" else trial.model, seed=trial.seed, noise=trial.noise,
         limits=AgentLimits(**spec.limits.model_dump()), judge=spec.judge,
         max_infra_attempts=spec.max_infra_attempts, cost_cap_usd=spec.cost_cap_usd,
+        concurrency=spec.concurrency,
     )
 
 
@@ -158,6 +160,8 @@ class TrialRun:
         options.setdefault("sweep_id", self.spec.sweep_id)
         if self.spec.cost_cap_usd is not None:
             options.setdefault("sweep_cost_cap", self.spec.cost_cap_usd)
+        if self.spec.concurrency:
+            options.setdefault("concurrency", self.spec.concurrency)
         if self.redis_url:
             options.setdefault("redis_url", self.redis_url)
         ctx = AgentContext(trial_id=self.opaque_id, namespace=self.namespace, mcp_url=url, mcp_token=token,

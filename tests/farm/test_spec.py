@@ -72,6 +72,8 @@ MALFORMED = [
      "concurrency.openai/o3", "not in models"),
     ("negative cost cap", _with(cost_cap_usd=-5), None, "cost_cap_usd", "greater than 0"),
     ("noise wrong type", _with(noise="sometimes"), None, "noise", ""),
+    ("secret in options", _with(agents=[{"name": "baseline", "options": {"api_key": "sk-x"}}]), None,
+     "agents[0].options", "environment"),
     ("bad tool mode", _with(agents=[{"name": "baseline", "tool_mode": "verbose"}]), None, "agents[0].tool_mode",
      "raw"),
 ]
