@@ -231,3 +231,55 @@ def test_checkpoint_restore_returns_store_and_model_state(cluster: SimCluster) -
     cluster.advance(30)
     assert all(p["status"]["phase"] == "Running" for p in cluster.store.list("pods", NS))
     assert len(cluster.kubelet.running()) >= 4  # two nginx pods + CoreDNS, still running in the model
+
+
+def test_limit_range_defaults_and_maximums(cluster: SimCluster) -> None:
+    cluster.apply([{"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "limits", "namespace": NS},
+                    "spec": {"limits": [{"type": "Container", "default": {"memory": "256Mi"}, "defaultRequest": {"memory": "128Mi"},
+                                         "max": {"memory": "512Mi"}}]}}])
+    cluster.apply([nginx("small", replicas=1)])
+    big = nginx("big", replicas=1)
+    big["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {"memory": "1Gi"}
+    cluster.apply([big])
+    cluster.advance(10)
+    res = pods(cluster, "small-")[0]["spec"]["containers"][0]["resources"]
+    assert res["limits"]["memory"] == "256Mi" and res["requests"]["memory"] == "128Mi"
+    assert pods(cluster, "big-") == []
+    msg = next(e["message"] for e in cluster.store.list("events", NS) if e["reason"] == "FailedCreate")
+    assert msg.endswith("is forbidden: maximum memory usage per Container is 512Mi, but limit is 1Gi")
+
+
+def test_quota_on_limits_rejects_pods_that_do_not_specify_them(cluster: SimCluster) -> None:
+    cluster.apply([{"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "compute", "namespace": NS},
+                    "spec": {"hard": {"limits.cpu": "4", "requests.memory": "4Gi"}}}])
+    cluster.apply([nginx("web", replicas=1)])
+    cluster.advance(5)
+    msg = next(e["message"] for e in cluster.store.list("events", NS) if e["reason"] == "FailedCreate")
+    assert msg.endswith("is forbidden: failed quota: compute: must specify limits.cpu for: web; requests.memory for: web")
+    quota = cluster.store.get("resourcequotas", NS, "compute")
+    assert quota["status"]["hard"] == {"limits.cpu": "4", "requests.memory": "4Gi"}
+    assert quota["status"]["used"] == {"limits.cpu": "0", "requests.memory": "0"}
+
+
+def test_dns_failure_modes(cluster: SimCluster) -> None:
+    cluster.apply([{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "db", "namespace": NS},
+                    "spec": {"selector": {"app": "db"}, "ports": [{"port": 5432}]}},
+                   {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client", "namespace": NS},
+                    "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "while true; do sleep 5; done"]}]}},
+                   {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hostdns", "namespace": NS},
+                    "spec": {"dnsPolicy": "Default", "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]}},
+                   {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stale", "namespace": NS},
+                    "spec": {"dnsPolicy": "None", "dnsConfig": {"nameservers": ["10.96.0.99"], "searches": [f"{NS}.svc.cluster.local"]},
+                             "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]}}])
+    cluster.advance(10)
+    net = cluster.network
+    get = lambda n: cluster.store.get("pods", NS, n)  # noqa: E731
+    assert net.lookup(get("client"), "db")[1] is None
+    assert net.lookup(get("client"), "db.demo.svc.cluster.local")[1] is None
+    assert net.lookup(get("client"), "nope")[1] == "lookup nope on 10.96.0.10:53: no such host"
+    assert net.lookup(get("hostdns"), "db")[1] == "lookup db on 172.18.0.1:53: no such host"
+    assert net.lookup(get("stale"), "db")[1].endswith("->10.96.0.99:53: i/o timeout")
+    assert net.connect(get("client"), "db", 5432).error == f"dial tcp {cluster.store.get('services', NS, 'db')['spec']['clusterIP']}:5432: connect: connection refused"
+    cluster.store.mutate("deployments.apps", "kube-system", "coredns", lambda d: d["spec"].update(replicas=0))
+    cluster.advance(10)
+    assert "read: connection refused" in net.lookup(get("client"), "db")[1]
