@@ -138,13 +138,32 @@ def test_sweep_cost_cap_is_shared_through_redis(rkeys: list[str]) -> None:
 
 _WORKER = textwrap.dedent("""
     import sys
-    from farm.llm.client import LLMClient
-    url, model, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    c = LLMClient(model, api_base=url, concurrency=1, redis_url="{redis}", lease_s=5)
+    from farm.llm.client import LLMClient, load_litellm
+    url, model, n, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    load_litellm()  # the slow import first, so that both processes start calling together
+    c = LLMClient(model, api_base=url, concurrency=int(limit) if limit != "none" else None,
+                  redis_url="{redis}", lease_s=5)
+    print("ready", flush=True)
+    sys.stdin.readline()
     for _ in range(n):
         c.complete([{{"role": "user", "content": "x"}}])
     print("ok", flush=True)
 """).format(redis=REDIS_URL)
+
+
+def _run_together(url: str, model: str, n: int, limit: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", _WORKER, url, model, str(n), limit], env=env, cwd=ROOT,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
 
 
 @pytest.mark.redis
@@ -152,21 +171,13 @@ _WORKER = textwrap.dedent("""
 def test_concurrency_limit_holds_across_two_processes(rkeys: list[str]) -> None:
     model = f"openai/e2-conc-{uuid.uuid4().hex[:8]}"
     rkeys.append(f"farm:llm:slots:{model}")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with ScriptedLLM([{"content": "x", "delay": 0.15}], repeat_last=True) as llm:
-        procs = [subprocess.Popen([sys.executable, "-c", _WORKER, llm.url, model, "3"], env=env, cwd=ROOT,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-        outs = [p.communicate(timeout=120) for p in procs]
-        assert all(p.returncode == 0 for p in procs), outs
+    with ScriptedLLM([{"content": "x", "delay": 0.3}], repeat_last=True) as llm:
+        _run_together(llm.url, model, 3, "1")
         assert len(llm.requests) == 6
         assert llm.max_in_flight == 1
     # the same load without the limit does overlap, so the assertion above can fail
     with ScriptedLLM([{"content": "x", "delay": 0.3}], repeat_last=True) as llm:
-        free = _WORKER.replace("concurrency=1", "concurrency=None")
-        procs = [subprocess.Popen([sys.executable, "-c", free, llm.url, model, "2"], env=env, cwd=ROOT,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-        for p in procs:
-            p.communicate(timeout=120)
+        _run_together(llm.url, model, 3, "none")
         assert llm.max_in_flight == 2
 
 
