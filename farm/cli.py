@@ -30,12 +30,7 @@ err = Console(stderr=True)
 
 
 def _mount(module: str, name: str, help_text: str) -> None:
-    try:
-        sub = importlib.import_module(module).app
-    except ImportError as exc:
-        # Only a missing optional extra may disable a sub-command; say so instead of hiding it.
-        sub = typer.Typer(help=f"{help_text} (unavailable: {exc})")
-    app.add_typer(sub, name=name, help=help_text)
+    app.add_typer(importlib.import_module(module).app, name=name, help=help_text)
 
 
 _mount("farm.problems.cli", "problems", "The problem catalog: list, show, validate, mutate.")

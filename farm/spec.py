@@ -61,7 +61,7 @@ class ProblemSelection(_Strict):
 
 class AgentEntry(_Strict):
     name: str
-    tool_mode: str = "raw"
+    tool_mode: str | None = None  # None: the agent's own preference (stratus: summarised)
     options: dict[str, Any] = {}
 
     @field_validator("options")
@@ -75,8 +75,8 @@ class AgentEntry(_Strict):
 
     @field_validator("tool_mode")
     @classmethod
-    def _mode(cls, v: str) -> str:
-        if v not in ("raw", "summarised"):
+    def _mode(cls, v: str | None) -> str | None:
+        if v is not None and v not in ("raw", "summarised"):
             raise ValueError("must be 'raw' or 'summarised'")
         return v
 

@@ -58,6 +58,14 @@ class TrialSpec(BaseModel):
     concurrency: dict[str, int] = {}  # per-model limits across the farm
 
 
+def _tool_mode(agent: str, asked: str | None) -> str:
+    if asked:
+        return asked
+    from farm.agents.base import agents
+
+    return str(getattr(agents.factory(agent), "tool_mode", "raw"))
+
+
 def load_trial_spec(engine: Engine, trial_id: str) -> TrialSpec:
     from farm.spec import SweepSpec
 
@@ -72,7 +80,7 @@ def load_trial_spec(engine: Engine, trial_id: str) -> TrialSpec:
     return TrialSpec(
         trial_id=trial.id, sweep_id=trial.sweep_id, key=trial.key, problem_id=trial.problem_id,
         agent=trial.agent, agent_options=entry.options if entry else {},
-        tool_mode=entry.tool_mode if entry else "raw",
+        tool_mode=_tool_mode(trial.agent, entry.tool_mode if entry else None),
         model=None if trial.model == "-" else trial.model, seed=trial.seed, noise=trial.noise,
         limits=AgentLimits(**spec.limits.model_dump()), judge=spec.judge,
         max_infra_attempts=spec.max_infra_attempts, cost_cap_usd=spec.cost_cap_usd,
@@ -173,6 +181,8 @@ class TrialRun:
             try:
                 agent = agents.create(self.spec.agent)
                 outcome["result"] = agent.run(ctx)
+            except InfrastructureError as exc:
+                outcome["infrastructure"] = exc
             except Exception as exc:  # an agent that crashes has failed the trial, not the farm
                 outcome["error"] = f"{type(exc).__name__}: {exc}"
                 outcome["trace"] = traceback.format_exc()
@@ -184,6 +194,8 @@ class TrialRun:
             if thread.is_alive():
                 self.agent_result = AgentResult(end_reason=LIMIT_WALL_TIME,
                                                 error="agent did not stop within its wall-time limit")
+            elif "infrastructure" in outcome:
+                raise outcome["infrastructure"]  # e.g. the MCP session could not open: not the agent's fault
             elif "error" in outcome:
                 self.agent_result = AgentResult(end_reason=END_AGENT_ERROR, error=outcome["error"])
                 self._event("agent_error", trace=outcome["trace"][-4000:])
