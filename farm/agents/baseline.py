@@ -21,7 +21,9 @@ from farm.states import END_AGENT_ERROR, END_AGENT_STOPPED, END_SUBMITTED, LIMIT
 
 BAD_REASONS = {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
                "CreateContainerError", "OOMKilled", "Error", "RunContainerError", "InvalidImageName"}
-_ERROR_WORDS = '(?i)(error|fail|refused|timeout|timed out|panic|fatal|exception|unavailable|denied)'
+_ERROR_WORDS = '(?i)(error|warn|fail|refused|timeout|timed out|panic|fatal|exception|unavailable|denied)'
+# Alerts that fire on a healthy system too: the dead man's switch and SREGym's load indicator.
+_NOT_FAILURES = ("Watchdog", "InfoInhibitor", "HighRequestRate")
 SETTLE_S = 90.0  # cluster time to let a mitigation take effect before judging it
 
 
@@ -459,9 +461,11 @@ def _json_items(text: str) -> list[Any]:
 
 def _alert_lines(text: str) -> list[str]:
     try:
-        return [json.dumps(a.get("labels", {})) for a in json.loads(text)]
+        alerts = [a.get("labels", {}) for a in json.loads(text)]
+        return [json.dumps(a) for a in alerts if a.get("alertname") not in _NOT_FAILURES
+                and a.get("severity") not in ("none", "info")]
     except ValueError:
-        return text.splitlines()
+        return [line for line in text.splitlines() if not any(n in line for n in _NOT_FAILURES)]
 
 
 def _span_error(span: dict[str, Any]) -> bool:
@@ -630,8 +634,11 @@ def _service_fix(svc: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, A
 class BaselineAgent(Agent):
     uses_model = False
 
-    def __init__(self, max_suspects: int = 2) -> None:
+    def __init__(self, max_suspects: int = 2, observe_s: float = 120.0) -> None:
         self.max_suspects = max_suspects
+        # Paged at the first symptom, an engineer lets the incident show itself for a couple of
+        # minutes (alerts have `for:` clauses, crash loops need restarts) before concluding.
+        self.observe_s = observe_s
 
     def run(self, ctx: AgentContext) -> AgentResult:
         from farm.interface.client import ToolClient
@@ -644,6 +651,8 @@ class BaselineAgent(Agent):
                 session = _Session(client, ctx)
                 inv = BaselineInvestigator(session, rng)
                 try:
+                    if self.observe_s > 0:
+                        session.call("wait", seconds=self.observe_s)
                     health = inv.investigate()
                     session.call("submit_diagnosis", text=inv.diagnosis())
                     Mitigator(inv).run(health, self.max_suspects)

@@ -45,7 +45,7 @@ def run_trial(cluster: ClusterHandle, problem_id: str, *, noise: bool = False, s
     if noise and problem.noises:
         runner = NoiseRunner(problem.noises, seed)
         runner.start(cluster, NS)
-    cluster.advance(60)
+    cluster.advance(120)  # the incident runs a while before anyone is paged
     iface = AgentInterface(cluster, NS, f"t-{seed:04d}", mode=mode)  # type: ignore[arg-type]
     url, token = iface.start()
     try:
