@@ -124,7 +124,8 @@ class AgentInterface:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
+                                timeout_graceful_shutdown=3)
         self._uvicorn = uvicorn.Server(config)
         self._thread = threading.Thread(target=lambda: asyncio.run(self._uvicorn.serve(sockets=[sock])),
                                         name=f"mcp-{self.trial_id}", daemon=True)
@@ -346,7 +347,7 @@ class AgentInterface:
         if not text or not text.strip():
             raise ToolError("the diagnosis is empty; describe the root cause in prose")
         with self._lock:
-            self.record.diagnosis = text.strip()
+            self.record.diagnosis = scrub(text.strip())
             self.record.diagnosis_at = self._now()
             self.record.diagnoses_submitted += 1
         return f"diagnosis recorded ({len(text.strip())} characters)"
