@@ -338,6 +338,20 @@ class ChaosController:
                         return 5
         return 0
 
+    def io_delay(self, pod: Obj, container: str, path: str) -> float:
+        """Seconds IOChaos `latency` adds to each I/O under `path` (percent of I/Os, averaged)."""
+        if not pod or not self.state["effects"]:
+            return 0.0
+        total = 0.0
+        for e in self._effects_for(pod["metadata"]["namespace"], pod["metadata"]["name"]):
+            spec = e["spec"]
+            if e["kind"] != "iochaos" or spec.get("action") != "latency" or not self._applies_to_container(spec, container):
+                continue
+            vol = spec.get("volumePath", "/")
+            if path == vol or path.startswith(vol.rstrip("/") + "/") or vol.startswith(path):
+                total += (parse_duration(spec.get("delay")) or 0.0) * float(spec.get("percent", 100) or 100) / 100.0
+        return total
+
     def stress(self, namespace: str, pod: str, container: str) -> dict[str, float]:
         out: dict[str, float] = {}
         if not self.state["effects"]:

@@ -280,8 +280,13 @@ class Workload:
         c.cpu_seconds += 0.002 * dt
         c.cpu_periods += dt / 0.1
         stress = self.cluster.chaos.stress(rt.namespace, rt.name, c.name)
-        if stress:
-            c.cpu_seconds += stress.get("cpu", 0.0) * dt
+        if stress and stress.get("cpu"):
+            limit = self._cores(rt, c) + stress["cpu"] if self._conn_cache.get(("cores", rt.uid, c.name)) else None
+            burn = min(stress["cpu"], limit * 0.95) if limit else stress["cpu"]
+            c.cpu_seconds += burn * dt
+            self.cluster.nodes.account_cpu(rt.node, burn * dt)
+            if limit and stress["cpu"] >= limit * 0.5:
+                c.cpu_throttled_periods += dt / 0.1 * min(0.95, stress["cpu"] / limit)
         model_mem = c.memory
         extra = stress.get("memory", 0.0) if stress else 0.0
         c.memory = max(0.0, model_mem - c.__dict__.get("_stress_mem", 0.0)) + extra
@@ -333,9 +338,10 @@ class Workload:
             ops = [(s, op) for (s, op) in OPS if s == svc]
             offered = sum(lam.get(k, 0.0) for k in ops)
             served_frac, wait, served = self._serve(ns, svc, insts, offered, dt, now)
+            slow = self.state["groups"].get(ns, {}).get(svc, {}).get("slow", 1.0) if insts else 1.0
             for key in ops:
                 s, op = key
-                ok, latency, why = served_frac, SERVICE_TIME[svc] + wait, None if served_frac > 0.999 else \
+                ok, latency, why = served_frac, SERVICE_TIME[svc] * slow + wait, None if served_frac > 0.999 else \
                     "rpc error: code = ResourceExhausted desc = rate request queue is full"
                 first = True
                 for tsvc, top, how in OPS[key]:
@@ -412,6 +418,7 @@ class Workload:
                 qcap += 100000.0
             mu += cap
         mu = max(mu, 1e-6)
+        g["slow"] = max(self._slowdown(rt, c) for rt, c in insts)
         arrivals = offered * dt
         total = g["q"] + arrivals
         served = min(total, mu * dt)
@@ -451,10 +458,18 @@ class Workload:
             cores = max(cores * 0.05, cores - stress["cpu"])
         return cores
 
+    def _slowdown(self, rt: PodRt, c: Ctr) -> float:
+        """How many times longer a request's CPU work takes: node throttling, CPU burners."""
+        slow = 1.0 / self.cluster.nodes.cpu_factor(rt.node)
+        stress = self.cluster.chaos.stress(rt.namespace, rt.name, c.name)
+        if stress and stress.get("cpu"):
+            slow *= 1.0 + stress["cpu"]  # the CFS shares the quota between the app and the burners
+        return slow
+
     def _cpu(self, insts: list, served: float, svc: str, dt: float) -> None:
         per = served / len(insts)
         for rt, c in insts:
-            used = per * CPU_PER_REQUEST[svc]
+            used = per * CPU_PER_REQUEST[svc] / self.cluster.nodes.cpu_factor(rt.node)
             cores = self._cores(rt, c)
             c.cpu_seconds += used
             c.net_rx += per * 600
@@ -616,7 +631,7 @@ class Workload:
                         si["load"] = si.get("load", 0.0) + rate_in
                         si.setdefault("io", {"read": 0.0, "write": 0.0})["write" if write else "read"] += rate_in * dt
                         cap = STORE_CAPACITY["mongo"]
-                        s_lat += 0.002 / max(0.05, 1 - min(0.95, rate_in / cap))
+                        s_lat += 0.002 / max(0.05, 1 - min(0.95, rate_in / cap)) + si.get("io_delay", 0.0)
                 ok_n += max(0.0, s_ok)
                 lat_sum += s_lat
             n = max(1, len(insts))
@@ -632,6 +647,23 @@ class Workload:
             io = inst.pop("io", {"read": 0.0, "write": 0.0})
             cl = self.cluster
             reads, writes = io["read"] * 0.05, io["write"]
+            podobj = self._pod(rt.namespace, rt.name) or {}
+            delay = cl.chaos.io_delay(podobj, c.name, "/data/db")
+            inst["io_delay"] = delay
+            if delay > 0:
+                n = cl.nodes.get(rt.node)
+                if n is not None:
+                    n.disks[0].io_time += min(dt, (reads + writes + 4) * delay)
+                if self._log_once(f"slowio/{rt.namespace}/{rt.name}", 15.0, now) and podobj:
+                    t0 = now + cl.nodes.clock_offset(rt.node)
+                    ms = int(delay * 1000) + 3
+                    cl.logs.write(podobj, c.name, [mongo_log(t0, "I", "COMMAND", 51803, f"conn{3 + int(now) % 40}", "Slow query",
+                                                             {"type": "command", "ns": "local.oplog", "command": {"find": "inventory"},
+                                                              "planSummary": "COLLSCAN", "durationMillis": ms,
+                                                              "storage": {"data": {"bytesRead": 4096, "timeReadingMicros": ms * 1000}}}),
+                                                   mongo_log(t0, "I", "STORAGE", 22430, "Checkpointer", "WiredTiger message",
+                                                             {"message": f"[{int(t0)}:0][1:0x7f3c2d1fe700], WT_SESSION.checkpoint: "
+                                                                         f"[WT_VERB_CHECKPOINT_PROGRESS] Checkpoint has been running for {max(1, int(delay * 40))} seconds and wrote: 40 pages (1 MB)"})], now)
             if now - inst.get("last_checkpoint", now) >= 60.0:
                 inst["last_checkpoint"] = now
                 writes += 40
