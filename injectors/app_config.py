@@ -333,14 +333,15 @@ class ProbeMisconfigured(ContainerMutation):
 
 
 class InitHangParams(WorkloadParams):
-    wait_for: str  # a host the init container waits for, which never resolves
+    wait_for: str  # a host the init container waits for, which never answers
+    port: int = Field(27017, ge=1, le=65535)
     image: str = "busybox:1.36"
     container_name: str = "wait-for-deps"
 
 
 @faults.register("init-container-hang")
 class InitContainerHang(Mutation):
-    """Adds an init container that waits forever for a host that never comes up."""
+    """Adds an init container that waits forever for a host:port that never answers."""
 
     Params = InitHangParams
 
@@ -349,7 +350,8 @@ class InitContainerHang(Mutation):
 
     def mutate(self, before: Any, obj: Obj) -> Any:
         current = [] if before == MISSING else list(before)
-        script = f"until nslookup {self.p.wait_for}; do echo waiting for {self.p.wait_for}; sleep 2; done"
+        target = f"{self.p.wait_for} {self.p.port}"
+        script = f"until nc -z {target}; do echo waiting for {self.p.wait_for}:{self.p.port}; sleep 2; done"
         return [
             *current,
             {"name": self.p.container_name, "image": self.p.image, "command": ["sh", "-c", script]},
