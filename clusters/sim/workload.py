@@ -502,12 +502,14 @@ class Workload:
             if regs is not None:
                 inst["consul_cache"][name] = [list(r) for r in regs.get(name, [])]
             entries = inst["consul_cache"].get(name, [])
+            found = False
             for tns, tname, port in entries:
                 target = self._pod(tns, tname)
                 if target is not None:
                     out.append((pod, target, port))
-            if not entries:
-                out.append((pod, None, 0))  # type: ignore[arg-type]
+                    found = True
+            if not found:
+                out.append((pod, None, 0))  # type: ignore[arg-type]  # nothing registered that still exists
         return out
 
     def _edge(self, ns: str, svc: str, op: str, tsvc: str, top: str, insts: list, groups: dict,
