@@ -148,6 +148,19 @@ class MongoDB(AppModel):
         if data is None:
             data = {}
         host = ctx.pod.get("spec", {}).get("hostname") or ctx.pod_name
+        argv = ctx.argv
+        tls = "requireTLS" in argv or "requireSSL" in argv
+        if tls:
+            key = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--tlsCertificateKeyFile", "--sslPEMKeyFile")), "")
+            if not key:
+                return Exited(2, [mongo_log(t, "F", "CONTROL", 20574, "-", "Error during global initialization",
+                                            {"error": {"code": 2, "codeName": "BadValue",
+                                                       "errmsg": "need tlsCertificateKeyFile or certificateSelector when TLS is enabled"}})])
+            if key not in ctx.files:
+                return Exited(1, [mongo_log(t, "F", "NETWORK", 23248, "main", "cannot read certificate file",
+                                            {"keyFile": key, "error": "error:02001002:system library:fopen:No such file or directory"}),
+                                  mongo_log(t, "F", "-", 23091, "main", "Fatal assertion", {"msgid": 28595, "file": "src/mongo/util/net/ssl_manager_openssl.cpp", "line": 2269}),
+                                  mongo_log(t, "F", "-", 23092, "main", "\n\n***aborting after fassert() failure\n\n")], after=0.5)
         lines = [mongo_log(t, "I", "CONTROL", 23285, "main", "Automatically disabling TLS 1.0, to force-enable TLS 1.0 specify --sslDisabledProtocols 'none'"),
                  mongo_log(t, "I", "NETWORK", 4648601, "main", "Implicit TCP FastOpen unavailable. If TCP FastOpen is required, set tcpFastOpenServer, tcpFastOpenClient, and tcpFastOpenQueueSize."),
                  mongo_log(t, "I", "STORAGE", 4615611, "initandlisten", "MongoDB starting",
@@ -190,7 +203,7 @@ class MongoDB(AppModel):
                   mongo_log(t + 0.5, "I", "NETWORK", 23016, "listener", "Waiting for connections", {"port": 27017, "ssl": "off"})]
         if data.get("users", {}).get("admin") and (user and pwd):
             auth = True
-        inst = {"kind": "mongo", "auth": auth, "data": data, "conns": 0, "last_checkpoint": ctx.now, "host": host}
+        inst = {"kind": "mongo", "tls": tls, "auth": auth, "data": data, "conns": 0, "last_checkpoint": ctx.now, "host": host}
         return Started(lines, {27017}, inst, ready_after=1.0)
 
     @staticmethod
@@ -262,6 +275,8 @@ def authenticate(instance: dict[str, Any] | None, user: str, pwd: str, authdb: s
     """None if `user` authenticates against the server; else the driver's error text."""
     if instance is None:
         return "connection refused"
+    if instance.get("tls"):
+        return PLAINTEXT_REFUSED % "mongodb:27017"
     rec = instance["data"].get("users", {}).get(authdb, {}).get(user)
     if rec is None or rec.get("pwd") != pwd:
         return ("connection() error occurred during connection handshake: auth error: sasl conversation error: unable to "
@@ -269,7 +284,13 @@ def authenticate(instance: dict[str, Any] | None, user: str, pwd: str, authdb: s
     return None
 
 
+PLAINTEXT_REFUSED = ("connection() error occurred during connection handshake: connection(%s[-3]) socket was "
+                     "unexpectedly closed: EOF")
+
+
 def authorize(instance: dict[str, Any] | None, user: str | None, authdb: str, db: str, write: bool, command: str) -> str | None:
+    if instance is not None and instance.get("tls"):
+        return PLAINTEXT_REFUSED % "mongodb:27017"
     if instance is None or not instance.get("auth"):
         return None
     if user is None:

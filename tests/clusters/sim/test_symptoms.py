@@ -214,3 +214,34 @@ def test_same_seed_same_observations() -> None:
         counters = sorted((k, round(v, 6)) for k, v in c.workload.state["counters"].items())
         return pods, evs, counters
     assert view(a) == view(b)
+
+
+def test_mongo_requiring_tls_refuses_the_plaintext_service_at_its_next_start(cluster: SimCluster) -> None:
+    cluster.store.create("secrets", {"metadata": {"name": "mongo-tls", "namespace": NS}, "type": "Opaque",
+                                     "data": {"server.pem": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="}})
+
+    def edit(d: dict) -> None:
+        spec = d["spec"]["template"]["spec"]
+        c = spec["containers"][0]
+        c["args"] = ["--auth", "--tlsMode", "requireTLS", "--tlsCertificateKeyFile", "/etc/tls/server.pem"]
+        c["volumeMounts"].append({"name": "tls", "mountPath": "/etc/tls"})
+        spec["volumes"].append({"name": "tls", "secret": {"secretName": "mongo-tls"}})
+    cluster.store.mutate("deployments.apps", NS, "mongodb-rate", edit)
+    cluster.advance(30)
+    assert "running" in pod(cluster, "mongodb-rate")["status"]["containerStatuses"][0]["state"]
+    cluster.store.delete("pods", NS, pod(cluster, "rate")["metadata"]["name"])
+    cluster.advance(60)
+    p = pod(cluster, "rate")
+    assert p["status"]["containerStatuses"][0]["restartCount"] >= 1
+    assert "socket was unexpectedly closed: EOF" in cluster.read_container_log(NS, p["metadata"]["name"], previous=True)
+
+
+def test_mongo_without_its_tls_key_file_does_not_start(cluster: SimCluster) -> None:
+    def edit(d: dict) -> None:
+        d["spec"]["template"]["spec"]["containers"][0]["args"] = ["--tlsMode", "requireTLS", "--tlsCertificateKeyFile",
+                                                                   "/etc/tls/server.pem"]
+    cluster.store.mutate("deployments.apps", NS, "mongodb-profile", edit)
+    cluster.advance(40)
+    p = pod(cluster, "mongodb-profile")
+    assert p["status"]["containerStatuses"][0]["restartCount"] >= 1
+    assert "cannot read certificate file" in cluster.read_container_log(NS, p["metadata"]["name"], previous=True)
