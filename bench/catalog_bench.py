@@ -68,8 +68,9 @@ def main() -> int:
                    "sim_cpu_s": round(process_cpu(pid) - sim_before, 3),
                    "wall_s": round(time.perf_counter() - wall_before, 3),
                    "cluster_s": round(result.cluster_seconds, 1)}
+            mark = "PASS" if row["passed"] else ("SKIP" if any(s.skipped for s in result.steps) else "FAIL")
             print(json.dumps(row) if args.json else
-                  f"{'PASS' if row['passed'] else 'FAIL'} {row['id']:<50} cpu {row['cpu_s']:6.2f}s "
+                  f"{mark} {row['id']:<50} cpu {row['cpu_s']:6.2f}s "
                   f"sim {row['sim_cpu_s']:6.2f}s wall {row['wall_s']:6.2f}s"
                   + (f"  [{row['failed_step']}] {row['detail']}" if failed else ""), flush=True)
         validator.close()
