@@ -208,6 +208,7 @@ class Workload:
             if ns is None and conn.service is not None:
                 ns = conn.service["metadata"]["namespace"]
             client_conns.setdefault(ns or rt.namespace, []).append((rt, c, conn))
+        self._generic_health()
         for ns in set(groups) | set(client_conns):
             self._namespace_step(ns, groups.get(ns, {}), client_conns.get(ns, []), now, dt)
         for ns_groups in groups.values():
@@ -248,6 +249,38 @@ class Workload:
                 "runtime: may need to increase max user processes (ulimit -u)", "fatal error: newosproc", "",
                 "runtime stack:", "runtime.throw({0x9a8f3e?, 0x0?})", "\t/usr/local/go/src/runtime/panic.go:1047 +0x5d"])
 
+    def _generic_health(self) -> None:
+        """For apps without a call-graph model: a pod serves as well as the dependencies its *_ADDR
+        variables name are reachable and healthy (a failed peer costs its share of requests)."""
+        pods = {}
+        for rt, c in self.cluster.kubelet.running():
+            if isinstance(c.instance, dict) and c.instance.get("kind") == "generic":
+                pods[rt.uid] = (rt, c)
+        health = {uid: 1.0 for uid in pods}
+        for _ in range(3):
+            nxt = {}
+            for uid, (rt, c) in pods.items():
+                deps = c.instance.get("deps") or []
+                pod = self._pod(rt.namespace, rt.name)
+                if not deps or pod is None:
+                    nxt[uid] = 1.0
+                    continue
+                total = 0.0
+                for host, port in deps:
+                    conn = self._connect(pod, host, port)
+                    oks = [health.get(t.pod["metadata"]["uid"], 1.0) for t in conn.targets if not t.error] if not conn.error else []
+                    n = len(conn.targets) if conn.targets else 1
+                    total += sum(oks) / n
+                nxt[uid] = total / len(deps)
+            health = nxt
+        self.state["generic_health"] = health
+
+    def generic_success(self, conn: Any) -> float:
+        if conn.error or not conn.targets:
+            return 0.0
+        hs = self.state.get("generic_health", {})
+        return sum(0.0 if t.error else hs.get(t.pod["metadata"]["uid"], 1.0) for t in conn.targets) / len(conn.targets)
+
     def _wait_loop(self, rt: PodRt, c: Ctr, now: float) -> None:
         """`until nc -z host port; do ...; done` init containers: done once the port answers."""
         pod = self._pod(rt.namespace, rt.name)
@@ -270,7 +303,7 @@ class Workload:
         inst = c.instance
         conn = self._connect(pod, inst["host"], inst["port"])
         n = inst["rate"] * dt
-        fail = n * (1 - conn.ok_share)
+        fail = n * (1 - self.generic_success(conn))
         if not sidecar:
             return
         for name in ("/", "Aggregated"):
@@ -728,10 +761,11 @@ class Workload:
         reach = conn.ok_share
         base = (("namespace", rt.namespace), ("job", "wrk2"), ("pod", rt.name))
         fbase = (("namespace", ns), ("job", "hotel-reservation-application"), ("service_name", "frontend"))
+        generic = self.generic_success(conn) / reach if reach > 0 and not succ else 1.0
         for route, share in ROUTES:
             n = rate * share * dt
             method, path = route.split(" ", 2)[1:]
-            s = succ.get(("frontend", route), 0.0 if reach == 0 else 1.0)
+            s = succ.get(("frontend", route), 0.0 if reach == 0 else generic)
             latency = lat.get(("frontend", route), 0.002) + conn.delay_ms / 500.0
             pto = p_timeout(latency, timeout)
             connect = n * (1 - reach)

@@ -39,6 +39,10 @@ def _containers(doc: Any) -> list[dict[str, Any]]:
     return out
 
 
+REQUIRED: dict[tuple[str, str], list[str]] = {}
+SERVICE_NAMES: set[str] = set()  # Services the farm's manifests define: the only peers a generic model depends on  # (image repository, container name) → *_ADDR variables
+
+
 def farm_images() -> dict[str, set[str]]:
     images: dict[str, set[str]] = {}
     for path in sorted(APPS.glob("*/manifests/*.yaml")):
@@ -46,9 +50,14 @@ def farm_images() -> dict[str, set[str]]:
             docs = list(yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
         except (OSError, yaml.YAMLError):
             continue  # the app's own validation reports a broken manifest
+        SERVICE_NAMES.update(d["metadata"]["name"] for d in docs if isinstance(d, dict) and d.get("kind") == "Service"
+                             and isinstance(d.get("metadata"), dict) and d["metadata"].get("name"))
         for c in _containers(docs):
             repo, tag, _ = normalize_image(str(c["image"]))
             images.setdefault(repo, set()).add(tag)
+            # the demo's services read their peers' addresses from *_ADDR and refuse to start without them
+            names = [e.get("name", "") for e in c.get("env") or [] if isinstance(e, dict)]
+            REQUIRED[(repo, c.get("name", ""))] = [n for n in names if n.endswith("_ADDR") and not n.startswith("OTEL_")]
     return images
 
 
@@ -74,6 +83,25 @@ class GenericServer(AppModel):
         return normalize_image(container.get("image", ""))[0] in GENERIC
 
     def start(self, ctx: StartContext) -> Started | Exited:
+        import re
+        repo = normalize_image(ctx.container.get("image", ""))[0]
+        for var in REQUIRED.get((repo, ctx.container.get("name", "")), []):
+            if not ctx.env.get(var):
+                return Exited(2, [], after=0.2, stderr=[f'panic: environment variable "{var}" not set', "",
+                                                         "goroutine 1 [running]:", "main.mustMapEnv(...)"])
+        deps = []
+        for var, value in ctx.env.items():
+            if not var.endswith("_ADDR") or var.startswith("OTEL_"):
+                continue
+            m = re.match(r"^(?:[a-z]+://)?([A-Za-z0-9.-]+):(\d+)", value)
+            if m and "collector" not in m.group(1) and "jaeger" not in m.group(1):
+                deps.append([m.group(1), int(m.group(2))])
+        for var, value in ctx.env.items():  # envoy-style pairs: FRONTEND_HOST + FRONTEND_PORT
+            if var.endswith("_HOST") and not var.startswith(("OTEL_", "LOCUST_")) and value and "collector" not in value:
+                port = ctx.env.get(var[:-5] + "_PORT", "")
+                if port.isdigit() and re.match(r"^[A-Za-z0-9.-]+$", value):
+                    deps.append([value, int(port)])
+        deps = [d for d in deps if d[0].split(".")[0] in SERVICE_NAMES]
         argv = ctx.argv
         if argv and argv[0].rsplit("/", 1)[-1] in ("sh", "bash", "ash") and len(argv) >= 3:
             from clusters.sim.apps.generic import shell_outcome
@@ -86,7 +114,7 @@ class GenericServer(AppModel):
         from clusters.sim.controllers.quantity import parse_quantity
         limit = ((ctx.container.get("resources") or {}).get("limits") or {}).get("memory")
         mem = min(float(self.memory_base), 0.5 * parse_quantity(limit)) if limit else float(self.memory_base)
-        return Started([], ports, {"kind": "generic", "mem": mem}, ready_after=2.0)
+        return Started([], ports, {"kind": "generic", "mem": mem, "deps": deps}, ready_after=2.0)
 
     def memory(self, instance: Any, load_rps: float) -> float:
         return float((instance or {}).get("mem", self.memory_base))

@@ -70,3 +70,27 @@ def test_hotel_services_depend_on_consul_at_start() -> None:
     new = next(p for p in cluster.store.list("pods", ns) if p["metadata"]["name"].startswith("user-"))
     log = cluster.read_container_log(ns, new["metadata"]["name"], previous=True)
     assert 'FTL' in log and 'failed register: Put "http://consul:8500/v1/agent/service/register": dial tcp: lookup consul on 10.96.0.10:53: no such host' in log
+
+
+def test_apps_without_a_call_graph_model_still_feel_their_dependencies() -> None:
+    ns = "astronomy-shop"
+    app = load_application(ns)
+    cluster = SimCluster.with_app(ns, seed=1, settle=240)
+
+    def success() -> float:
+        return float(query(cluster, app.client_success_query.replace("{window}", "1m"))[0]["value"][1])
+    cluster.advance(90)
+    assert success() > 0.99
+    cluster.store.mutate("deployments.apps", ns, "product-catalog", lambda d: d["spec"].update(replicas=0))
+    cluster.advance(120)
+    assert success() < 0.99
+
+    def drop(d: dict) -> None:
+        c = d["spec"]["template"]["spec"]["containers"][0]
+        c["env"] = [e for e in c["env"] if e["name"] != "CART_ADDR"]
+    cluster.store.mutate("deployments.apps", ns, "checkout", drop)
+    cluster.advance(60)
+    p = sorted((p for p in cluster.store.list("pods", ns) if p["metadata"]["name"].startswith("checkout-")),
+               key=lambda p: p["metadata"]["creationTimestamp"])[-1]
+    assert p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert 'panic: environment variable "CART_ADDR" not set' in cluster.read_container_log(ns, p["metadata"]["name"], "checkout", previous=True)
