@@ -337,7 +337,7 @@ class BaselineInvestigator:
                 self.note(callee, 1.0, f"{comp} logs errors naming {callee}: \"{example[comp]}\"")
                 self.note(comp, 0.3, f"{comp} logged {n} error lines, e.g. \"{example[comp]}\"")
             else:
-                self.note(comp, min(2.5, 0.5 + n / 20), f"{comp} logged {n} error lines, e.g. \"{example[comp]}\"")
+                self.note(comp, min(2.5, 0.5 + n / 10), f"{comp} logged {n} error lines, e.g. \"{example[comp]}\"")
 
     def _read_traces(self, names: list[str]) -> None:
         text, err = self.s.call("jaeger_services")
@@ -425,7 +425,7 @@ class BaselineInvestigator:
         kind = "StatefulSet" if top in self.statefulsets else "Deployment" if top in self.deployments else "component"
         lines = [f"The most likely root cause is the {kind} '{top}'."]
         lines.append("Evidence: " + "; ".join(self.evidence[top][:6]) + ".")
-        others = [c for c in ranked[1:4] if self.score[c] >= 1]
+        others = [c for c in ranked[1:4] if self.score[c] >= 0.8]
         if others:
             downstream = [c for c in others if c in self.callers]
             if downstream:

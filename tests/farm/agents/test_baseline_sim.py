@@ -43,9 +43,10 @@ def run_trial(cluster: ClusterHandle, problem_id: str, *, noise: bool = False, s
     injection.inject(cluster, NS)
     runner = None
     if noise and problem.noises:
-        runner = NoiseRunner(problem.noises, seed)
+        # The catalog's noise at full intensity, so that the short sample shows its effect.
+        runner = NoiseRunner([n.model_copy(update={"intensity": 1.0}) for n in problem.noises], seed)
         runner.start(cluster, NS)
-    cluster.advance(120)  # the incident runs a while before anyone is paged
+    cluster.advance(240)  # the incident runs a while before anyone is paged
     iface = AgentInterface(cluster, NS, f"t-{seed:04d}", mode=mode)  # type: ignore[arg-type]
     url, token = iface.start()
     try:
@@ -87,9 +88,9 @@ def test_summarised_mode_works_too(cluster: ClusterHandle) -> None:
 
 CATALOG_SAMPLE = [
     "hr-geo-image-tag-wrong", "hr-geo-scaled-to-zero", "hr-user-scaled-to-zero",
-    "hr-frontend-service-targetport-wrong", "hr-memcached-rate-selector-wrong", "hr-profile-wrong-binary",
+    "hr-frontend-service-targetport-wrong", "hr-memcached-rate-selector-wrong", "hr-geo-liveness-probe-wrong-port",
     "hr-search-rate-rpc-timeout-ms-wrong", "hr-mongodb-profile-oom", "hr-geo-network-delay",
-    "hr-node-clock-skew-user",
+    "hr-node-fd-exhaustion-frontend",
 ]
 
 
