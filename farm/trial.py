@@ -235,7 +235,8 @@ class TrialRun:
             self._event("noise_stopped")
             self.noise_runner = None
         text = self.interface.record.diagnosis if self.interface else None
-        self.diagnosis = judge_diagnosis(text, self.problem.ground_truth, self.spec.judge)
+        # The injected ground truth: node-level faults fill in the node they landed on.
+        self.diagnosis = judge_diagnosis(text, self.injection.ground_truth(), self.spec.judge)
         self.mitigation = self.oracle.evaluate(self.cluster, self.namespace, self.baseline, self.injection)
         r = self.result
         r.diagnosis_passed, r.diagnosis_score = self.diagnosis.passed, self.diagnosis.composite
