@@ -113,3 +113,28 @@ def test_stopping_the_load_generator_is_never_a_fix(incident) -> None:
     verdict = oracle.evaluate(cluster, "hotel-reservation", baseline, injection)
     assert not verdict.passed
     assert verdict.checks["load_generator_intact"] is False and verdict.checks["traffic"] is False
+
+
+def test_a_metastable_problem_replays_its_trigger_after_the_fix(cluster: ClusterHandle) -> None:
+    back_to_deployed(cluster)
+    problem = load_catalog().get("hr-retry-storm-after-spike")
+    assert problem.oracle.replay_trigger
+    app = load_application(problem.app)
+    oracle = MitigationOracle(app, problem)
+    baseline = oracle.capture_baseline(cluster, app.namespace)
+    injection = ProblemInjection(problem)
+    injection.inject(cluster, app.namespace)
+    cluster.advance(120)
+    lg_before = cluster.now()
+    with agent_session(cluster) as (_, tools):
+        for step in problem.mitigation:
+            assert step.kubectl
+            assert not tools.call("kubectl", command=step.kubectl)[1]
+            if step.wait:
+                tools.call("wait", seconds=step.wait)
+    verdict = oracle.evaluate(cluster, app.namespace, baseline, injection)
+    assert verdict.passed, verdict
+    assert verdict.checks["recovers_after_trigger_replay"] is True
+    # The replay (a load spike) ran and was taken back: the load generator is as the baseline had it.
+    assert cluster.now() > lg_before + problem.oracle.window_seconds * 2
+    assert verdict.checks["load_generator_intact"]
