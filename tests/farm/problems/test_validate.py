@@ -48,25 +48,22 @@ def test_leak_check_sees_what_the_agent_sees(api_cluster: ClusterHandle) -> None
         view.close()
 
 
-def _full_sim() -> bool:
-    from tests.injectors.simcluster import full_sim_builds
-
-    return full_sim_builds()
+HOTEL = [p.id for p in load_catalog().select(apps=["hotel-reservation"]) if not p.needs_real_cluster]
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not _full_sim(), reason="the full emulated cluster (SimCluster) does not build yet")
-def test_every_modelled_problem_validates_on_the_emulated_cluster(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def validator(tmp_path_factory):  # type: ignore[no-untyped-def]
     from clusters.base import open_cluster
     from farm.problems.validate import Validator
 
-    problems = [p for p in load_catalog().select(apps=["hotel-reservation"]) if not p.needs_real_cluster]
-    failures = []
-    with open_cluster("sim", seed=1, workdir=tmp_path) as cluster:
-        with Validator(cluster) as validator:
-            for problem in problems:
-                result = validator.validate(problem)
-                if not result.passed:
-                    step = next(s for s in result.steps if not s.ok)
-                    failures.append(f"{problem.id}: {step.name}: {step.detail[:200]}")
-    assert failures == []
+    with open_cluster("sim", seed=1, workdir=tmp_path_factory.mktemp("validate")) as cluster:
+        with Validator(cluster) as v:
+            yield v
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("problem_id", HOTEL)
+def test_every_modelled_problem_validates_on_the_emulated_cluster(validator, problem_id: str) -> None:  # type: ignore[no-untyped-def]
+    result = validator.validate(load_catalog().get(problem_id))
+    failed = [f"{s.name}: {s.detail[:300]}" for s in result.steps if not s.ok]
+    assert result.passed, failed
