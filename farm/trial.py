@@ -321,6 +321,9 @@ class TrialRun:
             self._put_atif()
         if rec is not None:
             self._put("tool_calls", [c.model_dump() for c in rec.tool_calls])
+            # What the agent changed, with the captured objects an undo would restore: the cluster
+            # snapshot shows the end state, this shows how it got there (exec included, undo-less).
+            self._put("mutations", [m.model_dump() for m in rec.mutations])
             self._put("diagnosis", {"text": rec.diagnosis, "submitted_at": rec.diagnosis_at,
                                     "mitigation_submitted_at": rec.mitigation_at})
         if self.diagnosis is not None or self.mitigation is not None:

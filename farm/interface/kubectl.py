@@ -45,6 +45,9 @@ MUTATING_VERBS = {
     "autoscale", "expose", "run", "cordon", "uncordon", "drain", "taint",
 }
 MUTATING_ROLLOUT = {"undo", "restart", "pause", "resume"}
+# Verbs that change state the farm cannot capture: `exec` runs a command inside a container (it may
+# edit files, kill processes, flush caches), so it is recorded as a mutation with no undo.
+OPAQUE_MUTATING_VERBS = {"exec"}
 # Flags that take a separate value, so that value is not mistaken for a verb or a name.
 VALUE_FLAGS = {
     "-n", "--namespace", "-l", "--selector", "-o", "--output", "-c", "--container", "-f",
@@ -93,6 +96,18 @@ class Parsed:
     flags: dict[str, str] = field(default_factory=dict)  # last value of each flag seen
     mutating: bool = False
     uses_stdin: bool = False
+
+    @property
+    def undoable(self) -> bool:
+        """A mutation whose objects can be captured before and restored after."""
+        return self.mutating and self.verb not in OPAQUE_MUTATING_VERBS
+
+    def exec_target(self) -> str:
+        """What an `exec` ran in: "pod/NAME" (or the TYPE/NAME given), with its container if named."""
+        first = self.positionals[0] if self.positionals else "?"
+        target = first if "/" in first else f"pod/{first}"
+        container = self.flags.get("-c") or self.flags.get("--container")
+        return f"{target} (container {container})" if container else target
 
 
 def _flag_name(token: str) -> str:
@@ -188,7 +203,7 @@ def parse_command(command: str, namespace: str, *, virtual_time: bool = False) -
                         "'manifest' argument and use '-f -'"
                     )
 
-    mutating = verb in MUTATING_VERBS or (
+    mutating = verb in MUTATING_VERBS or verb in OPAQUE_MUTATING_VERBS or (
         verb == "rollout" and bool(positionals) and positionals[0] in MUTATING_ROLLOUT
     )
     if flags.get("--dry-run", "none") not in ("none", "false"):
@@ -253,6 +268,8 @@ def targets_of(parsed: Parsed, manifest: str | None) -> list[Target]:
         return [Target("horizontalpodautoscaler", name)] if name else []
     if verb in ("cordon", "uncordon", "drain"):
         return [Target("node", p.split("/", 1)[-1]) for p in pos]
+    if verb in OPAQUE_MUTATING_VERBS:
+        return []  # nothing to capture: what changes is inside the container
 
     words = [p for p in pos if "=" not in p and not p.endswith("-") and ":" not in p]
     out: list[Target] = []

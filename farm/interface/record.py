@@ -34,6 +34,7 @@ class Mutation(BaseModel):
     targets: list[str] = []  # "kind/name" as captured before the change
     undo: str | None = None  # human-readable undo, None where none exists
     undone: bool = False
+    note: str | None = None  # why there is no undo, or what else a reader must know
     # The objects as they were before the change ({"kind/name": object or None if absent}).
     before: dict[str, Any] = {}
 

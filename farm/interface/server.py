@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import re
 import secrets
 import socket
 import threading
@@ -223,7 +224,7 @@ class AgentInterface:
             No shell: no pipes, redirects, ';' or '&&'; no interactive verbs (exec -it, attach, edit,
             port-forward, proxy, cp); no other namespaces. For apply/create/replace pass the YAML or
             JSON in `manifest` and use "-f -". Mutating commands are recorded and can be undone
-            with undo_last."""
+            with undo_last, except exec, which is recorded but cannot be undone."""
             return await self._invoke("kubectl", {"command": command, "manifest": manifest},
                                       lambda i: self._kubectl_call(i, command, manifest))
 
@@ -309,12 +310,19 @@ class AgentInterface:
             raise ToolError("'-f -' needs the manifest text in the 'manifest' argument")
         if parsed.mutating and self.finished.is_set():
             raise ToolError("refused: the mitigation was already submitted; no further changes are accepted")
-        before = undo_mod.capture(self._kubectl, parsed, manifest) if parsed.mutating else {}
+        before = undo_mod.capture(self._kubectl, parsed, manifest) if parsed.undoable else {}
         at = self._now()
         result = self._kubectl.run_tokens(parsed.tokens, stdin=manifest if parsed.uses_stdin else None)
+        if parsed.mutating and not parsed.undoable and (result.returncode == 0 or _ran_remotely(result.stderr)):
+            # A command that ran inside a container may have changed it even when it failed there.
+            with self._lock:
+                self.record.mutations.append(Mutation(
+                    call_index=index, command=command, at=at, targets=[parsed.exec_target()], undo=None,
+                    note=(f"{parsed.verb} ran a command inside the container (exit status {result.returncode}); "
+                          "what it changed there cannot be captured, so it cannot be undone")))
         if result.returncode != 0:
             raise ToolError(result.text)
-        if parsed.mutating:
+        if parsed.undoable:
             with self._lock:
                 self.record.mutations.append(Mutation(
                     call_index=index, command=command, at=at, targets=list(before),
@@ -329,12 +337,16 @@ class AgentInterface:
             raise ToolError("refused: the mitigation was already submitted; no further changes are accepted")
         with self._lock:
             pending = [m for m in self.record.mutations if not m.undone and m.undo]
+            last_index = pending[-1].call_index if pending else -1
+            # Later changes without an undo (exec) are skipped: say so, so the agent is not misled.
+            skipped = [m.command for m in self.record.mutations if m.undo is None and m.call_index > last_index]
+        note = "".join(f"; '{c}' cannot be undone and was left as it is" for c in skipped)
         if not pending:
-            raise ToolError("nothing to undo: no recorded change with an undo")
+            raise ToolError("nothing to undo: no recorded change with an undo" + note)
         last = pending[-1]
         done = undo_mod.undo(self._kubectl, last.before)
         last.undone = True
-        return f"undid '{last.command}': {done}"
+        return f"undid '{last.command}': {done}{note}"
 
     def _wait(self, seconds: float) -> str:
         if not 0 < seconds <= self.max_wait_s:
@@ -359,6 +371,13 @@ class AgentInterface:
             self.record.mitigation_at = self._now()
         self.finished.set()
         return "mitigation submitted; the session is over"
+
+
+def _ran_remotely(stderr: str) -> bool:
+    """True when kubectl exec says the command ran in the container and exited non-zero; 126 and
+    127 mean it could not be started (no such executable), so nothing ran."""
+    found = re.search(r"command terminated with exit code (\d+)", stderr)
+    return bool(found) and int(found.group(1)) not in (126, 127)
 
 
 def _scrub_args(args: dict[str, Any]) -> dict[str, Any]:

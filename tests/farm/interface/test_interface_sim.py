@@ -198,6 +198,45 @@ def test_mutations_are_recorded_and_undone(fresh: ClusterHandle) -> None:
     assert [iface.record.tool_calls[m.call_index].args["command"] for m in muts] == [m.command for m in muts]
 
 
+def test_exec_is_recorded_as_a_mutation_without_undo(fresh: ClusterHandle) -> None:
+    replicas = deployment(fresh, NS, "frontend")["spec"]["replicas"]
+    with agent_session(fresh) as (iface, tools):
+        pods = {}
+        for app in ("mongodb-geo", "frontend"):
+            name, is_error = tools.call("kubectl", command=f"get pods -l io.kompose.service={app} "
+                                                           "-o jsonpath={.items[0].metadata.name}")
+            assert not is_error and name.startswith(app + "-"), name
+            pods[app] = name
+        mongo = pods["mongodb-geo"]
+        assert not tools.call("kubectl", command=f"scale deployment frontend --replicas={replicas + 1}")[1]
+        text, is_error = tools.call("kubectl", command=f"exec {mongo} -- mongo geo-db --eval 'db.getName()'")
+        assert not is_error and "geo-db" in text, text
+        # It ran in the container and failed there: it may have changed something all the same.
+        assert tools.call("kubectl", command=f"exec {mongo} -- cat /no/such/file")[1]
+        # It never ran (no such pod; no such executable in the image): nothing to record.
+        assert tools.call("kubectl", command="exec no-such-pod -- echo hi")[1]
+        text, is_error = tools.call("kubectl", command=f"exec {pods['frontend']} -- echo hi")
+        assert is_error and "executable file not found" in text
+        text, is_error = tools.call("undo_last")
+        assert not is_error and "scale" in text, text
+        assert f"'exec {mongo} -- mongo geo-db --eval 'db.getName()'' cannot be undone" in text
+        assert deployment(fresh, NS, "frontend")["spec"]["replicas"] == replicas
+        text, is_error = tools.call("undo_last")
+        assert is_error and "nothing to undo" in text
+        tools.call("submit_mitigation")
+        text, is_error = tools.call("kubectl", command=f"exec {mongo} -- cat /etc/hosts")
+        assert is_error and "already submitted" in text
+    muts = iface.record.mutations
+    assert [m.command for m in muts] == [f"scale deployment frontend --replicas={replicas + 1}",
+                                         f"exec {mongo} -- mongo geo-db --eval 'db.getName()'",
+                                         f"exec {mongo} -- cat /no/such/file"]
+    assert muts[0].undone and muts[0].undo
+    for m in muts[1:]:
+        assert m.undo is None and not m.undone and m.before == {} and m.targets == [f"pod/{mongo}"]
+        assert m.note and "cannot be undone" in m.note
+    assert "exit status 1" in (muts[2].note or "")
+
+
 def test_no_secret_of_the_farm_reaches_kubectl_or_the_record(fresh: ClusterHandle, monkeypatch: pytest.MonkeyPatch) -> None:
     key = "sk-e1testkey0123456789abcdefghij"
     monkeypatch.setenv("OPENAI_API_KEY", key)

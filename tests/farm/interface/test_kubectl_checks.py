@@ -90,6 +90,15 @@ def test_exec_without_terminal_is_allowed_and_stops_at_dashdash() -> None:
     assert parsed.verb == "exec" and "-n" not in parsed.flags
 
 
+def test_exec_is_a_mutation_without_undo() -> None:
+    parsed = parse_command("exec geo-1 -c hotel-reserv-geo -- rm -rf /data", NS)
+    assert parsed.mutating and not parsed.undoable
+    assert parsed.exec_target() == "pod/geo-1 (container hotel-reserv-geo)"
+    assert parse_command("exec deploy/geo -- kill 1", NS).exec_target() == "deploy/geo"
+    scale = parse_command("scale deployment geo --replicas=2", NS)
+    assert scale.mutating and scale.undoable
+
+
 def test_rollout_status_does_not_watch() -> None:
     assert parse_command("rollout status deployment/geo", NS).tokens[-1] == "--watch=false"
 
