@@ -18,17 +18,20 @@ from results import ledger
 from results.artifacts import ArtifactStore
 
 log = logging.getLogger("farm.owner")
+HEALTH_EVERY = 8  # heartbeats between two cluster health probes
 
 
 class ClusterOwner:
     def __init__(self, name: str, cluster_ref: str, engine: Engine, store: ArtifactStore,
                  lease_s: float = ledger.DEFAULT_LEASE_S, cluster_options: dict[str, Any] | None = None,
-                 on_requeue: Callable[[list[str]], None] | None = None, reap: bool = True) -> None:
+                 on_requeue: Callable[[list[str]], None] | None = None, reap: bool = True,
+                 health_every: int = HEALTH_EVERY) -> None:
         self.name, self.cluster_ref = name, cluster_ref
         self.engine, self.store, self.lease_s = engine, store, lease_s
         self.cluster_options = cluster_options or {}
         self.on_requeue = on_requeue
         self.reap_enabled = reap
+        self.health_every = max(1, health_every)
         self.cluster: ClusterHandle | None = None
         self.current: Any = None  # the TrialRun in progress
         self._stop = threading.Event()
@@ -78,9 +81,22 @@ class ClusterOwner:
             self.current = None
 
     # -- heartbeat -------------------------------------------------------------------------
+    def _check_health(self) -> tuple[bool, str]:
+        """The cluster's health now; a probe that raises is itself the verdict."""
+        if self.cluster is None:
+            return True, ""
+        try:
+            h = self.cluster.health()
+        except Exception as exc:  # a health probe must never kill the heartbeat
+            return False, f"health check failed: {exc}"
+        return h.ok, h.detail
+
     def _beat(self) -> None:
         interval = max(0.2, self.lease_s / 4)
         ticks = 0
+        # The last verdict is carried between probes: every heartbeat row says what the last
+        # probe found, so `farm cluster list` never reports a sick cluster healthy in between.
+        healthy, detail = True, ""
         while not self._stop.wait(interval):
             ticks += 1
             with self._lock:
@@ -89,10 +105,10 @@ class ClusterOwner:
                 if run is not None and not run.lease_lost.is_set():
                     if not ledger.heartbeat(self.engine, run.claim, self.lease_s):
                         run.lease_lost.set()
-                healthy, detail = True, ""
-                if ticks % 8 == 0 and self.cluster is not None:
-                    h = self.cluster.health()
-                    healthy, detail = h.ok, h.detail
+                # Probed on the first beat, then every `health_every` beats: on a sick cluster a
+                # probe can take its whole timeout, and the lease must not lapse behind it.
+                if (ticks - 1) % self.health_every == 0:
+                    healthy, detail = self._check_health()
                 ledger.worker_heartbeat(self.engine, self.name, "busy" if run else "idle",
                                         run.spec.trial_id if run else None, healthy, detail)
                 if self.reap_enabled and ticks % 2 == 0:

@@ -19,7 +19,7 @@ from clusters.cluster_cli import app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_eks import aws, moto_url  # noqa: E402,F401
-from test_real_support import api_server, fakes_on_path  # noqa: E402,F401
+from test_real_support import TcpRelay, api_server, fakes_on_path, kubeconfig_for  # noqa: E402,F401
 
 runner = CliRunner()
 
@@ -51,6 +51,67 @@ def test_list_shows_owners_and_health(sqlite_url: str) -> None:
     assert table.exit_code == 0
     for text in ("w-kind-1", "kind:farm-1", "unhealthy (readyz answered 500)", "stale", "host-b:202"):
         assert text in table.output
+
+
+def _listed(db: str, worker: str) -> dict[str, Any]:
+    result = runner.invoke(app, ["list", "--db", db, "--json"])
+    assert result.exit_code == 0, result.output
+    return next(r for r in map(json.loads, result.output.splitlines()) if r["worker"] == worker)
+
+
+def _wait_for(db: str, worker: str, status: str, timeout: float = 10.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        row = _listed(db, worker)
+        if row["status"] == status or time.monotonic() > deadline:
+            return row
+        time.sleep(0.05)
+
+
+def test_a_worker_heartbeat_keeps_reporting_an_unhealthy_cluster(api_server: dict[str, Any], sqlite_url: str,
+                                                                   tmp_path: Path) -> None:
+    """The owner's heartbeat thread for real against SQLite, with a real cluster handle whose API
+    server becomes unreachable: every heartbeat between two health probes still says so."""
+    from clusters.real import KubeconfigClusterHandle
+    from farm.owner import ClusterOwner
+    from results.artifacts import open_store
+    from results.db import engine_for
+
+    relay = TcpRelay(api_server["kubernetes"])
+    kubeconfig = kubeconfig_for(tmp_path / "relay.kubeconfig", relay.url,
+                                api_server["admin_token"], api_server["ca_cert"])
+    handle = KubeconfigClusterHandle("kind", "beat", kubeconfig, workdir=tmp_path, app_namespaces=set())
+    # lease 0.8 s: a beat every 0.2 s, a health probe on the first beat and every 8th after it.
+    owner = ClusterOwner("w-beat", handle.ref, engine_for(sqlite_url), open_store(str(tmp_path / "artifacts")),
+                         lease_s=0.8, reap=False)
+    owner.cluster = handle
+    owner.open()
+    try:
+        assert _wait_for(sqlite_url, "w-beat", "healthy")["status"] == "healthy"
+        relay.cut()
+        row = _wait_for(sqlite_url, "w-beat", "unhealthy")
+        assert row["status"] == "unhealthy", row
+        assert "kind:beat: API unreachable" in row["detail"]
+        # Three probe periods (24 beats): every row read says unhealthy, while the heartbeat
+        # itself stays fresh (the worker is alive; its cluster is not).
+        deadline = time.monotonic() + 3 * 8 * 0.2
+        reads = 0
+        while time.monotonic() < deadline:
+            row = _listed(sqlite_url, "w-beat")
+            assert row["status"] == "unhealthy" and "API unreachable" in row["detail"], row
+            assert row["heartbeat_age_s"] < 2, row
+            reads += 1
+            time.sleep(0.05)
+        assert reads > 10
+        table = runner.invoke(app, ["list", "--db", sqlite_url], env={"COLUMNS": "400"})
+        assert table.exit_code == 0
+        assert "unhealthy (kind:beat: API unreachable" in table.output
+        relay.mend()
+        assert _wait_for(sqlite_url, "w-beat", "healthy")["detail"] == "readyz: ok"
+    finally:
+        owner.close()
+        relay.cut()
+    assert _listed(sqlite_url, "w-beat")["status"] == "stopped"
 
 
 def test_list_with_no_workers(sqlite_url: str) -> None:
