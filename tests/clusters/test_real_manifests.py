@@ -11,7 +11,7 @@ import yaml
 
 from farm.apps import load_application
 
-APPS = ["social-network", "astronomy-shop", "train-ticket"]
+APPS = ["hotel-reservation", "social-network", "astronomy-shop", "train-ticket"]
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet"}
 # Upstream quirks kept on purpose (applications.md §2.2): media-frontend declares 8081 while its
 # nginx listens on 8080, and the Service targets 8080. containerPort is informational.
@@ -161,3 +161,15 @@ def test_the_reference_facts_hold() -> None:
     assert len(tt) == 22  # + ts-ui-dashboard = the 23-service subset
     ports = {d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] for d in tt}
     assert ports["ts-voucher-service"] == 16101 and ports["ts-cancel-service"] == 18885
+
+
+# Published under :latest only (no versioned tag is known to exist to pin them to); every other
+# hotel-reservation image names a release, so a real cluster runs what the emulated one models.
+HOTEL_LATEST_ONLY = {"yinfangchen/hotelreservation", "deathstarbench/wrk2-client"}
+
+
+def test_hotel_reservation_images_name_releases() -> None:
+    images = {c["image"] for _, _, spec in pod_specs(documents("hotel-reservation")) for c in containers(spec)}
+    floating = {i.rsplit(":", 1)[0] for i in images if i.endswith(":latest")}
+    assert floating == HOTEL_LATEST_ONLY, sorted(images)
+    assert {"memcached:1.6.7", "hashicorp/consul:1.15", "mongo:4.4.6", "jaegertracing/all-in-one:1.57"} <= images
