@@ -102,8 +102,8 @@ def create(
     nodes: Annotated[int, typer.Option(help="eks: nodes in the node group.")] = 3,
     stack: Annotated[bool, typer.Option(help="Install the observability and chaos stack.")] = True,
     preload: Annotated[list[str] | None, typer.Option(
-        help="kind: load this application's images into the nodes (repeatable; the images must be in the "
-             "local Docker daemon, e.g. after `docker pull`).")] = None,
+        help="kind: load this application's images into the nodes (repeatable; images the local Docker "
+             "daemon lacks are pulled first).")] = None,
 ) -> None:
     """Create a cluster (or attach to an existing one of that name) and install the stack."""
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import yaml
 
 from clusters.base import ClusterProvider, providers
 from clusters.real import KubeconfigClusterHandle
-from clusters.stack.tools import run_tool
+from clusters.stack.tools import require_tool, run_tool
 from farm.errors import ClusterUnavailable, ConfigurationError
 
 NODE_IMAGE = "kindest/node:v1.30.0"  # the node image kind v0.23.0 ships with
@@ -80,8 +81,9 @@ def _env_options() -> dict[str, Any]:
 
 @providers.register("kind")
 class KindProvider(ClusterProvider):
-    def __init__(self, kind: str = "kind", helm: str = "helm", retries: int = 3, backoff: float = 2.0) -> None:
-        self.kind, self.helm = kind, helm
+    def __init__(self, kind: str = "kind", helm: str = "helm", docker: str = "docker", retries: int = 3,
+                 backoff: float = 2.0) -> None:
+        self.kind, self.helm, self.docker = kind, helm, docker
         self.retries, self.backoff = retries, backoff
 
     def open(self, name: str, **options: Any) -> KubeconfigClusterHandle:  # type: ignore[override]
@@ -159,9 +161,30 @@ class KindProvider(ClusterProvider):
         return config
 
     def preload(self, name: str, images: list[str]) -> None:
-        """Load images from the local Docker daemon into every node (no pulls during trials)."""
+        """Load images into every node (no pulls during trials). `kind load` reads only the local
+        Docker daemon, so images it lacks are pulled first, one by one: a failure names its image."""
+        for image in images:
+            if not self._local_image(image):
+                run_tool([self.docker, "pull", image], what=f"pulling image {image} for kind:{name}",
+                         retries=self.retries, backoff=self.backoff)
         self._run("load", "docker-image", *images, "--name", name,
                   what=f"loading {len(images)} image(s) into kind:{name}")
+
+    def _local_image(self, image: str) -> bool:
+        """Whether the local Docker daemon holds `image`; a daemon that cannot answer is an error,
+        not a missing image (pulling would fail the same way, with a less clear message)."""
+        docker = require_tool(self.docker)
+        try:
+            done = subprocess.run([docker, "image", "inspect", "--format", "{{.Id}}", image],
+                                  capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterUnavailable(f"asking the local Docker daemon for image {image} timed out") from exc
+        if done.returncode == 0:
+            return True
+        stderr = done.stderr.strip() or f"exit status {done.returncode}"
+        if "no such image" in stderr.lower():
+            return False
+        raise ClusterUnavailable(f"asking the local Docker daemon for image {image} failed: {stderr[-1000:]}")
 
     def delete(self, name: str) -> None:
         self._run("delete", "cluster", "--name", name, what=f"deleting kind cluster '{name}'")

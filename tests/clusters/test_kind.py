@@ -54,6 +54,13 @@ def test_create_writes_a_multi_node_config_preloads_images_and_opens(kind_env: d
     assert [n["role"] for n in config["nodes"]] == ["control-plane", "worker", "worker", "worker"]
     assert argv[2] == ["get", "kubeconfig", "--name", "farm-a"]
     assert argv[3] == ["load", "docker-image", "yg397/openresty-thrift:xenial", "mongo:4.4.6", "--name", "farm-a"]
+    # The local Docker daemon had neither image: each was looked up, then pulled, before the load.
+    assert calls(kind_env["docker"]) == [
+        ["image", "inspect", "--format", "{{.Id}}", "yg397/openresty-thrift:xenial"],
+        ["pull", "yg397/openresty-thrift:xenial"],
+        ["image", "inspect", "--format", "{{.Id}}", "mongo:4.4.6"],
+        ["pull", "mongo:4.4.6"],
+    ]
     assert handle.ref == "kind:farm-a"
     assert handle.kubeconfig.stat().st_mode & 0o777 == 0o600
     health = handle.health()
@@ -176,3 +183,46 @@ def test_an_existing_cluster_whose_api_is_down_says_what_to_do(kind_env: dict[st
     monkeypatch.setenv("FAKE_KIND_SERVER", "https://127.0.0.1:9")  # the control plane container is stopped
     with pytest.raises(ClusterUnavailable, match=r"docker start farm-stopped-control-plane"):
         provider().open("farm-stopped", install_stack=False)
+
+
+def test_preload_pulls_only_the_images_the_host_lacks(kind_env: dict[str, Path],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_DOCKER_IMAGES", "mongo:4.4.6,memcached:1.6.7")
+    provider().open("farm-pull", preload_images=["mongo:4.4.6", "jaegertracing/all-in-one:1.57", "memcached:1.6.7"],
+                    install_stack=False).close()
+    docker = calls(kind_env["docker"])
+    assert [c for c in docker if c[0] == "pull"] == [["pull", "jaegertracing/all-in-one:1.57"]]
+    assert len([c for c in docker if c[:2] == ["image", "inspect"]]) == 3
+    load = next(c for c in calls(kind_env["kind"]) if c[0] == "load")
+    assert load == ["load", "docker-image", "mongo:4.4.6", "jaegertracing/all-in-one:1.57", "memcached:1.6.7",
+                    "--name", "farm-pull"]  # the fake kind refuses images the fake daemon lacks
+
+
+def test_an_image_that_cannot_be_pulled_is_named(kind_env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_DOCKER_UNPULLABLE", "yinfangchen/hotelreservation:v9-missing")
+    with pytest.raises(ClusterUnavailable) as err:
+        provider().open("farm-nopull", preload_images=["mongo:4.4.6", "yinfangchen/hotelreservation:v9-missing"],
+                        install_stack=False)
+    message = str(err.value)
+    assert message.startswith("pulling image yinfangchen/hotelreservation:v9-missing for kind:farm-nopull failed")
+    assert "manifest for yinfangchen/hotelreservation:v9-missing not found" in message
+    pulls = [c for c in calls(kind_env["docker"]) if c[0] == "pull"]
+    assert pulls == [["pull", "mongo:4.4.6"], ["pull", "yinfangchen/hotelreservation:v9-missing"]]  # not retried
+    assert not [c for c in calls(kind_env["kind"]) if c[0] == "load"]  # nothing half-loaded
+
+
+def test_a_registry_timeout_is_retried(kind_env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_DOCKER_FAIL", "pull=2")
+    provider().open("farm-slowreg", preload_images=["mongo:4.4.6"], install_stack=False).close()
+    assert [c for c in calls(kind_env["docker"]) if c[0] == "pull"] == [["pull", "mongo:4.4.6"]] * 3
+    assert any(c[0] == "load" for c in calls(kind_env["kind"]))
+
+
+def test_a_docker_daemon_that_does_not_answer_is_not_a_missing_image(kind_env: dict[str, Path],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_DOCKER_DOWN", "1")
+    with pytest.raises(ClusterUnavailable) as err:
+        provider().open("farm-nodaemon", preload_images=["mongo:4.4.6"], install_stack=False)
+    assert str(err.value) == ("asking the local Docker daemon for image mongo:4.4.6 failed: Cannot connect to the "
+                              "Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?")
+    assert [c[0] for c in calls(kind_env["docker"])] == ["image"]  # no pull attempted

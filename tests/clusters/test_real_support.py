@@ -35,10 +35,12 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
 def fakes_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Path]:
     """tests/fakes first on PATH; the fakes log their argv to these files."""
     monkeypatch.setenv("PATH", f"{FAKES}:{ROOT / '.tools' / 'kubectl-root' / 'usr' / 'bin'}:/usr/bin:/bin")
-    logs = {"kind": tmp_path / "kind.log", "helm": tmp_path / "helm.log"}
+    logs = {"kind": tmp_path / "kind.log", "helm": tmp_path / "helm.log", "docker": tmp_path / "docker.log"}
     monkeypatch.setenv("FAKE_KIND_LOG", str(logs["kind"]))
     monkeypatch.setenv("FAKE_KIND_STATE", str(tmp_path / "kind-state"))
     monkeypatch.setenv("FAKE_HELM_LOG", str(logs["helm"]))
+    monkeypatch.setenv("FAKE_DOCKER_LOG", str(logs["docker"]))
+    monkeypatch.setenv("FAKE_DOCKER_STATE", str(tmp_path / "docker-state"))
     return logs
 
 
