@@ -89,3 +89,30 @@ def test_stack_manifests_come_up_under_the_emulated_controllers(real: Kubeconfig
     assert jaeger["status"].get("readyReplicas") == 1
     real.reset()
     assert "observe" in real._namespaces()  # the stack is not part of what a reset removes
+
+
+def test_deploy_wait_times_out_naming_the_pod_and_why(real: KubeconfigClusterHandle) -> None:
+    """A Deployment whose image tag does not exist never becomes ready: deploy's wait gives up
+    after its timeout (cluster seconds) with the stuck pod and its waiting reason."""
+    import re
+
+    from farm.apps.deploy import wait_ready
+    from farm.errors import DeployError
+
+    ns = "stuck-deploy"
+    real.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    real.request("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "stuck", "namespace": ns},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "stuck"}},
+                 "template": {"metadata": {"labels": {"app": "stuck"}},
+                              "spec": {"containers": [{"name": "db", "image": "mongo:4.4.66"}]}}}})
+    start = real.now()
+    with pytest.raises(DeployError) as err:
+        wait_ready(real, ns, timeout_s=90)
+    assert 90 <= real.now() - start < 120  # gave up at the timeout, not before and not much after
+    message = str(err.value)
+    pods = [p["metadata"]["name"] for p in real.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]]
+    assert len(pods) == 1
+    assert message.startswith(f"{ns} on kind:over-sim not ready after 90 s: deployment/stuck (0/1 ready)")
+    reason = re.search(rf"pod/{re.escape(pods[0])} \((\w+)\)", message)
+    assert reason and reason.group(1) in ("ImagePullBackOff", "ErrImagePull"), message
