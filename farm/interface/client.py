@@ -10,12 +10,28 @@ from typing import Any
 from anyio.from_thread import start_blocking_portal
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_TIMEOUT, create_mcp_http_client
+
+TOOL_TIMEOUT_S = 90.0  # one tool call's deadline on the server (wall clock), wait excepted
+MAX_WAIT_S = 900.0  # the longest single wait an agent may ask for
+# How long a client must be ready to wait for one tool result: the longest wall-clock wait plus
+# the ordinary deadline as its margin, and a minute for the transport. The SDK's default read
+# timeout (300 s) would cut a long wait on a real cluster short.
+CLIENT_TIMEOUT_S = MAX_WAIT_S + TOOL_TIMEOUT_S + 60.0
+
+
+def http_client(token: str) -> Any:
+    """The HTTP client for a trial's MCP server: its bearer token, and a read timeout long enough
+    for the longest wait."""
+    import httpx2
+
+    return create_mcp_http_client(headers={"Authorization": f"Bearer {token}"},
+                                  timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=CLIENT_TIMEOUT_S))
 
 
 @asynccontextmanager
 async def connect(url: str, token: str) -> AsyncIterator[Client]:
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    http = http_client(token)
     async with http, Client(streamable_http_client(url, http_client=http)) as client:
         yield client
 

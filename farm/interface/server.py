@@ -26,6 +26,7 @@ from mcp_types import CallToolResult, TextContent
 from clusters.base import ClusterHandle
 from farm.errors import ToolError
 from farm.interface import undo as undo_mod
+from farm.interface.client import MAX_WAIT_S, TOOL_TIMEOUT_S
 from farm.interface.kubectl import Kubectl, parse_command
 from farm.interface.record import Mutation, SessionRecord, ToolCall, count_tokens
 from farm.interface.summarise import dedupe_text
@@ -85,9 +86,9 @@ class AgentInterface:
     happened; `finished` is set once the agent calls submit_mitigation."""
 
     def __init__(self, cluster: ClusterHandle, namespace: str, trial_id: str, mode: Mode = "raw", *,
-                 kubectl_binary: str | None = None, tool_timeout_s: float = 90.0,
+                 kubectl_binary: str | None = None, tool_timeout_s: float = TOOL_TIMEOUT_S,
                  kubectl_timeout_s: float = 60.0, max_output_chars: int = 30_000,
-                 max_wait_s: float = 900.0) -> None:
+                 max_wait_s: float = MAX_WAIT_S) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be 'raw' or 'summarised', not '{mode}'")
         self.cluster, self.namespace, self.trial_id, self.mode = cluster, namespace, trial_id, mode
@@ -181,18 +182,32 @@ class AgentInterface:
         text = scrub(message)
         self._append(self._reserve(), name, dict(args or {}), text, self._now(), 0.0, text)
 
-    async def _invoke(self, name: str, args: dict[str, Any], fn: Callable[[int], str]) -> CallToolResult:
-        """Run a tool body in a worker thread under the tool timeout, record it, and turn every
-        failure into an error result the agent can read."""
+    def wait_deadline_s(self, seconds: Any) -> float:
+        """The wall-clock deadline of wait(seconds): on a wall clock the wait itself takes that long,
+        so the ordinary tool timeout is only its margin; on a virtual clock waiting costs CPU, not
+        the requested seconds, and the ordinary timeout holds."""
+        if self.cluster.virtual_time:
+            return self.tool_timeout_s
+        try:
+            asked = min(max(float(seconds), 0.0), self.max_wait_s)
+        except (TypeError, ValueError):
+            asked = 0.0  # refused by the tool body; nothing to wait for
+        return asked + self.tool_timeout_s
+
+    async def _invoke(self, name: str, args: dict[str, Any], fn: Callable[[int], str],
+                      timeout_s: float | None = None) -> CallToolResult:
+        """Run a tool body in a worker thread under its deadline (the tool timeout unless given),
+        record it, and turn every failure into an error result the agent can read."""
         index, at, t0 = self._reserve(), self._now(), time.monotonic()
+        deadline = self.tool_timeout_s if timeout_s is None else timeout_s
         error: str | None = None
         try:
-            with anyio.fail_after(self.tool_timeout_s):
+            with anyio.fail_after(deadline):
                 output = await anyio.to_thread.run_sync(fn, index, abandon_on_cancel=True)
         except ToolError as exc:
             output = error = str(exc)
         except TimeoutError:
-            output = error = f"{name} did not finish within {self.tool_timeout_s:.0f} s; try a narrower request"
+            output = error = f"{name} did not finish within {deadline:.0f} s; try a narrower request"
         except Exception as exc:  # a tool bug must not end the session
             output = error = f"{name} failed: {type(exc).__name__}: {exc}"
         output = scrub(output)
@@ -279,7 +294,8 @@ class AgentInterface:
 
         async def wait(seconds: float) -> CallToolResult:
             """Let `seconds` of cluster time pass (at most 900 per call), e.g. to see a fix take effect."""
-            return await self._invoke("wait", {"seconds": seconds}, lambda i: self._wait(seconds))
+            return await self._invoke("wait", {"seconds": seconds}, lambda i: self._wait(seconds),
+                                      timeout_s=self.wait_deadline_s(seconds))
 
         async def submit_diagnosis(text: str) -> CallToolResult:
             """Submit the diagnosis in prose: the faulty component, the mechanism with the concrete

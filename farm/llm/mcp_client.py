@@ -22,7 +22,11 @@ class ToolOutcome:
 class MCPToolbox:
     """`with MCPToolbox(url, token) as tools: tools.call("kubectl", {"command": "get pods"})`."""
 
-    def __init__(self, url: str, token: str, *, timeout_s: float = 300.0) -> None:
+    def __init__(self, url: str, token: str, *, timeout_s: float | None = None) -> None:
+        from farm.interface.client import CLIENT_TIMEOUT_S
+
+        # A wait on a real cluster takes its full wall-clock time: the default outlasts the longest.
+        timeout_s = CLIENT_TIMEOUT_S if timeout_s is None else timeout_s
         self.url, self._token, self.timeout_s = url, token, timeout_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -66,10 +70,11 @@ class MCPToolbox:
     async def _session(self, ready: concurrent.futures.Future[None]) -> None:
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        from farm.interface.client import http_client
 
         self._closing = asyncio.Event()
-        http = create_mcp_http_client(headers={"Authorization": f"Bearer {self._token}"})
+        http = http_client(self._token)
         async with http, Client(streamable_http_client(self.url, http_client=http)) as client:
             self._client = client
             ready.set_result(None)
