@@ -2,15 +2,24 @@
 and turn their JSON event streams into the farm's transcript and usage.
 
 claude: `claude -p PROMPT --output-format stream-json --verbose --mcp-config FILE --strict-mcp-config`
-    with only the farm server's tools allowed; events are system/init, assistant (content blocks
-    text / tool_use, and message usage), user (tool_result blocks) and a final result (usage,
-    total_cost_usd, num_turns, subtype).
-codex: `codex exec --json` with the server given as `-c mcp_servers.farm.url=...` and the bearer
-    token in an environment variable; events are thread.started, turn.started, item.started /
-    item.completed (agent_message, reasoning, mcp_tool_call, command_execution, error) and
-    turn.completed with usage {input_tokens, cached_input_tokens, output_tokens}; codex reports no
-    cost, so it is priced from litellm's table.
-Both streams are read live: the wall-time, token and cost limits stop the process when hit.
+    with only the farm server's tools allowed and every built-in tool (shell, files, search,
+    sub-agents, web) disallowed; events are system/init, assistant (content blocks text / tool_use,
+    and message usage), user (tool_result blocks) and a final result (usage, total_cost_usd,
+    num_turns, subtype).
+codex: `codex exec --json --sandbox read-only --cd DIR -c features.shell_tool=false` with the server
+    given as `-c mcp_servers.farm.url=...` and the bearer token in an environment variable, and a
+    private CODEX_HOME (no user config, so no other MCP servers); events are thread.started,
+    turn.started, item.started / item.completed (agent_message, reasoning, mcp_tool_call,
+    command_execution, error) and turn.completed with usage {input_tokens, cached_input_tokens,
+    output_tokens}; codex reports no cost, so it is priced from litellm's table.
+
+Isolation: the MCP tools are the agent's only reach into the incident. The CLI runs in an empty
+per-trial directory outside the project, with an environment of allowed variables only, none of
+them naming a path of the farm's (its catalog holds every problem's ground truth).
+Farm-wide limits, as for the LLM agents: a concurrency slot of the model's for the whole session;
+the session's cost is charged to the sweep's ledger, and a sweep over its cap is refused at start.
+Both streams are read live: the wall-time, token, cost and step limits stop the process when hit;
+claude's cost is estimated from each message's usage until its final event gives the exact sum.
 """
 
 from __future__ import annotations
@@ -19,16 +28,20 @@ import abc
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from farm.agents.base import Agent, AgentContext, AgentResult, agents
-from farm.errors import ConfigurationError
+from farm.errors import ConfigurationError, LimitReached
+from farm.interface.client import CLIENT_TIMEOUT_S
 from farm.llm.client import price_tokens
+from farm.llm.limits import SweepLedger, model_slots, sweep_ledger
 from farm.llm.transcript import Transcript
 from farm.secrets import scrub
 from farm.states import (
@@ -37,6 +50,7 @@ from farm.states import (
     END_SUBMITTED,
     LIMIT_COST,
     LIMIT_STEPS,
+    LIMIT_SWEEP_COST,
     LIMIT_TOKENS,
     LIMIT_WALL_TIME,
 )
@@ -53,12 +67,77 @@ PASS_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER", "SSL_CER
             "HTTP_PROXY", "NO_PROXY", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_USE_BEDROCK",
             "CLAUDE_CODE_USE_VERTEX", "AWS_REGION", "AWS_PROFILE", "OPENAI_API_KEY", "OPENAI_BASE_URL",
             "CODEX_HOME")
+# Claude Code's built-in tools, all refused: the shell, the file tools (Read, Glob, Grep, LS would
+# reach the farm's disk and the problem catalog), sub-agents that carry the same tools, the web.
+CLAUDE_BUILTIN_TOOLS = ("Bash", "BashOutput", "KillShell", "KillBash", "Read", "Glob", "Grep", "LS", "Edit",
+                        "MultiEdit", "Write", "NotebookRead", "NotebookEdit", "Task", "Agent", "WebFetch",
+                        "WebSearch", "TodoWrite", "Skill", "SlashCommand", "ExitPlanMode")
+
+
+def farm_roots() -> list[Path]:
+    """The folders that hold the farm's code and data (the problem catalog with its ground truth)."""
+    import farm
+
+    return [Path(farm.__file__).resolve().parent.parent]
+
+
+def _names_farm_path(value: str, roots: list[Path]) -> bool:
+    return any(str(root) in value for root in roots)
+
+
+@dataclass
+class Sandbox:
+    """A trial's private folders, outside the project: `cwd` is where the CLI runs (empty),
+    `config` holds the files the farm writes for it, `home` stands in for a HOME that would name
+    a farm path."""
+
+    root: Path
+    cwd: Path
+    config: Path
+    home: Path
+
+    @classmethod
+    def create(cls, prefix: str) -> Sandbox:
+        base = Path(tempfile.gettempdir()).resolve()
+        if _names_farm_path(str(base), farm_roots()):
+            base = Path("/tmp")  # a TMPDIR inside the project would put the agent next to the catalog
+        root = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+        box = cls(root, root / "work", root / "config", root / "home")
+        for folder in (box.cwd, box.config, box.home):
+            folder.mkdir(mode=0o700)
+        return box
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def agent_environment(names: set[str], box: Sandbox) -> dict[str, str]:
+    """The allowed variables of the worker's environment, without any farm path: PATH loses the
+    project's folders (its venv and tools), any other variable that names one is dropped, and a
+    HOME inside the project becomes the sandbox's own."""
+    roots = farm_roots()
+    env: dict[str, str] = {}
+    for name in sorted(names):
+        value = os.environ.get(name)
+        if value is None or name.startswith("FARM_"):
+            continue  # the farm's own settings (database, broker, artifacts) are never an agent's
+        if name == "PATH":
+            value = os.pathsep.join(p for p in value.split(os.pathsep) if p and not _names_farm_path(p, roots))
+            value = value or "/usr/local/bin:/usr/bin:/bin"
+        elif _names_farm_path(value, roots):
+            continue
+        env[name] = value
+    env.setdefault("HOME", str(box.home))
+    # No kubeconfig of the worker's: the agent reaches the cluster through the MCP tools only.
+    env["KUBECONFIG"] = os.devnull
+    return env
 
 
 class Usage:
     def __init__(self) -> None:
         self.tokens_in = self.tokens_out = self.tokens_cached = 0
         self.cost_usd = 0.0
+        self.cost_exact = False  # True once the CLI reported its own total
         self.steps = 0
         self.tool_calls = 0
         self.diagnosis = False
@@ -92,7 +171,7 @@ class _CLIAgent(Agent):
         self.pass_env = set(PASS_ENV) | set(pass_env or [])  # more variables the CLI needs, by name
 
     @abc.abstractmethod
-    def command(self, ctx: AgentContext, workdir: Path) -> tuple[list[str], dict[str, str]]:
+    def command(self, ctx: AgentContext, box: Sandbox) -> tuple[list[str], dict[str, str]]:
         """argv (argv[0] is replaced by the resolved executable) and extra environment."""
 
     @abc.abstractmethod
@@ -112,47 +191,79 @@ class _CLIAgent(Agent):
         self.executable_path = opts.get("executable", self.executable_path)
         self.extra_args = list(opts.get("extra_args", self.extra_args))
         self.pass_env |= set(opts.get("pass_env", []))
+        started = time.monotonic()
         tr = Transcript()
         usage = Usage()
+
+        def ended(reason: str, error: str) -> AgentResult:
+            tr.event(f"session not started: {error}")
+            return AgentResult(end_reason=reason, transcript=tr.entries, error=scrub(error))
+
         try:
             exe = self._resolve()
         except ConfigurationError as exc:
             return AgentResult(end_reason=END_AGENT_ERROR, error=str(exc))
-        with tempfile.TemporaryDirectory(prefix=f"farm-{self.executable}-") as tmp:
-            workdir = Path(tmp)
-            argv, extra_env = self.command(ctx, workdir)
+        ledger = sweep_ledger(opts)
+        if ledger is not None:
+            try:
+                ledger.check()  # a sweep over its cap starts no more sessions
+            except LimitReached as exc:
+                return ended(exc.reason, str(exc))
+        slot_name = ctx.model or f"{self.executable}-default-model"
+        slots = model_slots(opts, slot_name)
+        slot = None
+        if slots is not None:
+            try:
+                slot = slots.acquire(timeout=max(0.0, ctx.limits.wall_time_s))
+            except TimeoutError:
+                return ended(LIMIT_WALL_TIME, f"no free {slot_name} slot within the wall-time limit")
+        box = Sandbox.create(f"farm-{self.executable}-")
+        try:
+            argv, extra_env = self.command(ctx, box)
             argv[0] = exe
-            env = {k: v for k, v in os.environ.items() if k in self.pass_env}
-            # No kubeconfig of the worker's: the agent reaches the cluster through the MCP tools only.
-            env["KUBECONFIG"] = os.devnull
+            env = agent_environment(self.pass_env, box)
             env.update(extra_env)
             prompt_shown = PROMPT.format(ns=ctx.namespace, trial=ctx.trial_id, server=SERVER_NAME)
             tr.message("user", prompt_shown)
-            reason = self._drive(argv, env, workdir, ctx, usage, tr)
+            # The wait for a slot was part of the session's wall time.
+            reason = self._drive(argv, env, box.cwd, ctx, usage, tr, ledger, started + ctx.limits.wall_time_s)
+        finally:
+            box.remove()
+            if slot is not None:
+                slot.release()
+            if ledger is not None:
+                ledger.add(usage.cost_usd)
         return AgentResult(end_reason=reason, steps=usage.steps, tool_calls=usage.tool_calls,
                            tokens_in=usage.tokens_in, tokens_out=usage.tokens_out,
                            tokens_cached=usage.tokens_cached, cost_usd=usage.cost_usd, transcript=tr.entries,
                            error=scrub(usage.error) if usage.error else None)
 
     def _drive(self, argv: list[str], env: dict[str, str], cwd: Path, ctx: AgentContext, usage: Usage,
-               tr: Transcript) -> str:
+               tr: Transcript, ledger: SweepLedger | None, deadline: float) -> str:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                 text=True, cwd=cwd, env=env, start_new_session=True)
         stderr: list[str] = []
         threading.Thread(target=lambda: stderr.extend(proc.stderr or []), daemon=True).start()
         limit_hit: list[str] = []
-        deadline = time.monotonic() + ctx.limits.wall_time_s
+
+        def stop() -> None:
+            # The CLI's own children (MCP stdio servers, shells) are in its process group.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
 
         def watchdog() -> None:
             while proc.poll() is None:
                 if time.monotonic() > deadline:
                     limit_hit.append(LIMIT_WALL_TIME)
-                    proc.kill()
+                    stop()
                     return
                 time.sleep(0.1)
 
         threading.Thread(target=watchdog, daemon=True).start()
         assert proc.stdout is not None
+        spent_before = ledger.spent() if ledger is not None and ledger.cap_usd is not None else 0.0
         for line in proc.stdout:
             line = line.strip()
             if not line:
@@ -164,11 +275,12 @@ class _CLIAgent(Agent):
                 continue
             if isinstance(event, dict):
                 self.on_event(event, usage, tr, ctx)
-            over = self._over_limit(usage, ctx)
+            over = self._over_limit(usage, ctx, ledger, spent_before)
             if over and not limit_hit:
                 limit_hit.append(over)
-                tr.event(f"session ended: {over}")
-                proc.kill()
+                tr.event(f"session ended: {over}", tokens=usage.tokens_in + usage.tokens_out,
+                         cost_usd=round(usage.cost_usd, 6), cost_exact=usage.cost_exact)
+                stop()
                 break  # what is still buffered happened after the limit: not part of the session
         code = proc.wait()
         if limit_hit:
@@ -181,7 +293,8 @@ class _CLIAgent(Agent):
         return END_SUBMITTED if (usage.diagnosis or usage.mitigation) else END_AGENT_STOPPED
 
     @staticmethod
-    def _over_limit(u: Usage, ctx: AgentContext) -> str | None:
+    def _over_limit(u: Usage, ctx: AgentContext, ledger: SweepLedger | None = None,
+                    spent_before: float = 0.0) -> str | None:
         lim = ctx.limits
         if u.tokens_in + u.tokens_out > lim.max_tokens:
             return LIMIT_TOKENS
@@ -189,6 +302,9 @@ class _CLIAgent(Agent):
             return LIMIT_COST
         if u.steps > lim.max_steps:
             return LIMIT_STEPS
+        # Other trials' spend since the start is not seen here; the cap is checked again at each start.
+        if ledger is not None and ledger.cap_usd is not None and spent_before + u.cost_usd > ledger.cap_usd:
+            return LIMIT_SWEEP_COST
         return None
 
 
@@ -196,21 +312,22 @@ class _CLIAgent(Agent):
 class ClaudeCodeAgent(_CLIAgent):
     executable = "claude"
 
-    def command(self, ctx: AgentContext, workdir: Path) -> tuple[list[str], dict[str, str]]:
+    def command(self, ctx: AgentContext, box: Sandbox) -> tuple[list[str], dict[str, str]]:
         config = {"mcpServers": {SERVER_NAME: {"type": "http", "url": ctx.mcp_url,
                                                "headers": {"Authorization": f"Bearer {ctx.mcp_token}"}}}}
-        path = workdir / "mcp.json"
+        path = box.config / "mcp.json"
         path.write_text(json.dumps(config))
         path.chmod(0o600)
         argv = [self.executable, "-p", PROMPT.format(ns=ctx.namespace, trial=ctx.trial_id, server=SERVER_NAME),
                 "--output-format", "stream-json", "--verbose", "--mcp-config", str(path), "--strict-mcp-config",
                 "--allowedTools", f"mcp__{SERVER_NAME}",
-                # the agent works the incident through the farm's tools only, not a local shell
-                "--disallowedTools", "Bash", "Edit", "Write", "NotebookEdit", "WebFetch", "WebSearch",
+                # the agent works the incident through the farm's tools only: no shell, no files
+                "--disallowedTools", *CLAUDE_BUILTIN_TOOLS,
                 "--max-turns", str(ctx.limits.max_steps)]
         if ctx.model:
             argv += ["--model", ctx.model.split("/", 1)[1] if ctx.model.startswith("anthropic/") else ctx.model]
-        return argv + self.extra_args, {}
+        # Claude Code's MCP tool timeout (ms) must outlast the longest wait on a real cluster.
+        return argv + self.extra_args, {"MCP_TOOL_TIMEOUT": str(int(CLIENT_TIMEOUT_S * 1000))}
 
     def on_event(self, event: dict[str, Any], usage: Usage, tr: Transcript, ctx: AgentContext) -> None:
         kind = event.get("type")
@@ -242,6 +359,13 @@ class ClaudeCodeAgent(_CLIAgent):
                 usage.tokens_out += entry_usage["tokens_out"]
                 usage.tokens_cached += entry_usage["tokens_cached"]
                 usage.steps += 1
+                if not usage.cost_exact:
+                    # Claude reports cost only at the end: price each message as it streams, so the
+                    # cost limit can stop a run that would overspend before its result arrives.
+                    cost, _ = price_tokens(ctx.model or msg.get("model"), entry_usage["tokens_in"],
+                                           entry_usage["tokens_out"], entry_usage["tokens_cached"],
+                                           int(u.get("cache_creation_input_tokens", 0)))
+                    usage.cost_usd += cost
             usage.tool_calls += len(calls)
             for c in calls:
                 usage.pending[c["id"]] = c["name"]
@@ -265,7 +389,8 @@ class ClaudeCodeAgent(_CLIAgent):
                                + int(u.get("cache_read_input_tokens", 0)))
             usage.tokens_out = int(u.get("output_tokens", 0))
             usage.tokens_cached = int(u.get("cache_read_input_tokens", 0))
-            usage.cost_usd = float(event.get("total_cost_usd") or 0.0)
+            if event.get("total_cost_usd") is not None:
+                usage.cost_usd, usage.cost_exact = float(event["total_cost_usd"]), True
             usage.steps = int(event.get("num_turns") or usage.steps)
             usage.finished = True
             if event.get("is_error") or event.get("subtype") not in (None, "success"):
@@ -279,15 +404,34 @@ class CodexAgent(_CLIAgent):
     executable = "codex"
     TOKEN_ENV = "FARM_MCP_TOKEN"
 
-    def command(self, ctx: AgentContext, workdir: Path) -> tuple[list[str], dict[str, str]]:
+    def command(self, ctx: AgentContext, box: Sandbox) -> tuple[list[str], dict[str, str]]:
         argv = [self.executable, "exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only",
+                "--cd", str(box.cwd),
+                # No shell and no image viewer: a read-only sandbox still lets a shell read any file,
+                # the problem catalog included. The MCP tools are all that is left.
+                "-c", "features.shell_tool=false", "-c", "features.view_image_tool=false",
                 "-c", f"mcp_servers.{SERVER_NAME}.url={json.dumps(ctx.mcp_url)}",
-                "-c", f"mcp_servers.{SERVER_NAME}.bearer_token_env_var={json.dumps(self.TOKEN_ENV)}"]
+                "-c", f"mcp_servers.{SERVER_NAME}.bearer_token_env_var={json.dumps(self.TOKEN_ENV)}",
+                # codex's own MCP tool timeout must outlast the longest wait on a real cluster
+                "-c", f"mcp_servers.{SERVER_NAME}.tool_timeout_sec={CLIENT_TIMEOUT_S:g}"]
         if ctx.model:
             argv += ["-m", ctx.model.split("/", 1)[1] if ctx.model.startswith("openai/") else ctx.model]
         argv += self.extra_args
         argv.append(PROMPT.format(ns=ctx.namespace, trial=ctx.trial_id, server=SERVER_NAME))
-        return argv, {self.TOKEN_ENV: ctx.mcp_token}
+        return argv, {self.TOKEN_ENV: ctx.mcp_token, "CODEX_HOME": self._private_home(box)}
+
+    @staticmethod
+    def _private_home(box: Sandbox) -> str:
+        """A CODEX_HOME of the trial's own: the login (auth.json) of the worker's, none of its
+        config.toml, whose MCP servers (a filesystem server, say) would reach past the farm's tools."""
+        home = box.config / "codex-home"
+        home.mkdir(mode=0o700)
+        own = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+        auth = own / "auth.json"
+        if auth.is_file():
+            shutil.copy2(auth, home / "auth.json")
+            (home / "auth.json").chmod(0o600)
+        return str(home)
 
     def on_event(self, event: dict[str, Any], usage: Usage, tr: Transcript, ctx: AgentContext) -> None:
         kind = event.get("type")

@@ -319,15 +319,18 @@ class LLMClient:
         return call
 
 
-def price_tokens(model: str | None, tokens_in: int, tokens_out: int, tokens_cached: int = 0) -> tuple[float, bool]:
-    """Cost of token counts reported by a tool that does not report cost (codex), from litellm's
-    price table; (0, False) for a model it has no price for."""
+def price_tokens(model: str | None, tokens_in: int, tokens_out: int, tokens_cached: int = 0,
+                 tokens_cache_written: int = 0) -> tuple[float, bool]:
+    """Cost of token counts reported by a tool that does not report cost (codex), or does only at
+    the end (claude), from litellm's price table; (0, False) for a model it has no price for.
+    `tokens_in` counts every input token, cache reads and cache writes included."""
     if not model:
         return 0.0, False
     litellm = load_litellm()
     try:
         cin, cout = litellm.cost_per_token(model=model, prompt_tokens=tokens_in, completion_tokens=tokens_out,
-                                           cache_read_input_tokens=tokens_cached)
+                                           cache_read_input_tokens=tokens_cached,
+                                           cache_creation_input_tokens=tokens_cache_written)
         return float(cin + cout), True
     except Exception:  # unknown model: cost 0, flagged
         return 0.0, False

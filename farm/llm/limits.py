@@ -170,3 +170,28 @@ class SweepLedger:
     def check(self) -> None:
         if self.cap_usd is not None and (spent := self.spent()) >= self.cap_usd:
             raise LimitReached(LIMIT_SWEEP_COST, f"sweep {self.sweep_id} spent ${spent:.4f} of ${self.cap_usd:.4f}")
+
+
+def sweep_ledger(options: dict[str, Any] | None) -> SweepLedger | None:
+    """The ledger of the sweep named in an agent's options (sweep_id, sweep_cost_cap, redis_url),
+    or None outside a sweep."""
+    opts = options or {}
+    if not opts.get("sweep_id"):
+        return None
+    cap = opts.get("sweep_cost_cap")
+    return SweepLedger(str(opts["sweep_id"]), float(cap) if cap is not None else None, redis_url_from(opts))
+
+
+def model_slots(options: dict[str, Any] | None, model: str, lease_s: float = 30.0
+                ) -> RedisSemaphore | LocalSemaphore | None:
+    """The farm-wide concurrency semaphore for `model` from an agent's options (concurrency: an int,
+    or {model: int}; redis_url), or None when the sweep sets no limit for it."""
+    opts = options or {}
+    conc = opts.get("concurrency")
+    if isinstance(conc, dict):
+        conc = conc.get(model)
+    if conc is None:
+        return None
+    url = redis_url_from(opts)
+    return RedisSemaphore(url, model, int(conc), lease_s=lease_s) if url else LocalSemaphore(model, int(conc))
+

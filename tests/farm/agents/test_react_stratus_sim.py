@@ -4,7 +4,6 @@ real litellm against the scripted server. The interface's record, not the agent,
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from farm.oracles.diagnosis import judge_diagnosis
 from farm.problems.catalog import load_catalog
 from farm.states import END_SUBMITTED
 from injectors.compose import ProblemInjection
+from tests.farm.agents.cli_fakes import install_fakes
 from tests.farm.interface.simcluster import back_to_deployed, deployed_cluster
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
@@ -108,10 +108,9 @@ def test_stratus_spends_fewer_tokens_than_react_on_the_real_interface(cluster: C
 
 
 @pytest.mark.parametrize("agent_cls", [ClaudeCodeAgent, CodexAgent])
-def test_cli_adapters_over_the_real_interface(cluster: ClusterHandle, agent_cls, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = Path(__file__).resolve().parents[3]
-    monkeypatch.setenv("PATH", f"{root / 'tests' / 'fakes'}{os.pathsep}{root / '.venv' / 'bin'}{os.pathsep}"
-                               f"{os.environ['PATH']}")
+def test_cli_adapters_over_the_real_interface(cluster: ClusterHandle, agent_cls, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    install_fakes(tmp_path / "bin", monkeypatch)
     back_to_deployed(cluster)
     iface = AgentInterface(cluster, NS, f"t-{agent_cls.executable}", mode="raw")
     url, token = iface.start()
