@@ -1,7 +1,8 @@
 """Provider "eks": an Amazon EKS cluster and node group per worker, through boto3.
 
-`open(name)` attaches to the cluster of that name or creates it (tagged with the farm's name),
-waits until it and its node group are ACTIVE, writes a kubeconfig whose bearer token is a
+`open(name)` attaches to the cluster of that name or creates it (tagged with the farm's name, and
+so are its node group and, through a launch template, the EC2 instances and volumes the node group
+launches), waits until it and its node group are ACTIVE, writes a kubeconfig whose bearer token is a
 presigned STS GetCallerIdentity request (what `aws eks get-token` produces), and installs the
 stack. Tear-down happens only through `farm cluster delete eks:NAME`, and only for clusters this
 farm created (tag `farm`).
@@ -232,15 +233,51 @@ class EksProvider(ClusterProvider):
             if not create:
                 raise ClusterUnavailable(f"EKS cluster '{name}' has no node group (the farm would create '{group}')")
             self._require("node_role_arn", "FARM_EKS_NODE_ROLE_ARN", self.node_role_arn)
+            template = self.ensure_launch_template(name)
             self.progress(f"creating node group {group} ({self.nodes} × {', '.join(self.instance_types)})")
             self._call(f"creating node group '{group}'", eks.create_nodegroup, clusterName=name,
                        nodegroupName=group, nodeRole=self.node_role_arn,
                        subnets=cluster.get("resourcesVpcConfig", {}).get("subnetIds") or self.subnets,
                        instanceTypes=self.instance_types,
                        scalingConfig={"minSize": self.nodes, "maxSize": self.nodes, "desiredSize": self.nodes},
-                       labels={"farm": self.farm}, tags=self.tags(name))
+                       launchTemplate=template, labels={"farm": self.farm}, tags=self.tags(name))
         self._wait(group, "node group", functools.partial(self._nodegroup, eks, name, group))
         return cluster
+
+    @staticmethod
+    def launch_template_name(name: str) -> str:
+        return f"{name}-nodes"
+
+    def ensure_launch_template(self, name: str) -> dict[str, str]:
+        """The node group's launch template, created when absent. A node group's own `tags` stay
+        on the node group (EKS does not copy them to what it launches); the template's tag
+        specifications put the farm's tags on every instance and volume, so that the machines
+        that cost money can be found, and billed, by farm. It sets nothing else: EKS picks the
+        AMI, and the node group names the instance types."""
+        ec2 = self.session().client("ec2")
+        template = self.launch_template_name(name)
+        found = self._launch_template(ec2, template)
+        if found is None:
+            tags = [{"Key": k, "Value": v} for k, v in self.tags(name).items()]
+            self.progress(f"creating launch template {template} (tags for the nodes' instances and volumes)")
+            found = self._call(
+                f"creating launch template '{template}'", ec2.create_launch_template, LaunchTemplateName=template,
+                LaunchTemplateData={"TagSpecifications": [{"ResourceType": "instance", "Tags": tags},
+                                                          {"ResourceType": "volume", "Tags": tags}]},
+                TagSpecifications=[{"ResourceType": "launch-template", "Tags": tags}])["LaunchTemplate"]
+        return {"id": found["LaunchTemplateId"], "version": str(found["LatestVersionNumber"])}
+
+    def _launch_template(self, ec2: Any, template: str) -> dict[str, Any] | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            return ec2.describe_launch_templates(LaunchTemplateNames=[template])["LaunchTemplates"][0]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "InvalidLaunchTemplateName.NotFoundException":
+                return None
+            raise translate_aws_error(exc, f"describing launch template '{template}'", self.region) from exc
+        except Exception as exc:
+            raise translate_aws_error(exc, f"describing launch template '{template}'", self.region) from exc
 
     def _require(self, field: str, env: str, value: Any) -> None:
         if not value:
@@ -318,7 +355,8 @@ class EksProvider(ClusterProvider):
 
     # -- tear down ------------------------------------------------------------------------
     def delete(self, name: str) -> None:
-        """Node groups first, then the cluster; refuses clusters this farm did not create."""
+        """Node groups first, then the cluster, then the nodes' launch template; refuses clusters
+        this farm did not create."""
         eks = self.client()
         cluster = self.describe(name)
         if cluster is None:
@@ -338,6 +376,14 @@ class EksProvider(ClusterProvider):
         self.progress(f"deleting cluster {name}")
         self._call(f"deleting EKS cluster '{name}'", eks.delete_cluster, name=name)
         self._wait_gone(f"cluster {name}", lambda: eks.describe_cluster(name=name)["cluster"])
+        ec2 = self.session().client("ec2")
+        template = self._launch_template(ec2, self.launch_template_name(name))
+        # Only a template this farm made: a same-named one of someone else's stays.
+        if template is not None and {t.get("Key"): t.get("Value") for t in template.get("Tags") or []}.get(
+                "farm") == self.farm:
+            self.progress(f"deleting launch template {template['LaunchTemplateName']}")
+            self._call(f"deleting launch template '{template['LaunchTemplateName']}'", ec2.delete_launch_template,
+                       LaunchTemplateId=template["LaunchTemplateId"])
 
     @staticmethod
     def _nodegroup(eks: Any, cluster: str, group: str) -> dict[str, Any]:

@@ -1,11 +1,25 @@
-"""Provider "eks" against moto's EKS and STS in server mode on loopback."""
+# ruff: noqa: F811  (pytest fixtures imported from test_real_support)
+"""Provider "eks" against moto's EKS, EC2 and STS in server mode on loopback; a loopback proxy in
+front of moto scripts what moto does not model (CREATING, FAILED, quotas), and an EKS-style
+authenticator in front of a real Kubernetes API server checks the tokens `open()` writes."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
+import http.client
+import json
 import socket
+import ssl
+import sys
+import threading
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, parse_qsl, quote, urlsplit
 
 import boto3
@@ -14,8 +28,18 @@ import yaml
 from botocore.exceptions import ClientError
 
 from clusters.base import providers
-from clusters.eks import EksProvider, decode_token, translate_aws_error
+from clusters.eks import (
+    TOKEN_LIFETIME,
+    EksClusterHandle,
+    EksProvider,
+    decode_token,
+    generate_token,
+    translate_aws_error,
+)
 from farm.errors import ClusterUnavailable, ConfigurationError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_real_support import api_server  # noqa: E402,F401  (fixture)
 
 
 def _free_port() -> int:
@@ -76,6 +100,16 @@ def test_create_waits_until_active_and_tags_cluster_and_node_group(aws: str) -> 
     assert "creating EKS cluster farm-create in eu-west-1" in messages
     assert "cluster farm-create: ACTIVE" in messages
     assert "node group farm-create-nodes: ACTIVE" in messages
+    # The instances and volumes the node group launches carry the tags too, through its template.
+    ec2 = boto3.client("ec2", region_name="eu-west-1")
+    template = ec2.describe_launch_templates(LaunchTemplateNames=["farm-create-nodes"])["LaunchTemplates"][0]
+    assert group["launchTemplate"]["id"] == template["LaunchTemplateId"]
+    assert group["launchTemplate"]["version"] == str(template["LatestVersionNumber"])
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    specs = {spec["ResourceType"]: {t["Key"]: t["Value"] for t in spec["Tags"]} for spec in data["TagSpecifications"]}
+    assert specs["instance"] == specs["volume"] == {"farm": "farm-test", "farm-cluster": "eks:farm-create"}
+    assert "ImageId" not in data and "InstanceType" not in data  # EKS picks the AMI; the node group the types
 
 
 def test_kubeconfig_token_is_a_presigned_get_caller_identity(aws: str, tmp_path) -> None:
@@ -172,7 +206,11 @@ def test_delete_removes_node_group_then_cluster(aws: str) -> None:
     raw = boto3.client("eks", region_name="eu-west-1")
     assert "farm-delete" not in raw.list_clusters()["clusters"]
     order = [m for m in messages if m.startswith("deleting")]
-    assert order == ["deleting node group farm-delete-nodes", "deleting cluster farm-delete"]
+    assert order == ["deleting node group farm-delete-nodes", "deleting cluster farm-delete",
+                     "deleting launch template farm-delete-nodes"]
+    ec2 = boto3.client("ec2", region_name="eu-west-1")
+    names = [t["LaunchTemplateName"] for t in ec2.describe_launch_templates()["LaunchTemplates"]]
+    assert "farm-delete-nodes" not in names
 
 
 def test_create_needs_a_role(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -214,3 +252,304 @@ def test_a_worker_attaches_but_never_creates_unless_told(aws: str, monkeypatch: 
     with pytest.raises(ClusterUnavailable, match="does not exist.*farm cluster create eks:costly"):
         provider().open("costly", install_stack=False)
     assert "costly" not in boto3.client("eks", region_name="eu-west-1").list_clusters()["clusters"]
+
+
+# -- EKS's asynchronous side, through a loopback proxy in front of moto ---------------------------
+# moto answers ACTIVE at once and never runs out of quota. AwsProxy forwards every AWS call to
+# moto unchanged, except what a test scripts: the statuses DescribeCluster / DescribeNodegroup
+# report next (CREATING, FAILED, ...), an error answer to a call (a quota), or the endpoint a
+# cluster reports (a Kubernetes API server on loopback instead of moto's made-up host name).
+
+class AwsProxy:
+    def __init__(self, upstream: str) -> None:
+        self.upstream = urlsplit(upstream)
+        self.statuses: dict[str, list[tuple[str, list[dict[str, str]]]]] = {}  # path -> [(status, issues)]
+        self.errors: dict[tuple[str, str], tuple[int, str, str]] = {}  # (method, path) -> (code, type, msg)
+        self.endpoints: dict[str, tuple[str, str]] = {}  # cluster -> (endpoint, CA data)
+        self.seen: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _any(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                path = self.path.split("?")[0]
+                with proxy.lock:
+                    proxy.seen.append((self.command, path))
+                    error = proxy.errors.get((self.command, path))
+                if error:
+                    code, kind, message = error
+                    return self._send(code, json.dumps({"message": message}).encode(),
+                                      {"Content-Type": "application/json", "x-amzn-ErrorType": f"{kind}:"})
+                conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=30)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                answer = conn.getresponse()
+                data, status = answer.read(), answer.status
+                out = {k: v for k, v in answer.getheaders()
+                       if k.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server")}
+                conn.close()
+                if status == 200 and self.command == "GET":
+                    data = proxy._rewrite(path, data)
+                self._send(status, data, out)
+
+            def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _any
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def _rewrite(self, path: str, data: bytes) -> bytes:
+        parts = path.strip("/").split("/")
+        if parts[0] != "clusters" or len(parts) not in (2, 4):
+            return data
+        doc = json.loads(data)
+        item = doc.get("cluster") or doc.get("nodegroup")
+        with self.lock:
+            queue = self.statuses.get(path)
+            scripted = queue.pop(0) if queue and len(queue) > 1 else (queue[0] if queue else None)
+        if scripted:
+            item["status"] = scripted[0]
+            item["health"] = {"issues": scripted[1]}
+        if len(parts) == 2 and parts[1] in self.endpoints:
+            item["endpoint"], item["certificateAuthority"] = self.endpoints[parts[1]][0], {
+                "data": self.endpoints[parts[1]][1]}
+        return json.dumps(doc).encode()
+
+    def script(self, path: str, *statuses: str | tuple[str, list[dict[str, str]]]) -> None:
+        """The next statuses reported at `path`, in order; the last one stays (None: moto's own)."""
+        self.statuses[path] = [s if isinstance(s, tuple) else (s, []) for s in statuses]
+
+    def polls(self, path: str) -> int:
+        return self.seen.count(("GET", path))
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture()
+def proxy(aws: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsProxy]:
+    p = AwsProxy(aws)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", p.url)  # boto3 (EKS, EC2, STS) talks to the proxy
+    yield p
+    p.close()
+
+
+def test_creating_is_polled_until_active(proxy: AwsProxy) -> None:
+    messages: list[str] = []
+    proxy.script("/clusters/farm-poll", "CREATING", "CREATING", "ACTIVE")
+    proxy.script("/clusters/farm-poll/node-groups/farm-poll-nodes", "CREATING", "ACTIVE")
+    cluster = provider(messages).ensure("farm-poll")
+    assert cluster["status"] == "ACTIVE"
+    assert proxy.polls("/clusters/farm-poll") == 1 + 3  # the look-up before creating, then three polls
+    assert proxy.polls("/clusters/farm-poll/node-groups/farm-poll-nodes") == 2
+    assert ("POST", "/clusters") in proxy.seen and ("POST", "/clusters/farm-poll/node-groups") in proxy.seen
+    # Each status change is reported once, in order.
+    states = [m for m in messages if m.startswith(("cluster farm-poll:", "node group farm-poll-nodes:"))]
+    assert states == ["cluster farm-poll: CREATING", "cluster farm-poll: ACTIVE",
+                      "node group farm-poll-nodes: CREATING", "node group farm-poll-nodes: ACTIVE"]
+
+
+def test_a_failed_cluster_is_one_clear_error(proxy: AwsProxy) -> None:
+    proxy.script("/clusters/farm-fail", "CREATING", ("FAILED", [
+        {"code": "Ec2SubnetInvalidConfiguration", "message": "One or more Amazon EC2 Subnets of [subnet-aaa] "
+         "for node group farm-fail does not automatically assign public IP addresses"}]))
+    with pytest.raises(ClusterUnavailable) as err:
+        provider().ensure("farm-fail")
+    assert str(err.value) == ("EKS cluster 'farm-fail' is FAILED (Ec2SubnetInvalidConfiguration: One or more Amazon "
+                              "EC2 Subnets of [subnet-aaa] for node group farm-fail does not automatically assign "
+                              "public IP addresses)")
+    assert ("POST", "/clusters/farm-fail/node-groups") not in proxy.seen  # no node group on a failed cluster
+
+
+def test_a_failed_node_group_is_one_clear_error(proxy: AwsProxy) -> None:
+    proxy.script("/clusters/farm-ngfail/node-groups/farm-ngfail-nodes", "CREATING", ("CREATE_FAILED", [
+        {"code": "AsgInstanceLaunchFailures", "message": "Could not launch On-Demand Instances. "
+         "VcpuLimitExceeded - You have requested more vCPU capacity than your current vCPU limit of 0 allows"}]))
+    with pytest.raises(ClusterUnavailable, match=r"EKS node group 'farm-ngfail-nodes' is CREATE_FAILED "
+                                                 r"\(AsgInstanceLaunchFailures: Could not launch .*VcpuLimitExceeded"):
+        provider().ensure("farm-ngfail")
+
+
+def test_waiting_gives_up_after_wait_seconds(proxy: AwsProxy) -> None:
+    proxy.script("/clusters/farm-slow", "CREATING")  # forever
+    start = time.monotonic()
+    with pytest.raises(ClusterUnavailable, match=r"^EKS cluster 'farm-slow' still CREATING after 1 s$"):
+        EksProvider(farm="farm-test", poll_seconds=0.05, wait_seconds=1).ensure("farm-slow")
+    assert 1 <= time.monotonic() - start < 3
+    assert proxy.polls("/clusters/farm-slow") > 5  # polled all along, not one long sleep
+
+
+def test_quota_on_create_cluster_end_to_end(proxy: AwsProxy) -> None:
+    proxy.errors[("POST", "/clusters")] = (400, "ResourceLimitExceededException",
+                                           "Cluster limit exceeded for account 123456789012 in eu-west-1")
+    with pytest.raises(ClusterUnavailable) as err:
+        provider().ensure("farm-quota")
+    assert str(err.value) == (
+        "creating EKS cluster 'farm-quota': AWS quota reached (ResourceLimitExceededException: Cluster limit "
+        "exceeded for account 123456789012 in eu-west-1); delete unused clusters or raise the quota in the "
+        "Service Quotas console")
+    assert "farm-quota" not in boto3.client("eks", region_name="eu-west-1").list_clusters()["clusters"]
+    from typer.testing import CliRunner
+
+    from clusters.cluster_cli import app
+
+    result = CliRunner().invoke(app, ["create", "eks:farm-quota", "--no-stack"])
+    assert result.exit_code == 1
+    assert "AWS quota reached (ResourceLimitExceededException" in " ".join(result.output.split())
+
+
+# -- open(): a kubeconfig whose token an EKS-style authenticator accepts -------------------------
+
+class EksApiFront:
+    """What an EKS endpoint does with the farm's bearer token, on loopback over HTTP: it takes
+    only `k8s-aws-v1.` tokens whose presigned GetCallerIdentity URL is SigV4-signed, with the
+    x-k8s-aws-id header naming this cluster, by the test's AWS secret, and no older than
+    `max_age` (EKS: 15 minutes); then it forwards the call to a real Kubernetes API server (the
+    emulated cluster's) with that server's own admin token."""
+
+    def __init__(self, cluster: str, secret: str, api: dict[str, Any], max_age: float = 900.0) -> None:
+        self.cluster, self.secret, self.max_age = cluster, secret, max_age
+        self.accepted: list[str] = []
+        self.refused: list[str] = []
+        target = urlsplit(api["kubernetes"])
+        context = ssl.create_default_context(cadata=api["ca_cert"])
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _any(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                token = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+                why = front.verify(token)
+                if why:
+                    front.refused.append(token)
+                    data = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                       "message": f"Unauthorized: {why}", "reason": "Unauthorized", "code": 401})
+                    return self._send(401, data.encode(), {"Content-Type": "application/json"})
+                front.accepted.append(token)
+                conn = http.client.HTTPSConnection(target.hostname, target.port, context=context, timeout=30)
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("host", "authorization", "content-length")}
+                headers["Authorization"] = f"Bearer {api['admin_token']}"
+                conn.request(self.command, self.path, body=body or None, headers=headers)
+                answer = conn.getresponse()
+                data = answer.read()
+                out = {k: v for k, v in answer.getheaders() if k.lower() == "content-type"}
+                conn.close()
+                self._send(answer.status, data, out)
+
+            def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def verify(self, token: str) -> str:
+        """Why the token is refused, or '' when it is good."""
+        try:
+            url = decode_token(token)
+        except ValueError as exc:
+            return str(exc)
+        query = dict(parse_qsl(urlsplit(url).query))
+        if query.get("Action") != "GetCallerIdentity":
+            return "not a GetCallerIdentity request"
+        if "x-k8s-aws-id" not in query.get("X-Amz-SignedHeaders", "").split(";"):
+            return "the cluster id header is not signed"
+        signed_at = datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+        if (datetime.now(UTC) - signed_at).total_seconds() > self.max_age:
+            return "token expired"
+        if query.get("X-Amz-Signature") != sigv4_query_signature(url, {"x-k8s-aws-id": self.cluster}, self.secret):
+            return "signature mismatch (another cluster's token, or another secret)"
+        return ""
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _token(kubeconfig: Path) -> str:
+    return yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
+
+
+def _signed_at(token: str) -> datetime:
+    query = dict(parse_qsl(urlsplit(decode_token(token)).query))
+    return datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+
+
+@pytest.fixture()
+def eks_front(proxy: AwsProxy, api_server: dict[str, Any]) -> Iterator[EksApiFront]:
+    front = EksApiFront("farm-open", "secret-farm-test", api_server)
+    proxy.endpoints["farm-open"] = (front.url, base64.b64encode(api_server["ca_cert"].encode()).decode())
+    yield front
+    front.close()
+
+
+def test_open_gives_a_handle_whose_kubeconfig_carries_a_fresh_token(eks_front: EksApiFront, proxy: AwsProxy,
+                                                                    tmp_path: Path) -> None:
+    proxy.script("/clusters/farm-open", "CREATING", "ACTIVE")
+    handle = provider().open("farm-open", create=True, install_stack=False, workdir=tmp_path)
+    try:
+        assert isinstance(handle, EksClusterHandle) and handle.ref == "eks:farm-open"
+        assert handle.kubeconfig == tmp_path / "kubeconfig"
+        assert handle.kubeconfig.stat().st_mode & 0o777 == 0o600
+        token = _token(handle.kubeconfig)
+        assert abs((datetime.now(UTC) - _signed_at(token)).total_seconds()) < 60
+        assert eks_front.verify(token) == ""
+        health = handle.health()
+        assert health.ok, health.detail  # the authenticator took the token; the API server answered
+        assert "default" in handle._namespaces()
+        assert token in eks_front.accepted and not eks_front.refused
+        assert _token(handle.kubeconfig) == token  # a fresh token is not re-signed on every use
+    finally:
+        handle.close()
+
+
+def test_a_token_near_expiry_is_refreshed(eks_front: EksApiFront, tmp_path: Path) -> None:
+    handle = provider().open("farm-open", create=True, install_stack=False, workdir=tmp_path)
+    try:
+        old = _token(handle.kubeconfig)
+        assert handle.health().ok
+        time.sleep(1.1)  # SigV4 dates have one-second resolution: the next signature must differ
+        # The handle as it stands 11 minutes after signing (3 minutes before EKS would refuse it).
+        handle._expires = datetime.now(UTC) + (TOKEN_LIFETIME - timedelta(minutes=11))
+        eks_front.max_age = 1.0  # and the authenticator now refuses the old token
+        health = handle.health()
+        assert health.ok, health.detail
+        new = _token(handle.kubeconfig)
+        assert new != old and _signed_at(new) > _signed_at(old)
+        assert eks_front.verify(old) == "token expired"
+        assert eks_front.accepted[-1] == new  # the API client was rebuilt with the new token
+        assert handle._expires > datetime.now(UTC) + TOKEN_LIFETIME - timedelta(minutes=1)
+    finally:
+        handle.close()
+
+
+def test_a_token_for_another_cluster_is_refused(eks_front: EksApiFront, aws: str) -> None:
+    session = boto3.session.Session(region_name="eu-west-1")
+    token, _ = generate_token(session, "some-other-cluster", "eu-west-1")
+    assert eks_front.verify(token).startswith("signature mismatch")
+    good, _ = generate_token(session, "farm-open", "eu-west-1")
+    assert eks_front.verify(good) == ""
