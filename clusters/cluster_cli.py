@@ -129,7 +129,7 @@ def delete(
     ref: Annotated[str, typer.Argument(help="kind:NAME or eks:NAME")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Tear a cluster down (EKS: node group, then cluster). Asks first unless --yes."""
+    """Tear a cluster down (EKS: node group, cluster, then the nodes' launch template). Asks first unless --yes."""
     try:
         kind, name, provider = _provider(ref)
         if not yes and not typer.confirm(f"Delete {kind} cluster '{name}' and everything on it?", default=False):
