@@ -45,7 +45,35 @@ def engine_for(url: str) -> Engine:
     else:
         engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
     SQLModel.metadata.create_all(engine)
+    add_missing_columns(engine)
     return engine
+
+
+def add_missing_columns(engine: Engine) -> list[str]:
+    """create_all makes missing tables but never alters existing ones: a nullable column added to a
+    model later is added here (NULL on old rows), so a database of an older version stays readable.
+    Several workers may start together; a column another one added first is fine."""
+    from sqlalchemy import inspect
+    from sqlalchemy.exc import DBAPIError
+
+    added = []
+    for table in SQLModel.metadata.sorted_tables:
+        inspector = inspect(engine)
+        if not inspector.has_table(table.name):
+            continue
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in have or not column.nullable:
+                continue
+            kind = column.type.compile(dialect=engine.dialect)
+            try:
+                with engine.begin() as conn:
+                    conn.exec_driver_sql(f'ALTER TABLE "{table.name}" ADD COLUMN "{column.name}" {kind}')
+                added.append(f"{table.name}.{column.name}")
+            except DBAPIError:
+                if column.name not in {c["name"] for c in inspect(engine).get_columns(table.name)}:
+                    raise
+    return added
 
 
 def redact_url(url: str) -> str:

@@ -43,6 +43,8 @@ class Trial(SQLModel, table=True):
     diagnosis_submitted: bool | None = None
     diagnosis_passed: bool | None = None
     diagnosis_score: float | None = None
+    # The pass threshold the judge applied; NULL on rows recorded before it was stored.
+    diagnosis_threshold: float | None = None
     mitigation_passed: bool | None = None
     e2e_passed: bool | None = None
     judge_offline: bool | None = None
@@ -74,6 +76,7 @@ class Attempt(SQLModel, table=True):
     diagnosis_scores_json: str | None = None
     judge: str | None = None
     judge_offline: bool | None = None
+    diagnosis_threshold: float | None = None  # NULL on rows recorded before it was stored
     mitigation_passed: bool | None = None
     mitigation_success_rate: float | None = None
     mitigation_checks_json: str | None = None

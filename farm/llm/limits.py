@@ -151,6 +151,13 @@ class SweepLedger:
         self.key = f"farm:sweep:{sweep_id}:cost_usd"
         self._r = _redis(redis_url) if redis_url else None
 
+    @classmethod
+    def uncapped(cls, ledger: SweepLedger) -> SweepLedger:
+        """The same counter with no cap: for spend that must happen anyway (the judge's)."""
+        other = cls.__new__(cls)
+        other.sweep_id, other.cap_usd, other.key, other._r = ledger.sweep_id, None, ledger.key, ledger._r
+        return other
+
     def spent(self) -> float:
         if self._r is not None:
             v = self._r.get(self.key)

@@ -28,6 +28,7 @@ class DiagnosisVerdict(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
+    threshold: float | None = None  # the composite a pass needed when this verdict was given
 
 
 class MitigationVerdict(BaseModel):

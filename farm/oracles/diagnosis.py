@@ -6,6 +6,9 @@ composite weights them; a diagnosis passes when the composite reaches PASS_THRES
 faulty component (L1).
 
     judge_diagnosis(diagnosis, truth, model) -> DiagnosisVerdict     # model None: offline
+
+The verdict carries the threshold it was passed against, so a recorded result stays interpretable
+when the threshold changes; the LLM judge's spend is charged to the sweep's ledger when given one.
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from farm.oracles.base import ChecklistAnswer, DiagnosisVerdict, Dimension
 from farm.problems.model import GroundTruth
+
+if TYPE_CHECKING:
+    from farm.llm.limits import SweepLedger
 
 WEIGHTS: dict[str, float] = {"localization": 0.4, "characterization": 0.35, "scope": 0.25}
 PASS_THRESHOLD = 0.7
@@ -62,13 +68,16 @@ def _verdict(judge: str, offline: bool, answers: list[ChecklistAnswer], submitte
     l1 = next((a.answer for a in answers if a.id == "L1"), False)
     return DiagnosisVerdict(judge=judge, offline=offline, answers=answers, scores=scores, composite=composite,
                             passed=submitted and l1 and composite >= PASS_THRESHOLD, submitted=submitted,
-                            tokens_in=tokens[0], tokens_out=tokens[1], cost_usd=tokens[2])
+                            tokens_in=tokens[0], tokens_out=tokens[1], cost_usd=tokens[2],
+                            threshold=PASS_THRESHOLD)
 
 
 def judge_diagnosis(diagnosis: str | None, truth: GroundTruth, model: str | None, *,
-                    api_base: str | None = None, max_attempts: int = MAX_ATTEMPTS) -> DiagnosisVerdict:
+                    api_base: str | None = None, max_attempts: int = MAX_ATTEMPTS,
+                    ledger: SweepLedger | None = None) -> DiagnosisVerdict:
     """Score `diagnosis` against `truth`. model None means the deterministic offline judge; the judge
-    model's endpoint may be given as api_base (or FARM_JUDGE_API_BASE)."""
+    model's endpoint may be given as api_base (or FARM_JUDGE_API_BASE). The judge's calls are
+    charged to `ledger` (never refused by its cap: a finished trial is always judged)."""
     judge_name = model or "offline"
     if diagnosis is None or not diagnosis.strip():
         answers = [ChecklistAnswer(id=q.id, dimension=q.dimension, question=q.text, answer=False,
@@ -76,7 +85,8 @@ def judge_diagnosis(diagnosis: str | None, truth: GroundTruth, model: str | None
         return _verdict(judge_name, model is None, answers, submitted=False)
     if model is None:
         return _verdict("offline", True, OfflineJudge(truth).answer(diagnosis))
-    return _llm_judge(diagnosis, truth, model, api_base or os.environ.get("FARM_JUDGE_API_BASE"), max_attempts)
+    return _llm_judge(diagnosis, truth, model, api_base or os.environ.get("FARM_JUDGE_API_BASE"), max_attempts,
+                      ledger)
 
 
 # -- the LLM judge -----------------------------------------------------------------------------
@@ -160,10 +170,14 @@ def judge_prompt(diagnosis: str, truth: GroundTruth) -> str:
 
 
 def _llm_judge(diagnosis: str, truth: GroundTruth, model: str, api_base: str | None,
-               max_attempts: int) -> DiagnosisVerdict:
+               max_attempts: int, ledger: SweepLedger | None = None) -> DiagnosisVerdict:
     from farm.llm.client import LLMClient, LLMError
+    from farm.llm.limits import SweepLedger
 
-    client = LLMClient(model, api_base=api_base, temperature=0.0)
+    # The same spend counter, without its cap: the judge's calls count toward the sweep's cost, but
+    # a sweep that reached its cap while the agent worked still gets its last trial judged.
+    charge = SweepLedger.uncapped(ledger) if ledger is not None else None
+    client = LLMClient(model, api_base=api_base, temperature=0.0, ledger=charge)
     messages: list[dict[str, Any]] = [{"role": "system", "content": JUDGE_SYSTEM},
                                       {"role": "user", "content": judge_prompt(diagnosis, truth)}]
     problem = ""

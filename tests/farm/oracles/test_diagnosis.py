@@ -152,6 +152,34 @@ def test_llm_judge_parses_answers_and_scores() -> None:
     assert GOOD in body["messages"][1]["content"]
 
 
+@pytest.mark.redis
+def test_llm_judge_calls_are_charged_to_the_sweep_ledger_even_past_its_cap() -> None:
+    import uuid
+
+    import redis
+
+    from farm.llm.limits import SweepLedger
+
+    url = "redis://127.0.0.1:6379/13"
+    ledger = SweepLedger(f"e2judge-{uuid.uuid4().hex[:8]}", 0.001, url)
+    try:
+        ledger.add(0.001)  # the agents spent the whole cap: the trial must still be judged
+        turns = [{"content": reply(set(QUESTION_IDS)), "usage": {"prompt_tokens": 10_000, "completion_tokens": 500}}]
+        with ScriptedLLM(turns) as llm:
+            v = judge_diagnosis(GOOD, GEO, "openai/gpt-4o", api_base=llm.url, ledger=ledger)
+        assert not v.offline and v.passed and v.cost_usd > 0.01  # priced from litellm's table
+        assert ledger.spent() == pytest.approx(0.001 + v.cost_usd)
+    finally:
+        redis.Redis.from_url(url).delete(ledger.key)
+
+
+def test_every_verdict_carries_the_threshold_it_was_judged_by() -> None:
+    offline, missing = judge_diagnosis(GOOD, GEO, None), judge_diagnosis(None, GEO, None)
+    with ScriptedLLM([{"content": reply(set(QUESTION_IDS))}]) as llm:
+        online = judge_diagnosis(GOOD, GEO, "openai/scripted-model", api_base=llm.url)
+    assert offline.threshold == missing.threshold == online.threshold == PASS_THRESHOLD
+
+
 def test_llm_judge_retries_a_malformed_reply() -> None:
     turns = [{"raw": "Sure! Here is my assessment: mostly correct."},
              {"raw": json.dumps({"answers": [{"id": "L1", "answer": "maybe"}]})},
