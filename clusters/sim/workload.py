@@ -18,6 +18,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.apps.base import env_float, mongo_log, zerolog
+from clusters.sim.apps.graph import store_model
 from clusters.sim.apps.hotel import (
     CACHE_KEYS,
     CPU_PER_REQUEST,
@@ -27,6 +28,7 @@ from clusters.sim.apps.hotel import (
     SERVICES,
     split_addr,
 )
+from clusters.sim.callgraph import CallGraphFlow
 from clusters.sim.controllers.quantity import parse_quantity
 
 if TYPE_CHECKING:
@@ -68,6 +70,7 @@ class Workload:
         self._conn_cache: dict[Any, Any] = {}
         self._conn_rv = -1
         self._bucket_keys: dict[Any, Any] = {}
+        self.graphs = CallGraphFlow(self)
 
     # -- consul --------------------------------------------------------------------------------
     def consul_register(self, consul_pod: dict, name: str, pod: dict, port: int) -> None:
@@ -176,22 +179,40 @@ class Workload:
         self.state["steps"] += 1
         kubelet = self.cluster.kubelet
         groups: dict[str, dict[str, list[tuple[PodRt, Ctr]]]] = {}
+        graph_groups: dict[str, dict[str, list[tuple[PodRt, Ctr]]]] = {}
+        graph_clients: dict[str, list[tuple[PodRt, Ctr, Any, Any]]] = {}
         wrks: list[tuple[PodRt, Ctr]] = []
+        locusts: list[tuple[PodRt, Ctr]] = []
         stores: list[tuple[PodRt, Ctr]] = []
+        data_stores: list[tuple[PodRt, Ctr, Any]] = []
         for rt, c in kubelet.running():
             inst = c.instance
             kind = inst.get("kind") if isinstance(inst, dict) else None
             if kind == "hotel":
                 groups.setdefault(rt.namespace, {}).setdefault(inst["svc"], []).append((rt, c))
+            elif kind == "graph":
+                graph_groups.setdefault(rt.namespace, {}).setdefault(inst["svc"], []).append((rt, c))
             elif kind == "wrk2":
                 wrks.append((rt, c))
             elif kind == "locust":
-                self._locust(rt, c, dt)
+                locusts.append((rt, c))
             elif kind == "wait":
                 self._wait_loop(rt, c, now)
             elif kind in ("mongo", "memcached"):
-                stores.append((rt, c))
+                stores.append((rt, c))  # hotel-reservation's stores: ticked below as that model expects
+            else:
+                model = store_model(c)
+                if model is not None:
+                    data_stores.append((rt, c, model))
             self._idle(rt, c, dt)
+        for rt, c in locusts:
+            pod = self._pod(rt.namespace, rt.name)
+            conn = self._connect(pod, c.instance["host"], c.instance["port"]) if pod is not None else None
+            target = self.graphs.client_target(conn) if conn is not None else None
+            if target is not None:
+                graph_clients.setdefault(target[0], []).append((rt, c, conn, target[1]))
+            else:
+                self._locust(rt, c, dt)
         client_conns: dict[str, list[tuple[PodRt, Ctr, Any]]] = {}
         for rt, c in wrks:
             self._wrk_round(rt, c, now)
@@ -200,6 +221,10 @@ class Workload:
                 continue
             inst = c.instance
             conn = self._connect(pod, inst["host"], inst["port"])
+            target = self.graphs.client_target(conn)
+            if target is not None:
+                graph_clients.setdefault(target[0], []).append((rt, c, conn, target[1]))
+                continue
             ns = None
             for tg in conn.targets:
                 ti = self.instance_of(tg.pod, tg.port) if not tg.error else None
@@ -217,6 +242,10 @@ class Workload:
                     self._os_limits(rt, c, now)
         for rt, c in stores:
             self._store_tick(rt, c, now, dt)
+        self.graphs.step(now, dt, graph_groups, graph_clients)
+        for rt, c, model in data_stores:
+            if c.state == "running":
+                model.tick(self.cluster, rt, c, now, dt)
         kubelet.reconcile_memory(now)
 
     def _os_limits(self, rt: PodRt, c: Ctr, now: float) -> None:

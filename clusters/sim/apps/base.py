@@ -136,6 +136,16 @@ class StartContext:
     def connect(self, host: str, port: int) -> Conn:
         return self.cluster.network.connect(self.pod, host, port)
 
+    def write_file(self, path: str, text: str) -> None:
+        """Persist a file written under a volume mount (an emptyDir an init container fills), so
+        the pod's other containers see it at their own mount path."""
+        best = None
+        for mount in self.volumes:
+            if path.startswith(mount.rstrip("/") + "/") and (best is None or len(mount) > len(best)):
+                best = mount
+        if best is not None:
+            self.volumes[best].setdefault("files", {})[path[len(best.rstrip("/")) + 1:]] = text
+
     def volume_for(self, path: str) -> dict[str, Any] | None:
         best = None
         for mount in self.volumes:
@@ -194,7 +204,7 @@ def _load_builtin() -> None:
     if not _loaded:
         _loaded = True
         import importlib
-        for module in ("generic", "hotel", "infra", "stores", "catalog"):
+        for module in ("generic", "hotel", "infra", "stores", "graph", "astronomy", "catalog"):
             # catalog last: it takes the farm manifests' images that no dedicated model registered
             importlib.import_module(f"clusters.sim.apps.{module}")
 

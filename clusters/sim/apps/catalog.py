@@ -80,7 +80,8 @@ class GenericServer(AppModel):
     memory_base = 60 * 2**20
 
     def matches(self, container: dict[str, Any]) -> bool:
-        return normalize_image(container.get("image", ""))[0] in GENERIC
+        from clusters.sim.apps.graph import identify
+        return normalize_image(container.get("image", ""))[0] in GENERIC and identify(container) is None
 
     def start(self, ctx: StartContext) -> Started | Exited:
         import re

@@ -96,6 +96,7 @@ def _script(ctx: StartContext, script: str) -> Started | Exited:
             if dst.endswith("/") or not dst.rsplit("/", 1)[-1].count("."):
                 dst = dst.rstrip("/") + "/" + src.rsplit("/", 1)[-1]
             ctx.files[dst] = ctx.files[src]
+            ctx.write_file(dst, ctx.files[src])
         elif cmd == "cat" and len(words) > 1:
             path = words[1]
             if path in ctx.files:

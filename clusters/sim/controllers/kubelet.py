@@ -461,7 +461,11 @@ class Kubelet:
                 volumes[path] = self.volume_data(data_key)
         if env is None:
             env, _ = self._env(pod, spec)
-        return StartContext(self.cluster, pod, spec, env, self._files(pod, spec), volumes, now)
+        files = self._files(pod, spec)
+        for path, data in volumes.items():  # what other containers of the pod wrote there
+            for rel, text in (data.get("files") or {}).items():
+                files.setdefault(f"{path.rstrip('/')}/{rel}", text)
+        return StartContext(self.cluster, pod, spec, env, files, volumes, now)
 
     # -- one container's state machine ---------------------------------------------------------
     def _step(self, pod: Obj, rt: PodRt, c: Ctr, spec: dict[str, Any], now: float) -> None:

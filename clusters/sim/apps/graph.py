@@ -1,0 +1,350 @@
+"""Applications declared as call graphs: each service says how the farm's manifests run it, which
+peers it dials (and where their addresses come from), which operations it serves and what each
+calls. `GraphService` is the one container model for all of them (start-up checks, ports,
+memory); `clusters/sim/callgraph.py` is the fluid request model that walks the graphs.
+
+A graph describes the code, never the deployment: addresses are read from the container's
+environment or mounted config at start, exactly where the real program reads them, so a wrong
+env var, port or selector breaks the call it would break."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+from clusters.sim.apps.base import AppModel, Exited, StartContext, Started, app_model, normalize_image
+from clusters.sim.apps.logformats import LOGGERS, LogFormat
+
+if TYPE_CHECKING:
+    from clusters.sim.controllers.kubelet import Ctr, PodRt
+
+STORE_PROTOCOLS = frozenset({"postgres", "mysql", "redis", "kafka", "mongo", "memcached"})
+DEFAULT_PORTS = {"postgres": 5432, "mysql": 3306, "redis": 6379, "kafka": 9092, "mongo": 27017, "memcached": 11211,
+                 "http": 80, "grpc": 80, "thrift": 9090}
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Something a service dials. Its address comes from `env` (host:port, a URL or a DSN), else
+    from `config` (a key path in a mounted JSON file), else `default` (baked into the image)."""
+
+    name: str  # how the service's calls refer to it
+    protocol: str  # grpc | http | thrift | postgres | mysql | redis | kafka | mongo | memcached
+    service: str = ""  # the graph service it is meant to reach (empty for data stores)
+    env: str = ""
+    port_env: str = ""  # Envoy-style pairs: `env` holds the host, `port_env` the port
+    config: tuple[str, tuple[str, ...]] | None = None  # (file path, keys to the {"addr","port"} entry)
+    default: str = ""
+    required: bool = False  # the process refuses to start when `env` is unset
+    at_start: bool = False  # dialled (and for a store, authenticated) while starting: failure exits
+
+
+@dataclass(frozen=True)
+class Call:
+    """One downstream call an operation makes, on `share` of its requests."""
+
+    peer: str
+    op: str  # the callee's operation (span name) or the store command
+    share: float = 1.0
+    on_error: str = "fail"  # fail: the operation fails; ignore: logged only; crash: the process dies
+    write: bool = False
+
+
+@dataclass
+class Service:
+    """One program of the application (what a container runs)."""
+
+    name: str
+    language: str  # picks the log format and the wording of its errors (clusters/sim/apps/logformats.py)
+    ports: tuple[int, ...]
+    ops: dict[str, tuple[Call, ...]]
+    peers: tuple[Peer, ...] = ()
+    required_env: tuple[str, ...] = ()
+    cpu: float = 0.0008  # CPU seconds per request
+    latency: float = 0.002  # service time per request, seconds
+    memory: float = 40 * 2**20  # resident set at idle, bytes
+    memory_per_rps: float = 30_000.0
+    timeout: float = 10.0  # the client deadline of its outgoing calls, seconds
+    attempts: int = 1  # tries per outgoing call (1 = no retry)
+    start_s: float = 1.0  # time to become ready
+    background: bool = False  # its ops run as a loop of its own (a Kafka consumer), not on requests
+    on_start: Callable[[StartContext, dict[str, Any]], Exited | None] | None = None  # reads its own config
+
+    def peer(self, name: str) -> Peer:
+        for p in self.peers:
+            if p.name == name:
+                return p
+        raise KeyError(f"{self.name} has no peer {name}")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One kind of request the load generator sends: its name as the client reports it."""
+
+    name: str
+    method: str
+    service: str  # the entry service
+    op: str
+    share: float
+
+
+@dataclass
+class AppGraph:
+    name: str  # the application, e.g. astronomy-shop
+    services: dict[str, Service]
+    routes: tuple[Route, ...]
+    identify: Callable[[dict[str, Any]], str | None]  # a container spec → the service it runs, or None
+    span_metrics: bool = True  # the OTel collector's spanmetrics connector turns spans into metrics
+    hooks: Any = None  # app-specific behaviour (feature flags, ...): see callgraph.GraphHooks
+    order: list[str] = field(default_factory=list)  # callers before callees, computed
+
+    def __post_init__(self) -> None:
+        self.order = _topological(self)
+
+
+GRAPHS: dict[str, AppGraph] = {}
+
+
+def graph_app(graph: AppGraph) -> AppGraph:
+    """Register a graph; every container it identifies runs as a `GraphService`."""
+    GRAPHS[graph.name] = graph
+    return graph
+
+
+def identify(container: dict[str, Any]) -> tuple[AppGraph, Service] | None:
+    for graph in GRAPHS.values():
+        name = graph.identify(container)
+        if name is not None and name in graph.services:
+            return graph, graph.services[name]
+    return None
+
+
+def _topological(graph: AppGraph) -> list[str]:
+    out: list[str] = []
+    seen: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in seen or name in path or name not in graph.services:
+            return
+        svc = graph.services[name]
+        for calls in svc.ops.values():
+            for call in calls:
+                peer = next((p for p in svc.peers if p.name == call.peer), None)
+                if peer is not None and peer.service:
+                    visit(peer.service, path + (name,))
+        seen.add(name)
+        out.append(name)
+
+    for name in graph.services:
+        visit(name, ())
+    return list(reversed(out))
+
+
+# -- addresses --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Address:
+    host: str
+    port: int
+    user: str = ""
+    password: str = ""
+    database: str = ""
+    raw: str = ""
+
+
+def parse_address(value: str, protocol: str) -> Address | None:
+    """host:port, scheme://[user:pass@]host[:port][/db], or the key=value DSNs of libpq
+    (`host=… user=…`) and Npgsql (`Host=…;Username=…`). None when nothing usable is in it."""
+    value = value.strip()
+    if not value:
+        return None
+    default = DEFAULT_PORTS.get(protocol, 80)
+    if "=" in value and "://" not in value:
+        pairs = dict(
+            (k.strip().lower(), v.strip())
+            for k, _, v in (part.partition("=") for part in re.split(r"[;\s]+", value) if "=" in part))
+        host = pairs.get("host") or pairs.get("server") or ""
+        if not host:
+            return None
+        port = pairs.get("port", "")
+        return Address(host, int(port) if port.isdigit() else default, pairs.get("user") or pairs.get("username") or "",
+                       pairs.get("password", ""), pairs.get("dbname") or pairs.get("database") or "", value)
+    if "://" in value:
+        u = urlparse(value)
+        if not u.hostname:
+            return None
+        try:
+            port = u.port or (443 if u.scheme == "https" else default)
+        except ValueError:
+            return None
+        db = u.path.lstrip("/").split("/")[0]
+        q = parse_qs(u.query)
+        return Address(u.hostname, port, unquote(u.username or ""), unquote(u.password or ""),
+                       db or (q.get("dbname") or [""])[0], value)
+    host, _, port = value.rpartition(":")
+    if not host:
+        return Address(value, default, raw=value) if re.match(r"^[A-Za-z0-9.-]+$", value) else None
+    if not port.isdigit():
+        return None
+    return Address(host or "localhost", int(port), raw=value)
+
+
+def config_entry(files: dict[str, str], path: str, keys: tuple[str, ...]) -> str | None:
+    """`addr:port` of a service-config.json style entry ({"addr": …, "port": …}), if present."""
+    text = files.get(path)
+    if text is None:
+        return None
+    try:
+        node: Any = json.loads(text)
+    except ValueError:
+        return None
+    for k in keys:
+        if not isinstance(node, dict) or k not in node:
+            return None
+        node = node[k]
+    if isinstance(node, dict) and "addr" in node:
+        return f"{node['addr']}:{node.get('port', '')}"
+    return str(node) if isinstance(node, str | int) else None
+
+
+# -- data stores --------------------------------------------------------------------------------
+@dataclass
+class StoreReply:
+    """What a store did with `rate` requests/s of one command from one client for one step."""
+
+    ok: float = 1.0  # fraction served
+    latency: float = 0.0005  # seconds per request, server side
+    error: str | None = None  # the server's error as the client library reports it
+
+
+class DataStore(AppModel):
+    """A data store graph services dial (Postgres, MySQL, Redis/Valkey, Kafka, MongoDB, memcached).
+    The call graph asks it to authenticate a client and to serve a command load; network
+    reachability, delay and loss are already accounted for by then."""
+
+    protocol = ""
+
+    def authenticate(self, instance: Any, address: Address) -> str | None:
+        """None if a client with these credentials may connect; else the server's refusal."""
+        return None
+
+    def serve(self, cluster: Any, rt: PodRt, c: Ctr, command: str, write: bool, rate: float, dt: float,
+              address: Address) -> StoreReply:
+        return StoreReply()
+
+    def tick(self, cluster: Any, rt: PodRt, c: Ctr, now: float, dt: float) -> None:
+        """Background work once per fluid step (checkpoints, consumer lag, disk I/O faults)."""
+
+
+def store_model(c: Ctr) -> DataStore | None:
+    from clusters.sim.apps.base import models
+    for m in models:
+        if m.name == c.model:
+            return m if isinstance(m, DataStore) else None
+    return None
+
+
+# -- the container model ------------------------------------------------------------------------
+@app_model
+class GraphService(AppModel):
+    """Every program of a graph application: checks what it needs to start the way the real one
+    does, then serves its ports; its load, failures and output come from the call graph."""
+
+    name = "graph-service"
+
+    def matches(self, container: dict[str, Any]) -> bool:
+        return identify(container) is not None
+
+    def start(self, ctx: StartContext) -> Started | Exited:
+        found = identify(ctx.container)
+        assert found is not None
+        graph, svc = found
+        log: LogFormat = LOGGERS[svc.language](svc.name, ctx.pod_name)
+        t = ctx.app_time()
+        for var in svc.required_env:
+            if not ctx.env.get(var):
+                return log.exit_missing_env(t, var)
+        peers: dict[str, dict[str, Any]] = {}
+        for p in svc.peers:
+            raw = None
+            if p.env and ctx.env.get(p.env) is not None:
+                raw = ctx.env[p.env]
+                if p.port_env:
+                    raw = f"{raw}:{ctx.env.get(p.port_env, '')}"
+            elif p.env and p.required:
+                return log.exit_missing_env(t, p.env)
+            elif p.config is not None:
+                raw = config_entry(ctx.files, *p.config)
+                if raw is None and p.required:
+                    return log.exit_missing_config(t, p.config[0], ".".join(p.config[1]))
+            if raw is None:
+                raw = p.default
+            addr = parse_address(raw, p.protocol)
+            if addr is None:
+                if p.required or p.at_start:
+                    return log.exit_bad_address(t, p, raw)
+                continue
+            peers[p.name] = {"host": addr.host, "port": addr.port, "user": addr.user, "password": addr.password,
+                             "database": addr.database, "raw": addr.raw}
+            if p.at_start:
+                refused = self._dial_at_start(ctx, p, addr)
+                if refused is not None:
+                    return log.exit_dial_failed(t, p, addr, *refused)
+        inst = {"kind": "graph", "app": graph.name, "svc": svc.name, "peers": peers, "env": dict(ctx.env),
+                "started": ctx.now, "leak": 0.0}
+        if svc.on_start is not None:
+            refused = svc.on_start(ctx, inst)
+            if refused is not None:
+                return refused
+        return Started(log.started(t, svc), set(svc.ports), inst, ready_after=svc.start_s)
+
+    def _dial_at_start(self, ctx: StartContext, p: Peer, addr: Address) -> tuple[str, float] | None:
+        """None if the peer answers (and accepts the credentials); else (error, seconds until it gives up)."""
+        if addr.host in ("localhost", "127.0.0.1", "::1"):
+            if any(int(p.get("containerPort", 0)) == addr.port for c in ctx.pod["spec"].get("containers", [])
+                   for p in c.get("ports") or []):
+                return None
+            return f"dial tcp 127.0.0.1:{addr.port}: connect: connection refused", 0.2
+        conn = ctx.connect(addr.host, addr.port)
+        if conn.ok_share == 0:
+            err = conn.first_error() or "connection refused"
+            return err, (0.3 if "refused" in err or "no such host" in err else 10.0)
+        if p.protocol in STORE_PROTOCOLS:
+            target = next(tg for tg in conn.targets if not tg.error)
+            rt = ctx.cluster.kubelet.runtime(target.pod)
+            for c in (rt.containers.values() if rt else []):
+                if c.state == "running" and addr.port in c.ports:
+                    model = store_model(c)
+                    if model is None:
+                        if isinstance(c.instance, dict) and c.instance.get("kind") == "graph":
+                            return "EOF", 0.5  # an application server, not the store: the handshake fails
+                        return None  # a server the emulated cluster does not model in detail
+                    refusal = model.authenticate(c.instance, addr)
+                    if refusal:
+                        return refusal, 0.3
+        return None
+
+    def memory(self, instance: Any, load_rps: float) -> float:
+        if not isinstance(instance, dict):
+            return float(40 * 2**20)
+        found = GRAPHS.get(instance.get("app", ""))
+        svc = found.services.get(instance.get("svc", "")) if found else None
+        if svc is None:
+            return float(40 * 2**20)
+        return svc.memory + svc.memory_per_rps * load_rps + instance.get("leak", 0.0)
+
+
+def image_suffix(container: dict[str, Any], repository: str) -> str | None:
+    """The part of the tag after the version (`2.2.0-checkout` → `checkout`) for images of `repository`."""
+    repo, tag, _ = normalize_image(container.get("image", ""))
+    if repo != normalize_image(repository + ":x")[0]:
+        return None
+    m = re.match(r"^\d+\.\d+\.\d+-(.+)$", tag)
+    return m.group(1) if m else None
+
+
+__all__ = ["AppGraph", "Address", "Call", "DataStore", "GRAPHS", "GraphService", "Peer", "Route", "Service",
+           "StoreReply", "graph_app", "identify", "image_suffix", "parse_address", "store_model"]

@@ -1,0 +1,679 @@
+"""The fluid request model for applications declared as call graphs (clusters/sim/apps/graph.py).
+Every 5 s step, per namespace:
+
+1. the load generators (Locust, wrk2) offer their request mix at the entry service;
+2. offered rates flow down the graph, callers before callees, each edge multiplied by the
+   retries it made in the previous step (so retry storms can sustain themselves);
+3. from the callees up, each service's capacity (replicas × CPU / CPU per request) serves its
+   queue; every call is dialled from each caller pod to the address that pod really has (its env
+   or config), over the emulated network (DNS, endpoints, policies, chaos), and answered by what
+   really listens there: the intended service, the wrong one, or a data store that may refuse the
+   credentials or fail its disk. Timeouts, retries and errors give each operation a success
+   fraction and a latency;
+4. side effects: span metrics, the clients' own counters, CPU and memory per container (OOM
+   kills), the error lines each runtime prints, crashes where the real code crashes, and sampled
+   Jaeger traces.
+
+Nothing is scripted: a symptom appears only when its cause is in the cluster."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from clusters.sim.apps.graph import (
+    GRAPHS,
+    STORE_PROTOCOLS,
+    Address,
+    AppGraph,
+    Call,
+    Peer,
+    Service,
+    store_model,
+)
+from clusters.sim.apps.logformats import LOGGERS, LogFormat
+
+if TYPE_CHECKING:
+    from clusters.sim.controllers.kubelet import Ctr, PodRt
+    from clusters.sim.workload import Workload
+
+HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+SPAN_BUCKETS_MS = (2, 4, 6, 8, 10, 50, 100, 200, 400, 800, 1000, 1400, 2000, 5000, 10000, 15000)
+LOCUST_TIMEOUT = 60.0  # requests' default: Locust waits as long as the server does
+LOG_EVERY = 15.0
+
+
+@dataclass
+class OpEffect:
+    """What app-specific behaviour (a feature flag, a latent bug) does to one operation."""
+
+    fail: float = 0.0  # extra fraction of requests that fail
+    error: str = ""
+    latency: float = 0.0  # extra seconds per request
+    cpu: float = 1.0  # CPU per request multiplier
+
+
+class GraphHooks:
+    """App-specific behaviour on top of the graph (e.g. astronomy-shop's feature flags)."""
+
+    def call_share(self, flow: CallGraphFlow, ns: str, svc: Service, op: str, call: Call) -> float:
+        return 1.0
+
+    def op_effect(self, flow: CallGraphFlow, ns: str, svc: Service, op: str, insts: list) -> OpEffect | None:
+        return None
+
+    def entry_share(self, flow: CallGraphFlow, ns: str, route_name: str) -> float:
+        return 1.0
+
+    def step(self, flow: CallGraphFlow, ns: str, groups: dict[str, list], lam: dict, now: float, dt: float) -> None:
+        """Per-step side effects (memory leaks, busy threads) after the request flow is known."""
+
+
+@dataclass
+class Edge:
+    ok: float
+    latency: float
+    error: str | None
+
+
+class CallGraphFlow:
+    def __init__(self, workload: Workload) -> None:
+        self.w = workload
+        self.cluster = workload.cluster
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self.w.state.setdefault("graphs", {})
+
+    # -- entry ---------------------------------------------------------------------------------
+    def step(self, now: float, dt: float, groups: dict[str, dict[str, list]], clients: dict[str, list]) -> None:
+        for ns in set(groups) | set(clients):
+            ns_groups = groups.get(ns, {})
+            app = self._app_of(ns_groups, clients.get(ns, []))
+            if app is None:
+                continue
+            self._namespace(ns, app, ns_groups, clients.get(ns, []), now, dt)
+        for ns_groups in groups.values():
+            for insts in ns_groups.values():
+                for rt, c in insts:
+                    self._os_limits(rt, c, now)
+
+    def _app_of(self, groups: dict[str, list], clients: list) -> AppGraph | None:
+        for insts in groups.values():
+            for _, c in insts:
+                return GRAPHS.get(c.instance.get("app", ""))
+        for _, _, _, app in clients:
+            return app
+        return None
+
+    def client_target(self, conn: Any) -> tuple[str, AppGraph] | None:
+        """The namespace and graph a load generator's connection reaches, if it reaches one."""
+        for tg in conn.targets:
+            if tg.error:
+                continue
+            inst = self.w.instance_of(tg.pod, tg.port)
+            if isinstance(inst, dict) and inst.get("kind") == "graph" and inst.get("app") in GRAPHS:
+                return tg.pod["metadata"]["namespace"], GRAPHS[inst["app"]]
+        svc = conn.service if getattr(conn, "service", None) is not None else None
+        if svc is not None:
+            ns = svc["metadata"]["namespace"]
+            for graph in GRAPHS.values():
+                if graph.name == ns:
+                    return ns, graph
+        return None
+
+    # -- one namespace ---------------------------------------------------------------------------
+    def _namespace(self, ns: str, app: AppGraph, groups: dict[str, list], clients: list, now: float, dt: float) -> None:
+        st = self.state.setdefault(ns, {"edges": {}, "queues": {}, "prev": {}})
+        hooks: GraphHooks = app.hooks or GraphHooks()
+        lam: dict[tuple[str, str], float] = {}
+        for _, c, conn, _ in clients:
+            reach = conn.ok_share
+            for route in app.routes:
+                r = c.instance["rate"] * route.share * reach * hooks.entry_share(self, ns, route.name)
+                lam[(route.service, route.op)] = lam.get((route.service, route.op), 0.0) + r
+        consumers = self._consumers(ns, app, groups, dt)
+        for (svc_name, op), rate in consumers.items():
+            lam[(svc_name, op)] = lam.get((svc_name, op), 0.0) + rate
+        # 1. offered rates, top-down, with last step's retry amplification
+        store_load: dict[tuple[str, str, str, bool], float] = {}
+        edges = st["edges"]
+        for svc_name in app.order:
+            svc = app.services[svc_name]
+            for op, calls in svc.ops.items():
+                rate_in = lam.get((svc_name, op), 0.0)
+                if rate_in <= 0:
+                    continue
+                for call in calls:
+                    peer = svc.peer(call.peer)
+                    f_prev = edges.get(self._edge_key(svc_name, op, call), 0.0)
+                    amp = sum(f_prev ** k for k in range(max(1, svc.attempts)))
+                    r = rate_in * call.share * hooks.call_share(self, ns, svc, op, call) * amp
+                    if peer.service:
+                        lam[(peer.service, call.op)] = lam.get((peer.service, call.op), 0.0) + r
+                    else:
+                        key = (svc_name, call.peer, call.op, call.write)
+                        store_load[key] = store_load.get(key, 0.0) + r
+        # 2. evaluate, callees first
+        succ: dict[tuple[str, str], float] = {}
+        lat: dict[tuple[str, str], float] = {}
+        err: dict[tuple[str, str], str] = {}
+        failing_calls: list[tuple[str, str, Call, str, float]] = []
+        for svc_name in reversed(app.order):
+            svc = app.services[svc_name]
+            insts = groups.get(svc_name, [])
+            offered = sum(lam.get((svc_name, op), 0.0) for op in svc.ops)
+            effects = {op: hooks.op_effect(self, ns, svc, op, insts) for op in svc.ops} if insts else {}
+            cpu_factor = max((e.cpu for e in effects.values() if e), default=1.0)
+            accepted, wait, served = self._serve(ns, svc, insts, offered, dt, cpu_factor)
+            slow = st["queues"].get(svc_name, {}).get("slow", 1.0)
+            for op, calls in svc.ops.items():
+                rate_in = lam.get((svc_name, op), 0.0)
+                ok, latency = accepted, svc.latency * slow + wait
+                why = None if accepted > 0.999 else self._overloaded(svc)
+                for call in calls:
+                    share = min(1.0, call.share * hooks.call_share(self, ns, svc, op, call))
+                    e = self._edge(ns, app, svc, op, call, insts, succ, lat, err, store_load, dt)
+                    failed = share * (1.0 - e.ok)
+                    if call.on_error != "ignore":
+                        ok *= 1.0 - failed
+                    latency += share * e.latency
+                    if e.error and failed > 1e-4:
+                        if why is None and call.on_error != "ignore":
+                            why = e.error
+                        failing_calls.append((svc_name, op, call, e.error, rate_in * failed * dt))
+                eff = effects.get(op)
+                if eff is not None:
+                    ok *= 1.0 - eff.fail
+                    latency += eff.latency
+                    if eff.fail > 1e-4 and eff.error and why is None:
+                        why = eff.error
+                if not insts:
+                    ok = 0.0
+                succ[(svc_name, op)], lat[(svc_name, op)] = ok, latency
+                if why and ok < 0.999:
+                    err[(svc_name, op)] = why
+                if app.span_metrics:
+                    self._span_metrics(ns, svc, op, rate_in * dt, ok, latency)
+            if insts:
+                self._cpu(insts, served, svc, dt, cpu_factor)
+        st["prev"] = succ
+        self._account_topics(ns, app, consumers, store_load, succ, dt)
+        # 3. what the clients see, and the consequences
+        for rt, c, conn, _ in clients:
+            self._client(ns, app, rt, c, conn, succ, lat, err, dt, now)
+        hooks.step(self, ns, groups, lam, now, dt)
+        self._error_logs(ns, app, groups, failing_calls, now)
+        self._crashes(ns, app, groups, failing_calls, now)
+        self._traces(ns, app, groups, lam, succ, lat, err, now)
+
+    @staticmethod
+    def _edge_key(svc: str, op: str, call: Call) -> str:
+        return f"{svc}|{op}|{call.peer}|{call.op}"
+
+    @staticmethod
+    def _overloaded(svc: Service) -> str:
+        if svc.language in ("spring", "envoy", "nginx", "nextjs"):
+            return "503 Service Unavailable"
+        return "rpc error: code = ResourceExhausted desc = grpc: the server has reached its concurrency limit"
+
+    # -- consumer loops (Kafka consumer groups) ---------------------------------------------------
+    @staticmethod
+    def _consumed_topic(svc: Service, op: str) -> tuple[str, str] | None:
+        for call in svc.ops[op]:
+            parts = call.op.split()
+            if len(parts) == 3 and parts[0] == "consume":
+                return parts[1], parts[2]
+        return None
+
+    def _consumers(self, ns: str, app: AppGraph, groups: dict[str, list], dt: float) -> dict[tuple[str, str], float]:
+        """A consumer group reads what was produced plus its backlog, as fast as its pods can process
+        records (a `poll_rate` an app hook sets, else its CPU)."""
+        st = self.state[ns]
+        out: dict[tuple[str, str], float] = {}
+        for svc_name in app.order:
+            svc = app.services[svc_name]
+            insts = groups.get(svc_name) or []
+            if not svc.background or not insts:
+                continue
+            cap = sum(c.instance.get("poll_rate") or self.w._cores(rt, c) / max(svc.cpu, 1e-6) for rt, c in insts)
+            for op in svc.ops:
+                tg = self._consumed_topic(svc, op)
+                if tg is None:
+                    continue
+                available = st.get("produced", {}).get(tg[0], 0.0) + st.get("backlog", {}).get("/".join(tg), 0.0) / dt
+                out[(svc_name, op)] = min(cap, available)
+        return out
+
+    def _account_topics(self, ns: str, app: AppGraph, consumers: dict, store_load: dict, succ: dict, dt: float) -> None:
+        st = self.state[ns]
+        produced: dict[str, float] = {}
+        for (_, _, command, _), rate in store_load.items():
+            parts = command.split()
+            if len(parts) == 2 and parts[0] == "produce":
+                produced[parts[1]] = produced.get(parts[1], 0.0) + rate
+        backlog = st.setdefault("backlog", {})
+        for svc_name in app.order:
+            svc = app.services[svc_name]
+            for op in svc.ops:
+                tg = self._consumed_topic(svc, op) if svc.background else None
+                if tg is None:
+                    continue
+                key = "/".join(tg)
+                consumed = consumers.get((svc_name, op), 0.0) * succ.get((svc_name, op), 0.0)
+                backlog[key] = max(0.0, backlog.get(key, 0.0) + (produced.get(tg[0], 0.0) - consumed) * dt)
+        st["produced"] = produced
+
+    # -- capacity ----------------------------------------------------------------------------------
+    def _serve(self, ns: str, svc: Service, insts: list, offered: float, dt: float,
+               cpu_factor: float) -> tuple[float, float, float]:
+        q = self.state[ns]["queues"].setdefault(svc.name, {"q": 0.0})
+        if not insts:
+            q["q"] = 0.0
+            return 1.0, 0.0, 0.0
+        mu = sum(self.w._cores(rt, c) / (svc.cpu * cpu_factor) for rt, c in insts)
+        mu = max(mu, 1e-6)
+        q["slow"] = max(self.w._slowdown(rt, c) for rt, c in insts)
+        arrivals = offered * dt
+        total = q["q"] + arrivals
+        served = min(total, mu * dt)
+        rest = total - served
+        cap = mu * svc.timeout  # past its callers' deadline a queued request is abandoned
+        q["q"] = min(rest, cap)
+        rejected = rest - q["q"]
+        accepted = 1.0 - (rejected / arrivals if arrivals > 0 else 0.0)
+        return max(0.0, accepted), q["q"] / mu, served
+
+    def _cpu(self, insts: list, served: float, svc: Service, dt: float, cpu_factor: float) -> None:
+        per = served / len(insts)
+        nodes = self.cluster.nodes
+        for rt, c in insts:
+            used = per * svc.cpu * cpu_factor / nodes.cpu_factor(rt.node)
+            cores = self.w._cores(rt, c)
+            c.cpu_seconds += used
+            c.net_rx += per * 800
+            c.net_tx += per * 2400
+            if cores * dt > 0 and used >= cores * dt * 0.98:
+                c.cpu_throttled_periods += dt / 0.1 * 0.9
+            elif used > cores * dt * 0.6:
+                c.cpu_throttled_periods += dt / 0.1 * (used / (cores * dt) - 0.6)
+            model = self.cluster.kubelet._model_by_name(c.model)
+            if model is not None:
+                c.memory = model.memory(c.instance, per / dt) + c.__dict__.get("_stress_mem", 0.0)
+            nodes.account_cpu(rt.node, used)
+
+    # -- calls -------------------------------------------------------------------------------------
+    def _edge(self, ns: str, app: AppGraph, svc: Service, op: str, call: Call, insts: list,
+              succ: dict, lat: dict, err: dict, store_load: dict, dt: float) -> Edge:
+        peer = svc.peer(call.peer)
+        key = self._edge_key(svc.name, op, call)
+        if not insts:
+            self.state[ns]["edges"][key] = 0.0
+            return Edge(1.0, 0.0, None)
+        ok_sum, lat_sum, why = 0.0, 0.0, None
+        store_rate = store_load.get((svc.name, call.peer, call.op, call.write), 0.0) / len(insts)
+        for rt, c in insts:
+            e = self._call_from(ns, app, svc, rt, c, peer, call, succ, lat, err, store_rate, dt)
+            ok_sum += e.ok
+            lat_sum += e.latency
+            why = why or e.error
+        ok, latency = ok_sum / len(insts), lat_sum / len(insts)
+        self.state[ns]["edges"][key] = 1.0 - ok
+        return Edge(ok, latency, why if ok < 0.999 else None)
+
+    def _call_from(self, ns: str, app: AppGraph, svc: Service, rt: PodRt, c: Ctr, peer: Peer, call: Call,
+                   succ: dict, lat: dict, err: dict, store_rate: float, dt: float) -> Edge:
+        log = self.logger(svc, rt.name)
+        addr = c.instance["peers"].get(peer.name)
+        if addr is None:
+            return Edge(0.0, 0.0, log.client_error(peer.protocol, "missing address", peer.name, 0, call.op))
+        pod = self.w._pod(rt.namespace, rt.name)
+        if pod is None:
+            return Edge(1.0, 0.0, None)
+        if addr["host"] in ("localhost", "127.0.0.1", "::1"):  # nothing of its own listens there
+            e = f"dial tcp 127.0.0.1:{addr['port']}: connect: connection refused"
+            return Edge(0.0, 0.0, log.client_error(peer.protocol, e, addr["host"], addr["port"], call.op))
+        conn = self.w._connect(pod, addr["host"], addr["port"])
+        if conn.error or not conn.targets:
+            e = conn.error or f"dial tcp {addr['host']}:{addr['port']}: connect: connection refused"
+            return Edge(0.0, 0.0, log.client_error(peer.protocol, e, addr["host"], addr["port"], call.op))
+        n = len(conn.targets)
+        ok, latency, why = 0.0, 0.0, None
+        for tg in conn.targets:
+            if tg.error:
+                why = why or log.client_error(peer.protocol, tg.error, addr["host"], addr["port"], call.op)
+                continue
+            t_ok, t_lat, t_err = self._target(ns, app, svc, peer, call, tg, addr, succ, lat, err, store_rate / n, dt)
+            net = 2 * tg.delay_ms / 1000.0 + tg.loss * 0.6  # retransmits cost ~200 ms RTO each
+            t_lat += net
+            lost = min(1.0, tg.loss ** 2 * 3)
+            t_ok *= 1.0 - lost
+            if lost > 0.3 and t_err is None:
+                t_err = log.deadline(peer.protocol)
+            pto = _p_timeout(t_lat, svc.timeout)
+            if pto > 0.01:
+                t_ok *= 1.0 - pto
+                t_lat = min(t_lat, svc.timeout)
+                if pto > 0.5:
+                    t_err = log.deadline(peer.protocol)
+            ok += t_ok
+            latency += t_lat
+            why = why or t_err
+        ok /= n
+        latency /= n
+        attempts = max(1, svc.attempts)
+        if attempts > 1 and ok < 1.0:
+            f = 1.0 - ok
+            latency = sum(f ** k * latency for k in range(attempts))
+            ok = 1.0 - f ** attempts
+        return Edge(ok, latency, why)
+
+    def _target(self, ns: str, app: AppGraph, svc: Service, peer: Peer, call: Call, tg: Any, addr: dict,
+                succ: dict, lat: dict, err: dict, rate: float, dt: float) -> tuple[float, float, str | None]:
+        trt = self.cluster.kubelet.runtime(tg.pod)
+        target_ctr = None
+        for tc in (trt.containers.values() if trt else []):
+            if tc.state == "running" and tc.stage == "run" and tg.port in tc.ports:
+                target_ctr = tc
+                break
+        log = self.logger(svc, "")
+        if target_ctr is None:
+            return 0.0, 0.0, log.client_error(peer.protocol, f"dial tcp {tg.pod.get('status', {}).get('podIP', '')}:"
+                                                               f"{tg.port}: connect: connection refused",
+                                              addr["host"], addr["port"], call.op)
+        inst = target_ctr.instance
+        if peer.protocol in STORE_PROTOCOLS:
+            model = store_model(target_ctr)
+            if model is None:
+                if isinstance(inst, dict) and inst.get("kind") == "graph":
+                    return 0.0, 0.0, log.client_error(peer.protocol, "EOF", addr["host"], addr["port"], call.op)
+                return 1.0, 0.001, None  # a server the emulated cluster does not model in detail
+            address = Address(addr["host"], addr["port"], addr["user"], addr["password"], addr["database"], addr["raw"])
+            refused = model.authenticate(inst, address)
+            if refused:
+                return 0.0, 0.0, refused
+            reply = model.serve(self.cluster, trt, target_ctr, call.op, call.write, rate, dt, address)
+            return reply.ok, reply.latency, reply.error
+        if isinstance(inst, dict) and inst.get("kind") == "graph":
+            if inst.get("svc") != peer.service:
+                return 0.0, 0.002, self._wrong_service(peer, inst.get("svc", ""))
+            key = (peer.service, call.op)
+            return succ.get(key, 1.0), lat.get(key, 0.001), err.get(key)
+        return 1.0, 0.001, None  # something that answers but is not modelled (an nginx, a sidecar)
+
+    @staticmethod
+    def _wrong_service(peer: Peer, actual: str) -> str:
+        if peer.protocol == "grpc":
+            return f"rpc error: code = Unimplemented desc = unknown service (reached {actual} instead of {peer.service})"
+        if peer.protocol == "thrift":
+            return "Thrift TApplicationException: Invalid method name"
+        return "404 Not Found"
+
+    # -- what the clients report ---------------------------------------------------------------
+    def _client(self, ns: str, app: AppGraph, rt: PodRt, c: Ctr, conn: Any, succ: dict, lat: dict, err: dict,
+                dt: float, now: float) -> None:
+        inst = c.instance
+        reach = conn.ok_share
+        kind = inst.get("kind")
+        pod = self.w._pod(rt.namespace, rt.name)
+        sidecar = any(o.name != c.name and o.state == "running" for o in self.cluster.kubelet.runtime(pod).containers.values()) \
+            if pod is not None and self.cluster.kubelet.runtime(pod) is not None else False
+        total_n = total_fail = total_lat = 0.0
+        for route in app.routes:
+            n = inst["rate"] * route.share * dt
+            s = succ.get((route.service, route.op), 0.0)
+            latency = lat.get((route.service, route.op), 0.002) + conn.delay_ms / 500.0
+            timeout = inst.get("timeout", LOCUST_TIMEOUT) if kind == "wrk2" else LOCUST_TIMEOUT
+            pto = _p_timeout(latency, timeout)
+            good = n * reach * (1 - pto) * s
+            bad = n - good
+            total_n += n
+            total_fail += bad
+            total_lat += n * min(latency, timeout)
+            if kind == "wrk2":
+                self._wrk2(ns, rt, inst, route.name, n, reach, pto, s, latency, timeout)
+            elif sidecar:
+                labels = (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}"), ("method", route.method),
+                          ("name", route.name))
+                self.w.inc("locust_requests_num_requests", labels, n)
+                self.w.inc("locust_requests_num_failures", labels, bad)
+                self.w.gauge("locust_requests_avg_response_time", labels, latency * 1000.0)
+                self.w.gauge("locust_requests_current_rps", labels, n / dt)
+                self.w.gauge("locust_requests_current_fail_per_sec", labels, bad / dt)
+                if bad > 1e-6:
+                    why = "ConnectionError" if reach < 1 else err.get((route.service, route.op), "HTTPError('500 Server Error')")
+                    self.w.gauge("locust_errors", labels + (("error", _locust_error(why, reach)),), bad)
+        if kind == "locust" and sidecar and total_n > 0:
+            labels = (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}"), ("method", ""), ("name", "Aggregated"))
+            self.w.inc("locust_requests_num_requests", labels, total_n)
+            self.w.inc("locust_requests_num_failures", labels, total_fail)
+            self.w.gauge("locust_requests_avg_response_time", labels, total_lat / total_n * 1000.0)
+            self.w.gauge("locust_users", (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}")), inst.get("users", 0))
+            self.w.gauge("locust_fail_ratio", (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}")),
+                         total_fail / total_n)
+        if kind == "locust" and pod is not None and total_fail > total_n * 0.05 and \
+                self.w._log_once(f"locust/{rt.namespace}/{rt.name}", 30.0, now):
+            worst = max(app.routes, key=lambda r: 1 - succ.get((r.service, r.op), 0.0))
+            why = err.get((worst.service, worst.op)) or ("ConnectionRefusedError(111, 'Connection refused')" if reach < 1
+                                                         else "500 Server Error")
+            self.cluster.logs.write(pod, c.name, f"[{rt.name}/ERROR/locust.user.users] {worst.method} {worst.name}: "
+                                                 f"{_locust_error(why, reach)}", now, stream="stderr")
+
+    def _wrk2(self, ns: str, rt: PodRt, inst: dict, endpoint: str, n: float, reach: float, pto: float, s: float,
+              latency: float, timeout: float) -> None:
+        base = (("namespace", rt.namespace), ("job", "wrk2"), ("pod", rt.name))
+        connect = n * (1 - reach)
+        timeouts = n * reach * pto
+        good = n * reach * (1 - pto) * s
+        bad = n * reach * (1 - pto) * (1 - s)
+        labels = base + (("endpoint", endpoint),)
+        self.w.inc("wrk2_requests_total", labels + (("code", "200"),), good)
+        self.w.inc("wrk2_requests_total", labels + (("code", "500"),), bad)
+        self.w.inc("wrk2_requests_total", labels + (("code", "timeout"),), timeouts)
+        self.w.inc("wrk2_requests_total", labels + (("code", "connect_error"),), connect)
+        answered = good + bad + timeouts
+        if answered > 0:
+            self.w.observe("wrk2_request_duration_seconds", base, HTTP_BUCKETS, answered, min(latency, timeout), 0.0015)
+        rnd = inst["round"]
+        rnd["n"] += good + bad
+        rnd["non2xx"] += bad
+        rnd["timeouts"] += timeouts
+        rnd["connect"] += connect
+        rnd["lat_sum"] += (good + bad) * latency
+
+    def _span_metrics(self, ns: str, svc: Service, op: str, n: float, ok: float, latency: float) -> None:
+        if n <= 0:
+            return
+        base = (("namespace", ns), ("job", "otel-spanmetrics"), ("service_name", svc.name), ("span_name", op),
+                ("span_kind", "SPAN_KIND_SERVER"))
+        for count, code in ((n * ok, "STATUS_CODE_UNSET"), (n * (1 - ok), "STATUS_CODE_ERROR")):
+            if count > 1e-9:
+                labels = base + (("status_code", code),)
+                self.w.inc("traces_span_metrics_calls_total", labels, count)
+                self.w.observe("traces_span_metrics_duration_milliseconds", labels, SPAN_BUCKETS_MS, count,
+                               latency, svc.latency, scale=1000.0)
+
+    # -- logs and crashes -------------------------------------------------------------------------
+    def logger(self, svc: Service, pod: str) -> LogFormat:
+        return LOGGERS[svc.language](svc.name, pod)
+
+    def _error_logs(self, ns: str, app: AppGraph, groups: dict, failing: list, now: float) -> None:
+        for svc_name, op, call, why, count in failing:
+            if count < 0.5 or call.on_error == "crash":
+                continue
+            svc = app.services[svc_name]
+            for rt, c in groups.get(svc_name) or []:
+                if not self.w._log_once(f"g/{rt.namespace}/{rt.name}/{op}/{call.peer}", LOG_EVERY, now):
+                    continue
+                pod = self.w._pod(rt.namespace, rt.name)
+                if pod is None:
+                    continue
+                t = now + self.cluster.nodes.clock_offset(rt.node)
+                line = self.logger(svc, rt.name).call_error(t, op, svc.peer(call.peer), call.op, why)
+                self.cluster.logs.write(pod, c.name, line, now)
+
+    def _crashes(self, ns: str, app: AppGraph, groups: dict, failing: list, now: float) -> None:
+        for svc_name, op, call, why, count in failing:
+            if call.on_error != "crash" or count < 1.0:
+                continue
+            svc = app.services[svc_name]
+            for rt, c in list(groups.get(svc_name) or []):
+                if c.state != "running":
+                    continue
+                t = now + self.cluster.nodes.clock_offset(rt.node)
+                lines, stderr, code = self.logger(svc, rt.name).crash(t, op, why)
+                self.cluster.kubelet.terminate(rt.namespace, rt.name, c.name, code, "Error", lines, stderr)
+
+    def _os_limits(self, rt: PodRt, c: Ctr, now: float) -> None:
+        """What each runtime prints when its node runs out of file descriptors or pids."""
+        nodes = self.cluster.nodes
+        if not nodes.state["faults"].get(rt.node) or not isinstance(c.instance, dict):
+            return
+        app = GRAPHS.get(c.instance.get("app", ""))
+        svc = app.services.get(c.instance.get("svc", "")) if app else None
+        pod = self.w._pod(rt.namespace, rt.name)
+        if svc is None or pod is None:
+            return
+        t = now + nodes.clock_offset(rt.node)
+        log = self.logger(svc, rt.name)
+        if nodes.fd_exhausted(rt.node) and svc.ports and self.w._log_once(f"fd/{rt.namespace}/{rt.name}", LOG_EVERY, now):
+            self.cluster.logs.write(pod, c.name, log.accept_error(t, svc.ports[0]), now, stream="stderr")
+            n = nodes.get(rt.node)
+            if n is not None and "fd" not in n.reported:
+                n.reported["fd"] = now
+                nodes.kernel_log(rt.node, [f"VFS: file-max limit {int(float(nodes.fault(rt.node, 'fileMax')))} reached"])
+        if nodes.pid_exhausted(rt.node) and self.w._log_once(f"pid/{rt.namespace}/{rt.name}", 30.0, now):
+            lines, code = log.thread_exhausted(t)
+            self.cluster.kubelet.terminate(rt.namespace, rt.name, c.name, code, "Error", [], lines)
+
+    # -- traces ------------------------------------------------------------------------------------
+    def _traces(self, ns: str, app: AppGraph, groups: dict, lam: dict, succ: dict, lat: dict, err: dict,
+                now: float) -> None:
+        steps = self.w.state["steps"]
+        if steps % 2:
+            return  # one sampled trace per route every 10 s keeps Jaeger current at a fraction of the cost
+        for i, route in enumerate(app.routes):
+            if lam.get((route.service, route.op), 0.0) <= 0:
+                continue
+            if route.share < 0.05 and (steps // 2 + i) % 6:
+                continue
+            spans: list[dict[str, Any]] = []
+            self.w.state["trace_seq"] += 1
+            trace_id = hashlib.sha256(f"{self.cluster.seed}/{ns}/{self.w.state['trace_seq']}".encode()).hexdigest()[:32]
+            ok = self.cluster.rng.random() < succ.get((route.service, route.op), 1.0)
+            self._span(spans, trace_id, None, app, route.service, route.op, groups, succ, lat, err, now, ok, 0, route)
+            if spans:
+                self.cluster.obs.traces.add(spans)
+
+    def _span(self, spans: list, trace_id: str, parent: str | None, app: AppGraph, svc_name: str, op: str,
+              groups: dict, succ: dict, lat: dict, err: dict, start: float, ok: bool, depth: int, route: Any) -> float:
+        insts = groups.get(svc_name) or []
+        svc = app.services[svc_name]
+        if not insts or depth > 6:
+            return 0.0
+        rt, c = insts[len(spans) % len(insts)]
+        pod = self.w._pod(rt.namespace, rt.name)
+        if pod is None or not self._exporter_ok(app, pod):
+            return lat.get((svc_name, op), 0.001)
+        skew = self.cluster.nodes.clock_offset(rt.node) + self.cluster.chaos.time_offset(pod, c.name)
+        span_id = hashlib.sha256(f"{trace_id}/{len(spans)}".encode()).hexdigest()[:16]
+        duration = max(lat.get((svc_name, op), 0.001), 0.0002)
+        tags = [{"key": "span.kind", "type": "string", "value": "server"},
+                {"key": "otel.status_code", "type": "string", "value": "OK" if ok else "ERROR"}]
+        if depth == 0:
+            tags += [{"key": "http.request.method", "type": "string", "value": route.method},
+                     {"key": "url.path", "type": "string", "value": route.name},
+                     {"key": "http.response.status_code", "type": "int64", "value": 200 if ok else 500}]
+        else:
+            kind = next((p.protocol for s in app.services.values() for p in s.peers if p.service == svc_name), "grpc")
+            tags.append({"key": "rpc.system" if kind in ("grpc", "thrift") else "network.protocol.name", "type": "string",
+                         "value": kind})
+        if not ok:
+            tags.append({"key": "error", "type": "bool", "value": True})
+        span = {"traceID": trace_id, "spanID": span_id, "flags": 1, "operationName": op,
+                "references": [{"refType": "CHILD_OF", "traceID": trace_id, "spanID": parent}] if parent else [],
+                "startTime": int((start + skew) * 1e6), "duration": int(duration * 1e6), "tags": tags,
+                "logs": ([{"timestamp": int((start + skew + duration) * 1e6),
+                           "fields": [{"key": "event", "type": "string", "value": "exception"},
+                                      {"key": "exception.message", "type": "string",
+                                       "value": err.get((svc_name, op), "internal error")}]}] if not ok else []),
+                "process": {"serviceName": svc_name, "tags": [{"key": "host.name", "type": "string", "value": rt.name},
+                                                             {"key": "k8s.pod.ip", "type": "string", "value": rt.ip},
+                                                             {"key": "k8s.namespace.name", "type": "string", "value": rt.namespace}]}}
+        spans.append(span)
+        t = start + svc.latency * 0.3
+        failed_seen = False
+        for call in svc.ops.get(op, ()):
+            peer = svc.peer(call.peer)
+            if call.share < 0.5 and self.cluster.rng.random() > call.share:
+                continue
+            key = (peer.service, call.op) if peer.service else None
+            child_good = succ.get(key, 1.0) if key else 1.0
+            child_ok = child_good >= 0.5 if ok else (not failed_seen and child_good < 0.999)
+            if not ok and child_good >= 0.999:
+                child_ok = True
+            cid = hashlib.sha256(f"{trace_id}/c{len(spans)}".encode()).hexdigest()[:16]
+            client = {**span, "spanID": cid, "operationName": call.op if peer.service else f"{call.op} {peer.name}",
+                      "startTime": int((t + skew) * 1e6),
+                      "references": [{"refType": "CHILD_OF", "traceID": trace_id, "spanID": span_id}],
+                      "tags": [{"key": "span.kind", "type": "string", "value": "client"},
+                               {"key": "peer.service", "type": "string", "value": peer.service or peer.name}]
+                      + ([{"key": "error", "type": "bool", "value": True}] if not child_ok else []),
+                      "logs": []}
+            if peer.service:
+                at = len(spans)
+                d = self._span(spans, trace_id, cid, app, peer.service, call.op, groups, succ, lat, err, t, child_ok,
+                               depth + 1, route)
+                client["duration"] = int(max(d, 0.0002) * 1e6) + 100
+                spans.insert(at, client)
+            else:
+                d = 0.0008
+                client["tags"] = client["tags"] + [{"key": "db.system", "type": "string", "value": peer.protocol}]
+                client["duration"] = int(d * 1e6)
+                spans.append(client)
+            t += d
+            if not child_ok:
+                failed_seen = True
+                if call.on_error != "ignore":
+                    break
+        return duration
+
+    def _exporter_ok(self, app: AppGraph, pod: dict) -> bool:
+        """Spans reach Jaeger only while the pod can resolve its trace exporter and it has endpoints."""
+        key = ("exporter", pod["metadata"]["uid"])
+        cache = self.w._conn_cache
+        if key not in cache:
+            host = "otel-collector" if app.span_metrics else "jaeger"
+            svc, e = self.cluster.network.lookup(pod, host)
+            ok = False
+            if svc is not None and not e:
+                ep = self.cluster.store.try_get("endpoints", svc["metadata"]["namespace"], svc["metadata"]["name"])
+                ok = any(s.get("addresses") for s in (ep or {}).get("subsets") or [])
+            elif svc is None and not e:
+                ok = True
+            cache[key] = ok
+        return cache[key]
+
+
+def _p_timeout(latency: float, timeout: float | None) -> float:
+    from clusters.sim.workload import p_timeout
+    return p_timeout(latency, timeout)
+
+
+def _locust_error(why: str, reach: float) -> str:
+    if reach < 1 and ("refused" in why or "ConnectionRefused" in why):
+        return "ConnectionRefusedError(111, 'Connection refused')"
+    if "deadline" in why.lower() or "timeout" in why.lower():
+        return "HTTPError('504 Server Error: Gateway Timeout')"
+    return "HTTPError('500 Server Error: Internal Server Error')"
+
+
+def graph_instances(running: Iterable[tuple[PodRt, Ctr]]) -> dict[str, dict[str, list[tuple[PodRt, Ctr]]]]:
+    groups: dict[str, dict[str, list[tuple[PodRt, Ctr]]]] = {}
+    for rt, c in running:
+        inst = c.instance
+        if isinstance(inst, dict) and inst.get("kind") == "graph":
+            groups.setdefault(rt.namespace, {}).setdefault(inst["svc"], []).append((rt, c))
+    return groups
