@@ -237,15 +237,34 @@ def test_exec_is_recorded_as_a_mutation_without_undo(fresh: ClusterHandle) -> No
     assert "exit status 1" in (muts[2].note or "")
 
 
-def test_no_secret_of_the_farm_reaches_kubectl_or_the_record(fresh: ClusterHandle, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_secret_of_the_farm_reaches_kubectl_or_the_record(fresh: ClusterHandle, monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path) -> None:
+    import shutil
+
     key = "sk-e1testkey0123456789abcdefghij"
     monkeypatch.setenv("OPENAI_API_KEY", key)
+    # A database password that no secret-shaped pattern catches: only keeping the farm's
+    # environment away from kubectl keeps it out of what the agent sees.
     monkeypatch.setenv("FARM_DATABASE_URL", "postgresql://farm:hunter2hunter2@db/farm")
-    with agent_session(fresh) as (iface, tools):
-        assert set(iface._kubectl.env) == {"PATH", "HOME", "KUBECONFIG"}  # type: ignore[union-attr]
-        text, _ = tools.call("kubectl", command=f"get pods -l token={key}")
-        assert key not in text
-        tools.call("submit_diagnosis", text=f"the key is {key}")
+    # A kubectl that prints its own environment before doing its work, as a debugging wrapper
+    # might: whatever the interface hands the process, the agent reads.
+    real = shutil.which("kubectl")
+    wrapper = tmp_path / "kubectl"
+    wrapper.write_text(f'#!/bin/sh\nenv\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    iface = AgentInterface(fresh, NS, "t-secrets", kubectl_binary=str(wrapper))
+    url, token = iface.start()
+    try:
+        with ToolClient(url, token) as tools:
+            shown, is_error = tools.call("kubectl", command="get pods")
+            assert not is_error and "KUBECONFIG=" in shown and "frontend" in shown  # the environment is shown
+            text, _ = tools.call("kubectl", command=f"get pods -l token={key}")
+            assert key not in text
+            tools.call("submit_diagnosis", text=f"the key is {key}")
+    finally:
+        iface.stop()
+    for name in ("FARM_DATABASE_URL", "hunter2", "OPENAI_API_KEY", key):
+        assert name not in shown, name
     dumped = iface.record.model_dump_json()
     assert key not in dumped and "hunter2" not in dumped and "[REDACTED]" in dumped
 
