@@ -1,0 +1,144 @@
+"""One whole trial for an LLM agent through farm/trial.py's chain: a sweep row in SQLite, a claim,
+deploy → inject → agent_session → oracle → record on an emulated cluster, the `react` agent talking
+to the scripted OpenAI-compatible server through real litellm, the interface over real HTTP and a
+real kubectl. The agent runs out of steps: the end reason, the artifacts and the recorded row say
+so, and nothing the agent could see names the problem or its ground truth."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlmodel import Session, select
+
+from clusters.base import open_cluster
+from farm.agents.base import AgentContext
+from farm.agents.react import ReactAgent
+from farm.dispatcher import submit
+from farm.llm.atif import validate_atif
+from farm.llm.scripted import ScriptedLLM
+from farm.oracles.diagnosis import PASS_THRESHOLD
+from farm.problems.catalog import load_catalog
+from farm.spec import SweepSpec
+from farm.states import LIMIT_STEPS
+from farm.trial import run_all, start_run
+from results import ledger
+from results.artifacts import LocalArtifactStore
+from results.db import engine_for
+from results.models import Attempt, Trial
+
+pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
+PROBLEM = "hr-geo-image-tag-wrong"
+MAX_STEPS = 3
+TURNS = [
+    {"content": "Looking at the pods first.", "tool_calls": [{"name": "kubectl", "arguments": {"command": "get pods"}}]},
+    {"tool_calls": [{"name": "kubectl", "arguments": {"command": "describe deployment geo"}},
+                    {"name": "get_alerts", "arguments": {}}]},
+    {"tool_calls": [{"name": "kubectl", "arguments": {"command": "set env deployment/geo E2E_PROBE=1"}}]},
+    # Never asked for: the step limit ends the session first.
+    {"tool_calls": [{"name": "submit_diagnosis", "arguments": {"text": "never sent"}}]},
+]
+
+
+def _texts_of_truth(problem_id: str) -> list[str]:
+    """What would give the answer away: the id, and the catalog's prose about the fault."""
+    problem = load_catalog().get(problem_id)
+    truth = problem.ground_truth
+    return [s for s in (problem.id, problem.description, truth.mechanism, truth.symptom) if s]
+
+
+def _server_surface(iface: Any) -> str:
+    """The interface's instructions and every tool's name, description and schema, as an MCP
+    client is given them."""
+    server = iface._build_server()
+    tools = asyncio.run(server.list_tools())
+    return json.dumps({"instructions": server.instructions,
+                       "tools": [t.model_dump(mode="json") for t in tools]})
+
+
+def test_a_react_trial_that_runs_out_of_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    contexts: list[AgentContext] = []
+    original_run = ReactAgent.run
+
+    def observed_run(self: ReactAgent, ctx: AgentContext) -> Any:
+        contexts.append(ctx.model_copy(deep=True))  # what the agent is handed, as it is handed it
+        return original_run(self, ctx)
+
+    monkeypatch.setattr(ReactAgent, "run", observed_run)
+    engine = engine_for(f"sqlite:///{tmp_path / 'farm.sqlite'}")
+    store = LocalArtifactStore(tmp_path / "artifacts")
+    cluster = open_cluster("sim", seed=3, workdir=tmp_path / "sim")
+    try:
+        with ScriptedLLM(TURNS) as llm:
+            spec = SweepSpec(name="e2e-react", problems={"ids": [PROBLEM]},
+                             agents=[{"name": "react", "options": {"api_base": llm.url}}],
+                             models=["openai/scripted-model"], limits={"max_steps": MAX_STEPS, "wall_time_s": 600})
+            sub = submit(engine, spec)
+            assert sub.total == 1
+            claim = ledger.claim(engine, sub.to_run[0], "e2e-worker", cluster.ref)
+            assert claim is not None
+            run = start_run(engine, claim, cluster, store)
+            assert run is not None
+            outcome = run_all(run)
+            requests = list(llm.requests)
+        assert outcome == "recorded", run.events[-3:]
+        surface = _server_surface(run.interface)
+        kubectl_env = dict(run.interface._kubectl.env)
+        kubeconfig = Path(kubectl_env["KUBECONFIG"]).read_text()
+    finally:
+        cluster.close()
+
+    # -- how it ended ---------------------------------------------------------------------------
+    assert len(requests) == MAX_STEPS  # the fourth model call was never made
+    with Session(engine) as s:
+        trial = s.exec(select(Trial)).one()
+        attempt = s.exec(select(Attempt)).one()
+    assert trial.end_reason == attempt.end_reason == LIMIT_STEPS
+    assert trial.steps == MAX_STEPS and attempt.tool_calls == 4
+    assert attempt.diagnosis_submitted is False and attempt.diagnosis_passed is False
+    assert attempt.diagnosis_threshold == trial.diagnosis_threshold == PASS_THRESHOLD
+    assert attempt.mitigation_passed is False  # an env var nobody reads fixes nothing
+
+    # -- artifacts ------------------------------------------------------------------------------
+    folder = Path(attempt.artifacts_uri.removeprefix("file://"))
+    names = {p.name for p in folder.iterdir()}
+    assert {"transcript.json", "trajectory.atif.json", "tool_calls.json", "mutations.json", "attempt.json",
+            "verdicts.json"} <= names, names
+    transcript = json.loads((folder / "transcript.json").read_text())
+    ended = [e["content"] for e in transcript if e["role"] == "event" and "session ended" in e["content"]]
+    assert ended == [f"session ended: limit reached: limit_steps ({MAX_STEPS} model calls of {MAX_STEPS})"]
+    tool_entries = [e for e in transcript if e["role"] == "tool"]
+    assert [e["name"] for e in tool_entries] == ["kubectl", "kubectl", "get_alerts", "kubectl"]
+    assert "geo" in tool_entries[0]["content"]  # real kubectl output from the emulated cluster
+    assert validate_atif(json.loads((folder / "trajectory.atif.json").read_text())) == []
+    calls = json.loads((folder / "tool_calls.json").read_text())
+    assert [c["args"].get("command") for c in calls if c["name"] == "kubectl"] == [
+        "get pods", "describe deployment geo", "set env deployment/geo E2E_PROBE=1"]
+    mutations = json.loads((folder / "mutations.json").read_text())
+    assert [m["command"] for m in mutations] == ["set env deployment/geo E2E_PROBE=1"]
+    assert mutations[0]["targets"] == ["deployment/geo"] and mutations[0]["undo"]
+    assert mutations[0]["before"]["deployment/geo"]["metadata"]["name"] == "geo"
+    assert mutations[0]["call_index"] == 3
+
+    # -- nothing the agent could see gives the answer away ----------------------------------------
+    assert len(contexts) == 1
+    ctx = contexts[0]
+    assert ctx.trial_id == run.opaque_id and ctx.model == "openai/scripted-model"
+    seen = {
+        "model requests (prompts, tool descriptions, tool results)": json.dumps(requests),
+        "tool results in the transcript": json.dumps(tool_entries),
+        "the MCP server's instructions and tool descriptions": surface,
+        "the agent's context": ctx.model_dump_json(),
+        "kubectl's environment": json.dumps(kubectl_env),
+        "the agent's kubeconfig": kubeconfig,
+        "the agent process's environment": json.dumps(dict(os.environ)),
+    }
+    assert "hotel-reservation" in seen["the MCP server's instructions and tool descriptions"]  # not vacuous
+    assert "describe deployment geo" in seen["model requests (prompts, tool descriptions, tool results)"]
+    for text in _texts_of_truth(PROBLEM):
+        for where, shown in seen.items():
+            assert text not in shown, f"{text[:60]!r} reached {where}"
