@@ -11,11 +11,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from clusters.sim.apps.base import Exited, StartContext
+from clusters.sim.apps.base import Exited, StartContext, normalize_image
 from clusters.sim.apps.graph import AppGraph, Call, Peer, Route, Service, graph_app, image_suffix
 from clusters.sim.callgraph import CallGraphFlow, GraphHooks, OpEffect
 
 DEMO = "ghcr.io/open-telemetry/demo"
+FLAGD = "ghcr.io/open-feature/flagd"
 MiB = 2**20
 
 G = "oteldemo."
@@ -178,8 +179,10 @@ SERVICES: dict[str, Service] = {s.name: s for s in (
 
 
 def _identify(container: dict[str, Any]) -> str | None:
+    if normalize_image(container.get("image", ""))[0] == normalize_image(FLAGD + ":x")[0]:
+        return "flagd"
     suffix = image_suffix(container, DEMO)
-    return suffix if suffix in SERVICES else None
+    return suffix if suffix in SERVICES and suffix != "flagd" else None
 
 
 class DemoFlags(GraphHooks):

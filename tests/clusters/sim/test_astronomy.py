@@ -1,0 +1,153 @@
+"""astronomy-shop on the emulated cluster as a call graph, over the real protocols: the farm's
+manifests deployed through the Kubernetes API, causes planted with a stock kubectl, symptoms read
+from Prometheus, Loki and Jaeger as an agent would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusters.base import open_cluster
+from farm.apps import load_application
+from farm.apps.deploy import deploy
+
+KUBECTL = Path(__file__).resolve().parents[3] / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
+NS = "astronomy-shop"
+pytestmark = [pytest.mark.kubectl, pytest.mark.slow,
+              pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl 1.20 is installed by the test setup in .tools")]
+
+
+@pytest.fixture(scope="module")
+def shop() -> Iterator[object]:
+    handle = open_cluster("sim", seed=7)
+    try:
+        deploy(handle, load_application(NS))
+        handle.advance(180)  # type: ignore[attr-defined]
+        handle.checkpoint("deployed")  # type: ignore[attr-defined]
+        yield handle
+    finally:
+        handle.close()
+
+
+@pytest.fixture
+def sim(shop: object) -> object:
+    shop.restore("deployed")  # type: ignore[attr-defined]
+    return shop
+
+
+def kubectl(handle: object, *args: str, check: bool = True) -> str:
+    out = subprocess.run([str(KUBECTL), "--kubeconfig", str(handle.kubeconfig), "-n", NS, *args],  # type: ignore[attr-defined]
+                         capture_output=True, text=True, timeout=60,
+                         env={"PATH": f"{KUBECTL.parent}:/usr/bin:/bin", "HOME": "/tmp"})
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out.stdout + out.stderr
+
+
+def get(handle: object, base: str, path: str, **params: str) -> dict:
+    url = getattr(handle.endpoints, base) + path + "?" + urllib.parse.urlencode(params)  # type: ignore[attr-defined]
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def prom(handle: object, query: str) -> dict[str, float]:
+    """{the first label value of each series: value}."""
+    out = {}
+    for r in get(handle, "prometheus", "/api/v1/query", query=query)["data"]["result"]:
+        key = next(iter(r["metric"].values()), "") if r["metric"] else ""
+        out[key] = float(r["value"][1])
+    return out
+
+
+def client_success(handle: object) -> float:
+    q = (f'1 - sum(rate(locust_requests_num_failures{{namespace="{NS}",name!="Aggregated"}}[2m])) / '
+         f'sum(rate(locust_requests_num_requests{{namespace="{NS}",name!="Aggregated"}}[2m]))')
+    return prom(handle, q)[""]
+
+
+def logs(handle: object, selector: str, minutes: int = 5) -> list[str]:
+    now = time.time() if not hasattr(handle, "now") else handle.now()  # type: ignore[attr-defined]
+    body = get(handle, "loki", "/loki/api/v1/query_range", query=selector, start=str(int((now - minutes * 60) * 1e9)),
+               end=str(int(now * 1e9)), limit="500")
+    return [line for stream in body["data"]["result"] for _, line in stream["values"]]
+
+
+def test_deployed_shop_serves_its_users(sim: object) -> None:
+    table = kubectl(sim, "get", "pods")
+    assert "CrashLoopBackOff" not in table and table.count("Running") >= 22
+    assert client_success(sim) > 0.99
+    served = prom(sim, f'sum by (service_name) (rate(traces_span_metrics_calls_total{{namespace="{NS}"}}[2m]))')
+    for service in ("frontend-proxy", "frontend", "checkout", "product-catalog", "cart", "payment", "currency",
+                    "shipping", "quote", "ad", "recommendation", "product-reviews"):
+        assert served.get(service, 0) > 0, f"{service} serves nothing: {served}"
+    # checkout's order of work reaches payment for every order and quote through shipping
+    assert served["payment"] == pytest.approx(served["checkout"], rel=0.2)
+    assert "Now listening on: http://[::]:8080" in kubectl(sim, "logs", "deploy/cart")
+
+
+def test_missing_valkey_address_stops_cart_with_its_own_message(sim: object) -> None:
+    kubectl(sim, "set", "env", "deployment/cart", "VALKEY_ADDR-")
+    sim.advance(120)  # type: ignore[attr-defined]
+    table = kubectl(sim, "get", "pods", "-l", "app.kubernetes.io/component=cart")
+    assert "CrashLoopBackOff" in table or "Error" in table
+    pod = next(line.split()[0] for line in table.splitlines()[1:] if "cart" in line and "1/1" not in line)
+    previous = kubectl(sim, "logs", pod, "--previous")
+    assert "VALKEY_ADDR" in previous and "Unhandled exception" in previous
+
+
+def test_a_network_policy_in_front_of_valkey_fails_carts_and_checkouts(sim: object) -> None:
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+              "metadata": {"name": "valkey-ingress", "namespace": NS},
+              "spec": {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "valkey-cart"}},
+                       "policyTypes": ["Ingress"], "ingress": []}}
+    subprocess.run([str(KUBECTL), "--kubeconfig", str(sim.kubeconfig), "apply", "--validate=false", "-f", "-"],  # type: ignore[attr-defined]
+                   input=json.dumps(policy), text=True, check=True, capture_output=True)
+    sim.advance(240)  # type: ignore[attr-defined]
+    errors = prom(sim, f'sum by (service_name) (rate(traces_span_metrics_calls_total{{namespace="{NS}",'
+                       f'status_code="STATUS_CODE_ERROR"}}[2m]))')
+    assert errors.get("cart", 0) > 0 and errors.get("checkout", 0) > 0
+    assert errors.get("payment", 0) == 0  # payment is not on the failing path
+    assert client_success(sim) < 0.9
+    cart_lines = logs(sim, f'{{namespace="{NS}", pod=~"cart-.*"}} |= "cart storage"')
+    assert any("ValkeyCartStore" in line for line in cart_lines)
+    traces = get(sim, "jaeger", "/api/traces", service="frontend-proxy", tags=json.dumps({"error": "true"}),
+                 lookback="5m", limit="50")["data"]
+    assert any(t["processes"][s["processID"]]["serviceName"] == "cart" for t in traces for s in t["spans"])
+    kubectl(sim, "delete", "networkpolicy", "valkey-ingress")
+    sim.advance(300)  # type: ignore[attr-defined]
+    assert client_success(sim) > 0.99
+
+
+def test_payment_failure_flag_reaches_payment_through_flagd(sim: object) -> None:
+    cm = json.loads(kubectl(sim, "get", "configmap", "flagd-config", "-o", "json"))
+    flags = json.loads(cm["data"]["demo.flagd.json"])
+    flags["flags"]["paymentFailure"]["defaultVariant"] = "50%"
+    patch = json.dumps({"data": {"demo.flagd.json": json.dumps(flags)}})
+    kubectl(sim, "patch", "configmap", "flagd-config", "--type", "merge", "-p", patch)
+    sim.advance(120)  # type: ignore[attr-defined]
+    assert prom(sim, f'sum(rate(traces_span_metrics_calls_total{{namespace="{NS}",service_name="payment",'
+                     f'status_code="STATUS_CODE_ERROR"}}[1m]))').get("", 0) == 0  # flagd read the file at start
+    kubectl(sim, "rollout", "restart", "deployment/flagd")
+    sim.advance(240)  # type: ignore[attr-defined]
+    by_code = prom(sim, f'sum by (status_code) (rate(traces_span_metrics_calls_total{{namespace="{NS}",'
+                        f'service_name="payment"}}[2m]))')
+    share = by_code["STATUS_CODE_ERROR"] / (by_code["STATUS_CODE_ERROR"] + by_code["STATUS_CODE_UNSET"])
+    assert 0.3 < share < 0.7
+    lines = logs(sim, f'{{namespace="{NS}", pod=~"checkout-.*"}}')
+    assert any("Invalid token" in line for line in lines) or prom(
+        sim, f'sum(rate(locust_requests_num_failures{{namespace="{NS}",name="/api/checkout"}}[2m]))')[""] > 0
+
+
+def test_a_memory_limit_below_checkouts_working_set_oom_kills_it(sim: object) -> None:
+    kubectl(sim, "set", "resources", "deployment/checkout", "--limits=memory=8Mi")
+    sim.advance(180)  # type: ignore[attr-defined]
+    described = kubectl(sim, "describe", "pods", "-l", "app.kubernetes.io/component=checkout")
+    assert "OOMKilled" in described
+    assert prom(sim, f'sum(rate(locust_requests_num_failures{{namespace="{NS}",name="/api/checkout"}}[2m]))')[""] > 0
