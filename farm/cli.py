@@ -44,6 +44,18 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _read_engine(db: str | None = None):  # type: ignore[no-untyped-def]
+    """The engine of an existing database, for commands that only read (or change existing rows):
+    they must not leave a fresh ./farm-out behind when there is nothing to read."""
+    from results.db import engine_for, existing_url
+
+    url = db or existing_url()
+    if url is None:
+        _fail("no farm database: set FARM_DATABASE_URL (or pass --db), or run `farm run` here first "
+              "(it writes farm-out/farm.sqlite)")
+    return engine_for(url)
+
+
 def _load_spec(path: Path):  # type: ignore[no-untyped-def]
     from farm.errors import InputError
     from farm.spec import load_spec
@@ -85,6 +97,8 @@ def run(
             def show(counts: dict[str, int]) -> None:
                 done = sum(n for st, n in counts.items() if st in TRIAL_DONE)
                 detail = f"running {counts.get('running', 0)}, infra-failed {counts.get('infra_failed', 0)}"
+                if counts.get("skipped_cost_cap"):
+                    detail += f", skipped (cost cap) {counts['skipped_cost_cap']}"
                 bar.update(task, completed=done, detail=detail)
 
             try:
@@ -153,34 +167,41 @@ def sweep_submit(spec: Annotated[Path, typer.Argument(help="Sweep spec (YAML).")
 
 @sweep_app.command("status")
 def sweep_status(sweep_id: str, json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Counts of trials per state."""
+    """Counts of trials per state, infrastructure errors and events, cost against the cap."""
     import json
 
     from farm import dispatcher
     from results import ledger
-    from results.db import default_url, engine_for
 
-    engine = engine_for(default_url())
+    engine = _read_engine()
     ledger.reap(engine)  # a status check also requeues trials of lost workers in the ledger
     try:
         counts = dispatcher.status(engine, sweep_id)
+        infra = dispatcher.infra_summary(engine, sweep_id)
     except KeyError:
         _fail(f"no sweep '{sweep_id}'")
     if json_out:
-        console.print_json(json.dumps(counts))
-    else:
-        total = sum(counts.values())
-        console.print(f"sweep {sweep_id}: {total} trials — " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+        console.print_json(json.dumps({"sweep": sweep_id, "trials": counts, **infra}))
+        return
+    total = sum(counts.values())
+    console.print(f"sweep {sweep_id}: {total} trials — " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+    if infra["infra_errors"]:
+        console.print("infrastructure errors (attempts retried or given up): "
+                      + ", ".join(f"{phase} {n}" for phase, n in sorted(infra["infra_errors"].items())))
+    if infra["infra_events"]:
+        console.print("infrastructure events (trial results stand): "
+                      + ", ".join(f"{kind} {n}" for kind, n in sorted(infra["infra_events"].items())))
+    cap = infra["cost_cap_usd"]
+    console.print(f"cost ${infra['cost_usd']:.4f}" + (f" of a ${cap:.4f} cap" if cap is not None else ""))
 
 
 @sweep_app.command("cancel")
 def sweep_cancel(sweep_id: str) -> None:
     """Cancel the trials not yet finished; running attempts stop at their next step."""
     from farm import dispatcher
-    from results.db import default_url, engine_for
 
     try:
-        n = dispatcher.cancel(engine_for(default_url()), sweep_id)
+        n = dispatcher.cancel(_read_engine(), sweep_id)
     except KeyError:
         _fail(f"no sweep '{sweep_id}'")
     console.print(f"sweep {sweep_id}: {n} trial(s) cancelled")
@@ -195,11 +216,10 @@ def leaderboard(
 ) -> None:
     """Success rates with 95% Wilson intervals, P(M|D), tokens, cost and times, from SQL."""
     from results import leaderboard as lb
-    from results.db import default_url, engine_for
 
     if by not in lb.GROUPINGS:
         _fail(f"--by must be one of {', '.join(lb.GROUPINGS)}")
-    rows = lb.compute(engine_for(db or default_url()), sweep, by)
+    rows = lb.compute(_read_engine(db), sweep, by)
     console.print(lb.render(rows, by))
     if csv:
         console.print(f"written to {lb.write_csv(rows, by, csv)}")

@@ -2,8 +2,9 @@
 (problem, agent, model, seed, noise) and says which of them still need to run.
 
 Submitting the same sweep again inserts only the trials it does not have and returns, as work,
-the trials not yet done: a sweep can always be resumed. Agents that use no model run once per
-problem × seed (their model column is "-").
+the trials not yet finished: a sweep can always be resumed. Trials that ended without a result
+(infra_failed, cancelled, skipped_cost_cap) are wanted again, with a fresh infrastructure retry
+budget. Agents that use no model run once per problem × seed (their model column is "-").
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Engine
@@ -21,8 +23,8 @@ from sqlmodel import Session
 from farm.agents.base import agents
 from farm.problems.model import Problem
 from farm.spec import SweepSpec, select_problems
-from farm.states import TRIAL_DONE, TrialState
-from results.models import Sweep, Trial
+from farm.states import TRIAL_RESUBMITTABLE, TrialState
+from results.models import Attempt, InfraEvent, Sweep, Trial
 
 NO_MODEL = "-"
 
@@ -99,16 +101,19 @@ def submit(engine: Engine, spec: SweepSpec, problems: list[Problem] | None = Non
         with Session(engine) as session:
             session.execute(insert(Trial), new_rows[i : i + batch])
             session.commit()
-    # A cancelled trial of a resubmitted sweep is wanted again.
+    # A trial that ended without a result is wanted again: the cluster may work now, the cap may
+    # have been raised. Its infrastructure retry budget starts over; its attempts stay on record.
     wanted_ids = [tid for _, tid, _ in wanted]
-    revive = [tid for tid in wanted_ids if existing.get(tid) == TrialState.CANCELLED]
+    revive = [tid for tid in wanted_ids if existing.get(tid) in TRIAL_RESUBMITTABLE]
     if revive:
         with Session(engine) as session:
             for i in range(0, len(revive), 500):
-                session.execute(update(Trial).where(Trial.id.in_(revive[i : i + 500]))
-                                .values(state=TrialState.PENDING, queued_at=now))
+                session.execute(update(Trial).where(Trial.id.in_(revive[i : i + 500]),
+                                                    Trial.state.in_(list(TRIAL_RESUBMITTABLE)))
+                                .values(state=TrialState.PENDING, queued_at=now, infra_attempts=0,
+                                        finished_at=None, error=None, end_reason=None))
             session.commit()
-    to_run = [tid for tid in wanted_ids if existing.get(tid) not in TRIAL_DONE or tid in revive]
+    to_run = [tid for tid in wanted_ids if existing.get(tid) != TrialState.FINISHED]
     done = len(wanted_ids) - len(to_run)
     return Submission(sweep_id, len(wanted_ids), len(new_rows), to_run, done)
 
@@ -143,6 +148,7 @@ def cancel(engine: Engine, sweep_id: str) -> int:
 
 
 def status(engine: Engine, sweep_id: str) -> dict[str, int]:
+    """Trials of the sweep per state (every state named, zero included)."""
     from sqlalchemy import func
 
     with Session(engine) as session:
@@ -154,6 +160,36 @@ def status(engine: Engine, sweep_id: str) -> dict[str, int]:
     counts = {s.value: 0 for s in TrialState}
     counts.update({state: n for state, n in rows})
     return counts
+
+
+def infra_summary(engine: Engine, sweep_id: str) -> dict[str, Any]:
+    """What went wrong with the infrastructure in this sweep, apart from the trials' states:
+    attempts that ended in an infrastructure error (by phase), infrastructure events (by kind),
+    and what the sweep has spent against its cost cap."""
+    from sqlalchemy import func
+
+    from farm.states import AttemptState
+    from results.ledger import sweep_cost
+
+    with Session(engine) as session:
+        sweep = session.get(Sweep, sweep_id)
+        if sweep is None:
+            raise KeyError(sweep_id)
+        by_phase = session.execute(
+            select(Attempt.error_phase, func.count()).join(Trial, Trial.id == Attempt.trial_id)
+            .where(Trial.sweep_id == sweep_id, Attempt.state == AttemptState.INFRA_ERROR)
+            .group_by(Attempt.error_phase)
+        ).all()
+        events = session.execute(
+            select(InfraEvent.kind, func.count()).where(InfraEvent.sweep_id == sweep_id).group_by(InfraEvent.kind)
+        ).all()
+        cap = sweep.cost_cap_usd
+    return {
+        "infra_errors": {str(phase or "unknown"): int(n) for phase, n in by_phase},
+        "infra_events": {str(kind): int(n) for kind, n in events},
+        "cost_usd": round(sweep_cost(engine, sweep_id), 6),
+        "cost_cap_usd": cap,
+    }
 
 
 def spec_of(engine: Engine, sweep_id: str) -> SweepSpec:

@@ -1,6 +1,7 @@
 """A worker's side of the farm, shared by Celery workers and the embedded runner: the one cluster
-it owns, the attempt it is running, and a heartbeat thread that keeps that attempt's lease,
-records the worker's health, and reaps trials whose worker was lost."""
+it owns, the attempt it is running, the reset after each trial (a cluster that cannot be reset is
+replaced before the worker takes another trial), and a heartbeat thread that keeps that attempt's
+lease, records the worker's health, and reaps trials whose worker was lost."""
 
 from __future__ import annotations
 
@@ -8,17 +9,22 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.engine import Engine
 
 from clusters.base import ClusterHandle, open_cluster
+from farm.states import EVENT_CLUSTER_LOST, EVENT_CLUSTER_REPLACED, EVENT_RESET_FAILED
 from results import ledger
 from results.artifacts import ArtifactStore
 
 log = logging.getLogger("farm.owner")
 HEALTH_EVERY = 8  # heartbeats between two cluster health probes
+# Seconds between two attempts to replace a cluster that could not be replaced: opening a real
+# cluster can take minutes, and a claim that cannot run is handed back meanwhile.
+REPLACE_EVERY_S = 60.0
 
 
 class ClusterOwner:
@@ -34,6 +40,9 @@ class ClusterOwner:
         self.health_every = max(1, health_every)
         self.cluster: ClusterHandle | None = None
         self.current: Any = None  # the TrialRun in progress
+        # Why the worker has no usable cluster (a reset failed and no replacement opened), or None.
+        self.broken: str | None = None
+        self._last_replace = 0.0
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -50,13 +59,77 @@ class ClusterOwner:
 
     def recycle(self) -> ClusterHandle:
         """A cluster that could not be reset is replaced rather than reused dirty."""
+        self._last_replace = time.monotonic()
         if self.cluster is not None:
             try:
                 self.cluster.close()
             except Exception as exc:  # the replacement matters, not the old handle
                 log.warning("closing %s failed: %s", self.cluster_ref, exc)
             self.cluster = None
-        return self.open()
+        handle = self.open()
+        self.broken = None
+        return handle
+
+    @property
+    def ready(self) -> bool:
+        """True when the worker has a clean cluster and may take a trial."""
+        return self.cluster is not None and self.broken is None
+
+    def try_replace(self) -> bool:
+        """For a worker left without a cluster: try to open a new one, at most every
+        REPLACE_EVERY_S. True when the worker is ready again."""
+        if self.ready:
+            return True
+        if time.monotonic() - self._last_replace < REPLACE_EVERY_S:
+            return False
+        try:
+            self.recycle()
+        except Exception as exc:  # still no cluster: the worker keeps refusing trials
+            self.broken = f"no cluster: {exc}"
+            log.error("replacing the cluster of %s failed again: %s", self.name, exc)
+            return False
+        ledger.infra_event(self.engine, EVENT_CLUSTER_REPLACED, self.name, self.cluster_ref,
+                           "a cluster that had been lost was replaced")
+        return True
+
+    def finish(self, run: Any) -> None:
+        """Reset the cluster after a trial, whatever happened, and free the worker.
+
+        A failed reset is an infrastructure event, not the trial's failure: reset runs after
+        `record`, so the agent's work is done and judged on a cluster that was clean when the
+        trial began; throwing that result away and running the trial again would spend the
+        agent's budget twice for nothing. What the failure does endanger is the *next* trial,
+        which would start with this one's fault or leftovers still planted and be scored against
+        an agent that did nothing wrong. So: the event is recorded in SQL (apart from results,
+        shown by `farm sweep status` and the leaderboard), and the dirty cluster is replaced
+        before the worker takes another trial; if no replacement opens, the worker stops taking
+        trials until one does (its heartbeat reports the cluster unhealthy)."""
+        try:
+            run.reset()
+        except Exception as exc:  # ResetError or anything else: the cluster's state is unknown
+            self._reset_failed(run, exc)
+        finally:
+            self.end()
+
+    def _reset_failed(self, run: Any, exc: Exception) -> None:
+        ref = self.cluster.ref if self.cluster is not None else self.cluster_ref
+        log.error("reset failed after %s, replacing the cluster: %s", run.spec.key, exc)
+        try:
+            ledger.infra_event(self.engine, EVENT_RESET_FAILED, self.name, ref, str(exc), run.claim)
+        except Exception as db_exc:  # the replacement below matters more than the record
+            log.warning("could not record the failed reset: %s", db_exc)
+        try:
+            self.recycle()
+        except Exception as open_exc:  # no clean cluster: refuse trials rather than run them dirty
+            self.cluster, self.broken = None, f"reset failed and no replacement opened: {open_exc}"
+            log.error("%s: %s", self.name, self.broken)
+            kind, detail = EVENT_CLUSTER_LOST, self.broken
+        else:
+            kind, detail = EVENT_CLUSTER_REPLACED, f"replaced after a failed reset (now {self.cluster_ref})"
+        try:
+            ledger.infra_event(self.engine, kind, self.name, ref, detail, run.claim)
+        except Exception as db_exc:  # logged above already
+            log.warning("could not record the cluster replacement: %s", db_exc)
 
     def close(self) -> None:
         self._stop.set()
@@ -84,7 +157,7 @@ class ClusterOwner:
     def _check_health(self) -> tuple[bool, str]:
         """The cluster's health now; a probe that raises is itself the verdict."""
         if self.cluster is None:
-            return True, ""
+            return (False, self.broken) if self.broken else (True, "")
         try:
             h = self.cluster.health()
         except Exception as exc:  # a health probe must never kill the heartbeat

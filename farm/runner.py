@@ -3,7 +3,10 @@ cluster, SQLite as both ledger and queue, a local artifact folder. Nothing to st
 
 The workers run the very same attempt code as Celery workers (farm/trial.py, farm/owner.py,
 results/ledger.py); only the transport differs: they claim the next trial from the database
-instead of from a broker.
+instead of from a broker. Farm-wide limits that Redis holds for Celery workers (the sweep's cost
+ledger, per-model concurrency) are held in files of a folder the parent makes for the run
+(farm.llm.limits, FARM_LIMITS_DIR), the cost ledger seeded with what SQL already records, so a
+resumed sweep counts what it spent before.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,13 +28,25 @@ log = logging.getLogger("farm.runner")
 IDLE_POLL_S = 0.5
 
 
+def shared_spend(sweep_id: str) -> float:
+    """The sweep's live cost ledger as this process's LLM clients see it (Redis when the
+    environment names a Redis broker, else the run's shared file, else this process's own)."""
+    from farm.llm.limits import SweepLedger, redis_url_from
+
+    return SweepLedger(sweep_id, None, redis_url_from({})).spent()
+
+
 def worker_main(index: int, sweep_id: str, db_url: str, artifacts: str, lease_s: float,
-                cluster_ref: str, cluster_options: dict[str, Any], log_file: str) -> None:
+                cluster_ref: str, cluster_options: dict[str, Any], log_file: str,
+                limits_dir: str | None = None) -> None:
     """One local worker process: claim, run, reset, until the sweep has nothing left."""
     logging.basicConfig(filename=log_file, level=logging.INFO,
                         format=f"%(asctime)s worker-{index} %(name)s %(levelname)s %(message)s")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    from farm.errors import ResetError
+    if limits_dir:
+        from farm.llm.limits import SHARED_DIR_ENV
+
+        os.environ[SHARED_DIR_ENV] = limits_dir  # before any agent builds its LLM client
     from farm.owner import ClusterOwner
     from farm.trial import run_all, start_run
     from results import ledger
@@ -45,7 +62,13 @@ def worker_main(index: int, sweep_id: str, db_url: str, artifacts: str, lease_s:
 
         catalog()  # parsed once per worker, before any lease is taken
         while True:
-            claimed = ledger.claim_next(engine, sweep_id, owner.name, owner.cluster.ref, lease_s)
+            if not owner.ready and not owner.try_replace():
+                # A cluster that failed its reset and could not be replaced: this worker stops
+                # rather than run a trial on a dirty cluster; the others carry on.
+                log.error("worker %s stops: %s", owner.name, owner.broken)
+                return
+            claimed = ledger.claim_next(engine, sweep_id, owner.name, owner.cluster.ref, lease_s,
+                                        spend=shared_spend)
             if claimed is None:
                 if _sweep_settled(engine, sweep_id):
                     return
@@ -55,14 +78,12 @@ def worker_main(index: int, sweep_id: str, db_url: str, artifacts: str, lease_s:
             if run is None:
                 continue
             owner.begin(run)
+            outcome = "reset only"
             try:
-                outcome = run_all(run)
-                log.info("%s: %s", run.spec.key, outcome)
-            except ResetError as exc:
-                log.error("reset failed, replacing the cluster: %s", exc)
-                owner.recycle()
+                outcome = run_all(run, reset=False)
             finally:
-                owner.end()
+                owner.finish(run)  # the reset; a failed one replaces the cluster
+                log.info("%s: %s", run.spec.key, outcome)
     finally:
         owner.close()
 
@@ -86,10 +107,12 @@ def run_sweep(sweep_id: str, db_url: str, out_dir: Path, workers: int, lease_s: 
     engine = engine_for(db_url)
     artifacts = os.environ.get("FARM_ARTIFACTS") or str(out_dir / "artifacts")
     log_file = str(out_dir / "workers.log")
+    limits_dir = _shared_limits(engine, sweep_id)
     ctx = mp.get_context("spawn")  # a fresh interpreter per worker: no inherited sockets or locks
     procs = [
         ctx.Process(target=worker_main, name=f"farm-local-{i}", daemon=False,
-                    args=(i, sweep_id, db_url, artifacts, lease_s, cluster_ref, cluster_options or {}, log_file))
+                    args=(i, sweep_id, db_url, artifacts, lease_s, cluster_ref, cluster_options or {}, log_file,
+                          limits_dir))
         for i in range(workers)
     ]
     for p in procs:
@@ -114,4 +137,19 @@ def run_sweep(sweep_id: str, db_url: str, out_dir: Path, workers: int, lease_s: 
             if p.is_alive():
                 p.terminate()
                 p.join(timeout=5)
+        if limits_dir:
+            shutil.rmtree(limits_dir, ignore_errors=True)
     return status(engine, sweep_id)
+
+
+def _shared_limits(engine: Any, sweep_id: str) -> str | None:
+    """A folder for this run's shared limits, its cost ledger starting at what SQL records as
+    spent; None when a Redis broker in the environment holds them instead."""
+    from farm.llm.limits import preload_spend, redis_url_from
+    from results.ledger import sweep_cost
+
+    if redis_url_from({}):
+        return None
+    folder = tempfile.mkdtemp(prefix="farm-limits-")
+    preload_spend(folder, sweep_id, sweep_cost(engine, sweep_id))
+    return folder

@@ -12,18 +12,27 @@ class TrialState(StrEnum):
     FINISHED = "finished"  # exactly one attempt recorded the final result
     INFRA_FAILED = "infra_failed"  # infrastructure failed on every allowed attempt
     CANCELLED = "cancelled"
+    # The sweep's cost cap was reached: never started, or its session was cut by the cap (the
+    # attempt keeps what it produced). Not an agent result; a resubmission runs it again.
+    SKIPPED_COST_CAP = "skipped_cost_cap"
 
 
 class AttemptState(StrEnum):
     RUNNING = "running"
     RECORDED = "recorded"  # this attempt's result is the trial's final result
-    INFRA_ERROR = "infra_error"  # deploy/inject/reset failed; the trial is retried
+    INFRA_ERROR = "infra_error"  # deploy/inject/oracle failed; the trial is retried
     LOST = "lost"  # the worker vanished (lease expired); the trial is retried
     SUPERSEDED = "superseded"  # a late attempt that found its lease gone; wrote nothing final
     CANCELLED = "cancelled"
+    COST_CAPPED = "cost_capped"  # its session was cut by the sweep's cost cap; kept, not final
 
 
-TRIAL_DONE = frozenset({TrialState.FINISHED, TrialState.INFRA_FAILED, TrialState.CANCELLED})
+# Nothing more happens to these without a resubmission (the embedded runner stops on them).
+TRIAL_DONE = frozenset({TrialState.FINISHED, TrialState.INFRA_FAILED, TrialState.CANCELLED,
+                        TrialState.SKIPPED_COST_CAP})
+# Done, but not a result: a resubmission of the sweep wants these again (the cluster may be fixed,
+# the cap raised); only FINISHED is final.
+TRIAL_RESUBMITTABLE = frozenset({TrialState.INFRA_FAILED, TrialState.CANCELLED, TrialState.SKIPPED_COST_CAP})
 TRIAL_CLAIMABLE = frozenset({TrialState.PENDING, TrialState.QUEUED})
 ATTEMPT_OPEN = frozenset({AttemptState.RUNNING})
 
@@ -37,6 +46,11 @@ LIMIT_TOKENS = "limit_tokens"
 LIMIT_COST = "limit_cost"
 LIMIT_SWEEP_COST = "limit_sweep_cost"
 LIMIT_REASONS = frozenset({LIMIT_STEPS, LIMIT_WALL_TIME, LIMIT_TOKENS, LIMIT_COST, LIMIT_SWEEP_COST})
+
+# Infrastructure events recorded apart from attempts' results (results.models.InfraEvent).
+EVENT_RESET_FAILED = "reset_failed"  # the cluster could not be cleaned after a trial
+EVENT_CLUSTER_REPLACED = "cluster_replaced"  # ... and was replaced by a fresh one
+EVENT_CLUSTER_LOST = "cluster_lost"  # ... and no replacement could be opened: the worker stops claiming
 
 LAYERS = ("application", "operator", "os", "hardware")
 COMPOSITIONS = ("single", "concurrent", "correlated", "metastable")

@@ -187,21 +187,30 @@ class TrialRun:
                 outcome["error"] = f"{type(exc).__name__}: {exc}"
                 outcome["trace"] = traceback.format_exc()
 
+        from results.checkpoint import Checkpointer, LLMUsageTap
+
+        self.usage = LLMUsageTap(self.spec.model, options.get("price"))
+        tapped = self.spec.model is not None and self.usage.install()
         thread = threading.Thread(target=run, name=f"agent-{self.opaque_id}", daemon=True)
-        thread.start()
-        thread.join(self.spec.limits.wall_time_s + WALL_GRACE_S)
         try:
+            # Checkpoints while the agent works: a worker killed mid-session loses little.
+            with Checkpointer(self.checkpoint, lambda: len(self.interface.record.tool_calls)):
+                thread.start()
+                thread.join(self.spec.limits.wall_time_s + WALL_GRACE_S)
             if thread.is_alive():
-                self.agent_result = AgentResult(end_reason=LIMIT_WALL_TIME,
-                                                error="agent did not stop within its wall-time limit")
+                self.agent_result = self._from_partial(AgentResult(
+                    end_reason=LIMIT_WALL_TIME, error="agent did not stop within its wall-time limit"))
             elif "infrastructure" in outcome:
                 raise outcome["infrastructure"]  # e.g. the MCP session could not open: not the agent's fault
             elif "error" in outcome:
-                self.agent_result = AgentResult(end_reason=END_AGENT_ERROR, error=outcome["error"])
+                # The agent returned nothing: what it did is known from the calls the worker saw.
+                self.agent_result = self._from_partial(AgentResult(end_reason=END_AGENT_ERROR, error=outcome["error"]))
                 self._event("agent_error", trace=outcome["trace"][-4000:])
             else:
                 self.agent_result = outcome["result"]
         finally:
+            if tapped:
+                self.usage.remove()
             self.interface.stop()
         self._collect_session()
         self._save_partial()
@@ -252,8 +261,7 @@ class TrialRun:
         r.mitigation_checks = self.mitigation.checks
         rec = self.interface.record if self.interface else None
         if self.mitigation.passed and rec is not None and self.injected_at is not None:
-            at = rec.mitigation_at if rec.mitigation_at is not None else self.cluster.now()
-            r.time_to_mitigation_s = max(0.0, at - self.injected_at)
+            r.time_to_mitigation_s = time_to_mitigation(rec, self.injected_at)
 
     def record(self) -> bool:
         self._enter("record")
@@ -305,8 +313,58 @@ class TrialRun:
     def _save_partial(self) -> None:
         try:
             self._save_artifacts(snapshot=False)
+            ledger.set_phase(self.engine, self.claim, self.phase, partial=self.result)
         except Exception as exc:  # partial saves are best effort; the final save reports errors
             log.warning("partial artifact save failed: %s", exc)
+
+    # -- checkpoints during the agent session -----------------------------------------------
+    def _record_copy(self) -> tuple[list[Any], list[Any]]:
+        rec = self.interface.record
+        with self.interface._lock:  # the server appends and sorts under it
+            return list(rec.tool_calls), list(rec.mutations)
+
+    def _collect_partial(self, calls: list[Any]) -> dict[str, Any]:
+        """Fold what the worker has seen of the running session into self.result."""
+        rec, usage, r = self.interface.record, self.usage.snapshot(), self.result
+        r.tool_calls = len(calls)
+        r.tool_output_tokens = sum(c.tokens or 0 for c in calls)
+        r.diagnosis_submitted = rec.diagnosis is not None
+        if rec.diagnosis_at is not None and self.injected_at is not None:
+            r.time_to_diagnosis_s = max(0.0, rec.diagnosis_at - self.injected_at)
+        r.steps = usage["calls"] or len(calls)
+        if usage["calls"]:
+            r.tokens_in, r.tokens_out, r.tokens_cached = usage["tokens_in"], usage["tokens_out"], usage["tokens_cached"]
+            r.cost_usd = usage["cost_usd"]
+        return usage
+
+    def checkpoint(self) -> None:
+        """Save what the session produced so far to the artifact store and the attempt row."""
+        calls, mutations = self._record_copy()
+        usage = self._collect_partial(calls)
+        rec = self.interface.record
+        self._put("tool_calls", [c.model_dump() for c in calls])
+        self._put("mutations", [m.model_dump() for m in mutations])
+        self._put("diagnosis", {"text": rec.diagnosis, "submitted_at": rec.diagnosis_at,
+                                "mitigation_submitted_at": rec.mitigation_at})
+        self._put("checkpoint", {"at": time.time(), "cluster_time": self._now(), "phase": self.phase,
+                                 "result": self.result.model_dump(), "llm": usage})
+        self._put("attempt", {"trial": self.spec.model_dump(), "attempt": self.claim.token,
+                              "worker": self.claim.worker, "cluster": self.claim.cluster, "phase": self.phase,
+                              "agent_trial_id": self.opaque_id, "injected_at": self.injected_at,
+                              "result": self.result.model_dump(), "partial": True})
+        ledger.set_phase(self.engine, self.claim, self.phase, partial=self.result)
+
+    def _from_partial(self, result: AgentResult) -> AgentResult:
+        """An agent that returned no result (it crashed, or overran its wall time) still gets
+        credit and blame for what the worker saw it do: its model usage and conversation."""
+        usage = self.usage.snapshot()
+        if usage["calls"]:
+            result.steps = usage["calls"]
+            result.tokens_in, result.tokens_out = usage["tokens_in"], usage["tokens_out"]
+            result.tokens_cached, result.cost_usd = usage["tokens_cached"], usage["cost_usd"]
+            result.transcript = [{"kind": "note", "text": "the agent returned no transcript; these are the "
+                                  "messages of the last model call the worker observed"}, *usage["messages"]]
+        return result
 
     def _save_artifacts(self, snapshot: bool = True) -> None:
         rec = self.interface.record if self.interface else None
@@ -363,6 +421,16 @@ class TrialRun:
         ledger.abandon(self.engine, self.claim, AttemptState.SUPERSEDED, why)
 
 
+def time_to_mitigation(rec: Any, injected_at: float) -> float | None:
+    """Cluster seconds from the injection to the agent's submit_mitigation, or, if it never
+    submitted, to its last change to the cluster; None if it changed nothing. Never the time the
+    oracle read (after its observation window): that measures the oracle, not the agent."""
+    at = rec.mitigation_at
+    if at is None and rec.mutations:
+        at = max(m.at for m in rec.mutations)
+    return None if at is None else max(0.0, at - injected_at)
+
+
 def start_run(engine: Engine, claim: Claim, cluster: ClusterHandle, store: ArtifactStore,
               redis_url: str | None = None) -> TrialRun | None:
     """Build the TrialRun for a fresh claim. A trial that cannot even be set up (its problem
@@ -375,9 +443,10 @@ def start_run(engine: Engine, claim: Claim, cluster: ClusterHandle, store: Artif
         return None
 
 
-def run_all(run: TrialRun) -> str:
+def run_all(run: TrialRun, reset: bool = True) -> str:
     """Run every step in this process (the embedded runner). Returns how it ended:
-    recorded, superseded, infra_retry, infra_failed or lease_lost. Always resets."""
+    recorded, superseded, infra_retry, infra_failed or lease_lost. Resets unless `reset` is
+    False (the caller resets: ClusterOwner.finish records a failed reset and replaces the cluster)."""
     steps = (run.deploy, run.inject, run.agent_session, run.oracle_step)
     outcome = "recorded"
     try:
@@ -396,5 +465,6 @@ def run_all(run: TrialRun) -> str:
             log.exception("unexpected error in phase %s", run.phase)
             outcome = "infra_failed" if state == "infra_failed" else "infra_retry"
     finally:
-        run.reset()
+        if reset:
+            run.reset()
     return outcome

@@ -15,11 +15,21 @@ from results import models  # noqa: F401  (registers the tables)
 
 
 def default_url(out_dir: str | Path | None = None) -> str:
+    """The database to write to: FARM_DATABASE_URL, else `farm-out/farm.sqlite` (created)."""
     if url := os.environ.get("FARM_DATABASE_URL"):
         return url
     folder = Path(out_dir or "farm-out")
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / 'farm.sqlite'}"
+
+
+def existing_url(out_dir: str | Path | None = None) -> str | None:
+    """The database to read from: FARM_DATABASE_URL, else `farm-out/farm.sqlite` if a run made
+    it, else None. Reading never creates a folder or a database."""
+    if url := os.environ.get("FARM_DATABASE_URL"):
+        return url
+    path = Path(out_dir or "farm-out") / "farm.sqlite"
+    return f"sqlite:///{path}" if path.is_file() else None
 
 
 @cache

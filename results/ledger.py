@@ -9,23 +9,26 @@ however workers die or race, exactly one attempt writes a trial's final result.
   puts the trial back in the queue.
 - `record` writes the final result only while the attempt holds the lease; a zombie that lost
   it is marked superseded and writes nothing final.
+- Over the sweep's cost cap, `claim` hands out nothing more: the sweep's unstarted trials are
+  marked skipped_cost_cap at once.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from farm.secrets import scrub
-from farm.states import TRIAL_CLAIMABLE, AttemptState, TrialState
-from results.models import Attempt, Sweep, Trial, Worker
+from farm.states import LIMIT_SWEEP_COST, TRIAL_CLAIMABLE, AttemptState, TrialState
+from results.models import Attempt, InfraEvent, Sweep, Trial, Worker
 
 DEFAULT_LEASE_S = 60.0
 
@@ -100,7 +103,66 @@ def _open_attempt(session: Session, trial_id: str, token: int, worker: str, clus
     return Claim(trial_id, token, attempt.id, worker, cluster)
 
 
-def claim(engine: Engine, trial_id: str, worker: str, cluster: str, lease_s: float = DEFAULT_LEASE_S) -> Claim | None:
+# What a sweep has spent according to a shared live ledger (Redis, or the embedded runner's
+# file ledger): it also counts sessions still running, which SQL learns of only at checkpoints.
+SpendProbe = Callable[[str], float]
+
+
+def sweep_cost(engine: Engine, sweep_id: str) -> float:
+    """What the sweep's attempts have recorded as spent (agent and judge), every attempt counted:
+    a lost or cut attempt's money is spent all the same."""
+    spent = func.coalesce(Attempt.cost_usd, 0.0) + func.coalesce(Attempt.judge_cost_usd, 0.0)
+    with Session(engine) as session:
+        total = session.execute(
+            select(func.coalesce(func.sum(spent), 0.0)).join(Trial, Trial.id == Attempt.trial_id)
+            .where(Trial.sweep_id == sweep_id)
+        ).scalar_one()
+    return float(total or 0.0)
+
+
+def _over_cap(engine: Engine, trial_id: str, spend: SpendProbe | None) -> bool:
+    """True when the trial's sweep has a cost cap and has reached it; its unstarted trials are
+    then marked skipped_cost_cap in one statement."""
+    with Session(engine) as session:
+        row = session.execute(
+            select(Trial.sweep_id, Sweep.cost_cap_usd).join(Sweep, Sweep.id == Trial.sweep_id)
+            .where(Trial.id == trial_id)
+        ).one_or_none()
+    if row is None or row[1] is None:
+        return False
+    sweep_id, cap = row
+    # Both figures only ever undercount (SQL misses what running sessions spent since their last
+    # checkpoint, a live ledger misses what was spent before it was created), so the larger holds.
+    spent = sweep_cost(engine, sweep_id)
+    if spend is not None:
+        try:
+            spent = max(spent, float(spend(sweep_id)))
+        except Exception:  # an unreachable live ledger: SQL alone still decides
+            pass
+    if spent < cap:
+        return False
+    skip_over_cap(engine, sweep_id, spent, cap)
+    return True
+
+
+def skip_over_cap(engine: Engine, sweep_id: str, spent: float, cap: float) -> int:
+    """Mark every trial of the sweep that has not started as skipped_cost_cap."""
+    with Session(engine) as session:
+        res = session.execute(
+            update(Trial).where(Trial.sweep_id == sweep_id, Trial.state.in_(list(TRIAL_CLAIMABLE)))
+            .values(state=TrialState.SKIPPED_COST_CAP, finished_at=time.time(),
+                    error=f"not run: the sweep spent ${spent:.4f} of its ${cap:.4f} cost cap")
+        )
+        session.commit()
+        return int(res.rowcount or 0)
+
+
+def claim(engine: Engine, trial_id: str, worker: str, cluster: str, lease_s: float = DEFAULT_LEASE_S,
+          spend: SpendProbe | None = None) -> Claim | None:
+    """Take the lease of a claimable trial, or None (not claimable, cancelled, or its sweep over
+    its cost cap). `spend` adds a live ledger's figure to the cap check."""
+    if _over_cap(engine, trial_id, spend):
+        return None
     now = time.time()
     with Session(engine) as session:
         res = session.execute(
@@ -120,7 +182,7 @@ def claim(engine: Engine, trial_id: str, worker: str, cluster: str, lease_s: flo
 
 
 def claim_next(engine: Engine, sweep_id: str, worker: str, cluster: str,
-               lease_s: float = DEFAULT_LEASE_S) -> Claim | None:
+               lease_s: float = DEFAULT_LEASE_S, spend: SpendProbe | None = None) -> Claim | None:
     """Embedded mode: the database is the queue. Tries candidates until one claim succeeds."""
     while True:
         with Session(engine) as session:
@@ -131,7 +193,7 @@ def claim_next(engine: Engine, sweep_id: str, worker: str, cluster: str,
         if not candidates:
             return None
         for trial_id in candidates:
-            if got := claim(engine, trial_id, worker, cluster, lease_s):
+            if got := claim(engine, trial_id, worker, cluster, lease_s, spend):
                 return got
 
 
@@ -164,20 +226,32 @@ def set_phase(engine: Engine, c: Claim, phase: str, partial: AttemptResult | Non
 
 
 def record(engine: Engine, c: Claim, result: AttemptResult) -> bool:
-    """Write the final result; False (and the attempt marked superseded) if the lease is gone."""
+    """Write the final result; False (and the attempt marked superseded) if the lease is gone.
+    A session the sweep's cost cap cut short is kept on its attempt (cost_capped) and the trial
+    goes skipped_cost_cap rather than finished."""
     now = time.time()
+    # The farm, not the agent, stopped a session cut by the sweep's cap: counting it in n would
+    # score the agent on a budget it was never given, so it is set apart, and a resubmission
+    # (with a higher cap) runs it again.
+    capped = result.end_reason == LIMIT_SWEEP_COST
+    if capped:
+        trial_vals: dict[str, Any] = {"state": TrialState.SKIPPED_COST_CAP, "end_reason": LIMIT_SWEEP_COST,
+                                      "error": "session cut by the sweep's cost cap"}
+        attempt_state = AttemptState.COST_CAPPED
+    else:
+        trial_vals = {"state": TrialState.FINISHED, "final_attempt": c.token, **result.trial_values()}
+        attempt_state = AttemptState.RECORDED
     with Session(engine) as session:
         res = session.execute(
             update(Trial)
             .where(Trial.id == c.trial_id, Trial.current_attempt == c.token, Trial.state == TrialState.RUNNING)
-            .values(state=TrialState.FINISHED, finished_at=now, final_attempt=c.token,
-                    lease_owner=None, lease_expires_at=None, **result.trial_values())
+            .values(finished_at=now, lease_owner=None, lease_expires_at=None, **trial_vals)
         )
         won = res.rowcount == 1
         session.execute(update(Attempt).where(Attempt.id == c.attempt_id).values(**result.attempt_values()))
         if won:
             session.execute(update(Attempt).where(Attempt.id == c.attempt_id)
-                            .values(state=AttemptState.RECORDED, ended_at=now, phase="recorded"))
+                            .values(state=attempt_state, ended_at=now, phase="recorded"))
         else:
             # A reaped attempt stays `lost`; one that never was reaped is `superseded`.
             session.execute(update(Attempt).where(Attempt.id == c.attempt_id, Attempt.state == AttemptState.RUNNING)
@@ -271,6 +345,20 @@ def stale_queued(engine: Engine, older_than_s: float, limit: int = 500) -> list[
                             .values(queued_at=now))
             session.commit()
     return list(ids)
+
+
+def infra_event(engine: Engine, kind: str, worker: str, cluster: str, detail: str = "",
+                c: Claim | None = None) -> None:
+    """Record an infrastructure event apart from any attempt's result (e.g. a failed reset)."""
+    sweep_id = None
+    if c is not None:
+        with Session(engine) as session:
+            sweep_id = session.execute(select(Trial.sweep_id).where(Trial.id == c.trial_id)).scalar_one_or_none()
+    with Session(engine) as session:
+        session.execute(insert(InfraEvent).values(
+            kind=kind, at=time.time(), worker=worker, cluster=cluster, detail=scrub(detail)[:4000],
+            sweep_id=sweep_id, trial_id=c.trial_id if c else None, attempt_id=c.attempt_id if c else None))
+        session.commit()
 
 
 def register_worker(engine: Engine, name: str, cluster: str, hostname: str, pid: int) -> None:

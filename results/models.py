@@ -1,5 +1,6 @@
 """SQL tables: sweeps, trials (one row per problem × agent × model × seed × noise, carrying the
-final result once one attempt recorded it), attempts (every try, including lost ones), workers."""
+final result once one attempt recorded it), attempts (every try, including lost ones), workers,
+and infrastructure events that are not an attempt's result (a cluster that could not be reset)."""
 
 from __future__ import annotations
 
@@ -106,4 +107,19 @@ class Worker(SQLModel, table=True):
     state: str = "idle"  # idle, busy, stopped
     current_trial: str | None = None
     cluster_healthy: bool = True
+    detail: str = ""
+
+
+class InfraEvent(SQLModel, table=True):
+    """Something the infrastructure did wrong that is no attempt's result: a reset that failed after
+    a trial was recorded, the replacement of that cluster. Reported apart, never against an agent."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(index=True)  # farm.states EVENT_*
+    at: float
+    sweep_id: str | None = Field(default=None, index=True)
+    trial_id: str | None = Field(default=None, index=True)
+    attempt_id: int | None = None
+    worker: str
+    cluster: str
     detail: str = ""

@@ -81,16 +81,17 @@ def _live(ref: dict[str, Any]) -> Any:
 
 
 def _finish(run: Any) -> None:
-    """Reset the cluster and free the worker, whatever happened."""
-    from farm.errors import ResetError
+    """Reset the cluster and free the worker, whatever happened (a failed reset is recorded and
+    the cluster replaced before this worker takes another trial: farm.owner.ClusterOwner.finish)."""
+    OWNER.finish(run)
 
-    try:
-        run.reset()
-    except ResetError as exc:
-        log.error("reset failed, replacing the cluster: %s", exc)
-        OWNER.recycle()
-    finally:
-        OWNER.end()
+
+def _spend(sweep_id: str) -> float:
+    """The sweep's Redis cost ledger, which LLM clients charge as they go (SQL learns of a
+    running session's spend only at its checkpoints)."""
+    from farm.llm.limits import SweepLedger
+
+    return SweepLedger(sweep_id, None, config.redis_url).spent() if config.redis_url else 0.0
 
 
 def _step(ref: dict[str, Any], method: str) -> dict[str, Any]:
@@ -123,10 +124,16 @@ def claim_trial(self: Task, trial_id: str) -> str:
     if OWNER.busy:
         # One trial per cluster: hand the claim back for another worker (or for us, later).
         raise self.retry(countdown=RETRY_BUSY_S, queue=SHARED_QUEUE)
+    if not OWNER.ready and not OWNER.try_replace():
+        # Its cluster failed a reset and no replacement opened: never run a trial on it.
+        log.error("worker %s takes no trial: %s", OWNER.name, OWNER.broken)
+        raise self.retry(countdown=RETRY_BUSY_S, queue=SHARED_QUEUE)
     engine = OWNER.engine
-    claimed = ledger.claim(engine, trial_id, OWNER.name, OWNER.cluster.ref, OWNER.lease_s)
+    claimed = ledger.claim(engine, trial_id, OWNER.name, OWNER.cluster.ref, OWNER.lease_s, spend=_spend)
     if claimed is None:
-        return "skipped"  # finished, running elsewhere or cancelled: a duplicate claim is harmless
+        # Finished, running elsewhere, cancelled or over the sweep's cost cap (then skipped):
+        # a duplicate claim is harmless.
+        return "skipped"
     run = start_run(engine, claimed, OWNER.cluster, OWNER.store, redis_url=config.redis_url)
     if run is None:
         send_claims([trial_id], countdown=5)  # a no-op if the trial was given up

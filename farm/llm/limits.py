@@ -1,13 +1,16 @@
 """Limits that hold across the whole farm: a per-model concurrency semaphore (Redis sorted set of
 leases, so a dead process frees its slot when its lease expires) and a sweep-wide cost ledger
-(a Redis counter keyed by sweep id). Both fall back to in-process equivalents without Redis."""
+(a Redis counter keyed by sweep id). Without Redis, both are shared through files in
+FARM_LIMITS_DIR when it is set (the embedded runner's local worker processes), else in-process."""
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from farm.errors import ConfigurationError, LimitReached
@@ -35,6 +38,19 @@ if redis.call('ZSCORE', KEYS[1], ARGV[2]) then
 end
 return 0
 """
+
+
+# Processes on one machine without Redis (`farm run`'s local workers) share limits through files
+# here: a flock-guarded cost counter per sweep, one lock file per concurrency slot. The kernel drops
+# a dead process's flock, as Redis drops a dead holder's lease.
+SHARED_DIR_ENV = "FARM_LIMITS_DIR"
+
+
+def _shared_file(key: str, suffix: str, folder: str | None = None) -> Path | None:
+    folder = folder or os.environ.get(SHARED_DIR_ENV)
+    if not folder:
+        return None
+    return Path(folder) / (re.sub(r"[^A-Za-z0-9._-]", "_", key) + suffix)
 
 
 def redis_url_from(options: dict[str, Any] | None = None) -> str | None:
@@ -132,11 +148,39 @@ class LocalSemaphore:
         with self._lock:
             self._sem = self._shared.setdefault((name, limit), threading.BoundedSemaphore(limit))
         self.limit = limit
+        # With FARM_LIMITS_DIR, the slots are lock files shared by every process on the machine.
+        self._files = [f for i in range(limit) if (f := _shared_file(f"farm:llm:slots:{name}", f".slot{i}"))]
 
     def acquire(self, timeout: float | None = None) -> Slot:
+        if self._files:
+            return self._acquire_file(timeout)
         if not self._sem.acquire(timeout=timeout if timeout is not None else -1):
             raise TimeoutError(f"no free slot (limit {self.limit}) within {timeout}s")
         return Slot(self._sem.release)
+
+    def _acquire_file(self, timeout: float | None) -> Slot:
+        import fcntl
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.02
+        while True:
+            for path in self._files:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+
+                def release(fd: int = fd) -> None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    os.close(fd)
+
+                return Slot(release)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"no free slot (limit {self.limit}) within {timeout}s")
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.5)
 
 
 class SweepLedger:
@@ -162,6 +206,8 @@ class SweepLedger:
         if self._r is not None:
             v = self._r.get(self.key)
             return float(v) if v is not None else 0.0
+        if (path := _shared_file(self.key, ".cost")) is not None:
+            return self._file_add(path, 0.0)
         with self._lock:
             return self._local.get(self.key, 0.0)
 
@@ -170,13 +216,40 @@ class SweepLedger:
             return self.spent()
         if self._r is not None:
             return float(self._r.incrbyfloat(self.key, cost_usd))
+        if (path := _shared_file(self.key, ".cost")) is not None:
+            return self._file_add(path, cost_usd)
         with self._lock:
             self._local[self.key] = self._local.get(self.key, 0.0) + cost_usd
             return self._local[self.key]
 
+    @staticmethod
+    def _file_add(path: Path, cost_usd: float) -> float:
+        """Add to the counter in `path` under an exclusive flock; returns the new total."""
+        import fcntl
+
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, 64, 0).strip()
+            total = (float(raw) if raw else 0.0) + cost_usd
+            if cost_usd:
+                data = repr(total).encode()
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, data, 0)
+            return total
+        finally:
+            os.close(fd)  # closing drops the flock
+
     def check(self) -> None:
         if self.cap_usd is not None and (spent := self.spent()) >= self.cap_usd:
             raise LimitReached(LIMIT_SWEEP_COST, f"sweep {self.sweep_id} spent ${spent:.4f} of ${self.cap_usd:.4f}")
+
+
+def preload_spend(folder: str, sweep_id: str, spent_usd: float) -> None:
+    """Start the sweep's file ledger in `folder` at what it already spent (a resumed run)."""
+    path = _shared_file(SweepLedger(sweep_id, None).key, ".cost", folder)
+    assert path is not None
+    SweepLedger._file_add(path, spent_usd)
 
 
 def sweep_ledger(options: dict[str, Any] | None) -> SweepLedger | None:

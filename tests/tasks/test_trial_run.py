@@ -1,0 +1,298 @@
+"""The trial pipeline in one process (farm/trial.py TrialRun and run_all, farm/owner.py
+ClusterOwner), on an emulated cluster whose API server or reset fails on purpose
+(tests/tasks/plugins.py) and with a probe agent on a scripted LLM server:
+
+- deploy and inject failures are infrastructure errors: retried up to max_infra_attempts, then
+  infra_failed, never in n; a resubmission runs an infra_failed trial again;
+- a failed reset leaves the recorded result standing, is recorded as an infrastructure event and
+  the cluster is replaced before another trial (or the worker refuses trials);
+- a session that crashes, overruns its wall time or hits a limit keeps what it produced, and a
+  running session is checkpointed to the artifact store and the attempt row;
+- time to diagnosis and to mitigation are the agent's own submissions, counted from the injection.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from sqlmodel import Session, select
+
+from farm import dispatcher
+from farm.owner import ClusterOwner
+from farm.spec import SweepSpec
+from farm.states import (
+    END_AGENT_ERROR,
+    EVENT_CLUSTER_LOST,
+    EVENT_CLUSTER_REPLACED,
+    EVENT_RESET_FAILED,
+    LIMIT_STEPS,
+    LIMIT_WALL_TIME,
+    AttemptState,
+    TrialState,
+)
+from farm.trial import run_all, start_run, time_to_mitigation
+from results import leaderboard, ledger
+from results.artifacts import LocalArtifactStore
+from results.db import engine_for
+from results.models import Attempt, InfraEvent, Trial
+from tests.tasks import plugins
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+PROBLEM = "hr-frontend-service-targetport-wrong"  # its fault changes a Service: what `inject` refuses
+PRICE = {"input_cost_per_token": 1e-4, "output_cost_per_token": 2e-4}
+
+
+def _spec(name: str, agent: object = "baseline", **extra: object) -> SweepSpec:
+    data = {"name": name, "problems": {"ids": [PROBLEM]}, "agents": [agent], "seeds": 1,
+            "limits": {"wall_time_s": 120}, **extra}
+    return SweepSpec.model_validate(data)
+
+
+@pytest.fixture()
+def engine(sqlite_url):
+    return engine_for(sqlite_url)
+
+
+@pytest.fixture()
+def store(tmp_path):
+    return LocalArtifactStore(tmp_path / "artifacts")
+
+
+def _owner(engine, store, faults: str) -> ClusterOwner:
+    plugins.set_faults(faults)
+    owner = ClusterOwner("w-test", "faulty:trialrun", engine, store, lease_s=30, reap=False)
+    owner.open()
+    return owner
+
+
+def _attempt_once(engine, owner: ClusterOwner, sweep: str) -> str | None:
+    """Claim the sweep's next trial and run it as a worker does: run_all, then the owner's reset."""
+    claimed = ledger.claim_next(engine, sweep, owner.name, owner.cluster.ref, owner.lease_s)
+    if claimed is None:
+        return None
+    run = start_run(engine, claimed, owner.cluster, owner.store)
+    assert run is not None
+    owner.begin(run)
+    try:
+        return run_all(run, reset=False)
+    finally:
+        owner.finish(run)
+
+
+def _rows(engine, sweep: str) -> tuple[list[Trial], list[Attempt]]:
+    with Session(engine) as s:
+        trials = list(s.exec(select(Trial).where(Trial.sweep_id == sweep)))
+        attempts = list(s.exec(select(Attempt).join(Trial, Trial.id == Attempt.trial_id)
+                               .where(Trial.sweep_id == sweep).order_by(Attempt.token)))
+    return trials, attempts
+
+
+def _docs(attempt: Attempt) -> dict[str, object]:
+    folder = Path(attempt.artifacts_uri.removeprefix("file://"))
+    return {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json")}
+
+
+def test_deploy_failures_retry_then_infra_failed_and_resubmission_runs_it_again(engine, store):
+    owner = _owner(engine, store, "deploy:2")
+    try:
+        spec = _spec("deploy-fails", max_infra_attempts=2)
+        dispatcher.submit(engine, spec)
+        assert _attempt_once(engine, owner, "deploy-fails") == "infra_retry"
+        assert _attempt_once(engine, owner, "deploy-fails") == "infra_failed"
+        assert _attempt_once(engine, owner, "deploy-fails") is None  # given up: nothing to claim
+        (trial,), attempts = _rows(engine, "deploy-fails")
+        assert trial.state == TrialState.INFRA_FAILED and trial.infra_attempts == 2
+        assert trial.diagnosis_passed is None and trial.end_reason is None  # no agent result at all
+        assert [a.state for a in attempts] == [AttemptState.INFRA_ERROR] * 2
+        assert all(a.error_phase == "deploy" and "refuses this deploy request" in a.error for a in attempts)
+        (row,) = leaderboard.compute(engine, "deploy-fails")
+        assert (row["n"], row["infra_failed"], row["diagnosis_rate"]) == (0, 1, None)
+        assert dispatcher.infra_summary(engine, "deploy-fails")["infra_errors"] == {"deploy": 2}
+
+        # infra_failed is not finished: resubmitting wants it again, with a fresh retry budget,
+        # and the cluster (its two failures spent) now deploys.
+        again = dispatcher.submit(engine, spec)
+        assert (again.done, again.to_run) == (0, [trial.id])
+        assert _attempt_once(engine, owner, "deploy-fails") == "recorded"
+        (trial,), attempts = _rows(engine, "deploy-fails")
+        assert trial.state == TrialState.FINISHED and trial.final_attempt == 3
+        assert [a.state for a in attempts] == [AttemptState.INFRA_ERROR] * 2 + [AttemptState.RECORDED]
+        (row,) = leaderboard.compute(engine, "deploy-fails")
+        assert (row["n"], row["infra_failed"]) == (1, 0)
+    finally:
+        owner.close()
+
+
+def test_inject_failure_is_retried_and_never_counted_against_the_agent(engine, store):
+    owner = _owner(engine, store, "inject:1")
+    try:
+        dispatcher.submit(engine, _spec("inject-fails", max_infra_attempts=3))
+        assert _attempt_once(engine, owner, "inject-fails") == "infra_retry"
+        assert _attempt_once(engine, owner, "inject-fails") == "recorded"
+        (trial,), (failed, recorded) = _rows(engine, "inject-fails")
+        assert failed.state == AttemptState.INFRA_ERROR and failed.error_phase == "inject"
+        assert "refuses this inject request" in failed.error
+        assert failed.diagnosis_passed is None and failed.end_reason is None  # the agent never ran
+        assert recorded.state == AttemptState.RECORDED and trial.state == TrialState.FINISHED
+        assert trial.infra_attempts == 1
+        (row,) = leaderboard.compute(engine, "inject-fails")
+        assert (row["n"], row["infra_failed"]) == (1, 0)
+    finally:
+        owner.close()
+
+
+def test_failed_reset_keeps_the_result_records_an_event_and_replaces_the_cluster(engine, store):
+    owner = _owner(engine, store, "reset:1")
+    try:
+        dispatcher.submit(engine, _spec("reset-fails", seeds=2))
+        first = owner.cluster
+        assert _attempt_once(engine, owner, "reset-fails") == "recorded"
+        assert owner.ready and owner.cluster is not first  # replaced before the next trial
+        assert _attempt_once(engine, owner, "reset-fails") == "recorded"
+        trials, attempts = _rows(engine, "reset-fails")
+        assert all(t.state == TrialState.FINISHED for t in trials)
+        assert all(a.state == AttemptState.RECORDED for a in attempts)
+        with Session(engine) as s:
+            events = list(s.exec(select(InfraEvent).order_by(InfraEvent.id)))
+        assert [e.kind for e in events] == [EVENT_RESET_FAILED, EVENT_CLUSTER_REPLACED]
+        assert events[0].attempt_id == attempts[0].id and events[0].sweep_id == "reset-fails"
+        assert "reset refused" in events[0].detail
+        assert dispatcher.infra_summary(engine, "reset-fails")["infra_events"] == {
+            EVENT_RESET_FAILED: 1, EVENT_CLUSTER_REPLACED: 1}
+        (row,) = leaderboard.compute(engine, "reset-fails")
+        assert (row["n"], row["infra_failed"], row["reset_failures"]) == (2, 0, 1)
+    finally:
+        owner.close()
+
+
+def test_worker_without_a_clean_cluster_takes_no_trial(engine, store, monkeypatch):
+    owner = _owner(engine, store, "reset:1,reopen:1")
+    try:
+        dispatcher.submit(engine, _spec("reset-lost", seeds=2))
+        assert _attempt_once(engine, owner, "reset-lost") == "recorded"
+        assert not owner.ready and owner.cluster is None and "no replacement" in owner.broken
+        assert owner._check_health() == (False, owner.broken)
+        assert not owner.try_replace()  # too soon after the last try: still refusing trials
+        with Session(engine) as s:
+            kinds = [e.kind for e in s.exec(select(InfraEvent).order_by(InfraEvent.id))]
+        assert kinds == [EVENT_RESET_FAILED, EVENT_CLUSTER_LOST]
+        monkeypatch.setattr("farm.owner.REPLACE_EVERY_S", 0.0)
+        assert owner.try_replace() and owner.ready  # the plan's one refusal is spent
+        assert _attempt_once(engine, owner, "reset-lost") == "recorded"
+    finally:
+        owner.close()
+
+
+# -- what a session produced, however it ended --------------------------------------------------
+
+@pytest.fixture()
+def llm():
+    from farm.llm.scripted import ScriptedLLM
+
+    with ScriptedLLM([{"content": "looking"}], repeat_last=True) as server:
+        yield server
+
+
+def _probe(llm, **options: object) -> dict[str, object]:
+    return {"name": "probe", "options": {"api_base": llm.url, "price": PRICE, **options}}
+
+
+def _single(engine, store, spec: SweepSpec) -> tuple[Trial, Attempt, dict[str, object]]:
+    owner = _owner(engine, store, "")
+    try:
+        dispatcher.submit(engine, spec)
+        _attempt_once(engine, owner, spec.name)
+    finally:
+        owner.close()
+    (trial,), (attempt,) = _rows(engine, spec.name)
+    return trial, attempt, _docs(attempt)
+
+
+def test_crashed_agent_keeps_its_tool_calls_tokens_and_cost(engine, store, llm):
+    spec = _spec("probe-crash", _probe(llm, rounds=3, end="raise"), models=["openai/scripted-model"])
+    trial, attempt, docs = _single(engine, store, spec)
+    assert trial.state == TrialState.FINISHED and trial.end_reason == END_AGENT_ERROR
+    assert "crashed on purpose" in trial.error
+    assert attempt.tool_calls == 3 and attempt.steps == 3
+    assert attempt.tokens_in > 0 and attempt.tokens_out > 0 and attempt.cost_usd > 0
+    assert len(docs["tool_calls"]) == 3 and all(c["name"] == "kubectl" for c in docs["tool_calls"])
+    assert any("round 2" in str(m.get("content")) for m in docs["transcript"])  # the last conversation
+
+
+def test_agent_past_its_wall_time_keeps_what_it_did(engine, store, llm, monkeypatch):
+    monkeypatch.setattr("farm.trial.WALL_GRACE_S", 0.5)
+    spec = _spec("probe-hang", _probe(llm, rounds=2, end="hang", hang_s=60), models=["openai/scripted-model"],
+                 limits={"wall_time_s": 4})
+    trial, attempt, docs = _single(engine, store, spec)
+    assert trial.end_reason == LIMIT_WALL_TIME
+    assert attempt.tool_calls == 2 and attempt.steps == 2 and attempt.tokens_in > 0 and attempt.cost_usd > 0
+    assert len(docs["tool_calls"]) == 2 and docs["transcript"]
+
+
+def test_agent_that_hits_its_step_limit_keeps_its_transcript(engine, store):
+    from farm.llm.scripted import ScriptedLLM
+
+    turn = {"tool_calls": [{"name": "kubectl", "arguments": {"command": "get pods"}}]}
+    with ScriptedLLM([turn], repeat_last=True) as server:
+        spec = _spec("react-steps", {"name": "react", "options": {"api_base": server.url, "price": PRICE}},
+                     models=["openai/scripted-model"], limits={"wall_time_s": 120, "max_steps": 2})
+        trial, attempt, docs = _single(engine, store, spec)
+    assert trial.end_reason == LIMIT_STEPS and attempt.steps == 2
+    assert attempt.tool_calls == 2 and attempt.tokens_in > 0 and attempt.cost_usd > 0
+    assert len(docs["tool_calls"]) == 2 and len(docs["transcript"]) >= 4
+
+
+def test_running_session_is_checkpointed(engine, store, llm, monkeypatch):
+    monkeypatch.setattr("results.checkpoint.CHECKPOINT_S", 0.5)
+    spec = _spec("probe-slow", _probe(llm, rounds=3, pause_s=1.5), models=["openai/scripted-model"])
+    seen: list[Attempt] = []
+
+    def watch() -> None:
+        deadline = time.time() + 300
+        while time.time() < deadline and not seen:
+            with Session(engine) as s:
+                a = s.exec(select(Attempt).where(Attempt.state == AttemptState.RUNNING,
+                                                 Attempt.tool_calls >= 1)).first()
+            if a is not None:
+                seen.append(a)
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    trial, attempt, docs = _single(engine, store, spec)
+    watcher.join(timeout=5)
+    assert seen, "no checkpoint reached the attempt row while the session ran"
+    mid = seen[0]
+    assert mid.phase == "agent_session" and 1 <= mid.tool_calls < 3
+    assert mid.tokens_in > 0 and mid.cost_usd > 0 and mid.artifacts_uri == attempt.artifacts_uri
+    assert docs["checkpoint"]["llm"]["calls"] >= 1 and docs["checkpoint"]["result"]["tool_calls"] >= 1
+    assert attempt.tool_calls == 3 and trial.state == TrialState.FINISHED
+
+
+# -- time to diagnosis and to mitigation ----------------------------------------------------------
+
+def test_times_to_diagnosis_and_mitigation_are_the_agents_own(engine, store):
+    trial, attempt, docs = _single(engine, store, _spec("times"))
+    injected = docs["attempt"]["injected_at"]
+    sub = docs["diagnosis"]
+    assert trial.mitigation_passed, "the baseline mitigates this problem"
+    assert trial.time_to_diagnosis_s == pytest.approx(sub["submitted_at"] - injected)
+    assert trial.time_to_mitigation_s == pytest.approx(sub["mitigation_submitted_at"] - injected)
+    # The agent's submission, not when the oracle read (after its observation window).
+    oracle_at = next(e["cluster_time"] for e in docs["events"] if e.get("phase") == "oracle")
+    recorded_at = next(e["cluster_time"] for e in docs["events"] if e.get("phase") == "record")
+    assert trial.time_to_mitigation_s <= oracle_at - injected < recorded_at - injected
+    assert 0 < trial.time_to_diagnosis_s <= trial.time_to_mitigation_s
+
+
+def test_time_to_mitigation_without_a_submission():
+    mut = [SimpleNamespace(at=130.0), SimpleNamespace(at=160.0)]
+    assert time_to_mitigation(SimpleNamespace(mitigation_at=150.0, mutations=mut), 100.0) == 50.0
+    assert time_to_mitigation(SimpleNamespace(mitigation_at=None, mutations=mut), 100.0) == 60.0
+    assert time_to_mitigation(SimpleNamespace(mitigation_at=None, mutations=[]), 100.0) is None
