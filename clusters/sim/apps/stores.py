@@ -1,6 +1,11 @@
 """Stateful back ends: MongoDB (users, roles and `--auth`, init scripts from
 /docker-entrypoint-initdb.d, data on its volume, WiredTiger I/O errors that abort mongod) and
-memcached (an in-memory cache that starts cold). Log lines in mongod 4.4's JSON format."""
+memcached (an in-memory cache that starts cold). Log lines in mongod 4.4's JSON format.
+
+Both are `DataStore`s for the call-graph applications: `authenticate`/`serve` use the same user,
+role and load accounting hotel-reservation's workload applies (it calls the module functions
+`authenticate`/`authorize` directly); their per-step work (WiredTiger I/O, checkpoints, memory)
+stays in the workload's store pass, which ticks every `mongo` and `memcached` instance."""
 
 from __future__ import annotations
 
@@ -9,7 +14,6 @@ import shlex
 from typing import Any
 
 from clusters.sim.apps.base import (
-    AppModel,
     Exited,
     StartContext,
     Started,
@@ -17,6 +21,7 @@ from clusters.sim.apps.base import (
     mongo_log,
     register_image,
 )
+from clusters.sim.apps.graph import Address, DataStore, StoreReply
 
 register_image("mongo", tags=("4.4.6", "4.4", "4.4.29", "5.0", "5.0.26", "6.0", "7.0", "latest"), size=168_000_000,
                executables=("mongod", "mongo", "mongosh", "docker-entrypoint.sh", "bash", "sh"))
@@ -109,9 +114,21 @@ def expand_shell_vars(script: str) -> str:
     return "\n".join(out)
 
 
+MONGO_CAPACITY = 3000.0  # operations per second one mongod serves before queueing (the workload's figure)
+MONGO_WRITES = {"insert", "update", "delete", "findandmodify", "findoneandupdate", "replace", "bulkwrite", "upsert",
+                "createindex", "insert_one", "insert_many", "update_one", "update_many", "delete_one", "delete_many"}
+
+
+def auth_source(address: Address) -> str:
+    """The database a driver authenticates against: `authSource` in the URI, else its path, else admin."""
+    m = re.search(r"[?&]authSource=([^&]+)", address.raw or "")
+    return m.group(1) if m else (address.database or "admin")
+
+
 @app_model
-class MongoDB(AppModel):
+class MongoDB(DataStore):
     name = "mongodb"
+    protocol = "mongo"
     images = ("mongo", "library/mongo")
     memory_base = 80 * 2**20
 
@@ -270,6 +287,39 @@ class MongoDB(AppModel):
                                           [mongo_log(ctx.app_time(), "I", "COMMAND", 4784900, "conn1", "Received shutdown request")])
         return 0, head + "".join(o + "\n" for o in out), ""
 
+    # -- DataStore: what a call-graph service's driver meets ------------------------------------------
+    def authenticate(self, instance: Any, address: Address) -> str | None:
+        if not isinstance(instance, dict) or instance.get("kind") != "mongo":
+            return "connection refused"
+        if instance.get("tls"):
+            return PLAINTEXT_REFUSED % f"{address.host}:{address.port}"
+        if not address.user:
+            return None  # drivers connect unauthenticated; commands are checked in serve()
+        return authenticate(instance, address.user, address.password, auth_source(address))
+
+    def serve(self, cluster: Any, rt: Any, c: Any, command: str, write: bool, rate: float, dt: float,
+              address: Address) -> StoreReply:
+        """`<op> [<db>[.<collection>]]` (`find post.post`, `insert user.user`): authorization as
+        hotel's services meet it, then the load the workload's store pass turns into WiredTiger I/O."""
+        inst = c.instance
+        if not isinstance(inst, dict) or inst.get("kind") != "mongo":
+            return StoreReply(0.0, 0.0, "connection() error occurred during connection handshake: EOF")
+        words = command.split()
+        op = words[0].lower() if words else "find"
+        db = words[1].split(".")[0] if len(words) > 1 else (address.database or "test")
+        write = write or op in MONGO_WRITES
+        err = authorize(inst, address.user or None, auth_source(address), db, write, op)
+        if err:
+            return StoreReply(0.0, 0.001, err)
+        inst["load"] = inst.get("load", 0.0) + rate
+        io = inst.setdefault("io", {"read": 0.0, "write": 0.0})
+        io["write" if write else "read"] += rate * dt
+        util = min(0.95, inst["load"] / MONGO_CAPACITY)
+        return StoreReply(1.0, 0.002 / max(0.05, 1 - util) + inst.get("io_delay", 0.0), None)
+
+    def tick(self, cluster: Any, rt: Any, c: Any, now: float, dt: float) -> None:
+        """Nothing here: the workload's store pass ticks every `mongo` instance (hotel's and the graphs')."""
+
 
 def authenticate(instance: dict[str, Any] | None, user: str, pwd: str, authdb: str = "admin") -> str | None:
     """None if `user` authenticates against the server; else the driver's error text."""
@@ -318,10 +368,12 @@ def wiredtiger_failure(t: float, file: str, op: str, errno: int, ctx: str) -> li
 
 
 @app_model
-class Memcached(AppModel):
+class Memcached(DataStore):
     name = "memcached"
+    protocol = "memcached"
     images = ("memcached", "library/memcached")
     memory_base = 3 * 2**20
+    item_bytes = 1100.0  # a cached object with its item header and slab overhead
 
     def start(self, ctx: StartContext) -> Started | Exited:
         argv = ctx.argv
@@ -331,3 +383,25 @@ class Memcached(AppModel):
 
     def memory(self, instance: Any, load_rps: float) -> float:
         return self.memory_base + (instance or {}).get("items", 0.0) * 2048
+
+    def authenticate(self, instance: Any, address: Address) -> str | None:
+        if not isinstance(instance, dict) or instance.get("kind") != "memcached":
+            return "connection refused"
+        return None  # the image runs without SASL
+
+    def serve(self, cluster: Any, rt: Any, c: Any, command: str, write: bool, rate: float, dt: float,
+              address: Address) -> StoreReply:
+        """`get`/`set`/`delete`...: a set adds an item until `-m` (64 MB) worth are cached (LRU evicts)."""
+        inst = c.instance
+        if not isinstance(inst, dict) or inst.get("kind") != "memcached":
+            return StoreReply(0.0, 0.0, "SERVER HAS FAILED AND IS DISABLED UNTIL TIMED RETRY")
+        op = (command.split() or ["get"])[0].lower()
+        if write or op in ("set", "add", "replace", "cas", "append", "prepend", "incr", "decr"):
+            cap = inst.get("limit_mb", 64.0) * 2**20 / self.item_bytes
+            inst["items"] = min(cap, inst.get("items", 0.0) + rate * dt * 0.5)
+        elif op in ("delete", "flush_all"):
+            inst["items"] = 0.0 if op == "flush_all" else max(0.0, inst.get("items", 0.0) - rate * dt)
+        return StoreReply(1.0, 0.0003, None)
+
+    def tick(self, cluster: Any, rt: Any, c: Any, now: float, dt: float) -> None:
+        """Nothing here: the workload's store pass ticks every `memcached` instance."""
