@@ -189,6 +189,7 @@ def test_every_store_starts_healthy_with_its_real_start_up_lines(cluster: SimClu
     assert "1 [Note] mysqld: ready for connections.\nVersion: '5.6.35'  socket: '/var/run/mysqld/mysqld.sock'  " \
            "port: 3306  MySQL Community Server (GPL)" in my
     assert "Redis version=6.2.4" in log(cluster, "home-timeline-redis")
+    assert "# WARNING overcommit_memory is set to 0! Background save may fail" in log(cluster, "home-timeline-redis")
     assert log(cluster, "home-timeline-redis").rstrip().endswith("* Ready to accept connections")
     assert log(cluster, "valkey-cart").rstrip().endswith("* Ready to accept connections tcp")
     kafka = log(cluster, "kafka")

@@ -222,7 +222,11 @@ class Redis(StoreModel):
                                           "cause failures without low memory condition, see "
                                           "https://github.com/jemalloc/jemalloc/issues/1328. To fix this issue add "
                                           "'vm.overcommit_memory = 1' to /etc/sysctl.conf and then reboot or run the "
-                                          "command 'sysctl vm.overcommit_memory=1' for this to take effect.")]
+                                          "command 'sysctl vm.overcommit_memory=1' for this to take effect."
+                             if flavor == "valkey" or version >= "7" else
+                             "WARNING overcommit_memory is set to 0! Background save may fail under low memory "
+                             "condition. To fix this issue add 'vm.overcommit_memory = 1' to /etc/sysctl.conf and then "
+                             "reboot or run the command 'sysctl vm.overcommit_memory=1' for this to take effect.")]
         if data.get("keys"):
             lines += [redis_line(t, "M", "*", f"Loading RDB produced by version {data.get('version', version)}"),
                       redis_line(t, "M", "*", f"RDB age {int(max(0.0, ctx.now - data.get('saved_at', ctx.now)))} seconds"),
