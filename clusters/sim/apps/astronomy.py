@@ -7,16 +7,14 @@ Facts: ../shared/reference/applications.md §3."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
-from clusters.sim.apps.base import Exited, StartContext, normalize_image
+from clusters.sim.apps.flagd import flag_value
 from clusters.sim.apps.graph import AppGraph, Call, Peer, Route, Service, graph_app, image_suffix
 from clusters.sim.callgraph import CallGraphFlow, GraphHooks, OpEffect
 
 DEMO = "ghcr.io/open-telemetry/demo"
-FLAGD = "ghcr.io/open-feature/flagd"
 MiB = 2**20
 
 G = "oteldemo."
@@ -72,32 +70,6 @@ ROUTES = tuple(
 # The load generator's customers (locustfile people.json): card expiry (month, year, last four digits).
 CARDS = ((1, 2030, "0454"), (3, 2031, "1739"), (6, 2032, "8822"), (1, 2033, "4402"), (11, 2034, "0910"),
          (1, 2035, "7764"), (5, 2036, "3355"), (1, 2037, "2198"), (8, 2038, "6071"), (1, 2039, "5513"))
-
-
-def _load_flags(ctx: StartContext, inst: dict[str, Any]) -> Exited | None:
-    """flagd reads its flag file (`--uri file:…`) once at start: a changed config map needs a restart."""
-    argv = ctx.argv
-    uri = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--uri", "-f")), "")
-    path = uri.removeprefix("file:")
-    path = "/" + path.lstrip("./") if not path.startswith("/") else path
-    text = ctx.files.get(path)
-    stamp = ctx.app_time()
-    if text is None:
-        return Exited(1, [json.dumps({"level": "fatal", "ts": round(stamp, 3), "caller": "cmd/start.go:186",
-                                      "msg": f"error creating sync for {uri}: open {path}: no such file or directory"})],
-                      after=0.3)
-    try:
-        flags = json.loads(text).get("flags", {})
-    except (ValueError, AttributeError):
-        return Exited(1, [json.dumps({"level": "fatal", "ts": round(stamp, 3), "caller": "cmd/start.go:186",
-                                      "msg": f"unable to parse flag configuration from {uri}: invalid JSON"})], after=0.3)
-    values = {}
-    for name, flag in flags.items():
-        variants = flag.get("variants", {})
-        if flag.get("state", "ENABLED") == "ENABLED":
-            values[name] = variants.get(flag.get("defaultVariant", ""))
-    inst["flags"] = values
-    return None
 
 
 SERVICES: dict[str, Service] = {s.name: s for s in (
@@ -173,27 +145,19 @@ SERVICES: dict[str, Service] = {s.name: s for s in (
     Service("fraud-detection", "java", (), {"orders process": (Call("kafka", "consume orders fraud-detection"),)},
             peers=(Peer("kafka", "kafka", env="KAFKA_ADDR", required=True),),
             cpu=0.002, latency=0.003, memory=150 * MiB, memory_per_rps=50_000, background=True),
-    Service("flagd", "go", (8013,), {"flagd.evaluation.v1.Service/ResolveBoolean": ()}, cpu=0.0001, latency=0.0003,
-            memory=22 * MiB, memory_per_rps=5_000, on_start=_load_flags),
 )}
 
 
 def _identify(container: dict[str, Any]) -> str | None:
-    if normalize_image(container.get("image", ""))[0] == normalize_image(FLAGD + ":x")[0]:
-        return "flagd"
     suffix = image_suffix(container, DEMO)
-    return suffix if suffix in SERVICES and suffix != "flagd" else None
+    return suffix if suffix in SERVICES else None
 
 
 class DemoFlags(GraphHooks):
     """The demo's fault flags, evaluated through flagd by the services that read them."""
 
     def flag(self, flow: CallGraphFlow, ns: str, name: str) -> Any:
-        for rt, c in flow.cluster.kubelet.running():
-            inst = c.instance
-            if rt.namespace == ns and isinstance(inst, dict) and inst.get("svc") == "flagd":
-                return inst.get("flags", {}).get(name)
-        return None  # flagd unreachable: the OpenFeature clients fall back to the code default (off)
+        return flag_value(flow.cluster, ns, name)
 
     def entry_share(self, flow: CallGraphFlow, ns: str, route_name: str) -> float:
         flood = self.flag(flow, ns, "loadGeneratorFloodHomepage") or 0
