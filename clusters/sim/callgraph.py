@@ -175,7 +175,7 @@ class CallGraphFlow:
                 why = None if accepted > 0.999 else self._overloaded(svc)
                 for call in calls:
                     share = min(1.0, call.share * hooks.call_share(self, ns, svc, op, call))
-                    e = self._edge(ns, app, svc, op, call, insts, succ, lat, err, store_load, dt)
+                    e = self._edge(ns, app, svc, op, call, insts, succ, lat, err, store_load, dt, rate_in * share)
                     failed = share * (1.0 - e.ok)
                     if call.on_error != "ignore":
                         ok *= 1.0 - failed
@@ -306,7 +306,7 @@ class CallGraphFlow:
 
     # -- calls -------------------------------------------------------------------------------------
     def _edge(self, ns: str, app: AppGraph, svc: Service, op: str, call: Call, insts: list,
-              succ: dict, lat: dict, err: dict, store_load: dict, dt: float) -> Edge:
+              succ: dict, lat: dict, err: dict, store_load: dict, dt: float, call_rate: float) -> Edge:
         peer = svc.peer(call.peer)
         key = self._edge_key(svc.name, op, call)
         if not insts:
@@ -316,12 +316,27 @@ class CallGraphFlow:
         store_rate = store_load.get((svc.name, call.peer, call.op, call.write), 0.0) / len(insts)
         for rt, c in insts:
             e = self._call_from(ns, app, svc, rt, c, peer, call, succ, lat, err, store_rate, dt)
+            if peer.pool and e.latency > 0:
+                e = self._pooled(svc, rt, peer, call, e, call_rate / len(insts))
             ok_sum += e.ok
             lat_sum += e.latency
             why = why or e.error
         ok, latency = ok_sum / len(insts), lat_sum / len(insts)
         self.state[ns]["edges"][key] = 1.0 - ok
         return Edge(ok, latency, why if ok < 0.999 else None)
+
+    def _pooled(self, svc: Service, rt: PodRt, peer: Peer, call: Call, e: Edge, rate: float) -> Edge:
+        """A client pool of `peer.pool` connections per pod: each call holds one for its latency
+        (Little's law), so a slow peer exhausts the pool and callers wait for a connection, then give
+        up after their deadline with the pool's own error."""
+        busy = rate * e.latency / peer.pool
+        if busy < 0.7:
+            return e
+        if busy < 1.0:
+            return Edge(e.ok, e.latency * (1.0 + busy ** peer.pool / (1.0 - busy)), e.error)
+        served = 1.0 / busy
+        return Edge(e.ok * served, e.latency * served + svc.timeout * (1.0 - served),
+                    self.logger(svc, rt.name).pool_exhausted(peer, svc.timeout))
 
     def _call_from(self, ns: str, app: AppGraph, svc: Service, rt: PodRt, c: Ctr, peer: Peer, call: Call,
                    succ: dict, lat: dict, err: dict, store_rate: float, dt: float) -> Edge:
@@ -345,7 +360,7 @@ class CallGraphFlow:
             if tg.error:
                 why = why or log.client_error(peer.protocol, tg.error, addr["host"], addr["port"], call.op)
                 continue
-            t_ok, t_lat, t_err = self._target(ns, app, svc, peer, call, tg, addr, succ, lat, err, store_rate / n, dt)
+            t_ok, t_lat, t_err = self._target(app, svc, peer, call, tg, addr, succ, lat, err, store_rate / n, dt, rt.ip)
             net = 2 * tg.delay_ms / 1000.0 + tg.loss * 0.6  # retransmits cost ~200 ms RTO each
             t_lat += net
             lost = min(1.0, tg.loss ** 2 * 3)
@@ -370,8 +385,8 @@ class CallGraphFlow:
             ok = 1.0 - f ** attempts
         return Edge(ok, latency, why)
 
-    def _target(self, ns: str, app: AppGraph, svc: Service, peer: Peer, call: Call, tg: Any, addr: dict,
-                succ: dict, lat: dict, err: dict, rate: float, dt: float) -> tuple[float, float, str | None]:
+    def _target(self, app: AppGraph, svc: Service, peer: Peer, call: Call, tg: Any, addr: dict, succ: dict,
+                lat: dict, err: dict, rate: float, dt: float, caller_ip: str) -> tuple[float, float, str | None]:
         trt = self.cluster.kubelet.runtime(tg.pod)
         target_ctr = None
         for tc in (trt.containers.values() if trt else []):
@@ -390,7 +405,8 @@ class CallGraphFlow:
                 if isinstance(inst, dict) and inst.get("kind") == "graph":
                     return 0.0, 0.0, log.client_error(peer.protocol, "EOF", addr["host"], addr["port"], call.op)
                 return 1.0, 0.001, None  # a server the emulated cluster does not model in detail
-            address = Address(addr["host"], addr["port"], addr["user"], addr["password"], addr["database"], addr["raw"])
+            address = Address(addr["host"], addr["port"], addr["user"], addr["password"], addr["database"], addr["raw"],
+                              client=caller_ip)
             refused = model.authenticate(inst, address)
             if refused:
                 return 0.0, 0.0, refused

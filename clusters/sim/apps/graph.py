@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -41,6 +41,7 @@ class Peer:
     default: str = ""
     required: bool = False  # the process refuses to start when `env` is unset
     at_start: bool = False  # dialled (and for a store, authenticated) while starting: failure exits
+    pool: int = 0  # connections its client keeps per pod (Hikari's 10, a Thrift pool's 512); 0 = unbounded
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,7 @@ class Address:
     password: str = ""
     database: str = ""
     raw: str = ""
+    client: str = ""  # the dialling pod's IP, as the server sees it (MySQL's 'user'@'10.244.1.7')
 
 
 def parse_address(value: str, protocol: str) -> Address | None:
@@ -322,7 +324,7 @@ class GraphService(AppModel):
                         if isinstance(c.instance, dict) and c.instance.get("kind") == "graph":
                             return "EOF", 0.5  # an application server, not the store: the handshake fails
                         return None  # a server the emulated cluster does not model in detail
-                    refusal = model.authenticate(c.instance, addr)
+                    refusal = model.authenticate(c.instance, replace(addr, client=ctx.pod_ip))
                     if refusal:
                         return refusal, 0.3
         return None

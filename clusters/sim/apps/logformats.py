@@ -70,6 +70,10 @@ class LogFormat:
             return f'Post "http://{host}:{port}{callee_op.split(" ", 1)[-1]}": {err}'
         return err
 
+    def pool_exhausted(self, peer: Peer, timeout: float) -> str:
+        """A call that waited its whole deadline for a free connection of the client's pool."""
+        return f"connection pool to {peer.name} exhausted ({peer.pool} connections busy)"
+
     def deadline(self, protocol: str) -> str:
         return "rpc error: code = DeadlineExceeded desc = context deadline exceeded" if protocol == "grpc" \
             else "context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
@@ -246,6 +250,16 @@ class SpringBoot(JavaLog4j):
                  "Description:", "", why, ""]
         return Exited(1, lines, after=after)
 
+    def pool_exhausted(self, peer: Peer, timeout: float) -> str:
+        if peer.protocol in ("mysql", "postgres"):
+            return ("org.springframework.jdbc.CannotGetJdbcConnectionException: Failed to obtain JDBC Connection; nested "
+                    f"exception is java.sql.SQLTransientConnectionException: HikariPool-1 - Connection is not available, "
+                    f"request timed out after {int(timeout * 1000)}ms.")
+        if peer.protocol == "mongo":
+            return ("com.mongodb.MongoTimeoutException: Timed out after 30000 ms while waiting for a connection to "
+                    f"server {peer.name}:27017.")
+        return super().pool_exhausted(peer, timeout)
+
     def call_error(self, t: float, op: str, peer: Peer, callee_op: str, err: str) -> str:
         return self.line(t, "error", f"Servlet.service() for servlet [dispatcherServlet] in context with path [] threw "
                                      f"exception [Request processing failed; nested exception is {err}] with root cause")
@@ -313,6 +327,9 @@ class CppBoost(LogFormat):
     def crash(self, t: float, op: str, err: str) -> tuple[list[str], list[str], int]:
         return ([self.line(t, "error", err, where=f"{op}Handler.h:120:{op}")],
                 ["terminate called after throwing an instance of 'my_social_network::ServiceException'"], 134)
+
+    def pool_exhausted(self, peer: Peer, timeout: float) -> str:
+        return f"Failed to pop a client from the {peer.name} client pool: timeout after {int(timeout * 1000)} ms"
 
     def client_error(self, protocol: str, err: str, host: str, port: int, callee_op: str) -> str:
         if protocol == "thrift":

@@ -621,8 +621,9 @@ class MySQL(StoreModel):
         return lines, 0
 
     # -- the protocol -----------------------------------------------------------------------------------
-    def authenticate(self, instance: Any, address: Address, client: str = "%") -> str | None:
+    def authenticate(self, instance: Any, address: Address, client: str = "") -> str | None:
         inst = instance
+        client = client or address.client or "%"
         if not isinstance(inst, dict) or inst.get("kind") != "mysql":
             return "Lost connection to MySQL server at 'reading initial communication packet', system error: 0"
         _, err = mysql_login(inst, address.user or "root", address.password, client, address.database)
