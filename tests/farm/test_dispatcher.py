@@ -1,15 +1,17 @@
 """The dispatcher: stable keys, one run per problem × seed for agents without a model, resume
-and cancel."""
+(trials that ended without a result run again) and cancel."""
 
 from __future__ import annotations
 
 import pytest
+from sqlmodel import Session
 
 from farm import dispatcher
 from farm.spec import SweepSpec, select_problems
 from farm.states import TrialState
 from results import ledger
 from results.db import engine_for
+from results.models import Trial
 
 
 def _spec(**kw):
@@ -56,3 +58,28 @@ def test_cancel_stops_claims(sqlite_url):
         dispatcher.cancel(engine, "no-such-sweep")
     # Resubmitting a cancelled sweep wants its trials again.
     assert len(dispatcher.submit(engine, _spec(agents=["baseline"], models=[])).to_run) == 8
+
+
+def test_resubmission_wants_trials_that_ended_without_a_result(db_url):
+    engine = engine_for(db_url)
+    spec = _spec(agents=["baseline"], models=[], seeds=1, noise=[False], cost_cap_usd=1.0, max_infra_attempts=1)
+    sub = dispatcher.submit(engine, spec)
+    finished, capped = sub.to_run
+    c = ledger.claim(engine, finished, "w", "sim:sim")
+    ledger.record(engine, c, ledger.AttemptResult(diagnosis_passed=True, mitigation_passed=True, cost_usd=2.0))
+    assert ledger.claim(engine, capped, "w", "sim:sim") is None  # $2.00 of a $1.00 cap: nothing more
+    counts = dispatcher.status(engine, "disp")
+    assert counts[TrialState.FINISHED] == 1 and counts[TrialState.SKIPPED_COST_CAP] == 1
+    # Raise the cap, resubmit: the skipped trial is wanted again and runs; the finished one is final.
+    wider = _spec(agents=["baseline"], models=[], seeds=1, noise=[False], cost_cap_usd=10.0, max_infra_attempts=1)
+    again = dispatcher.submit(engine, wider)
+    assert (again.done, again.to_run) == (1, [capped])
+    c = ledger.claim(engine, capped, "w", "sim:sim")
+    assert ledger.infra_failure(engine, c, "deploy", "pods not ready", max_attempts=1) == TrialState.INFRA_FAILED
+    again = dispatcher.submit(engine, wider)
+    assert again.to_run == [capped]
+    with Session(engine) as s:
+        trial = s.get(Trial, capped)
+    assert trial.state == TrialState.PENDING and trial.infra_attempts == 0 and trial.error is None
+    info = dispatcher.infra_summary(engine, "disp")
+    assert info == {"infra_errors": {"deploy": 1}, "infra_events": {}, "cost_usd": 2.0, "cost_cap_usd": 10.0}

@@ -79,3 +79,26 @@ def test_wilson_known_values():
 def test_unknown_grouping_is_refused(sqlite_url):
     with pytest.raises(ValueError, match="--by must be one of"):
         leaderboard.compute(engine_for(sqlite_url), None, "colour")
+
+
+def test_cost_capped_trials_and_failed_resets_are_reported_apart(db_url):
+    from results import ledger
+
+    engine = engine_for(db_url)
+    now = time.time()
+    with Session(engine) as s:
+        s.add(Sweep(id="sw", spec_json="{}", created_at=now, updated_at=now))
+        for i, state in enumerate([TrialState.FINISHED, TrialState.FINISHED, TrialState.SKIPPED_COST_CAP,
+                                   TrialState.SKIPPED_COST_CAP, TrialState.INFRA_FAILED, TrialState.QUEUED]):
+            s.add(Trial(id=f"t{i}", sweep_id="sw", key=str(i), problem_id="p", app="a", layer="os",
+                        composition="single", agent="react", model="m", seed=i, noise=False, state=state,
+                        diagnosis_passed=True if state == TrialState.FINISHED else None,
+                        # a cut session's row may carry numbers; they are not a result
+                        cost_usd=1.0 if state != TrialState.QUEUED else None))
+        s.commit()
+    c = ledger.Claim("t0", 1, 1, "w", "sim:sim")
+    ledger.infra_event(engine, "reset_failed", "w", "sim:sim", "restore failed", c)
+    ledger.infra_event(engine, "cluster_replaced", "w", "sim:sim", "", c)
+    (row,) = leaderboard.compute(engine, "sw")
+    assert (row["n"], row["infra_failed"], row["cost_capped"], row["reset_failures"]) == (2, 1, 2, 1)
+    assert row["diagnosis_rate"] == 1.0 and row["mean_cost_usd"] == 1.0 and row["total_cost_usd"] == 2.0

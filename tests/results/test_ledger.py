@@ -1,14 +1,16 @@
 """The ledger's guarantees, on SQLite and on PostgreSQL: one claim wins, a lost lease is
-reaped and requeued, a zombie attempt cannot record a second result."""
+reaped and requeued, a zombie attempt cannot record a second result, claims stop at the sweep's
+cost cap."""
 
 from __future__ import annotations
 
 import threading
 import time
 
+import pytest
 from sqlmodel import Session, select
 
-from farm.states import AttemptState, TrialState
+from farm.states import LIMIT_SWEEP_COST, AttemptState, TrialState
 from results import ledger
 from results.db import engine_for
 from results.ledger import AttemptResult
@@ -133,3 +135,86 @@ def test_stale_queued_trials_are_returned_once_per_period(db_url):
     stale = ledger.stale_queued(engine, older_than_s=0.1)
     assert sorted(stale) == sorted(ids[1:])  # queued ones only, not the running one
     assert ledger.stale_queued(engine, older_than_s=0.1) == []  # stamped: not again at once
+
+
+def _capped_sweep(engine, cap: float, n: int = 3) -> list[str]:
+    ids = _seed(engine, n)
+    with Session(engine) as s:
+        sweep = s.get(Sweep, "sw")
+        sweep.cost_cap_usd = cap
+        s.add(sweep)
+        s.commit()
+    return ids
+
+
+def test_claims_stop_at_the_sweep_cost_cap(db_url):
+    engine = engine_for(db_url)
+    ids = _capped_sweep(engine, cap=1.0, n=4)
+    first = ledger.claim(engine, ids[0], "w", "sim:sim")
+    ledger.record(engine, first, AttemptResult(diagnosis_passed=True, mitigation_passed=True, cost_usd=0.5,
+                                               judge_cost_usd=0.1))
+    second = ledger.claim(engine, ids[1], "w", "sim:sim")
+    assert second is not None  # $0.60 of $1.00
+    # A running session's checkpoint reaches SQL: its spend counts before it records.
+    ledger.set_phase(engine, second, "agent_session", partial=AttemptResult(cost_usd=0.45))
+    assert ledger.sweep_cost(engine, "sw") == pytest.approx(1.05)
+    assert ledger.claim(engine, ids[2], "w", "sim:sim") is None
+    with Session(engine) as s:
+        states = {t.id: t.state for t in s.exec(select(Trial))}
+        skipped = s.get(Trial, ids[3])
+    assert states == {ids[0]: TrialState.FINISHED, ids[1]: TrialState.RUNNING,
+                      ids[2]: TrialState.SKIPPED_COST_CAP, ids[3]: TrialState.SKIPPED_COST_CAP}
+    assert "$1.0500 of its $1.0000 cost cap" in skipped.error
+    assert ledger.claim_next(engine, "sw", "w", "sim:sim") is None
+    # The running trial still records: the cap stops new trials, not the one under way.
+    assert ledger.record(engine, second, AttemptResult(diagnosis_passed=False, mitigation_passed=True, cost_usd=0.5))
+
+
+def test_a_live_ledger_counts_spend_sql_has_not_seen(db_url):
+    engine = engine_for(db_url)
+    ids = _capped_sweep(engine, cap=1.0)
+    assert ledger.claim(engine, ids[0], "w", "sim:sim", spend=lambda sweep: 0.2) is not None
+
+    def unreachable(sweep: str) -> float:
+        raise ConnectionError("redis is down")
+
+    assert ledger.claim(engine, ids[1], "w", "sim:sim", spend=unreachable) is not None  # SQL alone: $0
+    seen: list[str] = []
+
+    def live(sweep: str) -> float:
+        seen.append(sweep)
+        return 1.2
+
+    assert ledger.claim(engine, ids[2], "w", "sim:sim", spend=live) is None and seen == ["sw"]
+    with Session(engine) as s:
+        assert s.get(Trial, ids[2]).state == TrialState.SKIPPED_COST_CAP
+
+
+def test_a_session_cut_by_the_sweep_cap_is_kept_apart(db_url):
+    engine = engine_for(db_url)
+    (tid,) = _capped_sweep(engine, cap=5.0, n=1)
+    c = ledger.claim(engine, tid, "w", "sim:sim")
+    cut = AttemptResult(end_reason=LIMIT_SWEEP_COST, tokens_in=900, tokens_out=80, cost_usd=0.7, tool_calls=4,
+                        diagnosis_passed=False, mitigation_passed=False)
+    assert ledger.record(engine, c, cut)
+    with Session(engine) as s:
+        trial = s.get(Trial, tid)
+        attempt = s.exec(select(Attempt)).one()
+    assert trial.state == TrialState.SKIPPED_COST_CAP and trial.final_attempt is None
+    assert trial.diagnosis_passed is None and trial.end_reason == LIMIT_SWEEP_COST  # no agent result
+    assert attempt.state == AttemptState.COST_CAPPED and attempt.tokens_in == 900 and attempt.tool_calls == 4
+    assert ledger.sweep_cost(engine, "sw") == pytest.approx(0.7)
+
+
+def test_infra_events_are_recorded_with_their_attempt(db_url):
+    from results.models import InfraEvent
+
+    engine = engine_for(db_url)
+    (tid,) = _seed(engine)
+    c = ledger.claim(engine, tid, "w", "sim:sim")
+    ledger.infra_event(engine, "reset_failed", "w", "sim:sim", "restore failed", c)
+    ledger.infra_event(engine, "cluster_replaced", "w", "sim:sim")
+    with Session(engine) as s:
+        events = s.exec(select(InfraEvent).order_by(InfraEvent.id)).all()
+    assert [(e.kind, e.sweep_id, e.trial_id, e.attempt_id) for e in events] == [
+        ("reset_failed", "sw", tid, c.attempt_id), ("cluster_replaced", None, None, None)]

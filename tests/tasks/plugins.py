@@ -21,7 +21,7 @@ from typing import Any
 
 from clusters.base import ClusterProvider, providers
 from farm.agents.base import Agent, AgentContext, AgentResult, agents
-from farm.errors import ClusterUnavailable, ResetError
+from farm.errors import ClusterUnavailable, LimitReached, ResetError
 from farm.states import END_AGENT_STOPPED, END_SUBMITTED
 
 FAULTS_ENV = "FARM_TEST_CLUSTER_FAULTS"
@@ -133,13 +133,17 @@ class Probe(Agent):
         opts = ctx.options
         client = LLMClient.from_context(ctx) if opts.get("api_base") else None
         calls = 0
+        reason = END_SUBMITTED if opts.get("diagnose") else END_AGENT_STOPPED
         with MCPToolbox(ctx.mcp_url, ctx.mcp_token) as tools:
-            for i in range(int(opts.get("rounds", 2))):
-                if client is not None:
-                    client.complete([{"role": "user", "content": f"round {i}: what is wrong with the cluster?"}])
-                tools.call("kubectl", {"command": "get pods"})
-                calls += 1
-                time.sleep(float(opts.get("pause_s", 0)))
+            try:
+                for i in range(int(opts.get("rounds", 2))):
+                    if client is not None:
+                        client.complete([{"role": "user", "content": f"round {i}: what is wrong with the cluster?"}])
+                    tools.call("kubectl", {"command": "get pods"})
+                    calls += 1
+                    time.sleep(float(opts.get("pause_s", 0)))
+            except LimitReached as exc:  # as the farm's own agents do: the limit is the ending
+                reason = exc.reason
             if opts.get("diagnose"):
                 tools.call("submit_diagnosis", {"text": str(opts["diagnose"])})
                 calls += 1
@@ -149,7 +153,7 @@ class Probe(Agent):
             if end == "hang":
                 time.sleep(float(opts.get("hang_s", 3600)))
         t = client.totals if client is not None else None
-        return AgentResult(end_reason=END_SUBMITTED if opts.get("diagnose") else END_AGENT_STOPPED,
+        return AgentResult(end_reason=reason,
                            steps=t.calls if t else calls, tool_calls=calls,
                            tokens_in=t.tokens_in if t else 0, tokens_out=t.tokens_out if t else 0,
                            cost_usd=t.cost_usd if t else 0.0,
