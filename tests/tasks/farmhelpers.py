@@ -33,10 +33,10 @@ def farm_env(redis_prefix: str, db_url: str, s3_endpoint: str, tmp: Path, **extr
     return env
 
 
-def start_worker(env: dict[str, str], name: str, log: Path) -> subprocess.Popen:
+def start_worker(env: dict[str, str], name: str, log: Path, cluster: str = "sim") -> subprocess.Popen:
     fh = log.open("w")
     return subprocess.Popen(
-        [sys.executable, "-m", "farm.cli", "worker", "--cluster", "sim", "--name", name, "--loglevel", "INFO"],
+        [sys.executable, "-m", "farm.cli", "worker", "--cluster", cluster, "--name", name, "--loglevel", "INFO"],
         env=env, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
     )
 
