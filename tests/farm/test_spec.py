@@ -100,3 +100,34 @@ def test_cli_writes_nothing_for_a_bad_spec(tmp_path):
     assert "agents[0].name" in proc.stderr and "unknown agent 'sherlock'" in proc.stderr
     assert proc.stderr.count("error:") == 1
     assert not out.exists(), "a rejected spec must not create the output folder"
+
+
+WRITES_NOTHING = [m for m in MALFORMED if m[0] in {
+    "not yaml", "not a mapping", "missing name", "unknown field", "unknown problem id", "unknown agent",
+    "model agent without models", "bad model string", "negative cost cap", "secret in options",
+    "concurrency for absent model"}]
+
+
+@pytest.mark.parametrize("command", ["run", "submit"])
+@pytest.mark.parametrize("label,data,raw,field,reason", WRITES_NOTHING, ids=[m[0] for m in WRITES_NOTHING])
+def test_no_command_writes_anything_for_a_bad_spec(tmp_path, monkeypatch, command, label, data, raw, field, reason):
+    """`farm run` and `farm sweep submit` refuse every kind of malformed spec with one error and
+    leave no database, artifact folder or output folder behind (cwd, --out, FARM_DATABASE_URL)."""
+    from typer.testing import CliRunner
+
+    from farm.cli import app
+
+    spec_dir, work = tmp_path / "spec", tmp_path / "work"
+    spec_dir.mkdir()
+    work.mkdir()
+    path = write(spec_dir, data, raw)
+    monkeypatch.chdir(work)
+    db = work / "elsewhere" / "farm.sqlite"
+    monkeypatch.setenv("FARM_DATABASE_URL", f"sqlite:///{db}")
+    monkeypatch.setenv("FARM_ARTIFACTS", str(work / "artifacts"))
+    args = ["run", str(path), "--out", str(work / "out")] if command == "run" else ["sweep", "submit", str(path)]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 2, f"{label}: {out.output}"
+    assert out.output.count("error:") == 1 and field in out.output, out.output
+    assert list(work.iterdir()) == [], f"{label}: {command} wrote {list(work.rglob('*'))}"
+    assert [p.name for p in spec_dir.iterdir()] == ["spec.yaml"]
