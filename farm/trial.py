@@ -3,9 +3,10 @@ deploy → inject → agent_session → oracle → record, then reset. A `TrialR
 worker that owns the cluster, between the steps of its chain.
 
 Every step first checks that the attempt still holds its lease (LeaseLost otherwise: a zombie
-stops without writing). Deploy, inject, oracle and reset failures are infrastructure errors:
-the trial is retried elsewhere and never counted against the agent. Whatever ends an attempt,
-what it produced so far is written to the artifact store.
+stops without writing). Deploy, inject and oracle failures are infrastructure errors: the trial
+is retried elsewhere and never counted against the agent. A reset that fails after `record` leaves
+the result standing (farm/owner.py records it and replaces the cluster). Whatever ends an attempt,
+what it produced so far is written to the artifact store, and a running session is checkpointed.
 """
 
 from __future__ import annotations
