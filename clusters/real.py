@@ -118,11 +118,12 @@ def _default_app_namespaces() -> set[str]:
     found = set()
     for path in apps_dir.glob("*/app.yaml"):
         try:
-            namespace = (yaml.safe_load(path.read_text()) or {}).get("namespace")
+            spec = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError:
             continue
-        if isinstance(namespace, str):
-            found.add(namespace)
+        for namespace in [spec.get("namespace"), *(spec.get("extra_namespaces") or [])]:
+            if isinstance(namespace, str):
+                found.add(namespace)  # an operator's namespace goes with its application
     return found
 
 

@@ -17,7 +17,7 @@ import hashlib
 import math
 from typing import TYPE_CHECKING, Any
 
-from clusters.sim.apps.base import env_float, mongo_log, zerolog
+from clusters.sim.apps.base import env_float, fluid_ticks, mongo_log, zerolog
 from clusters.sim.apps.graph import store_model
 from clusters.sim.apps.hotel import (
     CACHE_KEYS,
@@ -246,6 +246,8 @@ class Workload:
         for rt, c, model in data_stores:
             if c.state == "running":
                 model.tick(self.cluster, rt, c, now, dt)
+        for tick in fluid_ticks:
+            tick(self.cluster, now, dt)
         kubelet.reconcile_memory(now)
 
     def _os_limits(self, rt: PodRt, c: Ctr, now: float) -> None:

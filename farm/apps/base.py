@@ -18,6 +18,9 @@ class Application(BaseModel):
 
     name: str  # e.g. hotel-reservation
     namespace: str  # the namespace it is deployed into (the agent's namespace)
+    # Namespaces its manifests also deploy into (an operator's): deployed, waited for and checked
+    # with the application; a manifest names its own namespace there.
+    extra_namespaces: list[str] = []
     entrypoint: str  # the user-facing service, e.g. frontend
     load_generator: str  # the workload's deployment name; deleting it is never a fix
     # PromQL giving the client-side fraction of successful requests; `{window}` is replaced by

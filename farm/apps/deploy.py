@@ -43,9 +43,14 @@ def apply_manifests(cluster: ClusterHandle, app: Application, namespace: str) ->
     rest = KubeRest(cluster.api_client())
     try:
         ensure_namespace(rest, namespace)
+        for extra in app.extra_namespaces:
+            ensure_namespace(rest, extra)
         docs = manifests(app)
         for doc in docs:
-            rest.apply(doc, namespace)
+            # A manifest that names one of the application's other namespaces (its operator's)
+            # goes there; everything else goes to the namespace the application is deployed into.
+            own = (doc.get("metadata") or {}).get("namespace")
+            rest.apply(doc, own if own in app.extra_namespaces else namespace)
     except KubeError as exc:
         raise DeployError(f"applying {app.name} to {cluster.ref}/{namespace} failed: {exc}") from exc
     return len(docs)
@@ -97,5 +102,9 @@ def wait_ready(cluster: ClusterHandle, namespace: str, timeout_s: float = 600.0)
 def deploy(cluster: ClusterHandle, app: Application, namespace: str | None = None,
            timeout_s: float = 600.0) -> float:
     ns = namespace or app.namespace
+    start = cluster.now()
     apply_manifests(cluster, app, ns)
-    return wait_ready(cluster, ns, timeout_s)
+    for extra in app.extra_namespaces:  # an operator comes up before what it manages can
+        wait_ready(cluster, extra, timeout_s)
+    wait_ready(cluster, ns, max(POLL_S, timeout_s - (cluster.now() - start)))
+    return cluster.now() - start

@@ -219,16 +219,19 @@ class MitigationOracle:
               f"the load generator {baseline.load_generator} was removed, scaled down or changed")
 
         crashing, pending = [], []
-        for pod in self._pods(cluster, namespace):
-            meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-            if meta.get("deletionTimestamp"):
-                continue
-            if status.get("phase") == "Pending":
-                pending.append(meta.get("name", "?"))
-            for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
-                reason = ((cs.get("state") or {}).get("waiting") or {}).get("reason")
-                if reason in BAD_WAITING:
-                    crashing.append(f"{meta.get('name')} ({reason})")
+        # The application's other namespaces (its operator's) are part of it: a broken operator is not healthy.
+        for ns in (namespace, *self.app.extra_namespaces):
+            for pod in self._pods(cluster, ns):
+                meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+                if meta.get("deletionTimestamp"):
+                    continue
+                name = meta.get("name", "?") if ns == namespace else f"{ns}/{meta.get('name', '?')}"
+                if status.get("phase") == "Pending":
+                    pending.append(name)
+                for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+                    reason = ((cs.get("state") or {}).get("waiting") or {}).get("reason")
+                    if reason in BAD_WAITING:
+                        crashing.append(f"{name} ({reason})")
         check("no_crashlooping_pods", not crashing, f"failing pods: {', '.join(crashing)}")
         check("no_pending_pods", not pending, f"pending pods: {', '.join(pending)}")
 

@@ -63,11 +63,15 @@ class AgentView:
     """The agent's tools, used the way an agent would: kubectl with its scoped kubeconfig and
     E1's command checks, and the observability endpoints over HTTP."""
 
-    def __init__(self, cluster: ClusterHandle, namespace: str, entrypoint: str, success_query: str = "") -> None:
+    def __init__(self, cluster: ClusterHandle, namespace: str, entrypoint: str, success_query: str = "",
+                 other_namespaces: Iterable[str] = ()) -> None:
         from farm.interface.kubectl import Kubectl
 
         self.cluster, self.namespace, self.entrypoint = cluster, namespace, entrypoint
         self.success_query = success_query
+        # The application's other namespaces (its operator's): the agent's kubectl cannot reach
+        # them, but its Prometheus tool reads their pods' state from kube-state-metrics.
+        self.other_namespaces = list(other_namespaces)
         self.kubeconfig = cluster.agent_kubeconfig(namespace)
         self.kubectl = Kubectl(self.kubeconfig, namespace, virtual_time=cluster.virtual_time)
         self.http = httpx.Client(timeout=30, trust_env=False)
@@ -133,6 +137,8 @@ class AgentView:
                 "restarts": sum(int(c.get("restartCount", 0)) for c in statuses),
                 "waiting": waiting,
             }
+        for ns in self.other_namespaces:
+            pods.update(self._ksm_pods(ns))
         out["pods"] = pods
         out["warnings"] = sorted({
             f"{e.get('reason')}:{e.get('involvedObject', {}).get('name', '')}"
@@ -144,6 +150,33 @@ class AgentView:
         out["p95_ms"] = self._p95_ms(since)
         out["success"] = self._success(since)
         return out
+
+    def _prom_vector(self, query: str) -> list[dict[str, Any]]:
+        try:
+            body = self.http.get(self.cluster.endpoints.prometheus + "/api/v1/query", params={
+                "query": query, "time": str(self.cluster.now())}).json()
+            return list(body["data"]["result"])
+        except (httpx.HTTPError, ValueError, KeyError):
+            return []
+
+    def _ksm_pods(self, namespace: str) -> dict[str, Any]:
+        """Pods of `namespace` as kube-state-metrics reports them, keyed `namespace/pod`."""
+        pods: dict[str, Any] = {}
+
+        def pod(sample: dict[str, Any]) -> dict[str, Any]:
+            name = f"{namespace}/{sample['metric'].get('pod', '?')}"
+            return pods.setdefault(name, {"phase": None, "ready": False, "restarts": 0, "waiting": []})
+
+        sel = f'namespace="{namespace}"'
+        for s in self._prom_vector(f"kube_pod_status_phase{{{sel}}} == 1"):
+            pod(s)["phase"] = s["metric"].get("phase")
+        for s in self._prom_vector(f'kube_pod_status_ready{{{sel},condition="true"}} == 1'):
+            pod(s)["ready"] = True
+        for s in self._prom_vector(f"kube_pod_container_status_waiting_reason{{{sel}}} == 1"):
+            pod(s)["waiting"] = sorted({*pod(s)["waiting"], s["metric"].get("reason", "")} - {""})
+        for s in self._prom_vector(f"kube_pod_container_status_restarts_total{{{sel}}}"):
+            pod(s)["restarts"] += int(float(s["value"][1]))
+        return pods
 
     def _success(self, since: float) -> float | None:
         """The client-side success rate since `since`, as the app's own query gives it."""
@@ -174,8 +207,9 @@ class AgentView:
     def _alerts(self) -> list[str]:
         try:
             body = self.http.get(self.cluster.endpoints.prometheus + "/api/v1/alerts").json()
+            mine = {self.namespace, *self.other_namespaces}
             return sorted({a["labels"].get("alertname", "") for a in body["data"]["alerts"]
-                           if a.get("state") == "firing" and a["labels"].get("namespace") == self.namespace})
+                           if a.get("state") == "firing" and a["labels"].get("namespace") in mine})
         except (httpx.HTTPError, ValueError, KeyError):
             return []
 
@@ -313,27 +347,31 @@ def canonical(value: Any, key: str = "") -> Any:
     return value
 
 
-def desired_state(cluster: ClusterHandle, namespace: str) -> dict[str, Any]:
+def desired_state(cluster: ClusterHandle, namespace: str, other_namespaces: Iterable[str] = ()) -> dict[str, Any]:
     """What recovery must put back: workload pod templates (minus restart stamps) and
-    replicas, services' ports and selectors, config map data, and the extra objects faults add."""
+    replicas, services' ports and selectors, config map data, and the extra objects faults add;
+    in the application's namespace and its other ones (keyed with theirs)."""
     from injectors.kube import Kube
 
     kube = Kube(cluster)
     out: dict[str, Any] = {}
-    for kind in ("Deployment", "StatefulSet"):
-        for obj in kube.list(kind, namespace):
-            template = json.loads(json.dumps(obj["spec"]["template"]))
-            (template.get("metadata") or {}).pop("annotations", None)
-            out[f"{kind}/{obj['metadata']['name']}"] = {"replicas": obj["spec"].get("replicas"),
-                                                      "template": canonical(template)}
-    for obj in kube.list("Service", namespace):
-        spec = obj["spec"]
-        out[f"Service/{obj['metadata']['name']}"] = {"ports": spec.get("ports"), "selector": spec.get("selector")}
-    for obj in kube.list("ConfigMap", namespace):
-        out[f"ConfigMap/{obj['metadata']['name']}"] = obj.get("data")
-    for kind in ("NetworkPolicy", "ResourceQuota"):
-        for obj in kube.list(kind, namespace):
-            out[f"{kind}/{obj['metadata']['name']}"] = True
+    for ns in (namespace, *other_namespaces):
+        where = "" if ns == namespace else f"{ns}/"
+        for kind in ("Deployment", "StatefulSet"):
+            for obj in kube.list(kind, ns):
+                template = json.loads(json.dumps(obj["spec"]["template"]))
+                (template.get("metadata") or {}).pop("annotations", None)
+                out[f"{kind}/{where}{obj['metadata']['name']}"] = {"replicas": obj["spec"].get("replicas"),
+                                                                   "template": canonical(template)}
+        for obj in kube.list("Service", ns):
+            spec = obj["spec"]
+            out[f"Service/{where}{obj['metadata']['name']}"] = {"ports": spec.get("ports"),
+                                                               "selector": spec.get("selector")}
+        for obj in kube.list("ConfigMap", ns):
+            out[f"ConfigMap/{where}{obj['metadata']['name']}"] = obj.get("data")
+        for kind in ("NetworkPolicy", "ResourceQuota"):
+            for obj in kube.list(kind, ns):
+                out[f"{kind}/{where}{obj['metadata']['name']}"] = True
     for obj in kube.list("ValidatingWebhookConfiguration"):
         out[f"ValidatingWebhookConfiguration/{obj['metadata']['name']}"] = True
     for obj in kube.list("Node"):
@@ -399,7 +437,8 @@ class Validator:
     def _view(self, namespace: str, app: Any) -> AgentView:
         # One kubectl home per namespace, so its discovery cache serves every problem.
         if namespace not in self._views:
-            self._views[namespace] = AgentView(self.cluster, namespace, app.entrypoint, app.client_success_query)
+            self._views[namespace] = AgentView(self.cluster, namespace, app.entrypoint, app.client_success_query,
+                                               app.extra_namespaces)
         return self._views[namespace]
 
     def _check_healthy(self, app: Any, problem: Problem, namespace: str) -> tuple[bool, str]:
@@ -427,7 +466,7 @@ class Validator:
         took = deploy(self.cluster, app, namespace)
         self.cluster.advance(WARMUP_S)
         self.cluster.agent_kubeconfig(namespace)  # part of the checkpoint, so restores keep it valid
-        self._deployed[problem.app] = desired_state(self.cluster, namespace)
+        self._deployed[problem.app] = desired_state(self.cluster, namespace, app.extra_namespaces)
         # The default oracle's verdict on the deployed app, checked once: every restore returns
         # to exactly this state.
         self._healthy[problem.app] = self._check_healthy(app, problem.model_copy(
@@ -552,7 +591,8 @@ class Validator:
                 injection.recover(self.cluster)
                 self.cluster.advance(30)
                 left = farm_leftovers(self.cluster)
-                changed = diff_states(self._deployed.get(problem.app, {}), desired_state(self.cluster, ns))
+                changed = diff_states(self._deployed.get(problem.app, {}),
+                                      desired_state(self.cluster, ns, app.extra_namespaces))
                 if left or changed:
                     raise StepFailed(f"left behind: {', '.join(left + changed)[:300]}")
                 return "cluster as deployed"

@@ -302,6 +302,53 @@ def _validate_pod_spec(spec: Any, field: str) -> list[Cause]:
     if policy and policy not in ("Always", "OnFailure", "Never"):
         causes.append(("FieldValueNotSupported", f"{field}.restartPolicy",
                        f'Unsupported value: "{policy}": supported values: "Always", "OnFailure", "Never"'))
+    causes += _validate_tolerations(spec.get("tolerations"), f"{field}.tolerations")
+    return causes
+
+
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _validate_tolerations(tolerations: Any, field: str) -> list[Cause]:
+    """validateTolerations: a known operator, no value with Exists, a known taint effect."""
+    causes: list[Cause] = []
+    for i, t in enumerate(tolerations or []):
+        if not isinstance(t, dict):
+            continue
+        f = f"{field}[{i}]"
+        op = t.get("operator") or "Equal"
+        if op not in ("Equal", "Exists"):
+            causes.append(("FieldValueNotSupported", f"{f}.operator",
+                           f'Unsupported value: "{op}": supported values: "Equal", "Exists"'))
+        elif op == "Exists" and t.get("value"):
+            causes.append(_invalid_value(f"{f}.operator", t["value"], "value must be empty when `operator` is 'Exists'"))
+        effect = t.get("effect")
+        if effect and effect not in _TAINT_EFFECTS:
+            supported = ", ".join(f'"{e}"' for e in _TAINT_EFFECTS)
+            causes.append(("FieldValueNotSupported", f"{f}.effect",
+                           f'Unsupported value: "{effect}": supported values: {supported}'))
+    return causes
+
+
+def _validate_statefulset(spec: dict[str, Any], old: Obj | None) -> list[Cause]:
+    """The update strategy a StatefulSet may name, and the spec fields an update may not touch."""
+    causes: list[Cause] = []
+    strategy = spec.get("updateStrategy") or {}
+    kind = strategy.get("type")
+    if kind not in (None, "RollingUpdate", "OnDelete"):
+        ru = strategy.get("rollingUpdate")
+        shown = ("nil" if ru is None else f"&apps.RollingUpdateStatefulSetStrategy{{Partition:{ru.get('partition', 0)}}}")
+        causes.append(("FieldValueInvalid", "spec.updateStrategy",
+                       f'Invalid value: apps.StatefulSetUpdateStrategy{{Type:"{kind}", RollingUpdate:{shown}}}: '
+                       "must be 'RollingUpdate' or 'OnDelete'"))
+    if old is not None:
+        before = old.get("spec") or {}
+        if any(key in spec and spec.get(key) != before.get(key)
+               for key in ("volumeClaimTemplates", "serviceName", "podManagementPolicy")):
+            causes.append(("FieldValueForbidden", "spec",
+                           "Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', "
+                           "'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and "
+                           "'minReadySeconds' are forbidden"))
     return causes
 
 
@@ -358,6 +405,8 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None) -> None:
                 causes.append(_invalid_value("spec.template.metadata.labels", labels, "`selector` does not match template `labels`"))
             if old is not None and selector and (old.get("spec") or {}).get("selector") != selector:
                 causes.append(_invalid_value("spec.selector", selector, "field is immutable"))
+        if rt.key == "statefulsets.apps":
+            causes += _validate_statefulset(spec, old)
         strategy = spec.get("strategy") or {}
         if rt.key == "deployments.apps" and strategy.get("type") == "Recreate" and strategy.get("rollingUpdate"):
             causes.append(("FieldValueForbidden", "spec.strategy.rollingUpdate",

@@ -160,6 +160,9 @@ def agent_role_rules() -> list[dict[str, Any]]:
         _rule([""], ["pods/eviction"], ["create"]),
         _rule([""], ["pods/exec"], ["create", "get"]),
         *[_rule(g, r, _READ + _WRITE) for g, r in _APP_GROUPS],
+        # The custom resources an operator-managed application is declared with (a TidbCluster):
+        # the agent manages the application through them, as its owners do.
+        _rule(["pingcap.com"], ["tidbclusters"], _READ + _WRITE),
         _rule([_RBAC], ["roles", "rolebindings"], _READ),
         _rule(["metrics.k8s.io"], ["pods"], _READ),
         _rule(["events.k8s.io"], ["events"], _READ),

@@ -384,6 +384,19 @@ def _hpa_row(h: Obj, now: float) -> list[Any]:
             spec.get("maxReplicas", 0), st.get("currentReplicas", 0), age(h, now)]
 
 
+def _tidbcluster_row(tc: Obj, now: float) -> list[Any]:
+    """The TidbCluster CRD's additionalPrinterColumns (tidb-operator v1.6)."""
+    ready = next((c for c in _g(tc, "status", "conditions", default=[]) or [] if c.get("type") == "Ready"), {})
+    row: list[Any] = [tc["metadata"]["name"], ready.get("status", "")]
+    for comp, storage in (("pd", True), ("tikv", True), ("tidb", False)):
+        row.append(_g(tc, "status", comp, "image", default=""))
+        if storage:
+            row.append(_g(tc, "spec", comp, "requests", "storage", default=""))
+        row += [_g(tc, "status", comp, "statefulSet", "readyReplicas", default=None),
+                _g(tc, "spec", comp, "replicas", default=None)]
+    return row + [ready.get("message", ""), age(tc, now)]
+
+
 def _generic_row(o: Obj, now: float) -> list[Any]:
     return [o["metadata"]["name"], age(o, now)]
 
@@ -442,6 +455,11 @@ TABLES: dict[str, tuple[list[Column], RowFn]] = {
     "horizontalpodautoscalers.autoscaling": ([("Name", _C, 0), ("Reference", _C, 0), ("Targets", _C, 0),
                                               ("MinPods", "integer", 0), ("MaxPods", "integer", 0),
                                               ("Replicas", "integer", 0), ("Age", _C, 0)], _hpa_row),
+    "tidbclusters.pingcap.com": ([("Name", _C, 0), ("Ready", _C, 0), ("PD", _C, 0), ("Storage", _C, 0),
+                                  ("Ready", "integer", 0), ("Desire", "integer", 0), ("TiKV", _C, 0), ("Storage", _C, 0),
+                                  ("Ready", "integer", 0), ("Desire", "integer", 0), ("TiDB", _C, 0),
+                                  ("Ready", "integer", 0), ("Desire", "integer", 0), ("Status", _C, 1),
+                                  ("Age", _C, 0)], _tidbcluster_row),
 }
 _GENERIC: tuple[list[Column], RowFn] = ([("Name", _C, 0), ("Age", _C, 0)], _generic_row)
 

@@ -180,6 +180,9 @@ class AppModel:
 
 
 models: list[AppModel] = []
+# Per-step work of models whose state spans pods (a database's membership, a client's rounds):
+# each is called as fn(cluster, now, dt) once per fluid step, after the workload's own pass.
+fluid_ticks: list[Callable[[SimCluster, float, float], None]] = []
 
 
 def app_model(cls: type[AppModel]) -> type[AppModel]:
@@ -204,7 +207,7 @@ def _load_builtin() -> None:
     if not _loaded:
         _loaded = True
         import importlib
-        for module in ("generic", "hotel", "infra", "stores", "flagd", "graph", "astronomy", "catalog", "datastores"):
+        for module in ("generic", "hotel", "infra", "stores", "flagd", "graph", "astronomy", "tidb", "catalog", "datastores"):
             # catalog last: it takes the farm manifests' images that no dedicated model registered
             importlib.import_module(f"clusters.sim.apps.{module}")
 

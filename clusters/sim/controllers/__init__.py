@@ -16,6 +16,7 @@ def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
     from clusters.sim.controllers.endpoints import EndpointsController
     from clusters.sim.controllers.gc import GarbageCollector
     from clusters.sim.controllers.scheduler import Scheduler
+    from clusters.sim.controllers.tidb_operator import TidbOperator
     from clusters.sim.controllers.volumes import VolumeBinder
     from clusters.sim.controllers.workloads import (
         CronJobController,
@@ -38,6 +39,7 @@ def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
         ReplicaSetController(cluster),
         StatefulSetController(cluster),
         DaemonSetController(cluster),
+        TidbOperator(cluster),  # a custom controller: acts only while its operator pod runs
         cluster.pv,
         cluster.scheduler,
         cluster.kubelet.reconcile,

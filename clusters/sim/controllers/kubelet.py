@@ -571,6 +571,7 @@ class Kubelet:
 
     def _create(self, pod: Obj, rt: PodRt, c: Ctr, spec: dict[str, Any], now: float) -> None:
         env, err = self._env(pod, spec)
+        err = err or self._non_root_violation(pod, rt, spec)
         if err:
             c.state, c.reason, c.message = "waiting", "CreateContainerConfigError", err
             self._event(pod, "Warning", "Failed", f"Error: {err}", c.name)
@@ -620,6 +621,19 @@ class Kubelet:
             outcome = model.start(ctx)
             c.model = model.name
         self._outcome(pod, rt, c, outcome, now, model)
+
+    @staticmethod
+    def _non_root_violation(pod: Obj, rt: PodRt, spec: dict[str, Any]) -> str | None:
+        """kubelet's verifyRunAsNonRoot: runAsNonRoot with an explicit runAsUser 0 (the container's
+        securityContext overriding the pod's) never starts."""
+        pod_sc = pod["spec"].get("securityContext") or {}
+        ctr_sc = spec.get("securityContext") or {}
+        non_root = ctr_sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot"))
+        user = ctr_sc.get("runAsUser", pod_sc.get("runAsUser"))
+        if non_root and user is not None and int(user) == 0:
+            return (f"container's runAsUser breaks non-root policy (pod: \"{rt.name}_{rt.namespace}({rt.uid})\", "
+                    f"container: {spec.get('name', '')})")
+        return None
 
     def _outcome(self, pod: Obj, rt: PodRt, c: Ctr, outcome: Started | Exited, now: float, model: Any) -> None:
         if isinstance(outcome, Started):

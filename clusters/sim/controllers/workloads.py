@@ -402,6 +402,7 @@ class StatefulSetController:
         spec = sts.get("spec") or {}
         want = int(spec.get("replicas", 1))
         rev = f"{name}-{template_hash(spec.get('template') or {})}"
+        self._adopt(sts)
         pods = {p["metadata"]["name"]: p for p in _owned(store.list("pods", ns), sts)}
         parallel = spec.get("podManagementPolicy") == "Parallel"
         for i in range(want):
@@ -455,13 +456,8 @@ class StatefulSetController:
                     self.cluster.events.record(sts, "Normal", "SuccessfulDelete",
                                                f"delete Pod {pname} in StatefulSet {name} successful", "statefulset-controller")
                     break
-        # rolling update: highest ordinal not on the update revision, when all are ready
+        self._roll(sts, rev, want, parallel)
         pods = {p["metadata"]["name"]: p for p in _owned(store.list("pods", ns), sts) if is_active(p)}
-        if len(pods) == want and all(is_ready(p) for p in pods.values()):
-            stale = [p for p in pods.values() if (p["metadata"].get("labels") or {}).get("controller-revision-hash") != rev]
-            if stale and (spec.get("updateStrategy") or {}).get("type", "RollingUpdate") == "RollingUpdate":
-                victim = max(stale, key=lambda p: int(p["metadata"]["name"].rsplit("-", 1)[-1]))
-                store.delete("pods", ns, victim["metadata"]["name"])
         pods_l = list(pods.values())
         status = {"observedGeneration": sts["metadata"].get("generation", 1), "replicas": len(pods_l),
                   "readyReplicas": sum(1 for p in pods_l if is_ready(p)),
@@ -470,6 +466,56 @@ class StatefulSetController:
                   "availableReplicas": sum(1 for p in pods_l if is_ready(p)),
                   "currentRevision": rev, "updateRevision": rev, "collisionCount": 0}
         _put_status(self.cluster, "statefulsets.apps", sts, status)
+
+
+    def _roll(self, sts: Obj, rev: str, want: int, parallel: bool) -> None:
+        """RollingUpdate as the statefulset controller does it: from the highest ordinal down to the
+        partition, delete the first Pod not on the update revision, or stop at an unhealthy one.
+        OrderedReady sets roll only while every Pod is running and ready; Parallel ones do not
+        wait, so a broken Pod of a reverted template is replaced too."""
+        spec = sts.get("spec") or {}
+        strategy = spec.get("updateStrategy") or {}
+        if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+            return
+        ns, name = sts["metadata"]["namespace"], sts["metadata"]["name"]
+        pods = {p["metadata"]["name"]: p for p in _owned(self.cluster.store.list("pods", ns), sts)}
+        ordered = [pods.get(f"{name}-{i}") for i in range(want)]
+        if not parallel and any(p is None or not is_active(p) or not is_ready(p) for p in ordered):
+            return
+        partition = int((strategy.get("rollingUpdate") or {}).get("partition") or 0)
+        for pod in reversed(ordered[partition:]):
+            if pod is None:
+                return
+            terminating = bool(pod["metadata"].get("deletionTimestamp"))
+            if (pod["metadata"].get("labels") or {}).get("controller-revision-hash") != rev and not terminating:
+                self.cluster.store.delete("pods", ns, pod["metadata"]["name"])
+                self.cluster.events.record(sts, "Normal", "SuccessfulDelete",
+                                           f"delete Pod {pod['metadata']['name']} in StatefulSet {name} successful",
+                                           "statefulset-controller")
+                return
+            if terminating or not is_ready(pod):
+                return
+
+    def _adopt(self, sts: Obj) -> None:
+        """Orphans (left by a delete with propagationPolicy Orphan) that the selector matches and
+        whose name is one of this set's ordinals become its Pods again."""
+        ns, name = sts["metadata"]["namespace"], sts["metadata"]["name"]
+        selector = (sts.get("spec") or {}).get("selector") or {}
+        for pod in self.cluster.scan("pods", ns):
+            meta = pod["metadata"]
+            if controller_uid(pod) is not None or meta.get("deletionTimestamp"):
+                continue
+            prefix, _, ordinal = meta["name"].rpartition("-")
+            if prefix != name or not ordinal.isdigit() or not match_labels(selector, meta.get("labels") or {}):
+                continue
+            ref = owner_ref(sts)
+
+            def adopt(o: Obj, ref: dict[str, Any] = ref) -> None:
+                o["metadata"]["ownerReferences"] = [*(o["metadata"].get("ownerReferences") or []), ref]
+            try:
+                self.cluster.store.mutate("pods", ns, meta["name"], adopt)
+            except StoreError:
+                pass
 
 
 class DaemonSetController:
