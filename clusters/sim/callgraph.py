@@ -34,6 +34,7 @@ from clusters.sim.apps.graph import (
     store_model,
 )
 from clusters.sim.apps.logformats import LOGGERS, LogFormat
+from clusters.stack.services import STACK_NAMESPACE
 
 if TYPE_CHECKING:
     from clusters.sim.controllers.kubelet import Ctr, PodRt
@@ -129,9 +130,9 @@ class CallGraphFlow:
         st = self.state.setdefault(ns, {"edges": {}, "queues": {}, "prev": {}})
         hooks: GraphHooks = app.hooks or GraphHooks()
         lam: dict[tuple[str, str], float] = {}
-        for _, c, conn, _ in clients:
-            reach = conn.ok_share
+        for rt, c, conn, _ in clients:
             for route in app.routes:
+                reach = self._route_conn(rt, conn, route).ok_share
                 r = c.instance["rate"] * route.share * reach * hooks.entry_share(self, ns, route.name)
                 lam[(route.service, route.op)] = lam.get((route.service, route.op), 0.0) + r
         consumers = self._consumers(ns, app, groups, dt)
@@ -428,6 +429,14 @@ class CallGraphFlow:
         return "404 Not Found"
 
     # -- what the clients report ---------------------------------------------------------------
+    def _route_conn(self, rt: PodRt, conn: Any, route: Any) -> Any:
+        """The connection a request goes over: the client's own host's, or the one its absolute URL names."""
+        pod = self.w._pod(rt.namespace, rt.name) if route.target else None
+        if pod is None:
+            return conn
+        host, _, port = route.target.rpartition(":")
+        return self.w._connect(pod, host, int(port))
+
     def _client(self, ns: str, app: AppGraph, rt: PodRt, c: Ctr, conn: Any, succ: dict, lat: dict, err: dict,
                 dt: float, now: float) -> None:
         inst = c.instance
@@ -438,10 +447,12 @@ class CallGraphFlow:
             if pod is not None and self.cluster.kubelet.runtime(pod) is not None else False
         total_n = total_fail = total_lat = 0.0
         for route in app.routes:
+            rconn = self._route_conn(rt, conn, route)
+            reach = rconn.ok_share
             n = inst["rate"] * route.share * dt
             s = succ.get((route.service, route.op), 0.0)
-            latency = lat.get((route.service, route.op), 0.002) + conn.delay_ms / 500.0
-            timeout = inst.get("timeout", LOCUST_TIMEOUT) if kind == "wrk2" else LOCUST_TIMEOUT
+            latency = lat.get((route.service, route.op), 0.002) + rconn.delay_ms / 500.0
+            timeout = route.timeout or (inst.get("timeout", LOCUST_TIMEOUT) if kind == "wrk2" else LOCUST_TIMEOUT)
             pto = _p_timeout(latency, timeout)
             good = n * reach * (1 - pto) * s
             bad = n - good
@@ -472,6 +483,7 @@ class CallGraphFlow:
         if kind == "locust" and pod is not None and total_fail > total_n * 0.05 and \
                 self.w._log_once(f"locust/{rt.namespace}/{rt.name}", 30.0, now):
             worst = max(app.routes, key=lambda r: 1 - succ.get((r.service, r.op), 0.0))
+            reach = self._route_conn(rt, conn, worst).ok_share
             why = err.get((worst.service, worst.op)) or ("ConnectionRefusedError(111, 'Connection refused')" if reach < 1
                                                          else "500 Server Error")
             self.cluster.logs.write(pod, c.name, f"[{rt.name}/ERROR/locust.user.users] {worst.method} {worst.name}: "
@@ -589,6 +601,8 @@ class CallGraphFlow:
         svc = app.services[svc_name]
         if not insts or depth > 6:
             return 0.0
+        if not svc.traced:
+            return lat.get((svc_name, op), 0.001)
         rt, c = insts[len(spans) % len(insts)]
         pod = self.w._pod(rt.namespace, rt.name)
         if pod is None or not self._exporter_ok(app, pod):
@@ -669,6 +683,10 @@ class CallGraphFlow:
                 ok = any(s.get("addresses") for s in (ep or {}).get("subsets") or [])
             elif svc is None and not e:
                 ok = True
+            else:  # an ExternalName to the farm's stack (jaeger-agent.observe…): the emulated cluster is that stack
+                alias = self.cluster.store.try_get("services", pod["metadata"]["namespace"], host) or {}
+                target = (alias.get("spec") or {}).get("externalName", "")
+                ok = (alias.get("spec") or {}).get("type") == "ExternalName" and f".{STACK_NAMESPACE}.svc." in target
             cache[key] = ok
         return cache[key]
 

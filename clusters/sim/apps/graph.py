@@ -38,7 +38,7 @@ class Peer:
     env: str = ""
     port_env: str = ""  # Envoy-style pairs: `env` holds the host, `port_env` the port
     config: tuple[str, tuple[str, ...]] | None = None  # (file path, keys to the {"addr","port"} entry)
-    default: str = ""
+    default: str = ""  # may hold Spring placeholders, `${NAME:fallback}`, resolved against the environment
     required: bool = False  # the process refuses to start when `env` is unset
     at_start: bool = False  # dialled (and for a store, authenticated) while starting: failure exits
     pool: int = 0  # connections its client keeps per pod (Hikari's 10, a Thrift pool's 512); 0 = unbounded
@@ -73,6 +73,7 @@ class Service:
     attempts: int = 1  # tries per outgoing call (1 = no retry)
     start_s: float = 1.0  # time to become ready
     background: bool = False  # its ops run as a loop of its own (a Kafka consumer), not on requests
+    traced: bool = True  # False: the program has no tracer, so its requests leave no spans
     on_start: Callable[[StartContext, dict[str, Any]], Exited | None] | None = None  # reads its own config
 
     def peer(self, name: str) -> Peer:
@@ -91,6 +92,8 @@ class Route:
     service: str  # the entry service
     op: str
     share: float
+    timeout: float | None = None  # the client's own timeout for this request (Locust's `timeout=`), seconds
+    target: str = ""  # host:port of an absolute URL the client calls instead of its own host
 
 
 @dataclass
@@ -194,6 +197,24 @@ def parse_address(value: str, protocol: str) -> Address | None:
     return Address(host or "localhost", int(port), raw=value)
 
 
+PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_.-]+)(?::([^}]*))?\}")
+
+
+def resolve_placeholders(text: str, env: dict[str, str]) -> tuple[str, str | None]:
+    """Spring's `${NAME:fallback}` placeholders (an application.yml default) resolved against the
+    container's environment: (the text, the first NAME unset without a fallback, else None)."""
+    unset: list[str] = []
+
+    def value(m: re.Match[str]) -> str:
+        if m.group(1) in env:
+            return env[m.group(1)]
+        if m.group(2) is None:
+            unset.append(m.group(1))
+        return m.group(2) or ""
+
+    return PLACEHOLDER.sub(value, text), (unset[0] if unset else None)
+
+
 def config_entry(files: dict[str, str], path: str, keys: tuple[str, ...]) -> str | None:
     """`addr:port` of a service-config.json style entry ({"addr": …, "port": …}), if present."""
     text = files.get(path)
@@ -283,7 +304,9 @@ class GraphService(AppModel):
                 if raw is None and p.required:
                     return log.exit_missing_config(t, p.config[0], ".".join(p.config[1]))
             if raw is None:
-                raw = p.default
+                raw, unset = resolve_placeholders(p.default, ctx.env)
+                if unset:
+                    return log.exit_missing_env(t, unset)
             addr = parse_address(raw, p.protocol)
             if addr is None:
                 if p.required or p.at_start:
@@ -349,4 +372,4 @@ def image_suffix(container: dict[str, Any], repository: str) -> str | None:
 
 
 __all__ = ["AppGraph", "Address", "Call", "DataStore", "GRAPHS", "GraphService", "Peer", "Route", "Service",
-           "StoreReply", "graph_app", "identify", "image_suffix", "parse_address", "store_model"]
+           "StoreReply", "graph_app", "identify", "image_suffix", "parse_address", "resolve_placeholders", "store_model"]
