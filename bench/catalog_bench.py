@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-MODELLED = ["hotel-reservation", "astronomy-shop"]  # applications the emulated cluster models this release
+MODELLED = ["hotel-reservation", "astronomy-shop", "social-network"]  # applications the emulated cluster models this release
 
 
 def process_cpu(pid: int) -> float:

@@ -31,6 +31,7 @@ from clusters.sim.apps.graph import (
     Call,
     Peer,
     Service,
+    client_routes,
     store_model,
 )
 from clusters.sim.apps.logformats import LOGGERS, LogFormat
@@ -131,7 +132,7 @@ class CallGraphFlow:
         hooks: GraphHooks = app.hooks or GraphHooks()
         lam: dict[tuple[str, str], float] = {}
         for rt, c, conn, _ in clients:
-            for route in app.routes:
+            for route in client_routes(app, c.instance):
                 reach = self._route_conn(rt, conn, route).ok_share
                 r = c.instance["rate"] * route.share * reach * hooks.entry_share(self, ns, route.name)
                 lam[(route.service, route.op)] = lam.get((route.service, route.op), 0.0) + r
@@ -216,6 +217,9 @@ class CallGraphFlow:
 
     @staticmethod
     def _overloaded(svc: Service) -> str:
+        own = getattr(LOGGERS.get(svc.language), "overloaded_error", "")
+        if own:  # what callers of this runtime's server meet when it sheds load
+            return str(own)
         if svc.language in ("spring", "envoy", "nginx", "nextjs"):
             return "503 Service Unavailable"
         return "rpc error: code = ResourceExhausted desc = grpc: the server has reached its concurrency limit"
@@ -446,7 +450,7 @@ class CallGraphFlow:
         sidecar = any(o.name != c.name and o.state == "running" for o in self.cluster.kubelet.runtime(pod).containers.values()) \
             if pod is not None and self.cluster.kubelet.runtime(pod) is not None else False
         total_n = total_fail = total_lat = 0.0
-        for route in app.routes:
+        for route in client_routes(app, inst):
             rconn = self._route_conn(rt, conn, route)
             reach = rconn.ok_share
             n = inst["rate"] * route.share * dt
@@ -675,7 +679,7 @@ class CallGraphFlow:
         key = ("exporter", pod["metadata"]["uid"])
         cache = self.w._conn_cache
         if key not in cache:
-            host = "otel-collector" if app.span_metrics else "jaeger"
+            host = app.trace_host or ("otel-collector" if app.span_metrics else "jaeger")
             svc, e = self.cluster.network.lookup(pod, host)
             ok = False
             if svc is not None and not e:

@@ -41,6 +41,7 @@ class Peer:
     default: str = ""  # may hold Spring placeholders, `${NAME:fallback}`, resolved against the environment
     required: bool = False  # the process refuses to start when `env` is unset
     at_start: bool = False  # dialled (and for a store, authenticated) while starting: failure exits
+    suffix_env: str = ""  # an env var whose value the program appends to the host (OpenResty's fqdn_suffix)
     pool: int = 0  # connections its client keeps per pod (Hikari's 10, a Thrift pool's 512); 0 = unbounded
 
 
@@ -92,8 +93,16 @@ class Route:
     service: str  # the entry service
     op: str
     share: float
+    script: str = ""  # the load generator script that sends it (file name); empty: the default mix
     timeout: float | None = None  # the client's own timeout for this request (Locust's `timeout=`), seconds
     target: str = ""  # host:port of an absolute URL the client calls instead of its own host
+
+
+def client_routes(graph: AppGraph, instance: dict[str, Any]) -> tuple[Route, ...]:
+    """What one load generator sends: the routes of its script (`-s`), else the graph's default mix."""
+    script = str(instance.get("script") or "").rsplit("/", 1)[-1]
+    own = tuple(r for r in graph.routes if r.script and r.script == script)
+    return own or tuple(r for r in graph.routes if not r.script)
 
 
 @dataclass
@@ -103,6 +112,7 @@ class AppGraph:
     routes: tuple[Route, ...]
     identify: Callable[[dict[str, Any]], str | None]  # a container spec → the service it runs, or None
     span_metrics: bool = True  # the OTel collector's spanmetrics connector turns spans into metrics
+    trace_host: str = ""  # where the services send spans; default otel-collector (span_metrics) or jaeger
     hooks: Any = None  # app-specific behaviour (feature flags, ...): see callgraph.GraphHooks
     order: list[str] = field(default_factory=list)  # callers before callees, computed
 
@@ -301,8 +311,9 @@ class GraphService(AppModel):
                 return log.exit_missing_env(t, p.env)
             elif p.config is not None:
                 raw = config_entry(ctx.files, *p.config)
-                if raw is None and p.required:
-                    return log.exit_missing_config(t, p.config[0], ".".join(p.config[1]))
+                if raw is None and p.required:  # no file (key "") or no entry in it
+                    return log.exit_missing_config(t, p.config[0], ".".join(p.config[1]) if p.config[0] in ctx.files
+                                                   else "")
             if raw is None:
                 raw, unset = resolve_placeholders(p.default, ctx.env)
                 if unset:
@@ -312,6 +323,9 @@ class GraphService(AppModel):
                 if p.required or p.at_start:
                     return log.exit_bad_address(t, p, raw)
                 continue
+            if p.suffix_env:
+                addr = Address(addr.host + ctx.env.get(p.suffix_env, ""), addr.port, addr.user, addr.password,
+                               addr.database, addr.raw)
             peers[p.name] = {"host": addr.host, "port": addr.port, "user": addr.user, "password": addr.password,
                              "database": addr.database, "raw": addr.raw}
             if p.at_start:
@@ -324,7 +338,8 @@ class GraphService(AppModel):
             refused = svc.on_start(ctx, inst)
             if refused is not None:
                 return refused
-        return Started(log.started(t, svc), set(svc.ports), inst, ready_after=svc.start_s)
+        # a program that reads its listen port from its config says so in inst["ports"] (on_start)
+        return Started(log.started(t, svc), set(inst.get("ports") or svc.ports), inst, ready_after=svc.start_s)
 
     def _dial_at_start(self, ctx: StartContext, p: Peer, addr: Address) -> tuple[str, float] | None:
         """None if the peer answers (and accepts the credentials); else (error, seconds until it gives up)."""
@@ -372,4 +387,4 @@ def image_suffix(container: dict[str, Any], repository: str) -> str | None:
 
 
 __all__ = ["AppGraph", "Address", "Call", "DataStore", "GRAPHS", "GraphService", "Peer", "Route", "Service",
-           "StoreReply", "graph_app", "identify", "image_suffix", "parse_address", "resolve_placeholders", "store_model"]
+           "StoreReply", "client_routes", "graph_app", "identify", "image_suffix", "parse_address", "resolve_placeholders", "store_model"]

@@ -13,6 +13,8 @@ import re
 import shlex
 from typing import Any
 
+import yaml
+
 from clusters.sim.apps.base import (
     Exited,
     StartContext,
@@ -151,6 +153,22 @@ class MongoDB(DataStore):
                 auth = True
         return auth, ""
 
+    @staticmethod
+    def _config_tls(ctx: StartContext) -> tuple[bool, str]:
+        """(plaintext refused, certificate key file) from net.tls (or the older net.ssl) of the --config file."""
+        argv = ctx.argv
+        flag = "--config" if "--config" in argv else "-f" if "-f" in argv else ""
+        i = argv.index(flag) + 1 if flag else 0
+        try:
+            net = (yaml.safe_load(ctx.files.get(argv[i], "")) or {}).get("net") if flag and i < len(argv) else None
+        except (yaml.YAMLError, AttributeError):
+            return False, ""
+        tls = ((net.get("tls") or net.get("ssl")) if isinstance(net, dict) else None) or {}
+        if not isinstance(tls, dict):
+            return False, ""
+        return str(tls.get("mode")) in ("requireTLS", "requireSSL"), str(tls.get("certificateKeyFile") or
+                                                                         tls.get("PEMKeyFile") or "")
+
     def start(self, ctx: StartContext) -> Started | Exited:
         t = ctx.app_time()
         user, pwd = ctx.env.get("MONGO_INITDB_ROOT_USERNAME", ""), ctx.env.get("MONGO_INITDB_ROOT_PASSWORD", "")
@@ -166,9 +184,11 @@ class MongoDB(DataStore):
             data = {}
         host = ctx.pod.get("spec", {}).get("hostname") or ctx.pod_name
         argv = ctx.argv
-        tls = "requireTLS" in argv or "requireSSL" in argv
+        conf_tls, conf_key = self._config_tls(ctx)  # net.tls in the --config file counts as the flags do
+        tls = "requireTLS" in argv or "requireSSL" in argv or conf_tls
         if tls:
-            key = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--tlsCertificateKeyFile", "--sslPEMKeyFile")), "")
+            key = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--tlsCertificateKeyFile", "--sslPEMKeyFile")),
+                       "") or conf_key
             if not key:
                 return Exited(2, [mongo_log(t, "F", "CONTROL", 20574, "-", "Error during global initialization",
                                             {"error": {"code": 2, "codeName": "BadValue",

@@ -49,7 +49,7 @@ def test_leak_check_sees_what_the_agent_sees(api_cluster: ClusterHandle) -> None
 
 
 # Applications the emulated cluster models; every problem of theirs that needs no real cluster must validate.
-MODELLED = ["hotel-reservation", "astronomy-shop"]
+MODELLED = ["hotel-reservation", "astronomy-shop", "social-network"]
 PROBLEMS = [p.id for p in load_catalog().select(apps=MODELLED) if not p.needs_real_cluster]
 
 
