@@ -1,7 +1,8 @@
 """OS and hardware faults of one node. The node is named, or is the node running a given
 workload's pod; Chaos Mesh experiments then select every application pod on that node.
 Faults Chaos Mesh cannot express (kubelet, sysctl, disk fill, a dead node) run a privileged
-task on the node itself and need a real cluster."""
+task on the node itself on a real cluster; the emulated cluster models each of them as a
+NodeFault (clusters/sim/nodes.py), so the same problem validates there."""
 
 from __future__ import annotations
 
@@ -237,8 +238,6 @@ class NodeTask(Fault):
         return "active" in out.split()
 
 
-# The emulated cluster does not model the kubelet itself yet (its NodeFault has no kubelet, node
-# power or eviction-threshold state), so these three run on real clusters only.
 class NodeDownTask(NodeTask):
     """A fault that stops the node's kubelet: no pod can run there to undo or check it, so the
     node's Ready condition is the check and the armed timer is the undo."""
@@ -258,7 +257,7 @@ class NodeDownTask(NodeTask):
 
 
 @faults.register("kubelet-crash")
-class KubeletCrash(NodeDownTask):
+class KubeletCrash(SimNodeBackend, NodeDownTask):
     """The kubelet's flags file gains an unknown flag and the kubelet crash-loops on restart:
     the node goes NotReady and its pods are evicted after the toleration period."""
 
@@ -270,22 +269,29 @@ class KubeletCrash(NodeDownTask):
     )
     undo_script = "mv /var/lib/kubelet/kubeadm-flags.env.orig /var/lib/kubelet/kubeadm-flags.env; systemctl restart kubelet"
 
+    def sim_spec(self) -> Obj | None:
+        # The emulated kubelet stops posting status and syncing pods; containers keep running.
+        return {"kubeletStopped": True}
+
 
 @faults.register("node-failure")
-class NodeFailure(NodeDownTask):
+class NodeFailure(SimNodeBackend, NodeDownTask):
     """The node stops: kubelet and container runtime halt, as when a machine dies."""
 
     Params = NodeTaskParams
     break_script = "systemctl stop kubelet containerd"
     undo_script = "systemctl start containerd kubelet"
 
+    def sim_spec(self) -> Obj | None:
+        return {"nodeDown": True}
+
 
 class EvictionParams(NodeTaskParams):
-    memory_available: str = "90%"
+    memory_available: str = Field("90%", pattern=r"^(\d+(\.\d+)?%|\d+(Ki|Mi|Gi)?)$")
 
 
 @faults.register("eviction-threshold-misconfigured")
-class EvictionThresholdMisconfigured(NodeTask):
+class EvictionThresholdMisconfigured(SimNodeBackend, NodeTask):
     """The kubelet's evictionHard memory.available threshold is set far above real headroom:
     the node reports MemoryPressure and evicts pods that fit comfortably."""
 
@@ -301,6 +307,9 @@ class EvictionThresholdMisconfigured(NodeTask):
         undo = f"mv {cfg}.orig {cfg}; systemctl restart kubelet"
         check = f"test -f {cfg}.orig && echo active || echo clean"
         return brk, undo, check
+
+    def sim_spec(self) -> Obj | None:
+        return {"evictionHard": {"memory.available": self.p.memory_available}}
 
 
 class SysctlParams(NodeTaskParams):
@@ -343,11 +352,11 @@ class PidExhaustion(SimNodeBackend, SysctlTask):
 
 class DiskFillParams(NodeTaskParams):
     path: str = "/var/lib/containerd"
-    size: str = "200G"
+    size: str = Field("200G", pattern=r"^\d+(\.\d+)?([KMGT](iB|B)?)?$")
 
 
 @faults.register("node-disk-fill")
-class NodeDiskFill(NodeTask):
+class NodeDiskFill(SimNodeBackend, NodeTask):
     """A large file fills the node's container disk: DiskPressure, image GC, evictions."""
 
     Params = DiskFillParams
@@ -355,6 +364,22 @@ class NodeDiskFill(NodeTask):
     def scripts(self) -> tuple[str, str, str]:
         f = f"{self.p.path}/.snapshot-cache"
         return (f"fallocate -l {self.p.size} {f}", f"rm -f {f}", f"test -f {f} && echo active || echo clean")
+
+    def sim_spec(self) -> Obj | None:
+        return {"diskFillBytes": fallocate_bytes(self.p.size)}
+
+
+def fallocate_bytes(size: str) -> float:
+    """fallocate's -l: K, M, G, T (and KiB...) are powers of 1024, KB, MB, GB, TB powers of 1000."""
+    import re
+
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B|B)?", size.strip(), re.I)
+    require(m is not None, f"size '{size}' is not a length fallocate accepts")
+    assert m is not None
+    unit = m.group(2).upper()
+    decimal = (m.group(3) or "").upper() == "B"
+    mult = (1000 if decimal else 1024) ** " KMGT".index(unit or " ")
+    return float(m.group(1)) * mult
 
 
 # -- hardware layer -------------------------------------------------------------------------

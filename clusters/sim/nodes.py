@@ -2,7 +2,10 @@
 live in: disks with bad sector ranges, NICs with loss/corruption/delay, clock offset, file
 descriptor and pid tables, CPU stress. Faults arrive as `NodeFault` objects (group sim.farm.io,
 cluster scoped, out of an agent's reach) or from Chaos Mesh; their symptoms reach the apps through
-`io()` / `link()` and leave kernel-log lines (Loki job="node-kernel") and node_exporter metrics."""
+`io()` / `link()` and leave kernel-log lines (Loki job="node-kernel", what `dmesg` shows) and
+node_exporter metrics. The kubelet's own state lives here too: a stopped kubelet or a powered-off
+node (NotReady, taint-based eviction), and the eviction manager's disk and memory signals against
+its thresholds (a full disk, a misconfigured evictionHard)."""
 
 from __future__ import annotations
 
@@ -159,9 +162,17 @@ class NodeFleet:
                     for k, v in spec.items():
                         if k != "nodeName":
                             merged[k] = v
+        for node, merged in faults.items():
+            fill = merged.get("diskFillBytes")
+            if fill is not None and merged.get("diskFullPercent") is None:
+                # A file of that size on the node's root disk: what df would then show as used.
+                disk = self.state["nodes"][node].disks[0]
+                merged["diskFullPercent"] = min(100.0, 100.0 * (disk.used_bytes + float(fill)) / disk.size_bytes)
         self.state["faults"] = faults
         for n in self:
             self._lifecycle(n, now)
+            if not self.powered_off(n.name):
+                self._fault_lines(n, now)
 
     # -- node lifecycle: kubelet heartbeats, the node controller, taint-based eviction ----------
     GRACE = 40.0  # node-monitor-grace-period
@@ -181,6 +192,12 @@ class NodeFleet:
             cl.wake_at(now + self.GRACE)
             if self.powered_off(n.name):
                 self.kernel_log(n.name, ["reboot: Power down"])
+                # Every process of the machine dies with it; the kubelet, once back, finds the
+                # containers gone (Terminated, reason Unknown, exit 255) and starts them again.
+                for rt in list(cl.kubelet.state["pods"].values()):
+                    if rt.node == n.name:
+                        for c in list(rt.containers.values()):
+                            cl.kubelet.terminate(rt.namespace, rt.name, c.name, 255, "Unknown")
         if not stopped:
             self._pressure(n, now)
         if not stopped and "since" in life:
@@ -198,32 +215,64 @@ class NodeFleet:
         self._evict(n.name, life, now)
 
     EVICTION_INTERVAL = 10.0  # kubelet --eviction-monitoring-interval
+    SYSTEM_MEMORY_SHARE = 0.1  # what the OS, kubelet and containerd hold: node_exporter's MemAvailable leaves it out
+    # signal → (condition, taint, reasons/messages for True and False, node event words, resource)
+    SIGNALS: dict[str, tuple[str, str, tuple[str, str, str, str], tuple[str, str], str]] = {
+        "disk": ("DiskPressure", "node.kubernetes.io/disk-pressure",
+                 ("KubeletHasDiskPressure", "kubelet has disk pressure", "KubeletHasNoDiskPressure",
+                  "kubelet has no disk pressure"), ("NodeHasDiskPressure", "NodeHasNoDiskPressure"), "ephemeral-storage"),
+        "memory": ("MemoryPressure", "node.kubernetes.io/memory-pressure",
+                   ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available",
+                    "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                   ("NodeHasInsufficientMemory", "NodeHasSufficientMemory"), "memory"),
+    }
+
+    def memory_available(self, n: NodeState) -> float:
+        """memory.available as the kubelet computes it: capacity minus the node's working set."""
+        used = sum(c.memory for rt in self.cluster.kubelet.state["pods"].values() if rt.node == n.name and not rt.evicted
+                   for c in rt.containers.values())
+        return max(0.0, n.memory * (1 - self.SYSTEM_MEMORY_SHARE) - used)
+
+    def memory_threshold(self, n: NodeState) -> float:
+        """evictionHard memory.available: the NodeFault's value, else the kubelet default 100Mi."""
+        from clusters.sim.controllers.quantity import parse_quantity
+
+        value = str((self.fault(n.name, "evictionHard") or {}).get("memory.available", "100Mi"))
+        if value.endswith("%"):
+            return n.memory * float(value[:-1]) / 100.0
+        return parse_quantity(value)
 
     def _pressure(self, n: NodeState, now: float) -> None:
-        """nodefs.available<10%: DiskPressure, the disk-pressure taint, one eviction per interval."""
-        cl = self.cluster
+        """The eviction manager: nodefs.available<10% (DiskPressure) and memory.available below
+        its evictionHard threshold (MemoryPressure), each with its condition, taint and one
+        eviction per monitoring interval while the signal stays below the threshold."""
         full = float(self.fault(n.name, "diskFullPercent") or 0.0)
-        press = n.reported.setdefault("pressure", {})
+        self._signal(n, now, "disk", full >= 90.0)
+        if self.fault(n.name, "evictionHard") or n.reported.get("pressure-memory", {}).get("on"):
+            self._signal(n, now, "memory", self.memory_available(n) < self.memory_threshold(n))
+
+    def _signal(self, n: NodeState, now: float, signal: str, under: bool) -> None:
+        cl = self.cluster
+        cond_type, taint_key, words, (ev_on, ev_off), resource = self.SIGNALS[signal]
+        press = n.reported.setdefault("pressure" if signal == "disk" else f"pressure-{signal}", {})
         stamp = cl.clock.rfc3339(now)
-        under = full >= 90.0
         if under != bool(press.get("on")):
             press["on"] = under
 
             def edit(o: Obj) -> None:
                 for c in o["status"].get("conditions") or []:
-                    if c["type"] == "DiskPressure":
+                    if c["type"] == cond_type:
                         c.update(status="True" if under else "False", lastTransitionTime=stamp,
-                                 reason="KubeletHasDiskPressure" if under else "KubeletHasNoDiskPressure",
-                                 message="kubelet has disk pressure" if under else "kubelet has no disk pressure")
-                taints = [t for t in o["spec"].get("taints") or [] if t.get("key") != "node.kubernetes.io/disk-pressure"]
+                                 reason=words[0] if under else words[2], message=words[1] if under else words[3])
+                taints = [t for t in o["spec"].get("taints") or [] if t.get("key") != taint_key]
                 if under:
-                    taints.append({"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule", "timeAdded": stamp})
+                    taints.append({"key": taint_key, "effect": "NoSchedule", "timeAdded": stamp})
                 if taints:
                     o["spec"]["taints"] = taints
                 else:
                     o["spec"].pop("taints", None)
             obj = cl.store.mutate("nodes", "", n.name, edit)
-            word = "NodeHasDiskPressure" if under else "NodeHasNoDiskPressure"
+            word = ev_on if under else ev_off
             cl.events.record(obj, "Normal", word, f"Node {n.name} status is now: {word}", "kubelet", n.name)
         if not under or now - press.get("last", -1e18) < self.EVICTION_INTERVAL:
             if under:
@@ -232,19 +281,55 @@ class NodeFleet:
         press["last"] = now
         cl.wake_at(now + self.EVICTION_INTERVAL)
         cl.events.record(cl.store.get("nodes", "", n.name), "Warning", "EvictionThresholdMet",
-                         "Attempting to reclaim ephemeral-storage", "kubelet", n.name)
-        order = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
+                         f"Attempting to reclaim {resource}", "kubelet", n.name)
         victims = [p for p in cl.scan("pods") if p["spec"].get("nodeName") == n.name
                    and (p.get("status") or {}).get("phase") in ("Running", "Pending")
+                   and not p["metadata"].get("deletionTimestamp")
                    and p["spec"].get("priorityClassName") not in ("system-node-critical", "system-cluster-critical")]
         if not victims:
             return
-        victim = min(victims, key=lambda p: (order.get((p.get("status") or {}).get("qosClass", "BestEffort"), 0),
-                                             p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
-        disk = n.disks[0]
-        avail = disk.size_bytes * max(0.0, 1 - full / 100.0)
-        cl.kubelet.evict(victim, f"The node was low on resource: ephemeral-storage. Threshold quantity: "
-                                 f"{int(disk.size_bytes * 0.1)}, available: {int(avail // 1024)}Ki. ")
+        if signal == "disk":
+            order = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
+            victim = min(victims, key=lambda p: (order.get((p.get("status") or {}).get("qosClass", "BestEffort"), 0),
+                                                 p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
+            disk = n.disks[0]
+            avail = disk.size_bytes * max(0.0, 1 - float(self.fault(n.name, "diskFullPercent") or 0.0) / 100.0)
+            cl.kubelet.evict(victim, f"The node was low on resource: ephemeral-storage. Threshold quantity: "
+                                     f"{int(disk.size_bytes * 0.1)}, available: {int(avail // 1024)}Ki. ")
+            return
+        self._evict_for_memory(n, victims)
+
+    def _evict_for_memory(self, n: NodeState, victims: list[Obj]) -> None:
+        """rankMemoryPressure: pods using more than they request first, then lower priority, then
+        the usage above the request, largest first; the message names the container that used most."""
+        from clusters.sim.controllers.quantity import parse_quantity
+
+        kubelet = self.cluster.kubelet
+
+        def usage(p: Obj) -> dict[str, float]:
+            rt = kubelet.runtime(p)
+            return {c.name: c.memory for c in rt.containers.values()} if rt is not None else {}
+
+        def request(p: Obj) -> dict[str, float]:
+            out = {}
+            for c in p["spec"].get("containers") or []:
+                v = ((c.get("resources") or {}).get("requests") or {}).get("memory")
+                out[c["name"]] = parse_quantity(v) if v else 0.0
+            return out
+
+        def rank(p: Obj) -> tuple[int, int, float, str]:
+            over = sum(usage(p).values()) - sum(request(p).values())
+            return (0 if over > 0 else 1, int(p["spec"].get("priority") or 0), -over, p["metadata"]["name"])
+        victim = min(victims, key=rank)
+        used, req = usage(victim), request(victim)
+        top = max(used, key=lambda k: used[k] - req.get(k, 0.0)) if used else ""
+        cl_avail = self.memory_available(n)
+        message = (f"The node was low on resource: memory. Threshold quantity: {int(self.memory_threshold(n))}, "
+                   f"available: {int(cl_avail // 1024)}Ki. ")
+        if top:
+            message += (f"Container {top} was using {int(used[top] // 1024)}Ki, request is "
+                        f"{int(req.get(top, 0.0)) if req.get(top) else 0}, has larger consumption of memory. ")
+        kubelet.evict(victim, message)
 
     def _set_ready(self, node: str, ready: bool, now: float) -> None:
         cl = self.cluster
@@ -405,6 +490,108 @@ class NodeFleet:
             up = boot + (now - 1767603600.0) + i * 1e-5
             n.kernel_seq += 1
             self.cluster.obs.logs.append(labels, t + i * 1e-4, f"[{up:12.6f}] {line}")
+
+    def journal_log(self, node: str, unit: str, lines: list[str], pid: int) -> None:
+        """Lines a systemd unit of the node writes to the journal (Loki job="node-journal")."""
+        from datetime import UTC, datetime
+
+        now = self.cluster.clock.now()
+        labels = {"job": "node-journal", "node_name": node, "host": node, "unit": unit}
+        stamp = datetime.fromtimestamp(now + self.clock_offset(node), UTC).strftime("%b %d %H:%M:%S")
+        name = unit.removesuffix(".service")
+        for i, line in enumerate(lines):
+            self.cluster.obs.logs.append(labels, now + i * 1e-4, f"{stamp} {node} {name}[{pid}]: {line}")
+
+    # -- what the kernel prints while a fault is active ------------------------------------------
+    NET_RATELIMIT_S = 60.0  # one `net_ratelimit: N callbacks suppressed` summary a minute
+    THERMAL_RATELIMIT_S = 300.0  # therm_throt logs a CPU's throttling at most every 5 minutes
+
+    def _fault_lines(self, n: NodeState, now: float) -> None:
+        """Kernel-log lines for the node's active faults, the first when the fault starts and the
+        repeats at the kernel's own rate limits; the all-clear lines when it ends."""
+        lines: list[str] = []
+        seen = n.reported.setdefault("klog", {})
+        active = self.state["faults"].get(n.name) or {}
+        cpus = max(1, int(n.cpu))
+        # pids: the pids controller refuses forks in every container cgroup of the node, once per
+        # cgroup (the kernel prints the first rejection of each cgroup only).
+        if active.get("pidMax") is not None:
+            done = seen.setdefault("pids", [])
+            for rt in self.cluster.kubelet.state["pods"].values():
+                if rt.node != n.name:
+                    continue
+                pod = self.cluster.raw("pods", rt.namespace, rt.name) or {}
+                qos = ((pod.get("status") or {}).get("qosClass") or "BestEffort").lower()
+                parent = "/kubepods" + ("" if qos == "guaranteed" else f"/{qos}") + f"/pod{rt.uid}"
+                for c in rt.containers.values():
+                    cid = c.container_id.removeprefix("containerd://")
+                    if c.state != "running" or not cid or cid in done:
+                        continue
+                    done.append(cid)
+                    lines.append(f"cgroup: fork rejected by pids controller in {parent}/{cid}")
+        else:
+            seen.pop("pids", None)
+        nic = active.get("nic") or {}
+        dev = n.nics[0].device
+        loss, corrupt = float(nic.get("lossPercent", 0) or 0), float(nic.get("corruptPercent", 0) or 0)
+        if loss or corrupt:
+            first = "nic" not in seen
+            last = seen.setdefault("nic", {"at": now})
+            if first:
+                if corrupt:
+                    lines += [f"{dev}: hw csum failure",
+                              f"CPU: 1 PID: 0 Comm: swapper/1 Not tainted {KERNEL_VERSION} #65-Ubuntu",
+                              "Call Trace:", " <IRQ>", " dump_stack_lvl+0x4a/0x63", " netdev_rx_csum_fault.part.0+0x3d/0x41",
+                              " __skb_checksum_complete+0xcf/0xe0", " tcp_v4_rcv+0x9a4/0xe90", " </IRQ>"]
+                if loss:
+                    lines += [f"NETDEV WATCHDOG: {dev} (hv_netvsc): transmit queue 0 timed out",
+                              "WARNING: CPU: 0 PID: 0 at net/sched/sch_generic.c:477 dev_watchdog+0x21e/0x230"]
+            elif now - last["at"] >= self.NET_RATELIMIT_S:
+                # What the suppressed messages would have said, in proportion to the damage.
+                suppressed = int(5 + (now - last["at"]) * (corrupt + loss) / 10.0)
+                last["at"] = now
+                lines.append(f"net_ratelimit: {suppressed} callbacks suppressed")
+                if corrupt:
+                    lines.append(f"{dev}: hw csum failure")
+            self.cluster.wake_at(last["at"] + self.NET_RATELIMIT_S)
+        else:
+            seen.pop("nic", None)
+        offset = float(active.get("clockOffsetSeconds") or 0.0)
+        if offset and "clock" not in seen:
+            seen["clock"] = now
+            wd = int(now * 14318180) & 0xFFFFFFFF  # the HPET's 14.318 MHz counter
+            cs = int((now + offset) * 2.4e9)  # the TSC at 2.4 GHz
+            lines += ["clocksource: timekeeping watchdog on CPU0: Marking clocksource 'tsc' as unstable because the skew is too large:",
+                      f"clocksource:                       'hpet' wd_nsec: 512000000 wd_now: {wd:x} wd_last: {(wd - 7331000) & 0xFFFFFFFF:x} mask: ffffffff",
+                      f"clocksource:                       'tsc' cs_nsec: {int(512e6 + abs(offset) * 1e9)} cs_now: {cs:x} "
+                      f"cs_last: {cs - 1228800000:x} mask: ffffffffffffffff",
+                      "clocksource:                       'tsc' is current clocksource.",
+                      "tsc: Marking TSC unstable due to clocksource watchdog",
+                      "clocksource: Switched to clocksource hpet"]
+            # Why nobody steps the clock back: the node's NTP client cannot reach its servers.
+            self.journal_log(n.name, "systemd-timesyncd.service", [
+                "Timed out waiting for reply from 185.125.190.57:123 (ntp.ubuntu.com).",
+                "Timed out waiting for reply from 185.125.190.58:123 (ntp.ubuntu.com).",
+                "Timed out waiting for reply from 91.189.91.157:123 (ntp.ubuntu.com)."], 612)
+        elif not offset:
+            seen.pop("clock", None)
+        throttle = float(active.get("cpuThrottlePercent") or 0.0)
+        if throttle:
+            th = seen.setdefault("thermal", {"at": -1e18, "events": 0})
+            if now - th["at"] >= self.THERMAL_RATELIMIT_S:
+                # PROCHOT fires many times between two reports; the first report counts one.
+                th["events"] = th["events"] + int(throttle) * 3 if th["events"] else 1
+                th["at"] = now
+                lines += [f"CPU{i}: Core temperature above threshold, cpu clock throttled (total events = {th['events']})"
+                          for i in range(cpus)]
+                lines += [f"CPU{i}: Package temperature above threshold, cpu clock throttled (total events = {th['events']})"
+                          for i in range(cpus)]
+            self.cluster.wake_at(th["at"] + self.THERMAL_RATELIMIT_S)
+        elif seen.pop("thermal", None) is not None:
+            lines += [f"CPU{i}: Core temperature/speed normal" for i in range(cpus)]
+            lines += [f"CPU{i}: Package temperature/speed normal" for i in range(cpus)]
+        if lines:
+            self.kernel_log(n.name, lines)
 
     def account_cpu(self, node: str, seconds: float) -> None:
         self.state["nodes"][node].cpu_seconds += seconds

@@ -79,9 +79,23 @@ def test_range_checks_are_errors_too() -> None:
 def test_flags_mark_triggers_and_real_cluster_paths() -> None:
     assert faults.factory("load-spike").trigger and faults.factory("pod-kill").trigger
     assert not faults.factory("env-var-wrong").trigger
-    # Node faults the emulated cluster models run there; the rest need a real node.
-    assert not faults.factory("fd-exhaustion").needs_real_cluster
-    assert faults.factory("node-disk-fill").needs_real_cluster and faults.factory("kubelet-crash").needs_real_cluster
+    # Node faults the emulated cluster models run there (as NodeFault objects); a node task
+    # without an emulated path would need a real node.
+    for name in ("fd-exhaustion", "pid-exhaustion", "cpu-throttling", "node-disk-fill", "kubelet-crash", "node-failure",
+                 "eviction-threshold-misconfigured"):
+        assert not faults.factory(name).needs_real_cluster, name
+    from injectors.node_faults import NodeTask
+
+    assert NodeTask.needs_real_cluster
+
+
+def test_disk_fill_sizes_read_like_fallocate() -> None:
+    from injectors.node_faults import fallocate_bytes
+
+    assert fallocate_bytes("200G") == 200 * 2**30 and fallocate_bytes("1.5GiB") == 1.5 * 2**30
+    assert fallocate_bytes("10GB") == 10e9 and fallocate_bytes("4096") == 4096
+    with pytest.raises(ParamsError, match="size"):
+        faults.create("node-disk-fill", service="geo", size="lots")
 
 
 def test_no_param_is_called_name() -> None:

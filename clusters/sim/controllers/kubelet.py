@@ -881,6 +881,9 @@ class Kubelet:
         clock = self.cluster.clock
         old = pod.get("status") or {}
         status = dict(old)
+        # set_condition edits conditions in place: copy them, or a change of conditions alone (a
+        # kubelet that resumes after others marked its pods unready) would compare equal to `old`.
+        status["conditions"] = [dict(c) for c in old.get("conditions") or []]
         node = self.cluster.nodes.get(rt.node)
         status["hostIP"] = node.ip if node else ""
         status["hostIPs"] = [{"ip": status["hostIP"]}]
