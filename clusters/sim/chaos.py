@@ -239,16 +239,25 @@ class ChaosController:
         n = len(candidates)
         if not n:
             return []
+        # pkg/selector/pod: a value out of range selects nothing (the experiment stays unselected).
+        try:
+            number = int(str(value)) if mode in ("fixed", "fixed-percent", "random-max-percent") else 0
+        except ValueError:
+            return []
         if mode == "all":
             k = n
         elif mode == "fixed":
-            k = min(n, int(value or 1))
-        elif mode == "fixed-percent":
-            k = min(n, int(math.floor(n * float(value or 100) / 100.0)))
-        elif mode == "random-max-percent":
-            k = rng.randint(0, max(0, int(math.floor(n * float(value or 100) / 100.0))))
+            k = min(n, number)
+        elif mode in ("fixed-percent", "random-max-percent"):
+            if not 0 < number <= 100 and not (mode == "random-max-percent" and number == 0):
+                return []
+            # random-max-percent draws the percentage in [0, value], then floors like fixed-percent
+            percent = rng.randint(0, number) if mode == "random-max-percent" else number
+            k = int(math.floor(n * percent / 100.0))
         else:
             k = 1
+        if k <= 0:
+            return []
         return sorted(rng.sample(candidates, k), key=lambda p: p["metadata"]["name"])
 
     # -- effects the models ask about ---------------------------------------------------------------
@@ -331,11 +340,15 @@ class ChaosController:
                     return -31802
             if e["kind"] == "kernelchaos":
                 req = spec.get("failKernRequest") or {}
-                if int(req.get("failtype", 0)) == 1:
-                    prob = float(req.get("probability", 100) or 100) / 100.0
-                    if self.cluster.rng.random() < 1 - (1 - prob) ** max(1.0, count):
+                if op not in kernel_callchain_ops(req):
+                    continue
+                prob = float(req.get("probability", 100) or 100) / 100.0
+                if self.cluster.rng.random() < 1 - (1 - prob) ** max(1.0, count):
+                    failtype = int(req.get("failtype", 0))
+                    if failtype != 0:
                         self._kernel_lines_for(pod, op)
-                        return 5
+                    # slab (0) allocations fail with ENOMEM; page (1) and bio (2) failures surface as EIO
+                    return 12 if failtype == 0 else 5
         return 0
 
     def io_delay(self, pod: Obj, container: str, path: str) -> float:
@@ -394,6 +407,14 @@ class ChaosController:
             n = self.cluster.nodes.get(node)
             if n is not None:
                 self.cluster.nodes._log_io_errors(n, n.disks[0], {"sectorStart": 2099200, "sectorCount": 8}, op, "mongod", 1)
+
+
+def kernel_callchain_ops(req: dict[str, Any]) -> set[str]:
+    """The file operations a KernelChaos call chain sits under: a chain through a write path
+    (ext4_file_write_iter, vfs_write, ...) fails writes only, a read path reads only."""
+    names = " ".join(str((f or {}).get("funcname", "")) for f in req.get("callchain") or [])
+    ops = {op for op in ("read", "write") if op in names}
+    return ops or {"read", "write"}
 
 
 def _ts(stamp: str | None) -> float:

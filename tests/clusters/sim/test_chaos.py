@@ -300,3 +300,148 @@ def test_pid_exhaustion_crashes_go_services_and_blocks_new_containers(cluster: S
     assert cs["restartCount"] >= 1
     assert "fatal error: newosproc" in loki(cluster, f'{{namespace="{NS}", container="hotel-reserv-search"}} |= "newosproc"')
     assert cs["state"].get("waiting", {}).get("reason") in ("RunContainerError", "CrashLoopBackOff")
+
+
+# -- modes, duration, KernelChaos -------------------------------------------------------------------
+
+
+def records(cluster: SimCluster, plural: str, name: str) -> list[dict]:
+    obj = cluster.store.get(f"{plural}.chaos-mesh.org", NS, name)
+    return (obj.get("status") or {}).get("experiment", {}).get("containerRecords") or []
+
+
+def delay_everything(cluster: SimCluster, name: str, mode: str, value: str | None = None) -> list[dict]:
+    spec: dict = {"action": "delay", "mode": mode, "delay": {"latency": "1ms"}, "selector": {"namespaces": [NS]}}
+    if value is not None:
+        spec["value"] = value
+    chaos(cluster, "NetworkChaos", name, spec)
+    cluster.advance(5)
+    return records(cluster, "networkchaos", name)
+
+
+def test_modes_select_as_many_pods_as_chaos_mesh_would(cluster: SimCluster) -> None:
+    running = [p["metadata"]["name"] for p in cluster.store.list("pods", NS) if p["status"].get("phase") == "Running"]
+    n = len(running)
+    assert n >= 20
+    assert len(delay_everything(cluster, "all", "all")) == n
+    assert len(delay_everything(cluster, "one", "one")) == 1
+    fixed = delay_everything(cluster, "fixed", "fixed", "3")
+    assert len(fixed) == 3 and len({r["id"] for r in fixed}) == 3
+    assert {r["id"].split("/")[1] for r in fixed} <= set(running)
+    assert len(delay_everything(cluster, "fixed-many", "fixed", str(n + 5))) == n  # capped at what exists
+    assert len(delay_everything(cluster, "quarter", "fixed-percent", "25")) == n * 25 // 100  # floored
+    assert len(delay_everything(cluster, "whole", "fixed-percent", "100")) == n
+    # A value Chaos Mesh refuses selects nothing: the experiment stays unselected.
+    for name, mode, value in (("zero", "fixed", "0"), ("none", "fixed-percent", "0"), ("over", "fixed-percent", "150"),
+                              ("word", "fixed", "three")):
+        assert delay_everything(cluster, name, mode, value) == []
+        conds = {c["type"]: c["status"] for c in cluster.store.get("networkchaos.chaos-mesh.org", NS, name)["status"]["conditions"]}
+        assert conds["Selected"] == "False"
+    # random-max-percent: a percentage drawn in [0, value], floored; different experiments differ.
+    counts = [len(delay_everything(cluster, f"random-{i}", "random-max-percent", "50")) for i in range(8)]
+    assert all(0 <= c <= n // 2 for c in counts) and len(set(counts)) > 1
+
+
+def test_modes_apply_within_the_label_selector(cluster: SimCluster) -> None:
+    spec = {"action": "pod-kill", "mode": "fixed-percent", "value": "50",
+            "selector": {"namespaces": [NS], "expressionSelectors": [
+                {"key": "io.kompose.service", "operator": "In", "values": ["geo", "rate", "profile", "user"]}]}}
+    chaos(cluster, "PodChaos", "half", spec)
+    cluster.advance(5)
+    killed = [r["id"].split("/")[1] for r in records(cluster, "podchaos", "half")]
+    assert len(killed) == 2 and all(k.split("-")[0] in ("geo", "rate", "profile", "user") for k in killed)
+    for name in killed:
+        assert cluster.store.try_get("pods", NS, name) is None
+
+
+def test_duration_ends_pod_failure_by_itself_and_keeps_the_record(cluster: SimCluster) -> None:
+    chaos(cluster, "PodChaos", "brief", {"action": "pod-failure", "mode": "all", "duration": "60s",
+                                         "selector": {"labelSelectors": {"io.kompose.service": "user"}}})
+    cluster.advance(30)
+    p = pod(cluster, "user")
+    assert p["spec"]["containers"][0]["image"] == "gcr.io/google-containers/pause:latest"
+    cluster.advance(45)  # past the duration: recovered without anyone deleting the experiment
+    obj = cluster.store.get("podchaos.chaos-mesh.org", NS, "brief")
+    (rec,) = obj["status"]["experiment"]["containerRecords"]
+    assert rec["phase"] == "Not Injected" and rec["recoveredCount"] == 1 and rec["injectedCount"] == 1
+    assert [e["operation"] for e in rec["events"]] == ["Apply", "Recover"]
+    assert obj["status"]["experiment"]["desiredPhase"] == "Stop"
+    conds = {c["type"]: c["status"] for c in obj["status"]["conditions"]}
+    assert conds["AllRecovered"] == "True" and conds["AllInjected"] == "False"
+    assert FINALIZER in obj["metadata"]["finalizers"]  # the object stays until deleted, as in Chaos Mesh
+    p = pod(cluster, "user")
+    assert p["spec"]["containers"][0]["image"] == "yinfangchen/hotelreservation:latest"
+    cluster.advance(30)
+    assert 8086 in cluster.kubelet.listening(pod(cluster, "user"))
+    cluster.advance(300)  # and is not applied again
+    assert pod(cluster, "user")["spec"]["containers"][0]["image"] == "yinfangchen/hotelreservation:latest"
+    assert records(cluster, "podchaos", "brief")[0]["injectedCount"] == 1
+
+
+def test_duration_ends_a_network_partition_and_traffic_comes_back(cluster: SimCluster) -> None:
+    base = window(cluster, 60)
+    chaos(cluster, "NetworkChaos", "cut", {"action": "partition", "mode": "all", "direction": "both", "duration": "2m",
+                                           "selector": {"labelSelectors": {"io.kompose.service": "search"}},
+                                           "target": {"mode": "all", "selector": {"labelSelectors": {"io.kompose.service": "rate"}}}})
+    cluster.advance(10)
+    during = window(cluster, 60)
+    cluster.advance(90)
+    after = window(cluster, 60)
+    assert base > 95 and during < 50 and after > 95
+    assert cluster.chaos.state["effects"] == {}
+    assert all(r["phase"] == "Not Injected" for r in records(cluster, "networkchaos", "cut"))
+
+
+def test_pausing_an_experiment_recovers_it_until_resumed(cluster: SimCluster) -> None:
+    chaos(cluster, "PodChaos", "held", {"action": "pod-failure", "mode": "all",
+                                        "selector": {"labelSelectors": {"io.kompose.service": "geo"}}})
+    cluster.advance(10)
+    assert pod(cluster, "geo")["spec"]["containers"][0]["image"].startswith("gcr.io/google-containers/pause")
+
+    def pause(o: dict) -> None:
+        o["metadata"].setdefault("annotations", {})["experiment.chaos-mesh.org/pause"] = "true"
+    cluster.store.mutate("podchaos.chaos-mesh.org", NS, "held", pause)
+    cluster.advance(10)
+    assert not pod(cluster, "geo")["spec"]["containers"][0]["image"].startswith("gcr.io/google-containers/pause")
+    conds = {c["type"]: c["status"] for c in cluster.store.get("podchaos.chaos-mesh.org", NS, "held")["status"]["conditions"]}
+    assert conds["Paused"] == "True" and conds["AllRecovered"] == "True"
+
+
+def test_kernel_chaos_fails_mongods_writes_under_its_call_chain_and_recovers(cluster: SimCluster) -> None:
+    node = pod(cluster, "mongodb-rate")["spec"]["nodeName"]
+    chaos(cluster, "KernelChaos", "pages", {"mode": "one", "selector": {"labelSelectors": {"io.kompose.service": "mongodb-rate"}},
+                                            "failKernRequest": {"callchain": [{"funcname": "ext4_file_write_iter"}],
+                                                                "failtype": 1, "probability": 100, "times": 0}})
+    cluster.advance(120)
+    p = pod(cluster, "mongodb-rate")
+    cs = p["status"]["containerStatuses"][0]
+    assert cs["restartCount"] >= 1 and cs["lastState"]["terminated"]["exitCode"] == 14
+    text = cluster.read_container_log(NS, p["metadata"]["name"], previous=True)
+    wt = [json.loads(x) for x in text.splitlines() if x.startswith("{") and "WiredTiger error" in x]
+    assert wt and "handle-write" in wt[0]["attr"]["message"]  # the write path, not reads
+    assert "Buffer I/O error on dev sda1" in loki(cluster, f'{{job="node-kernel", node_name="{node}"}} |= "I/O error"')
+    cluster.store.delete("kernelchaos.chaos-mesh.org", NS, "pages")
+    cluster.advance(330)
+    cs = pod(cluster, "mongodb-rate")["status"]["containerStatuses"][0]
+    assert "running" in cs["state"]
+    restarts = cs["restartCount"]
+    cluster.advance(120)
+    assert pod(cluster, "mongodb-rate")["status"]["containerStatuses"][0]["restartCount"] == restarts
+
+
+def test_kernel_chaos_on_a_read_path_leaves_writes_alone_and_slab_failures_are_enomem() -> None:
+    from clusters.sim.chaos import kernel_callchain_ops
+
+    assert kernel_callchain_ops({"callchain": [{"funcname": "ext4_file_write_iter"}]}) == {"write"}
+    assert kernel_callchain_ops({"callchain": [{"funcname": "ext4_file_read_iter"}]}) == {"read"}
+    assert kernel_callchain_ops({"callchain": [{"funcname": "__x64_sys_mount"}]}) == {"read", "write"}
+    cluster = SimCluster.with_app("hotel-reservation", seed=11)
+    mongo = pod(cluster, "mongodb-rate")
+    chaos(cluster, "KernelChaos", "slab", {"mode": "one", "selector": {"labelSelectors": {"io.kompose.service": "mongodb-rate"}},
+                                           "failKernRequest": {"callchain": [{"funcname": "ext4_file_read_iter"}],
+                                                               "failtype": 0, "probability": 100, "times": 0}})
+    cluster.advance(5)
+    assert cluster.chaos.io_error(mongo, "hotel-reserv-rate-mongo", "/data/db", "write") == 0
+    assert cluster.chaos.io_error(mongo, "hotel-reserv-rate-mongo", "/data/db", "read") == 12
+    node = mongo["spec"]["nodeName"]
+    assert "FAULT_INJECTION: forcing a failure." in loki(cluster, f'{{job="node-kernel", node_name="{node}"}}')
