@@ -142,14 +142,27 @@ def mutate_cmd(
     settings: list[str] = typer.Option(None, "--set", help="key=value (or N.key=value for fault N), repeatable"),
     new_id: str = typer.Option(None, "--id", help="the new problem's id"),
     out: Path = typer.Option(None, "--out", help="write the new problem to this YAML file"),
+    validate_it: bool = typer.Option(False, "--validate", help="validate it on the emulated cluster first; "
+                                                               "write nothing when a step fails"),
+    seed: int = typer.Option(1, "--seed", help="seed of the emulated cluster --validate uses"),
 ) -> None:
-    """A new problem from an existing one, validated like any catalog entry."""
-    from farm.problems.mutate import mutate
+    """A new problem from an existing one, validated like any catalog entry (and, with
+    --validate, on the emulated cluster: deploy → ... → clean recovery)."""
+    from farm.problems.mutate import failed_step, mutate, validate_mutation
 
     try:
         problem = mutate(_catalog().get(problem_id), target=target, settings=settings or [], new_id=new_id)
     except InputError as exc:
         _fail(str(exc))
+    if validate_it:
+        try:
+            result = validate_mutation(problem, seed=seed)
+        except FarmError as exc:
+            _fail(f"could not validate {problem.id}: {exc}", 1)
+        if not result.passed:
+            _fail(f"{problem.id} fails validation at {failed_step(result)}; nothing written", 1)
+        passed = ", ".join(s.name for s in result.steps)
+        typer.echo(f"validated {problem.id} on the emulated cluster: {passed}", err=True)
     text = yaml.safe_dump({"app": problem.app, "problems": [problem.model_dump(exclude_defaults=True)]},
                           sort_keys=False, width=110)
     if out:
