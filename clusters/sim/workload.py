@@ -837,7 +837,7 @@ class Workload:
         lines = ["  Thread Stats   Avg      Stdev     Max   +/- Stdev",
                  f"    Latency   {mean_ms:6.2f}ms  {mean_ms * 0.6:6.2f}ms  {mean_ms * 4 + 1:7.2f}ms   85.00%",
                  f"  {int(n)} requests in {dur:.2f}s, {n * 2.1 / 1024:.2f}MB read"]
-        if rnd["connect"] or rnd["timeouts"]:
+        if rnd["connect"] >= 1 or rnd["timeouts"] >= 1:  # wrk counts whole sockets
             lines.append(f"  Socket errors: connect {int(rnd['connect'])}, read 0, write 0, timeout {int(rnd['timeouts'])}")
         if rnd["non2xx"] >= 1:
             lines.append(f"  Non-2xx or 3xx responses: {int(rnd['non2xx'])}")

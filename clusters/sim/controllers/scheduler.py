@@ -4,6 +4,7 @@ volume binding and volume node affinity, pod anti-affinity) in kube-scheduler's 
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.controllers.common import is_active, set_condition
@@ -34,6 +35,16 @@ def pod_requests(pod: Obj) -> dict[str, float]:
             if r in req:
                 out[r] = max(out[r], parse_quantity(req[r]))
     return out
+
+
+def scoring_requests(pod: Obj) -> tuple[float, float]:
+    """(CPU cores, memory bytes) as kube-scheduler's NonZeroRequested counts them for scoring."""
+    cpu = mem = 0.0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        req = (c.get("resources") or {}).get("requests") or {}
+        cpu += parse_quantity(req["cpu"]) if "cpu" in req else 0.1
+        mem += parse_quantity(req["memory"]) if "memory" in req else 200 * 2**20
+    return cpu, mem
 
 
 def _tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
@@ -249,15 +260,22 @@ class Scheduler:
         return None
 
     def _score(self, pod: Obj, nodes: list[Obj], pods: list[Obj]) -> Obj:
-        """Least-allocated, then spread pods of the same owner; ties broken by name (deterministic)."""
+        """Spread pods of the same owner, then least-allocated over CPU and memory as kube-scheduler
+        scores them (a container without requests counts as 100m / 200Mi, so request-less pods
+        spread too); equal scores are broken pseudo-randomly, as kube-scheduler does, but seeded
+        by the pod and node names so the same trial schedules the same way."""
         owner = ((pod["metadata"].get("ownerReferences") or [{}])[0]).get("uid")
+        incoming = scoring_requests(pod)
 
-        def key(node: Obj) -> tuple[float, int, str]:
+        def key(node: Obj) -> tuple[int, float, str]:
             nname = node["metadata"]["name"]
             on = [o for o in pods if o["spec"].get("nodeName") == nname]
-            cpu = sum(pod_requests(o)["cpu"] for o in on) / max(0.1, parse_quantity(node["status"]["allocatable"]["cpu"]))
+            alloc = node["status"]["allocatable"]
+            cpu = (sum(scoring_requests(o)[0] for o in on) + incoming[0]) / max(0.1, parse_quantity(alloc["cpu"]))
+            mem = (sum(scoring_requests(o)[1] for o in on) + incoming[1]) / max(1.0, parse_quantity(alloc.get("memory", "8Gi")))
             same = sum(1 for o in on if ((o["metadata"].get("ownerReferences") or [{}])[0]).get("uid") == owner)
-            return (same, round(cpu, 2), nname)
+            tie = hashlib.sha256(f"{pod['metadata']['name']}/{nname}".encode()).hexdigest()
+            return (same, round((cpu + mem) / 2, 2), tie)
         return min(nodes, key=key)
 
     # -- results ---------------------------------------------------------------------------
