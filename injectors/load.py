@@ -1,6 +1,6 @@
 """Load and resilience-policy faults, the parts metastable failures are built from: a load
-spike (a trigger: it is over when inject returns), retry amplification, and a memory limit
-close to the heap that makes the garbage collector thrash."""
+spike and a transient slowdown of a service (triggers: over when inject returns), retry
+amplification, and limits close to the heap that make the garbage collector thrash."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pydantic import Field
 from clusters.base import ClusterHandle
 from farm.errors import InjectionError
 from injectors.base import Injection, faults
+from injectors.chaos import DelayParams, NetworkChaosBase
 from injectors.fault import MISSING, Fault, Params, WorkloadParams
 from injectors.kube import Kube
 from injectors.workload import ContainerMutation, env_list, env_value
@@ -62,6 +63,37 @@ class LoadSpike(Fault):
         return int(obj["spec"].get("replicas", 1)) > int(injection.saved["replicas_before"])
 
 
+class SlowdownParams(DelayParams):
+    duration_seconds: float = Field(60.0, gt=0)
+
+
+@faults.register("latency-spike")
+class LatencySpike(NetworkChaosBase):
+    """Delays a service's packets for a while (a NetworkChaos delay), then removes the delay: a
+    transient slowdown, the trigger of a metastable failure that must outlive it."""
+
+    Params = SlowdownParams
+    action = "delay"
+    trigger = True
+
+    def action_spec(self) -> Any:
+        return {"delay": {"latency": self.p.latency, "jitter": self.p.jitter, "correlation": "0"}}
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        return self.replay(cluster, namespace, self.p.duration_seconds)
+
+    def replay(self, cluster: ClusterHandle, namespace: str, duration: float) -> Injection:
+        injection = super().inject(cluster, namespace)
+        try:
+            cluster.advance(duration)
+        finally:
+            super().recover(cluster, injection)
+        return injection
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        return False
+
+
 class RetryParams(WorkloadParams):
     # env var → value; e.g. hotel-reservation search: RATE_RPC_MAX_ATTEMPTS, RATE_RPC_TIMEOUT_MS
     settings: dict[str, str] = Field(min_length=1)
@@ -94,31 +126,37 @@ class RetryAmplification(ContainerMutation):
 
 class GcParams(WorkloadParams):
     memory: str = "64Mi"  # just above the working set at normal load
+    cpu: str | None = None  # a CPU limit set with it (limits sized to observed use), if any
     gc_env: str = "GC"  # hotel-reservation reads the Go GC percent from GC
     gc_percent: str = "400"
+    soft_limit: str | None = None  # GOMEMLIMIT (Go 1.19+): the heap size the collector defends
 
 
 @faults.register("gc-pressure")
 class GcPressure(ContainerMutation):
-    """A memory limit barely above the working set with a lazy GC setting: a burst grows the
-    heap to the limit and the runtime spends its time collecting, so latency stays high."""
+    """A memory limit barely above the working set with a lazy GC setting (and, for Go, a
+    GOMEMLIMIT under it): a burst grows the heap to the limit and the runtime spends its time
+    collecting, so latency stays high."""
 
     Params = GcParams
     field = "resources"
 
     def mutate(self, before: Any, obj: Any) -> Any:
         out = {} if before == MISSING else copy.deepcopy(before)
-        out.setdefault("limits", {})["memory"] = self.p.memory
-        if "memory" in out.get("requests", {}):
-            out["requests"]["memory"] = self.p.memory
+        limits = {"memory": self.p.memory} | ({"cpu": self.p.cpu} if self.p.cpu else {})
+        for name, value in limits.items():
+            out.setdefault("limits", {})[name] = value
+            if name in out.get("requests", {}):
+                out["requests"][name] = value
         return out
 
     def extra(self, obj: Any) -> list[tuple[list[Any], Any]]:
         env_path = [*self.container_path(obj), "env"]
         from injectors.fault import get_path
 
+        settings = {self.p.gc_env: self.p.gc_percent} | ({"GOMEMLIMIT": self.p.soft_limit} if self.p.soft_limit else {})
         env = copy.deepcopy(env_list(get_path(obj, env_path)))
-        env = [e for e in env if e.get("name") != self.p.gc_env] + [{"name": self.p.gc_env, "value": self.p.gc_percent}]
+        env = [e for e in env if e.get("name") not in settings] + [{"name": k, "value": v} for k, v in settings.items()]
         return [(env_path, env)]
 
     def still_in_place(self, current: Any, injection: Injection) -> bool:

@@ -4,8 +4,10 @@
 2. offered rates flow down the call graph (apps/hotel.py OPS), multiplied by the retries each edge
    made in the previous step (that feedback is what lets retry storms sustain themselves);
 3. from the leaves up, each service's capacity (replicas × CPU limit / CPU per request, rate's
-   token bucket) serves its queue; waits, timeouts, retries and errors give every operation a
-   success fraction and a latency, propagated to callers as gRPC errors and 5xx;
+   token bucket) serves its queue; the queue lives in the pods (a new pod starts empty) and is live
+   heap, so the Go collector's cost per request (apps/hotel.py: GOGC, GOMEMLIMIT) follows it; waits,
+   timeouts, retries and errors give every operation a success fraction and a latency, propagated
+   to callers as gRPC errors and 5xx;
 4. side effects: counters for the exporters, CPU and memory per container (OOM kills), crashes the
    real code would have (a memcached error panics profile/rate/reservation), log lines and
    sampled Jaeger traces.
@@ -22,10 +24,13 @@ from clusters.sim.apps.graph import store_model
 from clusters.sim.apps.hotel import (
     CACHE_KEYS,
     CPU_PER_REQUEST,
+    GO_ALLOC_PER_REQUEST,
     OPS,
     ROUTES,
     SERVICE_TIME,
     SERVICES,
+    go_gc_cpu,
+    go_live,
     split_addr,
 )
 from clusters.sim.callgraph import CallGraphFlow
@@ -472,11 +477,16 @@ class Workload:
         if not insts:
             g["q"] = 0.0
             return 1.0, 0.0, 0.0
+        # The backlog lives in the processes: a new pod starts with none, a killed one takes its share along.
+        g["q"] = sum(c.instance.get("queued", 0.0) for _, c in insts)
         mu = 0.0
         qcap = 0.0
         for rt, c in insts:
             cores = self._cores(rt, c)
-            cap = cores / CPU_PER_REQUEST[svc]
+            # The collector's share: its cost per request follows the heap the pod held at the start
+            # of the step, so a backlog that fills the heap slows the pod that must drain it.
+            c.instance["gc_cost"] = self._gc_cost(c, svc, cores)
+            cap = cores / (CPU_PER_REQUEST[svc] + c.instance["gc_cost"])
             if svc == "rate":
                 cap = min(cap, c.instance.get("qps_limit", 20.0))
                 qcap += c.instance.get("queue_capacity", 256.0)
@@ -493,6 +503,8 @@ class Workload:
         rejected = rest - q_new
         g["q"] = q_new
         g["mu"] = mu
+        for _, c in insts:
+            c.instance["queued"] = q_new / len(insts)  # parked in the process: live heap
         accepted = 1.0 - (rejected / arrivals if arrivals > 0 else 0.0)
         wait = (g["q"]) / mu
         if svc == "rate":
@@ -532,10 +544,22 @@ class Workload:
             slow *= 1.0 + stress["cpu"]  # the CFS shares the quota between the app and the burners
         return slow
 
+    def _gc_cost(self, c: Ctr, svc: str, cores: float) -> float:
+        go = c.instance.get("go")
+        if go is None:
+            return 0.0
+        live = go_live(go, c.instance.get("rps", 0.0), c.instance.get("queued", 0.0))
+        return go_gc_cpu(go, live, CPU_PER_REQUEST[svc], cores)
+
     def _cpu(self, insts: list, served: float, svc: str, dt: float) -> None:
         per = served / len(insts)
         for rt, c in insts:
-            used = per * CPU_PER_REQUEST[svc] / self.cluster.nodes.cpu_factor(rt.node)
+            c.instance["rps"] = per / dt
+            go = c.instance.get("go")
+            if go is not None and go["gogc"] < 0 and go.get("memlimit") is None:
+                go["allocated"] = go.get("allocated", 0.0) + per * GO_ALLOC_PER_REQUEST  # GC off: nothing is freed
+            work = CPU_PER_REQUEST[svc] + c.instance.get("gc_cost", 0.0)
+            used = per * work / self.cluster.nodes.cpu_factor(rt.node)
             cores = self._cores(rt, c)
             c.cpu_seconds += used
             c.net_rx += per * 600
