@@ -1,9 +1,15 @@
-"""The `baseline` agent: no model. It works the incident the way a careful on-call engineer
-without insight would: unhealthy pods, warning events, broken services, error logs, failing
-traces; it names the component with the most evidence, tries the generic mitigations in order
-(roll back a changed deployment, revert drift from the declared config, scale back, restart stuck
-pods, repair an orphaned service), checks the effect after a wait, undoes what made things worse,
-and submits. It sees only what the MCP tools show: the floor every LLM agent is compared to."""
+"""The `baseline` agent: no model. It works the incident the way an on-call engineer without
+insight would: unhealthy pods, warning events, broken services, error logs, failing traces, and
+what changed last; it names the component with the most evidence, tries the generic mitigations
+in order (roll back a changed deployment, revert drift from the declared config, scale back,
+restart stuck pods, repair an orphaned service), checks the effect after a wait, undoes what made
+things worse, and submits. It sees only what the MCP tools show: the floor every LLM agent is
+compared to.
+
+It is greedy the way paged engineers are: the most recent change in the namespace (the newest
+pod) is a prime suspect, and it does not check whether that change explains the failure. With no
+noise the newest pod is usually the fault's own rollout; with noise it is often a pod that a
+routine disturbance replaced, and a subtle fault loses to it, as it would for a person."""
 
 from __future__ import annotations
 
@@ -25,6 +31,13 @@ _ERROR_WORDS = '(?i)(error|warn|fail|refused|timeout|timed out|panic|fatal|excep
 # Alerts that fire on a healthy system too: the dead man's switch and SREGym's load indicator.
 _NOT_FAILURES = ("Watchdog", "InfoInhibitor", "HighRequestRate")
 SETTLE_S = 90.0  # cluster time to let a mitigation take effect before judging it
+# The newest pod counts as "the latest change" when it came up at least this long after most of
+# the application's pods (a rollout or a replacement, not the original deployment).
+RECENT_CHANGE_S = 60.0
+# The first thing a paged engineer suspects: as much as a failing workload (an unhealthy pod, 3,
+# whose deployment is unavailable, 2), so only a louder failure or more evidence outranks it.
+LATEST_CHANGE_WEIGHT = 5.0
+RECENT_CHANGE_WEIGHT = 1.0  # other pods replaced since the deployment
 
 
 @dataclass
@@ -137,6 +150,7 @@ def _set(obj: dict[str, Any], dotted: str, value: Any) -> None:
 
 REVISION = r".metadata.annotations.deployment\.kubernetes\.io/revision"
 POD_FIELDS = [("metadata.name", ".metadata.name"), ("status.phase", ".status.phase"),
+              ("metadata.creationTimestamp", ".metadata.creationTimestamp"),
               ("metadata.deletionTimestamp", ".metadata.deletionTimestamp"),
               ("metadata.labels", ".metadata.labels"), ("spec.containers.0.ports", ".spec.containers[0].ports"),
               ("status.containerStatuses", ".status.containerStatuses")]
@@ -286,6 +300,7 @@ class BaselineInvestigator:
             rev = _revision(d)
             if rev > 1:
                 self.note(name, 1.5, f"deployment {name} was changed after it was deployed (revision {rev})")
+        self._recent_changes(names)
         for pod in self.pods:
             for cs in (pod.get("status") or {}).get("containerStatuses") or []:
                 if int(cs.get("restartCount") or 0) >= 3:
@@ -315,6 +330,32 @@ class BaselineInvestigator:
 
         self._read_traces(names)
         return health
+
+    def _recent_changes(self, names: list[str]) -> None:
+        """Pods (re)created well after the bulk of the application: the newest one is the latest
+        change in the namespace and gets a paged engineer's first suspicion; other recent ones a
+        little. Nothing here asks whether the change can explain the failure."""
+        born = []
+        for pod in self.pods:
+            meta = pod.get("metadata") or {}
+            at = _timestamp(meta.get("creationTimestamp"))
+            if at is not None and not meta.get("deletionTimestamp"):
+                born.append((at, meta["name"], pod))
+        if len(born) < 3:
+            return
+        born.sort(key=lambda b: b[0])
+        typical = born[len(born) // 2][0]
+        recent = [(at, name, pod) for at, name, pod in born if at - typical >= RECENT_CHANGE_S]
+        recent = [(at, name, pod) for at, name, pod in recent if not _is_client(_owner(pod, names))]
+        for i, (at, name, pod) in enumerate(reversed(recent)):
+            comp = _owner(pod, names)
+            minutes = (at - typical) / 60
+            if i == 0:
+                self.note(comp, LATEST_CHANGE_WEIGHT, f"pod {name} is the most recent change in the namespace: "
+                                                      f"created {minutes:.0f} min after most of the application")
+            else:
+                self.note(comp, RECENT_CHANGE_WEIGHT, f"pod {name} was recreated {minutes:.0f} min after most of "
+                                                      "the application")
 
     def _read_logs(self, text: str, names: list[str]) -> None:
         """Raw lines look like `[time] [labels] line`; summarised ones like `[pod] xN first..last: line`."""
@@ -435,6 +476,18 @@ class BaselineInvestigator:
                 lines.append("Also showing symptoms: " + "; ".join(f"{c} ({self.evidence[c][0]})" for c in rest) + ".")
         lines.append("Impact: requests that go through " + top + " fail or time out, so users of the application see errors.")
         return " ".join(lines)
+
+
+def _timestamp(value: Any) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time as the API writes it, None when absent."""
+    if not value:
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _is_client(name: str) -> bool:

@@ -86,24 +86,38 @@ def test_summarised_mode_works_too(cluster: ClusterHandle) -> None:
     assert out["mitigation"].passed, out["mitigation"]
 
 
+# Across layers and kinds of fault: loud ones (a bad image, a deployment scaled away, a crash loop
+# behind a broken service), subtle ones (a timeout setting, a feature flag, CPU stress, a scheduling
+# deadlock, a metastable queue), and node-level ones the baseline has no eye for.
 CATALOG_SAMPLE = [
-    "hr-geo-image-tag-wrong", "hr-geo-scaled-to-zero", "hr-user-scaled-to-zero",
-    "hr-frontend-service-targetport-wrong", "hr-memcached-rate-selector-wrong", "hr-geo-liveness-probe-wrong-port",
-    "hr-search-rate-rpc-timeout-ms-wrong", "hr-mongodb-profile-oom", "hr-geo-network-delay",
-    "hr-node-fd-exhaustion-frontend",
+    "hr-geo-image-tag-wrong", "hr-user-scaled-to-zero", "hr-frontend-service-targetport-wrong",
+    "hr-memcached-rate-selector-wrong", "hr-search-rate-rpc-timeout-ms-wrong", "hr-frontend-latent-bug-flag",
+    "hr-frontend-cpu-stress", "hr-mongodb-user-anti-affinity-deadlock", "hr-rate-queue-too-deep",
+    "hr-node-fd-exhaustion-frontend", "hr-disk-full-mongodb-reservation",
+    "hr-nic-loss-frontend-node", "hr-latent-sector-errors-mongodb-reservation",
 ]
 
 
 def test_scores_on_the_catalog_are_nontrivial_imperfect_and_lower_with_noise(cluster: ClusterHandle) -> None:
+    # Only hotel-reservation is modelled faithfully by the emulated cluster today.
+    modelled = {p.id: p for p in load_catalog().select(apps=["hotel-reservation"]) if not p.needs_real_cluster}
+    missing = [pid for pid in CATALOG_SAMPLE if pid not in modelled]
+    assert not missing, f"no longer in the emulated cluster's catalog: {missing}"
+    assert len(CATALOG_SAMPLE) > 10
+    assert {modelled[pid].layer for pid in CATALOG_SAMPLE} >= {"application", "os", "hardware"}
     quiet = [run_trial(cluster, pid, seed=i) for i, pid in enumerate(CATALOG_SAMPLE)]
     noisy = [run_trial(cluster, pid, noise=True, seed=i) for i, pid in enumerate(CATALOG_SAMPLE)]
     mitigated = sum(o["mitigation"].passed for o in quiet)
     diagnosed = sum(o["diagnosis"].passed for o in quiet)
     diagnosed_noisy = sum(o["diagnosis"].passed for o in noisy)
-    summary = [(pid, q["diagnosis"].composite, q["mitigation"].passed, n["diagnosis"].composite)
+    summary = [(pid, q["diagnosis"].passed, q["diagnosis"].composite, q["mitigation"].passed,
+                n["diagnosis"].passed, n["diagnosis"].composite)
                for pid, q, n in zip(CATALOG_SAMPLE, quiet, noisy, strict=True)]
     assert 0 < mitigated < len(CATALOG_SAMPLE), summary
     assert 0 < diagnosed < len(CATALOG_SAMPLE), summary
+    # The same incidents with the catalog's noise: the greedy engineer chases the pods that noise
+    # replaced, so fewer diagnoses pass, not merely lower scores.
+    assert diagnosed_noisy < diagnosed, summary
     quiet_score = sum(o["diagnosis"].composite for o in quiet)
     noisy_score = sum(o["diagnosis"].composite for o in noisy)
-    assert diagnosed_noisy <= diagnosed and noisy_score < quiet_score, summary
+    assert noisy_score < quiet_score, summary
