@@ -170,8 +170,9 @@ def test_a_metastable_fix_that_leaves_the_sustaining_condition_fails_the_replay(
     cluster.advance(120)
     verdict = oracle.evaluate(cluster, ns, baseline, injection)
     assert not verdict.passed
-    # Right now the application looks healthy: only the replay shows what is left.
-    for healthy in ("client_success_rate", "traffic", "workloads_ready", "no_firing_alerts"):
+    # Right now the application looks healthy: only the replay shows what is left. (Alerts over
+    # 5-minute rates may still lag: the oracle gives them grace only when everything else holds.)
+    for healthy in ("client_success_rate", "traffic", "workloads_ready", "no_crashlooping_pods", "no_pending_pods"):
         assert verdict.checks[healthy] is True, (healthy, verdict)
     assert verdict.checks["recovers_after_trigger_replay"] is False
     assert "did not recover by itself" in verdict.detail
