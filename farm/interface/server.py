@@ -393,7 +393,7 @@ def _ran_remotely(stderr: str) -> bool:
     """True when kubectl exec says the command ran in the container and exited non-zero; 126 and
     127 mean it could not be started (no such executable), so nothing ran."""
     found = re.search(r"command terminated with exit code (\d+)", stderr)
-    return bool(found) and int(found.group(1)) not in (126, 127)
+    return found is not None and int(found.group(1)) not in (126, 127)
 
 
 def _scrub_args(args: dict[str, Any]) -> dict[str, Any]:
