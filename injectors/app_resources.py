@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import Field
 
-from injectors.base import faults
+from clusters.base import ClusterHandle
+from injectors.base import Injection, faults
 from injectors.fault import MISSING, Creation, Mutation, Params, WorkloadParams, require
 from injectors.kube import Kube, Obj, Ref, quantity
 from injectors.workload import TEMPLATE, ContainerMutation
@@ -212,6 +213,33 @@ class NodeTaintNoToleration(Mutation):
     def still_in_place(self, current: Any, injection: Any) -> bool:
         return any(t.get("key") == self.p.key for t in (current if current != MISSING else []))
 
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        """The taint is there and the workload's pods do not tolerate it (a toleration added to
+        the workload is a fix as good as removing the taint)."""
+        if not super().is_active(cluster, injection):
+            return False
+        if not self.p.service:
+            return True
+        kube = Kube(cluster)
+        _, obj = kube.workload(injection.namespace, self.p.service)
+        tolerations = obj["spec"]["template"]["spec"].get("tolerations") or []
+        taint = {"key": self.p.key, "value": self.p.value, "effect": self.p.effect}
+        return not tolerates(tolerations, taint)
+
+
+def tolerates(tolerations: list[Obj], taint: Obj) -> bool:
+    """v1.Toleration.ToleratesTaint: effect (empty matches all), key (empty with Exists matches
+    all), Exists or Equal on the value."""
+    for t in tolerations:
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        if t.get("key") and t["key"] != taint.get("key"):
+            continue
+        if t.get("operator", "Equal") == "Exists" or (t.get("value") or "") == (taint.get("value") or ""):
+            if t.get("key") or t.get("operator") == "Exists":
+                return True
+    return False
+
 
 class ClaimParams(WorkloadParams):
     volume: str | None = None  # default: the first volume backed by a claim
@@ -253,6 +281,29 @@ class ResourceQuotaBelowUsage(Creation):
     def objects(self, kube: Kube, namespace: str) -> list[tuple[str, str, Obj]]:
         hard = self.p.hard
         if hard is None:
-            pods = [p for p in kube.list("Pod", namespace) if p.get("status", {}).get("phase") in ("Running", "Pending")]
-            hard = {"pods": str(max(0, len(pods) - self.p.below_usage))}
+            hard = {"pods": str(max(0, self._pods(kube, namespace) - self.p.below_usage))}
         return [("ResourceQuota", namespace, {"metadata": {"name": self.p.quota}, "spec": {"hard": hard}})]
+
+    @staticmethod
+    def _pods(kube: Kube, namespace: str) -> int:
+        return sum(1 for p in kube.list("Pod", namespace) if p.get("status", {}).get("phase") in ("Running", "Pending"))
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        needed = self._pods(Kube(cluster), namespace)
+        injection = super().inject(cluster, namespace)
+        injection.saved["needed_pods"] = needed
+        return injection
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        """In place while the quota still holds the namespace under the pods it ran when injected:
+        raising it (the fix its owners would make) ends the fault as surely as deleting it."""
+        quota = Kube(cluster).find("ResourceQuota", injection.namespace, self.p.quota)
+        if quota is None:
+            return False
+        pods = (quota.get("spec", {}).get("hard") or {}).get("pods")
+        if pods is None or self.p.hard is not None:
+            return True
+        try:
+            return int(str(pods)) < int(injection.saved.get("needed_pods", 0))
+        except ValueError:
+            return True

@@ -45,10 +45,22 @@ class PodFailure(PodChaosBase):
 
 @faults.register("container-kill")
 class ContainerKill(PodChaosBase):
-    """Chaos Mesh container-kill of the selected containers (they restart)."""
+    """Chaos Mesh container-kill of the selected containers: they are killed once (SIGKILL) and
+    the kubelet restarts them. Like pod-kill, a trigger: what lasts is what the restart exposes
+    (a registry that forgets, state that was only in memory), not the experiment."""
 
     Params = PodTargetParams
     action = "container-kill"
+    trigger = True
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        injection = super().inject(cluster, namespace)
+        cluster.advance(1)
+        super().recover(cluster, injection)  # container-kill acts once, when the experiment starts
+        return injection
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        return False
 
 
 @faults.register("pod-kill")
@@ -179,6 +191,29 @@ class StressParams(Params):
     memory_size: str = "256MB"
 
 
+class InPodChaos(Chaos):
+    """An experiment whose effect lives in the processes of the pods it was applied to (stressors
+    Chaos Mesh starts inside their containers): replacing those pods ends it, as it would on a
+    real cluster, where a new pod is never injected by an experiment that already ran."""
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        from kubernetes import client
+
+        from injectors.kube import Ref, api_for
+
+        if not super().is_active(cluster, injection):
+            return False
+        ref = Ref.parse(injection.saved["chaos"])
+        obj = client.CustomObjectsApi(api_for(cluster)).get_namespaced_custom_object(
+            "chaos-mesh.org", "v1alpha1", ref.namespace, self.plural(), ref.name)
+        records = ((obj.get("status") or {}).get("experiment") or {}).get("containerRecords") or []
+        injected = [r["id"] for r in records if r.get("phase") == "Injected"]
+        if not records:
+            return True  # not applied yet
+        kube = Kube(cluster)
+        return any(kube.find("Pod", *rid.split("/")[:2]) is not None for rid in injected)
+
+
 def stressors(p: Any) -> Obj:
     out: Obj = {}
     if p.cpu_workers:
@@ -189,7 +224,7 @@ def stressors(p: Any) -> Obj:
 
 
 @faults.register("stress-cpu")
-class StressCpu(Chaos):
+class StressCpu(InPodChaos):
     """A CPU burner inside the service's pods: it competes with the app for its CPU limit."""
 
     Params = StressParams
@@ -201,7 +236,7 @@ class StressCpu(Chaos):
 
 
 @faults.register("stress-memory")
-class StressMemory(Chaos):
+class StressMemory(InPodChaos):
     """A memory hog inside the service's pods: with a memory limit, the app is OOM-killed."""
 
     Params = StressParams

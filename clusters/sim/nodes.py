@@ -74,6 +74,12 @@ def _faults(spec: dict[str, Any]) -> dict[str, Any]:
     return spec or {}
 
 
+def _rfc3339(stamp: str) -> float:
+    from datetime import UTC, datetime
+
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
 class NodeFleet:
     """The nodes and their hardware/OS state; `state` is what checkpoints copy."""
 
@@ -205,14 +211,10 @@ class NodeFleet:
             life.clear()
             if was_unready:
                 self._set_ready(n.name, True, now)
-            return
-        if not stopped or life.get("unready") or now - life["since"] < self.GRACE - 1e-9:
-            if stopped and life.get("unready"):
-                self._evict(n.name, life, now)
-            return
-        life["unready"] = now
-        self._set_ready(n.name, False, now)
-        self._evict(n.name, life, now)
+        elif stopped and not life.get("unready") and now - life["since"] >= self.GRACE - 1e-9:
+            life["unready"] = now
+            self._set_ready(n.name, False, now)
+        self._taint_evictions(n, now)
 
     EVICTION_INTERVAL = 10.0  # kubelet --eviction-monitoring-interval
     SYSTEM_MEMORY_SHARE = 0.1  # what the OS, kubelet and containerd hold: node_exporter's MemAvailable leaves it out
@@ -378,22 +380,45 @@ class NodeFleet:
                 except Exception:
                     pass
 
-    def _evict(self, node: str, life: dict[str, Any], now: float) -> None:
-        """The taint-eviction controller: pods without a matching toleration go at once, others
-        after their tolerationSeconds (300 s by default admission)."""
+    def _taint_evictions(self, n: NodeState, now: float) -> None:
+        """The taint-eviction controller: for every NoExecute taint of the node (the node
+        controller's unreachable/not-ready ones, or anyone's), a pod that does not tolerate it goes
+        at once, one that tolerates it for tolerationSeconds goes that long after the taint was
+        added (timeAdded, else when this controller first saw it), one that tolerates it without a
+        limit stays."""
+        from clusters.sim.controllers.scheduler import _tolerates
+
         cl = self.cluster
-        since = life["unready"]
+        node = cl.raw("nodes", "", n.name) or {}
+        taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") == "NoExecute"]
+        seen = n.reported.setdefault("noexecute", {})
+        keys = {f"{t.get('key')}={t.get('value', '')}": t for t in taints}
+        for k in [k for k in seen if k not in keys]:
+            seen.pop(k)
+        if not taints:
+            return
+        added: dict[str, float] = {}
+        for k, t in keys.items():
+            first = seen.setdefault(k, now)
+            stamp = t.get("timeAdded")
+            added[k] = _rfc3339(stamp) if stamp else first
         for pod in list(cl.scan("pods", None)):
-            if pod["spec"].get("nodeName") != node or pod["metadata"].get("deletionTimestamp"):
+            if pod["spec"].get("nodeName") != n.name or pod["metadata"].get("deletionTimestamp"):
                 continue
-            seconds = 0.0
-            for t in pod["spec"].get("tolerations") or []:
-                if t.get("key") in ("node.kubernetes.io/unreachable", None) and t.get("effect") in ("NoExecute", None) \
-                        and (t.get("operator") == "Exists" or not t.get("key") and t.get("operator") == "Exists"):
-                    seconds = float("inf") if t.get("tolerationSeconds") is None else float(t["tolerationSeconds"])
-            if now + 1e-9 < since + seconds:
-                if seconds != float("inf"):
-                    cl.wake_at(since + seconds)
+            tolerations = pod["spec"].get("tolerations") or []
+            due = float("inf")
+            for k, taint in keys.items():
+                matching = [t for t in tolerations if _tolerates([t], taint)]
+                if not matching:
+                    due = min(due, added[k])
+                    continue
+                limits = [float(t["tolerationSeconds"]) for t in matching if t.get("tolerationSeconds") is not None]
+                if len(limits) == len(matching):
+                    due = min(due, added[k] + max(0.0, min(limits)))
+            if due == float("inf"):
+                continue
+            if now + 1e-9 < due:
+                cl.wake_at(due)
                 continue
             cl.events.record(pod, "Normal", "TaintManagerEviction",
                              f"Marking for deletion Pod {pod['metadata']['namespace']}/{pod['metadata']['name']}",

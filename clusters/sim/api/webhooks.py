@@ -1,7 +1,9 @@
 """Admission webhooks as kube-apiserver calls them, for the failure an SRE meets: a request (from
 a client or a controller) that a Validating/MutatingWebhookConfiguration matches is refused with
 the real "failed calling webhook" error when the webhook's Service is missing or has no ready
-endpoints and failurePolicy is Fail. A webhook whose Service is up admits (no webhook code runs)."""
+endpoints, or when the certificate its back end serves fails kube-apiserver's TLS verification
+(expired or not yet valid, not for the Service's name, not signed by the caBundle), and
+failurePolicy is Fail. A webhook whose back end is reachable admits (no webhook code runs)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,14 @@ def _rule_matches(rule: dict[str, Any], operation: str, group: str, version: str
         return False
     scope = rule.get("scope", "*")
     return scope == "*" or (scope == "Namespaced") == namespaced
+
+
+def _issued_by(cert: Any, ca: Any) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+        return True
+    except Exception:  # wrong issuer name, bad signature, not a CA: all "unknown authority" to Go
+        return False
 
 
 def _only_status_changed(old: Obj, new: Obj) -> bool:
@@ -67,6 +77,69 @@ class WebhookAdmission:
         ep = self.store.try_get("endpoints", ns, name)
         if not any(s.get("addresses") for s in (ep or {}).get("subsets") or []):
             return f'{target}: no endpoints available for service "{name}"'
+        why = self._tls_failure(ep, ns, f"{name}.{ns}.svc", client_config.get("caBundle"))
+        return f"{target}: tls: failed to verify certificate: {why}" if why else None
+
+    def _serving_certificate(self, ep: Obj, namespace: str) -> bytes | None:
+        """The PEM certificate a back-end pod serves: the tls.crt of a Secret volume it mounts
+        (what the server reads; a server that watches its files serves the Secret's current one)."""
+        import base64
+
+        for subset in ep.get("subsets") or []:
+            for address in subset.get("addresses") or []:
+                ref = address.get("targetRef") or {}
+                pod = self.store.try_get("pods", ref.get("namespace", namespace), ref.get("name", "")) \
+                    if ref.get("kind") == "Pod" else None
+                for volume in ((pod or {}).get("spec") or {}).get("volumes") or []:
+                    secret = self.store.try_get("secrets", namespace, (volume.get("secret") or {}).get("secretName", ""))
+                    cert = ((secret or {}).get("data") or {}).get("tls.crt")
+                    if cert:
+                        return base64.b64decode(cert)
+        return None
+
+    def _tls_failure(self, ep: Obj, namespace: str, host: str, ca_bundle: str | None) -> str | None:
+        """crypto/x509's verdict on the served certificate, in Verify's order: validity period,
+        then the host name, then the chain to the caBundle. None when it verifies (or serves no
+        certificate the cluster can see)."""
+        import base64
+        import datetime as dt
+
+        from cryptography import x509
+
+        pem = self._serving_certificate(ep, namespace)
+        if pem is None:
+            return None
+        try:
+            cert = x509.load_pem_x509_certificate(pem)
+        except ValueError:
+            return "x509: malformed certificate"
+        now = dt.datetime.fromtimestamp(self.store.clock.now(), dt.UTC)
+
+        def go(t: dt.datetime) -> str:
+            return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        if now > cert.not_valid_after_utc:
+            return (f"x509: certificate has expired or is not yet valid: current time {go(now)} is after "
+                    f"{go(cert.not_valid_after_utc)}")
+        if now < cert.not_valid_before_utc:
+            return (f"x509: certificate has expired or is not yet valid: current time {go(now)} is before "
+                    f"{go(cert.not_valid_before_utc)}")
+        try:
+            names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+                x509.DNSName)
+        except x509.ExtensionNotFound:
+            names = []
+        if host not in names:
+            if not names:
+                return "x509: certificate relies on legacy Common Name field, use SANs instead"
+            return f"x509: certificate is valid for {', '.join(names)}, not {host}"
+        if ca_bundle:
+            try:
+                cas = x509.load_pem_x509_certificates(base64.b64decode(ca_bundle))
+            except ValueError:
+                cas = []
+            if not any(_issued_by(cert, ca) for ca in cas):
+                return "x509: certificate signed by unknown authority"
         return None
 
     def __call__(self, verb: str, key: str, obj: Obj, old: Obj | None) -> None:

@@ -352,3 +352,68 @@ class HotelService(AppModel):
         if rt is None:
             return self.memory_base + 40_000 * load_rps
         return go_rss(rt, go_live(rt, load_rps, instance.get("queued", 0.0)))
+
+
+# -- known builds -----------------------------------------------------------------------------
+# Published tags of the hotel image that are known to misbehave, and how (what an SRE finds
+# when a rollout moves onto one). sha-8f3c2e1: geo's getNearbyPoints reads one point past its
+# result slice when fewer than five hotels lie within the search radius; gRPC servers in these
+# binaries have no recovery interceptor, so the panic kills the process.
+BUGGY_BUILDS = {"sha-8f3c2e1": {"geo": 0.02}}  # tag → binary → share of its requests that crash it
+
+
+def register_buggy_builds() -> None:
+    """The buggy tags exist in the registry like any other (a rollout onto one pulls fine)."""
+    from clusters.sim.apps.base import IMAGES as REGISTRY
+    from clusters.sim.apps.base import normalize_image
+
+    for img in IMAGES:
+        info = REGISTRY.get(normalize_image(img + ":x")[0])
+        if info is not None and info.tags:
+            info.tags = tuple(dict.fromkeys((*info.tags, *BUGGY_BUILDS)))
+
+
+def buggy_build_tick(cluster: Any, now: float, dt: float) -> None:
+    """Once per fluid step: a binary of a buggy build crashes when one of the requests it served
+    in the step took the bad path (a share of them), with Go's panic on stderr."""
+    from clusters.sim.apps.base import normalize_image
+
+    state = cluster.workload.state.setdefault("builds", {})
+    counters = cluster.workload.state["counters"]
+    for rt, c in list(cluster.kubelet.running()):
+        inst = c.instance
+        if not isinstance(inst, dict) or inst.get("kind") != "hotel":
+            continue
+        share = BUGGY_BUILDS.get(normalize_image(c.image)[1], {}).get(inst["svc"])
+        if not share:
+            continue
+        served = sum(v for (metric, labels), v in counters.items() if metric == "traces_span_metrics_calls_total"
+                     and ("service_name", inst["svc"]) in labels and ("namespace", rt.namespace) in labels)
+        key = f"{rt.namespace}/{inst['svc']}"
+        n = max(0.0, served - state.get(key, served))
+        state[key] = served
+        per_pod = n / max(1, sum(1 for r, k in cluster.kubelet.running()
+                                 if isinstance(k.instance, dict) and k.instance.get("svc") == inst["svc"]
+                                 and r.namespace == rt.namespace))
+        if per_pod <= 0 or cluster.rng.random() >= 1 - (1 - share) ** per_pod:
+            continue
+        stderr = ["panic: runtime error: index out of range [5] with length 5", "",
+                  f"goroutine {1800 + int(now) % 900} [running]:",
+                  "github.com/harlow/go-micro-services/services/geo.(*Server).getNearbyPoints(0xc0001a6000, {0x0?, 0x0?}, "
+                  "0x4043026a7ef9db23, 0xc05e86872b020c4a)",
+                  "\t/go/src/github.com/harlow/go-micro-services/services/geo/server.go:145 +0x3c5",
+                  "github.com/harlow/go-micro-services/services/geo.(*Server).Nearby(0xc0001a6000, {0xb4a8f8, 0xc0003b2f00}, "
+                  "0xc0003d8280)",
+                  "\t/go/src/github.com/harlow/go-micro-services/services/geo/server.go:122 +0x7d"]
+        cluster.kubelet.terminate(rt.namespace, rt.name, c.name, 2, "Error", [], stderr)
+
+
+def _install_builds() -> None:
+    from clusters.sim.apps.base import fluid_ticks
+
+    register_buggy_builds()
+    if buggy_build_tick not in fluid_ticks:
+        fluid_ticks.append(buggy_build_tick)
+
+
+_install_builds()

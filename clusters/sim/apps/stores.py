@@ -387,6 +387,22 @@ def wiredtiger_failure(t: float, file: str, op: str, errno: int, ctx: str) -> li
             mongo_log(t, "F", "-", 23090, ctx, "\n\n***aborting after fassert() failure\n\n")]
 
 
+def memcached_listen(argv: list[str]) -> tuple[int, list[str]]:
+    """memcached's -p/--port (TCP port, 11211) and -l/--listen (comma-separated interfaces, all when unset)."""
+    port, listen = 11211, []
+    for i, a in enumerate(argv):
+        value = argv[i + 1] if i + 1 < len(argv) else ""
+        for flag in ("-p", "--port", "-l", "--listen"):
+            if a == flag or a.startswith(flag + "=") or (len(flag) == 2 and a.startswith(flag) and len(a) > 2):
+                v = a.split("=", 1)[1] if "=" in a else (a[2:] if len(flag) == 2 and len(a) > 2 else value)
+                if flag in ("-p", "--port") and v.isdigit():
+                    port = int(v)
+                elif flag in ("-l", "--listen"):
+                    # an IPv4 address may carry :port; IPv6 ones are bare or [bracketed]
+                    listen += [(x.split(":")[0] if x.count(":") == 1 else x).strip("[]") for x in v.split(",") if x]
+    return port, listen
+
+
 @app_model
 class Memcached(DataStore):
     name = "memcached"
@@ -399,7 +415,11 @@ class Memcached(DataStore):
         argv = ctx.argv
         if argv and argv[0].rsplit("/", 1)[-1] not in ("memcached", "docker-entrypoint.sh") and not argv[0].startswith("-"):
             return Exited(127, [f"/usr/local/bin/docker-entrypoint.sh: line 17: exec: {argv[0]}: not found"])
-        return Started([], {11211}, {"kind": "memcached", "items": 0.0}, ready_after=0.0)
+        port, listen = memcached_listen(argv)
+        # -l 127.0.0.1 (a hardening guide's advice) binds the loopback only: nothing outside the pod connects.
+        loopback = bool(listen) and all(a in ("127.0.0.1", "localhost", "::1") for a in listen)
+        return Started([], set() if loopback else {port}, {"kind": "memcached", "items": 0.0, "listen": listen},
+                       ready_after=0.0)
 
     def memory(self, instance: Any, load_rps: float) -> float:
         return self.memory_base + (instance or {}).get("items", 0.0) * 2048

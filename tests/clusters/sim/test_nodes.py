@@ -194,3 +194,45 @@ def test_a_kubelet_that_resumes_marks_its_pods_ready_again(cluster: SimCluster) 
     conds = {c["type"]: c["status"] for c in cluster.store.get("pods", NS, geo["metadata"]["name"])["status"]["conditions"]}
     assert conds["Ready"] == "True" and conds["ContainersReady"] == "True"
     assert cluster.store.get("deployments.apps", NS, "geo")["status"].get("readyReplicas") == 1
+
+
+def test_a_noexecute_taint_evicts_what_does_not_tolerate_it_and_pins_volumes(cluster: SimCluster) -> None:
+    mongo = pod(cluster, "mongodb-reservation")
+    node = mongo["spec"]["nodeName"]
+    on_node = [p["metadata"]["name"] for p in cluster.store.list("pods", NS) if p["spec"].get("nodeName") == node]
+    # One pod tolerates the taint for 60 s, another for good.
+    def tolerate(name: str, seconds: int | None) -> None:
+        def edit(d: dict) -> None:
+            tol = {"key": "node.kubernetes.io/maintenance", "operator": "Exists", "effect": "NoExecute"}
+            if seconds is not None:
+                tol["tolerationSeconds"] = seconds
+            d["spec"]["template"]["spec"]["tolerations"] = [tol]
+        cluster.store.mutate("deployments.apps", NS, name, edit)
+    cluster.advance(30)
+
+    def edit(n: dict) -> None:
+        n["spec"]["taints"] = [{"key": "node.kubernetes.io/maintenance", "value": "true", "effect": "NoExecute"}]
+    cluster.store.mutate("nodes", "", node, edit)
+    cluster.advance(5)
+    for name in on_node:
+        assert cluster.store.try_get("pods", NS, name) is None, name  # none tolerates it: all evicted at once
+    reasons = [e for e in cluster.store.list("events", NS) if e["reason"] == "TaintManagerEviction"]
+    assert {e["involvedObject"]["name"] for e in reasons} >= set(on_node)
+    cluster.advance(30)
+    waiting = pod(cluster, "mongodb-reservation")  # its local volume lives on the tainted node
+    scheduled = next(c for c in waiting["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert waiting["status"]["phase"] == "Pending"
+    assert "1 node(s) had untolerated taint {node.kubernetes.io/maintenance: true}" in scheduled["message"]
+    assert "node(s) had volume node affinity conflict" in scheduled["message"]
+    # A pod that tolerates the taint for a while is evicted when that while is over.
+    tolerate("mongodb-reservation", 60)
+    cluster.advance(20)
+    back = pod(cluster, "mongodb-reservation")
+    assert back["spec"].get("nodeName") == node and back["status"]["phase"] == "Running"
+    cluster.advance(50)
+    assert cluster.store.try_get("pods", NS, back["metadata"]["name"]) is None
+    tolerate("mongodb-reservation", None)
+    cluster.advance(30)
+    for_good = pod(cluster, "mongodb-reservation")
+    cluster.advance(120)
+    assert cluster.store.try_get("pods", NS, for_good["metadata"]["name"]) is not None

@@ -641,6 +641,18 @@ def _pg_size(text: str, unit: float = 8192.0) -> float:
     return float(m.group(1)) * mult
 
 
+def heredoc_body(script: str, env: dict[str, str]) -> str:
+    """The SQL a `psql <<-EOSQL ... EOSQL` init script feeds psql: bash expands $VAR and ${VAR}
+    from the container's environment in the body unless the delimiter is quoted ('EOSQL')."""
+    m = re.search(r"<<(-?)\s*(['\"]?)(\w+)\2\n(.*?)\n\s*\3\s*$", script, re.S | re.M)
+    if m is None:
+        return ""
+    body = m.group(4)
+    if m.group(2):
+        return body
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda v: env.get(v.group(1) or v.group(2), ""), body)
+
+
 @app_model
 class PostgreSQL(StoreModel):
     """The `postgres` image: docker-entrypoint.sh (initdb, POSTGRES_* variables, init scripts), the
@@ -824,8 +836,7 @@ class PostgreSQL(StoreModel):
             fname = path.rsplit("/", 1)[-1]
             if fname.endswith(".sh"):
                 lines.append(f"/usr/local/bin/docker-entrypoint.sh: running {path}")
-                body = "\n".join(re.findall(r"<<-?\s*'?(\w+)'?\n(.*?)\n\s*\1", ctx.files[path], re.S)[0][1:]) \
-                    if re.search(r"<<-?\s*'?(\w+)'?\n", ctx.files[path]) else ""
+                body = heredoc_body(ctx.files[path], ctx.env)
                 out, code = self._run_script(data, dbname, superuser, path, body)
             elif fname.endswith(".sql"):
                 lines.append(f"/usr/local/bin/docker-entrypoint.sh: running {path}")
