@@ -152,11 +152,13 @@ BOOTSTRAP_CLUSTER_ROLE_BINDINGS: dict[str, tuple[str, str]] = {
 
 
 def agent_role_rules() -> list[dict[str, Any]]:
-    """What the agent's Role grants in its namespace: read and change the application, read its
-    RBAC, nothing of chaos-mesh.org."""
+    """What the agent's Role grants in its namespace: read and change the application and the
+    namespace's quotas and limit ranges, read its RBAC, nothing of chaos-mesh.org."""
     return [
         _rule([""], [*_APP_CORE, "secrets", "resourcequotas", "limitranges"], _READ),
-        _rule([""], [*_APP_CORE, "secrets"], _WRITE),
+        # Quotas too: a capacity cut held in place by a quota (the paper's metastable case) is only
+        # fixable by someone allowed to raise it, as the namespace's owners are.
+        _rule([""], [*_APP_CORE, "secrets", "resourcequotas", "limitranges"], _WRITE),
         _rule([""], ["pods/eviction"], ["create"]),
         _rule([""], ["pods/exec"], ["create", "get"]),
         *[_rule(g, r, _READ + _WRITE) for g, r in _APP_GROUPS],
