@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from urllib.parse import urlsplit
 
 _SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|SECRET|PASSWORD|ACCESS_KEY)", re.I)
 _KEY_SHAPES = re.compile(
@@ -14,8 +15,25 @@ _KEY_SHAPES = re.compile(
 REDACTED = "[REDACTED]"
 
 
+_URL_ENV = re.compile(r"(_URL|_URI|_DSN)$", re.I)
+
+
 def secret_values() -> list[str]:
     vals = [v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8]
+    for k, v in os.environ.items():
+        # Credentials inside the farm's own connection URLs (FARM_DATABASE_URL, FARM_BROKER_URL):
+        # the `user:password@` part always goes; the bare password too when it is long enough not
+        # to be an ordinary word.
+        if _URL_ENV.search(k) and "://" in v:
+            try:
+                url = urlsplit(v)
+                password = url.password
+            except ValueError:
+                continue
+            if password:
+                vals.append(f"{url.username or ''}:{password}@")
+                if len(password) >= 8:
+                    vals.append(password)
     return sorted(set(vals), key=len, reverse=True)
 
 

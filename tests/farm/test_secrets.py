@@ -1,0 +1,25 @@
+"""Secrets never reach artifacts: API keys by name and shape, and credentials inside the farm's own
+connection URLs."""
+
+from __future__ import annotations
+
+import pytest
+
+from farm.secrets import REDACTED, scrub
+
+
+def test_passwords_inside_the_farms_connection_urls_are_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FARM_DATABASE_URL", "postgresql://farm:Wh1spered-Passw0rd@db.internal:5432/farm")
+    monkeypatch.setenv("FARM_BROKER_URL", "redis://:farm@10.0.0.5:6379/0")
+    text = ("connection to postgresql://farm:Wh1spered-Passw0rd@db.internal:5432/farm failed; "
+            "retrying with Wh1spered-Passw0rd; broker redis://:farm@10.0.0.5:6379/0 is down; the farm runs on")
+    out = scrub(text)
+    assert "Wh1spered-Passw0rd" not in out and ":farm@" not in out
+    assert out.count(REDACTED) == 3
+    assert out.endswith("the farm runs on")  # a short password is not scrubbed as a word everywhere
+
+
+def test_api_keys_by_variable_name_and_by_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "not-a-standard-shape-1234")
+    out = scrub("key not-a-standard-shape-1234 and sk-ant-abcdefghijklmnopqrstuvwx")
+    assert "not-a-standard-shape-1234" not in out and "sk-ant-" not in out
