@@ -16,6 +16,7 @@ The handle gives
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,9 @@ class ClusterHandle(abc.ABC):
         """A kubernetes.client.ApiClient with the farm's credentials."""
 
     @abc.abstractmethod
-    def agent_kubeconfig(self, namespace: str) -> Path:
-        """A kubeconfig scoped to `namespace` for the agent (created on first call)."""
+    def agent_kubeconfig(self, namespace: str, also: Sequence[str] = ()) -> Path:
+        """A kubeconfig scoped to `namespace` for the agent (created on first call); its account is
+        granted the same rights in `also`, the application's other namespaces (an operator's)."""
 
     @abc.abstractmethod
     def now(self) -> float:

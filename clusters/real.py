@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -295,10 +296,12 @@ class KubeconfigClusterHandle(ClusterHandle):
         return ClusterHealth(ok=True, detail=f"version {version.get('gitVersion', '?')}")
 
     # -- the agent's credentials ----------------------------------------------------------
-    def agent_kubeconfig(self, namespace: str) -> Path:
-        if namespace in PROTECTED_NAMESPACES:
-            raise InfrastructureError(f"refusing to give the agent access to farm namespace '{namespace}'")
-        cached = self._agent_configs.get(namespace)
+    def agent_kubeconfig(self, namespace: str, also: Sequence[str] = ()) -> Path:
+        for ns in (namespace, *also):
+            if ns in PROTECTED_NAMESPACES:
+                raise InfrastructureError(f"refusing to give the agent access to farm namespace '{ns}'")
+        key = "+".join((namespace, *also))
+        cached = self._agent_configs.get(key)
         if cached is not None and cached.exists():
             return cached
         base = f"/api/v1/namespaces/{namespace}"
@@ -316,11 +319,18 @@ class KubeconfigClusterHandle(ClusterHandle):
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
             "rules": AGENT_ROLE_RULES,
         })
-        self._ensure(f"{rbac}/rolebindings", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": AGENT_NAME},
-            "subjects": [{"kind": "ServiceAccount", "name": AGENT_NAME, "namespace": namespace}],
-        })
+        for ns in (namespace, *also):  # the application's other namespaces: same rights, same account
+            ns_rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}"
+            ns_meta = {**meta, "namespace": ns}
+            if ns != namespace:
+                self._ensure(f"{ns_rbac}/roles", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                                                  "metadata": ns_meta, "rules": AGENT_ROLE_RULES})
+                ns_meta = {**ns_meta, "name": f"{AGENT_NAME}-{namespace}"}
+            self._ensure(f"{ns_rbac}/rolebindings", {
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": ns_meta,
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": AGENT_NAME},
+                "subjects": [{"kind": "ServiceAccount", "name": AGENT_NAME, "namespace": namespace}],
+            })
         cluster_rbac = "/apis/rbac.authorization.k8s.io/v1"
         labels = meta["labels"]
         self._ensure(f"{cluster_rbac}/clusterroles", {
@@ -336,7 +346,7 @@ class KubeconfigClusterHandle(ClusterHandle):
         token = self._agent_token(namespace)
         path = self.workdir / f"agent-{namespace}.kubeconfig"
         self._write_kubeconfig(path, namespace, token)
-        self._agent_configs[namespace] = path
+        self._agent_configs[key] = path
         return path
 
     def _ensure(self, collection: str, obj: dict[str, Any]) -> None:

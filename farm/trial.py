@@ -163,7 +163,8 @@ class TrialRun:
         from farm.interface import AgentInterface
 
         self._enter("agent_session")
-        self.interface = AgentInterface(self.cluster, self.namespace, self.opaque_id, mode=self.spec.tool_mode)
+        self.interface = AgentInterface(self.cluster, self.namespace, self.opaque_id, mode=self.spec.tool_mode,
+                                        also_namespaces=tuple(self.app.extra_namespaces))
         url, token = self.interface.start()
         options = dict(self.spec.agent_options)
         options.setdefault("sweep_id", self.spec.sweep_id)

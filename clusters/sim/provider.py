@@ -14,6 +14,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,10 +154,11 @@ class SimHandle(ClusterHandle):
         except (urllib.error.URLError, OSError) as exc:
             raise ClusterUnavailable(f"emulated cluster {self.name} cannot be reached: {exc}") from exc
 
-    def agent_kubeconfig(self, namespace: str) -> Path:
-        cached = self._agent_kubeconfigs.get(namespace)
+    def agent_kubeconfig(self, namespace: str, also: Sequence[str] = ()) -> Path:
+        key = "+".join((namespace, *also))
+        cached = self._agent_kubeconfigs.get(key)
         # A restore to a checkpoint taken before the account existed leaves a dead token behind.
-        if cached is not None and self._token_valid(self._agent_tokens[namespace]):
+        if cached is not None and self._token_valid(self._agent_tokens[key]):
             return cached
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
@@ -176,9 +178,13 @@ class SimHandle(ClusterHandle):
             ensure(rbac.create_namespaced_role, namespace,
                    {"metadata": {"name": AGENT_ACCOUNT}, "rules": agent_role_rules()})
             subject = [{"kind": "ServiceAccount", "name": AGENT_ACCOUNT, "namespace": namespace}]
-            ensure(rbac.create_namespaced_role_binding, namespace, {
-                "metadata": {"name": AGENT_ACCOUNT}, "subjects": subject,
-                "roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": AGENT_ACCOUNT}})
+            for ns in (namespace, *also):
+                if ns != namespace:
+                    ensure(rbac.create_namespaced_role, ns, {"metadata": {"name": AGENT_ACCOUNT},
+                                                             "rules": agent_role_rules()})
+                ensure(rbac.create_namespaced_role_binding, ns, {
+                    "metadata": {"name": AGENT_ACCOUNT if ns == namespace else f"{AGENT_ACCOUNT}-{namespace}"},
+                    "subjects": subject, "roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": AGENT_ACCOUNT}})
             ensure(rbac.create_cluster_role, {"metadata": {"name": f"{AGENT_ACCOUNT}-cluster-view"},
                                               "rules": agent_cluster_rules()})
             ensure(rbac.create_cluster_role_binding, {
@@ -194,8 +200,8 @@ class SimHandle(ClusterHandle):
             raise ClusterUnavailable(f"the token of {namespace}/{AGENT_ACCOUNT} was not issued")
         path = write_kubeconfig(self.workdir / f"agent-{namespace}.kubeconfig", self.endpoints.kubernetes, self._ca_pem,
                                 token, f"{namespace}-{AGENT_ACCOUNT}", namespace)
-        self._agent_kubeconfigs[namespace] = path
-        self._agent_tokens[namespace] = token
+        self._agent_kubeconfigs[key] = path
+        self._agent_tokens[key] = token
         return path
 
     # -- lifetime --------------------------------------------------------------------------

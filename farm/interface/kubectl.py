@@ -114,8 +114,9 @@ def _flag_name(token: str) -> str:
     return token.split("=", 1)[0]
 
 
-def parse_command(command: str, namespace: str, *, virtual_time: bool = False) -> Parsed:
-    """Parse and check one kubectl command; raise ToolError with the reason when refused."""
+def parse_command(command: str, namespace: str, *, virtual_time: bool = False, also: tuple[str, ...] = ()) -> Parsed:
+    """Parse and check one kubectl command; raise ToolError with the reason when refused. `also`:
+    the application's other namespaces (an operator's), reachable with -n."""
     if not command or not command.strip():
         raise ToolError("empty command: give one kubectl command, e.g. 'get pods'")
     if "\n" in command.strip():
@@ -171,10 +172,12 @@ def parse_command(command: str, namespace: str, *, virtual_time: bool = False) -
         raise ToolError("no kubectl verb found: give a command such as 'get pods' or 'describe pod NAME'")
     if verb in REFUSED_VERBS:
         raise ToolError(f"refused: {REFUSED_VERBS[verb]}")
+    allowed = (namespace, *also)
     for key in ("-n", "--namespace"):
-        if key in flags and flags[key] != namespace:
+        if key in flags and flags[key] not in allowed:
             raise ToolError(
-                f"refused: this session can only reach namespace '{namespace}', not '{flags[key]}'"
+                f"refused: this session can only reach namespace{'s' if also else ''} "
+                f"{', '.join(repr(n) for n in allowed)}, not '{flags[key]}'"
             )
     for key in ("-A", "--all-namespaces"):
         if key in flags and flags[key] != "false":

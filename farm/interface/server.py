@@ -88,10 +88,11 @@ class AgentInterface:
     def __init__(self, cluster: ClusterHandle, namespace: str, trial_id: str, mode: Mode = "raw", *,
                  kubectl_binary: str | None = None, tool_timeout_s: float = TOOL_TIMEOUT_S,
                  kubectl_timeout_s: float = 60.0, max_output_chars: int = 30_000,
-                 max_wait_s: float = MAX_WAIT_S) -> None:
+                 max_wait_s: float = MAX_WAIT_S, also_namespaces: tuple[str, ...] = ()) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be 'raw' or 'summarised', not '{mode}'")
         self.cluster, self.namespace, self.trial_id, self.mode = cluster, namespace, trial_id, mode
+        self.also_namespaces = tuple(also_namespaces)  # the application's other namespaces (its operator's)
         self.summarised = mode == "summarised"
         self.tool_timeout_s, self.max_output_chars, self.max_wait_s = tool_timeout_s, max_output_chars, max_wait_s
         self._kubectl_binary, self._kubectl_timeout_s = kubectl_binary, kubectl_timeout_s
@@ -112,7 +113,9 @@ class AgentInterface:
 
         if self._thread is not None:
             return self.url, self.token
-        self._kubectl = Kubectl(self.cluster.agent_kubeconfig(self.namespace), self.namespace,
+        kubeconfig = (self.cluster.agent_kubeconfig(self.namespace, also=self.also_namespaces) if self.also_namespaces
+                      else self.cluster.agent_kubeconfig(self.namespace))
+        self._kubectl = Kubectl(kubeconfig, self.namespace,
                                 binary=self._kubectl_binary, timeout_s=self._kubectl_timeout_s,
                                 virtual_time=self.cluster.virtual_time)
         ep = self.cluster.endpoints
@@ -226,7 +229,9 @@ class AgentInterface:
             name="sre-incident",
             log_level="WARNING",
             instructions=(
-                f"You are on call for incident {self.trial_id} in Kubernetes namespace '{self.namespace}'. "
+                f"You are on call for incident {self.trial_id} in Kubernetes namespace '{self.namespace}'"
+                + (f" (the application also runs in {', '.join(self.also_namespaces)})" if self.also_namespaces else "")
+                + ". "
                 "Investigate with kubectl, metrics, logs and traces; submit_diagnosis with the root cause; "
                 "mitigate; then submit_mitigation. Time passes only through the wait tool."
             ),
@@ -321,7 +326,8 @@ class AgentInterface:
 
     def _kubectl_call(self, index: int, command: str, manifest: str | None) -> str:
         assert self._kubectl is not None
-        parsed = parse_command(command, self.namespace, virtual_time=self.cluster.virtual_time)
+        parsed = parse_command(command, self.namespace, virtual_time=self.cluster.virtual_time,
+                               also=self.also_namespaces)
         if parsed.uses_stdin and not manifest:
             raise ToolError("'-f -' needs the manifest text in the 'manifest' argument")
         if parsed.mutating and self.finished.is_set():

@@ -322,3 +322,38 @@ def test_injection_machinery_is_hidden_from_telemetry(fresh: ClusterHandle) -> N
     total = float(json.loads(outputs[2][0])["result"][0]["value"][1])
     assert total < sum(float(r["value"][1]) for r in direct)  # aggregates cannot count it either
     injection.recover(fresh)
+
+
+def test_an_application_with_an_operator_namespace_reaches_both_and_nothing_else(fresh: ClusterHandle) -> None:
+    """An application that also runs in another namespace (an operator's): the agent's account gets
+    the same rights there, the interface lets `-n` name it, and every other namespace stays shut."""
+    from kubernetes import client
+
+    api = fresh.api_client()
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    core.create_namespace({"metadata": {"name": "hotel-ops"}})
+    apps.create_namespaced_deployment("hotel-ops", {
+        "metadata": {"name": "operator"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "operator"}},
+                 "template": {"metadata": {"labels": {"app": "operator"}},
+                              "spec": {"containers": [{"name": "op", "image": "busybox:latest",
+                                                       "command": ["sh", "-c", "while true; do sleep 5; done"]}]}}}})
+    fresh.advance(30)
+    kubectl = Kubectl(fresh.agent_kubeconfig(NS, also=("hotel-ops",)), NS)
+    try:
+        assert "operator" in kubectl.run_tokens(["get", "deployments", "-n", "hotel-ops"]).text
+        assert kubectl.run_tokens(["scale", "deployment/operator", "--replicas=2", "-n", "hotel-ops"]).returncode == 0
+        denied = kubectl.run_tokens(["get", "pods", "-n", "kube-system"])
+        assert denied.returncode != 0 and "Forbidden" in denied.stderr
+    finally:
+        kubectl.close()
+    iface = AgentInterface(fresh, NS, "t-operator", also_namespaces=("hotel-ops",))
+    iface.start()
+    try:
+        with ToolClient(iface.url, iface.token) as tools:
+            text, is_error = tools.call("kubectl", command="get deployment operator -n hotel-ops")
+            assert not is_error and "operator" in text
+            text, is_error = tools.call("kubectl", command="get pods -n kube-system")
+            assert is_error and "hotel-ops" in text and "kube-system" in text
+    finally:
+        iface.stop()
