@@ -108,7 +108,8 @@ class RequestsTooLarge(ContainerMutation):
 @faults.register("requests-too-small")
 class RequestsTooSmall(ResourceFieldMutation):
     """Requests far below real use: the scheduler packs the pod onto a busy node and it is
-    starved (CPU) or evicted first under memory pressure."""
+    starved (CPU) or evicted first under memory pressure; where the namespace has a LimitRange
+    with a minimum, the API server refuses the new pods outright."""
 
     Params = ResourceParams
     section = "requests"

@@ -163,3 +163,18 @@ def test_postgres_takes_the_rotated_password_at_restart_and_stale_clients_are_re
     shop.advance(60)
     fresh = latest("product-catalog")
     assert fresh["metadata"]["name"] != catalog["metadata"]["name"] and fresh["status"]["containerStatuses"][0]["ready"]
+
+
+def test_a_request_below_the_limitranges_minimum_keeps_a_recreated_database_down(cluster: SimCluster) -> None:
+    limits = cluster.store.get("limitranges", NS, "container-requests")["spec"]["limits"][0]
+    assert limits["min"] == {"cpu": "10m"}
+
+    def cut(d: dict) -> None:
+        d["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1m"
+    cluster.store.mutate("deployments.apps", NS, "mongodb-reservation", cut)
+    cluster.advance(60)
+    assert not [p for p in cluster.store.list("pods", NS) if p["metadata"]["name"].startswith("mongodb-reservation-")
+                and not p["metadata"].get("deletionTimestamp")]  # Recreate: the old pod went first
+    failed = [e["message"] for e in cluster.store.list("events", NS) if e["reason"] == "FailedCreate"]
+    assert failed and failed[-1].endswith("is forbidden: minimum cpu usage per Container is 10m, but request is 1m")
+    assert pod(cluster, "reservation")["status"]["containerStatuses"][0]["restartCount"] >= 1
