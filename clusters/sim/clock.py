@@ -20,6 +20,11 @@ class VirtualClock:
     def set(self, t: float) -> None:
         self._now = max(self._now, float(t))
 
+    def rewind(self, t: float) -> None:
+        """Put the clock back to `t`: only a checkpoint restore may, since it puts back every
+        timestamp of that moment with it."""
+        self._now = float(t)
+
     def rfc3339(self, t: float | None = None) -> str:
         return rfc3339(self._now if t is None else t)
 
@@ -40,6 +45,9 @@ class LiveClock(VirtualClock):
         cur = self.now()
         if t > cur:
             self._offset += t - cur
+
+    def rewind(self, t: float) -> None:
+        self._now, self._offset, self._wall0 = float(t), 0.0, time.monotonic()
 
 
 def rfc3339(t: float) -> str:

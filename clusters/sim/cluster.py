@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import heapq
 import math
+import pickle
 import random
 from collections.abc import Callable
 from typing import Any
@@ -192,6 +193,19 @@ class ContainerLogs:
         for key in [k for k in self.state["files"] if k[0] == namespace and k[1] == pod]:
             del self.state["files"][key]
             self.state["labels"].pop(key, None)
+
+
+def _frozen(state: Any) -> Any:
+    """A private copy of model state for a checkpoint: pickled (restored ~4x faster than a deep
+    copy), or deep-copied when something in it does not pickle."""
+    try:
+        return pickle.dumps(state, pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return copy.deepcopy(state)
+
+
+def _thawed(frozen: Any) -> Any:
+    return pickle.loads(frozen) if isinstance(frozen, bytes) else copy.deepcopy(frozen)
 
 
 class SimCluster:
@@ -393,17 +407,22 @@ class SimCluster:
     def checkpoint(self, name: str) -> None:
         """Remember store, model state, clock and random state under `name`."""
         self._checkpoints[name] = (
-            self.store.checkpoint(), copy.deepcopy(self._model_state()), self.rng.getstate(),
-            self.clock.now(), list(self._timers), self._next_fluid, self._next_scrape, self.obs.checkpoint())
+            self.store.checkpoint(), _frozen(self._model_state()), self.rng.getstate(),
+            self.clock.now(), list(self._timers), self._next_fluid, self._next_scrape, self.obs.checkpoint(),
+            self._scrapes)
 
     def restore(self, name: str) -> None:
-        """Return to checkpoint `name`. The clock never runs backwards: model timers shift forward."""
+        """Return to checkpoint `name`, clock included: the cluster is then exactly as it was at
+        that moment. Rewinding keeps every timestamp consistent (objects, events, samples, log
+        lines, spans and model timers all end at "now", with no telemetry gap) and makes what
+        follows independent of what ran since the checkpoint; moving the clock forward instead
+        would leave the telemetry ending before "now"."""
         try:
-            store_state, model, rng, t0, timers, nf, ns_, obs_state = self._checkpoints[name]
+            store_state, model, rng, t0, timers, nf, ns_, obs_state, scrapes = self._checkpoints[name]
         except KeyError:
             raise KeyError(f"no checkpoint named '{name}' (known: {', '.join(sorted(self._checkpoints)) or 'none'})") from None
         self.store.restore(store_state)
-        model = copy.deepcopy(model)
+        model = _thawed(model)
         self.events.state = model["events"]
         self.logs.state = model["logs"]
         self.nodes.state = model["nodes"]
@@ -414,12 +433,14 @@ class SimCluster:
         self.network.state = model["network"]
         self.rng.setstate(rng)
         self.obs.restore(obs_state)
-        shift = self.clock.now() - t0
-        self._timers = [t + shift for t in timers]
+        self.clock.rewind(t0)
+        self._timers = list(timers)
         heapq.heapify(self._timers)
-        self._next_fluid, self._next_scrape = nf + shift, ns_ + shift
-        if shift:
-            self.kubelet.shift_time(shift)
+        self._next_fluid, self._next_scrape, self._scrapes = nf, ns_, scrapes
+        # Controllers keep retry and back-off times per uid; uids replay after a restore, so
+        # times from the abandoned timeline must not delay the objects of this one.
+        from clusters.sim.controllers import build_controllers
+        self.controllers = build_controllers(self)
         self._dirty = True
         self.reconcile()
 

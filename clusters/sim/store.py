@@ -18,6 +18,20 @@ from typing import Any
 from clusters.sim.clock import VirtualClock
 
 Obj = dict[str, Any]
+_ATOMIC = (str, int, float, bool, type(None))
+
+
+def clone(obj: Any) -> Any:
+    """A deep copy of a JSON-like object (dicts, lists, scalars), ~3x faster than copy.deepcopy;
+    anything else is deep-copied. Stored objects never alias their parts, so no memo is needed."""
+    t = type(obj)
+    if t is dict:
+        return {k: (v if type(v) in _ATOMIC else clone(v)) for k, v in obj.items()}
+    if t is list:
+        return [v if type(v) in _ATOMIC else clone(v) for v in obj]
+    if t in _ATOMIC:
+        return obj
+    return copy.deepcopy(obj)
 
 
 class StoreError(Exception):
@@ -251,7 +265,7 @@ class Store:
         return str(uuid.uuid5(self._uid_ns, str(self._uid_counter)))
 
     def _emit(self, type_: str, key: str, obj: Obj) -> None:
-        self.events.append(WatchEvent(self._rv, type_, key, copy.deepcopy(obj)))
+        self.events.append(WatchEvent(self._rv, type_, key, clone(obj)))
         if len(self.events) > self.max_events:
             del self.events[: len(self.events) - self.max_events]
         self.changed.notify_all()
@@ -267,7 +281,7 @@ class Store:
             obj = self._buckets[key].objects.get((namespace if rt.namespaced else "", name))
             if obj is None:
                 raise not_found(rt.plural, name, rt.group)
-            return copy.deepcopy(obj)
+            return clone(obj)
 
     def try_get(self, key: str, namespace: str, name: str) -> Obj | None:
         try:
@@ -297,7 +311,7 @@ class Store:
                     continue
                 if freq and not fields_match(freq, obj):
                     continue
-                out.append(copy.deepcopy(obj))
+                out.append(clone(obj))
             return out
 
     def iter_raw(self, key: str) -> Iterator[Obj]:
@@ -307,7 +321,7 @@ class Store:
     def create(self, key: str, obj: Obj, namespace: str | None = None) -> Obj:
         with self.lock:
             rt = self.type_for(key)
-            obj = copy.deepcopy(obj)
+            obj = clone(obj)
             meta = obj.setdefault("metadata", {})
             if rt.namespaced:
                 ns = namespace or meta.get("namespace") or "default"
@@ -342,13 +356,13 @@ class Store:
             self._buckets[key].objects[(ns, meta["name"])] = obj
             self._emit("ADDED", key, obj)
             self._run_hooks("create", key, None, obj)
-            return copy.deepcopy(obj)
+            return clone(obj)
 
     def replace(self, key: str, obj: Obj, *, check_rv: bool = True, subresource: str | None = None) -> Obj:
         """Update an object. A resourceVersion that is set and stale is a 409 Conflict."""
         with self.lock:
             rt = self.type_for(key)
-            obj = copy.deepcopy(obj)
+            obj = clone(obj)
             meta = obj.setdefault("metadata", {})
             ns = meta.get("namespace", "") if rt.namespaced else ""
             cur = self._buckets[key].objects.get((ns, meta.get("name", "")))
@@ -361,7 +375,7 @@ class Store:
                                  "the object has been modified; please apply your changes to the latest version and try again",
                                  {"name": meta["name"], "group": rt.group, "kind": rt.plural})
             if subresource == "status":
-                new = copy.deepcopy(cur)
+                new = clone(cur)
                 new["status"] = obj.get("status", {})
             else:
                 new = obj
@@ -381,7 +395,7 @@ class Store:
             for hook in self.admission:
                 hook("update", key, new, cur)
             if new == cur:
-                return copy.deepcopy(cur)
+                return clone(cur)
             new["metadata"]["resourceVersion"] = str(self._next_rv())
             self._buckets[key].objects[(ns, new["metadata"]["name"])] = new
             # An object whose deletion waited for finalizers goes once they are gone.
@@ -389,7 +403,7 @@ class Store:
                 return self._remove(key, ns, new["metadata"]["name"])
             self._emit("MODIFIED", key, new)
             self._run_hooks("update", key, cur, new)
-            return copy.deepcopy(new)
+            return clone(new)
 
     def mutate(self, key: str, namespace: str, name: str, fn: Callable[[Obj], None],
                subresource: str | None = None) -> Obj:
@@ -411,13 +425,13 @@ class Store:
                 hook("delete", key, cur, cur)
             if cur["metadata"].get("finalizers"):
                 if "deletionTimestamp" not in cur["metadata"]:
-                    cur = copy.deepcopy(cur)
+                    cur = clone(cur)
                     cur["metadata"]["deletionTimestamp"] = self.clock.rfc3339()
                     cur["metadata"]["resourceVersion"] = str(self._next_rv())
                     self._buckets[key].objects[(ns, name)] = cur
                     self._emit("MODIFIED", key, cur)
                     self._run_hooks("update", key, None, cur)
-                return copy.deepcopy(cur)
+                return clone(cur)
             return self._remove(key, ns, name)
 
     def _remove(self, key: str, ns: str, name: str) -> Obj:
@@ -425,7 +439,7 @@ class Store:
         obj["metadata"]["resourceVersion"] = str(self._next_rv())
         self._emit("DELETED", key, obj)
         self._run_hooks("delete", key, obj, None)
-        return copy.deepcopy(obj)
+        return clone(obj)
 
     def events_since(self, rv: int, key: str) -> list[WatchEvent]:
         with self.lock:
@@ -444,13 +458,13 @@ class Store:
     # -- snapshots (reset in well under a second) ------------------------------------------
     def checkpoint(self) -> Any:
         with self.lock:
-            return (copy.deepcopy({k: b.objects for k, b in self._buckets.items()}), self._uid_counter)
+            return (clone({k: b.objects for k, b in self._buckets.items()}), self._uid_counter)
 
     def restore(self, state: Any) -> None:
         with self.lock:
             objects, uid_counter = state
             for key, bucket in self._buckets.items():
-                bucket.objects = copy.deepcopy(objects.get(key, {}))
+                bucket.objects = clone(objects.get(key, {}))
             self._uid_counter = uid_counter
             self._next_rv()
             self.events.clear()

@@ -8,7 +8,6 @@ checkpoint copies it; the pod's `status` is rendered from it after every pass.""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from clusters.sim.apps.base import Exited, StartContext, Started, find_model, image_lookup, normalize_image
 from clusters.sim.controllers.common import set_condition
 from clusters.sim.controllers.quantity import parse_quantity
-from clusters.sim.store import Obj, StoreError
+from clusters.sim.store import Obj, StoreError, clone
 
 if TYPE_CHECKING:
     from clusters.sim.cluster import SimCluster
@@ -178,7 +177,7 @@ class Kubelet:
                 continue  # nobody syncs this node's pods
             raw = self.cluster.raw("pods", ns, name)
             # the kubelet writes status only; spec and metadata are read, so copy the status alone
-            pod = None if raw is None else {**raw, "status": copy.deepcopy(raw.get("status") or {})}
+            pod = None if raw is None else {**raw, "status": clone(raw.get("status") or {})}
             if pod is None:
                 continue
             rt = self.state["pods"].get((ns, name))
@@ -883,7 +882,9 @@ class Kubelet:
         status = dict(old)
         # set_condition edits conditions in place: copy them, or a change of conditions alone (a
         # kubelet that resumes after others marked its pods unready) would compare equal to `old`.
-        status["conditions"] = [dict(c) for c in old.get("conditions") or []]
+        # The empty reason and message stripped below go back in, so that set_condition compares
+        # like with like: else every pass counts as a change and rewrites every pod.
+        status["conditions"] = [{"reason": "", "message": "", **c} for c in old.get("conditions") or []]
         node = self.cluster.nodes.get(rt.node)
         status["hostIP"] = node.ip if node else ""
         status["hostIPs"] = [{"ip": status["hostIP"]}]

@@ -92,6 +92,7 @@ class Observability:
             "logs": self.logs.checkpoint(),
             "traces": self.traces.checkpoint(),
             "rules": self.rules.checkpoint(),
+            "last_trim": self._last_trim,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -100,6 +101,7 @@ class Observability:
             self.logs.restore(state["logs"])
             self.traces.restore(state["traces"])
             self.rules.restore(state["rules"])
+            self._last_trim = state.get("last_trim", float("-inf"))
 
     def stats(self) -> dict[str, int]:
         return {"series": len(self.tsdb), "samples": self.tsdb.sample_count(),
