@@ -35,6 +35,16 @@ NON_FAILURE_ALERTS = frozenset({"Watchdog", "InfoInhibitor", "HighRequestRate"})
 ALERT_GRACE_S = 300.0  # alerts over 5-minute rates may lag a real fix by that much
 ALERT_STEP_S = 60.0
 
+_http: httpx.Client | None = None
+
+
+def _http_client() -> httpx.Client:
+    """One HTTP client for every query: a client per query costs a TLS context each (~50 ms)."""
+    global _http
+    if _http is None or _http.is_closed:
+        _http = httpx.Client(timeout=30, trust_env=False)
+    return _http
+
 
 class Workload(BaseModel):
     kind: str  # Deployment or StatefulSet
@@ -68,33 +78,27 @@ class MitigationOracle:
         self.spec = problem.oracle
 
     # -- cluster access --------------------------------------------------------------------
+    # Plain JSON on the handle's shared ApiClient: typed models cost a validation and a
+    # serialization per object, and a client per call a TLS context.
     @staticmethod
     def _workloads(cluster: ClusterHandle, namespace: str) -> dict[tuple[str, str], dict[str, Any]]:
-        from kubernetes import client
+        from injectors.kube import Kube
 
-        api = cluster.api_client()
-        apps = client.AppsV1Api(api)
-        out = {}
-        for kind, lister in (("Deployment", apps.list_namespaced_deployment),
-                             ("StatefulSet", apps.list_namespaced_stateful_set)):
-            for item in lister(namespace).items:
-                obj = api.sanitize_for_serialization(item)
-                out[(kind, obj["metadata"]["name"])] = obj
-        return out
+        kube = Kube(cluster)
+        return {(kind, obj["metadata"]["name"]): obj
+                for kind in ("Deployment", "StatefulSet") for obj in kube.list(kind, namespace)}
 
     @staticmethod
     def _pods(cluster: ClusterHandle, namespace: str) -> list[dict[str, Any]]:
-        from kubernetes import client
+        from injectors.kube import Kube
 
-        api = cluster.api_client()
-        return [api.sanitize_for_serialization(p) for p in client.CoreV1Api(api).list_namespaced_pod(namespace).items]
+        return Kube(cluster).list("Pod", namespace)
 
     @staticmethod
     def _prometheus(cluster: ClusterHandle, path: str, params: dict[str, Any]) -> Any:
-        with httpx.Client(timeout=30, trust_env=False) as http:
-            resp = http.get(cluster.endpoints.prometheus + path, params=params)
-            resp.raise_for_status()
-            body = resp.json()
+        resp = _http_client().get(cluster.endpoints.prometheus + path, params=params)
+        resp.raise_for_status()
+        body = resp.json()
         if body.get("status") != "success":
             raise RuntimeError(f"Prometheus query failed: {body.get('error')}")
         return body["data"]
