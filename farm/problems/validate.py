@@ -7,7 +7,24 @@ reference mitigation (kubectl through the agent's checked tool, or `recover N`) 
 passes → recover leaves the cluster as deployed.
 
 Problems of one application share a deployment: it is checkpointed once (emulated cluster) and
-restored before each problem, or the cluster is reset and deployed again.
+restored before each problem (the restore rewinds the cluster's clock, so telemetry runs up to
+"now"), or the cluster is reset and deployed again.
+
+What counts, so that a harmless change (an unused env var, an annotation, a scale to the same
+count) fails at symptom_visible:
+- The symptom compares two windows of equal length: SYMPTOM_SETTLE_S right before the injection
+  and SYMPTOM_SETTLE_S right after it, then (only when nothing showed) twice that on both sides.
+  A baseline window without telemetry fails `healthy`; a latency change counts only when both
+  windows hold MIN_TRACES traces; alerts that fire under normal load (the oracle's
+  NON_FAILURE_ALERTS, severity none/info) are never symptoms; an error line is a line that
+  reports an error, not an info line or a printed config file that happens to say "fail".
+- oracle_fails: the oracle's own fault check ("the root cause is still in place") fails for any
+  injected fault, so alone it proves nothing about the oracle's view of the failure. Rule: when
+  the symptom includes something the oracle's health checks measure (pods unready, pending or
+  crash-looping, fewer ready pods, a failure alert, the client success rate below the problem's
+  threshold), the oracle must fail on one of those checks too. Only a latent fault, whose
+  evidence is in events, logs, error traces, latency or restarts while clients still succeed and
+  pods are up, may fail on the fault check alone: nothing else can tell that it is there.
 """
 
 from __future__ import annotations
@@ -16,7 +33,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 from pydantic import BaseModel
@@ -28,9 +45,28 @@ from injectors.kube import quantity
 
 # Words an injected object's name, labels or annotations must never carry.
 LEAK_WORDS = ("fault", "chaos", "inject", "farm.io", "sregym", "problem", "ground-truth", "groundtruth")
+# Cluster time between injection and looking for the symptom; the baseline is read over a window
+# as long, right before the injection.
 SYMPTOM_SETTLE_S = 120.0
-WARMUP_S = 180.0  # cluster time after deploy, so every signal has history before the baseline  # cluster time between injection and looking for the symptom
+WARMUP_S = 180.0  # cluster time after deploy, so every signal has history before the baseline
+MIN_TRACES = 20  # traces a window needs before its p95 latency means anything
 ERROR_LINE = re.compile(r"(?i)(error|panic|fatal|fail|refused|timeout|timed out|exception|denied|unavailable)")
+# Lines that carry an error word yet report no error: a line that declares an info/debug level
+# (zap, logrus and zerolog JSON, logfmt, leveled text, glog, mongod, .NET console), or a member line
+# of a JSON document being printed (an init container's `cat` of a flag file full of "Fail ...").
+NOT_AN_ERROR = re.compile(
+    r'^\s*"[^"]+"\s*:'
+    r'|"(?:level|severity|lvl)"\s*:\s*"(?i:info|debug|trace|notice)"'
+    r'|"s"\s*:\s*"(?:I|D\d?)"'
+    r'|\blevel=(?i:info|debug|trace|notice)\b'
+    r'|^(?:\S+\s+){0,2}\[?(?:INFO|INF|DEBUG|DBG|TRACE|TRC|NOTICE)\b'
+    r'|^[ID]\d{4} '
+    r'|^(?:info|dbug|trce):')
+
+
+def is_error_line(line: str) -> bool:
+    """A log line an SRE would read as an error report."""
+    return bool(ERROR_LINE.search(line)) and not NOT_AN_ERROR.search(line)
 
 
 class StepOutcome(BaseModel):
@@ -89,10 +125,10 @@ class AgentView:
         result = self.kubectl.run_tokens(parsed.tokens)
         return result.returncode, result.text
 
-    def get_json(self, what: str) -> list[dict[str, Any]]:
+    def get_json(self, what: str, fields: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """Objects of the comma-separated kinds, read with the agent's own token (the same RBAC
         as its kubectl; in-process, so reading costs no kubectl process). Kinds its role cannot
-        list are simply absent, as for kubectl."""
+        list are simply absent, as for kubectl. `fields`: a field selector per plural."""
         from injectors.kube import KINDS, KubeError
 
         plural_to_kind = {k.plural: name for name, k in KINDS.items()}
@@ -102,7 +138,7 @@ class AgentView:
             if kind is None:
                 continue
             try:
-                for item in self.kube.list(kind, self.namespace):
+                for item in self.kube.list(kind, self.namespace, fields=(fields or {}).get(plural, "")):
                     item.setdefault("kind", kind)
                     out.append(item)
             except KubeError:
@@ -126,7 +162,7 @@ class AgentView:
         """What an on-call engineer would look at, reduced to comparable facts."""
         out: dict[str, Any] = {}
         pods = {}
-        items = self.get_json("pods,events")
+        items = self.get_json("pods,events", fields={"events": "type=Warning"})
         for pod in (i for i in items if i.get("kind") == "Pod"):
             status = pod.get("status", {})
             statuses = status.get("containerStatuses") or []
@@ -146,8 +182,8 @@ class AgentView:
             if e.get("kind") == "Event" and e.get("type") == "Warning" and _event_time(e) >= since - 1})
         out["alerts"] = self._alerts()
         out["error_lines"] = self._error_lines(since)
-        out["error_spans"] = self._error_spans(since)
-        out["p95_ms"] = self._p95_ms(since)
+        out["p95_ms"], out["traces"], errors = self._traces(since)
+        out["error_spans"] = errors if errors is not None else self._error_spans(since)
         out["success"] = self._success(since)
         return out
 
@@ -191,25 +227,57 @@ class AgentView:
         except (httpx.HTTPError, ValueError, KeyError, IndexError):
             return None
 
-    def _p95_ms(self, since: float) -> float:
-        """p95 duration of the entry service's traces since `since` (0 when there are none)."""
+    TRACE_LIMIT = 300
+
+    def _traces(self, since: float) -> tuple[float, int, int | None]:
+        """From the entry service's traces since `since`: their p95 duration, how many traces it
+        rests on (0.0, 0 when none), and how many carry an error on an entry-service span in the
+        window, as Jaeger's `tags={"error":"true"}` search counts them (None when the answer was
+        cut at the limit, so that only that search can tell)."""
         now = self.cluster.now()
+        start_us, end_us = int(since * 1e6), int(now * 1e6)
         try:
             body = self.http.get(self.cluster.endpoints.jaeger + "/api/traces", params={
-                "service": self.entrypoint, "start": str(int(since * 1e6)), "end": str(int(now * 1e6)),
-                "limit": "300"}).json()
+                "service": self.entrypoint, "start": str(start_us), "end": str(end_us),
+                "limit": str(self.TRACE_LIMIT)}).json()
         except (httpx.HTTPError, ValueError):
-            return 0.0
+            return 0.0, 0, 0
+        traces = body.get("data") or []
         durations = sorted(max((s.get("duration", 0) for s in t.get("spans", [])), default=0) / 1000.0
-                           for t in body.get("data") or [])
-        return durations[int(0.95 * (len(durations) - 1))] if durations else 0.0
+                           for t in traces)
+        p95 = durations[int(0.95 * (len(durations) - 1))] if durations else 0.0
+        if len(traces) >= self.TRACE_LIMIT:
+            return p95, len(durations), None
+        errors = sum(1 for t in traces if self._error_trace(t, start_us, end_us))
+        return p95, len(durations), min(errors, 200)
+
+    def _error_trace(self, trace: dict[str, Any], start_us: int, end_us: int) -> bool:
+        processes = trace.get("processes") or {}
+
+        def error(fields: list[dict[str, Any]] | None) -> bool:
+            return any(f.get("key") == "error" and f.get("value") in (True, "true") for f in fields or [])
+
+        for span in trace.get("spans") or []:
+            process = processes.get(span.get("processID"), {})
+            if process.get("serviceName") != self.entrypoint or not start_us <= span.get("startTime", 0) <= end_us:
+                continue
+            if error(span.get("tags")) or error(process.get("tags")) or any(
+                    error(log.get("fields")) for log in span.get("logs") or []):
+                return True
+        return False
 
     def _alerts(self) -> list[str]:
+        """Failure alerts firing in the application's namespaces: the ones that fire under normal
+        load (the oracle's NON_FAILURE_ALERTS, severity none/info) say nothing about a fault."""
+        from farm.oracles.mitigation import NON_FAILURE_ALERTS
+
         try:
             body = self.http.get(self.cluster.endpoints.prometheus + "/api/v1/alerts").json()
             mine = {self.namespace, *self.other_namespaces}
             return sorted({a["labels"].get("alertname", "") for a in body["data"]["alerts"]
-                           if a.get("state") == "firing" and a["labels"].get("namespace") in mine})
+                           if a.get("state") == "firing" and a["labels"].get("namespace") in mine
+                           and a["labels"].get("alertname") not in NON_FAILURE_ALERTS
+                           and a["labels"].get("severity") not in ("none", "info")})
         except (httpx.HTTPError, ValueError, KeyError):
             return []
 
@@ -219,7 +287,7 @@ class AgentView:
             body = self.http.get(self.cluster.endpoints.loki + "/loki/api/v1/query_range", params={
                 "query": f'{{namespace="{self.namespace}"}}', "start": str(int(since * 1e9)),
                 "end": str(int(now * 1e9)), "limit": "1000"}).json()
-            return sum(1 for stream in body["data"]["result"] for _, line in stream["values"] if ERROR_LINE.search(line))
+            return sum(1 for stream in body["data"]["result"] for _, line in stream["values"] if is_error_line(line))
         except (httpx.HTTPError, ValueError, KeyError):
             return 0
 
@@ -246,51 +314,86 @@ def _event_time(event: dict[str, Any]) -> float:
         return 0.0
 
 
-def symptom_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """The signals that changed for the worse between two `AgentView.signals` readings."""
+class Evidence(NamedTuple):
+    """One signal that got worse; `oracle_sees` when the mitigation oracle's health checks
+    measure it too (pods, failure alerts, clients below the problem's threshold)."""
+
+    text: str
+    oracle_sees: bool
+
+
+def symptom_evidence(before: dict[str, Any], after: dict[str, Any],
+                     success_threshold: float = 0.95) -> list[Evidence]:
+    """The signals that changed for the worse between two `AgentView.signals` readings taken
+    over windows of the same length."""
+    from farm.oracles.mitigation import NON_FAILURE_ALERTS
+
     found = []
     for name, pod in after["pods"].items():
         old = before["pods"].get(name)
         if pod["waiting"]:
-            found.append(f"pod {name} waiting: {', '.join(pod['waiting'])}")
+            found.append(Evidence(f"pod {name} waiting: {', '.join(pod['waiting'])}", True))
         elif pod["phase"] in ("Pending", "Failed"):
-            found.append(f"pod {name} {pod['phase']}")
+            found.append(Evidence(f"pod {name} {pod['phase']}", True))
         elif not pod["ready"] and (old is None or old["ready"]):
-            found.append(f"pod {name} not ready")
+            found.append(Evidence(f"pod {name} not ready", True))
         elif old is not None and pod["restarts"] > old["restarts"]:
-            found.append(f"pod {name} restarted {pod['restarts'] - old['restarts']}x")
+            found.append(Evidence(f"pod {name} restarted {pod['restarts'] - old['restarts']}x", False))
     # A pod replaced by a healthy one is a routine rollout; fewer ready pods is not.
     ready_before = sum(1 for p in before["pods"].values() if p["ready"])
     ready_after = sum(1 for p in after["pods"].values() if p["ready"])
     if ready_after < ready_before:
         gone = sorted(set(before["pods"]) - set(after["pods"]))
-        found.append(f"{ready_before - ready_after} fewer ready pods" + (f" ({', '.join(gone[:3])} gone)" if gone else ""))
+        found.append(Evidence(f"{ready_before - ready_after} fewer ready pods"
+                              + (f" ({', '.join(gone[:3])} gone)" if gone else ""), True))
     new_warnings = sorted(set(after["warnings"]) - set(before["warnings"]))
     if new_warnings:
-        found.append("warning events: " + ", ".join(new_warnings[:5]))
-    new_alerts = sorted(set(after["alerts"]) - set(before["alerts"]))
+        found.append(Evidence("warning events: " + ", ".join(new_warnings[:5]), False))
+    new_alerts = sorted(set(after["alerts"]) - set(before["alerts"]) - NON_FAILURE_ALERTS)
     if new_alerts:
-        found.append("firing alerts: " + ", ".join(new_alerts))
+        found.append(Evidence("firing alerts: " + ", ".join(new_alerts), True))
     if after["error_lines"] > max(5, 2 * before["error_lines"]):
-        found.append(f"{after['error_lines']} error log lines (was {before['error_lines']})")
+        found.append(Evidence(f"{after['error_lines']} error log lines (was {before['error_lines']})", False))
     if after["error_spans"] > max(2, 2 * before["error_spans"]):
-        found.append(f"{after['error_spans']} error traces (was {before['error_spans']})")
-    if after.get("p95_ms", 0) > max(1.5 * before.get("p95_ms", 0), before.get("p95_ms", 0) + 20):
-        found.append(f"p95 latency {after['p95_ms']:.0f} ms (was {before.get('p95_ms', 0):.0f} ms)")
+        found.append(Evidence(f"{after['error_spans']} error traces (was {before['error_spans']})", False))
+    # Latency only against a baseline that has traces: a change from an empty window is no change.
+    p_before, p_after = before.get("p95_ms", 0.0), after.get("p95_ms", 0.0)
+    if (min(before.get("traces", 0), after.get("traces", 0)) >= MIN_TRACES and p_before > 0
+            and p_after > max(1.5 * p_before, p_before + 20)):
+        found.append(Evidence(f"p95 latency {p_after:.0f} ms (was {p_before:.0f} ms)", False))
     s_before, s_after = before.get("success"), after.get("success")
     if s_after is not None and s_after < 0.95 and (s_before is None or s_after < s_before - 0.02):
-        found.append(f"client success rate {s_after:.2f}" + (f" (was {s_before:.2f})" if s_before is not None else ""))
+        found.append(Evidence(f"client success rate {s_after:.2f}"
+                              + (f" (was {s_before:.2f})" if s_before is not None else ""),
+                              s_after < success_threshold))
     return found
+
+
+def oracle_blind_to(checks: dict[str, bool], evidence: Iterable[Evidence]) -> list[str]:
+    """What the agent saw that the oracle's health checks measure, when none of those checks
+    failed (only the fault's own check did): the oracle_fails rule of the module docstring."""
+    if any(not ok for name, ok in checks.items() if name != "fault_resolved"):
+        return []
+    return [e.text for e in evidence if e.oracle_sees]
+
+
+def symptom_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The signals that changed for the worse between two `AgentView.signals` readings."""
+    return [e.text for e in symptom_evidence(before, after)]
+
+
+# A word starting with one of LEAK_WORDS' stems, and the LEAK_WORD each stem reports.
+_LEAK_STEMS = {w.split(".")[0].replace("-", ""): w for w in reversed(LEAK_WORDS)}
+_LEAK_RE = re.compile("(?:^|[^a-z0-9])(" + "|".join(map(re.escape, _LEAK_STEMS)) + ")")
 
 
 def leak_word(text: str, names: list[str]) -> str | None:
     """The giveaway in `text`, if any: a word starting with a LEAK_WORD ("injected", "chaos-…"; not
     "default"), or a problem id / injector name anywhere in it."""
     low = text.lower()
-    for token in re.split(r"[^a-z0-9]+", low):
-        for word in LEAK_WORDS:
-            if token.startswith(word.split(".")[0].replace("-", "")) and token:
-                return word
+    hit = _LEAK_RE.search(low)
+    if hit:
+        return _LEAK_STEMS[hit.group(1)]
     return next((n for n in names if n and n in low), None)
 
 
@@ -314,17 +417,21 @@ def leaks(view: AgentView, problem: Problem) -> list[str]:
             hit = leak_word(str(text), words)
             if hit:
                 found.append(f"{what}/{meta.get('name')}: '{text}' contains '{hit}'")
-    # The farm's own namespace must be out of reach.
-    from farm.interface.kubectl import Kubectl
+    # The farm's own namespace must be out of reach: asked with the agent's token (the one its
+    # kubectl carries, so the same RBAC answers), without a kubectl process per problem.
+    from injectors.kube import KubeError
 
-    raw = Kubectl(view.kubeconfig, CHAOS_NAMESPACE)
-    try:
-        result = raw.run_tokens(["get", "networkchaos,podchaos,iochaos,stresschaos,timechaos,kernelchaos,pods",
-                                 "-o", "name"])
-        if result.stdout.strip():
-            found.append(f"the agent can list objects in {CHAOS_NAMESPACE}: {result.stdout.split()[0]}")
-    finally:
-        raw.close()
+    for path in [f"/apis/chaos-mesh.org/v1alpha1/namespaces/{CHAOS_NAMESPACE}/{plural}" for plural in
+                 ("networkchaos", "podchaos", "iochaos", "stresschaos", "timechaos", "kernelchaos")] + [
+                 f"/api/v1/namespaces/{CHAOS_NAMESPACE}/pods"]:
+        try:
+            items = view.kube.request("GET", path).get("items") or []
+        except KubeError:
+            continue  # forbidden (or no such resource): out of reach
+        if items:
+            found.append(f"the agent can list objects in {CHAOS_NAMESPACE}: "
+                         f"{path.rsplit('/', 1)[-1]}/{items[0]['metadata']['name']}")
+            break
     return found
 
 
@@ -421,6 +528,9 @@ class Validator:
         self._checkpoints: dict[str, str] = {}
         self._deployed: dict[str, Any] = {}  # app → desired state right after deploy
         self._healthy: dict[str, tuple[bool, str]] = {}  # app → default oracle verdict on the checkpoint
+        # app → the oracle's baseline and the signals of both symptom windows, read on the checkpoint:
+        # a restore puts back that very moment, so every problem would read the same.
+        self._before: dict[str, tuple[Any, dict[str, Any], dict[str, Any]]] = {}
         self._views: dict[str, AgentView] = {}
 
     def __enter__(self) -> Validator:
@@ -537,9 +647,24 @@ class Validator:
                     ok, detail = self._check_healthy(app, problem, ns)
                 if not ok:
                     raise StepFailed(f"the oracle fails before injection: {detail}")
-                state["baseline"] = oracle.capture_baseline(self.cluster, ns)
+                # On the checkpoint (default oracle), the baseline and the "before" readings are those
+                # of the checkpoint itself; otherwise they are read now.
+                on_checkpoint = default and f"validate-{problem.app}" in self._checkpoints
+                if on_checkpoint and problem.app in self._before:
+                    baseline, before, before_long = self._before[problem.app]
+                else:
+                    baseline = oracle.capture_baseline(self.cluster, ns)
+                    # The windows of the symptom's two looks, so that counts compare.
+                    before = view.signals(self.cluster.now() - SYMPTOM_SETTLE_S)
+                    before_long = view.signals(self.cluster.now() - 2 * SYMPTOM_SETTLE_S)
+                    if on_checkpoint:
+                        self._before[problem.app] = (baseline, before, before_long)
+                if not before["traces"] and before["success"] is None:
+                    raise StepFailed(f"no telemetry in the {SYMPTOM_SETTLE_S:.0f} s before injection "
+                                     "(no traces, no client success rate): nothing to compare a symptom with")
+                state["baseline"] = baseline.model_copy(deep=True)
                 state["since"] = self.cluster.now()
-                state["before"] = view.signals(self.cluster.now() - oracle.spec.window_seconds)
+                state["before"], state["before_long"] = before, before_long
                 return detail
 
             def inject() -> str:
@@ -549,10 +674,18 @@ class Validator:
 
             def symptom() -> str:
                 after = view.signals(state["since"])
-                found = symptom_differences(state["before"], after)
+                found = symptom_evidence(state["before"], after, oracle.spec.success_rate)
                 if not found:
-                    raise StepFailed("nothing the agent's tools show changed after the injection")
-                return "; ".join(found[:4])
+                    # A second look, as an on-call engineer would take: some symptoms need longer to
+                    # show (an alert over a 5-minute rate with a `for:`). Both windows double.
+                    self.cluster.advance(SYMPTOM_SETTLE_S)
+                    after = view.signals(state["since"])
+                    found = symptom_evidence(state["before_long"], after, oracle.spec.success_rate)
+                if not found:
+                    raise StepFailed(f"nothing the agent's tools show changed in the {2 * SYMPTOM_SETTLE_S:.0f} s "
+                                     "after the injection")
+                state["evidence"] = found
+                return "; ".join(e.text for e in found[:4])
 
             def no_leak() -> str:
                 found = leaks(view, problem)
@@ -564,6 +697,10 @@ class Validator:
                 verdict = oracle.evaluate(self.cluster, ns, state["baseline"], injection)
                 if verdict.passed:
                     raise StepFailed("the mitigation oracle passes with the fault in place")
+                blind = oracle_blind_to(verdict.checks, state.get("evidence", []))
+                if blind:
+                    raise StepFailed("the oracle fails only on the fault's own check, yet the agent's tools show "
+                                     f"what its health checks measure: {'; '.join(blind[:3])}")
                 return verdict.detail[:200]
 
             def mitigate() -> str:
@@ -589,12 +726,18 @@ class Validator:
 
             def recover() -> str:
                 injection.recover(self.cluster)
-                self.cluster.advance(30)
-                left = farm_leftovers(self.cluster)
-                changed = diff_states(self._deployed.get(problem.app, {}),
-                                      desired_state(self.cluster, ns, app.extra_namespaces))
-                if left or changed:
-                    raise StepFailed(f"left behind: {', '.join(left + changed)[:300]}")
+
+                def leftovers() -> list[str]:
+                    return farm_leftovers(self.cluster) + diff_states(
+                        self._deployed.get(problem.app, {}), desired_state(self.cluster, ns, app.extra_namespaces))
+
+                # Clean at once is clean; otherwise finalizers and helper jobs get 30 s to go.
+                left = leftovers()
+                if left:
+                    self.cluster.advance(30)
+                    left = leftovers()
+                if left:
+                    raise StepFailed(f"left behind: {', '.join(left)[:300]}")
                 return "cluster as deployed"
 
             for name, fn in (("healthy", healthy), ("inject", inject), ("symptom_visible", symptom),
