@@ -16,8 +16,9 @@ unreconciled) and, as an API client, writes what it renders through the API serv
 
 Where the emulation differs from v1.6 (so that a namespace-scoped SRE sees what the operator
 saw): a StatefulSet update the API server refuses is also recorded as a `FailedUpdate` Warning
-Event on the TidbCluster (v1.6 only logs it), and `spec.statefulSetUpdateStrategy` is passed to
-the StatefulSets as given (v1.6 maps anything but OnDelete to RollingUpdate for PD/TiKV/TiDB).
+Event on the TidbCluster (v1.6 only logs it). `spec.statefulSetUpdateStrategy` is mapped as v1.6
+maps it: OnDelete stays OnDelete, anything else becomes RollingUpdate (with the operator's own
+partition), so a nonsense value is harmless there too.
 """
 
 from __future__ import annotations
@@ -244,7 +245,7 @@ def render_statefulset(tc: Obj, comp: str, configmap: str) -> Obj:
             pod_spec[field] = copy.deepcopy(value)
     annotations = {"prometheus.io/path": "/metrics", "prometheus.io/port": str(m.metrics_port),
                    "prometheus.io/scrape": "true", **(ms.get("annotations") or {})}
-    strategy_type = spec.get("statefulSetUpdateStrategy") or "RollingUpdate"
+    strategy_type = "OnDelete" if spec.get("statefulSetUpdateStrategy") == "OnDelete" else "RollingUpdate"
     strategy: dict[str, Any] = {"type": strategy_type}
     if strategy_type == "RollingUpdate":
         strategy["rollingUpdate"] = {"partition": replicas}

@@ -7,6 +7,7 @@ per mechanism shows the loop needs its condition: the same trigger without it is
 from __future__ import annotations
 
 import copy
+import shlex
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -115,7 +116,7 @@ class Staged:
         for step in self.problem.mitigation:
             if step.kubectl:
                 out = subprocess.run(["kubectl", "--kubeconfig", str(cluster.kubeconfig), "-n", namespace,  # type: ignore[attr-defined]
-                                      *step.kubectl.split()], capture_output=True, text=True, check=False)
+                                      *shlex.split(step.kubectl)], capture_output=True, text=True, check=False)
                 assert out.returncode == 0, out.stderr
             elif step.recover is not None:
                 self.faults[step.recover].recover(cluster, self.done[step.recover])

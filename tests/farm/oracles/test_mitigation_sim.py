@@ -160,7 +160,6 @@ def test_a_metastable_fix_that_leaves_the_sustaining_condition_fails_the_replay(
     from kubernetes import client
 
     _, ns, oracle, baseline, injection = _metastable_incident(cluster, "hr-capacity-cut-quota-blocks-recovery")
-    # The farm's own credentials: the agent's role may only read quotas.
     core = client.CoreV1Api(cluster.api_client())
     (quota,) = core.list_namespaced_resource_quota(ns).items
     hard = dict(quota.spec.hard)
@@ -179,12 +178,15 @@ def test_a_metastable_fix_that_leaves_the_sustaining_condition_fails_the_replay(
 
 
 def test_the_reference_fix_of_the_capacity_cut_survives_the_replay(cluster: ClusterHandle) -> None:
-    """The control for the test above: the same replay after the real fix is recovered from."""
+    """The control for the test above: the same replay after the real fix (the agent raising the
+    quota with its own credentials) is recovered from."""
     problem, ns, oracle, baseline, injection = _metastable_incident(cluster, "hr-capacity-cut-quota-blocks-recovery")
-    for step in problem.mitigation:
-        assert step.recover is not None  # the quota is the farm's to lift: agents may only read quotas
-        injection.recover_one(cluster, step.recover)
-        cluster.advance(step.wait or 0)
+    with agent_session(cluster) as (_, tools):
+        for step in problem.mitigation:
+            assert step.kubectl is not None
+            text, is_error = tools.call("kubectl", command=step.kubectl)
+            assert not is_error, text
+            tools.call("wait", seconds=step.wait or 0)
     verdict = oracle.evaluate(cluster, ns, baseline, injection)
     assert verdict.passed, verdict
     assert verdict.checks["recovers_after_trigger_replay"] is True
