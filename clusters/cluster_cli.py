@@ -4,6 +4,7 @@ registrations and heartbeats in SQL), and creating or deleting kind and EKS clus
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Annotated, Any
 
@@ -72,12 +73,15 @@ def list_clusters(
         console.print(f"no workers registered in {redact_url(url)}")
         return
     table = Table("worker", "cluster", "host", "state", "trial", "heartbeat", "health")
+    # The terminal's width as the shell says it now (a console made at import may have guessed 80).
+    columns = os.environ.get("COLUMNS", "")
+    out = Console(width=int(columns)) if columns.isdigit() else console
     colour = {"healthy": "green", "unhealthy": "red", "stale": "yellow", "stopped": "dim"}
     for row in rows:
         status = row["status"] + (f" ({row['detail']})" if row["detail"] and row["status"] != "healthy" else "")
         table.add_row(row["worker"], row["cluster"], f"{row['host']}:{row['pid']}", row["state"], row["trial"] or "-",
                       f"{row['heartbeat_age_s']:.0f} s ago", f"[{colour[row['status']]}]{status}[/]")
-    console.print(table)
+    out.print(table)
 
 
 def _provider(ref: str) -> tuple[str, str, Any]:

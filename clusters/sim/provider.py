@@ -243,6 +243,7 @@ class SimProvider(ClusterProvider):
             cmd += ["--cluster-factory", cluster_factory]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        env["PYTHONHASHSEED"] = "0"  # set iteration order must not vary: same seed, same trial
         with open(stderr_path, "wb") as err:
             process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                        stderr=err)

@@ -67,6 +67,9 @@ ROUTES = tuple(
        Route("/api/checkout", "POST", "frontend-proxy", "POST /api/checkout", 2 / _W)])
 
 
+AD_BUSY_THREADS = 4  # adHighCpu's worker threads in AdService.java
+SET_NS_PER_ID = 40.0  # CPython's set() over a list of str references, per element
+
 # The load generator's customers (locustfile people.json): card expiry (month, year, last four digits).
 CARDS = ((1, 2030, "0454"), (3, 2031, "1739"), (6, 2032, "8822"), (1, 2033, "4402"), (11, 2034, "0910"),
          (1, 2035, "7764"), (5, 2036, "3355"), (1, 2037, "2198"), (8, 2038, "6071"), (1, 2039, "5513"))
@@ -194,7 +197,8 @@ class DemoFlags(GraphHooks):
                 eff.latency += 1.2  # ten full collections of a heap filled to 90 % per request
                 eff.cpu = max(eff.cpu, 6.0)
             if self.flag(flow, ns, "adHighCpu"):
-                eff.cpu = max(eff.cpu, 40.0)  # four busy-looping threads share the quota with the handlers
+                # the handlers get a fifth of the CPU beside the four busy-looping threads (see step)
+                eff.cpu = max(eff.cpu, 1.0 + AD_BUSY_THREADS)
             return eff if (eff.fail or eff.latency or eff.cpu > 1) else None
         if name == "product-reviews" and op == ASK_AI and self.flag(flow, ns, "llmRateLimitError"):
             return OpEffect(fail=0.5, error="openai.RateLimitError: Error code: 429 - {'error': {'message': 'Rate limit "
@@ -202,9 +206,10 @@ class DemoFlags(GraphHooks):
         if name == "fraud-detection" and self.flag(flow, ns, "kafkaQueueProblems"):
             return OpEffect(latency=1.0, cpu=1.0)
         if name == "recommendation" and insts:
-            leak = max(c.instance.get("leak", 0.0) for _, c in insts)
-            if leak > 0:
-                return OpEffect(latency=leak / (400 * MiB), cpu=1.0 + leak / (50 * MiB))
+            # every request builds set(product_ids) over the whole ever-growing list
+            ids = max(c.instance.get("cached_ids", 0.0) for _, c in insts)
+            if ids > 0:
+                return OpEffect(latency=ids * SET_NS_PER_ID * 1e-9, cpu=1.0 + ids * SET_NS_PER_ID * 1e-9 / svc.cpu)
         return None
 
     @staticmethod
@@ -228,10 +233,23 @@ class DemoFlags(GraphHooks):
     def step(self, flow: CallGraphFlow, ns: str, groups: dict[str, list], lam: dict, now: float, dt: float) -> None:
         insts = groups.get("recommendation") or []
         if insts and self.flag(flow, ns, "recommendationCacheFailure"):
-            # the "cache" list gains the catalog plus a quarter of itself on every other miss and never shrinks
+            # recommendation_server.py: on a miss (half the calls) cached_ids += the catalog's 10 ids, then
+            # += its own first quarter; the module-level list never shrinks, so it grows geometrically
+            # (8 bytes a reference) until the container's memory limit kills the process.
             per_pod = lam.get(("recommendation", RECOMMEND), 0.0) * dt / len(insts)
             for _, c in insts:
-                c.instance["leak"] = c.instance.get("leak", 0.0) + per_pod * 0.5 * 12_000 * (1 + c.instance["leak"] / (64 * MiB))
+                ids = c.instance.get("cached_ids", 0.0)
+                ids = (ids + len(PRODUCTS)) * 1.25 ** (0.5 * per_pod) if per_pod > 0 else ids
+                c.instance["cached_ids"] = ids
+                c.instance["leak"] = ids * 8.0
+        if self.flag(flow, ns, "adHighCpu"):
+            for rt, c in groups.get("ad") or []:  # AdService's CPU load threads spin regardless of traffic
+                cores = flow.w._cores(rt, c)
+                burn = min(float(AD_BUSY_THREADS), cores * 0.95) * dt
+                c.cpu_seconds += burn
+                flow.cluster.nodes.account_cpu(rt.node, burn)
+                if cores < AD_BUSY_THREADS:  # a CPU limit below the threads' demand: CFS throttles every period
+                    c.cpu_throttled_periods += dt / 0.1 * 0.95
         fraud = groups.get("fraud-detection") or []
         for _rt, c in fraud:  # a consumer sleeping 1 s per record processes one record per second
             if self.flag(flow, ns, "kafkaQueueProblems"):

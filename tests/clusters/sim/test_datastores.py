@@ -291,6 +291,7 @@ def test_psql_lists_roles_and_an_alter_user_is_the_password_clients_must_use(clu
 
 def test_iochaos_read_faults_on_pgdata_reach_clients_as_postgres_read_errors(cluster: SimCluster) -> None:
     rt, c, pg = store(cluster, "postgresql")
+    cluster.advance(300)  # a warm cache: only the reads that still reach the disk can fail
     chaos(cluster, "IOChaos", "pg-eio", {"action": "fault", "mode": "all", "errno": 5, "percent": 100, "methods": ["read"],
                                          "volumePath": "/var/lib/postgresql/data", "path": "/var/lib/postgresql/data/**",
                                          "selector": {"labelSelectors": {"app": "postgresql"}}})
