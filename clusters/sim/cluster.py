@@ -237,6 +237,7 @@ class SimCluster:
         self.workload = Workload(self)
         self.telemetry = Telemetry(self)
         self.controllers = build_controllers(self)
+        self._ran_at: dict[int, int] = {}  # store-driven controller → resourceVersion its last run started at
         self._timers: list[float] = []
         self._dirty = True
         self._next_fluid = self.clock.now() + FLUID_STEP
@@ -261,12 +262,19 @@ class SimCluster:
         heapq.heappush(self._timers, t)
 
     def reconcile(self) -> None:
-        """Run every controller until none of them writes anything (at most 25 passes)."""
+        """Run every controller until none of them writes anything (at most 25 passes). A
+        controller marked `store_driven` is skipped while the store has not changed since its last
+        run began (a pass woken by a timer, a probe's say, changes nothing it reads)."""
         now = self.clock.now()
         for _ in range(25):
             self._dirty = False
             rv = self.store.resource_version
             for controller in self.controllers:
+                if getattr(controller, "store_driven", False):
+                    start = self.store.resource_version
+                    if self._ran_at.get(id(controller)) == start:
+                        continue
+                    self._ran_at[id(controller)] = start
                 controller(now)
             if self.store.resource_version == rv and not self._dirty:
                 break
@@ -441,6 +449,7 @@ class SimCluster:
         # times from the abandoned timeline must not delay the objects of this one.
         from clusters.sim.controllers import build_controllers
         self.controllers = build_controllers(self)
+        self._ran_at = {}
         self._dirty = True
         self.reconcile()
 

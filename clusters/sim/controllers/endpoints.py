@@ -25,6 +25,9 @@ def _target_port(pod: Obj, sport: dict[str, Any]) -> int | None:
 
 
 class EndpointsController:
+    # A function of stored objects alone: the cluster skips it while nothing in the store changed.
+    store_driven = True
+
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
 

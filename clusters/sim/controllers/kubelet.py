@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from clusters.sim.apps.base import Exited, StartContext, Started, find_model, image_lookup, normalize_image
 from clusters.sim.controllers.common import set_condition
 from clusters.sim.controllers.quantity import parse_quantity
-from clusters.sim.store import Obj, StoreError, clone
+from clusters.sim.store import Obj, StoreError
 
 if TYPE_CHECKING:
     from clusters.sim.cluster import SimCluster
@@ -176,8 +176,9 @@ class Kubelet:
                         c.ports = set()
                 continue  # nobody syncs this node's pods
             raw = self.cluster.raw("pods", ns, name)
-            # the kubelet writes status only; spec and metadata are read, so copy the status alone
-            pod = None if raw is None else {**raw, "status": clone(raw.get("status") or {})}
+            # Read only: _render builds a new status (conditions copied) and writes it through the
+            # store, and nothing else here edits the pod; a copy per pod per pass cost ~15 %.
+            pod = raw
             if pod is None:
                 continue
             rt = self.state["pods"].get((ns, name))

@@ -40,6 +40,14 @@ def _owned(objs: list[Obj], owner: Obj) -> list[Obj]:
     return [o for o in objs if controller_uid(o) == uid]
 
 
+def _by_owner(objs: list[Obj]) -> dict[str | None, list[Obj]]:
+    """`objs` grouped by their controller's uid, in order: `_owned` for every owner in one pass."""
+    out: dict[str | None, list[Obj]] = {}
+    for o in objs:
+        out.setdefault(controller_uid(o), []).append(o)
+    return out
+
+
 def _available(pod: Obj, min_ready: float, now: float) -> bool:
     if not is_ready(pod):
         return False
@@ -65,13 +73,20 @@ class ReplicaSetController:
     def __call__(self, now: float) -> None:
         store = self.cluster.store
         pods_by_ns: dict[str, list[Obj]] = {}
+        owned: dict[str, dict[str | None, list[Obj]]] = {}  # ns → its pods by owner, dropped with pods_by_ns[ns]
+
+        def mine(ns: str, rs: Obj) -> list[Obj]:
+            if ns not in owned:
+                owned[ns] = _by_owner(pods_by_ns[ns])
+            return [p for p in owned[ns].get(rs["metadata"]["uid"], []) if is_active(p)]
+
         for rs in self.cluster.scan("replicasets.apps"):
             ns = rs["metadata"]["namespace"]
             if rs["metadata"].get("deletionTimestamp"):
                 continue
             if ns not in pods_by_ns:
                 pods_by_ns[ns] = self.cluster.scan("pods", ns)
-            pods = [p for p in _owned(pods_by_ns[ns], rs) if is_active(p)]
+            pods = mine(ns, rs)
             want = int((rs.get("spec") or {}).get("replicas", 1))
             diff = want - len(pods)
             uid = rs["metadata"]["uid"]
@@ -87,7 +102,8 @@ class ReplicaSetController:
                     else:
                         self.retry.pop(uid, None)
                     pods_by_ns[ns] = self.cluster.scan("pods", ns)
-                    pods = [p for p in _owned(pods_by_ns[ns], rs) if is_active(p)]
+                    owned.pop(ns, None)
+                    pods = mine(ns, rs)
                 else:
                     failure = next((c.get("message") for c in (rs.get("status") or {}).get("conditions") or []
                                     if c["type"] == "ReplicaFailure"), None)
@@ -100,7 +116,8 @@ class ReplicaSetController:
                     self.cluster.events.record(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}",
                                                "replicaset-controller")
                 pods_by_ns[ns] = self.cluster.scan("pods", ns)
-                pods = [p for p in _owned(pods_by_ns[ns], rs) if is_active(p)]
+                owned.pop(ns, None)
+                pods = mine(ns, rs)
             min_ready = float((rs.get("spec") or {}).get("minReadySeconds", 0))
             ready = sum(1 for p in pods if is_ready(p))
             avail = sum(1 for p in pods if _available(p, min_ready, now))
@@ -150,12 +167,12 @@ class DeploymentController:
         self._seen: dict[str, tuple] = {}
 
     def __call__(self, now: float) -> None:
-        all_rs = self.cluster.scan("replicasets.apps")
+        rs_by_owner = _by_owner(self.cluster.scan("replicasets.apps"))
         seen: dict[str, tuple] = {}
         for d in self.cluster.scan("deployments.apps"):
             if d["metadata"].get("deletionTimestamp"):
                 continue
-            rss = _owned(all_rs, d)
+            rss = rs_by_owner.get(d["metadata"]["uid"], [])
             # nothing it reads changed since its last sync (and no deadline is due): skip the work
             key = (d["metadata"].get("resourceVersion"), tuple(sorted(r["metadata"].get("resourceVersion", "") for r in rss)),
                    int(now // 60))
@@ -387,6 +404,9 @@ class DeploymentController:
 
 
 class StatefulSetController:
+    # A function of stored objects alone: the cluster skips it while nothing in the store changed.
+    store_driven = True
+
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
 
@@ -403,7 +423,7 @@ class StatefulSetController:
         want = int(spec.get("replicas", 1))
         rev = f"{name}-{template_hash(spec.get('template') or {})}"
         self._adopt(sts)
-        pods = {p["metadata"]["name"]: p for p in _owned(store.list("pods", ns), sts)}
+        pods = {p["metadata"]["name"]: p for p in _owned(self.cluster.scan("pods", ns), sts)}  # read only
         parallel = spec.get("podManagementPolicy") == "Parallel"
         for i in range(want):
             pname = f"{name}-{i}"
@@ -457,7 +477,7 @@ class StatefulSetController:
                                                f"delete Pod {pname} in StatefulSet {name} successful", "statefulset-controller")
                     break
         self._roll(sts, rev, want, parallel)
-        pods = {p["metadata"]["name"]: p for p in _owned(store.list("pods", ns), sts) if is_active(p)}
+        pods = {p["metadata"]["name"]: p for p in _owned(self.cluster.scan("pods", ns), sts) if is_active(p)}
         pods_l = list(pods.values())
         status = {"observedGeneration": sts["metadata"].get("generation", 1), "replicas": len(pods_l),
                   "readyReplicas": sum(1 for p in pods_l if is_ready(p)),
@@ -519,6 +539,9 @@ class StatefulSetController:
 
 
 class DaemonSetController:
+    # A function of stored objects alone: the cluster skips it while nothing in the store changed.
+    store_driven = True
+
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
 
