@@ -9,6 +9,7 @@ the fluid workload every 5 s and the Prometheus scrape every 15 s. Same seed →
 from __future__ import annotations
 
 import copy
+import gc
 import heapq
 import math
 import pickle
@@ -418,6 +419,9 @@ class SimCluster:
             self.store.checkpoint(), _frozen(self._model_state()), self.rng.getstate(),
             self.clock.now(), list(self._timers), self._next_fluid, self._next_scrape, self.obs.checkpoint(),
             self._scrapes)
+        # A checkpoint lives as long as the cluster and is only ever copied: keep the collector from
+        # walking it (and what is alive now) on every full collection.
+        gc.freeze()
 
     def restore(self, name: str) -> None:
         """Return to checkpoint `name`, clock included: the cluster is then exactly as it was at

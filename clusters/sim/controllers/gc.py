@@ -18,8 +18,20 @@ class GarbageCollector:
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
         self.last_expire = -1e18
+        self._started_at = -1  # the store's resourceVersion when the last collection began
 
     def __call__(self, now: float) -> None:
+        store = self.cluster.store
+        # Dependents and namespaces are a function of stored objects: nothing to do while the store
+        # has not changed since the last collection began (a pass woken by a probe's timer).
+        if store.resource_version != self._started_at:
+            self._started_at = store.resource_version
+            self._collect(now)
+        if now - self.last_expire >= 300:
+            self.last_expire = now
+            self.cluster.events.expire(now)
+
+    def _collect(self, now: float) -> None:
         store = self.cluster.store
         with store.lock:
             uids = set()
@@ -40,9 +52,6 @@ class GarbageCollector:
             except StoreError:
                 pass
         self._namespaces(now)
-        if now - self.last_expire >= 300:
-            self.last_expire = now
-            self.cluster.events.expire(now)
 
     def _namespaces(self, now: float) -> None:
         store = self.cluster.store
