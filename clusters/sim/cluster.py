@@ -265,7 +265,7 @@ class SimCluster:
     def reconcile(self) -> None:
         """Run every controller until none of them writes anything (at most 25 passes). A
         controller marked `store_driven` is skipped while the store has not changed since its last
-        run began (a pass woken by a timer, a probe's say, changes nothing it reads)."""
+        run began (a pass woken by a probe's timer changes nothing it reads)."""
         now = self.clock.now()
         for _ in range(25):
             self._dirty = False
