@@ -185,6 +185,21 @@ class AgentView:
         out["p95_ms"], out["traces"], errors = self._traces(since)
         out["error_spans"] = errors if errors is not None else self._error_spans(since)
         out["success"] = self._success(since)
+        out["cpu"] = self._cpu(since)
+        return out
+
+    def _cpu(self, since: float) -> dict[str, float]:
+        """Cores each container used since `since` (what `kubectl top` and the cAdvisor metrics show)."""
+        window = f"{max(30, int(self.cluster.now() - since))}s"
+        query = (f'sum by (pod, container) (rate(container_cpu_usage_seconds_total{{namespace="{self.namespace}",'
+                 f'container!="",container!="POD"}}[{window}]))')
+        out = {}
+        for sample in self._prom_vector(query):
+            m = sample.get("metric", {})
+            try:
+                out[f"{m.get('pod', '?')}/{m.get('container', '?')}"] = float(sample["value"][1])
+            except (KeyError, IndexError, ValueError):
+                continue
         return out
 
     def _prom_vector(self, query: str) -> list[dict[str, Any]]:
@@ -322,6 +337,9 @@ class Evidence(NamedTuple):
     oracle_sees: bool
 
 
+CPU_JUMP_CORES = 0.5  # a container's CPU use rising this much (and threefold) is a symptom
+
+
 def symptom_evidence(before: dict[str, Any], after: dict[str, Any],
                      success_threshold: float = 0.95) -> list[Evidence]:
     """The signals that changed for the worse between two `AgentView.signals` readings taken
@@ -361,6 +379,11 @@ def symptom_evidence(before: dict[str, Any], after: dict[str, Any],
     if (min(before.get("traces", 0), after.get("traces", 0)) >= MIN_TRACES and p_before > 0
             and p_after > max(1.5 * p_before, p_before + 20)):
         found.append(Evidence(f"p95 latency {p_after:.0f} ms (was {p_before:.0f} ms)", False))
+    # A container burning cores it did not use before (a hot loop, a GC storm): kubectl top shows it.
+    for name, cores in sorted((after.get("cpu") or {}).items()):
+        was = (before.get("cpu") or {}).get(name)
+        if was is not None and cores >= was + CPU_JUMP_CORES and cores >= 3 * was:
+            found.append(Evidence(f"container {name} uses {cores:.2f} CPU cores (was {was:.2f})", False))
     s_before, s_after = before.get("success"), after.get("success")
     if s_after is not None and s_after < 0.95 and (s_before is None or s_after < s_before - 0.02):
         found.append(Evidence(f"client success rate {s_after:.2f}"

@@ -71,6 +71,17 @@ def test_error_lines_are_error_reports() -> None:
     assert is_error_line('{"t":{"$date":"2026-01-05T09:00:00Z"},"s":"E","c":"STORAGE","msg":"WiredTiger error"}')
 
 
+def test_a_container_burning_cores_is_a_symptom() -> None:
+    before = {**QUIET, "cpu": {"ad-1/ad": 0.02, "cart-1/cart": 0.3}}
+    # adHighCpu: four spinning threads; kubectl top shows the cores, nothing else changes.
+    assert symptom_differences(before, {**before, "cpu": {"ad-1/ad": 1.9, "cart-1/cart": 0.3}}) == [
+        "container ad-1/ad uses 1.90 CPU cores (was 0.02)"]
+    # Busier but not a jump (under +0.5 cores, or under threefold): load, not a fault.
+    assert symptom_differences(before, {**before, "cpu": {"ad-1/ad": 0.4, "cart-1/cart": 0.85}}) == []
+    # A container with no earlier reading (a new pod) has nothing to compare with.
+    assert symptom_differences(before, {**before, "cpu": {"ad-2/ad": 1.9}}) == []
+
+
 def test_the_fault_check_alone_is_enough_only_for_latent_faults() -> None:
     only_fault = {"traffic": True, "client_success_rate": True, "workloads_ready": True, "fault_resolved": False}
     crash = symptom_evidence(QUIET, {**QUIET, "pods": {"geo-1": {"phase": "Running", "ready": False, "restarts": 4,
