@@ -105,10 +105,11 @@ class AgentView:
 
         self.cluster, self.namespace, self.entrypoint = cluster, namespace, entrypoint
         self.success_query = success_query
-        # The application's other namespaces (its operator's): the agent's kubectl cannot reach
-        # them, but its Prometheus tool reads their pods' state from kube-state-metrics.
+        # The application's other namespaces (its operator's): the trial grants the agent the same
+        # role there (`-n tidb-admin`), so the view does too.
         self.other_namespaces = list(other_namespaces)
-        self.kubeconfig = cluster.agent_kubeconfig(namespace)
+        self.kubeconfig = (cluster.agent_kubeconfig(namespace, also=tuple(self.other_namespaces))
+                           if self.other_namespaces else cluster.agent_kubeconfig(namespace))
         self.kubectl = Kubectl(self.kubeconfig, namespace, virtual_time=cluster.virtual_time)
         self.http = httpx.Client(timeout=30, trust_env=False)
         self._kube: Any = None
@@ -121,14 +122,17 @@ class AgentView:
         """One kubectl command through the agent tool's own checks (a refusal is an error)."""
         from farm.interface.kubectl import parse_command
 
-        parsed = parse_command(command, self.namespace, virtual_time=self.cluster.virtual_time)
+        parsed = parse_command(command, self.namespace, virtual_time=self.cluster.virtual_time,
+                               also=tuple(self.other_namespaces))
         result = self.kubectl.run_tokens(parsed.tokens)
         return result.returncode, result.text
 
-    def get_json(self, what: str, fields: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    def get_json(self, what: str, fields: dict[str, str] | None = None,
+                 namespaces: Iterable[str] = ()) -> list[dict[str, Any]]:
         """Objects of the comma-separated kinds, read with the agent's own token (the same RBAC
         as its kubectl; in-process, so reading costs no kubectl process). Kinds its role cannot
-        list are simply absent, as for kubectl. `fields`: a field selector per plural."""
+        list are simply absent, as for kubectl. `fields`: a field selector per plural;
+        `namespaces`: where to read (the application's own namespace when empty)."""
         from injectors.kube import KINDS, KubeError
 
         plural_to_kind = {k.plural: name for name, k in KINDS.items()}
@@ -137,12 +141,13 @@ class AgentView:
             kind = plural_to_kind.get(plural)
             if kind is None:
                 continue
-            try:
-                for item in self.kube.list(kind, self.namespace, fields=(fields or {}).get(plural, "")):
-                    item.setdefault("kind", kind)
-                    out.append(item)
-            except KubeError:
-                continue
+            for namespace in list(namespaces) or [self.namespace]:
+                try:
+                    for item in self.kube.list(kind, namespace, fields=(fields or {}).get(plural, "")):
+                        item.setdefault("kind", kind)
+                        out.append(item)
+                except KubeError:
+                    continue
         return out
 
     @property
@@ -426,7 +431,7 @@ def leaks(view: AgentView, problem: Problem) -> list[str]:
     found = []
     kinds = ("pods,deployments,statefulsets,services,configmaps,secrets,networkpolicies,resourcequotas,"
              "serviceaccounts,events,replicasets,jobs,cronjobs")
-    for obj in view.get_json(kinds):
+    for obj in view.get_json(kinds, namespaces=(view.namespace, *view.other_namespaces)):
         what = obj.get("kind", "?").lower() + "s"
         meta = obj.get("metadata", {})
         texts = [meta.get("name", ""), *(meta.get("labels") or {}).keys(), *(meta.get("labels") or {}).values(),
@@ -598,7 +603,8 @@ class Validator:
         self.cluster.reset()
         took = deploy(self.cluster, app, namespace)
         self.cluster.advance(WARMUP_S)
-        self.cluster.agent_kubeconfig(namespace)  # part of the checkpoint, so restores keep it valid
+        # The agent's account is part of the checkpoint, so restores keep it valid.
+        self.cluster.agent_kubeconfig(namespace, also=tuple(app.extra_namespaces))
         self._deployed[problem.app] = desired_state(self.cluster, namespace, app.extra_namespaces)
         # The default oracle's verdict on the deployed app, checked once: every restore returns
         # to exactly this state.
