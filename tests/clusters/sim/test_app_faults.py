@@ -5,30 +5,15 @@ every registration when its container is killed."""
 
 from __future__ import annotations
 
-import pytest
+import functools
 
 from clusters.sim.apps.base import image_lookup
 from clusters.sim.cluster import SimCluster
+from tests.clusters.sim.apptools import newest_pod
 
 NS = "hotel-reservation"
 BUGGY = "yinfangchen/hotelreservation:sha-8f3c2e1"
-
-
-@pytest.fixture(scope="module")
-def base() -> SimCluster:
-    return SimCluster.with_app("hotel-reservation", seed=11)
-
-
-@pytest.fixture
-def cluster(base: SimCluster) -> SimCluster:
-    base.restore("deployed")
-    return base
-
-
-def pod(cluster: SimCluster, prefix: str) -> dict:
-    pods = [p for p in cluster.store.list("pods", NS) if p["metadata"]["name"].startswith(prefix + "-")]
-    assert pods, prefix
-    return sorted(pods, key=lambda p: p["metadata"]["creationTimestamp"])[-1]
+pod = functools.partial(newest_pod, namespace=NS)
 
 
 def goodput(cluster: SimCluster) -> float:

@@ -3,6 +3,7 @@ records, the finalizer, recovery on delete, and the symptoms each fault family p
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -10,25 +11,10 @@ import pytest
 
 from clusters.sim.chaos import FINALIZER, parse_duration
 from clusters.sim.cluster import SimCluster
+from tests.clusters.sim.apptools import newest_pod
 
 NS = "hotel-reservation"
-
-
-@pytest.fixture(scope="module")
-def base() -> SimCluster:
-    return SimCluster.with_app("hotel-reservation", seed=11)
-
-
-@pytest.fixture
-def cluster(base: SimCluster) -> SimCluster:
-    base.restore("deployed")
-    return base
-
-
-def pod(cluster: SimCluster, prefix: str) -> dict:
-    pods = [p for p in cluster.store.list("pods", NS) if p["metadata"]["name"].startswith(prefix + "-")]
-    assert pods, prefix
-    return sorted(pods, key=lambda p: p["metadata"]["creationTimestamp"])[-1]
+pod = functools.partial(newest_pod, namespace=NS)
 
 
 def chaos(cluster: SimCluster, kind: str, name: str, spec: dict) -> dict:

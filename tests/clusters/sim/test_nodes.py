@@ -5,31 +5,17 @@ node's containers, and a kubelet that resumes after others marked its pods unrea
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
 import pytest
 
 from clusters.sim.cluster import SimCluster
+from tests.clusters.sim.apptools import newest_pod
 
 NS = "hotel-reservation"
-
-
-@pytest.fixture(scope="module")
-def base() -> SimCluster:
-    return SimCluster.with_app("hotel-reservation", seed=11)
-
-
-@pytest.fixture
-def cluster(base: SimCluster) -> SimCluster:
-    base.restore("deployed")
-    return base
-
-
-def pod(cluster: SimCluster, prefix: str) -> dict:
-    pods = [p for p in cluster.store.list("pods", NS) if p["metadata"]["name"].startswith(prefix + "-")]
-    assert pods, prefix
-    return sorted(pods, key=lambda p: p["metadata"]["creationTimestamp"])[-1]
+pod = functools.partial(newest_pod, namespace=NS)
 
 
 def node_fault(cluster: SimCluster, name: str, node: str, **spec: object) -> None:

@@ -4,38 +4,25 @@ from Prometheus (Locust's exporter), Loki and Jaeger as an agent would."""
 
 from __future__ import annotations
 
+import functools
 import json
-import subprocess
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import yaml
 
-from clusters.base import open_cluster
-from farm.apps import load_application
-from farm.apps.deploy import deploy
+from tests.clusters.sim.apptools import NEEDS_KUBECTL, deployed, get, prom, run_kubectl
 
-KUBECTL = Path(__file__).resolve().parents[3] / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
 NS = "train-ticket"
 ROUTES = ("/orders/refresh", "/getVoucher", "/contacts/create", "/contacts/delete", "/routes/get", "/stations/get")
-pytestmark = [pytest.mark.kubectl, pytest.mark.slow,
-              pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl 1.20 is installed by the test setup in .tools")]
+pytestmark = NEEDS_KUBECTL
+kubectl = functools.partial(run_kubectl, namespace=NS)
 
 
 @pytest.fixture(scope="module")
 def tt() -> Iterator[object]:
-    handle = open_cluster("sim", seed=11)
-    try:
-        deploy(handle, load_application(NS))
-        handle.advance(180)  # type: ignore[attr-defined]
-        handle.checkpoint("deployed")  # type: ignore[attr-defined]
-        yield handle
-    finally:
-        handle.close()
+    yield from deployed(NS, seed=11)
 
 
 @pytest.fixture
@@ -43,30 +30,6 @@ def sim(tt: object) -> object:
     tt.restore("deployed")  # type: ignore[attr-defined]
     tt.advance(120)  # type: ignore[attr-defined]  # the clock does not go back: fresh 2-minute windows
     return tt
-
-
-def kubectl(handle: object, *args: str, check: bool = True) -> str:
-    out = subprocess.run([str(KUBECTL), "--kubeconfig", str(handle.kubeconfig), "-n", NS, *args],  # type: ignore[attr-defined]
-                         capture_output=True, text=True, timeout=60,
-                         env={"PATH": f"{KUBECTL.parent}:/usr/bin:/bin", "HOME": "/tmp"})
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out.stdout + out.stderr
-
-
-def get(handle: object, base: str, path: str, **params: str) -> dict:
-    url = getattr(handle.endpoints, base) + path + "?" + urllib.parse.urlencode(params)  # type: ignore[attr-defined]
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        return json.loads(resp.read())
-
-
-def prom(handle: object, query: str) -> dict[str, float]:
-    """{the first label value of each series: value}."""
-    out = {}
-    for r in get(handle, "prometheus", "/api/v1/query", query=query)["data"]["result"]:
-        key = next(iter(r["metric"].values()), "") if r["metric"] else ""
-        out[key] = float(r["value"][1])
-    return out
 
 
 def client_success(handle: object) -> float:
@@ -212,8 +175,7 @@ def test_locust_dials_the_voucher_service_itself(sim: object) -> None:
               "metadata": {"name": "voucher-ingress", "namespace": NS},
               "spec": {"podSelector": {"matchLabels": {"app": "ts-voucher-service"}},
                        "policyTypes": ["Ingress"], "ingress": []}}
-    subprocess.run([str(KUBECTL), "--kubeconfig", str(sim.kubeconfig), "apply", "--validate=false", "-f", "-"],  # type: ignore[attr-defined]
-                   input=json.dumps(policy), text=True, check=True, capture_output=True)
+    kubectl(sim, "apply", "--validate=false", "-f", "-", stdin=json.dumps(policy))
     sim.advance(150)  # type: ignore[attr-defined]
     ratio = failure_ratio(sim)
     assert ratio["/getVoucher"] > 0.95 and ratio["/orders/refresh"] < 0.01
