@@ -295,19 +295,7 @@ class CallGraphFlow:
         per = served / len(insts)
         nodes = self.cluster.nodes
         for rt, c in insts:
-            used = per * svc.cpu * cpu_factor / nodes.cpu_factor(rt.node)
-            cores = self.w._cores(rt, c)
-            c.cpu_seconds += used
-            c.net_rx += per * 800
-            c.net_tx += per * 2400
-            if cores * dt > 0 and used >= cores * dt * 0.98:
-                c.cpu_throttled_periods += dt / 0.1 * 0.9
-            elif used > cores * dt * 0.6:
-                c.cpu_throttled_periods += dt / 0.1 * (used / (cores * dt) - 0.6)
-            model = self.cluster.kubelet._model_by_name(c.model)
-            if model is not None:
-                c.memory = model.memory(c.instance, per / dt) + c.__dict__.get("_stress_mem", 0.0)
-            nodes.account_cpu(rt.node, used)
+            self.w.charge(rt, c, per, per * svc.cpu * cpu_factor / nodes.cpu_factor(rt.node), dt, 800, 2400)
 
     # -- calls -------------------------------------------------------------------------------------
     def _edge(self, ns: str, app: AppGraph, svc: Service, op: str, call: Call, insts: list,

@@ -559,19 +559,24 @@ class Workload:
             if go is not None and go["gogc"] < 0 and go.get("memlimit") is None:
                 go["allocated"] = go.get("allocated", 0.0) + per * GO_ALLOC_PER_REQUEST  # GC off: nothing is freed
             work = CPU_PER_REQUEST[svc] + c.instance.get("gc_cost", 0.0)
-            used = per * work / self.cluster.nodes.cpu_factor(rt.node)
-            cores = self._cores(rt, c)
-            c.cpu_seconds += used
-            c.net_rx += per * 600
-            c.net_tx += per * 1800
-            if cores * dt > 0 and used >= cores * dt * 0.98:
-                c.cpu_throttled_periods += dt / 0.1 * 0.9
-            elif used > cores * dt * 0.6:
-                c.cpu_throttled_periods += dt / 0.1 * (used / (cores * dt) - 0.6)
-            model = self.cluster.kubelet._model_by_name(c.model)
-            if model is not None:
-                c.memory = model.memory(c.instance, per / dt) + c.__dict__.get("_stress_mem", 0.0)
-            self.cluster.nodes.account_cpu(rt.node, used)
+            self.charge(rt, c, per, per * work / self.cluster.nodes.cpu_factor(rt.node), dt, 600, 1800)
+
+    def charge(self, rt: Any, c: Any, served: float, used: float, dt: float, rx_bytes: float, tx_bytes: float) -> None:
+        """What serving `served` requests in `dt` costs a container: `used` CPU seconds (throttled
+        as the CFS quota would, in 100 ms periods, once it nears its cores), bytes each way per
+        request, the memory its model holds at that rate, and the node's CPU."""
+        cores = self._cores(rt, c)
+        c.cpu_seconds += used
+        c.net_rx += served * rx_bytes
+        c.net_tx += served * tx_bytes
+        if cores * dt > 0 and used >= cores * dt * 0.98:
+            c.cpu_throttled_periods += dt / 0.1 * 0.9
+        elif used > cores * dt * 0.6:
+            c.cpu_throttled_periods += dt / 0.1 * (used / (cores * dt) - 0.6)
+        model = self.cluster.kubelet._model_by_name(c.model)
+        if model is not None:
+            c.memory = model.memory(c.instance, served / dt) + c.__dict__.get("_stress_mem", 0.0)
+        self.cluster.nodes.account_cpu(rt.node, used)
 
     def _resolve(self, ns: str, caller_insts: list, callee: str) -> list[tuple[dict, dict, int]]:
         """Targets the caller's Consul knows for `callee`: [(caller pod, target pod, port)]."""

@@ -59,7 +59,14 @@ def set_flags(handle: object, **variants: str) -> None:
         flags["flags"][flag.replace("_", "-")]["defaultVariant"] = variant
     patch = json.dumps({"data": {"flags.yaml": yaml.safe_dump(flags, sort_keys=False)}})
     kubectl(handle, "patch", "configmap", "flagd-config", "--type", "merge", "-p", patch)
+    # kubectl stamps restartedAt from the wall clock to the second: a second restart within the
+    # same second would be the same patch, which kubectl refuses as empty.
+    time.sleep(max(0.0, 1.05 - (time.time() - _last_restart[0])))
     kubectl(handle, "rollout", "restart", "deployment/flagd")
+    _last_restart[0] = time.time()
+
+
+_last_restart = [0.0]
 
 
 def test_deployed_app_serves_the_locust_mix(sim: object) -> None:
