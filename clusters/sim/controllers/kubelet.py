@@ -80,6 +80,7 @@ class PodRt:
     mount_failed_since: float | None = None
     volumes: dict[str, Any] = field(default_factory=dict)  # mountPath → data key
     evicted: str = ""  # the eviction message once the kubelet has evicted the pod
+    render_key: Any = None  # what the last status was rendered from (see Kubelet._render)
 
 
 class Kubelet:
@@ -878,6 +879,15 @@ class Kubelet:
         return out
 
     def _render(self, pod: Obj, rt: PodRt, now: float, terminating: bool = False) -> None:
+        # The status is a function of the pod object and the containers' runtime state: when
+        # neither changed since the last pass, it would come out the same (and not be written),
+        # so skip building it. Probe timers wake the kubelet every few seconds with nothing new.
+        key = (pod["metadata"].get("resourceVersion"), terminating, rt.mount_ok, rt.ip, rt.node,
+               tuple((c.state, c.reason, c.message, c.stage, c.restarts, c.started_at, c.finished_at, c.exit_code,
+                      id(c.last), c.ready, c.container_id, c.image) for c in rt.containers.values()))
+        if key == rt.render_key:
+            return
+        rt.render_key = key
         clock = self.cluster.clock
         old = pod.get("status") or {}
         status = dict(old)
