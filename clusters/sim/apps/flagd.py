@@ -60,8 +60,19 @@ class Flagd(AppModel):
 def flag_value(cluster: Any, namespace: str, name: str) -> Any:
     """The value a service in `namespace` gets for flag `name`: flagd's loaded default variant, or
     None (the code default) when no flagd runs there."""
-    for rt, c in cluster.kubelet.running():
+    kubelet = cluster.kubelet
+    # Every request asks for flags: remember where flagd runs while that container still does
+    # (a restart, an eviction or a restore replaces the runtime objects, and the scan runs again).
+    cache = kubelet.__dict__.setdefault("_flagd_by_namespace", {})
+    hit = cache.get(namespace)
+    if hit is not None:
+        rt, c = hit
+        if kubelet.state["pods"].get((rt.namespace, rt.name)) is rt and c.state == "running" and c.stage == "run":
+            return c.instance["flags"].get(name)
+    for rt, c in kubelet.running():
         inst = c.instance
         if rt.namespace == namespace and isinstance(inst, dict) and inst.get("kind") == "flagd":
+            cache[namespace] = (rt, c)
             return inst["flags"].get(name)
+    cache.pop(namespace, None)
     return None
