@@ -468,12 +468,14 @@ class Evaluator:
                 return {k: v for k, v in labels.items() if k not in without and k != "__name__"}
             return {}
 
-        groups: dict[frozenset[tuple[str, str]], tuple[Labels, list[Sample]]] = {}
+        groups: dict[Any, tuple[Labels, list[Sample]]] = {}
         for s in vec:
-            g = group_of(s[0])
-            entry = groups.get(_key(g))
+            # With `by`, the values of the listed labels are the group (a missing label and an empty
+            # one are the same, as group_of drops both): no label set built per sample.
+            gk: Any = tuple([s[0].get(k, "") for k in by]) if by is not None else _key(group_of(s[0]))
+            entry = groups.get(gk)
             if entry is None:
-                entry = groups[_key(g)] = (g, [])
+                entry = groups[gk] = (group_of(s[0]), [])
             entry[1].append(s)
 
         if op in ("topk", "bottomk"):
