@@ -113,8 +113,7 @@ class AgentInterface:
 
         if self._thread is not None:
             return self.url, self.token
-        kubeconfig = (self.cluster.agent_kubeconfig(self.namespace, also=self.also_namespaces) if self.also_namespaces
-                      else self.cluster.agent_kubeconfig(self.namespace))
+        kubeconfig = self.cluster.agent_kubeconfig(self.namespace, also=self.also_namespaces)
         self._kubectl = Kubectl(kubeconfig, self.namespace,
                                 binary=self._kubectl_binary, timeout_s=self._kubectl_timeout_s,
                                 virtual_time=self.cluster.virtual_time)

@@ -108,8 +108,7 @@ class AgentView:
         # The application's other namespaces (its operator's): the trial grants the agent the same
         # role there (`-n tidb-admin`), so the view does too.
         self.other_namespaces = list(other_namespaces)
-        self.kubeconfig = (cluster.agent_kubeconfig(namespace, also=tuple(self.other_namespaces))
-                           if self.other_namespaces else cluster.agent_kubeconfig(namespace))
+        self.kubeconfig = cluster.agent_kubeconfig(namespace, also=tuple(self.other_namespaces))
         self.kubectl = Kubectl(self.kubeconfig, namespace, virtual_time=cluster.virtual_time)
         self.http = httpx.Client(timeout=30, trust_env=False)
         self._kube: Any = None
