@@ -14,13 +14,8 @@ NS = "hotel-reservation"
 
 @pytest.fixture(scope="module")
 def base() -> SimCluster:
+    # This module's own seed; conftest's `cluster` restores it to "deployed" for each test.
     return SimCluster.with_app("hotel-reservation", seed=7)
-
-
-@pytest.fixture
-def cluster(base: SimCluster) -> SimCluster:
-    base.restore("deployed")
-    return base
 
 
 def promql(cluster: SimCluster, query: str) -> list[dict]:
