@@ -327,9 +327,10 @@ class SimCluster:
         return None if bucket is None else bucket.objects.get((namespace, name))
 
     # -- helpers used by controllers and the API server ---------------------------------------
-    def exec(self, namespace: str, pod: str, container: str | None, command: list[str]) -> tuple[int, str, str]:
-        """`kubectl exec`: run `command` in a running container's model; (exit code, stdout, stderr)."""
-        return self.kubelet.exec(namespace, pod, container, command)
+    def exec(self, namespace: str, pod: str, container: str | None, command: list[str],
+             stdin: str = "") -> tuple[int, str, str]:
+        """`kubectl exec`: run `command` in a running container's userland; (exit code, stdout, stderr)."""
+        return self.kubelet.exec(namespace, pod, container, command, stdin)
 
     def read_container_log(self, namespace: str, pod: str, container: str | None = None, previous: bool = False,
                            timestamps: bool = False, tail: int | None = None, since_seconds: float | None = None) -> str:

@@ -45,6 +45,9 @@ class SimServer:
                            exec_command=getattr(cluster, "exec", None),
                            resource_metrics=ResourceMetrics(cluster.store, cluster.obs))
         self.cert = make_serving_cert((host, "localhost"))
+        # What a pod's service account volume holds: a token of its own account, and this CA.
+        cluster.token_issuer = self.api.authn.bound_token
+        cluster.api_ca_pem = self.cert.ca_pem.decode()
         self._servers: list[Any] = []
         self._stop = threading.Event()
         self.endpoints: dict[str, str] = {}

@@ -448,6 +448,7 @@ class Workload:
             if insts:
                 self._cpu(insts, served, svc, dt)
         gstate["_succ"] = succ
+        gstate["_err"] = err  # what the frontend answers a failing request with (an HTTP client in a pod reads it)
         # 3. the clients
         for rt, c, conn in clients:
             self._client(ns, rt, c, conn, succ, lat, err, dt, now)

@@ -564,7 +564,7 @@ class KubeAPI:
                                                                          command=list(command)))
         if upgrade == "websocket":
             proto = remotecommand.choose_protocol(req.headers.get("Sec-WebSocket-Protocol"),
-                                                  (remotecommand.PROTOCOL, "base64.channel.k8s.io"))
+                                                  remotecommand.WEBSOCKET_PROTOCOLS)
             key = req.headers.get("Sec-WebSocket-Key")
             if proto is None or not key:
                 raise bad_request("unable to upgrade connection: a WebSocket exec needs Sec-WebSocket-Key and "

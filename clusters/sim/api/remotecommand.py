@@ -18,6 +18,9 @@ from typing import Any, BinaryIO
 
 ExecFn = Callable[[str, str, str | None, list[str]], tuple[int, str, str]]
 PROTOCOL = "v4.channel.k8s.io"
+# v5 (kubectl >= 1.30's WebSocket default) adds channel 255, the client closing a stream; the
+# server's side of an exec is v4's.
+WEBSOCKET_PROTOCOLS = ("v5.channel.k8s.io", PROTOCOL, "base64.channel.k8s.io")
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _CHUNK = 32 * 1024
 

@@ -103,6 +103,96 @@ def run_mongo_js(data: dict[str, Any], js: str, db: str = "test") -> list[str]:
     return out
 
 
+# What DeathStarBench's hotel-reservation seeds (cmd/*/db.go): collection → documents, per database.
+SEEDED = {"geo-db": {"geo": 80}, "profile-db": {"hotels": 80}, "rate-db": {"inventory": 80},
+          "recommendation-db": {"recommendation": 80}, "reservation-db": {"reservation": 1, "number": 80},
+          "user-db": {"user": 501}}
+_READ_COMMANDS = {"stats": "dbStats", "getCollectionNames": "listCollections", "getUsers": "usersInfo",
+                  "serverStatus": "serverStatus", "listDatabases": "listDatabases", "count": "count"}
+
+
+def _shell_doc(value: Any, indent: int = 0) -> str:
+    """A document as the legacy mongo shell prints it: tabs, `"key" : value`."""
+    pad = "\t" * (indent + 1)
+    if isinstance(value, dict):
+        if not value:
+            return "{ }"
+        items = [f'{pad}"{k}" : {_shell_doc(v, indent + 1)}' for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + "\t" * indent + "}"
+    if isinstance(value, list):
+        return "[ ]" if not value else "[ " + ", ".join(_shell_doc(v, indent) for v in value) + " ]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value)
+
+
+def _seeded(ctx: StartContext, db: str) -> dict[str, int]:
+    if db in SEEDED and ctx.pod_name.startswith("mongodb-" + db.removesuffix("-db")):
+        return SEEDED[db]
+    return {}
+
+
+def mongo_reads(ctx: StartContext, instance: Any, js: str, db: str, authed: bool) -> tuple[int, str] | None:
+    """The read commands an SRE evaluates (`db.stats()`, `show dbs`, `db.getCollectionNames()`,
+    `db.X.count()`, `db.serverStatus().connections`, `rs.status()`, ping): (exit code, output)."""
+    data = (instance or {}).get("data") or {}
+    dbs = sorted({"admin", "config", "local"} | {d for d in SEEDED if _seeded(ctx, d)} | set(data.get("users", {})))
+    out: list[str] = []
+    for stmt in [x.strip() for x in re.split(r";\s*|\n", js) if x.strip()]:
+        m = re.match(r"^(?:printjson\()?\s*db\.(?:getSiblingDB\(['\"]([\w-]+)['\"]\)\.)?(\w+)(?:\.(\w+))?\((.*?)\)\s*(?:\.(\w+))?\)?$", stmt)
+        which = m.group(3) or m.group(2) if m else ""
+        name = _READ_COMMANDS.get(which) if m else None
+        if stmt in ("show dbs", "show databases") or "listDatabases" in stmt or "getDBNames" in stmt:
+            name = "listDatabases"
+        elif "rs.status()" in stmt:
+            out.append(_shell_doc({"ok": 0, "errmsg": "not running with --replSet", "code": 76, "codeName": "NoReplicationEnabled"}))
+            continue
+        elif re.search(r"ping['\"]?\s*[:)]|['\"]ping['\"]", stmt):
+            out.append(_shell_doc({"ok": 1}))
+            continue
+        elif "db.version()" in stmt:
+            out.append("4.4.6")
+            continue
+        elif stmt in ("show collections", "show tables"):
+            name, which = "listCollections", "getCollectionNames"
+        if name is None:
+            continue
+        target = (m.group(1) if m and m.group(1) else db)
+        if instance and instance.get("auth") and not authed and name != "serverStatus":
+            return 1, (f"uncaught exception: Error: command {name} requires authentication :\n"
+                       "_getErrorWithCode@src/mongo/shell/utils.js:25:13\n")
+        colls = _seeded(ctx, target)
+        if name == "listDatabases":
+            if stmt.startswith("show"):
+                out += [f"{d:<18} {0.000 if not _seeded(ctx, d) else 0.001:.3f}GB" for d in dbs]
+            else:
+                out.append(_shell_doc({"databases": [{"name": d, "sizeOnDisk": 40960 if _seeded(ctx, d) else 8192,
+                                                      "empty": False} for d in dbs], "totalSize": 40960 * len(dbs), "ok": 1}))
+        elif name == "dbStats":
+            objects = sum(colls.values())
+            out.append(_shell_doc({"db": target, "collections": len(colls), "views": 0, "objects": objects,
+                                   "avgObjSize": 112 if objects else 0, "dataSize": 112 * objects,
+                                   "storageSize": 20480 * len(colls), "indexes": 2 * len(colls), "indexSize": 36864 * len(colls),
+                                   "totalSize": 57344 * len(colls), "scaleFactor": 1, "ok": 1}))
+        elif name == "listCollections":
+            out.append("\n".join(sorted(colls)) if stmt.startswith("show") else _shell_doc(sorted(colls)))
+        elif name == "count":
+            out.append(str(colls.get(m.group(2) if m else "", 0)))
+        elif name == "usersInfo":
+            users = data.get("users", {}).get(target, {})
+            out.append(_shell_doc([{"_id": f"{target}.{u}", "user": u, "db": target,
+                                    "roles": [{"role": r, "db": d} for r, d in rec.get("roles", [])]}
+                                   for u, rec in users.items()]))
+        elif name == "serverStatus":
+            conns = {"current": int((instance or {}).get("conns", 0)) + 1, "available": 838859, "totalCreated": 40}
+            doc = {"host": ctx.pod_name, "version": "4.4.6", "process": "mongod", "connections": conns}
+            field = m.group(5) if m else None
+            out.append(_shell_doc(doc.get(field, doc) if field else doc))
+    return (0, "".join(line + "\n" for line in out)) if out else None
+
+
 def expand_shell_vars(script: str) -> str:
     """Substitute the `NAME="value"` assignments a shell init script makes into its later lines."""
     env: dict[str, str] = {}
@@ -301,7 +391,10 @@ class MongoDB(DataStore):
         elif instance and instance.get("auth") and re.search(r"createUser|dropUser|RolesFromUser|RolesToUser", js) \
                 and data.get("users"):
             return 1, head, ('uncaught exception: Error: command requires authentication :\n_getErrorWithCode@src/mongo/shell/utils.js:25:13\n')
-        out = run_mongo_js(data, js, db)
+        reads = mongo_reads(ctx, instance, js, db, authed=user is not None)
+        if reads is not None and reads[0] != 0:
+            return reads[0], head, reads[1]
+        out = run_mongo_js(data, js, db) + (reads[1].splitlines() if reads else [])
         if data.pop("_shutdown", False):
             ctx.cluster.kubelet.terminate(ctx.namespace, ctx.pod_name, ctx.container["name"], 0, "Completed",
                                           [mongo_log(ctx.app_time(), "I", "COMMAND", 4784900, "conn1", "Received shutdown request")])

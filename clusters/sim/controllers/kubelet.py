@@ -140,7 +140,9 @@ class Kubelet:
                    self.cluster.clock.now())
         self.cluster._dirty = True
 
-    def exec(self, namespace: str, pod: str, container: str | None, command: list[str]) -> tuple[int, str, str]:
+    def exec(self, namespace: str, pod: str, container: str | None, command: list[str],
+             stdin: str = "") -> tuple[int, str, str]:
+        """`kubectl exec`: `command` in the container's userland (clusters/sim/userland)."""
         obj = self.cluster.store.get("pods", namespace, pod)
         rt = self.runtime(obj)
         names = [c["name"] for c in obj["spec"].get("containers", [])]
@@ -149,15 +151,14 @@ class Kubelet:
             raise StoreError(400, "BadRequest", f"container {container} is not running in pod {pod}" if rt else
                              f"pod {pod} does not have a host assigned")
         c = rt.containers[container]
-        spec = next(s for s in obj["spec"]["containers"] if s["name"] == container)
-        model = find_model(spec)
+        spec = next(s for s in obj["spec"]["containers"] + (obj["spec"].get("ephemeralContainers") or [])
+                    if s["name"] == container)
+        model = self._model_by_name(c.model)
         ctx = self._context(obj, rt, spec, self.cluster.clock.now())
-        from clusters.sim.apps.generic import run_shell
-        if model is None:
-            return run_shell(ctx, command)
-        code, out, err = model.exec(ctx, c.instance, command)
+        from clusters.sim.userland import run_exec
+        result = run_exec(ctx, rt, c, model, command, stdin)
         self.cluster._dirty = True
-        return code, out, err
+        return result
 
     # -- the sync loop -------------------------------------------------------------------------
     def reconcile(self, now: float) -> None:
@@ -657,8 +658,13 @@ class Kubelet:
                     self.cluster.logs.write(pod, c.name, outcome.stderr, now, stream="stderr")
                 self._exit(pod, rt, c, outcome, now)
             else:
+                # running until it exits (`sleep 3600`): ready meanwhile when it has no readiness probe
+                # (the run stage waits for next_at, so readiness is decided here)
                 c.pending_exit = outcome
                 c.next_at = now + outcome.after
+                c.ready_at = now
+                c.ready = not c.init and not any(s.get("readinessProbe") for s in pod["spec"].get("containers", [])
+                                                 if s.get("name") == c.name)
                 self.cluster.wake_at(c.next_at)
 
     def _check_memory_at_start(self, pod: Obj, rt: PodRt, c: Ctr, now: float) -> None:
