@@ -332,6 +332,11 @@ class SimCluster:
         """`kubectl exec`: run `command` in a running container's userland; (exit code, stdout, stderr)."""
         return self.kubelet.exec(namespace, pod, container, command, stdin)
 
+    def port_forward(self, namespace: str, pod: str, port: int, request: bytes) -> tuple[bytes, str | None]:
+        """`kubectl port-forward`: what the pod's process on `port` answers to `request`."""
+        from clusters.sim.userland.net import forward
+        return forward(self, self.store.get("pods", namespace, pod), port, request)
+
     def read_container_log(self, namespace: str, pod: str, container: str | None = None, previous: bool = False,
                            timestamps: bool = False, tail: int | None = None, since_seconds: float | None = None) -> str:
         """The text `GET pods/NAME/log` returns; raises StoreError like the real API does."""

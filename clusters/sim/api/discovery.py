@@ -20,6 +20,7 @@ SERVER_VERSION = {
 _SUBRESOURCES: dict[str, tuple[str, str, str, list[str]]] = {
     "log": ("Pod", "", "", ["get"]),
     "exec": ("PodExecOptions", "", "", ["create", "get"]),
+    "portforward": ("PodPortForwardOptions", "", "", ["create", "get"]),
     "status": ("", "", "", ["get", "patch", "update"]),
     "scale": ("Scale", "autoscaling", "v1", ["get", "patch", "update"]),
     "eviction": ("Eviction", "policy", "v1", ["create"]),

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from clusters.sim.api import discovery, eventsv1, remotecommand, subresources
+from clusters.sim.api import discovery, eventsv1, portforward, remotecommand, subresources
 from clusters.sim.api.admission import Defaulter, normalize_times, validate
 from clusters.sim.api.authn import Authenticator, UserInfo
 from clusters.sim.api.gc import GarbageCollector
@@ -101,10 +101,12 @@ class KubeAPI:
     `read_log(namespace, pod, container, previous=, timestamps=, tail=, since_seconds=) -> str` is the
     kubelet model's container log reader (SimCluster.read_container_log) and
     `exec_command(namespace, pod, container, command) -> (code, stdout, stderr)` runs `pods/exec`
-    (SimCluster.exec); `resource_metrics` serves metrics.k8s.io for `kubectl top`."""
+    (SimCluster.exec); `forward_port(namespace, pod, port, request) -> (answer, error)` serves
+    `pods/portforward` (SimCluster.port_forward); `resource_metrics` serves metrics.k8s.io for `kubectl top`."""
 
     def __init__(self, store: Store, admin_token: str, read_log: LogReader | None = None,
                  exec_command: ExecFn | None = None, resource_metrics: ResourceMetrics | None = None,
+                 forward_port: portforward.PodForwardFn | None = None,
                  server_address: str = "127.0.0.1:0", max_watch_seconds: float = 1800.0) -> None:
         register_all(store)
         self.store = store
@@ -113,6 +115,7 @@ class KubeAPI:
         self._count_lock = threading.Lock()
         self.read_log = read_log
         self.exec_command = exec_command
+        self.forward_port = forward_port
         self.server_address = server_address
         self.max_watch_seconds = max_watch_seconds
         self.authn = Authenticator(store, admin_token)
@@ -265,7 +268,7 @@ class KubeAPI:
                 verb = "deletecollection"
         else:
             raise method_not_allowed(method, r.rt.plural)
-        if r.sub == "exec":
+        if r.sub in ("exec", "portforward"):
             verb = "create"  # both the SPDY POST and the WebSocket GET, as RBAC evaluates exec
         # The namespace of a request for a Namespace is that namespace (as kube-apiserver's RequestInfo has it).
         authz_ns = r.namespace or (r.name if r.rt.key == "namespaces" else "")
@@ -289,6 +292,8 @@ class KubeAPI:
             return self._log(req, r)
         if r.sub == "exec":
             return self._exec(req, r)
+        if r.sub == "portforward":
+            return self._portforward(req, r)
         with self.store.lock:
             handler: Callable[[Request, Route], Response] = getattr(self, f"_{verb}")
             return handler(req, r)
@@ -574,6 +579,40 @@ class KubeAPI:
                 "Sec-WebSocket-Accept": remotecommand.websocket_accept(key)},
                 takeover=lambda rf, wf, sock: remotecommand.websocket_session(rf, wf, sock, result=result,
                                                                               command=list(command), protocol=proto))
+        raise bad_request("Upgrade request required")
+
+    def _portforward(self, req: Request, r: Route) -> Response:
+        if self.forward_port is None:
+            raise StoreError(503, "ServiceUnavailable", "this cluster has no kubelet model to forward ports to")
+        ns, name = self._ns(r), r.name
+        with self.store.lock:
+            pod = self.store.get("pods", ns, name)
+            if (pod.get("status") or {}).get("phase") != "Running":
+                raise bad_request(f"pod {name} is not running and cannot be port-forwarded")
+        lock, forward_port = self.store.lock, self.forward_port
+
+        def forward(port: int, data: bytes) -> tuple[bytes, str | None]:
+            with lock:
+                return forward_port(ns, name, port, data)
+        upgrade = (req.headers.get("Upgrade") or "").lower()
+        if upgrade == "spdy/3.1":
+            offered = ",".join(req.headers.get_all("X-Stream-Protocol-Version") or [])
+            if portforward.PROTOCOL not in remotecommand._offered(offered):
+                raise bad_request(f"unable to upgrade connection: no supported stream protocol in [{offered}]")
+            return Response(101, "application/octet-stream", headers={
+                "Connection": "Upgrade", "Upgrade": "SPDY/3.1", "X-Stream-Protocol-Version": portforward.PROTOCOL},
+                takeover=lambda rf, wf, sock: portforward.spdy_session(rf, wf, sock, forward))
+        if upgrade == "websocket":
+            key = req.headers.get("Sec-WebSocket-Key")
+            proto = remotecommand.choose_protocol(req.headers.get("Sec-WebSocket-Protocol"), (portforward.TUNNEL_PROTOCOL,))
+            if proto is None or not key:
+                # kubectl falls back to SPDY when the WebSocket upgrade is refused
+                raise bad_request("unable to upgrade connection: a WebSocket port-forward needs Sec-WebSocket-Key and "
+                                  f"the {portforward.TUNNEL_PROTOCOL} protocol")
+            return Response(101, "application/octet-stream", headers={
+                "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Protocol": proto,
+                "Sec-WebSocket-Accept": remotecommand.websocket_accept(key)},
+                takeover=lambda rf, wf, sock: portforward.spdy_session(rf, wf, sock, forward, websocket=True))
         raise bad_request("Upgrade request required")
 
     def _create(self, req: Request, r: Route) -> Response:

@@ -190,6 +190,24 @@ def _consul(cluster: SimCluster, found: Dialed, path: str) -> Answer:
     return Answer(404, "404 page not found\n")
 
 
+def forward(cluster: SimCluster, pod: dict[str, Any], port: int, request: bytes) -> tuple[bytes, str | None]:
+    """One forwarded connection: the answer of what listens on `port` in `pod`, or the error the
+    kubelet reports on the port-forward's error stream."""
+    found = dial_pod(cluster, pod, port)
+    if found.error:
+        uid = pod["metadata"].get("uid", "")
+        sandbox = uid.replace("-", "")[:32] * 2
+        return b"", (f"error forwarding port {port} to pod {sandbox}, uid : failed to execute portforward in network "
+                     f'namespace "/var/run/netns/cni-{uid}": failed to connect to localhost:{port} inside namespace '
+                     f'"{sandbox}", IPv4: dial tcp4 127.0.0.1:{port}: connect: connection refused IPv6 dial tcp6 '
+                     f"[::1]:{port}: connect: connection refused ")
+    line = request.split(b"\r\n", 1)[0].decode(errors="replace").split()
+    if len(line) < 3 or not line[2].startswith("HTTP/1"):
+        return b"", None  # gRPC (HTTP/2) and database protocols: not modelled byte for byte; the server hangs up
+    answer = http_answer(cluster, found, line[0], line[1])
+    return (b"" if answer.reset else answer.raw()), None
+
+
 def lookup(cluster: SimCluster, client: dict[str, Any] | None, host: str) -> tuple[str | None, str, str | None]:
     """nslookup's view: (address, canonical name, error)."""
     svc, err = cluster.network.lookup(client, host)
@@ -206,4 +224,4 @@ def lookup(cluster: SimCluster, client: dict[str, Any] | None, host: str) -> tup
     return ip, name, None
 
 
-__all__ = ["Answer", "Dialed", "KUBE_DNS", "dial", "dial_pod", "http_answer", "lookup"]
+__all__ = ["Answer", "Dialed", "KUBE_DNS", "dial", "dial_pod", "forward", "http_answer", "lookup"]
