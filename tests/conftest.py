@@ -1,5 +1,6 @@
-"""Fixtures shared by the whole suite: Debian's kubectl 1.20 first on PATH, an isolated
-PostgreSQL database per run, a Redis key prefix per run, a real S3-compatible server (moto)."""
+"""Fixtures shared by the whole suite: Debian's kubectl 1.20 first on PATH, `kubectl_binary` (each
+of 1.20 and 1.33 in turn), an isolated PostgreSQL database per run, a Redis key prefix per run, a
+real S3-compatible server (moto)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBECTL_DIR = ROOT / ".tools" / "kubectl-root" / "usr" / "bin"
+# The clients kubectl tests run with: Debian's 1.20 (SPDY for exec and port-forward) and 1.33
+# from scripts/setup.sh --dev (WebSocket by default, SPDY as its fallback).
+KUBECTLS = {"1.20": KUBECTL_DIR / "kubectl", "1.33": ROOT / ".tools" / "kubectl-v33" / "kubectl"}
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 if KUBECTL_DIR.is_dir():
@@ -29,6 +33,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.fixture(params=sorted(KUBECTLS), ids=lambda v: f"kubectl-{v}")
+def kubectl_binary(request: pytest.FixtureRequest) -> Path:
+    """Each kubectl version in turn: a test taking it runs once per version."""
+    path = KUBECTLS[request.param]
+    if not path.exists():
+        pytest.skip(f"kubectl {request.param} is installed by ./scripts/setup.sh --dev in {path.parent}")
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -19,18 +19,6 @@ from farm.apps.deploy import deploy
 KUBECTL = Path(__file__).resolve().parents[3] / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
 NEEDS_KUBECTL = [pytest.mark.kubectl, pytest.mark.slow,
                  pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl 1.20 is installed by the test setup in .tools")]
-# The two clients the tests drive: Debian's 1.20 (SPDY for exec and port-forward) and 1.33 from
-# scripts/setup.sh --dev (WebSocket by default, SPDY as fallback).
-KUBECTLS = {"1.20": KUBECTL, "1.33": KUBECTL.parents[3] / "kubectl-v33" / "kubectl"}
-
-
-@pytest.fixture(params=sorted(KUBECTLS), ids=lambda v: f"kubectl-{v}")
-def kubectl_binary(request: pytest.FixtureRequest) -> Path:
-    """Each kubectl version in turn (a test using it runs once per version)."""
-    path = KUBECTLS[request.param]
-    if not path.exists():
-        pytest.skip(f"kubectl {request.param} is installed by ./scripts/setup.sh --dev in {path.parent}")
-    return path
 
 
 def deployed(app: str, seed: int) -> Iterator[object]:
