@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from clusters.sim.apps.base import AppModel, StartContext
 from clusters.sim.userland import fs as fsmod
-from clusters.sim.userland.images import Userland, default_argv, userland_of
+from clusters.sim.userland.images import BUSYBOX, COREUTILS, NET, PROCPS, Userland, default_argv, userland_of
 from clusters.sim.userland.shell import Shell
 
 if TYPE_CHECKING:
     from clusters.sim.controllers.kubelet import Ctr, PodRt
 
 SHELLS = ("sh", "ash", "bash", "dash")
+GENERIC_TOOLS = BUSYBOX | COREUTILS | PROCPS | NET
 READ_ONLY = ("/proc/", "/sys/", fsmod.SA_DIR + "/")
 
 
@@ -80,9 +81,6 @@ class Sandbox:
 
     # -- entry ------------------------------------------------------------------------------------
     def run_top(self, command: list[str], stdin: str = "") -> tuple[int, str, str]:
-        found = self.land.resolve(command[0])
-        if found is None:
-            return 126, "", oci_not_found(command[0])
         return self.run_argv(None, command, stdin, self.env)
 
     def run_argv(self, shell: Shell | None, argv: list[str], stdin: str, env: dict[str, str]) -> tuple[int, str, str]:
@@ -93,6 +91,12 @@ class Sandbox:
                 return 1, "", ""
             return 0, self.where(argv[1]) + "\n", ""
         found = self.land.resolve(argv[0])
+        if found is None and argv[0].rsplit("/", 1)[-1] not in GENERIC_TOOLS:
+            # a program the behaviour model knows the image for although the registry lists none
+            # (the OpenTelemetry demo's kafka is apache/kafka with /opt/kafka/bin)
+            answered = self.program(argv, stdin, env, unknown_fails=True)
+            if answered is not None:
+                return answered
         if found is None:
             if shell is None:
                 return 126, "", oci_not_found(argv[0])
@@ -102,7 +106,7 @@ class Sandbox:
             return 127, "", shell.not_found(argv[0])
         kind, name = found
         if kind == "program":
-            return self.program(argv, stdin, env)
+            return self.program(argv, stdin, env) or (1, "", "")
         if name in SHELLS:
             return self.shell(name, argv, stdin, env)
         return TOOLS[name](self, argv, stdin, env)
@@ -144,15 +148,19 @@ class Sandbox:
         self.procs.append(Process(self.next_pid + 1, list(argv), 0.0, 0.0, self.now))
         return sh.run_script(script, stdin)
 
-    def program(self, argv: list[str], stdin: str, env: dict[str, str]) -> tuple[int, str, str]:
-        """One of the image's own programs: its behaviour model runs it when it models it."""
+    def program(self, argv: list[str], stdin: str, env: dict[str, str],
+                unknown_fails: bool = False) -> tuple[int, str, str] | None:
+        """One of the image's own programs: its behaviour model runs it when it models it.
+        With `unknown_fails`, None when the model does not know it either."""
         model = self.model
         if model is not None and type(model).exec is not AppModel.exec:
             ctx = dataclasses.replace(self.ctx, env=dict(env))
             code, out, err = model.exec(ctx, self.c.instance, list(argv))
             self.cluster._dirty = True
-            if not (code == 126 and "executable file not found" in err):
+            if not (code == 126 and ("executable file not found" in err or "no such file" in err)):
                 return code, out, err
+        if unknown_fails:
+            return None
         base = argv[0].rsplit("/", 1)[-1]
         if any(a in ("--version", "-version", "version", "-v", "-V") for a in argv[1:2]):
             tag = self.ctx.container.get("image", "").rsplit(":", 1)[-1] if ":" in self.ctx.container.get("image", "") else "latest"
