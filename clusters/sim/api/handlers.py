@@ -549,12 +549,20 @@ class KubeAPI:
             raise bad_request("you must specify at least 1 command")
         flags = {k: (req.arg(k) or "").lower() in _TRUE for k in ("stdin", "stdout", "stderr", "tty")}
         ns = self._ns(r)
+        exec_command, lock, container = self.exec_command, self.store.lock, req.arg("container") or None
         with self.store.lock:
             pod = self.store.get("pods", ns, r.name)
             phase = (pod.get("status") or {}).get("phase")
             if phase in ("Succeeded", "Failed"):
                 raise bad_request(f"cannot exec into a container in a completed pod; current phase is {phase}")
-            result = self.exec_command(ns, r.name, req.arg("container") or None, list(command))
+            result: remotecommand.Result
+            if flags["stdin"]:
+                # the command runs once the client has sent its stdin (and closed it)
+                def result(stdin: str) -> tuple[int, str, str]:
+                    with lock:
+                        return exec_command(ns, r.name, container, list(command), stdin)
+            else:
+                result = self.exec_command(ns, r.name, container, list(command))
         upgrade = (req.headers.get("Upgrade") or "").lower()
         if upgrade == "spdy/3.1":
             offered = ",".join(req.headers.get_all("X-Stream-Protocol-Version") or [])

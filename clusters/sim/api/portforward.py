@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from clusters.sim.api.remotecommand import _control, _data, _read_exact, _ws_frame
+from clusters.sim.api.remotecommand import _control, _data, _read_exact, _ws_frame, read_ws_frame
 
 PROTOCOL = "portforward.k8s.io"
 TUNNEL_PROTOCOL = "SPDY/3.1+portforward.k8s.io"
@@ -76,7 +76,7 @@ class _WebSocketStream:
 
     def read(self, n: int) -> bytes:
         while len(self.buf) < n and not self.closed:
-            frame = self._frame()
+            frame = read_ws_frame(self.rfile)
             if frame is None:
                 self.closed = True
                 break
@@ -90,25 +90,6 @@ class _WebSocketStream:
                 self.buf += payload
         out, self.buf = self.buf[:n], self.buf[n:]
         return out
-
-    def _frame(self) -> tuple[int, bytes] | None:
-        head = _read_exact(self.rfile, 2)
-        if head is None:
-            return None
-        opcode, n, masked = head[0] & 0x0F, head[1] & 0x7F, head[1] & 0x80
-        if n == 126:
-            ext = _read_exact(self.rfile, 2)
-            n = int.from_bytes(ext or b"\0\0", "big")
-        elif n == 127:
-            ext = _read_exact(self.rfile, 8)
-            n = int.from_bytes(ext or bytes(8), "big")
-        mask = _read_exact(self.rfile, 4) if masked else b"\0\0\0\0"
-        payload = _read_exact(self.rfile, n) if n else b""
-        if mask is None or payload is None:
-            return None
-        if masked:
-            payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-        return opcode, payload
 
     def write(self, data: bytes) -> None:
         self.wfile.write(_ws_frame(2, data))

@@ -16,7 +16,9 @@ import zlib
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-ExecFn = Callable[[str, str, str | None, list[str]], tuple[int, str, str]]
+ExecFn = Callable[..., tuple[int, str, str]]  # (namespace, pod, container, command[, stdin]) -> (code, out, err)
+# What a session serves: the outcome, or (with stdin) the function of stdin's text giving it.
+Result = tuple[int, str, str] | Callable[[str], tuple[int, str, str]]
 PROTOCOL = "v4.channel.k8s.io"
 # v5 (kubectl >= 1.30's WebSocket default) adds channel 255, the client closing a stream; the
 # server's side of an exec is v4's.
@@ -38,7 +40,7 @@ def _offered(header: str | None) -> list[str]:
 
 
 # -- SPDY/3.1 ------------------------------------------------------------------------------
-_SYN_STREAM, _SYN_REPLY, _PING, _GOAWAY = 1, 2, 6, 7
+_SYN_STREAM, _SYN_REPLY, _RST_STREAM, _PING, _GOAWAY = 1, 2, 3, 6, 7
 _FLAG_FIN = 0x01
 
 
@@ -60,17 +62,20 @@ def _read_exact(rfile: BinaryIO, n: int) -> bytes | None:
     return buf
 
 
-def spdy_session(rfile: BinaryIO, wfile: BinaryIO, sock: Any, *, streams: list[str], result: tuple[int, str, str],
-                 command: list[str], timeout: float = 30.0) -> None:
+def spdy_session(rfile: BinaryIO, wfile: BinaryIO, sock: Any, *, streams: list[str], result: Result,
+                 command: list[str], timeout: float = 30.0, stdin_timeout: float = 300.0) -> None:
     """Serve one exec over SPDY. `streams` are the stream types the client opens, in the order
     client-go's v4 protocol creates them (error, stdin, stdout, stderr, resize): stream ids are
-    assigned in that order, so the (compressed) SYN_STREAM headers need not be decoded."""
+    assigned in that order, so the (compressed) SYN_STREAM headers need not be decoded. With a
+    stdin stream, `result` is called with what the client sent once it closes that stream."""
     compressor = zlib.compressobj()
     empty_headers = compressor.compress(b"\x00\x00\x00\x00") + compressor.flush(zlib.Z_SYNC_FLUSH)
     ids: dict[str, int] = {}
+    stdin: list[bytes] = []
+    stdin_open = "stdin" in streams
     deadline = time.monotonic() + timeout
     # SPDY header blocks share one zlib stream: each reply continues the previous one.
-    while len(ids) < len(streams) and time.monotonic() < deadline:
+    while (len(ids) < len(streams) or stdin_open) and time.monotonic() < deadline:
         head = _read_exact(rfile, 8)
         if head is None:
             return
@@ -80,19 +85,31 @@ def spdy_session(rfile: BinaryIO, wfile: BinaryIO, sock: Any, *, streams: list[s
         if payload is None:
             return
         if not first & 0x80000000:
-            continue  # data from the client (stdin): not used
+            if first & 0x7FFFFFFF == ids.get("stdin"):
+                stdin.append(payload)
+                if head[4] & _FLAG_FIN:
+                    stdin_open = False
+            continue
         type_ = first & 0xFFFF
         if type_ == _SYN_STREAM:
             stream_id = int.from_bytes(payload[:4], "big") & 0x7FFFFFFF
             ids[streams[len(ids)]] = stream_id
             reply = stream_id.to_bytes(4, "big") + empty_headers
             wfile.write(_control(_SYN_REPLY, 0, reply))
+            wfile.flush()
             empty_headers = compressor.compress(b"\x00\x00\x00\x00") + compressor.flush(zlib.Z_SYNC_FLUSH)
+            if len(ids) == len(streams):
+                deadline = time.monotonic() + stdin_timeout
         elif type_ == _PING:
             wfile.write(_control(_PING, 0, payload))
+            wfile.flush()
+        elif type_ == _RST_STREAM and int.from_bytes(payload[:4], "big") & 0x7FFFFFFF == ids.get("stdin"):
+            stdin_open = False
         elif type_ == _GOAWAY:
             return
-    code, out, err = result
+    if len(ids) < len(streams):
+        return
+    code, out, err = _outcome(result, b"".join(stdin).decode(errors="replace"))
     for kind, text in (("stdout", out), ("stderr", err)):
         if kind in ids:
             data = text.encode()
@@ -152,9 +169,76 @@ def _ws_frame(opcode: int, payload: bytes) -> bytes:
     return head + payload
 
 
-def websocket_session(rfile: BinaryIO, wfile: BinaryIO, sock: Any, *, result: tuple[int, str, str],
-                      command: list[str], protocol: str) -> None:
-    code, out, err = result
+def read_ws_frame(rfile: BinaryIO) -> tuple[int, bytes] | None:
+    """One client frame (masked, as clients must send them): (opcode, payload), None at EOF."""
+    head = _read_exact(rfile, 2)
+    if head is None:
+        return None
+    opcode, n, masked = head[0] & 0x0F, head[1] & 0x7F, head[1] & 0x80
+    if n == 126:
+        ext = _read_exact(rfile, 2)
+        n = int.from_bytes(ext or b"\0\0", "big")
+    elif n == 127:
+        ext = _read_exact(rfile, 8)
+        n = int.from_bytes(ext or bytes(8), "big")
+    mask = _read_exact(rfile, 4) if masked else b"\0\0\0\0"
+    payload = _read_exact(rfile, n) if n else b""
+    if mask is None or payload is None:
+        return None
+    if masked:
+        payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return opcode, payload
+
+
+def _ws_stdin(rfile: BinaryIO, wfile: BinaryIO, sock: Any, protocol: str, timeout: float) -> str:
+    """Stdin of a WebSocket exec: channel 0 until v5's close signal (channel 255) or the close
+    frame; v4 cannot half-close, so there a second without data ends it."""
+    data: list[bytes] = []
+    base64_mode = protocol.startswith("base64.")
+    v5 = protocol.startswith("v5.")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([sock], [], [], 1.0)
+        if not ready:
+            if data and not v5:
+                break
+            continue
+        frame = read_ws_frame(rfile)
+        if frame is None or frame[0] == 8:
+            break
+        opcode, payload = frame
+        if opcode == 9:
+            wfile.write(_ws_frame(10, payload))
+            wfile.flush()
+            continue
+        if not payload:
+            continue
+        if base64_mode:
+            channel, body = payload[:1], base64.b64decode(payload[1:]) if len(payload) > 1 else b""
+            chan = int(channel) if channel.isdigit() else -1
+        else:
+            chan, body = payload[0], payload[1:]
+        if chan == 255 and body[:1] == b"\x00":
+            break
+        if chan == 0:
+            data.append(body)
+    return b"".join(data).decode(errors="replace")
+
+
+def _outcome(result: Result, stdin: str) -> tuple[int, str, str]:
+    if not callable(result):
+        return result
+    from clusters.sim.store import StoreError
+    try:
+        return result(stdin)
+    except StoreError as exc:
+        return 1, "", f"error: {exc}\n"
+
+
+def websocket_session(rfile: BinaryIO, wfile: BinaryIO, sock: Any, *, result: Result,
+                      command: list[str], protocol: str, stdin_timeout: float = 300.0) -> None:
+    stdin = _ws_stdin(rfile, wfile, sock, protocol, stdin_timeout) if callable(result) else ""
+    code, out, err = _outcome(result, stdin)
     base64_mode = protocol.startswith("base64.")
     for channel, text in ((1, out), (2, err)):
         data = text.encode()

@@ -63,6 +63,14 @@ def test_exit_codes_and_missing_programs_as_kubectl_shows_them(hotel: object, ku
     assert out.returncode == 126 and 'exec: "sh": executable file not found in $PATH' in out.stdout + out.stderr
 
 
+def test_exec_reads_stdin(hotel: object, kubectl_binary: Path) -> None:
+    fe = pod_of(hotel, "frontend")
+    out = subprocess.run([str(kubectl_binary), "--kubeconfig", str(hotel.kubeconfig), "-n", NS, "exec", "-i", fe, "--", "sh"],  # type: ignore[attr-defined]
+                         input="echo from-stdin; hostname | tr -d '\\n' | wc -c\nexit 4\n", capture_output=True, text=True,
+                         timeout=60)
+    assert (out.returncode, out.stdout) == (4, f"from-stdin\n{len(fe)}\n")
+
+
 def test_mongo_shell_answers_from_the_model(hotel: object, kubectl_binary: Path) -> None:
     geo = pod_of(hotel, "mongodb-geo")
     out = kube(hotel, kubectl_binary, "exec", geo, "--", "mongo", "geo-db", "-u", "admin", "-p", "admin",
