@@ -332,6 +332,10 @@ class SimCluster:
         """`kubectl exec`: run `command` in a running container's userland; (exit code, stdout, stderr)."""
         return self.kubelet.exec(namespace, pod, container, command, stdin)
 
+    def attach(self, namespace: str, pod: str, container: str | None, stdin: str | None) -> tuple[int, str, str] | None:
+        """`kubectl attach`: an interactive shell runs `stdin` and exits (see Kubelet.attach)."""
+        return self.kubelet.attach(namespace, pod, container, stdin)
+
     def port_forward(self, namespace: str, pod: str, port: int, request: bytes) -> tuple[bytes, str | None]:
         """`kubectl port-forward`: what the pod's process on `port` answers to `request`."""
         from clusters.sim.userland.net import forward
@@ -342,15 +346,17 @@ class SimCluster:
         """The text `GET pods/NAME/log` returns; raises StoreError like the real API does."""
         obj = self.store.get("pods", namespace, pod)
         names = [c["name"] for c in obj["spec"].get("containers", [])]
+        ephemeral = [c["name"] for c in obj["spec"].get("ephemeralContainers") or []]
         if container is None:
             if len(names) != 1:
                 raise StoreError(400, "BadRequest", f"a container name must be specified for pod {pod}, choose one of: [{' '.join(names)}]")
             container = names[0]
         init_names = [c["name"] for c in obj["spec"].get("initContainers", []) or []]
-        if container not in names and container not in init_names:
+        if container not in names and container not in init_names and container not in ephemeral:
             raise StoreError(400, "BadRequest", f"container {container} is not valid for pod {pod}")
         statuses = {s["name"]: s for s in (obj.get("status", {}).get("containerStatuses") or [])
-                    + (obj.get("status", {}).get("initContainerStatuses") or [])}
+                    + (obj.get("status", {}).get("initContainerStatuses") or [])
+                    + (obj.get("status", {}).get("ephemeralContainerStatuses") or [])}
         st = statuses.get(container, {})
         if previous and not st.get("lastState", {}).get("terminated"):
             raise StoreError(400, "BadRequest", f'previous terminated container "{container}" in pod "{pod}" not found')

@@ -23,7 +23,7 @@ _CHAOS = ("chaos-mesh",)
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     # core/v1
     _core("namespaces", "Namespace", namespaced=False, short=("ns",), sub=("status", "finalize")),
-    _core("pods", "Pod", short=("po",), sub=("log", "status", "eviction", "binding", "exec", "portforward"), categories=ALL),
+    _core("pods", "Pod", short=("po",), sub=("log", "status", "eviction", "binding", "exec", "portforward", "attach", "ephemeralcontainers"), categories=ALL),
     _core("services", "Service", short=("svc",), sub=("status",), categories=ALL),
     _core("endpoints", "Endpoints", short=("ep",), singular="endpoints"),
     _core("configmaps", "ConfigMap", short=("cm",)),

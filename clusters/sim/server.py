@@ -44,6 +44,7 @@ class SimServer:
         self.api = KubeAPI(cluster.store, self.admin_token, read_log=getattr(cluster, "read_container_log", None),
                            exec_command=getattr(cluster, "exec", None),
                            forward_port=getattr(cluster, "port_forward", None),
+                           attach=getattr(cluster, "attach", None),
                            resource_metrics=ResourceMetrics(cluster.store, cluster.obs))
         self.cert = make_serving_cert((host, "localhost"))
         # What a pod's service account volume holds: a token of its own account, and this CA.

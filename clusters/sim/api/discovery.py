@@ -21,6 +21,8 @@ _SUBRESOURCES: dict[str, tuple[str, str, str, list[str]]] = {
     "log": ("Pod", "", "", ["get"]),
     "exec": ("PodExecOptions", "", "", ["create", "get"]),
     "portforward": ("PodPortForwardOptions", "", "", ["create", "get"]),
+    "attach": ("PodAttachOptions", "", "", ["create", "get"]),
+    "ephemeralcontainers": ("", "", "", ["get", "patch", "update"]),
     "status": ("", "", "", ["get", "patch", "update"]),
     "scale": ("Scale", "autoscaling", "v1", ["get", "patch", "update"]),
     "eviction": ("Eviction", "policy", "v1", ["create"]),

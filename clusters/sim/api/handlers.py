@@ -94,6 +94,8 @@ class Route:
 
 LogReader = subresources.LogReader
 ExecFn = remotecommand.ExecFn
+# (namespace, pod, container, stdin or None) -> what an interactive process did with stdin, or None
+AttachFn = Callable[[str, str, str | None, str | None], tuple[int, str, str] | None]
 
 
 class KubeAPI:
@@ -102,11 +104,12 @@ class KubeAPI:
     kubelet model's container log reader (SimCluster.read_container_log) and
     `exec_command(namespace, pod, container, command) -> (code, stdout, stderr)` runs `pods/exec`
     (SimCluster.exec); `forward_port(namespace, pod, port, request) -> (answer, error)` serves
-    `pods/portforward` (SimCluster.port_forward); `resource_metrics` serves metrics.k8s.io for `kubectl top`."""
+    `pods/portforward` (SimCluster.port_forward); `attach` serves `pods/attach` (SimCluster.attach);
+    `resource_metrics` serves metrics.k8s.io for `kubectl top`."""
 
     def __init__(self, store: Store, admin_token: str, read_log: LogReader | None = None,
                  exec_command: ExecFn | None = None, resource_metrics: ResourceMetrics | None = None,
-                 forward_port: portforward.PodForwardFn | None = None,
+                 forward_port: portforward.PodForwardFn | None = None, attach: AttachFn | None = None,
                  server_address: str = "127.0.0.1:0", max_watch_seconds: float = 1800.0) -> None:
         register_all(store)
         self.store = store
@@ -116,6 +119,7 @@ class KubeAPI:
         self.read_log = read_log
         self.exec_command = exec_command
         self.forward_port = forward_port
+        self.attach = attach
         self.server_address = server_address
         self.max_watch_seconds = max_watch_seconds
         self.authn = Authenticator(store, admin_token)
@@ -268,7 +272,7 @@ class KubeAPI:
                 verb = "deletecollection"
         else:
             raise method_not_allowed(method, r.rt.plural)
-        if r.sub in ("exec", "portforward"):
+        if r.sub in ("exec", "portforward", "attach"):
             verb = "create"  # both the SPDY POST and the WebSocket GET, as RBAC evaluates exec
         # The namespace of a request for a Namespace is that namespace (as kube-apiserver's RequestInfo has it).
         authz_ns = r.namespace or (r.name if r.rt.key == "namespaces" else "")
@@ -294,6 +298,11 @@ class KubeAPI:
             return self._exec(req, r)
         if r.sub == "portforward":
             return self._portforward(req, r)
+        if r.sub == "attach":
+            return self._attach(req, r)
+        if r.sub == "ephemeralcontainers":
+            with self.store.lock:
+                return self._ephemeral(req, r, verb)
         with self.store.lock:
             handler: Callable[[Request, Route], Response] = getattr(self, f"_{verb}")
             return handler(req, r)
@@ -563,6 +572,53 @@ class KubeAPI:
                         return exec_command(ns, r.name, container, list(command), stdin)
             else:
                 result = self.exec_command(ns, r.name, container, list(command))
+        return self._stream_upgrade(req, result, list(command), flags)
+
+    def _ephemeral(self, req: Request, r: Route, verb: str) -> Response:
+        """pods/ephemeralcontainers (the 1.22+ API: a Pod in, a Pod out): only
+        spec.ephemeralContainers changes, and only by additions."""
+        ns = self._ns(r)
+        current = self.store.get("pods", ns, r.name)
+        if verb == "get":
+            return self._render(req, r, [], single=current)
+        if verb == "update":
+            body = self._body(req)
+            if isinstance(body, dict) and body.get("kind") == "EphemeralContainers":
+                # the pre-1.22 API kubectl <= 1.21 speaks; this server is newer
+                raise bad_request('EphemeralContainers in version "v1" cannot be handled as a Pod: no kind '
+                                  '"EphemeralContainers" is registered for version "v1" in scheme '
+                                  '"pkg/api/legacyscheme/scheme.go:30"')
+            new = self._object_body(req, r)
+        elif verb == "patch":
+            ctype = (req.headers.get("Content-Type") or "").split(";")[0].strip()
+            new = apply_patch(ctype, current, self._body(req), "Pod")
+        else:
+            raise method_not_allowed(req.method, "pods/ephemeralcontainers")
+        wanted = list((new.get("spec") or {}).get("ephemeralContainers") or [])
+        subresources.check_ephemeral(current, wanted)
+        if self._dry_run(req):
+            return json_response(200, dict(current, spec=dict(current["spec"], ephemeralContainers=wanted)))
+        return json_response(200, self.store.mutate("pods", ns, r.name,
+                                                    lambda o: o["spec"].update(ephemeralContainers=wanted)))
+
+    def _attach(self, req: Request, r: Route) -> Response:
+        if self.attach is None:
+            raise StoreError(503, "ServiceUnavailable", "this cluster has no kubelet model to attach to")
+        flags = {k: (req.arg(k) or "").lower() in _TRUE for k in ("stdin", "stdout", "stderr", "tty")}
+        ns, container = self._ns(r), req.arg("container") or None
+        attach, lock, name = self.attach, self.store.lock, r.name
+        with lock:
+            attach(ns, name, container, None)  # the container must be running (400 otherwise)
+
+        def result(stdin: str) -> tuple[int, str, str]:
+            with lock:
+                outcome = attach(ns, name, container, stdin)
+            return outcome if outcome is not None else (0, "", "")
+        return self._stream_upgrade(req, result if flags["stdin"] else (0, "", ""), ["attach"], flags)
+
+    def _stream_upgrade(self, req: Request, result: remotecommand.Result, command: list[str],
+                        flags: dict[str, bool]) -> Response:
+        """The 101 answer of exec and attach: SPDY/3.1 or WebSocket, and the session after it."""
         upgrade = (req.headers.get("Upgrade") or "").lower()
         if upgrade == "spdy/3.1":
             offered = ",".join(req.headers.get_all("X-Stream-Protocol-Version") or [])
@@ -574,7 +630,7 @@ class KubeAPI:
             return Response(101, "application/octet-stream", headers={
                 "Connection": "Upgrade", "Upgrade": "SPDY/3.1", "X-Stream-Protocol-Version": proto},
                 takeover=lambda rf, wf, sock: remotecommand.spdy_session(rf, wf, sock, streams=streams, result=result,
-                                                                         command=list(command)))
+                                                                         command=command))
         if upgrade == "websocket":
             proto = remotecommand.choose_protocol(req.headers.get("Sec-WebSocket-Protocol"),
                                                   remotecommand.WEBSOCKET_PROTOCOLS)
@@ -586,7 +642,7 @@ class KubeAPI:
                 "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Protocol": proto,
                 "Sec-WebSocket-Accept": remotecommand.websocket_accept(key)},
                 takeover=lambda rf, wf, sock: remotecommand.websocket_session(rf, wf, sock, result=result,
-                                                                              command=list(command), protocol=proto))
+                                                                              command=command, protocol=proto))
         raise bad_request("Upgrade request required")
 
     def _portforward(self, req: Request, r: Route) -> Response:

@@ -188,3 +188,46 @@ def node_leases(store: Store, name: str | None) -> list[Obj]:
                 "spec": {"holderIdentity": meta["name"], "leaseDurationSeconds": 40,
                          "renewTime": renew.replace("Z", ".000000Z") if renew and "." not in renew else renew}})
     return sorted(out, key=lambda lease: lease["metadata"]["name"])
+
+
+_EPHEMERAL_FORBIDDEN = ("ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "resources")
+
+
+def check_ephemeral(pod: Obj, wanted: list[Any]) -> None:
+    """422 for what the API server refuses in pods/ephemeralcontainers: removing or changing an
+    existing ephemeral container, a name taken by another container, a missing image, the fields
+    an ephemeral container cannot have, a target that is not one of the pod's containers."""
+    name = pod["metadata"]["name"]
+    existing = {c["name"]: c for c in (pod.get("spec") or {}).get("ephemeralContainers") or []}
+    regular = {c["name"] for c in (pod["spec"].get("containers") or []) + (pod["spec"].get("initContainers") or [])}
+    causes: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for i, c in enumerate(wanted):
+        path = f"spec.ephemeralContainers[{i}]"
+        if not isinstance(c, dict) or not c.get("name"):
+            causes.append({"reason": "FieldValueRequired", "message": "Required value", "field": f"{path}.name"})
+            continue
+        cname = c["name"]
+        if cname in regular or cname in seen:
+            causes.append({"reason": "FieldValueDuplicate", "message": f'Duplicate value: "{cname}"', "field": f"{path}.name"})
+        seen.add(cname)
+        if not c.get("image"):
+            causes.append({"reason": "FieldValueRequired", "message": "Required value", "field": f"{path}.image"})
+        for field in _EPHEMERAL_FORBIDDEN:
+            if c.get(field):
+                causes.append({"reason": "FieldValueForbidden", "message": "Forbidden: cannot be set for an Ephemeral Container",
+                               "field": f"{path}.{field}"})
+        target = c.get("targetContainerName")
+        if target and target not in regular:
+            causes.append({"reason": "FieldValueNotFound", "message": f'Not found: "{target}"',
+                           "field": f"{path}.targetContainerName"})
+        if cname in existing and existing[cname] != c:
+            causes.append({"reason": "FieldValueForbidden", "field": "spec.ephemeralContainers",
+                           "message": f'Forbidden: existing ephemeral containers "{cname}" may not be changed'})
+    for gone in sorted(set(existing) - seen):
+        causes.append({"reason": "FieldValueForbidden", "field": "spec.ephemeralContainers",
+                       "message": f'Forbidden: existing ephemeral containers "{gone}" may not be removed'})
+    if causes:
+        detail = ", ".join(f"{c['field']}: {c['message']}" for c in causes)
+        raise StoreError(422, "Invalid", f'Pod "{name}" is invalid: {detail}',
+                         {"name": name, "kind": "Pod", "causes": causes})

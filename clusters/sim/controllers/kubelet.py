@@ -62,6 +62,7 @@ class Ctr:
     net_rx: float = 0.0
     net_tx: float = 0.0
     config_error: str = ""
+    ephemeral: bool = False  # a `kubectl debug` container: runs once, never restarts, no readiness
 
 
 @dataclass
@@ -159,6 +160,38 @@ class Kubelet:
         result = run_exec(ctx, rt, c, model, command, stdin)
         self.cluster._dirty = True
         return result
+
+    def attach(self, namespace: str, pod: str, container: str | None, stdin: str | None) -> tuple[int, str, str] | None:
+        """`kubectl attach`: what an interactive shell (stdin: true) does with `stdin` before it
+        exits at its end: (code, stdout, stderr), also written to its log. None when the
+        container's process does not read stdin (the client then follows its output)."""
+        obj = self.cluster.store.get("pods", namespace, pod)
+        spec, c, rt = self._attach_target(obj, container)
+        inst = c.instance
+        if stdin is None or not isinstance(inst, dict) or inst.get("kind") != "interactive":
+            return None
+        from clusters.sim.userland import run_exec
+        ctx = self._context(obj, rt, spec, self.cluster.clock.now())
+        argv = list(inst.get("argv") or []) or ["sh"]
+        code, out, err = run_exec(ctx, rt, c, None, argv, stdin)
+        if out:
+            self.cluster.logs.write(obj, c.name, out.splitlines())
+        if err:
+            self.cluster.logs.write(obj, c.name, err.splitlines(), stream="stderr")
+        self.terminate(namespace, pod, c.name, code)
+        self.cluster._dirty = True
+        return code, out, err
+
+    def _attach_target(self, obj: Obj, container: str | None) -> tuple[dict[str, Any], Ctr, PodRt]:
+        rt = self.runtime(obj)
+        specs = obj["spec"].get("containers", []) + (obj["spec"].get("ephemeralContainers") or [])
+        name = container or specs[0]["name"]
+        spec = next((s for s in specs if s["name"] == name), None)
+        if spec is None:
+            raise StoreError(400, "BadRequest", f"container {name} is not valid for pod {obj['metadata']['name']}")
+        if rt is None or name not in rt.containers or rt.containers[name].state != "running":
+            raise StoreError(400, "BadRequest", f"container {name} is not running in pod {obj['metadata']['name']}")
+        return spec, rt.containers[name], rt
 
     # -- the sync loop -------------------------------------------------------------------------
     def reconcile(self, now: float) -> None:
@@ -288,6 +321,10 @@ class Kubelet:
             if c.stage != "done":
                 self._render(pod, rt, now)
                 return
+        for ec in pod["spec"].get("ephemeralContainers") or []:
+            specs[ec["name"]] = ec
+            if ec["name"] not in rt.containers:
+                rt.containers[ec["name"]] = Ctr(ec["name"], False, ec.get("image", ""), next_at=now, ephemeral=True)
         for name, c in rt.containers.items():
             if not c.init and name in specs:
                 self._step(pod, rt, c, specs[name], now)
@@ -617,7 +654,15 @@ class Kubelet:
         c.started_probe_ok = not spec.get("startupProbe")
         if model is None:
             from clusters.sim.apps.generic import shell_outcome
-            outcome = shell_outcome(ctx, argv, info)
+            from clusters.sim.userland.exec import interactive_shell, run_to_completion
+            if spec.get("stdin") and interactive_shell(c.image, argv):
+                # a shell reading the stdin `kubectl run -i` / `kubectl debug -i` attaches to
+                outcome = Started([], set(), {"kind": "interactive", "argv": argv})
+            else:
+                outcome = shell_outcome(ctx, argv, info)
+                if c.ephemeral and isinstance(outcome, Exited):
+                    # a debug command runs to the end in the image's userland: its output is its log
+                    outcome = run_to_completion(ctx, rt, c, argv)
             c.model = "generic-shell"
         else:
             outcome = model.start(ctx)
@@ -740,6 +785,9 @@ class Kubelet:
 
     def _after_exit(self, pod: Obj, rt: PodRt, c: Ctr, now: float, code: int) -> None:
         policy = pod["spec"].get("restartPolicy", "Always")
+        if c.ephemeral:
+            c.stage = "done"
+            return
         if c.init:
             if code == 0:
                 c.stage = "done"
@@ -913,6 +961,11 @@ class Kubelet:
         if ispecs:
             status["initContainerStatuses"] = [self._ctr_status(rt.containers[n], s)
                                                for n, s in ispecs.items() if n in rt.containers]
+        especs = {c["name"]: c for c in pod["spec"].get("ephemeralContainers") or []}
+        if especs:
+            status["ephemeralContainerStatuses"] = [
+                {k: v for k, v in self._ctr_status(rt.containers[n], s).items() if k != "started"} | {"ready": False, "lastState": {}}
+                for n, s in especs.items() if n in rt.containers]
         app = [rt.containers[n] for n in specs if n in rt.containers]
         inits_done = all(rt.containers[n].stage == "done" for n in rt.init_order)
         policy = pod["spec"].get("restartPolicy", "Always")

@@ -77,6 +77,14 @@ class Sandbox:
         self.next_pid = seq.get(c.container_id, 6) + 1
         seq[c.container_id] = self.next_pid + 4
         self.procs = [Process(1, self.main_argv, c.cpu_seconds, c.memory, c.started_at or 0.0)]
+        target = ctx.container.get("targetContainerName")
+        other = rt.containers.get(target) if target else None
+        if other is not None and other.state == "running":
+            # `kubectl debug --target`: the debug container joins the target's process namespace
+            spec = next((s for s in ctx.pod["spec"].get("containers", []) if s["name"] == target), {})
+            own = dataclasses.replace(ctx, container=spec)
+            self.procs = [Process(1, _main_argv(own), other.cpu_seconds, other.memory, other.started_at or 0.0),
+                          Process(self.next_pid - 1, self.main_argv, c.cpu_seconds, c.memory, c.started_at or 0.0)]
         self.now = self.cluster.clock.now()
 
     # -- entry ------------------------------------------------------------------------------------
@@ -209,3 +217,23 @@ def run_exec(ctx: StartContext, rt: PodRt, c: Ctr, model: AppModel | None, comma
              stdin: str = "") -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of `command` exec'd in the running container `c`."""
     return Sandbox(ctx, rt, c, model).run_top(command, stdin)
+
+
+def interactive_shell(image: str, argv: list[str]) -> bool:
+    """True when the process reads its commands from stdin: a shell without -c or a script (or
+    the image's default shell), as `kubectl run -i` and `kubectl debug -i` start one."""
+    land = userland_of(image)
+    argv = argv or default_argv(image)
+    found = land.resolve(argv[0]) if argv else None
+    if found is None or found[1] not in SHELLS:
+        return False
+    return not any(a == "-c" or (a.startswith("-") and "c" in a[1:] and not a.startswith("--")) or not a.startswith("-")
+                   for a in argv[1:])
+
+
+def run_to_completion(ctx: StartContext, rt: PodRt, c: Ctr, argv: list[str]) -> Any:
+    """A finite command as a container's main process: it runs in the userland at start, and its
+    output becomes the container's log as it exits (half a second later)."""
+    from clusters.sim.apps.base import Exited
+    code, out, err = Sandbox(ctx, rt, c, None).run_top(argv or default_argv(ctx.container.get("image", "")))
+    return Exited(code, out.splitlines(), after=0.5, stderr=err.splitlines())
