@@ -336,6 +336,20 @@ class SimCluster:
         """`kubectl attach`: an interactive shell runs `stdin` and exits (see Kubelet.attach)."""
         return self.kubelet.attach(namespace, pod, container, stdin)
 
+    def follow_output(self, namespace: str, pod: str, container: str | None, since: float) -> tuple[str, int | None, float]:
+        """What a container printed after `since` (for `kubectl attach`), its exit code once it
+        has stopped (else None), and the time to continue from."""
+        obj = self.store.get("pods", namespace, pod)
+        name = container or obj["spec"]["containers"][0]["name"]
+        rt = self.kubelet.runtime(obj)
+        ctr = rt.containers.get(name) if rt is not None else None
+        entries = [(t, line) for t, line in self.logs.read(namespace, pod, name) if t > since]
+        text = "".join(line + "\n" for _, line in entries)
+        last = max([since] + [t for t, _ in entries])
+        if ctr is None or ctr.state != "running":
+            return text, (ctr.exit_code if ctr is not None else 0), last
+        return text, None, last
+
     def port_forward(self, namespace: str, pod: str, port: int, request: bytes) -> tuple[bytes, str | None]:
         """`kubectl port-forward`: what the pod's process on `port` answers to `request`."""
         from clusters.sim.userland.net import forward

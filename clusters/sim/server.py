@@ -45,6 +45,7 @@ class SimServer:
                            exec_command=getattr(cluster, "exec", None),
                            forward_port=getattr(cluster, "port_forward", None),
                            attach=getattr(cluster, "attach", None),
+                           follow_output=getattr(cluster, "follow_output", None),
                            resource_metrics=ResourceMetrics(cluster.store, cluster.obs))
         self.cert = make_serving_cert((host, "localhost"))
         # What a pod's service account volume holds: a token of its own account, and this CA.

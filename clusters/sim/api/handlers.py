@@ -96,6 +96,8 @@ LogReader = subresources.LogReader
 ExecFn = remotecommand.ExecFn
 # (namespace, pod, container, stdin or None) -> what an interactive process did with stdin, or None
 AttachFn = Callable[[str, str, str | None, str | None], tuple[int, str, str] | None]
+# (namespace, pod, container, since) -> (output written after `since`, exit code once ended, new since)
+FollowFn = Callable[[str, str, str | None, float], tuple[str, int | None, float]]
 
 
 class KubeAPI:
@@ -104,12 +106,13 @@ class KubeAPI:
     kubelet model's container log reader (SimCluster.read_container_log) and
     `exec_command(namespace, pod, container, command) -> (code, stdout, stderr)` runs `pods/exec`
     (SimCluster.exec); `forward_port(namespace, pod, port, request) -> (answer, error)` serves
-    `pods/portforward` (SimCluster.port_forward); `attach` serves `pods/attach` (SimCluster.attach);
+    `pods/portforward` (SimCluster.port_forward); `attach` and `follow_output` serve `pods/attach` (SimCluster.attach, .follow_output);
     `resource_metrics` serves metrics.k8s.io for `kubectl top`."""
 
     def __init__(self, store: Store, admin_token: str, read_log: LogReader | None = None,
                  exec_command: ExecFn | None = None, resource_metrics: ResourceMetrics | None = None,
                  forward_port: portforward.PodForwardFn | None = None, attach: AttachFn | None = None,
+                 follow_output: FollowFn | None = None,
                  server_address: str = "127.0.0.1:0", max_watch_seconds: float = 1800.0) -> None:
         register_all(store)
         self.store = store
@@ -120,6 +123,7 @@ class KubeAPI:
         self.exec_command = exec_command
         self.forward_port = forward_port
         self.attach = attach
+        self.follow_output = follow_output
         self.server_address = server_address
         self.max_watch_seconds = max_watch_seconds
         self.authn = Authenticator(store, admin_token)
@@ -614,7 +618,18 @@ class KubeAPI:
             with lock:
                 outcome = attach(ns, name, container, stdin)
             return outcome if outcome is not None else (0, "", "")
-        return self._stream_upgrade(req, result if flags["stdin"] else (0, "", ""), ["attach"], flags)
+        if flags["stdin"]:
+            return self._stream_upgrade(req, result, ["attach"], flags)
+        follow = self.follow_output
+        if follow is None:
+            return self._stream_upgrade(req, (0, "", ""), ["attach"], flags)
+        since = [self.store.clock.now()]
+
+        def poll() -> tuple[str, int | None]:
+            with lock:
+                text, code, since[0] = follow(ns, name, container, since[0])
+            return text, code
+        return self._stream_upgrade(req, remotecommand.Follow(poll), ["attach"], flags)
 
     def _stream_upgrade(self, req: Request, result: remotecommand.Result, command: list[str],
                         flags: dict[str, bool]) -> Response:

@@ -17,8 +17,16 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 ExecFn = Callable[..., tuple[int, str, str]]  # (namespace, pod, container, command[, stdin]) -> (code, out, err)
-# What a session serves: the outcome, or (with stdin) the function of stdin's text giving it.
-Result = tuple[int, str, str] | Callable[[str], tuple[int, str, str]]
+class Follow:
+    """A running process's output as it comes (`kubectl attach` without stdin): `poll()` gives
+    (new stdout text, the exit code once the process has ended, else None)."""
+
+    def __init__(self, poll: Callable[[], tuple[str, int | None]], interval: float = 0.5) -> None:
+        self.poll, self.interval = poll, interval
+
+
+# What a session serves: the outcome, (with stdin) the function of stdin's text giving it, or a Follow.
+Result = tuple[int, str, str] | Callable[[str], tuple[int, str, str]] | Follow
 PROTOCOL = "v4.channel.k8s.io"
 # v5 (kubectl >= 1.30's WebSocket default) adds channel 255, the client closing a stream; the
 # server's side of an exec is v4's.
@@ -109,6 +117,11 @@ def spdy_session(rfile: BinaryIO, wfile: BinaryIO, sock: Any, *, streams: list[s
             return
     if len(ids) < len(streams):
         return
+    if isinstance(result, Follow):
+        code = _spdy_follow(rfile, wfile, sock, ids, result)
+        if code is None:
+            return
+        result = (code, "", "")
     code, out, err = _outcome(result, b"".join(stdin).decode(errors="replace"))
     for kind, text in (("stdout", out), ("stderr", err)):
         if kind in ids:
@@ -137,6 +150,50 @@ def spdy_session(rfile: BinaryIO, wfile: BinaryIO, sock: Any, *, streams: list[s
         if first & 0x80000000 and first & 0xFFFF == _PING:
             wfile.write(_control(_PING, 0, payload))
             wfile.flush()
+
+
+def _spdy_follow(rfile: BinaryIO, wfile: BinaryIO, sock: Any, ids: dict[str, int], follow: Follow) -> int | None:
+    """Send the process's output as it comes until it exits (its code) or the client goes (None)."""
+    while True:
+        text, code = follow.poll()
+        if text and "stdout" in ids:
+            wfile.write(_data(ids["stdout"], 0, text.encode()))
+            wfile.flush()
+        if code is not None:
+            return code
+        ready, _, _ = select.select([sock], [], [], follow.interval)
+        if not ready:
+            continue
+        head = _read_exact(rfile, 8)
+        if head is None:
+            return None
+        length = int.from_bytes(head[5:8], "big")
+        payload = _read_exact(rfile, length) if length else b""
+        first = int.from_bytes(head[:4], "big")
+        if payload is None or (first & 0x80000000 and first & 0xFFFF == _GOAWAY):
+            return None
+        if first & 0x80000000 and first & 0xFFFF == _PING:
+            wfile.write(_control(_PING, 0, payload))
+            wfile.flush()
+
+
+def _ws_follow(rfile: BinaryIO, wfile: BinaryIO, sock: Any, follow: Follow, base64_mode: bool) -> int | None:
+    while True:
+        text, code = follow.poll()
+        if text:
+            part = text.encode()
+            wfile.write(_ws_frame(1, b"1" + base64.b64encode(part)) if base64_mode else _ws_frame(2, b"\x01" + part))
+            wfile.flush()
+        if code is not None:
+            return code
+        ready, _, _ = select.select([sock], [], [], follow.interval)
+        if ready:
+            frame = read_ws_frame(rfile)
+            if frame is None or frame[0] == 8:
+                return None
+            if frame[0] == 9:
+                wfile.write(_ws_frame(10, frame[1]))
+                wfile.flush()
 
 
 def spdy_streams(stdin: bool, stdout: bool, stderr: bool, tty: bool) -> list[str]:
@@ -226,6 +283,8 @@ def _ws_stdin(rfile: BinaryIO, wfile: BinaryIO, sock: Any, protocol: str, timeou
 
 
 def _outcome(result: Result, stdin: str) -> tuple[int, str, str]:
+    if isinstance(result, Follow):
+        return 0, "", ""
     if not callable(result):
         return result
     from clusters.sim.store import StoreError
@@ -237,9 +296,14 @@ def _outcome(result: Result, stdin: str) -> tuple[int, str, str]:
 
 def websocket_session(rfile: BinaryIO, wfile: BinaryIO, sock: Any, *, result: Result,
                       command: list[str], protocol: str, stdin_timeout: float = 300.0) -> None:
+    base64_mode = protocol.startswith("base64.")
+    if isinstance(result, Follow):
+        followed = _ws_follow(rfile, wfile, sock, result, base64_mode)
+        if followed is None:
+            return
+        result = (followed, "", "")
     stdin = _ws_stdin(rfile, wfile, sock, protocol, stdin_timeout) if callable(result) else ""
     code, out, err = _outcome(result, stdin)
-    base64_mode = protocol.startswith("base64.")
     for channel, text in ((1, out), (2, err)):
         data = text.encode()
         for i in range(0, len(data), _CHUNK):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -127,3 +128,69 @@ def test_port_forward_reaches_the_frontend(hotel: object, kubectl_binary: Path) 
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def _while_advancing(hotel: object, proc: subprocess.Popen[str], stdin: str = "", seconds: int = 60) -> tuple[str, str]:
+    """Feed `stdin`, then advance the virtual clock a second at a time while kubectl waits on the cluster."""
+    assert proc.stdin is not None
+    proc.stdin.write(stdin)
+    proc.stdin.close()
+    for _ in range(seconds):
+        if proc.poll() is not None:
+            break
+        hotel.advance(1)  # type: ignore[attr-defined]
+        time.sleep(0.1)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.wait(timeout=30)
+    return proc.stdout.read(), proc.stderr.read()
+
+
+def _popen(hotel: object, kubectl: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([str(kubectl), "--kubeconfig", str(hotel.kubeconfig), "-n", NS, *args],  # type: ignore[attr-defined]
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _short(kubectl: Path) -> str:
+    return "v" + kubectl.parent.name.replace("kubectl-", "").replace("root", "120").replace("v", "")
+
+
+def test_run_interactive_pod_runs_stdin_in_its_shell(hotel: object, kubectl_binary: Path) -> None:
+    name = f"shell-{_short(kubectl_binary)}"
+    proc = _popen(hotel, kubectl_binary, "run", name, "--image=busybox", "--restart=Never", "-i", "--rm", "--", "sh")
+    out, err = _while_advancing(hotel, proc, "echo hello-from-run; nslookup frontend | tail -2 | head -1\n")
+    svc_ip = run_kubectl(hotel, "get", "service", "frontend", "-o", "jsonpath={.spec.clusterIP}", namespace=NS)
+    assert proc.returncode == 0, err
+    assert out.startswith(f"hello-from-run\nAddress: {svc_ip}\n") and f'pod "{name}" deleted' in out
+
+
+def test_attach_follows_a_containers_output_until_it_exits(hotel: object, kubectl_binary: Path) -> None:
+    name = f"talker-{_short(kubectl_binary)}"
+    kube(hotel, kubectl_binary, "run", name, "--image=busybox", "--restart=Never", "--", "sh", "-c", "echo start; sleep 5; echo done")
+    hotel.advance(2)  # type: ignore[attr-defined]
+    proc = _popen(hotel, kubectl_binary, "attach", name)
+    time.sleep(1.0)
+    out, err = _while_advancing(hotel, proc)
+    assert proc.returncode == 0, err
+    assert out == "start\ndone\n"
+
+
+def test_debug_adds_an_ephemeral_container_whose_output_is_its_log(hotel: object, kubectl_binary: Path) -> None:
+    fe = pod_of(hotel, "frontend")
+    out = kube(hotel, kubectl_binary, "debug", fe, "--image=busybox", "--target=hotel-reserv-frontend", "--",
+               "sh", "-c", "cat /etc/hosts; ps", check=False)
+    if kubectl_binary.parent.name == "bin":  # kubectl 1.20 speaks the pre-1.22 API, which a 1.28 server refuses
+        assert out.returncode == 1 and 'no kind "EphemeralContainers" is registered' in out.stderr
+        return
+    assert out.returncode == 0, out.stderr
+    debugger = next(w.rstrip(".") for w in (out.stdout + out.stderr).split() if w.startswith("debugger-"))
+    hotel.advance(3)  # type: ignore[attr-defined]
+    logs = run_kubectl(hotel, "logs", fe, "-c", debugger, namespace=NS, kubectl=kubectl_binary)
+    assert logs.startswith("# Kubernetes-managed hosts file.\n")
+    assert "    1 root      0:" in logs and logs.splitlines()[-4].endswith(" frontend")  # the target's process table
+    status = run_kubectl(hotel, "get", "pod", fe, "-o", "jsonpath={.status.ephemeralContainerStatuses[0].state.terminated.reason}",
+                         namespace=NS)
+    assert status == "Completed"
+    proc = _popen(hotel, kubectl_binary, "debug", "-i", fe, "--image=busybox", "--", "sh")
+    out, err = _while_advancing(hotel, proc, "echo inside-$(hostname)\n")
+    assert proc.returncode == 0, err
+    assert f"inside-{fe}\n" in out
