@@ -86,6 +86,7 @@ class Sandbox:
             self.procs = [Process(1, _main_argv(own), other.cpu_seconds, other.memory, other.started_at or 0.0),
                           Process(self.next_pid - 1, self.main_argv, c.cpu_seconds, c.memory, c.started_at or 0.0)]
         self.now = self.cluster.clock.now()
+        self.budget = [0]
 
     # -- entry ------------------------------------------------------------------------------------
     def run_top(self, command: list[str], stdin: str = "") -> tuple[int, str, str]:
@@ -151,7 +152,8 @@ class Sandbox:
         if script is None:
             script = stdin  # kubectl exec without -i gives it an empty stdin: the shell exits at once
             stdin = ""
-        sh = Shell(env, self.run_argv, self.glob, name, [positional[0] if positional else name] + positional[1:], flavor)
+        sh = Shell(env, self.run_argv, self.glob, name, [positional[0] if positional else name] + positional[1:], flavor,
+                   self.budget)
         sh.files = self.fs
         self.procs.append(Process(self.next_pid + 1, list(argv), 0.0, 0.0, self.now))
         return sh.run_script(script, stdin)

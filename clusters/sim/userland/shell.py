@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_LOOP = 1000  # a loop that would run forever in a real container is cut short here
+# What one exec may spend (commands run, bytes held): a script beyond it is killed as the OOM
+# killer or a timeout would, so that no exec holds the cluster for long.
+MAX_STEPS = 20_000
+MAX_BYTES = 8_000_000
 _OPS = ("&&", "||", ";;", ">>", "&>", ">&", "<<", "|", "&", ";", "<", ">", "(", ")", "\n")
 _RESERVED = {"if", "then", "elif", "else", "fi", "for", "in", "do", "done", "while", "until", "{", "}", "!"}
 
@@ -371,7 +375,9 @@ class Shell:
     `glob(pattern)` lists the paths a pattern matches; `name` is how errors name the shell."""
 
     def __init__(self, env: dict[str, str], runner: Runner, glob: Callable[[str], list[str]],
-                 name: str = "sh", args: list[str] | None = None, flavor: str = "ash") -> None:
+                 name: str = "sh", args: list[str] | None = None, flavor: str = "ash",
+                 budget: list[int] | None = None) -> None:
+        self.budget = budget if budget is not None else [0]  # shared by the exec's every shell
         self.env = dict(env)
         self.runner, self.glob = runner, glob
         self.name, self.flavor = name, flavor
@@ -405,7 +411,15 @@ class Shell:
         except ExitShell as e:
             return e.code, getattr(e, "out", ""), getattr(e, "err", "")
 
+    def _spend(self, nbytes: int = 0) -> None:
+        self.budget[0] += 1
+        if self.budget[0] > MAX_STEPS or nbytes > MAX_BYTES:
+            ex = ExitShell(137)
+            ex.err = "Killed\n"  # type: ignore[attr-defined]
+            raise ex
+
     def run(self, node: Any, stdin: str) -> tuple[int, str, str]:
+        self._spend(len(stdin))
         if isinstance(node, Seq):
             out, err, code = [], [], 0
             for item in node.items:
@@ -642,7 +656,7 @@ class Shell:
         return str(int(value))
 
     def _substitute(self, src: str) -> str:
-        sub = Shell(self.env, self.runner, self.glob, self.name, self.args, self.flavor)
+        sub = Shell(self.env, self.runner, self.glob, self.name, self.args, self.flavor, self.budget)
         sub.files, sub.cwd = self.files, self.cwd
         _, out, err = sub.run_script(src)
         self._sub_err = getattr(self, "_sub_err", "") + err
@@ -653,6 +667,7 @@ class Shell:
         self._sub_err = ""
         argv = self.expand_all(node.words)
         assigns = {k: (self.expand(v, split=False) or [""])[0] for k, v in node.assigns}
+        self._spend(sum(len(a) for a in argv) + sum(len(v) for v in assigns.values()))
         pre_err = self._sub_err
         if not argv:
             self.env.update(assigns)
@@ -672,6 +687,7 @@ class Shell:
             ex.err = pre_err + getattr(ex, "err", "")  # type: ignore[attr-defined]
             raise
         self.status = code
+        self._spend(len(out) + len(err))
         return self._redirect(node.redirs, code, out, pre_err + err)
 
     def _abs(self, path: str) -> str:

@@ -5,6 +5,7 @@ container's modelled filesystem, process table and network (clusters/sim/userlan
 from __future__ import annotations
 
 import base64
+import itertools
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -547,7 +548,7 @@ def xargs(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Resu
 
 def _subshell(sb: Sandbox, env: dict[str, str]):  # type: ignore[no-untyped-def]
     from clusters.sim.userland.shell import Shell
-    sh = Shell(env, sb.run_argv, sb.glob, "sh", ["sh"], "ash" if _busybox(sb) else "dash")
+    sh = Shell(env, sb.run_argv, sb.glob, "sh", ["sh"], "ash" if _busybox(sb) else "dash", sb.budget)
     sh.files = sb.fs
     return sh
 
@@ -674,7 +675,9 @@ def seq(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Result
     if not nums:
         return 1, "", "seq: missing operand\n"
     lo, step, hi = (1, 1, nums[0]) if len(nums) == 1 else (nums[0], 1, nums[1]) if len(nums) == 2 else tuple(nums[:3])
-    return 0, _join([str(i) for i in range(lo, hi + (1 if step > 0 else -1), step)][:100000]), ""
+    if not step:
+        return 1, "", "seq: invalid Zero increment value: '0'\n"
+    return 0, _join([str(i) for i in itertools.islice(range(lo, hi + (1 if step > 0 else -1), step), 100_000)]), ""
 
 
 @tool("which")

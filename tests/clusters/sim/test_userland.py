@@ -78,6 +78,9 @@ def test_shell_grammar(cluster: SimCluster) -> None:
     assert "1\n" in run(cluster, fe, "sh", "-c", "cat /nope 2>/dev/null; echo $?")[1]
     code, out, err = run(cluster, fe, "sh", "-c", "if then")
     assert code == 2 and "syntax error" in err
+    # a script that would hold the cluster (unbounded loops, memory) is killed as the OOM killer would
+    assert run(cluster, fe, "sh", "-c", "x=a; while :; do x=$x$x; done") == (137, "", "Killed\n")
+    assert run(cluster, fe, "sh", "-c", "while :; do while :; do :; done; done")[0] == 137
 
 
 def test_commands_an_image_lacks_fail_as_runc_and_the_shell_say(cluster: SimCluster) -> None:
