@@ -204,12 +204,13 @@ def _volume_kind(ctx: StartContext, name: str | None) -> str:
 
 
 def _main_argv(ctx: StartContext) -> list[str]:
+    image = ctx.container.get("image", "")
     argv = list(ctx.container.get("command") or []) + list(ctx.container.get("args") or [])
     if not ctx.container.get("command") and argv and argv[0].startswith("-"):
         # flags alone: the image's entrypoint puts its server in front (mongo's `--auth` → `mongod --auth`)
-        argv = default_argv(ctx.container.get("image", "")) + argv
+        argv = default_argv(image) + argv
     if not argv:
-        argv = default_argv(ctx.container.get("image", ""))
+        argv = default_argv(image, ctx.container.get("name", ""))
     if argv and argv[0].rsplit("/", 1)[-1] == "docker-entrypoint.sh" and len(argv) > 1:
         argv = argv[1:]  # the entrypoint execs the server it starts
     return argv

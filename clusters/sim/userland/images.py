@@ -106,7 +106,7 @@ _FAMILY = {
     "ghcr.io/sregym/hotel-reservation": ("debian", PROCPS | NET),
 }
 _OTEL_DEMO = "ghcr.io/open-telemetry/demo"
-_OTEL_DISTROLESS = ("checkout", "product-catalog", "payment", "shipping", "fraud-detection", "accounting")
+_OTEL_DISTROLESS = ("checkout", "product-catalog", "payment", "shipping", "fraud-detection")
 _OTEL_ALPINE = ("cart", "currency", "frontend", "quote", "image-provider")
 _DEFAULT_PROGRAM = {"busybox": "sh", "alpine": "/bin/sh", "ubuntu": "bash", "debian": "bash"}
 
@@ -151,12 +151,15 @@ def userland_of(image: str) -> Userland:
     return Userland(family, frozenset(), programs, None)
 
 
-def default_argv(image: str) -> list[str]:
-    """What the image runs when the pod gives no command (its ENTRYPOINT + CMD)."""
+def default_argv(image: str, program: str = "") -> list[str]:
+    """What the image runs when the pod gives no command (its ENTRYPOINT + CMD); `program` names
+    the service binary of an application image whose registry entry lists no executables."""
     _load_builtin()
     repo, _, _ = normalize_image(image)
     info = IMAGES.get(repo)
     land = userland_of(image)
+    if info is not None and not info.executables and program:
+        return [program]
     if info is not None and info.executables:
         first = info.executables[0]
         if first not in ("sh", "bash") or land.family not in _DEFAULT_PROGRAM:

@@ -104,6 +104,8 @@ def http_answer(cluster: SimCluster, found: Dialed, method: str, target: str) ->
         return Answer(200, "It looks like you are trying to access MongoDB over HTTP on the native driver port.\n")
     if kind == "hotel":
         return _hotel(cluster, found, inst, method, path, query)
+    if kind == "graph":
+        return _graph(cluster, found, inst, method, path)
     image = found.container.image
     if "consul" in image:
         return _consul(cluster, found, path)
@@ -160,6 +162,32 @@ def _hotel(cluster: SimCluster, found: Dialed, inst: Any, method: str, path: str
         return outcome("HTTP POST /reservation") or Answer(200, json.dumps({"message": "Reserve successfully!"}),
                                                             "application/json")
     return Answer(404, "404 page not found\n")
+
+
+def _graph(cluster: SimCluster, found: Dialed, inst: dict[str, Any], method: str, path: str) -> Answer:
+    """A call-graph application's entry service (astronomy-shop's frontend-proxy...): the routes
+    its load generator sends answer as the last step of the call graph served them; its other
+    services speak gRPC or a protocol of their own."""
+    from clusters.sim.apps.graph import GRAPHS
+    graph = GRAPHS.get(inst.get("app", ""))
+    if graph is None:
+        return Answer(0, reset=True)
+    routes = [r for r in graph.routes if r.service == inst.get("svc")]
+    if not routes:
+        return Answer(0, reset=True)
+    ns = found.pod["metadata"]["namespace"] if found.pod else ""
+    prev = cluster.workload.graphs.state.get(ns, {}).get("prev", {})
+    for route in routes:
+        pattern = "^" + re.sub(r"\\\[[^\]]+\\\]", "[^/]+", re.escape(route.name.rstrip("/"))) + "/?$"
+        if route.method == method and re.match(pattern, path):
+            if prev.get((route.service, route.op), 1.0) < 0.5:
+                return Answer(503, "upstream connect error or disconnect/reset before headers. reset reason: "
+                                   "connection failure\n")
+            if path == "/":
+                return Answer(200, "<!DOCTYPE html><html><head><title>OTel demo</title></head><body>"
+                                   "<div id=\"__next\"></div></body></html>\n", "text/html; charset=utf-8")
+            return Answer(200, "[]" if method == "GET" else "{}", "application/json")
+    return Answer(404, "Not Found\n")
 
 
 def _geojson(hotels: tuple[tuple[str, str, str, float, float], ...]) -> str:

@@ -175,6 +175,10 @@ def head_tail(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> 
     texts, err, code = _inputs(sb, prog, files, stdin, env)
     out = ""
     for text in texts:
+        if "c" in values and values["c"].isdigit():
+            n = int(values["c"])
+            out += text[:n] if prog == "head" else (text[-n:] if n else "")
+            continue
         lines = _lines(text)
         if prog == "head":
             n = int(n_text) if n_text.lstrip("-").isdigit() else 10

@@ -113,3 +113,17 @@ def test_a_memory_limit_below_checkouts_working_set_oom_kills_it(sim: object) ->
     described = kubectl(sim, "describe", "pods", "-l", "app.kubernetes.io/component=checkout")
     assert "OOMKilled" in described
     assert prom(sim, f'sum(rate(locust_requests_num_failures{{namespace="{NS}",name="/api/checkout"}}[2m]))')[""] > 0
+
+
+def test_exec_meets_each_images_userland(sim: object) -> None:
+    """Distroless services have no shell; the Alpine-based ones have busybox, whose wget reaches
+    the shop through frontend-proxy as the load generator does."""
+    pods = kubectl(sim, "get", "pods", "-o", "name").split()
+
+    def pod(prefix: str) -> str:
+        return next(p.split("/", 1)[1] for p in pods if p.split("/", 1)[1].startswith(prefix + "-"))
+    out = run_kubectl(sim, "exec", pod("checkout"), "--", "sh", "-c", "ls", namespace=NS, check=False)
+    assert 'exec: "sh": executable file not found in $PATH' in out
+    out = kubectl(sim, "exec", pod("cart"), "--", "sh", "-c",
+                  "grep ^ID= /etc/os-release; wget -qO- http://frontend-proxy:8080/ | head -c 15")
+    assert out == "ID=alpine\n<!DOCTYPE html>"
