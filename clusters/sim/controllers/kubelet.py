@@ -703,13 +703,15 @@ class Kubelet:
                     self.cluster.logs.write(pod, c.name, outcome.stderr, now, stream="stderr")
                 self._exit(pod, rt, c, outcome, now)
             else:
-                # running until it exits (`sleep 3600`): ready meanwhile when it has no readiness probe
-                # (the run stage waits for next_at, so readiness is decided here)
+                # a command running until it exits (`sleep 3600`) is ready meanwhile when it has no
+                # readiness probe (the run stage waits for next_at, so readiness is decided here); a
+                # modelled program's delayed exit is a crash at start-up and never serves
                 c.pending_exit = outcome
                 c.next_at = now + outcome.after
-                c.ready_at = now
-                c.ready = not c.init and not any(s.get("readinessProbe") for s in pod["spec"].get("containers", [])
-                                                 if s.get("name") == c.name)
+                if model is None:
+                    c.ready_at = now
+                    c.ready = not c.init and not c.ephemeral and not any(
+                        s.get("readinessProbe") for s in pod["spec"].get("containers", []) if s.get("name") == c.name)
                 self.cluster.wake_at(c.next_at)
 
     def _check_memory_at_start(self, pod: Obj, rt: PodRt, c: Ctr, now: float) -> None:
