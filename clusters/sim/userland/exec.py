@@ -81,7 +81,7 @@ class Sandbox:
         other = rt.containers.get(target) if target else None
         if other is not None and other.state == "running":
             # `kubectl debug --target`: the debug container joins the target's process namespace
-            spec = next((s for s in ctx.pod["spec"].get("containers", []) if s["name"] == target), {})
+            spec: dict[str, Any] = next((s for s in ctx.pod["spec"].get("containers", []) if s["name"] == target), {})
             own = dataclasses.replace(ctx, container=spec)
             self.procs = [Process(1, _main_argv(own), other.cpu_seconds, other.memory, other.started_at or 0.0),
                           Process(self.next_pid - 1, self.main_argv, c.cpu_seconds, c.memory, c.started_at or 0.0)]

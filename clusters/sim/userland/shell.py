@@ -220,7 +220,7 @@ class Parser:
         return seq
 
     def sequence(self, stop: tuple[str, ...]) -> Seq:
-        items = []
+        items: list[Any] = []
         while True:
             self.skip_newlines()
             while self.is_op(";"):
@@ -421,19 +421,21 @@ class Shell:
     def run(self, node: Any, stdin: str) -> tuple[int, str, str]:
         self._spend(len(stdin))
         if isinstance(node, Seq):
-            out, err, code = [], [], 0
+            outs: list[str] = []
+            errs: list[str] = []
+            code = 0
             for item in node.items:
                 try:
                     code, o, e = self.run(item, stdin)
                 except ExitShell as ex:
-                    ex.out = "".join(out) + getattr(ex, "out", "")  # type: ignore[attr-defined]
-                    ex.err = "".join(err) + getattr(ex, "err", "")  # type: ignore[attr-defined]
+                    ex.out = "".join(outs) + getattr(ex, "out", "")  # type: ignore[attr-defined]
+                    ex.err = "".join(errs) + getattr(ex, "err", "")  # type: ignore[attr-defined]
                     raise
-                out.append(o)
-                err.append(e)
+                outs.append(o)
+                errs.append(e)
                 stdin = ""  # only the first command reads the shell's own stdin
             self.status = code
-            return code, "".join(out), "".join(err)
+            return code, "".join(outs), "".join(errs)
         if isinstance(node, AndOr):
             code, out, err = self.run(node.first, stdin)
             for op, pipe in node.rest:
@@ -443,14 +445,14 @@ class Shell:
             self.status = code
             return code, out, err
         if isinstance(node, Pipeline):
-            data, errs, code = stdin, "", 0
+            data, piped_err, code = stdin, "", 0
             for cmd in node.cmds:
                 code, data, e = self.run(cmd, data)
-                errs += e
+                piped_err += e
             if node.negate:
                 code = 0 if code else 1
             self.status = code
-            return code, data, errs
+            return code, data, piped_err
         if isinstance(node, If):
             out = err = ""
             for cond, body in node.branches:
@@ -757,12 +759,12 @@ class Shell:
             names = [a for a in argv[1:] if not a.startswith("-")] or ["REPLY"]
             line = stdin.split("\n", 1)[0] if stdin else ""
             parts = line.split(None, len(names) - 1)
-            for k, name in enumerate(names):
-                self.env[name] = parts[k] if k < len(parts) else ""
+            for i, name in enumerate(names):
+                self.env[name] = parts[i] if i < len(parts) else ""
             return (0 if stdin else 1), "", ""
         if cmd == "shift":
-            k = int(argv[1]) if len(argv) > 1 else 1
-            self.args = self.args[:1] + self.args[1 + k:]
+            count = int(argv[1]) if len(argv) > 1 else 1
+            self.args = self.args[:1] + self.args[1 + count:]
             return 0, "", ""
         if cmd == "eval":
             sub = " ".join(argv[1:])

@@ -9,7 +9,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from clusters.sim.userland import net
@@ -281,7 +281,7 @@ def sort(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Resul
     key_field = values.get("k", "")
     sep = values.get("t")
 
-    def key(line: str) -> object:
+    def key(line: str) -> Any:
         text = line
         if key_field:
             idx = int(key_field.split(",")[0].rstrip("nr")) - 1
