@@ -122,10 +122,10 @@ def spdy_session(rfile: BinaryIO, wfile: BinaryIO, sock: Any, *, streams: list[s
         if code is None:
             return
         result = (code, "", "")
-    code, out, err = _outcome(result, b"".join(stdin).decode(errors="replace"))
+    code, out, err = _outcome(result, b"".join(stdin).decode("utf-8", "surrogateescape"))
     for kind, text in (("stdout", out), ("stderr", err)):
         if kind in ids:
-            data = text.encode()
+            data = text.encode("utf-8", "surrogateescape")
             for i in range(0, len(data), _CHUNK):
                 wfile.write(_data(ids[kind], 0, data[i:i + _CHUNK]))
     wfile.write(_data(ids["error"], 0, json.dumps(exit_status(code, command)).encode()))
@@ -157,7 +157,7 @@ def _spdy_follow(rfile: BinaryIO, wfile: BinaryIO, sock: Any, ids: dict[str, int
     while True:
         text, code = follow.poll()
         if text and "stdout" in ids:
-            wfile.write(_data(ids["stdout"], 0, text.encode()))
+            wfile.write(_data(ids["stdout"], 0, text.encode("utf-8", "surrogateescape")))
             wfile.flush()
         if code is not None:
             return code
@@ -181,7 +181,7 @@ def _ws_follow(rfile: BinaryIO, wfile: BinaryIO, sock: Any, follow: Follow, base
     while True:
         text, code = follow.poll()
         if text:
-            part = text.encode()
+            part = text.encode("utf-8", "surrogateescape")
             wfile.write(_ws_frame(1, b"1" + base64.b64encode(part)) if base64_mode else _ws_frame(2, b"\x01" + part))
             wfile.flush()
         if code is not None:
@@ -279,7 +279,7 @@ def _ws_stdin(rfile: BinaryIO, wfile: BinaryIO, sock: Any, protocol: str, timeou
             break
         if chan == 0:
             data.append(body)
-    return b"".join(data).decode(errors="replace")
+    return b"".join(data).decode("utf-8", "surrogateescape")
 
 
 def _outcome(result: Result, stdin: str) -> tuple[int, str, str]:
@@ -305,7 +305,7 @@ def websocket_session(rfile: BinaryIO, wfile: BinaryIO, sock: Any, *, result: Re
     stdin = _ws_stdin(rfile, wfile, sock, protocol, stdin_timeout) if callable(result) else ""
     code, out, err = _outcome(result, stdin)
     for channel, text in ((1, out), (2, err)):
-        data = text.encode()
+        data = text.encode("utf-8", "surrogateescape")
         for i in range(0, len(data), _CHUNK):
             part = data[i:i + _CHUNK]
             if base64_mode:

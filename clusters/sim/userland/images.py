@@ -15,12 +15,12 @@ BUSYBOX = frozenset({
     "sh", "ash", "cat", "ls", "env", "printenv", "echo", "printf", "ps", "hostname", "nslookup", "wget", "df", "free",
     "top", "date", "grep", "egrep", "head", "tail", "wc", "sort", "uniq", "cut", "tr", "sed", "awk", "sleep", "true",
     "false", "id", "whoami", "uname", "pwd", "test", "[", "which", "uptime", "base64", "seq", "tee", "basename",
-    "dirname", "nc", "ping", "kill", "touch", "mkdir", "rm", "xargs", "mount", "stat", "du", "netstat", "busybox"})
+    "dirname", "nc", "ping", "kill", "touch", "mkdir", "rm", "xargs", "mount", "stat", "du", "netstat", "busybox", "tar"})
 COREUTILS = frozenset({
     "sh", "dash", "bash", "cat", "ls", "env", "printenv", "echo", "printf", "hostname", "df", "date", "grep", "egrep",
     "head", "tail", "wc", "sort", "uniq", "cut", "tr", "sed", "awk", "mawk", "sleep", "true", "false", "id", "whoami",
     "uname", "pwd", "test", "[", "which", "base64", "seq", "tee", "basename", "dirname", "touch", "mkdir", "rm",
-    "xargs", "mount", "stat", "du", "getent"})
+    "xargs", "mount", "stat", "du", "getent", "tar"})
 PROCPS = frozenset({"ps", "free", "top", "uptime", "kill"})
 NET = frozenset({"curl", "wget"})
 

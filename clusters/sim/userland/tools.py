@@ -1124,3 +1124,56 @@ def ping(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Resul
     return 0, head + lines + (f"\n--- {host} ping statistics ---\n{count} packets transmitted, {count} packets received, "
                               "0% packet loss\nround-trip min/avg/max = 0.080/0.101/0.122 ms\n"), ""
 
+
+
+# -- archives (what `kubectl cp` runs in the container) ----------------------------------------------
+@tool("tar")
+def tar(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Result:
+    """`tar cf - PATH...` (kubectl cp from a pod) and `tar xf - [-C DIR]` (kubectl cp to a pod)."""
+    import io
+    import tarfile
+    args = argv[1:]
+    mode = args[0].lstrip("-") if args else ""
+    rest = args[1:]
+    directory = env.get("PWD", "/")
+    if "-C" in rest:
+        i = rest.index("-C")
+        directory = rest[i + 1] if i + 1 < len(rest) else directory
+        rest = rest[:i] + rest[i + 2:]
+    files = [a for a in rest if a != "-" and not a.startswith("-")]
+    if "c" in mode:
+        buf = io.BytesIO()
+        err, code = "", 0
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as archive:
+            for f in files:
+                path = _abs(sb, f, env)
+                members = [path] if sb.fs.read(path) is not None else sorted(
+                    p for p in list(sb.fs.files) + list(sb.fs.written) if p.startswith(path.rstrip("/") + "/"))
+                if not members:
+                    err += f"tar: {f}: Cannot stat: No such file or directory\n"
+                    code = 2
+                for member in members:
+                    data = (sb.fs.read(member) or "").encode()
+                    info = tarfile.TarInfo(member.lstrip("/"))
+                    info.size, info.mtime, info.mode = len(data), int(sb.now), 0o644
+                    archive.addfile(info, io.BytesIO(data))
+        if code and not _busybox(sb):
+            err += "tar: Exiting with failure status due to previous errors\n"
+        # bytes that are not UTF-8 survive as surrogates, which the exec stream writes back as they were
+        return code, buf.getvalue().decode("utf-8", "surrogateescape"), ("tar: Removing leading `/' from member names\n"
+                                                        if files and files[0].startswith("/") and not _busybox(sb) else "") + err
+    if "x" in mode:
+        try:
+            with tarfile.open(fileobj=io.BytesIO(stdin.encode("utf-8", "surrogateescape")), mode="r:*") as archive:
+                for member in archive.getmembers():
+                    if not member.isfile():
+                        continue
+                    extracted = archive.extractfile(member)
+                    text = extracted.read().decode(errors="replace") if extracted else ""
+                    msg = sb.fs.write_checked(_abs(sb, directory.rstrip("/") + "/" + member.name, env), text)
+                    if msg:
+                        return 2, "", f"tar: {member.name}: Cannot open: {msg}\n"
+        except tarfile.TarError:
+            return 2, "", "tar: This does not look like a tar archive\n"
+        return 0, "", ""
+    return 2, "", "tar: You must specify one of the '-Acdtrux', '--delete' or '--test-label' options\n"

@@ -72,6 +72,15 @@ def test_exec_reads_stdin(hotel: object, kubectl_binary: Path) -> None:
     assert (out.returncode, out.stdout) == (4, f"from-stdin\n{len(fe)}\n")
 
 
+def test_cp_both_ways_through_tar_in_the_container(hotel: object, kubectl_binary: Path, tmp_path: Path) -> None:
+    fe = pod_of(hotel, "frontend")
+    kube(hotel, kubectl_binary, "cp", f"{fe}:/etc/resolv.conf", str(tmp_path / "resolv.conf"))
+    assert (tmp_path / "resolv.conf").read_text().startswith(f"search {NS}.svc.cluster.local ")
+    (tmp_path / "note.txt").write_text("uploaded é\n")
+    kube(hotel, kubectl_binary, "cp", str(tmp_path / "note.txt"), f"{fe}:/tmp/note.txt")
+    assert kube(hotel, kubectl_binary, "exec", fe, "--", "cat", "/tmp/note.txt").stdout == "uploaded é\n"
+
+
 def test_mongo_shell_answers_from_the_model(hotel: object, kubectl_binary: Path) -> None:
     geo = pod_of(hotel, "mongodb-geo")
     out = kube(hotel, kubectl_binary, "exec", geo, "--", "mongo", "geo-db", "-u", "admin", "-p", "admin",
