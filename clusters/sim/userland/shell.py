@@ -350,8 +350,6 @@ class Parser:
             if t.kind == "redir":
                 redirs.append(self._redir())
                 continue
-            if words and t.text in ("}",) and False:
-                break
             m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", t.text, re.S)
             if not words and m:
                 assigns.append((m.group(1), m.group(2)))
@@ -729,7 +727,7 @@ class Shell:
 
     def builtin(self, argv: list[str], stdin: str, env: dict[str, str]) -> tuple[int, str, str]:
         cmd = argv[0]
-        if cmd in (":", "true") and cmd == ":":
+        if cmd == ":":
             return 0, "", ""
         if cmd == "exit":
             raise ExitShell(int(argv[1]) if len(argv) > 1 and argv[1].lstrip("-").isdigit() else self.status)
