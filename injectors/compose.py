@@ -70,8 +70,18 @@ class ProblemInjection:
         injector.recover(cluster, injection)
 
     def active(self, cluster: ClusterHandle) -> list[bool]:
-        """Each fault's own check, in the problem's fault order (triggers are never active)."""
-        return [bool(injector.is_active(cluster, injection)) for injector, injection in self.injectors]
+        """Each fault's own check (does it still affect what runs?), in the problem's fault order
+        (triggers never do)."""
+        return [bool(injector.affects(cluster, injection)) for injector, injection in self.injectors]
+
+    def restart_targets(self) -> list[str]:
+        """The workloads a lasting fix must survive one restart of ("Kind/namespace/name")."""
+        out: list[str] = []
+        for injector, injection in self.injectors:
+            if self._is_trigger(injector):
+                continue
+            out += [t for t in injector.restart_targets(injection) if t not in out]
+        return out
 
     def replay_trigger(self, cluster: ClusterHandle, namespace: str, duration: float) -> None:
         """Replays every trigger of the problem for `duration` seconds of cluster time, then

@@ -6,8 +6,16 @@ After a window of cluster time it requires, each as a named check:
 - the system side: every deployment and statefulset of the baseline (captured after deploy,
   before injection) still there, not scaled below its baseline, ready; the load generator
   untouched; no crash-looping or pending pods; no firing alert of the application namespace;
-- the fault's own check: each injected root cause no longer active; for metastable problems the
-  trigger is replayed and the system must recover by itself.
+- lasting, not propped up: no paused rollout; every workload's rollout complete at its current
+  generation (observed generation, every replica updated, no old ReplicaSet still serving pods
+  its template would not make); the health checks hold at every sample of the window, not only
+  at its end, with no container restarting meanwhile;
+- the fault's own check: no injected root cause still affects what runs (each injector's
+  `affects`: a pod still under the experiment, the workload still on the faulty node, the
+  injected value still in the template, found by the container's index, not its name); for
+  metastable problems the trigger is replayed and the system must recover by itself;
+- surviving a restart: once everything else holds, the oracle restarts the faulted workloads
+  itself (a rollout restart with the farm's credentials) and requires the checks to hold again.
 """
 
 from __future__ import annotations
@@ -34,6 +42,9 @@ REPLAY_TRIGGER_S = 60.0  # how long a replayed metastable trigger stays in place
 NON_FAILURE_ALERTS = frozenset({"Watchdog", "InfoInhibitor", "HighRequestRate"})
 ALERT_GRACE_S = 300.0  # alerts over 5-minute rates may lag a real fix by that much
 ALERT_STEP_S = 60.0
+WINDOW_SAMPLES = 3  # the health checks are read this many times over the window (the last at its end)
+RESTART_SETTLE_S = 45.0  # cluster time a restarted workload gets to roll out before the re-check
+RESTART_WINDOW_S = 60.0  # then the clients' success is read over this much more
 
 _http: httpx.Client | None = None
 
@@ -66,6 +77,14 @@ class Baseline(BaseModel):
 def _template_hash(obj: dict[str, Any]) -> str:
     template = (obj.get("spec") or {}).get("template") or {}
     return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _comparable_template(template: dict[str, Any]) -> str:
+    """A pod template as its ReplicaSets carry it: without the hash label the controller adds."""
+    t = json.loads(json.dumps(template))
+    labels = (t.get("metadata") or {}).get("labels") or {}
+    labels.pop("pod-template-hash", None)
+    return json.dumps(t, sort_keys=True)
 
 
 def _window(seconds: float) -> str:
@@ -155,12 +174,34 @@ class MitigationOracle:
             if not ok:
                 why.append(reason)
 
-        cluster.advance(self.spec.window_seconds)
+        restarts0 = self._restart_counts(cluster, namespace)
+        dips: list[str] = []
+        for i in range(WINDOW_SAMPLES):
+            cluster.advance(self.spec.window_seconds / WINDOW_SAMPLES)
+            if i < WINDOW_SAMPLES - 1:
+                sample: dict[str, bool] = {}
+                reasons: list[str] = []
+
+                def note(name: str, ok: bool, reason: str, sample: dict[str, bool] = sample,
+                         reasons: list[str] = reasons) -> None:
+                    sample[name] = ok
+                    if not ok:
+                        reasons.append(reason)
+
+                self._system_side(cluster, namespace, baseline, note)
+                if reasons:
+                    dips.append(f"at {int((i + 1) * self.spec.window_seconds / WINDOW_SAMPLES)} s: {reasons[0]}")
         success, rate = self._client_side(cluster, check, baseline)
         self._system_side(cluster, namespace, baseline, check)
+        self._rollouts(cluster, namespace, check)
+        restarted = [f"{pod}/{c} +{n - restarts0[(pod, c)]}" for (pod, c), n in
+                     self._restart_counts(cluster, namespace).items() if n > restarts0.get((pod, c), n)]
+        check("healthy_throughout", not dips and not restarted,
+              "the healthy state did not hold over the window: "
+              + "; ".join(dips[:2] + ([f"containers restarted: {', '.join(restarted[:4])}"] if restarted else [])))
         active = [bool(a) for a in problem_injection.active(cluster)] if problem_injection is not None else []
         check("fault_resolved", not any(active),
-              f"{sum(active)} of {len(active)} injected root causes are still in place")
+              f"{sum(active)} of {len(active)} injected root causes still affect the running system")
         # Give lagging alerts their grace only when nothing else failed: the verdict is settled otherwise.
         firing = self._settled_alerts(cluster, namespace, baseline,
                                       grace=ALERT_GRACE_S if all(checks.values()) else 0.0)
@@ -172,6 +213,11 @@ class MitigationOracle:
             recovered = self._replay(cluster, namespace, problem_injection, check, baseline)
             check("recovers_after_trigger_replay", recovered,
                   "after the trigger was replayed the system did not recover by itself")
+        targets = problem_injection.restart_targets() if hasattr(problem_injection, "restart_targets") else []
+        if targets and all(checks.values()):
+            broken = self._after_restart(cluster, namespace, baseline, targets, problem_injection)
+            check("survives_restart", not broken,
+                  f"after the oracle restarted {', '.join(t.split('/', 2)[2] for t in targets)}: {'; '.join(broken[:3])}")
         passed = bool(checks) and all(checks.values())
         return MitigationVerdict(passed=passed, success_rate=success, checks=checks,
                                  detail="; ".join(why) if why else f"all {len(checks)} checks hold")
@@ -239,6 +285,84 @@ class MitigationOracle:
         check("no_crashlooping_pods", not crashing, f"failing pods: {', '.join(crashing)}")
         check("no_pending_pods", not pending, f"pending pods: {', '.join(pending)}")
 
+
+    @staticmethod
+    def _restart_counts(cluster: ClusterHandle, namespace: str) -> dict[tuple[str, str], int]:
+        out = {}
+        for pod in MitigationOracle._pods(cluster, namespace):
+            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+                out[(pod["metadata"]["name"], cs.get("name", "?"))] = int(cs.get("restartCount") or 0)
+        return out
+
+    def _rollouts(self, cluster: ClusterHandle, namespace: str, check: Any) -> None:
+        """A fix the controllers have finished and will keep: nothing paused, every rollout done at
+        the workload's current generation, no old ReplicaSet serving pods of another template
+        (pausing a deployment and deleting its new ReplicaSet keeps old pods serving a template
+        that no longer exists)."""
+        from injectors.kube import Kube
+
+        kube = Kube(cluster)
+        paused, unfinished, stale = [], [], []
+        workloads = self._workloads(cluster, namespace)
+        replica_sets = kube.list("ReplicaSet", namespace)
+        for (kind, name), obj in sorted(workloads.items()):
+            spec, status, meta = obj.get("spec") or {}, obj.get("status") or {}, obj.get("metadata") or {}
+            want = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
+            if kind == "Deployment" and spec.get("paused"):
+                paused.append(name)
+            if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0) or (
+                    want > 0 and int(status.get("updatedReplicas") or 0) < want) or (
+                    int(status.get("replicas") or 0) > want):
+                unfinished.append(f"{kind}/{name}")
+            if kind != "Deployment":
+                continue
+            template = _comparable_template(spec.get("template") or {})
+            for rs in replica_sets:
+                owners = (rs.get("metadata") or {}).get("ownerReferences") or []
+                if not any(o.get("uid") == meta.get("uid") for o in owners):
+                    continue
+                if int((rs.get("status") or {}).get("replicas") or 0) > 0 and \
+                        _comparable_template((rs.get("spec") or {}).get("template") or {}) != template:
+                    stale.append(f"{rs['metadata']['name']} (of {name})")
+        check("no_paused_rollout", not paused, f"paused rollouts: {', '.join(paused)}")
+        check("rollouts_complete", not unfinished and not stale,
+              "rollouts not complete at the current generation: "
+              + ", ".join(unfinished + [f"old ReplicaSet {s} still serving" for s in stale]))
+
+    def _after_restart(self, cluster: ClusterHandle, namespace: str, baseline: Baseline, targets: list[str],
+                       problem_injection: Any) -> list[str]:
+        """Restart the faulted workloads as their owners would (a rollout restart, with the farm's
+        credentials), let them roll out, and say what no longer holds."""
+        import datetime as dt
+
+        from injectors.kube import Kube
+        from injectors.workload import restart_patch
+
+        kube = Kube(cluster)
+        when = dt.datetime.fromtimestamp(cluster.now(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        for target in targets:
+            kind, ns, name = target.split("/", 2)
+            if kube.find(kind, ns, name) is not None:
+                kube.patch(kind, ns, name, restart_patch(when))
+        cluster.advance(RESTART_SETTLE_S)
+        broken: list[str] = []
+
+        def note(name: str, ok: bool, reason: str) -> None:
+            if not ok:
+                broken.append(reason)
+
+        self._system_side(cluster, namespace, baseline, note)
+        self._rollouts(cluster, namespace, note)
+        if problem_injection is not None and any(problem_injection.active(cluster)):
+            broken.append("the fault affects the running system again")
+        cluster.advance(RESTART_WINDOW_S)
+        try:
+            success, rate = self._rates(cluster, RESTART_WINDOW_S)
+        except (httpx.HTTPError, RuntimeError, ValueError, KeyError):
+            success = rate = None
+        if success is None or rate is None or success < self.spec.success_rate:
+            broken.append(f"client success rate {success if success is not None else 'none'}")
+        return broken
 
     def _failure_alerts(self, cluster: ClusterHandle, namespace: str, known: Any) -> list[str]:
         alerts = self._prometheus(cluster, "/api/v1/alerts", {}).get("alerts") or []

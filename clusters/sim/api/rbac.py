@@ -172,9 +172,14 @@ def agent_role_rules() -> list[dict[str, Any]]:
 
 
 def agent_cluster_rules() -> list[dict[str, Any]]:
-    """Read-only view of the cluster-scoped objects an SRE needs to diagnose (nodes, volumes, classes)."""
+    """A view of the cluster-scoped objects an SRE needs to diagnose (nodes, volumes, classes),
+    and what an SRE on call may do to a node: cordon and uncordon it, taint it (a patch). Taking
+    a workload off a broken node is the fix of every node and disk fault; deleting or replacing a
+    node, and reading pods of other namespaces, stay out of reach (so `drain` is not, and
+    deleting the workload's own pods after a cordon is how they leave)."""
     return [
         _rule([""], ["nodes", "persistentvolumes"], _READ),
+        _rule([""], ["nodes"], ["patch"]),
         _rule(["storage.k8s.io"], ["storageclasses"], _READ),
         _rule(["scheduling.k8s.io"], ["priorityclasses"], _READ),
         _rule(["metrics.k8s.io"], ["nodes"], _READ),
