@@ -102,21 +102,28 @@ class ProblemInjection:
     def ground_truth(self) -> GroundTruth:
         """The problem's ground truth with what only injection decides filled in: `{node}` is the
         node a node-level fault landed on. Give this to the judge rather than the raw one."""
-        nodes = [inj.saved["node"] for _, inj in self.injectors if isinstance(inj.saved.get("node"), str)]
         truth = self.problem.ground_truth
-        if not nodes:
+        if not self._nodes():
             return truth
+        return GroundTruth.model_validate(self.fill(truth.model_dump()))
 
-        def fill(value: Any) -> Any:
-            if isinstance(value, str):
-                return value.replace("{node}", nodes[0])
-            if isinstance(value, list):
-                return [fill(v) for v in value]
-            if isinstance(value, dict):
-                return {k: fill(v) for k, v in value.items()}
+    def _nodes(self) -> list[str]:
+        return [inj.saved["node"] for _, inj in self.injectors if isinstance(inj.saved.get("node"), str)]
+
+    def fill(self, value: Any) -> Any:
+        """`value` (text, or lists and mappings of it) with `{node}` replaced by the node the
+        problem's node-level fault landed on: a reference mitigation's `cordon {node}` names the
+        node an agent finds with `get pods -o wide`."""
+        nodes = self._nodes()
+        if not nodes:
             return value
-
-        return GroundTruth.model_validate(fill(truth.model_dump()))
+        if isinstance(value, str):
+            return value.replace("{node}", nodes[0])
+        if isinstance(value, list):
+            return [self.fill(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.fill(v) for k, v in value.items()}
+        return value
 
 
 class NoiseRunner:

@@ -45,6 +45,7 @@ ALERT_STEP_S = 60.0
 WINDOW_SAMPLES = 3  # the health checks are read this many times over the window (the last at its end)
 RESTART_SETTLE_S = 45.0  # cluster time a restarted workload gets to roll out before the re-check
 RESTART_WINDOW_S = 60.0  # then the clients' success is read over this much more
+RESTART_MAX_S = 300.0  # the longest a restarted rollout may take
 
 _http: httpx.Client | None = None
 
@@ -164,8 +165,15 @@ class MitigationOracle:
         )
 
     # -- verdict ---------------------------------------------------------------------------
+    # Checks that no amount of waiting changes (nothing but an actor undoes a deletion, a scale
+    # down, a pause or a fault still in the template): `fail_fast` reads them before the window.
+    STATIC_CHECKS = frozenset({"workloads_present", "replicas_not_reduced", "load_generator_intact",
+                               "no_paused_rollout", "fault_resolved"})
+
     def evaluate(self, cluster: ClusterHandle, namespace: str, baseline: Baseline,
-                 problem_injection: Any) -> MitigationVerdict:
+                 problem_injection: Any, fail_fast: bool = False) -> MitigationVerdict:
+        """The verdict after the window. `fail_fast`: when a check that waiting cannot change
+        already fails, the verdict is that failure, without the window (validation's non-fixes)."""
         checks: dict[str, bool] = {}
         why: list[str] = []
 
@@ -173,6 +181,21 @@ class MitigationOracle:
             checks[name] = ok
             if not ok:
                 why.append(reason)
+
+        if fail_fast:
+            def static(name: str, ok: bool, reason: str) -> None:
+                if name in self.STATIC_CHECKS:
+                    check(name, ok, reason)
+
+            self._system_side(cluster, namespace, baseline, static)
+            self._rollouts(cluster, namespace, static)
+            active = [bool(a) for a in problem_injection.active(cluster)] if problem_injection is not None else []
+            static("fault_resolved", not any(active),
+                   f"{sum(active)} of {len(active)} injected root causes still affect the running system")
+            if not all(checks.values()):
+                return MitigationVerdict(passed=False, success_rate=None, checks=checks, detail="; ".join(why))
+            checks.clear()
+            why.clear()
 
         restarts0 = self._restart_counts(cluster, namespace)
         dips: list[str] = []
@@ -344,7 +367,20 @@ class MitigationOracle:
             kind, ns, name = target.split("/", 2)
             if kube.find(kind, ns, name) is not None:
                 kube.patch(kind, ns, name, restart_patch(when))
-        cluster.advance(RESTART_SETTLE_S)
+        # Until the restarted rollouts are done (slow starters take minutes), at most RESTART_MAX_S.
+        waited = 0.0
+        while True:
+            cluster.advance(RESTART_SETTLE_S)
+            waited += RESTART_SETTLE_S
+            pending: list[str] = []
+
+            def unfinished(name: str, ok: bool, reason: str, pending: list[str] = pending) -> None:
+                if not ok:
+                    pending.append(name)
+
+            self._rollouts(cluster, namespace, unfinished)
+            if not pending or waited >= RESTART_MAX_S:
+                break
         broken: list[str] = []
 
         def note(name: str, ok: bool, reason: str) -> None:
