@@ -59,16 +59,16 @@ def main() -> int:
         pid = cluster.process.pid  # type: ignore[attr-defined]
         sim0 = process_cpu(pid)
         per_step: dict[str, list[float]] = {}  # step → [count, validator s, sim s, kubectl s]
-        mark = [time.process_time(), process_cpu(pid), _children_cpu()]
+        last = [time.process_time(), process_cpu(pid), _children_cpu()]
 
         def on_step(_problem: str, outcome: object) -> None:
             now = [time.process_time(), process_cpu(pid), _children_cpu()]
             row = per_step.setdefault(outcome.name, [0, 0.0, 0.0, 0.0])  # type: ignore[attr-defined]
             row[0] += 1
-            row[1] += now[0] - mark[0]
-            row[2] += now[1] - mark[1]
-            row[3] += now[2] - mark[2]
-            mark[:] = now
+            row[1] += now[0] - last[0]
+            row[2] += now[1] - last[1]
+            row[3] += now[2] - last[2]
+            last[:] = now
 
         validator = Validator(cluster, on_step=on_step)
         passed = skipped = 0
@@ -76,7 +76,7 @@ def main() -> int:
         per_app: dict[str, list[float]] = {}  # app → [problems, passed, validator s, sim s, kubectl s]
         for problem in problems:
             sim_before, cpu_before, wall_before = process_cpu(pid), time.process_time(), time.perf_counter()
-            mark[:] = [cpu_before, sim_before, _children_cpu()]
+            last[:] = [cpu_before, sim_before, _children_cpu()]
             kids_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             result = validator.validate(problem)
             cluster_s += result.cluster_seconds

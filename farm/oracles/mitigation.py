@@ -43,7 +43,7 @@ NON_FAILURE_ALERTS = frozenset({"Watchdog", "InfoInhibitor", "HighRequestRate"})
 ALERT_GRACE_S = 300.0  # alerts over 5-minute rates may lag a real fix by that much
 ALERT_STEP_S = 60.0
 WINDOW_SAMPLES = 3  # the health checks are read this many times over the window (the last at its end)
-RESTART_SETTLE_S = 45.0  # cluster time a restarted workload gets to roll out before the re-check
+RESTART_SETTLE_S = 15.0  # steps of cluster time a restarted workload gets to roll out, until it has
 RESTART_WINDOW_S = 60.0  # then the clients' success is read over this much more
 RESTART_MAX_S = 300.0  # the longest a restarted rollout may take
 
@@ -187,8 +187,8 @@ class MitigationOracle:
                 if name in self.STATIC_CHECKS:
                     check(name, ok, reason)
 
-            self._system_side(cluster, namespace, baseline, static)
-            self._rollouts(cluster, namespace, static)
+            self._rollouts(cluster, namespace, static,
+                           self._system_side(cluster, namespace, baseline, static, pods=False))
             active = [bool(a) for a in problem_injection.active(cluster)] if problem_injection is not None else []
             static("fault_resolved", not any(active),
                    f"{sum(active)} of {len(active)} injected root causes still affect the running system")
@@ -215,8 +215,7 @@ class MitigationOracle:
                 if reasons:
                     dips.append(f"at {int((i + 1) * self.spec.window_seconds / WINDOW_SAMPLES)} s: {reasons[0]}")
         success, rate = self._client_side(cluster, check, baseline)
-        self._system_side(cluster, namespace, baseline, check)
-        self._rollouts(cluster, namespace, check)
+        self._rollouts(cluster, namespace, check, self._system_side(cluster, namespace, baseline, check))
         restarted = [f"{pod}/{c} +{n - restarts0[(pod, c)]}" for (pod, c), n in
                      self._restart_counts(cluster, namespace).items() if n > restarts0.get((pod, c), n)]
         check("healthy_throughout", not dips and not restarted,
@@ -264,7 +263,10 @@ class MitigationOracle:
               f"{self.spec.success_rate} over {_window(self.spec.window_seconds)}")
         return success, rate
 
-    def _system_side(self, cluster: ClusterHandle, namespace: str, baseline: Baseline, check: Any) -> None:
+    def _system_side(self, cluster: ClusterHandle, namespace: str, baseline: Baseline, check: Any,
+                     pods: bool = True) -> dict[tuple[str, str], dict[str, Any]]:
+        """The workload and pod checks; returns the workloads it read. `pods=False`: the workload
+        checks alone (what fail_fast needs)."""
         now = self._workloads(cluster, namespace)
         missing, reduced, unready = [], [], []
         for w in baseline.workloads:
@@ -290,6 +292,8 @@ class MitigationOracle:
             and int((lg.get("spec") or {}).get("replicas", 1) or 0) >= max(1, baseline.load_generator_replicas))
         check("load_generator_intact", intact,
               f"the load generator {baseline.load_generator} was removed, scaled down or changed")
+        if not pods:
+            return now
 
         crashing, pending = [], []
         # The application's other namespaces (its operator's) are part of it: a broken operator is not healthy.
@@ -307,6 +311,7 @@ class MitigationOracle:
                         crashing.append(f"{name} ({reason})")
         check("no_crashlooping_pods", not crashing, f"failing pods: {', '.join(crashing)}")
         check("no_pending_pods", not pending, f"pending pods: {', '.join(pending)}")
+        return now
 
 
     @staticmethod
@@ -317,7 +322,8 @@ class MitigationOracle:
                 out[(pod["metadata"]["name"], cs.get("name", "?"))] = int(cs.get("restartCount") or 0)
         return out
 
-    def _rollouts(self, cluster: ClusterHandle, namespace: str, check: Any) -> None:
+    def _rollouts(self, cluster: ClusterHandle, namespace: str, check: Any,
+                  workloads: dict[tuple[str, str], dict[str, Any]] | None = None) -> None:
         """A fix the controllers have finished and will keep: nothing paused, every rollout done at
         the workload's current generation, no old ReplicaSet serving pods of another template
         (pausing a deployment and deleting its new ReplicaSet keeps old pods serving a template
@@ -326,7 +332,7 @@ class MitigationOracle:
 
         kube = Kube(cluster)
         paused, unfinished, stale = [], [], []
-        workloads = self._workloads(cluster, namespace)
+        workloads = workloads if workloads is not None else self._workloads(cluster, namespace)
         replica_sets = kube.list("ReplicaSet", namespace)
         for (kind, name), obj in sorted(workloads.items()):
             spec, status, meta = obj.get("spec") or {}, obj.get("status") or {}, obj.get("metadata") or {}
