@@ -201,6 +201,15 @@ class Mutation(Fault):
         re-created object from the one faulted."""
         return {}
 
+    def restart_targets(self, injection: Injection) -> list[str]:
+        """A fault in a workload's pod template: the fixed template must survive a restart. A fault
+        elsewhere in the object (its replica count) has nothing a restart would test."""
+        ref = injection.saved.get("ref", "")
+        path = injection.saved.get("path") or []
+        if ref.split("/", 1)[0] in ("Deployment", "StatefulSet") and path[:2] == ["spec", "template"]:
+            return [ref]
+        return []
+
     def extra(self, obj: Obj) -> list[tuple[list[Any], Any]]:
         """Further fragments that go with the main one (restored with it, not checked)."""
         return []

@@ -197,7 +197,7 @@ class MitigationOracle:
             checks.clear()
             why.clear()
 
-        restarts0 = self._restart_counts(cluster, namespace)
+        restarts0 = self._restart_counts(cluster, namespace, ready_only=True)
         dips: list[str] = []
         for i in range(WINDOW_SAMPLES):
             cluster.advance(self.spec.window_seconds / WINDOW_SAMPLES)
@@ -216,6 +216,7 @@ class MitigationOracle:
                     dips.append(f"at {int((i + 1) * self.spec.window_seconds / WINDOW_SAMPLES)} s: {reasons[0]}")
         success, rate = self._client_side(cluster, check, baseline)
         self._rollouts(cluster, namespace, check, self._system_side(cluster, namespace, baseline, check))
+        # A container healthy when the window opened that restarted during it: a fix that flaps.
         restarted = [f"{pod}/{c} +{n - restarts0[(pod, c)]}" for (pod, c), n in
                      self._restart_counts(cluster, namespace).items() if n > restarts0.get((pod, c), n)]
         check("healthy_throughout", not dips and not restarted,
@@ -315,10 +316,14 @@ class MitigationOracle:
 
 
     @staticmethod
-    def _restart_counts(cluster: ClusterHandle, namespace: str) -> dict[tuple[str, str], int]:
+    def _restart_counts(cluster: ClusterHandle, namespace: str, ready_only: bool = False) -> dict[tuple[str, str], int]:
+        """Restart counts per (pod, container); `ready_only`: of the containers ready now (a
+        container still coming out of a crash-loop back-off restarts once more as it recovers)."""
         out = {}
         for pod in MitigationOracle._pods(cluster, namespace):
             for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+                if ready_only and not cs.get("ready"):
+                    continue
                 out[(pod["metadata"]["name"], cs.get("name", "?"))] = int(cs.get("restartCount") or 0)
         return out
 
