@@ -72,7 +72,16 @@ class ProblemInjection:
     def active(self, cluster: ClusterHandle) -> list[bool]:
         """Each fault's own check (does it still affect what runs?), in the problem's fault order
         (triggers never do)."""
-        return [bool(injector.affects(cluster, injection)) for injector, injection in self.injectors]
+        return [self._affects(cluster, injector, injection) for injector, injection in self.injectors]
+
+    @staticmethod
+    def _affects(cluster: ClusterHandle, injector: Injector, injection: Injection) -> bool:
+        try:
+            return bool(injector.affects(cluster, injection))
+        except InjectionError:
+            # What the check reads is gone (the agent deleted the workload): nothing of the fault
+            # runs; the oracle's presence checks judge the deletion.
+            return False
 
     def restart_targets(self) -> list[str]:
         """The workloads a lasting fix must survive one restart of ("Kind/namespace/name")."""

@@ -100,13 +100,18 @@ class MitigationOracle:
     # -- cluster access --------------------------------------------------------------------
     # Plain JSON on the handle's shared ApiClient: typed models cost a validation and a
     # serialization per object, and a client per call a TLS context.
-    @staticmethod
-    def _workloads(cluster: ClusterHandle, namespace: str) -> dict[tuple[str, str], dict[str, Any]]:
+    def _workloads(self, cluster: ClusterHandle, namespace: str) -> dict[tuple[str, str], dict[str, Any]]:
+        """The application's workloads by (kind, name); those of its other namespaces (an operator's)
+        as (kind, "namespace/name"): deleting the operator is no fix either."""
         from injectors.kube import Kube
 
         kube = Kube(cluster)
-        return {(kind, obj["metadata"]["name"]): obj
-                for kind in ("Deployment", "StatefulSet") for obj in kube.list(kind, namespace)}
+        out = {(kind, obj["metadata"]["name"]): obj
+               for kind in ("Deployment", "StatefulSet") for obj in kube.list(kind, namespace)}
+        for ns in self.app.extra_namespaces:
+            out.update({(kind, f"{ns}/{obj['metadata']['name']}"): obj
+                        for kind in ("Deployment", "StatefulSet") for obj in kube.list(kind, ns)})
+        return out
 
     @staticmethod
     def _pods(cluster: ClusterHandle, namespace: str) -> list[dict[str, Any]]:
@@ -187,11 +192,14 @@ class MitigationOracle:
                 if name in self.STATIC_CHECKS:
                     check(name, ok, reason)
 
-            self._rollouts(cluster, namespace, static,
-                           self._system_side(cluster, namespace, baseline, static, pods=False))
-            active = [bool(a) for a in problem_injection.active(cluster)] if problem_injection is not None else []
-            static("fault_resolved", not any(active),
-                   f"{sum(active)} of {len(active)} injected root causes still affect the running system")
+            # Cheapest first, and stop at the first failure: one is the verdict.
+            workloads = self._system_side(cluster, namespace, baseline, static, pods=False)
+            if all(checks.values()):
+                self._rollouts(cluster, namespace, static, workloads)
+            if all(checks.values()):
+                active = [bool(a) for a in problem_injection.active(cluster)] if problem_injection is not None else []
+                static("fault_resolved", not any(active),
+                       f"{sum(active)} of {len(active)} injected root causes still affect the running system")
             if not all(checks.values()):
                 return MitigationVerdict(passed=False, success_rate=None, checks=checks, detail="; ".join(why))
             checks.clear()
@@ -338,7 +346,7 @@ class MitigationOracle:
         kube = Kube(cluster)
         paused, unfinished, stale = [], [], []
         workloads = workloads if workloads is not None else self._workloads(cluster, namespace)
-        replica_sets = kube.list("ReplicaSet", namespace)
+        replica_sets = [rs for ns in (namespace, *self.app.extra_namespaces) for rs in kube.list("ReplicaSet", ns)]
         for (kind, name), obj in sorted(workloads.items()):
             spec, status, meta = obj.get("spec") or {}, obj.get("status") or {}, obj.get("metadata") or {}
             want = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)

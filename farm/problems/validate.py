@@ -826,8 +826,9 @@ class Validator:
                 checkpoint(mark)
                 passed = []
                 try:
-                    for nf in candidates:
-                        restore(mark)
+                    for i, nf in enumerate(candidates):
+                        if i:
+                            restore(mark)  # the first starts from the very moment the mark holds
                         nf.apply(view.kube)
                         if NON_FIX_SETTLE_S:
                             self.cluster.advance(NON_FIX_SETTLE_S)
