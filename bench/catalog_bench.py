@@ -1,9 +1,9 @@
-"""CPU time to validate the problem catalog on the emulated cluster (target: the whole catalog
-under 2 minutes of CPU: validator + emulated cluster process + kubectl).
+"""CPU time to validate the problem catalog on the emulated cluster, non-fixes included
+(target: the whole catalog under 3 minutes of CPU: validator + emulated cluster process + kubectl).
 
 Validates every problem of the catalog (or of the applications given) and prints, per problem,
-per application and in total, this process's CPU time, the emulated cluster process's CPU time,
-kubectl's, wall time and cluster time, and how many problems passed.
+per application, per validation step and in total, this process's CPU time, the emulated
+cluster process's CPU time, kubectl's, wall time and cluster time, and how many problems passed.
 
     .venv/bin/python bench/catalog_bench.py [--app hotel-reservation] [--limit N] [--json]
 """
@@ -31,6 +31,13 @@ def process_cpu(pid: int) -> float:
         return 0.0
 
 
+def _children_cpu() -> float:
+    """CPU of this process's finished children: the kubectl processes (the emulated cluster's
+    process runs until the end, so it is not among them before)."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--app", action="append", help="application (repeatable); default: every one of the catalog")
@@ -51,12 +58,25 @@ def main() -> int:
     with open_cluster("sim", seed=args.seed) as cluster:
         pid = cluster.process.pid  # type: ignore[attr-defined]
         sim0 = process_cpu(pid)
-        validator = Validator(cluster)
+        per_step: dict[str, list[float]] = {}  # step → [count, validator s, sim s, kubectl s]
+        last = [time.process_time(), process_cpu(pid), _children_cpu()]
+
+        def on_step(_problem: str, outcome: object) -> None:
+            now = [time.process_time(), process_cpu(pid), _children_cpu()]
+            row = per_step.setdefault(outcome.name, [0, 0.0, 0.0, 0.0])  # type: ignore[attr-defined]
+            row[0] += 1
+            row[1] += now[0] - last[0]
+            row[2] += now[1] - last[1]
+            row[3] += now[2] - last[2]
+            last[:] = now
+
+        validator = Validator(cluster, on_step=on_step)
         passed = skipped = 0
         cluster_s = 0.0
         per_app: dict[str, list[float]] = {}  # app → [problems, passed, validator s, sim s, kubectl s]
         for problem in problems:
             sim_before, cpu_before, wall_before = process_cpu(pid), time.process_time(), time.perf_counter()
+            last[:] = [cpu_before, sim_before, _children_cpu()]
             kids_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             result = validator.validate(problem)
             cluster_s += result.cluster_seconds
@@ -92,9 +112,12 @@ def main() -> int:
     for name, (n, ok, own, sim, kubectl) in per_app.items():
         print(f"  {name:<18} {n:3.0f} problems, {ok:3.0f} passed: validator {own:5.1f}s + emulated cluster {sim:5.1f}s "
               f"+ kubectl {kubectl:4.1f}s = {own + sim + kubectl:5.1f}s ({(own + sim + kubectl) / n:.2f}s a problem)")
+    for name, (n, own, sim, kubectl) in per_step.items():
+        print(f"  step {name:<16} {n:4.0f}x: validator {own:5.1f}s + emulated cluster {sim:5.1f}s + kubectl {kubectl:4.1f}s "
+              f"= {own + sim + kubectl:5.1f}s")
     print(f"problems: {len(problems)}  passed: {passed}  skipped (real cluster only): {skipped}")
     print(f"CPU: validator {own_cpu:.1f}s + emulated cluster {sim_cpu:.1f}s + kubectl {max(0.0, kubectl_cpu):.1f}s "
-          f"= {total:.1f}s (target < 120s)")
+          f"= {total:.1f}s (target < 180s)")
     print(f"wall: {time.perf_counter() - wall0:.1f}s  cluster time: {cluster_s / 60:.1f} min")
     return 0
 

@@ -172,6 +172,7 @@ class KubeconfigClusterHandle(ClusterHandle):
         self._forwards: dict[str, PortForward] = {}
         self._agent_configs: dict[str, Path] = {}
         self._lock = threading.Lock()
+        self._node_specs: dict[str, dict[str, Any]] | None = None  # schedulability as the farm found it
         try:
             self._baseline = set(self._namespaces())
         except KubeError as exc:
@@ -304,6 +305,8 @@ class KubeconfigClusterHandle(ClusterHandle):
         cached = self._agent_configs.get(key)
         if cached is not None and cached.exists():
             return cached
+        if self._node_specs is None:
+            self._node_specs = self._read_node_specs()  # before any agent may cordon or taint
         base = f"/api/v1/namespaces/{namespace}"
         try:
             self.request("GET", base)
@@ -501,7 +504,25 @@ class KubeconfigClusterHandle(ClusterHandle):
         finally:
             self._agent_configs.clear()
 
+    def _read_node_specs(self) -> dict[str, dict[str, Any]]:
+        return {n["metadata"]["name"]: {"unschedulable": bool((n.get("spec") or {}).get("unschedulable")),
+                                        "taints": (n.get("spec") or {}).get("taints") or []}
+                for n in self.request("GET", "/api/v1/nodes").get("items", [])}
+
+    def _restore_node_specs(self) -> None:
+        """The agent may cordon and taint nodes (an SRE's fix for a broken node): put every node's
+        schedulability and taints back as the farm found them, so that no trial inherits them."""
+        if self._node_specs is None:
+            return
+        for name, now in self._read_node_specs().items():
+            was = self._node_specs.get(name)
+            if was is not None and was != now:
+                self.request("PATCH", f"/api/v1/nodes/{name}",
+                             {"spec": {"unschedulable": was["unschedulable"] or None, "taints": was["taints"] or None}},
+                             content_type="application/merge-patch+json")
+
     def _reset(self) -> None:
+        self._restore_node_specs()
         collections = self.chaos_resources()
         for obj in self._chaos_objects(collections):
             self._delete(obj["path"])

@@ -252,12 +252,17 @@ class TrialRun:
         ledger = SweepLedger(self.spec.sweep_id, self.spec.cost_cap_usd,
                              redis_url_from({"redis_url": self.redis_url})) if self.spec.judge else None
         self.diagnosis = judge_diagnosis(text, self.injection.ground_truth(), self.spec.judge, ledger=ledger)
-        self.mitigation = self.oracle.evaluate(self.cluster, self.namespace, self.baseline, self.injection)
+        # A diagnosis-only problem has no fix an agent could make: its mitigation is not scored
+        # (NULL, never a failure), and its rows are counted apart in the leaderboard.
+        self.mitigation = None if self.problem.diagnosis_only else self.oracle.evaluate(
+            self.cluster, self.namespace, self.baseline, self.injection)
         r = self.result
         r.diagnosis_passed, r.diagnosis_score = self.diagnosis.passed, self.diagnosis.composite
         r.diagnosis_threshold = self.diagnosis.threshold
         r.diagnosis_scores, r.judge, r.judge_offline = self.diagnosis.scores, self.diagnosis.judge, self.diagnosis.offline
         r.judge_cost_usd = self.diagnosis.cost_usd
+        if self.mitigation is None:
+            return
         r.mitigation_passed = self.mitigation.passed
         r.mitigation_success_rate = self.mitigation.success_rate
         r.mitigation_checks = self.mitigation.checks

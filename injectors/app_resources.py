@@ -214,6 +214,11 @@ class NodeTaintNoToleration(Mutation):
     def still_in_place(self, current: Any, injection: Any) -> bool:
         return any(t.get("key") == self.p.key for t in (current if current != MISSING else []))
 
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        injection = super().inject(cluster, namespace)
+        injection.saved["node"] = Ref.parse(injection.saved["ref"]).name  # what `{node}` names
+        return injection
+
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
         """The taint is there and the workload's pods do not tolerate it (a toleration added to
         the workload is a fix as good as removing the taint)."""

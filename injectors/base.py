@@ -1,8 +1,9 @@
 """The two injector interfaces.
 
 A fault `Injector` plants a root cause (never a symptom) and returns an `Injection`: what it
-changed and what it saved, enough to `recover` and to check `is_active` (the fault's own part of
-the mitigation oracle: is the mutated value still in place?). A `Noise` is a transient,
+changed and what it saved, enough to `recover` and to check `affects` (the fault's own part of
+the mitigation oracle: does the fault still affect what runs, in terms the agent can change?).
+`is_active` is the farm's bookkeeping (is what it planted still there?). A `Noise` is a transient,
 self-recovering disturbance unrelated to the root cause, started with a seeded random source and
 stopped before the oracles run.
 """
@@ -43,7 +44,20 @@ class Injector(abc.ABC):
 
     @abc.abstractmethod
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
-        """True while the root cause is still in place."""
+        """True while what the injector planted is still in place (the farm's bookkeeping)."""
+
+    def affects(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        """True while the fault still affects the running system, judged by what the agent can
+        change: a pod still under the experiment, the workload still on the faulty node, the
+        injected value still in the live desired state. An object the agent cannot see (a chaos
+        experiment, a node fault) may stay: its presence alone is not the fault. Default: the
+        planted value itself is what the agent changes."""
+        return self.is_active(cluster, injection)
+
+    def restart_targets(self, injection: Injection) -> list[str]:
+        """The workloads ("Kind/namespace/name") whose one restart a lasting fix must survive:
+        the mitigation oracle restarts them after its window and checks again."""
+        return [t for t in injection.touched if t.split("/", 1)[0] in ("Deployment", "StatefulSet")]
 
 
 class Noise(abc.ABC):

@@ -70,8 +70,27 @@ class ProblemInjection:
         injector.recover(cluster, injection)
 
     def active(self, cluster: ClusterHandle) -> list[bool]:
-        """Each fault's own check, in the problem's fault order (triggers are never active)."""
-        return [bool(injector.is_active(cluster, injection)) for injector, injection in self.injectors]
+        """Each fault's own check (does it still affect what runs?), in the problem's fault order
+        (triggers never do)."""
+        return [self._affects(cluster, injector, injection) for injector, injection in self.injectors]
+
+    @staticmethod
+    def _affects(cluster: ClusterHandle, injector: Injector, injection: Injection) -> bool:
+        try:
+            return bool(injector.affects(cluster, injection))
+        except InjectionError:
+            # What the check reads is gone (the agent deleted the workload): nothing of the fault
+            # runs; the oracle's presence checks judge the deletion.
+            return False
+
+    def restart_targets(self) -> list[str]:
+        """The workloads a lasting fix must survive one restart of ("Kind/namespace/name")."""
+        out: list[str] = []
+        for injector, injection in self.injectors:
+            if self._is_trigger(injector):
+                continue
+            out += [t for t in injector.restart_targets(injection) if t not in out]
+        return out
 
     def replay_trigger(self, cluster: ClusterHandle, namespace: str, duration: float) -> None:
         """Replays every trigger of the problem for `duration` seconds of cluster time, then
@@ -92,21 +111,28 @@ class ProblemInjection:
     def ground_truth(self) -> GroundTruth:
         """The problem's ground truth with what only injection decides filled in: `{node}` is the
         node a node-level fault landed on. Give this to the judge rather than the raw one."""
-        nodes = [inj.saved["node"] for _, inj in self.injectors if isinstance(inj.saved.get("node"), str)]
         truth = self.problem.ground_truth
-        if not nodes:
+        if not self._nodes():
             return truth
+        return GroundTruth.model_validate(self.fill(truth.model_dump()))
 
-        def fill(value: Any) -> Any:
-            if isinstance(value, str):
-                return value.replace("{node}", nodes[0])
-            if isinstance(value, list):
-                return [fill(v) for v in value]
-            if isinstance(value, dict):
-                return {k: fill(v) for k, v in value.items()}
+    def _nodes(self) -> list[str]:
+        return [inj.saved["node"] for _, inj in self.injectors if isinstance(inj.saved.get("node"), str)]
+
+    def fill(self, value: Any) -> Any:
+        """`value` (text, or lists and mappings of it) with `{node}` replaced by the node the
+        problem's node-level fault landed on: a reference mitigation's `cordon {node}` names the
+        node an agent finds with `get pods -o wide`."""
+        nodes = self._nodes()
+        if not nodes:
             return value
-
-        return GroundTruth.model_validate(fill(truth.model_dump()))
+        if isinstance(value, str):
+            return value.replace("{node}", nodes[0])
+        if isinstance(value, list):
+            return [self.fill(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.fill(v) for k, v in value.items()}
+        return value
 
 
 class NoiseRunner:

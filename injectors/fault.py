@@ -188,10 +188,27 @@ class Mutation(Fault):
         for extra_path, value in self.extra(obj):
             extras.append({"path": extra_path, "before": get_path(obj, extra_path), "after": value})
             set_path(obj, extra_path, value)
+        uid = (obj.get("metadata") or {}).get("uid")
         self._write(kube, ref, obj)
         return self.record(
-            cluster, namespace, touched=[ref], ref=str(ref), path=path, before=before, after=after, extras=extras
+            cluster, namespace, touched=[ref], ref=str(ref), path=path, before=before, after=after, extras=extras,
+            uid=uid, **self.identity(obj, path),
         )
+
+    def identity(self, obj: Obj, path: list[Any]) -> dict[str, Any]:
+        """What finds the faulted part again when its name changes (saved with the injection):
+        a container's index and image, say. Object names are immutable, and `uid` tells a
+        re-created object from the one faulted."""
+        return {}
+
+    def restart_targets(self, injection: Injection) -> list[str]:
+        """A fault in a workload's pod template: the fixed template must survive a restart. A fault
+        elsewhere in the object (its replica count) has nothing a restart would test."""
+        ref = injection.saved.get("ref", "")
+        path = injection.saved.get("path") or []
+        if ref.split("/", 1)[0] in ("Deployment", "StatefulSet") and path[:2] == ["spec", "template"]:
+            return [ref]
+        return []
 
     def extra(self, obj: Obj) -> list[tuple[list[Any], Any]]:
         """Further fragments that go with the main one (restored with it, not checked)."""
@@ -321,6 +338,10 @@ class Chaos(Fault):
     def spec(self, kube: Kube, namespace: str) -> Obj:
         """The experiment's spec (selector, mode, action, ...)."""
 
+    def target_service(self) -> str | None:
+        """The workload the experiment aims at (restarted by the oracle after a fix)."""
+        return getattr(self.p, "service", None)
+
     def selector(self, kube: Kube, namespace: str, service: str | None, node: str | None = None) -> Obj:
         sel: Obj = {"namespaces": [namespace]}
         if service:
@@ -349,7 +370,17 @@ class Chaos(Fault):
         except client.ApiException as exc:
             raise InjectionError(f"{self.name}: creating {self.kind}: {exc.status} {exc.reason}") from exc
         ref = Ref(self.kind, CHAOS_NAMESPACE, name)
-        return self.record(cluster, namespace, touched=[ref], chaos=str(ref), spec=spec, created_namespace=created_ns)
+        # Chaos Mesh selects its pods when the experiment starts: the pods alive now, by uid, are
+        # the only ones it can ever hold (a replacement, even one with the same name, is outside).
+        namespaces = spec.get("selector", {}).get("namespaces") or [namespace]
+        pods = {f"{ns}/{p['metadata']['name']}": p["metadata"].get("uid") for ns in namespaces
+                for p in kube.list("Pod", ns)}
+        workload = None
+        if self.target_service():
+            kind, obj = kube.workload(namespace, self.target_service())
+            workload = str(Ref(kind, namespace, obj["metadata"]["name"]))
+        return self.record(cluster, namespace, touched=[ref], chaos=str(ref), spec=spec, created_namespace=created_ns,
+                           pods_at_start=pods, workload=workload)
 
     def plural(self) -> str:
         return self.kind.lower()  # Chaos Mesh plurals: podchaos, networkchaos, iochaos, ...
@@ -388,6 +419,66 @@ class Chaos(Fault):
             raise InjectionError(f"reading {ref}: {exc.status} {exc.reason}") from exc
         paused = obj.get("metadata", {}).get("annotations", {}).get("experiment.chaos-mesh.org/pause")
         return not obj.get("metadata", {}).get("deletionTimestamp") and paused != "true"
+
+    def _experiment(self, cluster: ClusterHandle, injection: Injection) -> Obj | None:
+        from kubernetes import client
+
+        api = client.CustomObjectsApi(api_for(cluster))
+        ref = Ref.parse(injection.saved["chaos"])
+        try:
+            return api.get_namespaced_custom_object(*CHAOS_API, ref.namespace, self.plural(), ref.name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise InjectionError(f"reading {ref}: {exc.status} {exc.reason}") from exc
+
+    def pods_under(self, cluster: ClusterHandle, injection: Injection) -> dict[str, set[str]]:
+        """Running pods the experiment holds, per selector key ("." the selected pods, ".Target"
+        a network experiment's other side): recorded as injected, and still the very pod (same
+        uid) that was alive when the experiment started."""
+        if not self.is_active(cluster, injection):
+            return {}
+        obj = self._experiment(cluster, injection)
+        if obj is None:
+            return {}
+        records = ((obj.get("status") or {}).get("experiment") or {}).get("containerRecords") or []
+        at_start = injection.saved.get("pods_at_start")
+        kube = Kube(cluster)
+        live: dict[str, Obj] = {}
+        for ns in {r["id"].split("/")[0] for r in records}:
+            live.update({f"{ns}/{p['metadata']['name']}": p for p in kube.list("Pod", ns)})
+        out: dict[str, set[str]] = {}
+        for rec in records:
+            if rec.get("phase") != "Injected":
+                continue
+            pid = "/".join(rec["id"].split("/")[:2])
+            pod = live.get(pid)
+            if pod is None or pod["metadata"].get("deletionTimestamp") or (
+                    pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            if at_start is not None and at_start.get(pid) != pod["metadata"].get("uid"):
+                continue  # created after the experiment started: never selected
+            out.setdefault(rec.get("selectorKey", "."), set()).add(pid)
+        return out
+
+    def affects(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        """While a running pod is still under the experiment: a replaced pod is out of it, as on
+        a real Chaos Mesh; the experiment object (which the agent cannot see) may stay. Not
+        yet applied counts as affecting. With a target, both sides must still be held."""
+        if not self.is_active(cluster, injection):
+            return False
+        obj = self._experiment(cluster, injection)
+        records = (((obj or {}).get("status") or {}).get("experiment") or {}).get("containerRecords")
+        if obj is not None and not records:
+            return True  # not applied yet
+        held = self.pods_under(cluster, injection)
+        if (injection.saved.get("spec") or {}).get("target"):
+            return bool(held.get(".")) and bool(held.get(".Target"))
+        return bool(held.get("."))
+
+    def restart_targets(self, injection: Injection) -> list[str]:
+        workload = injection.saved.get("workload")
+        return [workload] if workload else []
 
 
 def require(condition: bool, message: str) -> None:

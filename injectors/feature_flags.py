@@ -76,12 +76,18 @@ class FeatureFlagEnabled(Mutation):
         injection = super().inject(cluster, namespace)
         if self.p.restart:
             kube = Kube(cluster)
-            _, obj = kube.workload(namespace, self.p.restart)
+            kind, obj = kube.workload(namespace, self.p.restart)
             annotations = obj["spec"]["template"].get("metadata", {}).get("annotations") or {}
             injection.saved["restarted_before"] = annotations.get(RESTARTED_AT, MISSING)
+            injection.saved["reader"] = str(Ref(kind, namespace, self.p.restart))
             when = dt.datetime.fromtimestamp(cluster.now(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             self._restart(cluster, namespace, when)
         return injection
+
+    def restart_targets(self, injection: Injection) -> list[str]:
+        """flagd, which reads the flag file when it starts: a fixed file must survive it."""
+        reader = injection.saved.get("reader")
+        return [reader] if reader else []
 
     def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
         super().recover(cluster, injection)

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from clusters.base import ClusterHandle
+from farm.errors import InjectionError
 from injectors.base import Injection, faults
 from injectors.fault import Chaos, Fault, Params, neutral_name, require
 from injectors.jobs import run_on_node
@@ -37,7 +38,46 @@ def sim_backend(cluster: ClusterHandle) -> bool:
     return cached
 
 
-class SimNodeBackend:
+def runs_on_faulty_node(cluster: ClusterHandle, injection: Injection, service: str | None) -> bool:
+    """A node fault affects the system while the faulted workload (every application pod when
+    the fault names a node only) still runs on that node: a node's hardware and OS stay broken
+    whatever the agent does, and the fix is to take the workload off it (cordon, then drain or
+    delete its pods so that they land elsewhere). A pod being deleted no longer counts."""
+    node = injection.saved.get("node")
+    if not node:
+        return False
+    kube = Kube(cluster)
+    if service:
+        try:
+            _, obj = kube.workload(injection.namespace, service)
+        except InjectionError:  # the workload is gone: the oracle's presence check says so
+            return False
+        pods = kube.pods_of(injection.namespace, obj)
+    else:
+        pods = kube.list("Pod", injection.namespace)
+    return any((p.get("spec") or {}).get("nodeName") == node and not p["metadata"].get("deletionTimestamp")
+               and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for p in pods)
+
+
+def workload_ref(cluster: ClusterHandle, namespace: str, service: str | None) -> str | None:
+    if not service:
+        return None
+    kind, obj = Kube(cluster).workload(namespace, service)
+    return str(Ref(kind, namespace, obj["metadata"]["name"]))
+
+
+class OnNode:
+    """Mixin of every node fault: judged by placement, restarted through its workload."""
+
+    def affects(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        return runs_on_faulty_node(cluster, injection, getattr(self.p, "service", None))  # type: ignore[attr-defined]
+
+    def restart_targets(self, injection: Injection) -> list[str]:
+        workload = injection.saved.get("workload")
+        return [workload] if workload else []
+
+
+class SimNodeBackend(OnNode):
     """Mixin placed first in a node fault's bases: on the emulated cluster the fault is a
     NodeFault object with `sim_spec()`; elsewhere the class's own (real) path runs."""
 
@@ -61,7 +101,8 @@ class SimNodeBackend:
                 "metadata": {"name": name}, "spec": {"nodeName": node, **spec}}
         kube.request("POST", self._sim_path(), body)
         return self.record(cluster, namespace, touched=[Ref("NodeFault", "", name), f"Node//{node}"],  # type: ignore[attr-defined]
-                           backend="sim", nodefault=name, node=node, spec=spec)
+                           backend="sim", nodefault=name, node=node, spec=spec,
+                           workload=workload_ref(cluster, namespace, getattr(self.p, "service", None)))  # type: ignore[attr-defined]
 
     def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
         if injection.saved.get("backend") != "sim":
@@ -102,7 +143,7 @@ def resolve_node(kube: Kube, namespace: str, p: Any) -> str:
     return p.node or kube.node_of(namespace, p.service)
 
 
-class NodeChaos(Chaos):
+class NodeChaos(OnNode, Chaos):
     def spec(self, kube: Kube, namespace: str) -> Obj:
         node = resolve_node(kube, namespace, self.p)
         base: Obj = {"mode": "all", "selector": {"namespaces": [namespace], "nodes": [node]}}
@@ -116,6 +157,9 @@ class NodeChaos(Chaos):
         injection.saved["node"] = injection.saved["spec"]["selector"]["nodes"][0]
         injection.touched.append(f"Node//{injection.saved['node']}")
         return injection
+
+    def target_service(self) -> str | None:
+        return getattr(self.p, "service", None)
 
 
 # -- OS layer -------------------------------------------------------------------------------
@@ -206,7 +250,7 @@ class NodeTaskParams(NodeParams):
     heal_after_seconds: int = Field(1800, ge=60)  # a timer on the node undoes the fault by itself
 
 
-class NodeTask(Fault):
+class NodeTask(OnNode, Fault):
     """A fault planted by a privileged script on the node; the script arms a timer that undoes
     it, so a node whose kubelet is gone still heals; recover runs the undo now when possible."""
 
@@ -224,7 +268,8 @@ class NodeTask(Fault):
         brk, undo, _ = self.scripts()
         timer = f"systemd-run --on-active={self.p.heal_after_seconds} sh -c '{undo}'"
         run_on_node(cluster, node, neutral_name(self.name, node, prefix="node-task-"), f"{timer}; {brk}")
-        return self.record(cluster, namespace, touched=[f"Node//{node}"], node=node)
+        return self.record(cluster, namespace, touched=[f"Node//{node}"], node=node,
+                           workload=workload_ref(cluster, namespace, self.p.service))
 
     def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
         _, undo, _ = self.scripts()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from injectors.fault import MISSING, Mutation
+from injectors.fault import MISSING, Mutation, get_path
 from injectors.kube import Obj, container_index
 
 TEMPLATE = ["spec", "template", "spec"]
@@ -24,6 +24,35 @@ class ContainerMutation(Mutation):
 
     def path(self, obj: Obj) -> list[Any]:
         return [*self.container_path(obj), self.field]
+
+    def identity(self, obj: Obj, path: list[Any]) -> dict[str, Any]:
+        spec = obj["spec"]["template"]["spec"]
+        index = container_index(spec, self.p.container)
+        return {"container_index": index, "container_image": spec["containers"][index].get("image")}
+
+    def is_active(self, cluster: Any, injection: Any) -> bool:
+        """The injected fragment in the faulted container, found by its index at injection, by
+        its name, or as the container running the same image: renaming or moving the container
+        does not take the fault out of the template."""
+        from injectors.kube import Kube
+
+        _, obj = self._current(Kube(cluster), injection)
+        if obj is None:
+            return False
+        containers = ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+        saved = injection.saved
+        path = saved["path"]
+        selector = path[len(TEMPLATE) + 1] if len(path) > len(TEMPLATE) + 1 else None
+        name = selector.get("name") if isinstance(selector, dict) else None
+        index = saved.get("container_index")
+        image = saved.get("container_image") if self.field != "image" else None
+        rest = path[len(TEMPLATE) + 2:]
+        for i, c in enumerate(containers):
+            if not (i == index or c.get("name") == name or (image and c.get("image") == image)):
+                continue
+            if self.still_in_place(get_path(c, rest), injection):
+                return True
+        return False
 
 
 class TemplateMutation(Mutation):

@@ -5,6 +5,9 @@ pass@1 over seeds is the mean success over a group's trials (each seed is one sa
 Never in n, counted apart: infrastructure failures (`infra_failed`), trials the sweep's cost cap
 kept from running or cut short (`cost_capped`); clusters that could not be reset after a trial
 (`reset_failures`, events: the trial's own result stands and is in n).
+Diagnosis-only problems (no fix an agent could make from its scope) are in n and in the
+diagnosis rate, but their mitigation is not scored: `mitigation_n` counts the trials whose
+mitigation was, and the mitigation and E2E rates and P(M|D) are over those alone.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ GROUPINGS: dict[str, tuple[str, ...]] = {
 
 COLUMNS = [
     "n", "infra_failed", "cost_capped", "reset_failures", "diagnosis_rate", "diagnosis_lo", "diagnosis_hi",
-    "mitigation_rate", "mitigation_lo", "mitigation_hi", "e2e_rate", "e2e_lo", "e2e_hi",
+    "mitigation_n", "mitigation_rate", "mitigation_lo", "mitigation_hi", "e2e_rate", "e2e_lo", "e2e_hi",
     "p_mitigation_given_diagnosis", "mean_tokens", "mean_tokens_in", "mean_tokens_out",
     "mean_cost_usd", "total_cost_usd", "mean_time_to_diagnosis_s", "mean_time_to_mitigation_s",
     "offline_judge",
@@ -64,6 +67,8 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
         return case((done, col), else_=None)
 
     both = case((done & Trial.diagnosis_passed & Trial.mitigation_passed, 1), else_=0)
+    scored = done & Trial.mitigation_passed.is_not(None)  # a diagnosis-only trial's mitigation is NULL
+    diag_scored = case((scored & Trial.diagnosis_passed, 1), else_=0)
     resets = (
         select(InfraEvent.trial_id.label("trial_id"), func.count().label("resets"))
         .where(InfraEvent.kind == EVENT_RESET_FAILED, InfraEvent.trial_id.is_not(None))
@@ -81,6 +86,8 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
             _as_int(of_done(Trial.mitigation_passed)).label("mit"),
             _as_int(of_done(Trial.e2e_passed)).label("e2e"),
             func.coalesce(func.sum(both), 0).label("both"),
+            func.sum(case((scored, 1), else_=0)).label("mit_n"),
+            func.coalesce(func.sum(diag_scored), 0).label("diag_scored"),
             func.avg(of_done(Trial.tokens_in + Trial.tokens_out)).label("mean_tokens"),
             func.avg(of_done(Trial.tokens_in)).label("mean_tokens_in"),
             func.avg(of_done(Trial.tokens_out)).label("mean_tokens_out"),
@@ -105,11 +112,13 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
             row: dict[str, Any] = {k: r[k] for k in GROUPINGS[by]}
             row["n"], row["infra_failed"] = n, int(r["infra_failed"] or 0)
             row["cost_capped"], row["reset_failures"] = int(r["cost_capped"] or 0), int(r["reset_failures"] or 0)
-            for name, count in (("diagnosis", r["diag"]), ("mitigation", r["mit"]), ("e2e", r["e2e"])):
+            mit_n = int(r["mit_n"] or 0)
+            row["mitigation_n"] = mit_n
+            for name, count, of in (("diagnosis", r["diag"], n), ("mitigation", r["mit"], mit_n), ("e2e", r["e2e"], mit_n)):
                 count = int(count or 0)
-                row[f"{name}_rate"] = count / n if n else None
-                row[f"{name}_lo"], row[f"{name}_hi"] = wilson(count, n)
-            diag = int(r["diag"] or 0)
+                row[f"{name}_rate"] = count / of if of else None
+                row[f"{name}_lo"], row[f"{name}_hi"] = wilson(count, of)
+            diag = int(r["diag_scored"] or 0)
             row["p_mitigation_given_diagnosis"] = int(r["both"] or 0) / diag if diag else None
             for col, src in (("mean_tokens", "mean_tokens"), ("mean_tokens_in", "mean_tokens_in"),
                              ("mean_tokens_out", "mean_tokens_out"), ("mean_cost_usd", "mean_cost_usd"),
@@ -164,7 +173,8 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
             str(r["n"]), str(r["infra_failed"]) + (f" (+{r['reset_failures']} reset)" if r["reset_failures"] else ""),
             str(r["cost_capped"]),
             pct(r["diagnosis_rate"]) + ci(r["diagnosis_lo"], r["diagnosis_hi"]),
-            pct(r["mitigation_rate"]) + ci(r["mitigation_lo"], r["mitigation_hi"]),
+            pct(r["mitigation_rate"]) + ci(r["mitigation_lo"], r["mitigation_hi"])
+            + (f" of {r['mitigation_n']}" if r["mitigation_n"] != r["n"] else ""),
             pct(r["e2e_rate"]) + ci(r["e2e_lo"], r["e2e_hi"]),
             pct(r["p_mitigation_given_diagnosis"]),
             num(r["mean_tokens"], ".0f"), num(r["mean_cost_usd"], ".4f"),

@@ -81,6 +81,9 @@ class ChaosController:
         records = exp.setdefault("containerRecords", [])
         if meta.get("deletionTimestamp"):
             self._recover(kind, obj, records, now)
+            uids = self.state.get("uids", {})
+            for k in [k for k in uids if k.startswith(f"{meta.get('uid')}|")]:
+                del uids[k]
             obj2 = store.get(key, ns, name)
             obj2["metadata"]["finalizers"] = [f for f in obj2["metadata"].get("finalizers") or [] if f != FINALIZER]
             obj2["metadata"].pop("resourceVersion", None)
@@ -118,13 +121,19 @@ class ChaosController:
             for rec in records:
                 self._apply(kind, obj, rec, now)
             exp["desiredPhase"] = "Run"
+            # Selected once, at the start: the very pods (by uid) the experiment holds. A pod
+            # created later, even one with the same name (a StatefulSet's), is never injected.
+            for pod in store.list("pods"):
+                pid = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+                if any(r["id"].startswith(pid + "/") or r["id"] == pid for r in records):
+                    self.state.setdefault("uids", {})[f"{meta.get('uid')}|{pid}"] = pod["metadata"].get("uid")
         elif records and not want_run and exp.get("desiredPhase") != "Stop":
             self._recover(kind, obj, records, now)
             exp["desiredPhase"] = "Stop"
         if want_run and records:
             exp["desiredPhase"] = "Run"
             for rec in records:
-                if rec["phase"] == "Injected":
+                if rec["phase"] == "Injected" and self._same_pod(meta, rec):
                     effects.setdefault(rec["id"], []).append({"kind": kind, "spec": spec, "selectorKey": rec["selectorKey"],
                                                               "chaos": f"{ns}/{name}"})
         stamp = self.cluster.clock.rfc3339(now)
@@ -140,6 +149,16 @@ class ChaosController:
                 o["status"] = st
             store.mutate(key, ns, name, put, subresource="status")
         del stamp
+
+    def _same_pod(self, chaos_meta: Obj, rec: dict[str, Any]) -> bool:
+        """The record's pod is still the one selected at the start (not a replacement)."""
+        pid = "/".join(rec["id"].split("/")[:2])
+        selected = self.state.get("uids", {}).get(f"{chaos_meta.get('uid')}|{pid}")
+        if selected is None:
+            return True  # selected before uids were kept (an older checkpoint)
+        ns, name = pid.split("/", 1)
+        pod = self.cluster.store.try_get("pods", ns, name)
+        return pod is not None and pod["metadata"].get("uid") == selected
 
     def _record(self, rid: str, selector_key: str, now: float) -> dict[str, Any]:
         return {"id": rid, "selectorKey": selector_key, "phase": "Not Injected", "injectedCount": 0, "recoveredCount": 0,
@@ -182,7 +201,8 @@ class ChaosController:
             ns, pod_name = rec["id"].split("/")[:2]
             if kind == "podchaos" and spec.get("action") == "pod-failure":
                 originals = self.state["images"].pop(rec["id"], {})
-                if store.try_get("pods", ns, pod_name) is not None and originals:
+                if store.try_get("pods", ns, pod_name) is not None and originals and self._same_pod(
+                        chaos["metadata"], rec):
                     def restore(o: Obj, originals: dict[str, str] = originals) -> None:
                         for c in o["spec"]["containers"]:
                             c["image"] = originals.get(c["name"], c["image"])

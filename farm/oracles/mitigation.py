@@ -6,8 +6,16 @@ After a window of cluster time it requires, each as a named check:
 - the system side: every deployment and statefulset of the baseline (captured after deploy,
   before injection) still there, not scaled below its baseline, ready; the load generator
   untouched; no crash-looping or pending pods; no firing alert of the application namespace;
-- the fault's own check: each injected root cause no longer active; for metastable problems the
-  trigger is replayed and the system must recover by itself.
+- lasting, not propped up: no paused rollout; every workload's rollout complete at its current
+  generation (observed generation, every replica updated, no old ReplicaSet still serving pods
+  its template would not make); the health checks hold at every sample of the window, not only
+  at its end, with no container restarting meanwhile;
+- the fault's own check: no injected root cause still affects what runs (each injector's
+  `affects`: a pod still under the experiment, the workload still on the faulty node, the
+  injected value still in the template, found by the container's index, not its name); for
+  metastable problems the trigger is replayed and the system must recover by itself;
+- surviving a restart: once everything else holds, the oracle restarts the faulted workloads
+  itself (a rollout restart with the farm's credentials) and requires the checks to hold again.
 """
 
 from __future__ import annotations
@@ -34,6 +42,10 @@ REPLAY_TRIGGER_S = 60.0  # how long a replayed metastable trigger stays in place
 NON_FAILURE_ALERTS = frozenset({"Watchdog", "InfoInhibitor", "HighRequestRate"})
 ALERT_GRACE_S = 300.0  # alerts over 5-minute rates may lag a real fix by that much
 ALERT_STEP_S = 60.0
+WINDOW_SAMPLES = 3  # the health checks are read this many times over the window (the last at its end)
+RESTART_SETTLE_S = 15.0  # steps of cluster time a restarted workload gets to roll out, until it has
+RESTART_WINDOW_S = 60.0  # then the clients' success is read over this much more
+RESTART_MAX_S = 300.0  # the longest a restarted rollout may take
 
 _http: httpx.Client | None = None
 
@@ -68,6 +80,14 @@ def _template_hash(obj: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _comparable_template(template: dict[str, Any]) -> str:
+    """A pod template as its ReplicaSets carry it: without the hash label the controller adds."""
+    t = json.loads(json.dumps(template))
+    labels = (t.get("metadata") or {}).get("labels") or {}
+    labels.pop("pod-template-hash", None)
+    return json.dumps(t, sort_keys=True)
+
+
 def _window(seconds: float) -> str:
     return f"{int(math.ceil(seconds))}s"
 
@@ -80,13 +100,18 @@ class MitigationOracle:
     # -- cluster access --------------------------------------------------------------------
     # Plain JSON on the handle's shared ApiClient: typed models cost a validation and a
     # serialization per object, and a client per call a TLS context.
-    @staticmethod
-    def _workloads(cluster: ClusterHandle, namespace: str) -> dict[tuple[str, str], dict[str, Any]]:
+    def _workloads(self, cluster: ClusterHandle, namespace: str) -> dict[tuple[str, str], dict[str, Any]]:
+        """The application's workloads by (kind, name); those of its other namespaces (an operator's)
+        as (kind, "namespace/name"): deleting the operator is no fix either."""
         from injectors.kube import Kube
 
         kube = Kube(cluster)
-        return {(kind, obj["metadata"]["name"]): obj
-                for kind in ("Deployment", "StatefulSet") for obj in kube.list(kind, namespace)}
+        out = {(kind, obj["metadata"]["name"]): obj
+               for kind in ("Deployment", "StatefulSet") for obj in kube.list(kind, namespace)}
+        for ns in self.app.extra_namespaces:
+            out.update({(kind, f"{ns}/{obj['metadata']['name']}"): obj
+                        for kind in ("Deployment", "StatefulSet") for obj in kube.list(kind, ns)})
+        return out
 
     @staticmethod
     def _pods(cluster: ClusterHandle, namespace: str) -> list[dict[str, Any]]:
@@ -145,8 +170,15 @@ class MitigationOracle:
         )
 
     # -- verdict ---------------------------------------------------------------------------
+    # Checks that no amount of waiting changes (nothing but an actor undoes a deletion, a scale
+    # down, a pause or a fault still in the template): `fail_fast` reads them before the window.
+    STATIC_CHECKS = frozenset({"workloads_present", "replicas_not_reduced", "load_generator_intact",
+                               "no_paused_rollout", "fault_resolved"})
+
     def evaluate(self, cluster: ClusterHandle, namespace: str, baseline: Baseline,
-                 problem_injection: Any) -> MitigationVerdict:
+                 problem_injection: Any, fail_fast: bool = False) -> MitigationVerdict:
+        """The verdict after the window. `fail_fast`: when a check that waiting cannot change
+        already fails, the verdict is that failure, without the window (validation's non-fixes)."""
         checks: dict[str, bool] = {}
         why: list[str] = []
 
@@ -155,12 +187,52 @@ class MitigationOracle:
             if not ok:
                 why.append(reason)
 
-        cluster.advance(self.spec.window_seconds)
+        if fail_fast:
+            def static(name: str, ok: bool, reason: str) -> None:
+                if name in self.STATIC_CHECKS:
+                    check(name, ok, reason)
+
+            # Cheapest first, and stop at the first failure: one is the verdict.
+            workloads = self._system_side(cluster, namespace, baseline, static, pods=False)
+            if all(checks.values()):
+                self._rollouts(cluster, namespace, static, workloads)
+            if all(checks.values()):
+                active = [bool(a) for a in problem_injection.active(cluster)] if problem_injection is not None else []
+                static("fault_resolved", not any(active),
+                       f"{sum(active)} of {len(active)} injected root causes still affect the running system")
+            if not all(checks.values()):
+                return MitigationVerdict(passed=False, success_rate=None, checks=checks, detail="; ".join(why))
+            checks.clear()
+            why.clear()
+
+        restarts0 = self._restart_counts(cluster, namespace, ready_only=True)
+        dips: list[str] = []
+        for i in range(WINDOW_SAMPLES):
+            cluster.advance(self.spec.window_seconds / WINDOW_SAMPLES)
+            if i < WINDOW_SAMPLES - 1:
+                sample: dict[str, bool] = {}
+                reasons: list[str] = []
+
+                def note(name: str, ok: bool, reason: str, sample: dict[str, bool] = sample,
+                         reasons: list[str] = reasons) -> None:
+                    sample[name] = ok
+                    if not ok:
+                        reasons.append(reason)
+
+                self._system_side(cluster, namespace, baseline, note)
+                if reasons:
+                    dips.append(f"at {int((i + 1) * self.spec.window_seconds / WINDOW_SAMPLES)} s: {reasons[0]}")
         success, rate = self._client_side(cluster, check, baseline)
-        self._system_side(cluster, namespace, baseline, check)
+        self._rollouts(cluster, namespace, check, self._system_side(cluster, namespace, baseline, check))
+        # A container healthy when the window opened that restarted during it: a fix that flaps.
+        restarted = [f"{pod}/{c} +{n - restarts0[(pod, c)]}" for (pod, c), n in
+                     self._restart_counts(cluster, namespace).items() if n > restarts0.get((pod, c), n)]
+        check("healthy_throughout", not dips and not restarted,
+              "the healthy state did not hold over the window: "
+              + "; ".join(dips[:2] + ([f"containers restarted: {', '.join(restarted[:4])}"] if restarted else [])))
         active = [bool(a) for a in problem_injection.active(cluster)] if problem_injection is not None else []
         check("fault_resolved", not any(active),
-              f"{sum(active)} of {len(active)} injected root causes are still in place")
+              f"{sum(active)} of {len(active)} injected root causes still affect the running system")
         # Give lagging alerts their grace only when nothing else failed: the verdict is settled otherwise.
         firing = self._settled_alerts(cluster, namespace, baseline,
                                       grace=ALERT_GRACE_S if all(checks.values()) else 0.0)
@@ -172,6 +244,11 @@ class MitigationOracle:
             recovered = self._replay(cluster, namespace, problem_injection, check, baseline)
             check("recovers_after_trigger_replay", recovered,
                   "after the trigger was replayed the system did not recover by itself")
+        targets = problem_injection.restart_targets() if hasattr(problem_injection, "restart_targets") else []
+        if targets and all(checks.values()):
+            broken = self._after_restart(cluster, namespace, baseline, targets, problem_injection)
+            check("survives_restart", not broken,
+                  f"after the oracle restarted {', '.join(t.split('/', 2)[2] for t in targets)}: {'; '.join(broken[:3])}")
         passed = bool(checks) and all(checks.values())
         return MitigationVerdict(passed=passed, success_rate=success, checks=checks,
                                  detail="; ".join(why) if why else f"all {len(checks)} checks hold")
@@ -195,7 +272,10 @@ class MitigationOracle:
               f"{self.spec.success_rate} over {_window(self.spec.window_seconds)}")
         return success, rate
 
-    def _system_side(self, cluster: ClusterHandle, namespace: str, baseline: Baseline, check: Any) -> None:
+    def _system_side(self, cluster: ClusterHandle, namespace: str, baseline: Baseline, check: Any,
+                     pods: bool = True) -> dict[tuple[str, str], dict[str, Any]]:
+        """The workload and pod checks; returns the workloads it read. `pods=False`: the workload
+        checks alone (what fail_fast needs)."""
         now = self._workloads(cluster, namespace)
         missing, reduced, unready = [], [], []
         for w in baseline.workloads:
@@ -221,6 +301,8 @@ class MitigationOracle:
             and int((lg.get("spec") or {}).get("replicas", 1) or 0) >= max(1, baseline.load_generator_replicas))
         check("load_generator_intact", intact,
               f"the load generator {baseline.load_generator} was removed, scaled down or changed")
+        if not pods:
+            return now
 
         crashing, pending = [], []
         # The application's other namespaces (its operator's) are part of it: a broken operator is not healthy.
@@ -238,7 +320,104 @@ class MitigationOracle:
                         crashing.append(f"{name} ({reason})")
         check("no_crashlooping_pods", not crashing, f"failing pods: {', '.join(crashing)}")
         check("no_pending_pods", not pending, f"pending pods: {', '.join(pending)}")
+        return now
 
+
+    @staticmethod
+    def _restart_counts(cluster: ClusterHandle, namespace: str, ready_only: bool = False) -> dict[tuple[str, str], int]:
+        """Restart counts per (pod, container); `ready_only`: of the containers ready now (a
+        container still coming out of a crash-loop back-off restarts once more as it recovers)."""
+        out = {}
+        for pod in MitigationOracle._pods(cluster, namespace):
+            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+                if ready_only and not cs.get("ready"):
+                    continue
+                out[(pod["metadata"]["name"], cs.get("name", "?"))] = int(cs.get("restartCount") or 0)
+        return out
+
+    def _rollouts(self, cluster: ClusterHandle, namespace: str, check: Any,
+                  workloads: dict[tuple[str, str], dict[str, Any]] | None = None) -> None:
+        """A fix the controllers have finished and will keep: nothing paused, every rollout done at
+        the workload's current generation, no old ReplicaSet serving pods of another template
+        (pausing a deployment and deleting its new ReplicaSet keeps old pods serving a template
+        that no longer exists)."""
+        from injectors.kube import Kube
+
+        kube = Kube(cluster)
+        paused, unfinished, stale = [], [], []
+        workloads = workloads if workloads is not None else self._workloads(cluster, namespace)
+        replica_sets = [rs for ns in (namespace, *self.app.extra_namespaces) for rs in kube.list("ReplicaSet", ns)]
+        for (kind, name), obj in sorted(workloads.items()):
+            spec, status, meta = obj.get("spec") or {}, obj.get("status") or {}, obj.get("metadata") or {}
+            want = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
+            if kind == "Deployment" and spec.get("paused"):
+                paused.append(name)
+            if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0) or (
+                    want > 0 and int(status.get("updatedReplicas") or 0) < want) or (
+                    int(status.get("replicas") or 0) > want):
+                unfinished.append(f"{kind}/{name}")
+            if kind != "Deployment":
+                continue
+            template = _comparable_template(spec.get("template") or {})
+            for rs in replica_sets:
+                owners = (rs.get("metadata") or {}).get("ownerReferences") or []
+                if not any(o.get("uid") == meta.get("uid") for o in owners):
+                    continue
+                if int((rs.get("status") or {}).get("replicas") or 0) > 0 and \
+                        _comparable_template((rs.get("spec") or {}).get("template") or {}) != template:
+                    stale.append(f"{rs['metadata']['name']} (of {name})")
+        check("no_paused_rollout", not paused, f"paused rollouts: {', '.join(paused)}")
+        check("rollouts_complete", not unfinished and not stale,
+              "rollouts not complete at the current generation: "
+              + ", ".join(unfinished + [f"old ReplicaSet {s} still serving" for s in stale]))
+
+    def _after_restart(self, cluster: ClusterHandle, namespace: str, baseline: Baseline, targets: list[str],
+                       problem_injection: Any) -> list[str]:
+        """Restart the faulted workloads as their owners would (a rollout restart, with the farm's
+        credentials), let them roll out, and say what no longer holds."""
+        import datetime as dt
+
+        from injectors.kube import Kube
+        from injectors.workload import restart_patch
+
+        kube = Kube(cluster)
+        when = dt.datetime.fromtimestamp(cluster.now(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        for target in targets:
+            kind, ns, name = target.split("/", 2)
+            if kube.find(kind, ns, name) is not None:
+                kube.patch(kind, ns, name, restart_patch(when))
+        # Until the restarted rollouts are done (slow starters take minutes), at most RESTART_MAX_S.
+        waited = 0.0
+        while True:
+            cluster.advance(RESTART_SETTLE_S)
+            waited += RESTART_SETTLE_S
+            pending: list[str] = []
+
+            def unfinished(name: str, ok: bool, reason: str, pending: list[str] = pending) -> None:
+                if not ok:
+                    pending.append(name)
+
+            self._rollouts(cluster, namespace, unfinished)
+            if not pending or waited >= RESTART_MAX_S:
+                break
+        broken: list[str] = []
+
+        def note(name: str, ok: bool, reason: str) -> None:
+            if not ok:
+                broken.append(reason)
+
+        self._system_side(cluster, namespace, baseline, note)
+        self._rollouts(cluster, namespace, note)
+        if problem_injection is not None and any(problem_injection.active(cluster)):
+            broken.append("the fault affects the running system again")
+        cluster.advance(RESTART_WINDOW_S)
+        try:
+            success, rate = self._rates(cluster, RESTART_WINDOW_S)
+        except (httpx.HTTPError, RuntimeError, ValueError, KeyError):
+            success = rate = None
+        if success is None or rate is None or success < self.spec.success_rate:
+            broken.append(f"client success rate {success if success is not None else 'none'}")
+        return broken
 
     def _failure_alerts(self, cluster: ClusterHandle, namespace: str, known: Any) -> list[str]:
         alerts = self._prometheus(cluster, "/api/v1/alerts", {}).get("alerts") or []

@@ -126,8 +126,10 @@ def check_problem(problem: Problem, path: str | None) -> None:
         set_fields = [name for name in ("kubectl", "recover") if getattr(step, name) is not None]
         if len(set_fields) > 1 or (not set_fields and step.wait is None):
             fail(f"mitigation[{i}]", "set exactly one of kubectl or recover (with an optional wait)")
-        if step.recover is not None and not 0 <= step.recover < len(problem.faults):
-            fail(f"mitigation[{i}].recover", f"no fault number {step.recover} (the problem has {len(problem.faults)})")
+        if step.recover is not None:
+            fail(f"mitigation[{i}].recover", "a reference mitigation is what an agent could do with its own tools: "
+                 "write the fix as kubectl steps (recover is the farm's own, privileged step), or mark the problem "
+                 "diagnosis_only when no fix is within the agent's scope")
         if step.kubectl is not None:
             words = step.kubectl.split()
             if words and words[0] == "kubectl":

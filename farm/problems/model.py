@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Layer = Literal["application", "operator", "os", "hardware"]
 Composition = Literal["single", "concurrent", "correlated", "metastable"]
@@ -46,12 +46,13 @@ class GroundTruth(Strict):
 
 
 class MitigationStep(Strict):
-    """One step of the reference mitigation. Exactly one of the fields is set:
-    `kubectl` runs through the agent's own kubectl tool (so it proves the agent could do it);
-    `recover` undoes fault number N of the problem through its injector (for faults an agent
-    cannot reach from kubectl, such as a node's disk, where the fix is "drain and replace")."""
+    """One step of the reference mitigation. `kubectl` runs through the agent's own kubectl tool
+    and token (so it proves the agent could do it), with `manifest` as the text a `-f -` reads.
+    `recover` undoes fault number N through its injector with the farm's own credentials: the
+    farm's reset may use it, a reference mitigation never does (no agent could)."""
 
     kubectl: str | None = None
+    manifest: str | None = None  # what `kubectl ... -f -` reads (the agent tool's manifest argument)
     recover: int | None = None
     wait: float | None = None  # seconds of cluster time to let pass after the step
 
@@ -73,7 +74,19 @@ class Problem(Strict):
     description: str  # for humans; never shown to the agent
     faults: list[FaultSpec] = Field(min_length=1)
     noises: list[NoiseSpec] = []  # used when the sweep turns noise on
-    mitigation: list[MitigationStep] = Field(min_length=1)
+    mitigation: list[MitigationStep] = []
     ground_truth: GroundTruth
     oracle: OracleSpec = OracleSpec()
     needs_real_cluster: bool = False  # the fault needs a mechanism the emulated cluster lacks
+    # No fix an agent could make from its scope exists (say, data lost on a disk with no replica):
+    # the problem is scored for diagnosis only, its mitigation neither scored nor a failure.
+    diagnosis_only: bool = False
+
+    @model_validator(mode="after")
+    def _scored_problems_have_a_fix(self) -> Problem:
+        if not self.diagnosis_only and not self.mitigation:
+            raise ValueError("mitigation: a problem needs a reference mitigation (or diagnosis_only: true)")
+        for i, step in enumerate(self.mitigation):
+            if step.manifest is not None and step.kubectl is None:
+                raise ValueError(f"mitigation[{i}]: a manifest goes with a kubectl step")
+        return self

@@ -2,9 +2,13 @@
 
 deploy → healthy (the mitigation oracle passes) → inject → the symptom is visible through the
 agent's own tools (kubectl with the agent's kubeconfig, Prometheus, Loki, Jaeger over HTTP) →
-nothing the agent can read reveals the answer (leak check) → the mitigation oracle fails → the
-reference mitigation (kubectl through the agent's checked tool, or `recover N`) → the oracle
-passes → recover leaves the cluster as deployed.
+nothing the agent can read reveals the answer (leak check) → the mitigation oracle fails →
+non-fixes fail (scaling the faulted workload to zero, deleting it, pausing it with its previous
+pods serving, renaming its container, stopping the load generator: each done with the agent's
+own token on a rewound copy of the incident) → the reference mitigation (kubectl through the
+agent's checked tool and token; never a farm step) → the oracle passes → recover leaves the
+cluster as deployed. A diagnosis-only problem stops after the non-fix step: its mitigation is
+not scored.
 
 Problems of one application share a deployment: it is checkpointed once (emulated cluster) and
 restored before each problem (the restore rewinds the cluster's clock, so telemetry runs up to
@@ -117,13 +121,14 @@ class AgentView:
         self.kubectl.close()
         self.http.close()
 
-    def run(self, command: str) -> tuple[int, str]:
-        """One kubectl command through the agent tool's own checks (a refusal is an error)."""
+    def run(self, command: str, manifest: str | None = None) -> tuple[int, str]:
+        """One kubectl command through the agent tool's own checks (a refusal is an error);
+        `manifest` is what a `-f -` reads, as the tool's manifest argument gives it."""
         from farm.interface.kubectl import parse_command
 
         parsed = parse_command(command, self.namespace, virtual_time=self.cluster.virtual_time,
                                also=tuple(self.other_namespaces))
-        result = self.kubectl.run_tokens(parsed.tokens)
+        result = self.kubectl.run_tokens(parsed.tokens, stdin=manifest if parsed.uses_stdin else None)
         return result.returncode, result.text
 
     def get_json(self, what: str, fields: dict[str, str] | None = None,
@@ -462,6 +467,81 @@ def leaks(view: AgentView, problem: Problem) -> list[str]:
     return found
 
 
+# -- non-fixes ---------------------------------------------------------------------------------
+
+NON_FIX_SETTLE_S = 0.0  # the non-fixes fail on checks no waiting changes: no cluster time needed
+
+
+class NonFix(NamedTuple):
+    """Something an agent could do, with its own token, that silences or props up the incident
+    without fixing it: the oracle must fail it."""
+
+    name: str
+    apply: Callable[[Any], None]  # given the agent's Kube
+
+
+def non_fixes(injection: Any, app: Any, kube: Any) -> list[NonFix]:
+    """The non-fixes of one problem, generated from its faulted workload (the first workload a
+    lasting fix must survive the restart of, else the workload its ground truth names) and the
+    application's load generator. Leaving the fault in place is the validator's `oracle_fails`."""
+    from farm.errors import InjectionError
+    from injectors.workload import ContainerMutation
+
+    out: list[NonFix] = []
+    targets = injection.restart_targets()
+    if not targets:
+        component = injection.problem.ground_truth.component
+        if re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", component):
+            for kind in ("Deployment", "StatefulSet"):
+                try:
+                    kube.workload(app.namespace, component, kind)
+                except InjectionError:
+                    continue
+                targets = [f"{kind}/{app.namespace}/{component}"]
+                break
+    if targets:
+        kind, ns, name = targets[0].split("/", 2)
+        out.append(NonFix(f"scale {name} to zero",
+                          lambda kube: kube.patch(kind, ns, name, {"spec": {"replicas": 0}})))
+        out.append(NonFix(f"delete {kind.lower()} {name}", lambda kube: kube.delete(kind, ns, name)))
+        if kind == "Deployment":
+            out.append(NonFix(f"pause {name} with its previous pods serving",
+                              lambda kube: _pause_with_old_pods(kube, ns, name)))
+        templated = [(inj.saved.get("container_index") or 0) for f, inj in injection.injectors
+                     if isinstance(f, ContainerMutation) and inj.saved.get("ref") == targets[0]]
+        if templated:
+            index = templated[0]
+            out.append(NonFix(f"rename {name}'s container",
+                              lambda kube: _rename_container(kube, kind, ns, name, index)))
+    lg = app.load_generator
+    out.append(NonFix(f"stop the load generator {lg}",
+                      lambda kube: kube.patch(kube.workload(app.namespace, lg)[0], app.namespace, lg,
+                                              {"spec": {"replicas": 0}})))
+    return out
+
+
+def _rename_container(kube: Any, kind: str, namespace: str, name: str, index: int) -> None:
+    obj = kube.get(kind, namespace, name)
+    container = obj["spec"]["template"]["spec"]["containers"][index]
+    container["name"] = container["name"][:50] + "-main"
+    obj.pop("status", None)
+    kube.replace(kind, namespace, obj)
+
+
+def _pause_with_old_pods(kube: Any, namespace: str, name: str) -> None:
+    """The reverse hole: pause the deployment, delete its newest ReplicaSet and scale the one
+    before it up, so that pods of an older template serve while the template stays as it is."""
+    deployment = kube.patch("Deployment", namespace, name, {"spec": {"paused": True}})
+    uid, replicas = deployment["metadata"]["uid"], int(deployment["spec"].get("replicas") or 1)
+    owned = sorted((rs for rs in kube.list("ReplicaSet", namespace)
+                    if any(o.get("uid") == uid for o in rs["metadata"].get("ownerReferences") or [])),
+                   key=lambda rs: int((rs["metadata"].get("annotations") or {}).get(
+                       "deployment.kubernetes.io/revision", "0")))
+    if len(owned) >= 2:
+        kube.delete("ReplicaSet", namespace, owned[-1]["metadata"]["name"])
+        kube.patch("ReplicaSet", namespace, owned[-2]["metadata"]["name"], {"spec": {"replicas": replicas}})
+
+
 # -- the cluster as deployed -----------------------------------------------------------------
 
 
@@ -731,22 +811,57 @@ class Validator:
                                      f"what its health checks measure: {'; '.join(blind[:3])}")
                 return verdict.detail[:200]
 
+            def non_fixes_fail() -> str:
+                if problem.diagnosis_only:
+                    return "diagnosis only: the mitigation is not scored"
+                checkpoint, restore = getattr(self.cluster, "checkpoint", None), getattr(self.cluster, "restore", None)
+                if checkpoint is None or restore is None:
+                    return "not run: this cluster cannot rewind between non-fixes"
+                from injectors.kube import Kube
+
+                candidates = non_fixes(injection, app, Kube(self.cluster))
+                if not candidates:
+                    return "none apply"
+                mark = "validate-non-fix"
+                checkpoint(mark)
+                passed = []
+                try:
+                    for i, nf in enumerate(candidates):
+                        if i:
+                            restore(mark)  # the first starts from the very moment the mark holds
+                        nf.apply(view.kube)
+                        if NON_FIX_SETTLE_S:
+                            self.cluster.advance(NON_FIX_SETTLE_S)
+                        verdict = oracle.evaluate(self.cluster, ns, state["baseline"], injection, fail_fast=True)
+                        if verdict.passed:
+                            passed.append(nf.name)
+                finally:
+                    restore(mark)
+                if passed:
+                    raise StepFailed(f"the oracle passes non-fixes: {'; '.join(passed)}")
+                return f"{len(candidates)} fail: " + "; ".join(nf.name for nf in candidates)
+
             def mitigate() -> str:
+                if problem.diagnosis_only:
+                    return "diagnosis only: no fix within the agent's scope"
                 done = []
                 for i, mstep in enumerate(problem.mitigation):
                     if mstep.kubectl is not None:
-                        code, text = view.run(mstep.kubectl)
+                        command = injection.fill(mstep.kubectl)
+                        code, text = view.run(command, mstep.manifest)
                         if code != 0:
-                            raise StepFailed(f"mitigation[{i}] `{mstep.kubectl}` failed: {text.strip()[:200]}")
+                            raise StepFailed(f"mitigation[{i}] `{command}` failed: {text.strip()[:200]}")
                         done.append(mstep.kubectl.split()[0])
                     elif mstep.recover is not None:
-                        injection.recover_one(self.cluster, mstep.recover)
-                        done.append(f"recover {mstep.recover}")
+                        raise StepFailed(f"mitigation[{i}] is `recover: {mstep.recover}`, a farm step with the "
+                                         "farm's credentials: no agent could take it")
                     if mstep.wait:
                         self.cluster.advance(mstep.wait)
                 return ", ".join(done)
 
             def oracle_passes() -> str:
+                if problem.diagnosis_only:
+                    return "diagnosis only: the mitigation is not scored"
                 verdict = oracle.evaluate(self.cluster, ns, state["baseline"], injection)
                 if not verdict.passed:
                     raise StepFailed(f"the oracle still fails after the reference mitigation: {verdict.detail}")
@@ -769,7 +884,8 @@ class Validator:
                 return "cluster as deployed"
 
             for name, fn in (("healthy", healthy), ("inject", inject), ("symptom_visible", symptom),
-                             ("no_leak", no_leak), ("oracle_fails", oracle_fails), ("mitigation", mitigate),
+                             ("no_leak", no_leak), ("oracle_fails", oracle_fails), ("non_fixes", non_fixes_fail),
+                             ("mitigation", mitigate),
                              ("oracle_passes", oracle_passes)):
                 if not step(name, fn):
                     break

@@ -92,7 +92,7 @@ def test_a_failed_injection_undoes_what_went_in(shop: ClusterHandle) -> None:
 def test_ground_truth_names_the_node_the_fault_landed_on(shop: ClusterHandle) -> None:
     p = problem(composition="single", oracle={}, layer="hardware",
                 faults=[{"injector": "nic-packet-loss", "params": {"service": "ads", "percent": 20}}],
-                mitigation=[{"recover": 0}],
+                mitigation=[{"kubectl": "cordon {node}"}],
                 ground_truth={"component": "node/{node}", "component_kind": "Node", "fault_type": "network-hardware",
                               "mechanism": "The NIC of {node} drops packets.", "details": {"node": "{node}"}, "symptom": "s"})
     pi = ProblemInjection(p)

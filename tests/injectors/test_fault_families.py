@@ -89,12 +89,13 @@ def test_a_stressor_is_gone_with_the_pods_it_was_put_in(cluster: ClusterHandle) 
     injector = faults.create("stress-memory", service="recommendation", memory_size="64MB")
     injection = injector.inject(cluster, NS)
     cluster.advance(10)
-    assert injector.is_active(cluster, injection)
+    assert injector.affects(cluster, injection)
     stressed = pod_of(kube, "recommendation")
     kube.delete("Pod", NS, stressed["metadata"]["name"])  # what `rollout restart` amounts to
     cluster.advance(30)
     assert pod_of(kube, "recommendation")["metadata"]["name"] != stressed["metadata"]["name"]
-    assert not injector.is_active(cluster, injection)
+    assert not injector.affects(cluster, injection)
+    assert injector.is_active(cluster, injection)  # the experiment (out of the agent's sight) stays
     injector.recover(cluster, injection)
 
 

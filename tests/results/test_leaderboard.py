@@ -102,3 +102,26 @@ def test_cost_capped_trials_and_failed_resets_are_reported_apart(db_url):
     (row,) = leaderboard.compute(engine, "sw")
     assert (row["n"], row["infra_failed"], row["cost_capped"], row["reset_failures"]) == (2, 1, 2, 1)
     assert row["diagnosis_rate"] == 1.0 and row["mean_cost_usd"] == 1.0 and row["total_cost_usd"] == 2.0
+
+
+def test_diagnosis_only_rows_count_for_diagnosis_and_apart_for_mitigation(db_url):
+    """A diagnosis-only problem's trials carry no mitigation verdict (NULL): they are in n and in
+    the diagnosis rate, never a mitigation failure; mitigation_n, the mitigation and E2E rates
+    and P(M|D) are over the scored trials alone."""
+    engine = engine_for(db_url)
+    now = time.time()
+    with Session(engine) as s:
+        s.add(Sweep(id="dx", spec_json="{}", created_at=now, updated_at=now))
+        outcomes = [(True, True), (True, False), (False, False), (True, None), (False, None), (True, None)]
+        for i, (d, m) in enumerate(outcomes):
+            s.add(Trial(id=f"dx{i}", sweep_id="dx", key=str(i), problem_id="p", app="a", layer="os",
+                        composition="single", agent="baseline", model="-", seed=i, noise=False,
+                        state=TrialState.FINISHED, diagnosis_passed=d, mitigation_passed=m,
+                        e2e_passed=None if m is None else d and m))
+        s.commit()
+    (row,) = leaderboard.compute(engine, "dx", "agent,model")
+    assert row["n"] == 6 and row["mitigation_n"] == 3
+    assert row["diagnosis_rate"] == pytest.approx(4 / 6)
+    assert row["mitigation_rate"] == pytest.approx(1 / 3)
+    assert row["e2e_rate"] == pytest.approx(1 / 3)
+    assert row["p_mitigation_given_diagnosis"] == pytest.approx(1 / 2)

@@ -296,3 +296,15 @@ def test_time_to_mitigation_without_a_submission():
     assert time_to_mitigation(SimpleNamespace(mitigation_at=150.0, mutations=mut), 100.0) == 50.0
     assert time_to_mitigation(SimpleNamespace(mitigation_at=None, mutations=mut), 100.0) == 60.0
     assert time_to_mitigation(SimpleNamespace(mitigation_at=None, mutations=[]), 100.0) is None
+
+
+def test_a_diagnosis_only_problem_is_scored_for_its_diagnosis_alone(engine, store):
+    """No fix is within the agent's scope: the oracle does not run, the mitigation is NULL (never a
+    failure), and so is E2E; the diagnosis is judged as for any problem."""
+    spec = SweepSpec.model_validate({"name": "dx-only", "problems": {"ids": ["hr-disk-full-mongodb-reservation"]},
+                                     "agents": ["baseline"], "seeds": 1, "limits": {"wall_time_s": 120}})
+    trial, attempt, docs = _single(engine, store, spec)
+    assert trial.state == TrialState.FINISHED
+    assert trial.diagnosis_passed is not None
+    assert trial.mitigation_passed is None and trial.e2e_passed is None
+    assert attempt.mitigation_passed is None and attempt.mitigation_checks_json is None

@@ -152,8 +152,8 @@ BOOTSTRAP_CLUSTER_ROLE_BINDINGS: dict[str, tuple[str, str]] = {
 
 
 def agent_role_rules() -> list[dict[str, Any]]:
-    """What the agent's Role grants in its namespace: read and change the application and the
-    namespace's quotas and limit ranges, read its RBAC, nothing of chaos-mesh.org."""
+    """What the agent's Role grants in its namespace: read and change the application, the
+    namespace's quotas and limit ranges and its RBAC, nothing of chaos-mesh.org."""
     return [
         _rule([""], [*_APP_CORE, "secrets", "resourcequotas", "limitranges"], _READ),
         # Quotas too: a capacity cut held in place by a quota (the paper's metastable case) is only
@@ -165,16 +165,25 @@ def agent_role_rules() -> list[dict[str, Any]]:
         # The custom resources an operator-managed application is declared with (a TidbCluster):
         # the agent manages the application through them, as its owners do.
         _rule(["pingcap.com"], ["tidbclusters"], _READ + _WRITE),
-        _rule([_RBAC], ["roles", "rolebindings"], _READ),
+        # Its namespace's RBAC too, as the namespace's owners have it: a component locked out of
+        # the API by a dropped rule or binding is theirs to let back in. A Role and RoleBinding
+        # here reach this namespace only (a real API server also refuses to grant what the agent
+        # does not hold itself).
+        _rule([_RBAC], ["roles", "rolebindings"], _READ + _WRITE),
         _rule(["metrics.k8s.io"], ["pods"], _READ),
         _rule(["events.k8s.io"], ["events"], _READ),
     ]
 
 
 def agent_cluster_rules() -> list[dict[str, Any]]:
-    """Read-only view of the cluster-scoped objects an SRE needs to diagnose (nodes, volumes, classes)."""
+    """A view of the cluster-scoped objects an SRE needs to diagnose (nodes, volumes, classes),
+    and what an SRE on call may do to a node: cordon and uncordon it, taint it (a patch). Taking
+    a workload off a broken node is the fix of every node and disk fault; deleting or replacing a
+    node, and reading pods of other namespaces, stay out of reach (so `drain` is not, and
+    deleting the workload's own pods after a cordon is how they leave)."""
     return [
         _rule([""], ["nodes", "persistentvolumes"], _READ),
+        _rule([""], ["nodes"], ["patch"]),
         _rule(["storage.k8s.io"], ["storageclasses"], _READ),
         _rule(["scheduling.k8s.io"], ["priorityclasses"], _READ),
         _rule(["metrics.k8s.io"], ["nodes"], _READ),

@@ -431,3 +431,30 @@ def test_kernel_chaos_on_a_read_path_leaves_writes_alone_and_slab_failures_are_e
     assert cluster.chaos.io_error(mongo, "hotel-reserv-rate-mongo", "/data/db", "read") == 12
     node = mongo["spec"]["nodeName"]
     assert "FAULT_INJECTION: forcing a failure." in loki(cluster, f'{{job="node-kernel", node_name="{node}"}}')
+
+
+def test_an_experiment_holds_only_the_pods_it_selected_when_it_started(cluster: SimCluster) -> None:
+    """Chaos Mesh selects when the experiment starts: a replacement pod, even one given the same
+    name (a StatefulSet's), is never injected; the experiment and its records stay."""
+    base = window(cluster, 60)
+    chaos(cluster, "NetworkChaos", "split-once", {
+        "action": "partition", "mode": "all", "direction": "both",
+        "selector": {"labelSelectors": {"io.kompose.service": "search"}},
+        "target": {"mode": "all", "selector": {"labelSelectors": {"io.kompose.service": "rate"}}}})
+    cluster.advance(10)
+    assert window(cluster, 60) < 50
+    search = pod(cluster, "search")
+    twin = {"metadata": {"name": search["metadata"]["name"], "namespace": NS,
+                         "labels": dict(search["metadata"]["labels"])},
+            "spec": json.loads(json.dumps(search["spec"]))}
+    cluster.store.delete("pods", NS, search["metadata"]["name"])
+    cluster.advance(1)
+    assert cluster.store.try_get("pods", NS, search["metadata"]["name"]) is None
+    cluster.store.create("pods", twin)  # same name, new uid
+    cluster.advance(60)
+    again = cluster.store.get("pods", NS, search["metadata"]["name"])
+    assert again["metadata"]["uid"] != search["metadata"]["uid"]
+    assert window(cluster, 60) > 0.9 * base
+    obj = cluster.store.get("networkchaos.chaos-mesh.org", NS, "split-once")
+    assert any(r["phase"] == "Injected" for r in obj["status"]["experiment"]["containerRecords"])
+    cluster.store.delete("networkchaos.chaos-mesh.org", NS, "split-once")

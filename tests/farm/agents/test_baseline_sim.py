@@ -98,6 +98,8 @@ CATALOG_SAMPLE = [
 ]
 
 
+# 32 trials, each oracle now restarting the faulted workload after a fix and sampling its window.
+@pytest.mark.timeout(900)
 def test_scores_on_the_catalog_are_nontrivial_imperfect_and_lower_with_noise(cluster: ClusterHandle) -> None:
     # Only hotel-reservation is modelled faithfully by the emulated cluster today.
     modelled = {p.id: p for p in load_catalog().select(apps=["hotel-reservation"]) if not p.needs_real_cluster}

@@ -42,7 +42,7 @@ def _run(cluster: ClusterHandle, *commands: str) -> None:
     with agent_session(cluster) as (_, tools):
         for command in commands:
             text, is_error = tools.call("kubectl", command=command)
-            assert not is_error, f"{command}: {text}"
+            assert not is_error and not text.startswith(("error", "Error")), f"{command}: {text}"
         tools.call("wait", seconds=60)
 
 
@@ -61,7 +61,7 @@ def test_doing_nothing_fails_on_the_fault_and_the_clients(incident) -> None:
     assert verdict.checks["fault_resolved"] is False
     assert verdict.checks["client_success_rate"] is False
     assert verdict.success_rate is not None and verdict.success_rate < 0.95
-    assert "still in place" in verdict.detail
+    assert "still affect the running system" in verdict.detail
 
 
 def test_the_reference_fix_passes(incident) -> None:
@@ -200,3 +200,79 @@ def test_a_retry_storm_whose_retry_settings_remain_fails_the_replay(cluster: Clu
         tools.call("wait", seconds=180)
     verdict = oracle.evaluate(cluster, ns, baseline, injection)
     assert verdict.checks["recovers_after_trigger_replay"] is False, verdict
+
+
+def _incident(cluster: ClusterHandle, problem_id: str):
+    back_to_deployed(cluster)
+    problem = load_catalog().get(problem_id)
+    app = load_application(problem.app)
+    oracle = MitigationOracle(app, problem)
+    baseline = oracle.capture_baseline(cluster, app.namespace)
+    injection = ProblemInjection(problem)
+    injection.inject(cluster, app.namespace)
+    cluster.advance(120)
+    return app.namespace, oracle, baseline, injection
+
+
+def test_old_pods_propped_up_under_a_paused_renamed_template_fail(cluster: ClusterHandle) -> None:
+    """The reverse hole: pause the faulty deployment, rename its container (so that a check by
+    container name finds nothing), delete the new ReplicaSet: the old pods keep serving while
+    the bad value stays in the template. Every part of it is caught."""
+    from injectors.kube import Kube
+
+    ns, oracle, baseline, injection = _incident(cluster, "hr-geo-image-tag-wrong")
+    _run(cluster, "rollout pause deployment/geo",
+         "patch deployment geo --type json -p "
+         "'[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/name\",\"value\":\"geo-main\"}]'")
+    kube = Kube(cluster)
+    geo = kube.get("Deployment", ns, "geo")
+    image = geo["spec"]["template"]["spec"]["containers"][0]["image"]
+    bad = [rs["metadata"]["name"] for rs in kube.list("ReplicaSet", ns)
+           if rs["spec"]["template"]["spec"]["containers"][0]["image"] == image
+           and any(o.get("uid") == geo["metadata"]["uid"] for o in rs["metadata"].get("ownerReferences") or [])]
+    assert bad, "the faulty rollout made a ReplicaSet"
+    _run(cluster, *(f"delete replicaset {name}" for name in bad))
+    verdict = oracle.evaluate(cluster, ns, baseline, injection)
+    assert not verdict.passed, verdict
+    assert verdict.checks["fault_resolved"] is False, verdict  # found by the container's index
+    assert verdict.checks["no_paused_rollout"] is False, verdict
+    assert verdict.checks["rollouts_complete"] is False, verdict
+
+
+def test_a_renamed_container_keeps_the_fault_in_the_template(cluster: ClusterHandle) -> None:
+    """Without pausing: the renamed container still carries the bad image at its index."""
+    ns, oracle, baseline, injection = _incident(cluster, "hr-geo-image-tag-wrong")
+    _run(cluster, "patch deployment geo --type json -p "
+         "'[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/name\",\"value\":\"geo-main\"}]'")
+    assert injection.active(cluster) == [True]
+
+
+def test_a_pod_replaced_after_the_experiment_started_is_out_of_it(cluster: ClusterHandle) -> None:
+    """Chaos Mesh selects its pods when the experiment starts: replacing geo's pod ends a network
+    delay on it, with the experiment (which the agent cannot see) still there, and the fix
+    passes; doing nothing does not."""
+    ns, oracle, baseline, injection = _incident(cluster, "hr-geo-network-delay")
+    assert injection.active(cluster) == [True]
+    (chaos,) = [inj for _, inj in injection.injectors]
+    _run(cluster, "delete pod -l io.kompose.service=geo")
+    assert injection.active(cluster) == [False]
+    injector, record = injection.injectors[0]
+    assert injector.is_active(cluster, record), "the experiment itself stays"
+    verdict = oracle.evaluate(cluster, ns, baseline, injection)
+    assert verdict.passed, verdict
+    assert verdict.checks["survives_restart"] is True
+    assert chaos.saved["pods_at_start"]
+
+
+def test_a_node_fault_is_resolved_only_by_moving_the_workload_off_the_node(cluster: ClusterHandle) -> None:
+    """Deleting the pod alone may land it on the same node again; the oracle's own restart after
+    the window then shows a workload that can go back there. Cordoning first makes it stick."""
+    ns, oracle, baseline, injection = _incident(cluster, "hr-nic-loss-frontend-node")
+    (record,) = [inj for _, inj in injection.injectors]
+    node = record.saved["node"]
+    assert injection.active(cluster) == [True]
+    _run(cluster, f"cordon {node}", "delete pod -l io.kompose.service=frontend")
+    assert injection.active(cluster) == [False]
+    verdict = oracle.evaluate(cluster, ns, baseline, injection)
+    assert verdict.checks["fault_resolved"] is True, verdict
+    assert verdict.checks.get("survives_restart") is not False, verdict

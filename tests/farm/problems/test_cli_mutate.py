@@ -80,3 +80,13 @@ def test_mutation_api_targets_and_params() -> None:
     with pytest.raises(ProblemDefinitionError, match="not key=value"):
         mutate(meta, settings=["multiplier"])
     assert yaml.safe_dump(faster.model_dump())  # serialisable like any catalog entry
+
+
+def test_show_json_says_which_problems_are_scored_for_diagnosis_only() -> None:
+    only = cli("show", "hr-disk-full-mongodb-reservation", "--json")
+    scored = cli("show", "hr-geo-network-delay", "--json", "--answer")
+    assert only.returncode == 0 and scored.returncode == 0, (only.stderr, scored.stderr)
+    assert json.loads(only.stdout)["diagnosis_only"] is True
+    data = json.loads(scored.stdout)
+    assert data["diagnosis_only"] is False
+    assert [s["kubectl"] for s in data["mitigation"]] == ["delete pod -l io.kompose.service=geo"]

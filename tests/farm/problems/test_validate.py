@@ -243,3 +243,33 @@ def test_a_harmless_change_fails_at_symptom_visible(validator, monkeypatch: pyte
 def test_a_real_fault_still_validates(validator, problem_id: str) -> None:  # type: ignore[no-untyped-def]
     result = validator.validate(load_catalog().get(problem_id))
     assert result.passed, [f"{s.name}: {s.detail[:300]}" for s in result.steps if not s.ok]
+
+
+@pytest.mark.slow
+def test_non_fixes_are_generated_from_the_faulted_workload_and_fail(validator) -> None:  # type: ignore[no-untyped-def]
+    result = validator.validate(load_catalog().get("hr-geo-image-tag-wrong"))
+    (step,) = [s for s in result.steps if s.name == "non_fixes"]
+    assert step.ok, step.detail
+    for name in ("scale geo to zero", "delete deployment geo", "pause geo with its previous pods serving",
+                 "rename geo's container", "stop the load generator"):
+        assert name in step.detail, step.detail
+
+
+@pytest.mark.slow
+def test_an_oracle_that_passes_a_non_fix_fails_validation(validator, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """The non-fix step is a check that can fail: an oracle fooled by silencing is caught."""
+    from farm.oracles.base import MitigationVerdict
+    from farm.oracles.mitigation import MitigationOracle
+
+    real = MitigationOracle.evaluate
+
+    def fooled(self, cluster, namespace, baseline, injection, fail_fast=False):  # type: ignore[no-untyped-def]
+        if fail_fast:
+            return MitigationVerdict(passed=True, checks={"everything": True})
+        return real(self, cluster, namespace, baseline, injection)
+
+    monkeypatch.setattr(MitigationOracle, "evaluate", fooled)
+    result = validator.validate(load_catalog().get("hr-geo-network-delay"))
+    failed = next(s for s in result.steps if not s.ok)
+    assert failed.name == "non_fixes" and "scale geo to zero" in failed.detail, failed
+
