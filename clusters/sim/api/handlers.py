@@ -710,6 +710,7 @@ class KubeAPI:
             body["metadata"].pop(k, None)
         normalize_times(body)
         validate(r.rt, body, None)
+        self.authz.check_escalation(req.user, r.rt.key, ns, body, None)
         if self._dry_run(req):
             probe = copy.deepcopy(body)
             for hook in self.store.admission:
@@ -747,6 +748,7 @@ class KubeAPI:
                 else:
                     new.pop("status", None)
             validate(r.rt, new, current)
+            self.authz.check_escalation(req.user, r.rt.key, self._ns(r), new, current)
         if self._dry_run(req):
             return json_response(200, new)
         return json_response(200, self.store.replace(r.rt.key, new, check_rv=check_rv,
@@ -802,6 +804,7 @@ class KubeAPI:
             if r.rt.namespaced:
                 body["metadata"]["namespace"] = ns
             validate(r.rt, body, None)
+            self.authz.check_escalation(req.user, r.rt.key, ns, body, None)
             return json_response(201, self.store.create(r.rt.key, body, namespace=ns or None))
         new = apply_patch(STRATEGIC_MERGE_PATCH, current, body, r.rt.kind)
         return self._commit(req, r, current, new, check_rv=False)

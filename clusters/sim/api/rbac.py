@@ -4,10 +4,11 @@ matches on verbs, apiGroups, resources (with `res/sub` and `*/sub`) and resource
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from clusters.sim.api.authn import UserInfo
-from clusters.sim.store import Obj, Store
+from clusters.sim.store import Obj, Store, StoreError
 
 _RBAC = "rbac.authorization.k8s.io"
 
@@ -104,11 +105,56 @@ class RBACAuthorizer:
         non_resource = [{"verbs": r["verbs"], "nonResourceURLs": r["nonResourceURLs"]} for r in rules if r.get("nonResourceURLs")]
         return resource, non_resource
 
+    def check_escalation(self, user: UserInfo, key: str, namespace: str, obj: Obj,
+                         current: Obj | None) -> None:
+        """Refuse a Role or RoleBinding that grants what `user` does not hold in `namespace`, as
+        kube-apiserver's RBAC escalation check does (the agent may manage its namespace's RBAC,
+        never widen its own reach through it); a RoleBinding's roleRef cannot change."""
+        plural = key.removesuffix(f".{_RBAC}")
+        if user.is_admin or key not in (f"roles.{_RBAC}", f"rolebindings.{_RBAC}"):
+            return
+        name = (obj.get("metadata") or {}).get("name", "")
+        if plural == "rolebindings" and current is not None and obj.get("roleRef") != current.get("roleRef"):
+            raise StoreError(422, "Invalid", f'RoleBinding.rbac.authorization.k8s.io "{name}" is invalid: '
+                             "roleRef: Invalid value: cannot change roleRef")
+        with self.store.lock:
+            held = self._rules(user, namespace)
+            granted = (list(obj.get("rules") or []) if plural == "roles"
+                       else self._role_rules(obj.get("roleRef") or {}, namespace))
+        missing = [rule for rule in granted if not _covered(rule, held)]
+        if missing:
+            listed = "\n".join(_describe(rule) for rule in missing)
+            raise StoreError(403, "Forbidden",
+                             f'{plural}.{_RBAC} "{name}" is forbidden: user "{user.name}" '
+                             f"(groups={list(user.groups)}) is attempting to grant RBAC permissions not "
+                             f"currently held:\n{listed}", {"kind": plural, "name": name, "group": _RBAC})
+
     def allowed_path(self, user: UserInfo, verb: str, path: str) -> bool:
         if user.is_admin or (verb == "get" and path.startswith(_PUBLIC_PREFIXES)):
             return True
         with self.store.lock:
             return any(non_resource_allows(r, verb, path) for r in self._rules(user, ""))
+
+
+def _covered(rule: dict[str, Any], held: list[dict[str, Any]]) -> bool:
+    """Every (verb, group, resource, name) `rule` grants is allowed by some rule in `held`; a
+    wildcard is covered only by a wildcard."""
+    if rule.get("nonResourceURLs") and not rule.get("resources"):
+        return False  # not grantable in a namespace at all
+    for verb in rule.get("verbs") or []:
+        for group in rule.get("apiGroups") or []:
+            for res in rule.get("resources") or []:
+                resource, _, sub = res.partition("/")
+                for name in rule.get("resourceNames") or [""]:
+                    if not any(rule_allows(h, verb, group, resource, sub, name) for h in held):
+                        return False
+    return True
+
+
+def _describe(rule: dict[str, Any]) -> str:
+    parts = [f'{key[0].upper()}{key[1:]}:{json.dumps(rule[key])}'
+             for key in ("apiGroups", "resources", "resourceNames", "verbs") if rule.get(key)]
+    return "{" + ", ".join(parts) + "}"
 
 
 def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict[str, Any]:
