@@ -348,7 +348,7 @@ class AgentInterface:
                 self.record.mutations.append(Mutation(
                     call_index=index, command=command, at=at, targets=list(before),
                     undo=undo_mod.describe_undo(before), before=before))
-        structured = any(f in parsed.flags for f in ("-o", "--output"))
+        structured = "output" in parsed.flags
         # Structured output (json, yaml, jsonpath) is left whole: collapsing lines would corrupt it.
         return dedupe_text(result.text) if self.summarised and not structured else result.text
 
