@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import logging
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -399,6 +399,7 @@ class Kubectl:
         from farm.interface import sandbox as sandbox_mod
 
         self.binary = binary or find_kubectl()
+        self.kubeconfig = kubeconfig  # on the worker; the sandbox holds an inlined copy
         self.namespace = namespace
         self.timeout_s = timeout_s
         self.virtual_time = virtual_time
