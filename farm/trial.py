@@ -105,6 +105,11 @@ class TrialRun:
         self.opaque_id = uuid.uuid4().hex[:16]  # what the agent sees; never the problem id
         self.prefix = f"{spec.sweep_id}/{spec.trial_id}/attempt-{claim.token}"
         self.result = AttemptResult(artifacts_uri=store.base_uri(self.prefix))
+        root = getattr(store, "root", None)  # a local store's folder: scrubbed from what the agent sees
+        if root is not None:
+            from farm.secrets import hide_path
+
+            hide_path(root)
         self.lease_lost = threading.Event()
         self.phase = "claimed"
         self.baseline: Any = None

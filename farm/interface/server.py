@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -31,7 +32,7 @@ from farm.interface.kubectl import Kubectl, parse_command
 from farm.interface.record import Mutation, SessionRecord, ToolCall, count_tokens
 from farm.interface.summarise import dedupe_text
 from farm.interface.telemetry import Telemetry
-from farm.secrets import scrub
+from farm.secrets import hide_path, hide_secret, scrub
 from farm.states import LIMIT_COST, LIMIT_STEPS, LIMIT_TOKENS, LIMIT_WALL_TIME
 
 if TYPE_CHECKING:
@@ -127,6 +128,7 @@ class AgentInterface:
 
         if self._thread is not None:
             return self.url, self.token
+        _hide_cluster_internals(self.cluster)
         kubeconfig = self.cluster.agent_kubeconfig(self.namespace, also=self.also_namespaces)
         self._kubectl = Kubectl(kubeconfig, self.namespace,
                                 binary=self._kubectl_binary, timeout_s=self._kubectl_timeout_s,
@@ -463,6 +465,28 @@ class AgentInterface:
             self.record.mitigation_at = self._now()
         self.finished.set()
         return "mitigation submitted; the session is over"
+
+
+def _hide_cluster_internals(cluster: ClusterHandle) -> None:
+    """Register the cluster's admin credentials and folders with the scrubber: no text an agent
+    receives may carry them, whatever printed them."""
+    import yaml
+
+    admin = getattr(cluster, "kubeconfig", None)
+    if admin is not None:
+        hide_path(Path(admin).parent)
+        try:
+            doc = yaml.safe_load(Path(admin).read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            doc = {}
+        for entry in doc.get("users") or []:
+            user = entry.get("user") or {}
+            for key in ("token", "client-key-data", "password"):
+                if isinstance(user.get(key), str):
+                    hide_secret(user[key])
+    workdir = getattr(cluster, "workdir", None)
+    if workdir is not None:
+        hide_path(workdir)
 
 
 def _ran_remotely(stderr: str) -> bool:
