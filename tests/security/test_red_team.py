@@ -6,7 +6,9 @@ refusal, and a canary planted in the worker's folders never shows up in anything
 
 from __future__ import annotations
 
+import os
 import secrets
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from tests.farm.interface.simcluster import back_to_deployed, deployed_cluster
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
 NS = "hotel-reservation"
 CANARY = f"CANARY-{secrets.token_hex(8)}"
+_KUBECTL_PATH = os.environ.get("PATH", "")
 
 
 @pytest.fixture(scope="module")
@@ -290,3 +293,56 @@ def test_an_oversized_diagnosis_is_refused_not_truncated(session: tuple[AgentInt
     assert f"at most {MAX_DIAGNOSIS_CHARS}" in text and iface.record.diagnosis is None
     assert not tools.call("submit_diagnosis", text="y" * MAX_DIAGNOSIS_CHARS)[1]
     assert iface.record.diagnosis == "y" * MAX_DIAGNOSIS_CHARS
+
+
+def test_at_most_four_calls_of_a_session_run_at_once(cluster: ClusterHandle) -> None:
+    import asyncio
+    import threading
+    import time
+
+    from farm.interface.server import MAX_CONCURRENT_CALLS
+
+    iface = AgentInterface(cluster, NS, "t-redteam04")  # never started: only its call gate is used
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def slow(_: int) -> str:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+        return "ok"
+
+    async def flood() -> list[object]:
+        return await asyncio.gather(*(iface._invoke("kubectl", {"command": "get pods"}, slow) for _ in range(12)))
+
+    results = asyncio.run(flood())
+    assert len(results) == 12 and len(iface.record.tool_calls) == 12
+    assert peak[0] == MAX_CONCURRENT_CALLS
+
+
+def test_no_sandbox_means_no_session(cluster: ClusterHandle, monkeypatch: pytest.MonkeyPatch) -> None:
+    from farm.errors import InfrastructureError
+    from farm.interface.sandbox import SandboxUnavailable
+
+    for bwrap in ("/bin/false", "/nonexistent/bwrap"):
+        monkeypatch.setenv("FARM_BWRAP", bwrap)
+        iface = AgentInterface(cluster, NS, "t-redteam05")
+        with pytest.raises(SandboxUnavailable, match="sandbox") as info:
+            iface.start()
+        assert isinstance(info.value, InfrastructureError)  # the farm's failure, not the agent's
+        iface.stop()
+    monkeypatch.delenv("FARM_BWRAP")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+        AgentInterface(cluster, NS, "t-redteam06", kubectl_binary=shutil.which("kubectl", path=_KUBECTL_PATH)).start()
+
+
+def test_the_unsafe_opt_out_is_recorded(cluster: ClusterHandle, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FARM_UNSAFE_NO_SANDBOX", "1")
+    back_to_deployed(cluster)
+    iface = AgentInterface(cluster, NS, "t-redteam07")
+    iface.start()
+    iface.stop()
+    assert iface.record.sandbox == "none (FARM_UNSAFE_NO_SANDBOX=1)"
