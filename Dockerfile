@@ -4,7 +4,7 @@
 #                Docker socket (docker compose --profile kind builds it)
 # The base is pinned to a Debian release so that its packages (kubectl) do not move under us.
 FROM python:3.11-slim-bookworm AS farm
-RUN apt-get update && apt-get install -y --no-install-recommends kubernetes-client ca-certificates \
+RUN apt-get update && apt-get install -y --no-install-recommends kubernetes-client bubblewrap ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml README.md ./

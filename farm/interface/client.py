@@ -18,6 +18,19 @@ MAX_WAIT_S = 900.0  # the longest single wait an agent may ask for
 # the ordinary deadline as its margin, and a minute for the transport. The SDK's default read
 # timeout (300 s) would cut a long wait on a real cluster short.
 CLIENT_TIMEOUT_S = MAX_WAIT_S + TOOL_TIMEOUT_S + 60.0
+# A limit the interface enforces ended the session: every later call is refused with this text
+# first, then the limit (farm.states LIMIT_*), so a client can stop instead of retrying.
+SESSION_ENDED = "session ended: "
+
+
+def ended_by(text: str) -> tuple[str, str] | None:
+    """(limit, detail) of a refusal that says the session ended, else None."""
+    if not text.startswith(SESSION_ENDED):
+        return None
+    rest = text[len(SESSION_ENDED):]
+    reason = rest.split(" ", 1)[0].strip(";,.")
+    detail = rest.split("(", 1)[1].split(")", 1)[0] if "(" in rest else ""
+    return (reason, detail) if reason else None
 
 
 def http_client(token: str) -> Any:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -18,28 +20,10 @@ from typing import Any
 import yaml
 
 from farm.errors import ConfigurationError, ToolError
+from farm.interface import allowlist
 
-# Verbs that need a terminal or reach outside the namespace's API (the farm's disk, a local port).
-REFUSED_VERBS = {
-    "attach": "attach needs an interactive terminal",
-    "edit": "edit opens an editor; use patch, set, scale or apply -f - with the manifest argument",
-    "port-forward": "port-forward is not available to agents",
-    "proxy": "proxy is not available to agents",
-    "cp": "cp reads and writes local files, which agents cannot reach",
-    "debug": "debug creates privileged debugging pods, which agents may not",
-    "config": "the kubeconfig is fixed for this session",
-    "plugin": "kubectl plugins are not available",
-    "certificate": "certificate approval is not available to agents",
-    "completion": "shell completion is not useful here",
-    "kustomize": "kustomize reads local directories, which agents cannot reach",
-    "alpha": "alpha commands are not available",
-}
-# Flags that would switch credentials or cluster.
-REFUSED_FLAGS = (
-    "--kubeconfig", "--token", "--server", "-s", "--context", "--cluster", "--user", "--as",
-    "--as-group", "--as-uid", "--username", "--password", "--certificate-authority",
-    "--client-certificate", "--client-key", "--insecure-skip-tls-verify", "--tls-server-name",
-)
+log = logging.getLogger("farm.interface.kubectl")
+
 MUTATING_VERBS = {
     "apply", "create", "delete", "patch", "replace", "scale", "set", "label", "annotate",
     "autoscale", "expose", "run", "cordon", "uncordon", "drain", "taint",
@@ -48,16 +32,6 @@ MUTATING_ROLLOUT = {"undo", "restart", "pause", "resume"}
 # Verbs that change state the farm cannot capture: `exec` runs a command inside a container (it may
 # edit files, kill processes, flush caches), so it is recorded as a mutation with no undo.
 OPAQUE_MUTATING_VERBS = {"exec"}
-# Flags that take a separate value, so that value is not mistaken for a verb or a name.
-VALUE_FLAGS = {
-    "-n", "--namespace", "-l", "--selector", "-o", "--output", "-c", "--container", "-f",
-    "--filename", "-p", "--patch", "--field-selector", "--type", "--replicas", "--since",
-    "--tail", "--sort-by", "--timeout", "--image", "--port", "--target-port", "--name",
-    "--to-revision", "--grace-period", "--from-literal", "--from-file", "--overrides",
-    "--env", "-e", "--limits", "--requests", "--min", "--max", "--cpu-percent", "--protocol",
-    "--current-replicas", "--resource-version", "--since-time", "--template", "-L",
-    "--label-columns", "--for", "--dry-run", "--subresource", "--chunk-size", "--output-watch-events",
-}
 SHELL_OPERATORS = {"|", "||", "&", "&&", ";", ";;", "<", ">", ">>", "<<", "(", ")", "&>", ">&", "|&"}
 # Fields the server owns: a captured object stripped of them can be created or replaced again.
 _SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation",
@@ -93,7 +67,7 @@ class Parsed:
     tokens: list[str]
     verb: str
     positionals: list[str]  # non-flag words after the verb (up to `--`)
-    flags: dict[str, str] = field(default_factory=dict)  # last value of each flag seen
+    flags: dict[str, str] = field(default_factory=dict)  # last value of each flag, by long name
     mutating: bool = False
     uses_stdin: bool = False
 
@@ -106,7 +80,7 @@ class Parsed:
         """What an `exec` ran in: "pod/NAME" (or the TYPE/NAME given), with its container if named."""
         first = self.positionals[0] if self.positionals else "?"
         target = first if "/" in first else f"pod/{first}"
-        container = self.flags.get("-c") or self.flags.get("--container")
+        container = self.flags.get("container")
         return f"{target} (container {container})" if container else target
 
 
@@ -114,12 +88,21 @@ def _flag_name(token: str) -> str:
     return token.split("=", 1)[0]
 
 
-def parse_command(command: str, namespace: str, *, virtual_time: bool = False, also: tuple[str, ...] = ()) -> Parsed:
-    """Parse and check one kubectl command; raise ToolError with the reason when refused. `also`:
-    the application's other namespaces (an operator's), reachable with -n."""
+def _refuse_flag(shown: str, long: str, verb: str) -> ToolError:
+    reason = allowlist.REFUSED_FLAG_REASONS.get(long)
+    if reason:
+        return ToolError(f"refused: {shown} {reason}")
+    if long in ("watch", "watch-only", "follow"):
+        return ToolError("refused: watching or following never returns; use the wait tool, then ask again")
+    if long == "all-namespaces":
+        return ToolError(f"refused: {shown}: this session can only reach its own namespace")
+    return ToolError(f"refused: {shown} is not an option this tool accepts for '{verb}'")
+
+
+def _lex(command: str) -> list[str]:
     if not command or not command.strip():
         raise ToolError("empty command: give one kubectl command, e.g. 'get pods'")
-    if "\n" in command.strip():
+    if "\n" in command.strip() or "\r" in command or "\x00" in command:
         raise ToolError("one command per call: the command contains a line break")
     lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
@@ -137,89 +120,178 @@ def parse_command(command: str, namespace: str, *, virtual_time: bool = False, a
         tokens = tokens[1:]
     if not tokens:
         raise ToolError("empty command: give one kubectl command, e.g. 'get pods'")
+    return tokens
 
-    verb = ""
-    positionals: list[str] = []
-    flags: dict[str, str] = {}
+
+# Flags that take a value under some verb: before the verb, their value is not the verb.
+_VALUE_LONGS = {long for spec in (allowlist.GLOBAL, *allowlist.VERBS.values())
+                for long, (kind, _) in spec.items() if kind == allowlist.V}
+_VALUE_SHORTS = {short for spec in (allowlist.GLOBAL, *allowlist.VERBS.values())
+                 for _, (kind, short) in spec.items() if kind == allowlist.V and short}
+
+
+def _find_verb(tokens: list[str]) -> str:
+    """The first word that is not a flag (nor the value of -n). Flags before it are checked with
+    the verb's own, and the command is rebuilt verb first, so kubectl runs what was checked."""
     i = 0
-    after_dashdash = False
     while i < len(tokens):
         tok = tokens[i]
-        if after_dashdash:
-            i += 1
-            continue
         if tok == "--":
-            after_dashdash = True
-        elif tok.startswith("-") and tok != "-":
+            break
+        if tok.startswith("-") and tok != "-":
             name = _flag_name(tok)
-            if "=" in tok:
-                flags[name] = tok.split("=", 1)[1]
-            elif name in VALUE_FLAGS and i + 1 < len(tokens):
-                flags[name] = tokens[i + 1]
+            long = name[2:].replace("_", "-") if name.startswith("--") else allowlist.REFUSED_SHORT.get(name[1:2], "")
+
+            if long in allowlist.REFUSED_FLAG_REASONS:  # before the verb, a credential switch's value
+                raise _refuse_flag(name, long, "kubectl")  # would be taken for the verb
+            takes_value = "=" not in tok and (long in _VALUE_LONGS if name.startswith("--")
+                                               else len(name) == 2 and name[1] in _VALUE_SHORTS)
+            i += 2 if takes_value else 1
+            continue
+        return tok
+    raise ToolError("no kubectl verb found: give a command such as 'get pods' or 'describe pod NAME'")
+
+
+def parse_command(command: str, namespace: str, *, virtual_time: bool = False, also: tuple[str, ...] = ()) -> Parsed:
+    """Parse and check one kubectl command against the allow-list (farm/interface/allowlist.py) the
+    way kubectl's flag parser (pflag) reads it; raise ToolError naming the refused verb or flag.
+    `also`: the application's other namespaces (an operator's), reachable with -n. `tokens` is
+    the command rebuilt in one canonical spelling (`--long=value`), so kubectl runs exactly what
+    was checked."""
+    tokens = _lex(command)
+    verb = _find_verb(tokens)
+    if verb in allowlist.REFUSED_VERBS:
+        raise ToolError(f"refused: {allowlist.REFUSED_VERBS[verb]}")
+    if verb not in allowlist.VERBS:
+        raise ToolError(f"refused: '{verb}' is not a kubectl verb this tool offers (plugins are not available)")
+    spec = {**allowlist.GLOBAL, **allowlist.VERBS[verb]}
+    shorts = {short: long for long, (_, short) in spec.items() if short}
+
+    positionals: list[str] = []
+    after: list[str] = []  # words after `--`: the command exec/run starts in the container
+    pairs: list[tuple[str, str]] = []  # (long name, value) in order; repeats kept (-e A=1 -e B=2)
+    seen_verb = False
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        i += 1
+        if tok == "--":
+            if verb not in allowlist.DASHDASH_VERBS:
+                raise ToolError(f"refused: '--' is only for the command of exec or run, not '{verb}'")
+            after = tokens[i:]
+            break
+        if tok.startswith("--"):
+            name, eq, value = tok[2:].partition("=")
+            long = name.replace("_", "-")  # kubectl normalises '_' to '-' in flag names
+            shown = f"--{name}"
+            if long not in spec:
+                raise _refuse_flag(shown, long, verb)
+            kind = spec[long][0]
+            if not eq and kind == allowlist.V:
+                if i >= len(tokens):
+                    raise ToolError(f"refused: {shown} needs a value")
+                value = tokens[i]
                 i += 1
-            elif name.startswith("-n") and not name.startswith("--") and len(name) > 2:
-                flags["-n"] = name[2:]  # -nNAMESPACE
-            else:
-                flags[name] = "true"
-            _check_flag(name, tok)
-        elif not verb:
-            verb = tok
+            elif not eq:
+                value = "true"
+            pairs.append((long, value))
+        elif tok.startswith("-") and tok != "-":
+            cluster = tok[1:]
+            while cluster:
+                short, cluster = cluster[0], cluster[1:]
+                shown = f"-{short}"
+                long = shorts.get(short)
+                if long is None:
+                    raise _refuse_flag(shown, allowlist.REFUSED_SHORT.get(short, short), verb)
+                if spec[long][0] == allowlist.V:
+                    if cluster:
+                        value = cluster[1:] if cluster.startswith("=") else cluster
+                    elif i < len(tokens):
+                        value = tokens[i]
+                        i += 1
+                    else:
+                        raise ToolError(f"refused: {shown} needs a value")
+                    pairs.append((long, value))
+                    cluster = ""
+                elif cluster.startswith("="):
+                    pairs.append((long, cluster[1:]))
+                    cluster = ""
+                else:
+                    pairs.append((long, "true"))
+        elif not seen_verb and tok == verb:
+            seen_verb = True
         else:
             positionals.append(tok)
-        i += 1
+    flags = {long: value for long, value in pairs}
+    _check(verb, positionals, flags, pairs, namespace, also, virtual_time)
 
-    if not verb:
-        raise ToolError("no kubectl verb found: give a command such as 'get pods' or 'describe pod NAME'")
-    if verb in REFUSED_VERBS:
-        raise ToolError(f"refused: {REFUSED_VERBS[verb]}")
+    uses_stdin = "filename" in flags
+    mutating = verb in MUTATING_VERBS or verb in OPAQUE_MUTATING_VERBS or (
+        verb == "rollout" and bool(positionals) and positionals[0] in MUTATING_ROLLOUT
+    )
+    if flags.get("dry-run", "none") not in ("none", "false"):
+        mutating = False
+    if verb == "rollout" and positionals and positionals[0] == "status" and "watch" not in flags:
+        # `rollout status` watches by default; report the current status instead.
+        pairs.append(("watch", "false"))
+        flags["watch"] = "false"
+    canonical = [verb, *positionals, *(f"--{long}={value}" for long, value in pairs)]
+    if after:
+        canonical += ["--", *after]
+    return Parsed(canonical, verb, positionals, flags, mutating, uses_stdin)
+
+
+def _truthy(value: str) -> bool:
+    return value.strip().lower() not in ("false", "0", "f")
+
+
+def _check(verb: str, positionals: list[str], flags: dict[str, str], pairs: list[tuple[str, str]],
+           namespace: str, also: tuple[str, ...], virtual_time: bool) -> None:
     allowed = (namespace, *also)
-    for key in ("-n", "--namespace"):
-        if key in flags and flags[key] not in allowed:
+    for long, value in pairs:
+        if long == "namespace" and value not in allowed:
             raise ToolError(
                 f"refused: this session can only reach namespace{'s' if also else ''} "
-                f"{', '.join(repr(n) for n in allowed)}, not '{flags[key]}'"
-            )
-    for key in ("-A", "--all-namespaces"):
-        if key in flags and flags[key] != "false":
-            raise ToolError(f"refused: this session can only reach namespace '{namespace}'; drop {key}")
-    interactive = {"-i", "-t", "-it", "-ti", "--stdin", "--tty", "--attach"}
-    if verb in ("exec", "run") and any(f in flags and flags[f] != "false" for f in interactive):
-        raise ToolError(f"refused: {verb} with an interactive terminal (-i/-t) is not available; "
-                        "run a single non-interactive command instead")
-    if any(f in flags and flags[f] != "false" for f in ("-w", "--watch", "--watch-only")) or (
-        verb == "logs" and any(f in flags for f in ("-f", "--follow"))
-    ):
-        raise ToolError("refused: watching or following never returns; use the wait tool, then ask again")
+                f"{', '.join(repr(n) for n in allowed)}, not '{value}'")
+        if long == "all-namespaces" and _truthy(value):
+            raise ToolError(f"refused: this session can only reach namespace '{namespace}'; drop -A/--all-namespaces")
+        if long in ("stdin", "tty", "attach") and _truthy(value):
+            raise ToolError(f"refused: {verb} with an interactive terminal (-i/-t) is not available; "
+                            "run a single non-interactive command instead")
+        if long in ("watch", "watch-only", "follow") and _truthy(value):
+            raise ToolError("refused: watching or following never returns; use the wait tool, then ask again")
+        if long == "filename" and value != "-":
+            raise ToolError("refused: local files are not reachable; pass the manifest text in the "
+                            "'manifest' argument and use '-f -'")
+        if long == "output":
+            fmt = value.split("=", 1)[0].strip().lower()
+            if fmt in allowlist.FILE_OUTPUTS:
+                raise ToolError(f"refused: -o {fmt} reads a local file, which is not reachable; "
+                                "give the template inline (-o go-template=..., -o jsonpath=...)")
+        if long == "raw":
+            _check_raw(value, allowed)
+    sub = allowlist.SUBCOMMANDS.get(verb)
+    if sub is not None and positionals and positionals[0] not in sub:
+        if verb == "apply":
+            raise ToolError("refused: apply takes only '-f -' with the manifest argument (or view-last-applied)")
+        raise ToolError(f"refused: '{verb} {positionals[0]}' is not available; "
+                        f"{verb} takes one of: {', '.join(sorted(sub))}")
+    if verb == "cluster-info" and positionals:
+        raise ToolError("refused: only plain 'cluster-info' is available")
     if verb == "wait" and virtual_time:
         raise ToolError("refused: on this cluster time passes only through the wait tool; "
                         "call wait(seconds), then check the condition with get")
 
-    uses_stdin = False
-    if verb != "logs":
-        for key in ("-f", "--filename", "-k", "--kustomize"):
-            if key in flags:
-                if key in ("-f", "--filename") and flags[key] == "-":
-                    uses_stdin = True
-                else:
-                    raise ToolError(
-                        "refused: local files are not reachable; pass the manifest text in the "
-                        "'manifest' argument and use '-f -'"
-                    )
 
-    mutating = verb in MUTATING_VERBS or verb in OPAQUE_MUTATING_VERBS or (
-        verb == "rollout" and bool(positionals) and positionals[0] in MUTATING_ROLLOUT
-    )
-    if flags.get("--dry-run", "none") not in ("none", "false"):
-        mutating = False
-    if verb == "rollout" and positionals and positionals[0] == "status" and "--watch" not in flags:
-        # `rollout status` watches by default; report the current status instead.
-        tokens = [*tokens, "--watch=false"]
-    return Parsed(tokens, verb, positionals, flags, mutating, uses_stdin)
+_RAW_NAMESPACED = re.compile(r"^/(api/v1|apis/[a-z0-9.-]+/[a-z0-9]+)/namespaces/([a-z0-9-]+)(/[A-Za-z0-9._/-]*)?(\?[^#]*)?$")
 
 
-def _check_flag(name: str, token: str) -> None:
-    if name in REFUSED_FLAGS:
-        raise ToolError(f"refused: {name} is fixed for this session and cannot be overridden")
+def _check_raw(path: str, allowed: tuple[str, ...]) -> None:
+    """`--raw` reaches any API path: only paths inside the session's namespaces pass."""
+    found = _RAW_NAMESPACED.match(path)
+    if not found or ".." in path or "%" in path or "//" in path or found.group(2) not in allowed:
+        raise ToolError(f"refused: --raw {path!r}: only API paths inside this session's namespace "
+                        f"(/api/v1/namespaces/{allowed[0]}/...) are available")
 
 
 @dataclass
@@ -263,11 +335,11 @@ def targets_of(parsed: Parsed, manifest: str | None) -> list[Target]:
         return [Target("pod", pos[0])]
     if verb == "expose" and pos:
         first = pos[0]
-        name = flags.get("--name") or (first.split("/", 1)[1] if "/" in first else (pos[1] if len(pos) > 1 else None))
+        name = flags.get("name") or (first.split("/", 1)[1] if "/" in first else (pos[1] if len(pos) > 1 else None))
         return [Target("service", name)] if name else []
     if verb == "autoscale" and pos:
         first = pos[0]
-        name = flags.get("--name") or (first.split("/", 1)[1] if "/" in first else (pos[1] if len(pos) > 1 else None))
+        name = flags.get("name") or (first.split("/", 1)[1] if "/" in first else (pos[1] if len(pos) > 1 else None))
         return [Target("horizontalpodautoscaler", name)] if name else []
     if verb in ("cordon", "uncordon", "drain"):
         return [Target("node", p.split("/", 1)[-1]) for p in pos]
@@ -287,8 +359,8 @@ def targets_of(parsed: Parsed, manifest: str | None) -> list[Target]:
         else:
             out.append(Target(kind, word))
     if kind and not out:
-        selector = flags.get("-l") or flags.get("--selector")
-        if selector or flags.get("--all") == "true":
+        selector = flags.get("selector")
+        if selector or flags.get("all") == "true":
             out.append(Target(kind, selector=selector, all=not selector))
     return out
 
@@ -318,34 +390,58 @@ class Result:
 
 
 class Kubectl:
-    """Runs checked commands for one session; `env` carries nothing from the farm's environment
-    but PATH, a private HOME and the agent's KUBECONFIG."""
+    """Runs checked commands for one session in the OS sandbox (farm/interface/sandbox.py): kubectl
+    sees the agent's kubeconfig, a private home and nothing of the worker. `sandbox` is the record's
+    word for how it ran ("bwrap", or the loud opt-out)."""
 
     def __init__(self, kubeconfig: Path, namespace: str, *, binary: str | None = None,
                  timeout_s: float = 60.0, virtual_time: bool = False) -> None:
+        from farm.interface import sandbox as sandbox_mod
+
         self.binary = binary or find_kubectl()
+        self.kubeconfig = kubeconfig  # on the worker; the sandbox holds an inlined copy
         self.namespace = namespace
         self.timeout_s = timeout_s
         self.virtual_time = virtual_time
-        self._home = tempfile.mkdtemp(prefix="farm-kubectl-home-")
-        self.env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": self._home,
-            "KUBECONFIG": str(kubeconfig),
-        }
+        self._sandbox: sandbox_mod.Sandbox | None = None
+        self._home = ""
+        if sandbox_mod.unsafe_opt_out():
+            log.warning("%s is set: the agent's kubectl runs WITHOUT a sandbox and can read and write the "
+                        "worker's files; never use this for an evaluation", sandbox_mod.UNSAFE_ENV)
+            self.sandbox = f"none ({sandbox_mod.UNSAFE_ENV}=1)"
+            self._home = tempfile.mkdtemp(prefix="kubectl-home-")
+            self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self._home,
+                        "KUBECONFIG": str(kubeconfig)}
+        else:
+            self._sandbox = sandbox_mod.Sandbox(self.binary, kubeconfig)
+            try:
+                self._sandbox.probe()
+            except BaseException:
+                self._sandbox.close()
+                raise
+            self.sandbox = "bwrap"
+            self.env = {}
 
     def close(self) -> None:
-        shutil.rmtree(self._home, ignore_errors=True)
+        if self._sandbox is not None:
+            self._sandbox.close()
+        if self._home:
+            shutil.rmtree(self._home, ignore_errors=True)
 
     def run_tokens(self, tokens: list[str], stdin: str | None = None) -> Result:
-        args = [self.binary, "--request-timeout=30s"]
-        if not any(_flag_name(t) in ("-n", "--namespace") or (t.startswith("-n") and not t.startswith("--"))
-                   for t in tokens if t.startswith("-")):
+        args = ["--request-timeout=30s"]
+        own = tokens[:tokens.index("--")] if "--" in tokens else tokens
+        if not any(_flag_name(t) in ("-n", "--namespace") for t in own):
             args.append(f"--namespace={self.namespace}")
         args += tokens
+        if self._sandbox is not None:
+            argv, cwd = self._sandbox.wrap(args), None
+        else:
+            argv, cwd = [self.binary, *args], self._home
         try:
-            proc = subprocess.run(args, input=stdin, capture_output=True, text=True, env=self.env,
-                                  timeout=self.timeout_s, cwd=self._home)
+            proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=self.env,
+                                  timeout=self.timeout_s, cwd=cwd,
+                                  stdin=None if stdin is not None else subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise ToolError(f"kubectl did not finish within {self.timeout_s:.0f} s and was stopped") from None
         return Result(proc.returncode, proc.stdout, proc.stderr)

@@ -51,6 +51,12 @@ class SessionRecord(BaseModel):
     diagnoses_submitted: int = 0
     mitigation_at: float | None = None  # when submit_mitigation was called
     mutations: list[Mutation] = []
+    # Set when a limit the interface enforces ended the session (farm.states LIMIT_*): later calls
+    # were refused and nothing they submitted counts.
+    end_reason: str | None = None
+    end_detail: str | None = None
+    ended_at: float | None = None  # cluster time
+    sandbox: str = ""  # how kubectl ran: "bwrap", or the unsafe opt-out, which a reader must see
 
     @property
     def tool_tokens(self) -> int:

@@ -15,7 +15,8 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -26,12 +27,16 @@ from mcp_types import CallToolResult, TextContent
 from clusters.base import ClusterHandle
 from farm.errors import ToolError
 from farm.interface import undo as undo_mod
-from farm.interface.client import MAX_WAIT_S, TOOL_TIMEOUT_S
+from farm.interface.client import MAX_WAIT_S, SESSION_ENDED, TOOL_TIMEOUT_S
 from farm.interface.kubectl import Kubectl, parse_command
 from farm.interface.record import Mutation, SessionRecord, ToolCall, count_tokens
 from farm.interface.summarise import dedupe_text
 from farm.interface.telemetry import Telemetry
-from farm.secrets import scrub
+from farm.secrets import hide_path, hide_secret, scrub
+from farm.states import LIMIT_COST, LIMIT_STEPS, LIMIT_TOKENS, LIMIT_WALL_TIME
+
+if TYPE_CHECKING:
+    from farm.agents.base import AgentLimits
 
 Mode = Literal["raw", "summarised"]
 MODES = ("raw", "summarised")
@@ -40,6 +45,11 @@ TOOL_NAMES = (
     "loki_query", "loki_labels", "jaeger_services", "jaeger_operations", "jaeger_traces",
     "jaeger_dependencies", "wait", "submit_diagnosis", "submit_mitigation",
 )
+MAX_DIAGNOSIS_CHARS = 4_000  # a longer diagnosis is refused, never cut: a judge reads what was sent
+MAX_CONCURRENT_CALLS = 4  # tool calls of one session running at once; more wait their turn
+# Usage of the session's model calls as the worker counted them (results.checkpoint.LLMUsageTap):
+# {"tokens_in": int, "tokens_out": int, "cost_usd": float}.
+UsageReader = Callable[[], dict[str, Any]]
 
 
 def _text_result(text: str, error: bool) -> CallToolResult:
@@ -88,7 +98,8 @@ class AgentInterface:
     def __init__(self, cluster: ClusterHandle, namespace: str, trial_id: str, mode: Mode = "raw", *,
                  kubectl_binary: str | None = None, tool_timeout_s: float = TOOL_TIMEOUT_S,
                  kubectl_timeout_s: float = 60.0, max_output_chars: int = 30_000,
-                 max_wait_s: float = MAX_WAIT_S, also_namespaces: tuple[str, ...] = ()) -> None:
+                 max_wait_s: float = MAX_WAIT_S, also_namespaces: tuple[str, ...] = (),
+                 limits: AgentLimits | None = None, usage: UsageReader | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be 'raw' or 'summarised', not '{mode}'")
         self.cluster, self.namespace, self.trial_id, self.mode = cluster, namespace, trial_id, mode
@@ -106,6 +117,10 @@ class AgentInterface:
         self._uvicorn: Any = None
         self._kubectl: Kubectl | None = None
         self._telemetry: Telemetry | None = None
+        # The interface, not the agent, holds the limits: the agent cannot count for itself.
+        self.limits, self._usage = limits, usage
+        self._started_mono = 0.0
+        self._calls_running: anyio.Semaphore | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> tuple[str, str]:
@@ -113,14 +128,17 @@ class AgentInterface:
 
         if self._thread is not None:
             return self.url, self.token
+        _hide_cluster_internals(self.cluster)
         kubeconfig = self.cluster.agent_kubeconfig(self.namespace, also=self.also_namespaces)
         self._kubectl = Kubectl(kubeconfig, self.namespace,
                                 binary=self._kubectl_binary, timeout_s=self._kubectl_timeout_s,
                                 virtual_time=self.cluster.virtual_time)
+        self.record.sandbox = self._kubectl.sandbox
         ep = self.cluster.endpoints
         self._telemetry = Telemetry(ep.prometheus, ep.loki, ep.jaeger, self.cluster.now, self.namespace,
                                     self.summarised)
         self.record.started_at = self._now()
+        self._started_mono = time.monotonic()
         self.token = secrets.token_urlsafe(32)
         server = self._build_server()
         app = _BearerAuth(server.streamable_http_app(host="127.0.0.1"), self.token)
@@ -184,6 +202,48 @@ class AgentInterface:
         text = scrub(message)
         self._append(self._reserve(), name, dict(args or {}), text, self._now(), 0.0, text)
 
+    # -- limits ----------------------------------------------------------------------------
+    def end(self, reason: str, detail: str = "") -> None:
+        """End the session for a limit: every later call is refused, and what it would have
+        submitted does not count. The first limit to fire stays the end reason."""
+        with self._lock:
+            if self.record.end_reason is None:
+                self.record.end_reason, self.record.end_detail = reason, detail or None
+                self.record.ended_at = self._now()
+
+    def _limit_passed(self, calls_before: int) -> tuple[str, str] | None:
+        """The limit this call would exceed: steps count every tool call (refused ones too)."""
+        lim = self.limits
+        if lim is None:
+            return None
+        if calls_before >= lim.max_steps:
+            return LIMIT_STEPS, f"{calls_before} tool calls of {lim.max_steps}"
+        used_s = time.monotonic() - self._started_mono
+        if used_s >= lim.wall_time_s:
+            return LIMIT_WALL_TIME, f"{used_s:.0f} s of {lim.wall_time_s:g} s"
+        if self._usage is not None:
+            usage = self._usage()
+            tokens = int(usage.get("tokens_in", 0)) + int(usage.get("tokens_out", 0))
+            if tokens >= lim.max_tokens:
+                return LIMIT_TOKENS, f"{tokens} model tokens of {lim.max_tokens}"
+            cost = float(usage.get("cost_usd", 0.0))
+            if cost >= lim.max_cost_usd:
+                return LIMIT_COST, f"${cost:.4f} of ${lim.max_cost_usd:g}"
+        return None
+
+    def _admit(self, name: str, args: dict[str, Any], index: int, at: float) -> CallToolResult | None:
+        """Refuse (and record) a call once a limit ended the session or this call passes one."""
+        passed = self._limit_passed(index)
+        if passed is not None:
+            self.end(*passed)
+        reason, detail = self.record.end_reason, self.record.end_detail
+        if reason is None:
+            return None
+        text = (f"{SESSION_ENDED}{reason} ({detail or 'limit reached'}); this call and every later one "
+                "are refused, and nothing submitted from now on counts")
+        self._append(index, name, args, text, at, 0.0, text)
+        return _text_result(text, True)
+
     def wait_deadline_s(self, seconds: Any) -> float:
         """The wall-clock deadline of wait(seconds): on a wall clock the wait itself takes that long,
         so the ordinary tool timeout is only its margin; on a virtual clock waiting costs CPU, not
@@ -201,11 +261,17 @@ class AgentInterface:
         """Run a tool body in a worker thread under its deadline (the tool timeout unless given),
         record it, and turn every failure into an error result the agent can read."""
         index, at, t0 = self._reserve(), self._now(), time.monotonic()
+        refused = self._admit(name, args, index, at)
+        if refused is not None:
+            return refused
         deadline = self.tool_timeout_s if timeout_s is None else timeout_s
         error: str | None = None
+        if self._calls_running is None:
+            self._calls_running = anyio.Semaphore(MAX_CONCURRENT_CALLS)
         try:
-            with anyio.fail_after(deadline):
-                output = await anyio.to_thread.run_sync(fn, index, abandon_on_cancel=True)
+            async with self._calls_running:
+                with anyio.fail_after(deadline):
+                    output = await anyio.to_thread.run_sync(fn, index, abandon_on_cancel=True)
         except ToolError as exc:
             output = error = str(exc)
         except TimeoutError:
@@ -348,7 +414,7 @@ class AgentInterface:
                 self.record.mutations.append(Mutation(
                     call_index=index, command=command, at=at, targets=list(before),
                     undo=undo_mod.describe_undo(before), before=before))
-        structured = any(f in parsed.flags for f in ("-o", "--output"))
+        structured = "output" in parsed.flags
         # Structured output (json, yaml, jsonpath) is left whole: collapsing lines would corrupt it.
         return dedupe_text(result.text) if self.summarised and not structured else result.text
 
@@ -379,7 +445,12 @@ class AgentInterface:
     def _diagnose(self, text: str) -> str:
         if not text or not text.strip():
             raise ToolError("the diagnosis is empty; describe the root cause in prose")
+        if len(text.strip()) > MAX_DIAGNOSIS_CHARS:
+            raise ToolError(f"the diagnosis is {len(text.strip())} characters; at most {MAX_DIAGNOSIS_CHARS} are "
+                            "accepted (it was not recorded): state the root cause, mechanism and impact briefly")
         with self._lock:
+            if self.record.end_reason is not None:  # a limit fired while this call waited its turn
+                raise ToolError(f"{SESSION_ENDED}{self.record.end_reason}; the diagnosis was not recorded")
             self.record.diagnosis = scrub(text.strip())
             self.record.diagnosis_at = self._now()
             self.record.diagnoses_submitted += 1
@@ -389,9 +460,33 @@ class AgentInterface:
         if self.finished.is_set():
             return "mitigation was already submitted"
         with self._lock:
+            if self.record.end_reason is not None:
+                raise ToolError(f"{SESSION_ENDED}{self.record.end_reason}; the mitigation was not recorded")
             self.record.mitigation_at = self._now()
         self.finished.set()
         return "mitigation submitted; the session is over"
+
+
+def _hide_cluster_internals(cluster: ClusterHandle) -> None:
+    """Register the cluster's admin credentials and folders with the scrubber: no text an agent
+    receives may carry them, whatever printed them."""
+    import yaml
+
+    admin = getattr(cluster, "kubeconfig", None)
+    if admin is not None:
+        hide_path(Path(admin).parent)
+        try:
+            doc = yaml.safe_load(Path(admin).read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            doc = {}
+        for entry in doc.get("users") or []:
+            user = entry.get("user") or {}
+            for key in ("token", "client-key-data", "password"):
+                if isinstance(user.get(key), str):
+                    hide_secret(user[key])
+    workdir = getattr(cluster, "workdir", None)
+    if workdir is not None:
+        hide_path(workdir)
 
 
 def _ran_remotely(stderr: str) -> bool:

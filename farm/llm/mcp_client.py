@@ -10,7 +10,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from farm.errors import InfrastructureError
+from farm.errors import InfrastructureError, LimitReached
 
 
 @dataclass
@@ -127,4 +127,11 @@ class MCPToolbox:
             import json
 
             parts.append(json.dumps(result.structured_content))
-        return ToolOutcome("\n".join(parts), bool(result.is_error))
+        outcome = ToolOutcome("\n".join(parts), bool(result.is_error))
+        if outcome.is_error:
+            from farm.interface.client import ended_by
+
+            ended = ended_by(outcome.text)
+            if ended is not None:  # the interface ended the session: stop, do not retry
+                raise LimitReached(*ended)
+        return outcome

@@ -1,8 +1,9 @@
 """One whole trial for an LLM agent through farm/trial.py's chain: a sweep row in SQLite, a claim,
 deploy → inject → agent_session → oracle → record on an emulated cluster, the `react` agent talking
 to the scripted OpenAI-compatible server through real litellm, the interface over real HTTP and a
-real kubectl. The agent runs out of steps: the end reason, the artifacts and the recorded row say
-so, and nothing the agent could see names the problem or its ground truth."""
+real kubectl. The agent runs out of steps (the interface counts every tool call against max_steps):
+the end reason, the artifacts and the recorded row say so, the diagnosis sent past the limit does
+not count, and nothing the agent could see names the problem or its ground truth."""
 
 from __future__ import annotations
 
@@ -33,14 +34,14 @@ from results.models import Attempt, Trial
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
 PROBLEM = "hr-geo-image-tag-wrong"
-MAX_STEPS = 3
+MAX_STEPS = 4
 TURNS = [
     {"content": "Looking at the pods first.", "tool_calls": [{"name": "kubectl", "arguments": {"command": "get pods"}}]},
     {"tool_calls": [{"name": "kubectl", "arguments": {"command": "describe deployment geo"}},
                     {"name": "get_alerts", "arguments": {}}]},
     {"tool_calls": [{"name": "kubectl", "arguments": {"command": "set env deployment/geo E2E_PROBE=1"}}]},
-    # Never asked for: the step limit ends the session first.
-    {"tool_calls": [{"name": "submit_diagnosis", "arguments": {"text": "never sent"}}]},
+    # The fifth tool call: the interface refuses it (4 tool calls of 4) and ends the session.
+    {"tool_calls": [{"name": "submit_diagnosis", "arguments": {"text": "sent past the limit"}}]},
 ]
 
 
@@ -88,17 +89,17 @@ def test_a_react_trial_that_runs_out_of_steps(tmp_path: Path, monkeypatch: pytes
         assert outcome == "recorded", run.events[-3:]
         surface = _server_surface(run.interface)
         kubectl_env = dict(run.interface._kubectl.env)
-        kubeconfig = Path(kubectl_env["KUBECONFIG"]).read_text()
+        kubeconfig = Path(run.interface._kubectl.kubeconfig).read_text()
     finally:
         cluster.close()
 
     # -- how it ended ---------------------------------------------------------------------------
-    assert len(requests) == MAX_STEPS  # the fourth model call was never made
+    assert len(requests) == MAX_STEPS  # the loop stopped at the interface's refusal
     with Session(engine) as s:
         trial = s.exec(select(Trial)).one()
         attempt = s.exec(select(Attempt)).one()
     assert trial.end_reason == attempt.end_reason == LIMIT_STEPS
-    assert trial.steps == MAX_STEPS and attempt.tool_calls == 4
+    assert trial.steps == MAX_STEPS and attempt.tool_calls == 5  # the refused call is recorded too
     assert attempt.diagnosis_submitted is False and attempt.diagnosis_passed is False
     assert attempt.diagnosis_threshold == trial.diagnosis_threshold == PASS_THRESHOLD
     assert attempt.mitigation_passed is False  # an env var nobody reads fixes nothing
@@ -110,7 +111,7 @@ def test_a_react_trial_that_runs_out_of_steps(tmp_path: Path, monkeypatch: pytes
             "verdicts.json"} <= names, names
     transcript = json.loads((folder / "transcript.json").read_text())
     ended = [e["content"] for e in transcript if e["role"] == "event" and "session ended" in e["content"]]
-    assert ended == [f"session ended: limit reached: limit_steps ({MAX_STEPS} model calls of {MAX_STEPS})"]
+    assert ended == [f"session ended: limit reached: limit_steps ({MAX_STEPS} tool calls of {MAX_STEPS})"]
     tool_entries = [e for e in transcript if e["role"] == "tool"]
     assert [e["name"] for e in tool_entries] == ["kubectl", "kubectl", "get_alerts", "kubectl"]
     assert "geo" in tool_entries[0]["content"]  # real kubectl output from the emulated cluster
@@ -118,6 +119,7 @@ def test_a_react_trial_that_runs_out_of_steps(tmp_path: Path, monkeypatch: pytes
     calls = json.loads((folder / "tool_calls.json").read_text())
     assert [c["args"].get("command") for c in calls if c["name"] == "kubectl"] == [
         "get pods", "describe deployment geo", "set env deployment/geo E2E_PROBE=1"]
+    assert calls[-1]["name"] == "submit_diagnosis" and calls[-1]["error"].startswith("session ended: limit_steps")
     mutations = json.loads((folder / "mutations.json").read_text())
     assert [m["command"] for m in mutations] == ["set env deployment/geo E2E_PROBE=1"]
     assert mutations[0]["targets"] == ["deployment/geo"] and mutations[0]["undo"]

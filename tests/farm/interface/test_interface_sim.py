@@ -252,6 +252,9 @@ def test_no_secret_of_the_farm_reaches_kubectl_or_the_record(fresh: ClusterHandl
     wrapper = tmp_path / "kubectl"
     wrapper.write_text(f'#!/bin/sh\nenv\nexec {real} "$@"\n')
     wrapper.chmod(0o755)
+    # A wrapper script cannot run in the sandbox (it holds kubectl alone, and the sandbox's empty
+    # environment settles the question there): this is the unsandboxed developer opt-out's check.
+    monkeypatch.setenv("FARM_UNSAFE_NO_SANDBOX", "1")
     iface = AgentInterface(fresh, NS, "t-secrets", kubectl_binary=str(wrapper))
     url, token = iface.start()
     try:

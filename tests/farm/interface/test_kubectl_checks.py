@@ -82,12 +82,12 @@ def test_mutating_commands_are_recognised(command: str, mutating: bool) -> None:
 def test_quoted_operators_are_arguments_not_shell() -> None:
     parsed = parse_command("get pods -l 'app in (geo,rate)' -o jsonpath='{.items[*].metadata.name}'", NS)
     assert parsed.verb == "get"
-    assert parsed.flags["-l"] == "app in (geo,rate)"
+    assert parsed.flags["selector"] == "app in (geo,rate)"
 
 
 def test_exec_without_terminal_is_allowed_and_stops_at_dashdash() -> None:
     parsed = parse_command("exec geo-1 -- ls -n /", NS)
-    assert parsed.verb == "exec" and "-n" not in parsed.flags
+    assert parsed.verb == "exec" and "namespace" not in parsed.flags and parsed.tokens[-3:] == ["ls", "-n", "/"]
 
 
 def test_exec_is_a_mutation_without_undo() -> None:

@@ -1,0 +1,75 @@
+"""The Python agents the farm ships reach the cluster only through the interface: neither they nor
+anything of the farm they import (transitively) loads the cluster providers, the catalog, the
+oracles, the results store or the interface's server side."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# What an agent may use: its base and registry, the MCP client, the LLM loop, and the farm's
+# plain vocabulary (errors, states, secret scrubbing).
+ALLOWED = ("farm.agents", "farm.interface.client", "farm.llm", "farm.errors", "farm.states", "farm.secrets",
+           "farm.registry")
+FARM_PACKAGES = ("farm", "clusters", "results", "injectors", "tasks")
+
+
+def _module_file(module: str) -> Path | None:
+    base = ROOT / Path(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.exists():
+            return path
+    return None
+
+
+def _farm_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        for name in names:
+            if name.split(".")[0] in FARM_PACKAGES and _module_file(name) is not None:
+                found.add(name)
+    return found
+
+
+def _closure(start: str) -> dict[str, str]:
+    """Every farm module reachable from `start` by imports, each with the module that imported it."""
+    seen: dict[str, str] = {start: ""}
+    todo = [start]
+    while todo:
+        module = todo.pop()
+        path = _module_file(module)
+        if path is None:
+            continue
+        for name in _farm_imports(path):
+            if name not in seen:
+                seen[name] = module
+                todo.append(name)
+    return seen
+
+
+AGENT_MODULES = sorted(f"farm.agents.{p.stem}" for p in (ROOT / "farm" / "agents").glob("*.py"))
+
+
+@pytest.mark.parametrize("module", AGENT_MODULES)
+def test_an_agent_imports_nothing_of_the_farm_but_the_interface_client_and_the_llm_loop(module: str) -> None:
+    reached = _closure(module)
+    assert "farm.interface.client" in reached or module in ("farm.agents.base", "farm.agents.__init__") or \
+        any(m.startswith("farm.llm") for m in reached), f"{module} does not use the interface at all?"
+    outside = {m: by for m, by in reached.items()
+               if m != module and not any(m == a or m.startswith(a + ".") for a in ALLOWED)
+               and m not in ("farm", "farm.interface")}
+    assert not outside, f"{module} reaches {outside} (module: imported by)"
+
+
+def test_the_check_sees_a_forbidden_import(tmp_path: Path) -> None:
+    """Not vacuous: the trial module, which drives clusters and results, is caught."""
+    reached = _closure("farm.trial")
+    assert "clusters.base" in reached and "results.ledger" in reached
