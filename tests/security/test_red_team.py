@@ -175,6 +175,21 @@ def test_an_escalating_manifest_is_forbidden(session: tuple[AgentInterface, Tool
     assert "forbidden" in text.lower(), text
 
 
+@pytest.mark.parametrize("manifest", [
+    # The agent may manage its namespace's RBAC (an RBAC fault is its to fix), never widen it.
+    "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: peek, namespace: hotel-reservation}\n"
+    "rules: [{apiGroups: [chaos-mesh.org], resources: ['*'], verbs: [get, list]}]\n",
+    "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: pwn, namespace: hotel-reservation}\n"
+    "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\n"
+    "subjects: [{kind: ServiceAccount, name: sre-agent, namespace: hotel-reservation}]\n",
+])
+def test_namespace_rbac_cannot_grant_more_than_the_agent_holds(session: tuple[AgentInterface, ToolClient],
+                                                               manifest: str) -> None:
+    _, tools = session
+    text = _refused(tools, "kubectl", command="apply -f -", manifest=manifest)
+    assert "attempting to grant RBAC permissions not currently held" in text, text
+
+
 @pytest.mark.parametrize(("tool", "args"), [
     ("prometheus_query", {"query": 'up{namespace="chaos-mesh"}'}),
     ("prometheus_query_range", {"query": 'up{namespace="chaos-testing"}', "start": "now-5m"}),

@@ -71,16 +71,16 @@ class RBACAuthorizer:
                     rules += self._role_rules(rb.get("roleRef") or {}, namespace)
         return rules
 
-    def _role_rules(self, ref: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
+    def _role(self, ref: dict[str, Any], namespace: str) -> Obj | None:
         kind, name = ref.get("kind"), ref.get("name", "")
-        role: Obj | None
         if kind == "ClusterRole":
-            role = self.store.try_get(f"clusterroles.{_RBAC}", "", name)
-        elif kind == "Role" and namespace:
-            role = self.store.try_get(f"roles.{_RBAC}", namespace, name)
-        else:
-            role = None
-        return list((role or {}).get("rules") or [])
+            return self.store.try_get(f"clusterroles.{_RBAC}", "", name)
+        if kind == "Role" and namespace:
+            return self.store.try_get(f"roles.{_RBAC}", namespace, name)
+        return None
+
+    def _role_rules(self, ref: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
+        return list((self._role(ref, namespace) or {}).get("rules") or [])
 
     def allowed(self, user: UserInfo, verb: str, group: str, resource: str, subresource: str,
                 namespace: str, name: str) -> bool:
@@ -119,8 +119,16 @@ class RBACAuthorizer:
                              "roleRef: Invalid value: cannot change roleRef")
         with self.store.lock:
             held = self._rules(user, namespace)
-            granted = (list(obj.get("rules") or []) if plural == "roles"
-                       else self._role_rules(obj.get("roleRef") or {}, namespace))
+            if plural == "roles":
+                granted = list(obj.get("rules") or [])
+            elif self._role(obj.get("roleRef") or {}, namespace) is None:
+                # kube-apiserver cannot confirm what a missing role would grant, so it refuses.
+                ref = obj.get("roleRef") or {}
+                raise StoreError(403, "Forbidden", f'{plural}.{_RBAC} "{name}" is forbidden: user "{user.name}" '
+                                 f'cannot bind to {ref.get("kind")} "{ref.get("name")}": it does not exist',
+                                 {"kind": plural, "name": name, "group": _RBAC})
+            else:
+                granted = self._role_rules(obj.get("roleRef") or {}, namespace)
         missing = [rule for rule in granted if not _covered(rule, held)]
         if missing:
             listed = "\n".join(_describe(rule) for rule in missing)

@@ -103,5 +103,9 @@ def test_escalation_refused_as_kube_apiserver_does() -> None:
     with pytest.raises(StoreError) as err:
         authz.check_escalation(agent, bindings, "app", to_admin, to_own)
     assert err.value.code == 422 and "cannot change roleRef" in str(err.value)
+    to_missing = dict(to_admin, roleRef={"apiGroup": RBAC, "kind": "ClusterRole", "name": "no-such-role"})
+    with pytest.raises(StoreError) as err:
+        authz.check_escalation(agent, bindings, "app", to_missing, None)
+    assert err.value.code == 403 and "does not exist" in str(err.value)
     admin = type(agent)("kubernetes-admin", ("system:masters",))
     authz.check_escalation(admin, bindings, "app", to_admin, None)
