@@ -212,7 +212,8 @@ def _thawed(frozen: Any) -> Any:
 class SimCluster:
     """The emulated cluster. `store`, `clock`, `rng`, `obs`, `nodes`, `advance()`, `checkpoint()`."""
 
-    def __init__(self, seed: int = 0, clock: VirtualClock | None = None, workers: int = 3) -> None:
+    def __init__(self, seed: int = 0, clock: VirtualClock | None = None, workers: int = 3,
+                 start: float | None = None) -> None:
         from clusters.sim.chaos import ChaosController
         from clusters.sim.controllers import build_controllers
         from clusters.sim.controllers.admission import install_admission
@@ -224,7 +225,8 @@ class SimCluster:
         from clusters.sim.workload import Workload
 
         self.seed = seed
-        self.clock = clock or VirtualClock()
+        # `start` (default: the host's wall clock now) is where cluster time begins.
+        self.clock = clock or VirtualClock(start)
         self.store = Store(self.clock)
         register_types(self.store)
         self.rng = random.Random(seed)
@@ -396,12 +398,13 @@ class SimCluster:
         return self.apply(docs, namespace)
 
     @classmethod
-    def with_app(cls, app: str = "hotel-reservation", seed: int = 0, settle: float = 120.0) -> SimCluster:
+    def with_app(cls, app: str = "hotel-reservation", seed: int = 0, settle: float = 120.0,
+                 start: float | None = None) -> SimCluster:
         """A cluster with `app` applied from farm/apps/<app>/manifests and `settle` s of cluster time
         behind it (the embedded stand-in for farm.apps.deploy); checkpointed as "deployed"."""
         from farm.apps import load_application
         spec = load_application(app)
-        cluster = cls(seed=seed)
+        cluster = cls(seed=seed, start=start)
         cluster.apply_files(spec.manifest_files(), spec.namespace)
         cluster.advance(settle)
         cluster.checkpoint("deployed")

@@ -1,5 +1,5 @@
 """The emulated cluster as a process: `python -m clusters.sim.server --seed N --ready-file PATH
-[--live --speed X]` builds `SimCluster(seed)`, serves the Kubernetes API, Prometheus, Loki,
+[--live --speed X] [--start T]` builds `SimCluster(seed)`, serves the Kubernetes API, Prometheus, Loki,
 Jaeger and the clock-control API on their own loopback ports, and writes the ready file
 {kubernetes, prometheus, loki, jaeger, control, admin_token, ca_cert} once all of them answer.
 The Kubernetes API is https (client-go sends bearer tokens over TLS only), under a CA made at
@@ -170,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-file", type=Path, required=True)
     parser.add_argument("--live", action="store_true", help="advance the clock with wall time × speed")
     parser.add_argument("--speed", type=float, default=1.0)
+    parser.add_argument("--start", type=float, default=None,
+                        help="cluster time at start-up, Unix seconds (default: the host's clock now)")
     parser.add_argument("--cluster-factory", default=DEFAULT_FACTORY,
                         help="module:callable building the cluster from a seed (default: %(default)s)")
     parser.add_argument("--die-with-parent", action="store_true",
@@ -179,12 +181,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--speed must be > 0")
     if args.die_with_parent:
         _watch_parent(os.getppid())
-    cluster = load_factory(args.cluster_factory)(args.seed)
+    factory = load_factory(args.cluster_factory)
+    cluster = factory(args.seed) if args.start is None else factory(args.seed, start=args.start)
     server = SimServer(cluster, live=args.live, speed=args.speed)
     endpoints = server.start()
     write_ready_file(args.ready_file, {**endpoints, "admin_token": server.admin_token,
                                        "ca_cert": server.cert.ca_pem.decode(), "pid": os.getpid(),
-                                       "seed": args.seed, "live": args.live})
+                                       "seed": args.seed, "live": args.live,
+                                       "start": getattr(cluster.clock, "start", None)})
     # Nothing in the process outlives it (state is in memory only), so a stop is an immediate exit.
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     try:
