@@ -26,6 +26,7 @@ from clusters.sim.api.tls import make_serving_cert
 DEFAULT_FACTORY = "clusters.sim.cluster:SimCluster"
 LIVE_TICK_SECONDS = 0.25
 API_PRIORITY_SECONDS = 0.5
+_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def _json(status: int, obj: Any) -> Response:
@@ -51,7 +52,7 @@ class SimServer:
 
     def start(self) -> dict[str, str]:
         obs = self.cluster.obs
-        apps = {"kubernetes": self.api, "prometheus": simple_app(obs.prometheus_app),
+        apps = {"kubernetes": self._kubernetes, "prometheus": simple_app(obs.prometheus_app),
                 "loki": simple_app(obs.loki_app), "jaeger": simple_app(obs.jaeger_app), "control": self.control}
         for name, app in apps.items():
             tls = self.cert.server_context() if name == "kubernetes" else None
@@ -62,6 +63,20 @@ class SimServer:
         if self.live:
             threading.Thread(target=self._run_live, name="sim-live-clock", daemon=True).start()
         return dict(self.endpoints)
+
+    def _kubernetes(self, req: Request) -> Response:
+        """The API server, with the controllers acting on a write before its response leaves (a
+        real controller's watch sees it within milliseconds): `kubectl rollout undo` right after
+        `kubectl set env` then finds the new ReplicaSet, and a deleted pod's replacement exists."""
+        if req.method not in _WRITES:
+            return self.api(req)
+        rv = self.store.resource_version
+        resp = self.api(req)
+        reconcile = getattr(self.cluster, "reconcile", None)
+        if reconcile is not None and resp.status < 400 and self.store.resource_version != rv:
+            with self.store.lock:
+                reconcile()
+        return resp
 
     def stop(self) -> None:
         self._stop.set()

@@ -14,6 +14,7 @@ from clusters.sim.controllers.common import (
     is_active,
     is_ready,
     is_terminal,
+    normalized,
     owner_ref,
     pod_from_template,
     random_suffix,
@@ -21,7 +22,7 @@ from clusters.sim.controllers.common import (
     set_condition,
     template_hash,
 )
-from clusters.sim.store import Obj, StoreError, clone, match_labels
+from clusters.sim.store import Obj, StoreError, match_labels
 
 if TYPE_CHECKING:
     from clusters.sim.cluster import SimCluster
@@ -192,11 +193,11 @@ class DeploymentController:
         store, ns, spec = self.cluster.store, d["metadata"]["namespace"], d.get("spec") or {}
         want = int(spec.get("replicas", 1))
         progress = None
-        template = clone(spec.get("template") or {})
+        template = normalized(spec.get("template") or {})
         phash = template_hash(template)
         new = None
         for rs in rss:
-            t = clone(rs["spec"].get("template") or {})
+            t = normalized(rs["spec"].get("template") or {})
             (t.get("metadata") or {}).get("labels", {}).pop("pod-template-hash", None)
             if t == template:
                 new = rs
