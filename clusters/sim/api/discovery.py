@@ -10,9 +10,10 @@ from clusters.sim.store import ResourceType
 
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
+# The version of kind's node image the nodes run (nodes.KUBELET_VERSION): one version throughout.
 SERVER_VERSION = {
-    "major": "1", "minor": "28", "gitVersion": "v1.28.15", "gitCommit": "841856557ef0f6a399096c42635d114d6f2cf7f4",
-    "gitTreeState": "clean", "buildDate": "2024-10-22T20:28:13Z", "goVersion": "go1.22.8",
+    "major": "1", "minor": "29", "gitVersion": "v1.29.2", "gitCommit": "4b8e819355d791d96b7e9d9efe4cbafae2311c88",
+    "gitTreeState": "clean", "buildDate": "2024-02-14T22:24:00Z", "goVersion": "go1.21.7",
     "compiler": "gc", "platform": "linux/amd64",
 }
 

@@ -74,3 +74,40 @@ def bootstrap_cluster(cluster: SimCluster) -> None:
     # kind preloads the system images on every node
     for node in cluster.nodes:
         cluster.kubelet.state["images"][node.name] = ["registry.k8s.io/coredns/coredns:v1.11.1"]
+    create_custom_resource_definitions(cluster)
+
+
+# Who installs each custom group on a real cluster (the CRDs' labels say so).
+_CRD_OWNERS = {"chaos-mesh.org": {"app.kubernetes.io/name": "chaos-mesh", "app.kubernetes.io/part-of": "chaos-mesh"},
+               "pingcap.com": {"app.kubernetes.io/name": "tidb-operator"}}
+
+
+def create_custom_resource_definitions(cluster: SimCluster) -> None:
+    """A CustomResourceDefinition per custom resource type served (Chaos Mesh, the TiDB
+    operator), Established, as `kubectl get crd` lists them on a cluster with those installed."""
+    from clusters.sim.resources import CUSTOM_GROUPS
+
+    store, stamp = cluster.store, cluster.clock.rfc3339()
+    for rt in sorted((t for t in store.types.values() if t.group in CUSTOM_GROUPS), key=lambda t: t.key):
+        names = {"kind": rt.kind, "listKind": f"{rt.kind}List", "plural": rt.plural, "singular": rt.singular or rt.kind.lower(),
+                 **({"shortNames": list(rt.short_names)} if rt.short_names else {}),
+                 **({"categories": list(rt.categories)} if rt.categories else {})}
+        store.create("customresourcedefinitions.apiextensions.k8s.io", {
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": rt.key, "labels": dict(_CRD_OWNERS.get(rt.group, {})),
+                         "annotations": {"controller-gen.kubebuilder.io/version": "v0.11.1"}},
+            "spec": {"group": rt.group, "names": names, "scope": "Namespaced" if rt.namespaced else "Cluster",
+                     "versions": [{"name": rt.version, "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": {
+                                       "type": "object", "description": f"{rt.kind} is the Schema for the {rt.plural} API",
+                                       "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                                                      "metadata": {"type": "object"},
+                                                      "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                                                      "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}},
+                                   **({"subresources": {"status": {}}} if "status" in rt.subresources else {})}],
+                     "conversion": {"strategy": "None"}},
+            "status": {"acceptedNames": names, "storedVersions": [rt.version], "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                 "message": "no conflicts found", "lastTransitionTime": stamp},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                 "message": "the initial names have been accepted", "lastTransitionTime": stamp}]}})
