@@ -17,10 +17,11 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from clusters.sim.clock import VirtualClock
+from clusters.sim.clock import VirtualClock, wall_start
 from clusters.sim.store import Obj, ResourceType, Store, StoreError
 
 CONTROLLER_TICK = 1.0
+BOOTSTRAP_SECONDS = 30.0
 FLUID_STEP = 5.0
 SCRAPE_INTERVAL = 30.0  # between the prometheus chart default (1m) and kube-prometheus (30s)
 RULE_EVERY = 2  # alerting rules every second scrape: the chart's evaluation_interval of 1m
@@ -225,8 +226,11 @@ class SimCluster:
         from clusters.sim.workload import Workload
 
         self.seed = seed
-        # `start` (default: the host's wall clock now) is where cluster time begins.
-        self.clock = clock or VirtualClock(start)
+        # `start` (default: the host's clock now) is the cluster time once it is built: the
+        # bootstrap below runs in the BOOTSTRAP_SECONDS before it (clock.start is their origin).
+        if clock is None:
+            clock = VirtualClock((wall_start() if start is None else float(start)) - BOOTSTRAP_SECONDS)
+        self.clock = clock
         self.store = Store(self.clock)
         register_types(self.store)
         self.rng = random.Random(seed)
@@ -252,7 +256,7 @@ class SimCluster:
         self.nodes.bootstrap()
         from clusters.sim.controllers.bootstrap import bootstrap_cluster
         bootstrap_cluster(self)
-        self.advance(30.0)  # system pods (CoreDNS) come up before anyone looks
+        self.advance(BOOTSTRAP_SECONDS)  # system pods (CoreDNS) come up before anyone looks
 
     # -- scheduling of work ----------------------------------------------------------------
     def _on_change(self, verb: str, key: str, old: Obj | None, new: Obj | None) -> None:

@@ -100,11 +100,20 @@ class SimServer:
             return self.cluster.clock.now()
 
     def _run_live(self) -> None:
+        """Cluster time moves with wall time × speed; at speed 1 it also catches up with the
+        host's clock when behind it (the cluster was built, or a tick ran late), so it reads as
+        the host's `date` does. A jump ahead (/sim/advance) stays ahead."""
         last = time.monotonic()
-        while not self._stop.wait(LIVE_TICK_SECONDS):
+        while True:
             now = time.monotonic()
-            self.advance((now - last) * self.speed)
+            step = (now - last) * self.speed
+            if self.speed == 1.0:
+                step = max(step, time.time() - self.cluster.clock.now())
+            if step > 0:
+                self.advance(step)
             last = now
+            if self._stop.wait(LIVE_TICK_SECONDS):
+                return
 
     # -- control API -----------------------------------------------------------------------
     def control(self, req: Request) -> Response:
