@@ -158,3 +158,17 @@ def test_self_subject_review_and_one_version_throughout(cluster: SimHandle) -> N
     server = json.loads(raw(cluster, "GET", "/version")[2])["gitVersion"]
     kubelets = {n.status.node_info.kubelet_version for n in client.CoreV1Api(cluster.api_client()).list_node().items}
     assert kubelets == {server}
+
+
+def test_a_protobuf_body_is_refused_as_an_unsupported_media_type(cluster: SimHandle) -> None:
+    # kubectl >= 1.32's typed clients (`kubectl create deployment`, ...) send protobuf bodies: the
+    # server says which types it accepts instead of failing to decode them as JSON.
+    ctx = ssl.create_default_context(cafile=str(cluster.ca_file))
+    req = urllib.request.Request(cluster.endpoints.kubernetes + "/api/v1/namespaces/default/configmaps", method="POST",
+                                 data=b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap", headers={
+                                     "Authorization": f"Bearer {cluster._admin_token}",
+                                     "Content-Type": "application/vnd.kubernetes.protobuf"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, context=ctx, timeout=30)
+    status = json.loads(err.value.read())
+    assert err.value.code == 415 and status["reason"] == "UnsupportedMediaType" and "application/json" in status["message"]
