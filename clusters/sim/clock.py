@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 
 # A start for tests that compare absolute timestamps: 2026-01-05T09:00:00Z.
 FIXED_EPOCH = 1767603600.0
-DEFAULT_EPOCH = FIXED_EPOCH  # the name older callers import
 
 
 def wall_start() -> float:
