@@ -5,6 +5,7 @@ Job and CronJob — with the Events and status fields their real controllers wri
 from __future__ import annotations
 
 import copy
+import random
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -575,7 +576,11 @@ class DaemonSetController:
             for nname in eligible:
                 if nname in by_node:
                     continue
-                pname = f"{name}-{random_suffix(self.cluster.rng)}"
+                # kube-system's node agents name their pods from their own seeded source: the
+                # system components a cluster runs must not reshuffle the names (and so the
+                # histories) a seed gives every application.
+                rng = random.Random(f"{ds['metadata'].get('uid', name)}/{nname}") if ns == "kube-system" else self.cluster.rng
+                pname = f"{name}-{random_suffix(rng)}"
                 p = pod_from_template(tmpl, pname, ns, ds, {"controller-revision-hash": rev, "pod-template-generation": "1"})
                 p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                     "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [nname]}]}]}}}
