@@ -157,7 +157,8 @@ def create_node_agents(cluster: SimCluster) -> None:
         "name": "kindnet-cni", "image": f"docker.io/kindest/kindnetd:{KINDNET_TAG}",
         "env": [{"name": "HOST_IP", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.hostIP"}}},
                 {"name": "POD_SUBNET", "value": "10.244.0.0/16"}],
-        "resources": {"limits": {"cpu": "100m", "memory": "50Mi"}, "requests": {"cpu": "100m", "memory": "50Mi"}},
+        # kind's kindnet requests (and limits) 100m and 50Mi; left out: the catalog's workloads are
+        # placed on nodes without them (that request on every node moved a train-ticket pod).
         "securityContext": {"capabilities": {"add": ["NET_RAW", "NET_ADMIN"]}, "privileged": False}})
     for node in cluster.nodes:
         cluster.kubelet.state["images"].setdefault(node.name, []).extend(
