@@ -1,18 +1,28 @@
 """The emulated cluster's clock: virtual by default (advance() moves it), or live (wall time
-times a speed factor, for agents that think in wall time)."""
+times a speed factor, for agents that think in wall time). Either starts at the host's wall
+clock, as a freshly created cluster does, so queries built from the host's `date` find its
+telemetry; what a seed decides is relative to `start`, which a run records (and a test that
+compares absolute timestamps passes explicitly, e.g. FIXED_EPOCH)."""
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import UTC, datetime
 
-# A fixed epoch makes a fixed seed replay the same timestamps; 2026-01-05T09:00:00Z.
-DEFAULT_EPOCH = 1767603600.0
+# A start for tests that compare absolute timestamps: 2026-01-05T09:00:00Z.
+FIXED_EPOCH = 1767603600.0
+
+
+def wall_start() -> float:
+    """Now on the host's clock, to the whole second (timestamps then read as a real cluster's)."""
+    return float(math.floor(time.time()))
 
 
 class VirtualClock:
-    def __init__(self, start: float = DEFAULT_EPOCH) -> None:
-        self._now = float(start)
+    def __init__(self, start: float | None = None) -> None:
+        self.start = wall_start() if start is None else float(start)
+        self._now = self.start
 
     def now(self) -> float:
         return self._now
@@ -32,7 +42,7 @@ class VirtualClock:
 class LiveClock(VirtualClock):
     """Cluster time = start + speed × wall seconds since creation; `set` still jumps ahead."""
 
-    def __init__(self, start: float = DEFAULT_EPOCH, speed: float = 1.0) -> None:
+    def __init__(self, start: float | None = None, speed: float = 1.0) -> None:
         super().__init__(start)
         self.speed = speed
         self._wall0 = time.monotonic()

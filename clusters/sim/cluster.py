@@ -17,10 +17,11 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from clusters.sim.clock import VirtualClock
+from clusters.sim.clock import VirtualClock, wall_start
 from clusters.sim.store import Obj, ResourceType, Store, StoreError
 
 CONTROLLER_TICK = 1.0
+BOOTSTRAP_SECONDS = 30.0
 FLUID_STEP = 5.0
 SCRAPE_INTERVAL = 30.0  # between the prometheus chart default (1m) and kube-prometheus (30s)
 RULE_EVERY = 2  # alerting rules every second scrape: the chart's evaluation_interval of 1m
@@ -212,7 +213,8 @@ def _thawed(frozen: Any) -> Any:
 class SimCluster:
     """The emulated cluster. `store`, `clock`, `rng`, `obs`, `nodes`, `advance()`, `checkpoint()`."""
 
-    def __init__(self, seed: int = 0, clock: VirtualClock | None = None, workers: int = 3) -> None:
+    def __init__(self, seed: int = 0, clock: VirtualClock | None = None, workers: int = 3,
+                 start: float | None = None) -> None:
         from clusters.sim.chaos import ChaosController
         from clusters.sim.controllers import build_controllers
         from clusters.sim.controllers.admission import install_admission
@@ -224,7 +226,11 @@ class SimCluster:
         from clusters.sim.workload import Workload
 
         self.seed = seed
-        self.clock = clock or VirtualClock()
+        # `start` (default: the host's clock now) is the cluster time once it is built: the
+        # bootstrap below runs in the BOOTSTRAP_SECONDS before it (clock.start is their origin).
+        if clock is None:
+            clock = VirtualClock((wall_start() if start is None else float(start)) - BOOTSTRAP_SECONDS)
+        self.clock = clock
         self.store = Store(self.clock)
         register_types(self.store)
         self.rng = random.Random(seed)
@@ -250,7 +256,7 @@ class SimCluster:
         self.nodes.bootstrap()
         from clusters.sim.controllers.bootstrap import bootstrap_cluster
         bootstrap_cluster(self)
-        self.advance(30.0)  # system pods (CoreDNS) come up before anyone looks
+        self.advance(BOOTSTRAP_SECONDS)  # system pods (CoreDNS) come up before anyone looks
 
     # -- scheduling of work ----------------------------------------------------------------
     def _on_change(self, verb: str, key: str, old: Obj | None, new: Obj | None) -> None:
@@ -422,12 +428,13 @@ class SimCluster:
         return self.apply(docs, namespace)
 
     @classmethod
-    def with_app(cls, app: str = "hotel-reservation", seed: int = 0, settle: float = 120.0) -> SimCluster:
+    def with_app(cls, app: str = "hotel-reservation", seed: int = 0, settle: float = 120.0,
+                 start: float | None = None) -> SimCluster:
         """A cluster with `app` applied from farm/apps/<app>/manifests and `settle` s of cluster time
         behind it (the embedded stand-in for farm.apps.deploy); checkpointed as "deployed"."""
         from farm.apps import load_application
         spec = load_application(app)
-        cluster = cls(seed=seed)
+        cluster = cls(seed=seed, start=start)
         cluster.apply_files(spec.manifest_files(), spec.namespace)
         cluster.advance(settle)
         cluster.checkpoint("deployed")

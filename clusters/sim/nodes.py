@@ -206,6 +206,7 @@ class NodeFleet:
                             cl.kubelet.terminate(rt.namespace, rt.name, c.name, 255, "Unknown")
         if not stopped:
             self._pressure(n, now)
+            self._report_status(n, now)
         if not stopped and "since" in life:
             was_unready = life.get("unready")
             life.clear()
@@ -215,6 +216,24 @@ class NodeFleet:
             life["unready"] = now
             self._set_ready(n.name, False, now)
         self._taint_evictions(n, now)
+
+    STATUS_REPORT_INTERVAL = 300.0  # kubelet nodeStatusReportFrequency: an unchanged status is re-posted this often
+
+    def _report_status(self, n: NodeState, now: float) -> None:
+        """The kubelet re-posting an unchanged node status, which moves every condition's
+        lastHeartbeatTime (its Lease, renewed every 10 s, is a view: subresources.node_leases)."""
+        last = n.reported.get("status_report")
+        if last is not None and now - last < self.STATUS_REPORT_INTERVAL - 1e-9:
+            return
+        if last is not None:
+            stamp = self.cluster.clock.rfc3339(now)
+
+            def beat(o: Obj) -> None:
+                for c in o["status"].get("conditions") or []:
+                    c["lastHeartbeatTime"] = stamp
+            self.cluster.store.mutate("nodes", "", n.name, beat)
+        n.reported["status_report"] = now
+        self.cluster.wake_at(now + self.STATUS_REPORT_INTERVAL)
 
     EVICTION_INTERVAL = 10.0  # kubelet --eviction-monitoring-interval
     SYSTEM_MEMORY_SHARE = 0.1  # what the OS, kubelet and containerd hold: node_exporter's MemAvailable leaves it out
@@ -512,7 +531,7 @@ class NodeFleet:
         boot = 86400.0 * 3 + 1234.567
         for i, line in enumerate(lines):
             t = now - self.cluster.clock.now() + now
-            up = boot + (now - 1767603600.0) + i * 1e-5
+            up = boot + (now - self.cluster.clock.start) + i * 1e-5
             n.kernel_seq += 1
             self.cluster.obs.logs.append(labels, t + i * 1e-4, f"[{up:12.6f}] {line}")
 

@@ -65,6 +65,7 @@ class SimHandle(ClusterHandle):
         self.workdir = workdir
         self._own_workdir = own_workdir
         self.live = live
+        self.start: float | None = ready.get("start")  # cluster time at start-up, as the server chose it
         self._stderr_path = stderr_path
         self._admin_token: str = ready["admin_token"]
         self._ca_pem: str = ready["ca_cert"]
@@ -227,7 +228,8 @@ class SimProvider(ClusterProvider):
     """Starts an emulated cluster process per `open`."""
 
     def open(self, name: str, seed: int = 0, live: bool = False, speed: float = 1.0,
-             workdir: str | Path | None = None, cluster_factory: str | None = None, **options: Any) -> SimHandle:
+             workdir: str | Path | None = None, cluster_factory: str | None = None, start: float | None = None,
+             **options: Any) -> SimHandle:
         if options:
             raise ClusterUnavailable(f"unknown options for the sim provider: {', '.join(sorted(options))}")
         own = workdir is None
@@ -241,6 +243,8 @@ class SimProvider(ClusterProvider):
             cmd += ["--live", "--speed", str(float(speed))]
         if cluster_factory:
             cmd += ["--cluster-factory", cluster_factory]
+        if start is not None:  # else the cluster's time starts at the host's clock
+            cmd += ["--start", repr(float(start))]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         env["PYTHONHASHSEED"] = "0"  # set iteration order must not vary: same seed, same trial

@@ -74,6 +74,26 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     _grp("chaos-mesh.org", "v1alpha1", "stresschaos", "StressChaos", sub=("status",), categories=_CHAOS),
     _grp("chaos-mesh.org", "v1alpha1", "timechaos", "TimeChaos", sub=("status",), categories=_CHAOS),
     _grp("chaos-mesh.org", "v1alpha1", "kernelchaos", "KernelChaos", sub=("status",), categories=_CHAOS),
+    # The rest of the Chaos Mesh 2.x kinds: served (stored) as on a real install; the farm's chaos
+    # controller acts on the six above.
+    _grp("chaos-mesh.org", "v1alpha1", "httpchaos", "HTTPChaos", sub=("status",), categories=_CHAOS),
+    _grp("chaos-mesh.org", "v1alpha1", "dnschaos", "DNSChaos", sub=("status",), categories=_CHAOS),
+    _grp("chaos-mesh.org", "v1alpha1", "jvmchaos", "JVMChaos", sub=("status",), categories=_CHAOS),
+    _grp("chaos-mesh.org", "v1alpha1", "awschaos", "AWSChaos", sub=("status",), categories=_CHAOS),
+    _grp("chaos-mesh.org", "v1alpha1", "gcpchaos", "GCPChaos", sub=("status",), categories=_CHAOS),
+    _grp("chaos-mesh.org", "v1alpha1", "azurechaos", "AzureChaos", sub=("status",), categories=_CHAOS),
+    _grp("chaos-mesh.org", "v1alpha1", "blockchaos", "BlockChaos", sub=("status",), categories=_CHAOS),
+    _grp("chaos-mesh.org", "v1alpha1", "physicalmachinechaos", "PhysicalMachineChaos", sub=("status",),
+         categories=_CHAOS),
+    _grp("chaos-mesh.org", "v1alpha1", "physicalmachines", "PhysicalMachine"),
+    _grp("chaos-mesh.org", "v1alpha1", "schedules", "Schedule", sub=("status",), categories=_CHAOS),
+    _grp("chaos-mesh.org", "v1alpha1", "workflows", "Workflow", sub=("status",), categories=_CHAOS),
+    _grp("chaos-mesh.org", "v1alpha1", "workflownodes", "WorkflowNode", sub=("status",)),
+    _grp("chaos-mesh.org", "v1alpha1", "statuschecks", "StatusCheck", sub=("status",)),
+    _grp("chaos-mesh.org", "v1alpha1", "remoteclusters", "RemoteCluster", namespaced=False, sub=("status",)),
+    _grp("chaos-mesh.org", "v1alpha1", "podhttpchaos", "PodHttpChaos", sub=("status",)),
+    _grp("chaos-mesh.org", "v1alpha1", "podiochaos", "PodIOChaos", sub=("status",)),
+    _grp("chaos-mesh.org", "v1alpha1", "podnetworkchaos", "PodNetworkChaos", sub=("status",)),
     _grp("pingcap.com", "v1alpha1", "tidbclusters", "TidbCluster", short=("tc",), sub=("status",)),
 )
 
@@ -84,6 +104,7 @@ CUSTOM_GROUPS = frozenset({"chaos-mesh.org", "pingcap.com"})
 REVIEW_TYPES: tuple[ResourceType, ...] = (
     _grp("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False),
     _grp("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", namespaced=False),
+    _grp("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", namespaced=False),  # kubectl auth whoami
 )
 # Node leases (kube-node-lease) are a view of the nodes' heartbeats.
 NODE_LEASES = _grp("coordination.k8s.io", "v1", "leases", "Lease")

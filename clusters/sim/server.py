@@ -1,5 +1,5 @@
 """The emulated cluster as a process: `python -m clusters.sim.server --seed N --ready-file PATH
-[--live --speed X]` builds `SimCluster(seed)`, serves the Kubernetes API, Prometheus, Loki,
+[--live --speed X] [--start T]` builds `SimCluster(seed)`, serves the Kubernetes API, Prometheus, Loki,
 Jaeger and the clock-control API on their own loopback ports, and writes the ready file
 {kubernetes, prometheus, loki, jaeger, control, admin_token, ca_cert} once all of them answer.
 The Kubernetes API is https (client-go sends bearer tokens over TLS only), under a CA made at
@@ -26,6 +26,7 @@ from clusters.sim.api.tls import make_serving_cert
 DEFAULT_FACTORY = "clusters.sim.cluster:SimCluster"
 LIVE_TICK_SECONDS = 0.25
 API_PRIORITY_SECONDS = 0.5
+_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def _json(status: int, obj: Any) -> Response:
@@ -57,7 +58,7 @@ class SimServer:
 
     def start(self) -> dict[str, str]:
         obs = self.cluster.obs
-        apps = {"kubernetes": self.api, "prometheus": simple_app(obs.prometheus_app),
+        apps = {"kubernetes": self._kubernetes, "prometheus": simple_app(obs.prometheus_app),
                 "loki": simple_app(obs.loki_app), "jaeger": simple_app(obs.jaeger_app), "control": self.control}
         for name, app in apps.items():
             tls = self.cert.server_context() if name == "kubernetes" else None
@@ -68,6 +69,24 @@ class SimServer:
         if self.live:
             threading.Thread(target=self._run_live, name="sim-live-clock", daemon=True).start()
         return dict(self.endpoints)
+
+    def _kubernetes(self, req: Request) -> Response:
+        """The API server, with the controllers acting on a write before its response leaves (a
+        real controller's watch sees it within milliseconds): `kubectl rollout undo` right after
+        `kubectl set env` then finds the new ReplicaSet, and a deleted pod's replacement exists."""
+        if req.method not in _WRITES:
+            return self.api(req)
+        rv = self.store.resource_version
+        resp = self.api(req)
+        reconcile = getattr(self.cluster, "reconcile", None)
+        # On a virtual clock the farm's own writes (injections, recoveries) wait for its next
+        # advance: the catalog's timelines are defined that way (controllers acting inside a
+        # multi-write injection shift what validation observes).
+        farm = req.user is not None and req.user.is_admin and not self.live
+        if reconcile is not None and not farm and resp.status < 400 and self.store.resource_version != rv:
+            with self.store.lock:
+                reconcile()
+        return resp
 
     def stop(self) -> None:
         self._stop.set()
@@ -87,11 +106,20 @@ class SimServer:
             return self.cluster.clock.now()
 
     def _run_live(self) -> None:
+        """Cluster time moves with wall time × speed; at speed 1 it also catches up with the
+        host's clock when behind it (the cluster was built, or a tick ran late), so it reads as
+        the host's `date` does. A jump ahead (/sim/advance) stays ahead."""
         last = time.monotonic()
-        while not self._stop.wait(LIVE_TICK_SECONDS):
+        while True:
             now = time.monotonic()
-            self.advance((now - last) * self.speed)
+            step = (now - last) * self.speed
+            if self.speed == 1.0:
+                step = max(step, time.time() - self.cluster.clock.now())
+            if step > 0:
+                self.advance(step)
             last = now
+            if self._stop.wait(LIVE_TICK_SECONDS):
+                return
 
     # -- control API -----------------------------------------------------------------------
     def control(self, req: Request) -> Response:
@@ -176,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-file", type=Path, required=True)
     parser.add_argument("--live", action="store_true", help="advance the clock with wall time × speed")
     parser.add_argument("--speed", type=float, default=1.0)
+    parser.add_argument("--start", type=float, default=None,
+                        help="cluster time at start-up, Unix seconds (default: the host's clock now)")
     parser.add_argument("--cluster-factory", default=DEFAULT_FACTORY,
                         help="module:callable building the cluster from a seed (default: %(default)s)")
     parser.add_argument("--die-with-parent", action="store_true",
@@ -185,12 +215,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--speed must be > 0")
     if args.die_with_parent:
         _watch_parent(os.getppid())
-    cluster = load_factory(args.cluster_factory)(args.seed)
+    factory = load_factory(args.cluster_factory)
+    cluster = factory(args.seed) if args.start is None else factory(args.seed, start=args.start)
     server = SimServer(cluster, live=args.live, speed=args.speed)
     endpoints = server.start()
     write_ready_file(args.ready_file, {**endpoints, "admin_token": server.admin_token,
                                        "ca_cert": server.cert.ca_pem.decode(), "pid": os.getpid(),
-                                       "seed": args.seed, "live": args.live})
+                                       "seed": args.seed, "live": args.live,
+                                       "start": getattr(cluster.clock, "start", None)})
     # Nothing in the process outlives it (state is in memory only), so a stop is an immediate exit.
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     try:

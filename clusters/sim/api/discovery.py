@@ -10,9 +10,10 @@ from clusters.sim.store import ResourceType
 
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
+# The version of kind's node image the nodes run (nodes.KUBELET_VERSION): one version throughout.
 SERVER_VERSION = {
-    "major": "1", "minor": "28", "gitVersion": "v1.28.15", "gitCommit": "841856557ef0f6a399096c42635d114d6f2cf7f4",
-    "gitTreeState": "clean", "buildDate": "2024-10-22T20:28:13Z", "goVersion": "go1.22.8",
+    "major": "1", "minor": "29", "gitVersion": "v1.29.2", "gitCommit": "4b8e819355d791d96b7e9d9efe4cbafae2311c88",
+    "gitTreeState": "clean", "buildDate": "2024-02-14T22:24:00Z", "goVersion": "go1.21.7",
     "compiler": "gc", "platform": "linux/amd64",
 }
 
@@ -90,33 +91,3 @@ def resource_list(types: list[ResourceType], group_version: str, metrics: bool =
             resources.append(sub_entry)
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
 
-
-def _pb_field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field (wire type 2)."""
-    key = (number << 3) | 2
-    return bytes([key]) + _varint(len(payload)) + payload
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def openapi_v2_protobuf() -> bytes:
-    """A gnostic openapi_v2.Document with swagger, info and empty paths and no definitions.
-    kubectl's validator skips kinds it has no schema for, so `kubectl apply -f` works without
-    --validate=false while the server still rejects bad objects itself (422)."""
-    info = _pb_field(1, b"Kubernetes") + _pb_field(2, SERVER_VERSION["gitVersion"].encode())
-    return _pb_field(1, b"2.0") + _pb_field(2, info) + _pb_field(8, b"")
-
-
-def openapi_v2_json() -> dict[str, Any]:
-    return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": SERVER_VERSION["gitVersion"]},
-            "paths": {}, "definitions": {}}

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from clusters.sim.api import discovery, eventsv1, portforward, remotecommand, subresources
+from clusters.sim.api import discovery, eventsv1, openapi, portforward, remotecommand, subresources
 from clusters.sim.api.admission import Defaulter, normalize_times, validate
 from clusters.sim.api.authn import Authenticator, UserInfo
 from clusters.sim.api.gc import GarbageCollector
@@ -185,7 +185,12 @@ class KubeAPI:
             if user is None:
                 return json_response(401, StoreError(401, "Unauthorized", "Unauthorized").status())
             req.user = user
-            return self._route(req, user)
+            resp = self._route(req, user)
+            warnings = getattr(req, "warnings", None)
+            if warnings:
+                # RFC 7234 warn-code 299 with agent "-", as kube-apiserver sends them (client-go prints "Warning: ...").
+                resp.headers["Warning"] = ", ".join('299 - "{}"'.format(w.replace('"', '\\"')) for w in warnings)
+            return resp
         except StoreError as err:
             return json_response(err.code, err.status())
         except Exception as exc:  # a bug here must reach the client as a 500 Status, not a dropped socket
@@ -236,10 +241,11 @@ class KubeAPI:
         if path in ("/healthz", "/livez", "/readyz"):
             return Response(200, "text/plain; charset=utf-8", b"ok")
         if path == "/openapi/v2":
+            doc_json, doc_pb = openapi.openapi_v2(
+                (t for t in self.store.types.values() if t.group not in FARM_GROUPS), discovery.SERVER_VERSION["gitVersion"])
             if "protobuf" in (req.headers.get("Accept") or ""):
-                return Response(200, "application/octet-stream",
-                                discovery.openapi_v2_protobuf())
-            return json_response(200, discovery.openapi_v2_json())
+                return Response(200, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf", doc_pb)
+            return Response(200, "application/json", doc_json)
         raise not_found_path()
 
     def _parse(self, group: str, version: str, rest: list[str]) -> Route:
@@ -285,6 +291,10 @@ class KubeAPI:
         if r.rt in REVIEW_TYPES:
             if verb != "create":
                 raise method_not_allowed(method, r.rt.plural)
+            if r.rt.kind == "SelfSubjectReview":
+                return json_response(201, {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+                                           "metadata": {"creationTimestamp": self.store.clock.rfc3339()},
+                                           "status": {"userInfo": {"username": user.name, "groups": list(user.groups)}}})
             if r.rt.kind == "SelfSubjectRulesReview":
                 return json_response(201, subresources.rules_review(self.authz, user, self._body(req)))
             return json_response(201, subresources.access_review(self.authz, user, self._body(req)))
@@ -313,6 +323,8 @@ class KubeAPI:
 
     def _body(self, req: Request) -> Any:
         ctype = (req.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        if "protobuf" in ctype or "cbor" in ctype:
+            raise StoreError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/apply-patch+yaml (got "{ctype}")')
         try:
             if "yaml" in ctype:
                 return yaml.safe_load(req.body or b"{}")
@@ -709,16 +721,21 @@ class KubeAPI:
         for k in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"):
             body["metadata"].pop(k, None)
         normalize_times(body)
+        self._check_fields(req, r, body)
         validate(r.rt, body, None)
         self.authz.check_escalation(req.user, r.rt.key, ns, body, None)
         if self._dry_run(req):
-            probe = copy.deepcopy(body)
-            for hook in self.store.admission:
-                hook("create", r.rt.key, probe, None)
-            probe["apiVersion"], probe["kind"] = r.rt.api_version, r.rt.kind
-            probe["metadata"]["creationTimestamp"] = self.store.clock.rfc3339()
-            return json_response(201, probe)
+            return json_response(201, self._dry_run_created(body, r))
         return json_response(201, self.store.create(r.rt.key, body, namespace=ns or None))
+
+    def _dry_run_created(self, body: Obj, r: Route) -> Obj:
+        """What creating `body` would store (admission run on a copy), as dryRun=All answers."""
+        probe = copy.deepcopy(body)
+        for hook in self.store.admission:
+            hook("create", r.rt.key, probe, None)
+        probe["apiVersion"], probe["kind"] = r.rt.api_version, r.rt.kind
+        probe["metadata"]["creationTimestamp"] = self.store.clock.rfc3339()
+        return probe
 
     def _create_sub(self, req: Request, r: Route, body: Obj) -> Response:
         ns = self._ns(r)
@@ -731,6 +748,22 @@ class KubeAPI:
         if r.sub == "token":
             return json_response(201, subresources.token_request(self.store, self.authn, parent, body))
         raise method_not_allowed("POST", f"{r.rt.plural}/{r.sub}")
+
+    def _check_fields(self, req: Request, r: Route, obj: Obj) -> None:
+        """fieldValidation as kube-apiserver does it for built-in kinds: Strict refuses a field
+        the kind does not declare, Warn (the default) and Ignore drop it, Warn with a warning."""
+        mode = req.arg("fieldValidation") or "Warn"
+        if mode not in ("Ignore", "Warn", "Strict"):
+            raise bad_request(f'fieldValidation parameter unsupported: {mode}; valid values are "Ignore", "Warn" or "Strict"')
+        unknown = openapi.unknown_fields(obj, r.rt, prune=mode != "Strict")
+        if not unknown:
+            return
+        if mode == "Strict":
+            fields = ", ".join(f'unknown field "{f}"' for f in unknown)
+            raise bad_request(f'{r.rt.kind} in version "{r.rt.version}" cannot be handled as a {r.rt.kind}: '
+                              f"strict decoding error: {fields}")
+        if mode == "Warn":
+            req.warnings = [*getattr(req, "warnings", []), *(f'unknown field "{f}"' for f in unknown)]
 
     def _dry_run(self, req: Request) -> bool:
         return "All" in req.query.get("dryRun", [])
@@ -747,6 +780,7 @@ class KubeAPI:
                     new["status"] = current["status"]
                 else:
                     new.pop("status", None)
+            self._check_fields(req, r, new)
             validate(r.rt, new, current)
             self.authz.check_escalation(req.user, r.rt.key, self._ns(r), new, current)
         if self._dry_run(req):
@@ -803,8 +837,13 @@ class KubeAPI:
         if current is None:
             if r.rt.namespaced:
                 body["metadata"]["namespace"] = ns
+            body.setdefault("apiVersion", r.rt.api_version)
+            body.setdefault("kind", r.rt.kind)
+            self._check_fields(req, r, body)
             validate(r.rt, body, None)
             self.authz.check_escalation(req.user, r.rt.key, ns, body, None)
+            if self._dry_run(req):
+                return json_response(201, self._dry_run_created(body, r))
             return json_response(201, self.store.create(r.rt.key, body, namespace=ns or None))
         new = apply_patch(STRATEGIC_MERGE_PATCH, current, body, r.rt.kind)
         return self._commit(req, r, current, new, check_rv=False)

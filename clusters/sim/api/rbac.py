@@ -186,7 +186,8 @@ _APP_GROUPS = [
 BOOTSTRAP_CLUSTER_ROLES: dict[str, list[dict[str, Any]]] = {
     "cluster-admin": [_rule(["*"], ["*"], ["*"]), {"nonResourceURLs": ["*"], "verbs": ["*"]}],
     "system:basic-user": [_rule(["authorization.k8s.io"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
-                                ["create"])],
+                                ["create"]),
+                          _rule(["authentication.k8s.io"], ["selfsubjectreviews"], ["create"])],
     "admin": [_rule([""], [*_APP_CORE, "secrets", "resourcequotas", "limitranges", "pods/eviction"], _READ + _WRITE),
               *[_rule(g, r, _READ + _WRITE) for g, r in _APP_GROUPS],
               _rule([_RBAC], ["roles", "rolebindings"], _READ + _WRITE)],

@@ -170,23 +170,42 @@ def access_review(authz: RBACAuthorizer, user: UserInfo, body: Obj) -> Obj:
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 
 
+LEASE_RENEW_SECONDS = 10.0  # the kubelet renews its lease every leaseDurationSeconds / 4
+
+
 def node_leases(store: Store, name: str | None) -> list[Obj]:
-    """The kubelet's Lease per node, renewed at its last heartbeat (the Ready condition's
-    lastHeartbeatTime): a node whose kubelet stopped shows a stale renewTime."""
+    """The kubelet's Lease per node, renewed every 10 s while its kubelet runs; a node whose
+    kubelet stopped (a NodeFault stopping it) shows the renewTime of its last renewal before."""
+    import zlib
+
+    from clusters.sim.clock import rfc3339
+    from clusters.sim.nodes import _rfc3339
+
+    now = store.clock.now()
     out = []
     with store.lock:
+        stopped_at: dict[str, float] = {}
+        for fault in store.iter_raw("nodefaults.sim.farm.io") if "nodefaults.sim.farm.io" in store.types else ():
+            spec = fault.get("spec") or {}
+            if spec.get("kubeletStopped") or spec.get("nodeDown"):
+                at = _rfc3339(fault["metadata"].get("creationTimestamp") or rfc3339(now))
+                node = spec.get("nodeName", "")
+                stopped_at[node] = min(at, stopped_at.get(node, at))
         for node in store.iter_raw("nodes"):
             meta = node["metadata"]
             if name and meta["name"] != name:
                 continue
-            ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
-            renew = ready.get("lastHeartbeatTime") or meta.get("creationTimestamp")
+            created = _rfc3339(meta.get("creationTimestamp") or rfc3339(now))
+            until = min(now, stopped_at.get(meta["name"], now))
+            # The kubelet's renewal phase within the second, fixed per node (renewTime has microseconds).
+            phase = zlib.crc32(meta["name"].encode()) % 1000000 / 1e6
+            renew = created + phase + max(0.0, until - created - phase) // LEASE_RENEW_SECONDS * LEASE_RENEW_SECONDS
+            stamp = rfc3339(renew).replace("Z", f".{round((renew % 1) * 1e6) % 1000000:06d}Z")
             out.append({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {
                 "name": meta["name"], "namespace": NODE_LEASE_NAMESPACE, "uid": meta.get("uid", ""),
                 "resourceVersion": meta.get("resourceVersion", ""), "creationTimestamp": meta.get("creationTimestamp"),
                 "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": meta["name"], "uid": meta.get("uid", "")}]},
-                "spec": {"holderIdentity": meta["name"], "leaseDurationSeconds": 40,
-                         "renewTime": renew.replace("Z", ".000000Z") if renew and "." not in renew else renew}})
+                "spec": {"holderIdentity": meta["name"], "leaseDurationSeconds": 40, "renewTime": stamp}})
     return sorted(out, key=lambda lease: lease["metadata"]["name"])
 
 

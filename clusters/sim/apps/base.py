@@ -207,7 +207,8 @@ def _load_builtin() -> None:
     if not _loaded:
         _loaded = True
         import importlib
-        for module in ("generic", "hotel", "infra", "stores", "flagd", "graph", "astronomy", "trainticket", "social", "tidb", "k8stools", "catalog", "datastores"):
+        for module in ("generic", "hotel", "infra", "stores", "flagd", "graph", "astronomy", "trainticket", "social", "tidb", "k8stools", "kubesystem", "catalog",
+                       "datastores"):
             # catalog last: it takes the farm manifests' images that no dedicated model registered
             importlib.import_module(f"clusters.sim.apps.{module}")
 

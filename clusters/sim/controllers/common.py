@@ -67,9 +67,20 @@ def set_condition(status: dict[str, Any], type_: str, value: str, reason: str, m
     conds.append(entry)
 
 
+def normalized(value: Any) -> Any:
+    """A template as the controllers' Go structs hold it: a null field is an absent one (kubectl
+    rollout undo sends back `metadata.creationTimestamp: null`, which must not make it a new
+    revision)."""
+    if isinstance(value, dict):
+        return {k: normalized(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [normalized(v) for v in value]
+    return value
+
+
 def template_hash(template: dict[str, Any], collision: int = 0) -> str:
-    """A pod-template-hash: stable for a given template, 10 characters of the safe alphabet."""
-    raw = json.dumps(template, sort_keys=True, separators=(",", ":")) + (str(collision) if collision else "")
+    """A pod-template-hash over the normalised template, 10 characters of the safe alphabet."""
+    raw = json.dumps(normalized(template), sort_keys=True, separators=(",", ":")) + (str(collision) if collision else "")
     n = int(hashlib.sha256(raw.encode()).hexdigest()[:16], 16)
     out = ""
     for _ in range(10):

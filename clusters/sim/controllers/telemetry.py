@@ -285,7 +285,7 @@ class Telemetry:
         for n in nodes:
             b = (("job", "node-exporter"), ("instance", f"{n.ip}:9100"), ("node", n.name))
             busy = n.cpu_seconds
-            elapsed = t - 1767603600.0 + 3600.0
+            elapsed = t - self.cluster.clock.start + 3600.0  # the nodes booted an hour before the cluster's start
             for cpu in range(int(n.cpu)):
                 share = busy / n.cpu
                 emit("node_cpu_seconds_total", b + (("cpu", str(cpu)), ("mode", "idle")), t, max(0.0, elapsed - share))

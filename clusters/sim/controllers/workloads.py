@@ -5,6 +5,7 @@ Job and CronJob — with the Events and status fields their real controllers wri
 from __future__ import annotations
 
 import copy
+import random
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from clusters.sim.controllers.common import (
     is_active,
     is_ready,
     is_terminal,
+    normalized,
     owner_ref,
     pod_from_template,
     random_suffix,
@@ -21,7 +23,7 @@ from clusters.sim.controllers.common import (
     set_condition,
     template_hash,
 )
-from clusters.sim.store import Obj, StoreError, clone, match_labels
+from clusters.sim.store import Obj, StoreError, match_labels
 
 if TYPE_CHECKING:
     from clusters.sim.cluster import SimCluster
@@ -192,11 +194,11 @@ class DeploymentController:
         store, ns, spec = self.cluster.store, d["metadata"]["namespace"], d.get("spec") or {}
         want = int(spec.get("replicas", 1))
         progress = None
-        template = clone(spec.get("template") or {})
+        template = normalized(spec.get("template") or {})
         phash = template_hash(template)
         new = None
         for rs in rss:
-            t = clone(rs["spec"].get("template") or {})
+            t = normalized(rs["spec"].get("template") or {})
             (t.get("metadata") or {}).get("labels", {}).pop("pod-template-hash", None)
             if t == template:
                 new = rs
@@ -574,7 +576,11 @@ class DaemonSetController:
             for nname in eligible:
                 if nname in by_node:
                     continue
-                pname = f"{name}-{random_suffix(self.cluster.rng)}"
+                # kube-system's node agents name their pods from their own seeded source: the
+                # system components a cluster runs must not reshuffle the names (and so the
+                # histories) a seed gives every application.
+                rng = random.Random(f"{ds['metadata'].get('uid', name)}/{nname}") if ns == "kube-system" else self.cluster.rng
+                pname = f"{name}-{random_suffix(rng)}"
                 p = pod_from_template(tmpl, pname, ns, ds, {"controller-revision-hash": rev, "pod-template-generation": "1"})
                 p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                     "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [nname]}]}]}}}

@@ -9,7 +9,7 @@ from typing import Any
 
 import promql_parser as pp
 
-from clusters.sim.clock import VirtualClock
+from clusters.sim.clock import VirtualClock, rfc3339
 from clusters.sim.observability.formats import (
     format_time,
     format_value,
@@ -126,8 +126,10 @@ class PrometheusAPI:
         if endpoint == "status/buildinfo":
             return _success(BUILD_INFO)
         if endpoint == "status/runtimeinfo":
-            return _success({"startTime": "2026-01-05T08:55:00Z", "CWD": "/prometheus", "reloadConfigSuccess": True,
-                             "lastConfigTime": "2026-01-05T08:55:00Z", "storageRetention": "15d"})
+            # Prometheus came up with the cluster's monitoring stack, five minutes before its start.
+            started = rfc3339(getattr(self.clock, "start", self.clock.now()) - 300.0)
+            return _success({"startTime": started, "CWD": "/prometheus", "reloadConfigSuccess": True,
+                             "lastConfigTime": started, "storageRetention": "15d"})
         if endpoint == "metadata":
             return _success(self._metadata(first(params, "metric")))
         return text_response(404, "404 page not found\n")

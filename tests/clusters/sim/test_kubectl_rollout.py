@@ -56,8 +56,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     handle.close()
 
 
-def kubectl(cluster: SimHandle, *args: str, check: bool = True, timeout: float = 60) -> str:
-    env = {"PATH": f"{KUBECTL.parent}:/usr/bin:/bin", "HOME": str(cluster.workdir), "KUBECONFIG": str(cluster.kubeconfig)}
+def kubectl(cluster: SimHandle, *args: str, check: bool = True, timeout: float = 60, kubeconfig: Path | None = None) -> str:
+    env = {"PATH": f"{KUBECTL.parent}:/usr/bin:/bin", "HOME": str(cluster.workdir),
+           "KUBECONFIG": str(kubeconfig or cluster.kubeconfig)}
     proc = subprocess.run(["kubectl", *args], env=env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
@@ -108,3 +109,23 @@ def test_describe_pod_shows_kubelet_events(cluster: SimHandle) -> None:
     out = kubectl(cluster, "describe", "pod", name, "-n", "shop")
     events = out.split("Events:", 1)[1]
     assert "Scheduled" in events and "Started" in events
+
+
+def test_undo_right_after_set_env_reuses_the_old_revisions_replicaset(cluster: SimHandle, tmp_path: Path) -> None:
+    # No clock advance between the agent's writes: the deployment controller acts on a write
+    # before its response leaves, as a real one does within milliseconds.
+    client.CoreV1Api(cluster.api_client()).create_namespace({"metadata": {"name": "shop2"}})
+    manifest = tmp_path / "web.yaml"
+    manifest.write_text(MANIFEST.replace("namespace: shop", "namespace: shop2"))
+    kubectl(cluster, "apply", "-f", str(manifest))
+    cluster.advance(30)
+    agent = cluster.agent_kubeconfig("shop2")
+    kubectl(cluster, "set", "env", "deploy/web", "FOO=bar", "-n", "shop2", kubeconfig=agent)
+    assert "deployment.apps/web rolled back" in kubectl(cluster, "rollout", "undo", "deploy/web", "-n", "shop2",
+                                                        kubeconfig=agent)
+    rss = client.AppsV1Api(cluster.api_client()).list_namespaced_replica_set("shop2").items
+    revisions = {rs.metadata.name: rs.metadata.annotations["deployment.kubernetes.io/revision"] for rs in rss}
+    first = next(rs.metadata.name for rs in rss if not rs.spec.template.spec.containers[0].env)
+    assert len(rss) == 2 and revisions[first] == "3", revisions
+    history = kubectl(cluster, "rollout", "history", "deploy/web", "-n", "shop2")
+    assert [line.split()[0] for line in history.strip().splitlines()[2:]] == ["2", "3"]

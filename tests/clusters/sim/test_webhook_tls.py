@@ -61,7 +61,7 @@ def certificate(host: str, days: int = 365) -> tuple[bytes, bytes]:
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    start = dt.datetime(2025, 6, 1, tzinfo=dt.UTC)
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(days=30)  # the cluster's clock starts at the host's
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(start)
             .not_valid_after(start + dt.timedelta(days=days))

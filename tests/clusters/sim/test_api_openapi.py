@@ -1,0 +1,174 @@
+"""The API server's documents and semantics kubectl depends on, with kubectl 1.20 (and 1.33 when
+`.tools/kubectl-v33` holds it) as real processes against the served cluster: /openapi/v2 (JSON
+and the protobuf kubectl asks for) so `explain`, client-side validation, `apply --dry-run=server`
+and `diff` work; fieldValidation Strict/Warn; CRDs for the custom kinds (the admin's, not the
+agent's); SelfSubjectReview; one Kubernetes version throughout."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from clusters.base import open_cluster
+from clusters.sim.provider import SimHandle
+
+ROOT = Path(__file__).resolve().parents[3]
+KUBECTLS = {"1.20": ROOT / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl",
+            "1.33": ROOT / ".tools" / "kubectl-v33" / "kubectl"}
+pytestmark = [pytest.mark.kubectl,
+              pytest.mark.skipif(not KUBECTLS["1.20"].exists(), reason="kubectl 1.20 is installed by the setup in .tools")]
+VERSIONS = [pytest.param(v, marks=pytest.mark.skipif(not p.exists(), reason=f"no kubectl {v} in .tools"))
+            for v, p in KUBECTLS.items()]
+
+MANIFEST = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: %(ns)s}
+spec:
+  replicas: %(replicas)d
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: web, image: "nginx:1.25", %(extra)s ports: [{containerPort: 80}]}
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
+    handle = open_cluster("sim:openapi", seed=2, workdir=tmp_path_factory.mktemp("openapi"))
+    assert isinstance(handle, SimHandle)
+    yield handle
+    handle.close()
+
+
+def kubectl(cluster: SimHandle, version: str, *args: str, kubeconfig: Path | None = None) -> tuple[int, str]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cluster.workdir / f"home-{version}"),
+           "KUBECONFIG": str(kubeconfig or cluster.kubeconfig)}
+    proc = subprocess.run([str(KUBECTLS[version]), *args], env=env, capture_output=True, text=True, timeout=60)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def namespace(cluster: SimHandle, name: str) -> str:
+    client.CoreV1Api(cluster.api_client()).create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def raw(cluster: SimHandle, method: str, path: str, body: object = None, accept: str = "application/json",
+        ) -> tuple[int, dict[str, str], bytes]:
+    ctx = ssl.create_default_context(cafile=str(cluster.ca_file))
+    req = urllib.request.Request(cluster.endpoints.kubernetes + path, method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": f"Bearer {cluster._admin_token}", "Accept": accept,
+                                          "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=30) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read()
+
+
+def test_openapi_v2_describes_every_served_kind_in_json_and_protobuf(cluster: SimHandle) -> None:
+    status, _, body = raw(cluster, "GET", "/openapi/v2")
+    doc = json.loads(body)
+    assert status == 200
+    tagged = {(g["group"], g["kind"]) for d in doc["definitions"].values() for g in d.get("x-kubernetes-group-version-kind", [])}
+    assert {("apps", "Deployment"), ("", "Pod"), ("batch", "CronJob"), ("chaos-mesh.org", "PodChaos")} <= tagged
+    assert ("sim.farm.io", "NodeFault") not in tagged  # the farm's own kinds stay out of what agents read
+    patch = doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"]
+    assert {"dryRun", "fieldValidation", "fieldManager"} <= {p["name"] for p in patch["parameters"]}
+    containers = doc["definitions"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]
+    assert containers["x-kubernetes-patch-merge-key"] == "name"
+    status, headers, pb = raw(cluster, "GET", "/openapi/v2", accept="application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
+    assert status == 200 and "protobuf" in headers["Content-Type"] and pb[:2] == b"\x0a\x03" and b"io.k8s.api.apps.v1.Deployment" in pb
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_explain_dry_run_and_diff(cluster: SimHandle, version: str, tmp_path: Path) -> None:
+    ns = namespace(cluster, f"explain-{version.replace('.', '-')}")
+    code, out = kubectl(cluster, version, "explain", "deployment.spec.replicas")
+    assert code == 0 and "Number of desired pods" in out and "<integer>" in out, out
+    manifest = tmp_path / "web.yaml"
+    manifest.write_text(MANIFEST % {"ns": ns, "replicas": 2, "extra": ""})
+    assert kubectl(cluster, version, "apply", "-f", str(manifest))[0] == 0
+    code, out = kubectl(cluster, version, "apply", "--dry-run=server", "-f", str(manifest))
+    assert code == 0 and "(server dry run)" in out, out
+    manifest.write_text(MANIFEST % {"ns": ns, "replicas": 5, "extra": ""})
+    code, out = kubectl(cluster, version, "apply", "--dry-run=server", "-f", str(manifest))
+    assert code == 0 and "configured (server dry run)" in out, out
+    code, out = kubectl(cluster, version, "diff", "-f", str(manifest))
+    assert code == 1 and "-  replicas: 2" in out and "+  replicas: 5" in out, out
+    d = client.AppsV1Api(cluster.api_client()).read_namespaced_deployment("web", ns)
+    assert d.spec.replicas == 2  # neither the dry run nor the diff wrote anything
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_unknown_field_is_refused(cluster: SimHandle, version: str, tmp_path: Path) -> None:
+    # 1.20 validates against the schema itself; 1.33 asks the server (fieldValidation=Strict).
+    ns = namespace(cluster, f"strict-{version.replace('.', '-')}")
+    manifest = tmp_path / "web.yaml"
+    manifest.write_text(MANIFEST % {"ns": ns, "replicas": 1, "extra": "bogusField: 1,"})
+    code, out = kubectl(cluster, version, "apply", "-f", str(manifest))
+    assert code != 0 and "bogusField" in out and "unknown field" in out, out
+    assert not client.AppsV1Api(cluster.api_client()).list_namespaced_deployment(ns).items
+
+
+def test_field_validation_strict_refuses_and_warn_drops_with_a_warning(cluster: SimHandle) -> None:
+    ns = namespace(cluster, "fieldvalidation")
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "colour": "red"}, "data": {"k": "v"}}
+    status, _, body = raw(cluster, "POST", f"/api/v1/namespaces/{ns}/configmaps?fieldValidation=Strict", cm)
+    assert status == 400 and 'strict decoding error: unknown field "metadata.colour"' in json.loads(body)["message"]
+    status, headers, body = raw(cluster, "POST", f"/api/v1/namespaces/{ns}/configmaps", cm)
+    assert status == 201 and headers["Warning"] == '299 - "unknown field \\"metadata.colour\\""'
+    assert "colour" not in json.loads(body)["metadata"]
+    status, _, body = raw(cluster, "POST", f"/api/v1/namespaces/{ns}/configmaps?fieldValidation=Sloppy", cm)
+    assert status == 400 and "fieldValidation" in json.loads(body)["message"]
+
+
+def test_crds_list_the_custom_kinds_for_the_admin_only(cluster: SimHandle) -> None:
+    code, out = kubectl(cluster, "1.20", "get", "crd", "-o", "name")
+    crds = set(out.split())
+    kinds = {"podchaos", "networkchaos", "iochaos", "stresschaos", "timechaos", "kernelchaos", "httpchaos", "dnschaos",
+             "schedules", "workflows"}
+    assert code == 0 and {f"customresourcedefinition.apiextensions.k8s.io/{k}.chaos-mesh.org" for k in kinds} <= crds
+    assert "customresourcedefinition.apiextensions.k8s.io/tidbclusters.pingcap.com" in crds
+    code, out = kubectl(cluster, "1.20", "api-resources", "--api-group=chaos-mesh.org", "-o", "name")
+    assert {f"{k}.chaos-mesh.org" for k in kinds} <= set(out.split())
+    namespace(cluster, "agent-ns")
+    code, out = kubectl(cluster, "1.20", "get", "crd", kubeconfig=cluster.agent_kubeconfig("agent-ns"))
+    assert code != 0 and "forbidden" in out.lower(), out
+
+
+def test_self_subject_review_and_one_version_throughout(cluster: SimHandle) -> None:
+    status, _, body = raw(cluster, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                          {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+    assert status == 201 and "system:masters" in json.loads(body)["status"]["userInfo"]["groups"]
+    if KUBECTLS["1.33"].exists():
+        namespace(cluster, "whoami")
+        code, out = kubectl(cluster, "1.33", "auth", "whoami", kubeconfig=cluster.agent_kubeconfig("whoami"))
+        assert code == 0 and "system:serviceaccount:whoami:" in out, out
+    server = json.loads(raw(cluster, "GET", "/version")[2])["gitVersion"]
+    kubelets = {n.status.node_info.kubelet_version for n in client.CoreV1Api(cluster.api_client()).list_node().items}
+    assert kubelets == {server}
+
+
+def test_a_protobuf_body_is_refused_as_an_unsupported_media_type(cluster: SimHandle) -> None:
+    # kubectl >= 1.32's typed clients (`kubectl create deployment`, ...) send protobuf bodies: the
+    # server says which types it accepts instead of failing to decode them as JSON.
+    ctx = ssl.create_default_context(cafile=str(cluster.ca_file))
+    req = urllib.request.Request(cluster.endpoints.kubernetes + "/api/v1/namespaces/default/configmaps", method="POST",
+                                 data=b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap", headers={
+                                     "Authorization": f"Bearer {cluster._admin_token}",
+                                     "Content-Type": "application/vnd.kubernetes.protobuf"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, context=ctx, timeout=30)
+    status = json.loads(err.value.read())
+    assert err.value.code == 415 and status["reason"] == "UnsupportedMediaType" and "application/json" in status["message"]
