@@ -93,20 +93,7 @@ class ProblemInjection:
         """The problem's ground truth with what only injection decides filled in: `{node}` is the
         node a node-level fault landed on. Give this to the judge rather than the raw one."""
         nodes = [inj.saved["node"] for _, inj in self.injectors if isinstance(inj.saved.get("node"), str)]
-        truth = self.problem.ground_truth
-        if not nodes:
-            return truth
-
-        def fill(value: Any) -> Any:
-            if isinstance(value, str):
-                return value.replace("{node}", nodes[0])
-            if isinstance(value, list):
-                return [fill(v) for v in value]
-            if isinstance(value, dict):
-                return {k: fill(v) for k, v in value.items()}
-            return value
-
-        return GroundTruth.model_validate(fill(truth.model_dump()))
+        return self.problem.ground_truth.filled(node=nodes[0]) if nodes else self.problem.ground_truth
 
 
 class NoiseRunner:

@@ -4,6 +4,7 @@ oracle reads `faults` (each fault's own check) and `oracle`."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,6 +44,29 @@ class GroundTruth(Strict):
     symptom: str  # what a user of the application sees
     # For concurrent problems, the other root causes (each a full ground truth).
     also: list[GroundTruth] = []
+
+    def placeholders(self) -> set[str]:
+        """The `{name}` placeholders left for injection to fill (e.g. node)."""
+        return set(re.findall(r"\{([a-z_]+)\}", self.model_dump_json()))
+
+    def filled(self, **values: str) -> GroundTruth:
+        """This ground truth with each `{name}` replaced by values[name]: what only injection
+        decides (the node a node-level fault landed on). The judge gets this, never the raw one."""
+        if not values:
+            return self
+
+        def fill(value: Any) -> Any:
+            if isinstance(value, str):
+                for key, v in values.items():
+                    value = value.replace("{" + key + "}", v)
+                return value
+            if isinstance(value, list):
+                return [fill(v) for v in value]
+            if isinstance(value, dict):
+                return {k: fill(v) for k, v in value.items()}
+            return value
+
+        return GroundTruth.model_validate(fill(self.model_dump()))
 
 
 class MitigationStep(Strict):
