@@ -27,7 +27,7 @@ HEDGES = (r"\bpossibl[ey]\b", r"\bmight\b", r"\bmay (?:be|have|also)\b", r"\bcou
           r"\bsuspected\b", r"\breviewed\b", r"\bconsidered\b", r"\bunder (?:review|investigation)\b",
           r"\binvestigating\b", r"\bpotential(?:ly)?\b", r"\bhypothes", r"\bguess\b", r"\bnot (?:yet )?sure\b",
           r"\bunsure\b", r"\bnot (?:yet )?(?:been )?confirmed\b", r"\bunconfirmed\b", r"\bstill being confirmed\b",
-          r"\bto be (?:confirmed|determined)\b", r"\btbd\b", r"\band/or\b", r"\bany of\b", r"\bamong\b",
+          r"\bto be (?:confirmed|determined)\b", r"\btbd\b", r"\band/or\b", r"\bany of\b", r"\bamong (?:the )?(?:candidates|suspects|possibilities|options)\b",
           r"\bsome combination\b", r"\bunclear\b", r"\bcannot (?:yet )?(?:tell|say)\b", r"\bwe think\b",
           r"\bit seems\b", r"\bseems? to\b", r"\bappears? to\b", r"\bpending confirmation\b",
           r"\bcheck(?:ed|ing)? (?:whether|if)\b", r"\bnot (?:yet )?(?:clear|known|determined|identified)\b")
@@ -50,8 +50,8 @@ REACH = re.compile(r"(?:connect(?:ion)? to|connect with|reach|talk to|calls? to|
                    r"forwards? to|write to|read from|reads from|against|from its|to its|of its|on its|"
                    r"in front of|via)\s+(?:the |its |a )?(?:\S+ ){0,1}$")
 # 'A because B': B is the cause. 'A, so B': A is.
-_BACKWARD = re.compile(r"\bbecause(?: of)?\b|\bdue to\b|\bcaused by\b|\bsince\b|\bstems? from\b|\btriggered by\b|"
-                       r"\bresults? from\b|\bowing to\b|\bas a (?:result|consequence) of\b|\bafter\b|\bdriven by\b")
+_BACKWARD = re.compile(r"\bbecause(?: of)?\b|\bdue to\b|\bcaused by\b|\bstems? from\b|\btriggered by\b|"
+                       r"\bresults? from\b|\bowing to\b|\bas a (?:result|consequence) of\b|\bdriven by\b")
 _FORWARD = re.compile(r",? so\b|\btherefore\b|\bwhich (?:makes|causes|breaks|means|leaves|starves)\b|\bcausing\b|"
                       r"\bleading to\b|\bresults? in\b|\bas a result\b|\band then\b|\bhence\b|\bthus\b|"
                       r"\bmaking\b|->|→|\bbreaking\b|\bwhich in turn\b|\bconsequently\b|\bwhereupon\b")
@@ -63,15 +63,23 @@ ROOT_MARKER = _ROOT = re.compile(r"\broot[- ]?cause[sd]?\b\s*(?:is|are|was|:|=|-
 FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bmisconfigur|\bresponsible\b|\bis broken\b|\bthe source\b|"
                     r"\bwrong(?:ly)?\b|\bincorrect\b|\bbad\b|\binvalid\b|\bmissing\b|\bremoved\b|\bchanged\b|"
                     r"\bset to\b|\bis (?:set|pinned|rolled|scaled|capped|cut|limited)\b|\bdoes not exist\b|"
-                    r"\bnonexistent\b|\bmistyped\b|\btypo\b|\bdenies\b|\bblocks?\b")
+                    r"\bnonexistent\b|\bmistyped\b|\btypo\b|\bdenies\b|\bblocks?\b|\b(?:doesn't|does not|no longer) exists?\b|"
+                    r"\b(?:was|were|got|been) (?:set|pinned|rolled|scaled|capped|cut|limited|lowered|raised|dropped|"
+                    r"deleted|removed|changed|killed|restarted|rotated)\b|\bdropped\b|\bdeleted\b|\blost\b|\bcaps?\b|"
+                    r"\blowered\b|\braised\b|\bcut to\b|\bno endpoints\b|\bexpired\b|\brefuses\b|\brejects\b|\bexceeds?\b|"
+                    r"\b(?:has|have|sets?|uses?|runs?|carries|requests?|asks for|gained|starts with)\b[^,;]*?(?:=|\\d)|"
+                    r"\bis (?:on|enabled|at)\b|\bswitched on\b")
 _DOWNSTREAM = re.compile(r"\bdownstream\b|\bcallers?\b|\bvictims?\b|\bsymptoms?\b|\bonly (?:fail|error|break)|"
                          r"\bfail(?:s|ing)? only\b|\bknock-on\b|\bcascad|\bsecondary\b|\bin turn\b|\bconsequence\b|"
                          r"\baffected\b|\bimpact(?:ed)?\b|\bas well\b|\bdependents?\b|\bupstream of\b|"
                          r"\bpropagat|\bbecause of it\b|\bfollow(?:s|ed)? from\b")
 _CLAUSE = re.compile(r";\s*|,\s+but\s+|\s+but\s+|,\s+(?=not\b)|\s+whereas\s+|\s+although\s+|\s+though\s+")
+# A cause part about a setting rather than a component: 'the flag X is on, so payment fails'.
+_SETTING = re.compile(r"\bflags?\b|\bflagd\b|\bconfig|\bsetting\b|\benv\b|\bvariable\b|\bswitch\b|"
+                      r"\bdefaultvariant\b|=|\bis (?:on|enabled)\b|\benabled\b|\bswitched on\b")
 _PRONOUN = re.compile(r"^\W*(?:\S+\s+){0,2}(?:its|their|it|they|the pods?'s?|the container's)\b")
 _SEGMENT = re.compile(r",\s*|\s+with\s+|\s+while\s+|\s+and\s+(?=(?:the )?(?:\S+ ){0,3}(?:downstream|callers?|only)\b)")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=\S)|\n+|(?<=:)\s+(?=-)")
+_SENTENCE = re.compile(r"(?<=[^.][.!?])\s+(?=\S)|\n+|(?<=:)\s+(?=-)")
 KIND_WORDS = ("deployment", "deploy", "service", "svc", "pod", "pods", "node", "configmap", "secret", "statefulset",
               "daemonset", "replicaset", "container", "networkpolicy", "resourcequota", "tidbcluster")
 NODE_NAME = re.compile(r"(?<![a-z0-9-])(?:[a-z][a-z0-9]*-)+(?:worker\d*|control-plane)(?![a-z0-9-])")
@@ -95,7 +103,7 @@ DATA_STORES = ("mongo", "redis", "memcached", "mysql", "postgres", "tidb", "kafk
 _WORD_USES = re.compile(r"(?:error|success|request|failure|retry|drop|loss|hit|miss|sample|exchange|heart|frame|"
                         r"bit|baud|refresh|sampling) rate\b|\brate (?:limit|of)\b|\bfor user\b|\bdb user\b|"
                         r"\buser (?:root|name|otelu|\"|')|\bmemory profile\b|\bhotel search\b|\bsearch(?:es)? for\b|"
-                        r"\ban ad\b|\bthe user\b(?! service)|\buser(?:'s)? (?:session|login|request)")
+                        r"\ban ad\b|\bthe user\b(?! service| deployment| pod| server|'s)|\buser(?:'s)? (?:session|login|request)")
 
 
 def norm(text: str) -> str:
@@ -117,7 +125,7 @@ def aliases(component: str) -> set[str]:
 
 def _name_pattern(name: str) -> str:
     # a pod name with its hash suffix counts; 'geo' inside 'mongodb-geo' or 'geo-db' does not
-    return r"(?<![a-z0-9_/-])" + re.escape(name) + r"(?:-[a-z0-9]*\d[a-z0-9]*){0,2}(?![a-z0-9_]|-[a-z])"
+    return r"(?<![a-z0-9_-])" + re.escape(name) + r"(?:-[a-z0-9]*\d[a-z0-9]*){0,2}(?![a-z0-9_]|-[a-z])"
 
 
 def mentions(text: str, names: set[str]) -> bool:
@@ -138,6 +146,7 @@ class Clause:
     hedged: bool = False
     exonerating: bool = False
     explicit: bool = False  # carries a root-cause marker or a causal connective
+    backward: bool = False  # 'A because B': the cause comes last
     cause: str = ""  # the part that names the cause ('' when the clause has no causal structure)
     effect: str = ""
 
@@ -253,12 +262,15 @@ class Reader:
             clause = Clause(quote=quote, text=text)
             clause.cause, clause.effect = _cause_and_effect(text)
             clause.explicit = bool(clause.cause or clause.effect)
+            clause.backward = clause.explicit and not _ROOT.search(text) and bool(_BACKWARD.search(text)) and (
+                not _FORWARD.search(text) or _BACKWARD.search(text).start() < _FORWARD.search(text).start())
             comps = self._components_in(text)
             # Hedges and lists are read where the clause names its cause (a list of victims is fine).
             where = clause.cause if clause.explicit else text
             named = [c for c in comps if self._in(where, c)]
             fams = self.families_in(where)
-            listed = len(named) >= 4 and len(set(named) - self.gt) >= 2 and not _DOWNSTREAM.search(where)
+            listed = len(set(named) - self.gt) >= 2 and _run_of_names(where, [comps[c] for c in named]) >= 4 \
+                and not _DOWNSTREAM.search(where)
             alternatives = " or " in f" {where} " and (len(named) >= 2 or len(fams) >= 2)
             clause.exonerating = bool(_EXONERATE.search(text))
             clause.hedged = (bool(_HEDGE.search(text)) or listed or alternatives or len(fams) >= 3
@@ -266,23 +278,55 @@ class Reader:
             claims.clauses.append(clause)
             for comp, at in comps.items():
                 claims.roles.setdefault(comp, {}).setdefault(self._role(clause, comp, at, text), []).append(quote)
+        self._lead(claims)
         return claims
+
+    def _lead(self, claims: Claims) -> None:
+        """A terse diagnosis states its culprit first without saying 'root cause' ('memcached-rate has
+        no endpoints. rate panics.'): when nothing is asserted, the first component of the first
+        committed clause is, if that clause names it as the subject of what is wrong."""
+        if claims.doubt or any(r.get("asserted") for r in claims.roles.values()):
+            return
+        first = next((c for c in claims.clauses if not c.hedged and not c.exonerating), None)
+        if first is None or _DOWNSTREAM.search(first.text):
+            return
+        named = sorted(((at, comp) for comp, at in self._components_in(first.text).items()), key=lambda x: x[0])
+        if not named or named[0][0] > 40 or REACH.search(first.text[:named[0][0]]):
+            return
+        comp = named[0][1]
+        roles = claims.roles[comp]
+        for role in ("mentioned", "victim"):
+            if first.quote in roles.get(role, []):
+                roles[role].remove(first.quote)
+        roles.setdefault("asserted", []).insert(0, first.quote)
 
     def _role(self, clause: Clause, comp: str, at: int, text: str) -> str:
         if clause.exonerating:
             return "exonerated"
         if clause.hedged:
             return "hedged"
-        if REACH.search(text[max(0, at - 40):at]):
+        opened = text.rfind("(", 0, at)
+        if opened > text.rfind(")", 0, at) and (
+                any(a < at for c, a in self._components_in(text).items() if c != comp)
+                or re.search(r"\b(?:pods|services|workloads|deployments|them|those|these)\s*$", text[:opened])):
+            return "mentioned"  # '... its pods (geo among them) are evicted': an example, not the culprit
+        possessive = bool(re.match(r"[a-z0-9.:/-]*'s\b", text[at:at + 80].split(" ", 1)[0] + " "))
+        if REACH.search(text[max(0, at - 40):at]) and not possessive:
             return "target"
+        if possessive and not _DOWNSTREAM.search(text) and self._subject(clause, comp):
+            return "asserted"  # "geo's GEO_DB_PORT is 27018", "node sim-worker2's clock is 8 years ahead"
         if clause.cause or clause.effect:
             # the cause part may still list victims: 'root cause: geo, with search failing downstream'
             segment = next((s for s in _SEGMENT.split(clause.cause) if self._in(s, comp)), "")
             if segment and not _DOWNSTREAM.search(segment):
                 return "asserted"
-            if self._in(clause.effect, comp) and not segment and _PRONOUN.search(clause.cause) \
+            if clause.backward and self._in(clause.effect, comp) and not segment and _PRONOUN.search(clause.cause) \
                     and not _DOWNSTREAM.search(clause.effect) and not _DOWNSTREAM.search(clause.cause):
                 return "asserted"  # 'geo crash-loops because its port is wrong': 'its' is geo
+            if self._in(clause.effect, comp) and not segment and not _DOWNSTREAM.search(clause.effect) \
+                    and self._subject(clause, comp):
+                return "asserted"  # 'the flag adManualGc is on, so every GetAds runs full GCs in ad'
+
             if segment or self._in(clause.effect, comp):
                 return "victim"
         if _DOWNSTREAM.search(text):
@@ -290,6 +334,24 @@ class Reader:
         if FAULTY.search(text) or self.families_in(text):
             return "asserted"
         return "mentioned"
+
+    def _subject(self, clause: Clause, comp: str) -> bool:
+        """`comp` is what the clause's cause part (or the whole clause) is about: named within its first
+        words, or first in an effect part whose cause names no component ('flag X is on, so payment fails')."""
+        head = clause.cause if clause.explicit and clause.cause.strip() else clause.text
+        at = self._at(head, comp)
+        if at is not None and at <= 40:
+            return True
+        if clause.explicit and _SETTING.search(clause.cause) and not any(self._in(clause.cause, c) for c in self.gt):
+            named = sorted((self._at(clause.effect, c), c) for c in self._components_in(clause.text)
+                           if self._at(clause.effect, c) is not None)
+            return bool(named) and named[0][1] == comp
+        return False
+
+    def _at(self, part: str, comp: str) -> int | None:
+        if comp in self.names:
+            return _mention_at(_WORD_USES.sub(lambda m: " " * len(m.group(0)), part), self.names[comp])
+        return part.find(comp) if comp in part else None
 
     def _in(self, part: str, comp: str) -> bool:
         if not part:
@@ -302,6 +364,26 @@ class Reader:
                 return True
             return False
         return comp in part
+
+
+def _run_of_names(text: str, starts: list[int]) -> int:
+    """The longest run of names in `text` (given where each starts) separated only by commas, 'and'
+    or 'or': a list of candidates rather than a sentence about them."""
+    best = run = 0
+    last_end = None
+    for at in sorted(set(starts)):
+        if at < 0 or at >= len(text):
+            continue
+        end = at + len(re.match(r"[a-z0-9./:'-]*", text[at:]).group(0))
+        if last_end is not None and _LIST_GAP.match(text[last_end:at]):
+            run += 1
+        else:
+            run = 1
+        best, last_end = max(best, run), end
+    return best
+
+
+_LIST_GAP = re.compile(r"^(?:[\s,;/&()]|\band\b|\bor\b|\bthe\b|\bservices?\b|\bdeployments?\b|\bpods?\b)*$")
 
 
 def _cause_and_effect(text: str) -> tuple[str, str]:
@@ -320,7 +402,10 @@ def _cause_and_effect(text: str) -> tuple[str, str]:
     first = min((m for m in (back, fwd) if m), key=lambda m: m.start(), default=None)
     if first is None:
         return "", ""
-    if first is back:  # 'A because B'
+    if first is back:  # 'A because B' ('A because B, so C': C is an effect too)
+        later = _FORWARD.search(text, first.end())
+        if later:
+            return text[first.end():later.start()], text[:first.start()] + " " + text[later.end():]
         return text[first.end():], text[:first.start()]
     return text[:first.start()], text[first.end():]  # 'A, so B'
 

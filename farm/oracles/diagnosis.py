@@ -329,8 +329,7 @@ FAULT_FAMILIES: dict[str, tuple[str, ...]] = {
 }
 # Families that describe the same fault in other words (a wrong limit is a misconfiguration too).
 COMPATIBLE: dict[str, set[str]] = {
-    # a wrong setting shows as whatever it sets: a limit, a selector, an affinity, a flag, a policy
-    "misconfiguration": {"credentials", "network", "scheduling", "resource-limit", "feature-flag", "admission"},
+    "misconfiguration": {"credentials", "network"},
     "resource-limit": {"misconfiguration", "overload"},
     "network": {"misconfiguration"},
     "disk-io": {"node"},
@@ -378,6 +377,17 @@ deployments start starts started component components application app problem is
 symptoms happen happens broken down""".split())
 # Where a ground truth's mechanism turns from its cause to its effects.
 _MECH_TURN = re.compile(r",? so (?:that )?|;\s|, which\s|:\s|\s—\s|, and (?:so|then)\s")
+# Detail keys whose value is the faulty object's own name, per kind of faulty component.
+OBJECT_KEYS: dict[str, tuple[str, ...]] = {
+    "NetworkPolicy": ("networkpolicy",), "ConfigMap": ("configmap", "object"), "Secret": ("secret",),
+    "ResourceQuota": ("quota",), "ValidatingWebhookConfiguration": ("webhook",), "Role": ("role",),
+    "RoleBinding": ("rolebinding",), "TidbCluster": ("field",), "Service": ("object",)}
+# Naming the kind of a one-of-a-kind object of the namespace names the object.
+KIND_ALIASES: dict[str, set[str]] = {
+    "ResourceQuota": {"resourcequota", "resource quota", "quota"},
+    "ValidatingWebhookConfiguration": {"validatingwebhookconfiguration", "validating webhook", "admission webhook"},
+    "TidbCluster": {"tidbcluster", "tidb cluster"},
+}
 # Detail keys that locate the fault rather than describe what was changed.
 LOCATOR_KEYS = {"node", "container", "namespace"}
 _TRIVIAL_VALUES = {"on", "off", "true", "false", "yes", "no", "none", "null", "0", "1"}
@@ -422,6 +432,12 @@ class OfflineJudge:
         self.root_keys = list(dict.fromkeys(r.component.lower() for r in self.roots))
         self.affected_keys = [a.lower() for r in self.roots for a in r.affected if a.lower() not in self.root_keys]
         names = {k: aliases(k) for k in self.root_keys + self.affected_keys}
+        for r in self.roots:  # the object a policy, config or quota fault is, by its own name and kind
+            extra = {norm(v) for key, v in r.details.items() if key.lower() in OBJECT_KEYS.get(r.component_kind, ())}
+            extra |= {re.sub(r"\[.*$", "", e) for e in extra if e.startswith("spec.")}  # spec.tikv.tolerations
+            extra |= KIND_ALIASES.get(r.component_kind, set())
+            names[r.component.lower()] |= {e for e in extra if e and " " not in e.strip("()") or e in KIND_ALIASES.get(
+                r.component_kind, set())}
         gt_names = set(names)
         known = set().union(*names.values())
         for c in components:
@@ -448,6 +464,7 @@ class OfflineJudge:
         asserted_any = [k for k, roles in claims.roles.items() if roles.get("asserted")]
         anchor = next((claims.quote_for(k, "asserted") for k in self.root_keys + asserted_any
                        if claims.has(k, "asserted")), _NO_QUOTE)
+        root_anchor = next((claims.quote_for(k, "asserted") for k in self.root_keys if claims.has(k, "asserted")), "")
 
         # L1: every root component asserted as the root cause, by a text that commits to one
         missing = [k for k in self.root_keys if not claims.has(k, "asserted")]
@@ -461,24 +478,23 @@ class OfflineJudge:
             out["L1"] = (True, claims.quote_for(self.root_keys[0], "asserted"), "asserted as the root cause")
 
         # the components blamed or hedged over that the ground truth does not list
-        outside = [k for k in claims.roles if k not in gt and not self._in_story(k)
-                   and (claims.has(k, "asserted") or claims.has(k, "hedged"))]
+        outside = [k for k in claims.roles if k not in gt and (claims.has(k, "asserted") or claims.has(k, "hedged"))
+                   and (not self._in_story(k) or self._root_marked(claims, k))]
         # an affected component the ground truth's details name was changed itself (one release, three images)
         # one the ground truth's account names as failing may be said to fail, not named the root cause
         victims_blamed = [k for k in self.affected_keys if claims.has(k, "asserted") and not self._in_details(k)
-                          and (not self._in_story(k) or any(ROOT_MARKER.search(norm(q))
-                                                            for q in claims.roles[k]["asserted"]))]
+                          and (not self._in_story(k) or self._root_marked(claims, k))]
         nothing = "asserts no root cause, so it avoids nothing"
 
         # L2: no downstream component presented as the cause
         if victims_blamed:
             out["L2"] = (False, "", f"presents {victims_blamed[0]} (downstream) as a cause: "
                                     f"'{_short(claims.quote_for(victims_blamed[0], 'asserted'))}'")
-        elif out["L1"][0]:
+        elif root_anchor:
             victim = next((claims.quote_for(k, "victim") for k in self.affected_keys if claims.has(k, "victim")), "")
-            out["L2"] = (True, victim or out["L1"][1], "no downstream component presented as the cause")
+            out["L2"] = (True, victim or root_anchor, "no downstream component presented as the cause")
         else:
-            out["L2"] = (False, "", "the faulty component is not asserted")
+            out["L2"] = (False, "", "names no faulty component of the ground truth, so tells it apart from nothing")
 
         # L3: no healthy component blamed or hedged over
         if outside:
@@ -501,6 +517,7 @@ class OfflineJudge:
 
         # C3: no fault type outside the ground truth's (or compatible ones) asserted or hedged over
         claimed: dict[str, str] = {}
+        hedged_over: dict[str, str] = {}
         for c in claims.clauses:
             if c.exonerating:
                 continue
@@ -509,14 +526,18 @@ class OfflineJudge:
                     claims.has(k, "asserted") and c.quote in claims.roles[k]["asserted"] for k in claims.roles):
                 continue  # a clause that blames nothing claims no fault type
             for f in self.reader.families_in(where):
-                claimed.setdefault(f, c.quote)
-        allowed = set(self.families).union(*(COMPATIBLE.get(f, set()) for f in self.families))
-        allowed |= self.reader.families_in(self.story)  # the ground truth's own account says so
-        wrong = sorted(f for f in claimed if f not in allowed) if self.families else []
+                (hedged_over if c.hedged else claimed).setdefault(f, c.quote)
+        told = self.reader.families_in(self.story)  # the ground truth's own account says so
+        allowed = set(self.families).union(*(COMPATIBLE.get(f, set()) for f in self.families)) | told
+        # a paraphrase may name a compatible family; an alternative hedged over must be the fault's own
+        wrong = sorted({f for f in claimed if f not in allowed} | {f for f in hedged_over
+                                                                  if f not in self.families | told}) \
+            if self.families else []
         if wrong:
-            out["C3"] = (False, "", f"claims the fault type {wrong[0]}: '{_short(claimed[wrong[0]])}'")
-        elif not anchor:
-            out["C3"] = (False, "", nothing)
+            out["C3"] = (False, "", f"{'claims' if wrong[0] in claimed else 'hedges over'} the fault type "
+                                    f"{wrong[0]}: '{_short(claimed.get(wrong[0]) or hedged_over[wrong[0]])}'")
+        elif not root_anchor:
+            out["C3"] = (False, "", "names no faulty component of the ground truth, so no fault type of it")
         elif not self.families and not c1:
             out["C3"] = (False, "", "a fault type the judge has no vocabulary for, and no mechanism stated")
         else:
@@ -527,8 +548,6 @@ class OfflineJudge:
             bad = (outside or victims_blamed)[0]
             role = "asserted" if claims.has(bad, "asserted") else "hedged"
             out["S1"] = (False, "", f"blames {bad} besides the ground truth: '{_short(claims.quote_for(bad, role))}'")
-        elif wrong:
-            out["S1"] = (False, "", f"claims a further fault ({wrong[0]})")
         elif not anchor:
             out["S1"] = (False, "", nothing)
         else:
@@ -559,6 +578,11 @@ class OfflineJudge:
     def _in_story(self, name: str) -> bool:
         return mentions(self.story, aliases(name)) or name in self.story
 
+    @staticmethod
+    def _root_marked(claims: Claims, name: str) -> bool:
+        """Asserted in a clause that says 'root cause' outright."""
+        return any(ROOT_MARKER.search(norm(q)) for q in claims.roles[name].get("asserted", []))
+
     def _in_details(self, name: str) -> bool:
         return any(mentions(norm(v), aliases(name)) for r in self.roots for v in r.details.values())
 
@@ -579,9 +603,11 @@ class OfflineJudge:
             fam_hit = bool(fam) and any(w in text for w in FAULT_FAMILIES.get(fam or "", ()))
             detail_hit = self._detail(committed, [r]) is not None
             # the cause's own words must be there: effects alone ('crash-loops', 'cannot connect') are symptoms
-            ok = n_cause >= 1 and ((n_cause >= 2 and n_cause >= 0.3 * len(cause)) or
-                                   (n_all >= 3 and n_all >= 0.35 * len(whole)) or
-                                   (n_all >= 2 and (fam_hit or detail_hit)))
+            # the cause's own words must be there, or its concrete value: effects alone ('crash-loops',
+            # 'cannot connect') are symptoms
+            ok = ((n_cause >= 1 and ((n_cause >= 2 and n_cause >= 0.3 * len(cause)) or
+                                     (n_all >= 3 and n_all >= 0.35 * len(whole)) or (n_all >= 2 and fam_hit)))
+                  or (detail_hit and n_all >= 2))
             ok_all = ok_all and ok
             reasons.append(f"{r.component}: {n_cause}/{len(cause)} of the cause's words, {n_all}/{len(whole)} "
                            "of the mechanism's")
@@ -596,7 +622,26 @@ class OfflineJudge:
                     continue
                 for candidate in (str(value).strip("()"), key if len(key) > 3 and "_" in key else ""):
                     cand = candidate.lower().strip()
+                    if key == "replicas" and cand in ("0", "1"):  # '0 replicas', 'scaled to zero'
+                        hit = next((c for c in committed if re.search(
+                            rf"\b(?:{cand}|{'zero' if cand == '0' else 'one'}) replicas?\b|replicas?[:= ]+{cand}\b|"
+                            rf"scaled (?:down )?to (?:{cand}|{'zero' if cand == '0' else 'one'})\b", c.text)), None)
+                        if hit:
+                            return f"{key} {value}", hit.quote
+                        continue
+                    if cand in ("0", "1"):  # only with a unit or as an assignment: '1ms', '=1', 'to 0'
+                        pat = rf"(?:=\s*|\bto\s+){cand}(?![\d.])|(?<![\w.]){cand}\s?(?:ms|s|m|mi|gi|%)\b"
+                        hit = next((c for c in committed if re.search(pat, c.text)), None)
+                        if hit:
+                            return f"{key} {value}", hit.quote
+                        continue
                     if len(cand) < 2 or cand in _TRIVIAL_VALUES or cand in STOPWORDS:
+                        continue
+                    if any(cand in al for al in self.reader.names.values()):
+                        # a value that is also a component's name ('command: geo') counts beside its key
+                        hit = next((c for c in committed if cand in c.text and key.lower() in c.text), None)
+                        if hit:
+                            return f"{key} {value}", hit.quote
                         continue
                     pat = r"(?<![a-z0-9])" + re.escape(cand) + r"(?![a-z0-9])"
                     alt = cand.replace("_", " ")
