@@ -72,8 +72,8 @@ FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bmisconfigur|\bresponsible\b|\bis
 _DOWNSTREAM = re.compile(r"\bdownstream\b|\bcallers?\b|\bvictims?\b|\bsymptoms?\b|\bonly (?:fail|error|break)|"
                          r"\bfail(?:s|ing)? only\b|\bknock-on\b|\bcascad|\bsecondary\b|\bin turn\b|\bconsequence\b|"
                          r"\baffected\b|\bimpact(?:ed)?\b|\bas well\b|\bdependents?\b|\bupstream of\b|"
-                         r"\bpropagat|\bbecause of it\b|\bfollow(?:s|ed)? from\b")
-_CLAUSE = re.compile(r";\s*|,\s+but\s+|\s+but\s+|,\s+(?=not\b)|\s+whereas\s+|\s+although\s+|\s+though\s+")
+                         r"\bpropagat|\bbecause of it\b|\bfollow(?:s|ed)? from\b|\bon (?:that|the|this) node\b")
+_CLAUSE = re.compile(r";\s*|,\s+and\s+(?=(?:the |its |a |an )?[\w.-]+'s\b|(?:it|they|the|a|an|also|separately)\b)|,\s+but\s+|\s+but\s+|,\s+(?=not\b)|\s+whereas\s+|\s+although\s+|\s+though\s+")
 # A cause part about a setting rather than a component: 'the flag X is on, so payment fails'.
 _SETTING = re.compile(r"\bflags?\b|\bflagd\b|\bconfig|\bsetting\b|\benv\b|\bvariable\b|\bswitch\b|"
                       r"\bdefaultvariant\b|=|\bis (?:on|enabled)\b|\benabled\b|\bswitched on\b")
@@ -310,6 +310,8 @@ class Reader:
                 any(a < at for c, a in self._components_in(text).items() if c != comp)
                 or re.search(r"\b(?:pods|services|workloads|deployments|them|those|these)\s*$", text[:opened])):
             return "mentioned"  # '... its pods (geo among them) are evicted': an example, not the culprit
+        if re.search(r"\b(?:such as|e\.g\.|for example|including|like)\s+(?:the\s+)?$", text[max(0, at - 20):at]):
+            return "mentioned"
         possessive = bool(re.match(r"[a-z0-9.:/-]*'s\b", text[at:at + 80].split(" ", 1)[0] + " "))
         if REACH.search(text[max(0, at - 40):at]) and not possessive:
             return "target"

@@ -433,7 +433,8 @@ class OfflineJudge:
         self.affected_keys = [a.lower() for r in self.roots for a in r.affected if a.lower() not in self.root_keys]
         names = {k: aliases(k) for k in self.root_keys + self.affected_keys}
         for r in self.roots:  # the object a policy, config or quota fault is, by its own name and kind
-            extra = {norm(v) for key, v in r.details.items() if key.lower() in OBJECT_KEYS.get(r.component_kind, ())}
+            keys = OBJECT_KEYS.get(r.component_kind, ()) + (("flag",) if _family(r.fault_type) == "feature-flag" else ())
+            extra = {norm(v) for key, v in r.details.items() if key.lower() in keys}
             extra |= {re.sub(r"\[.*$", "", e) for e in extra if e.startswith("spec.")}  # spec.tikv.tolerations
             extra |= KIND_ALIASES.get(r.component_kind, set())
             names[r.component.lower()] |= {e for e in extra if e and " " not in e.strip("()") or e in KIND_ALIASES.get(
@@ -601,13 +602,13 @@ class OfflineJudge:
             n_cause, n_all = len(cause & have), len(whole & have)
             fam = _family(r.fault_type)
             fam_hit = bool(fam) and any(w in text for w in FAULT_FAMILIES.get(fam or "", ()))
-            detail_hit = self._detail(committed, [r]) is not None
+            detail_hit = self._detail(committed, [r], names_count=False) is not None
             # the cause's own words must be there: effects alone ('crash-loops', 'cannot connect') are symptoms
             # the cause's own words must be there, or its concrete value: effects alone ('crash-loops',
             # 'cannot connect') are symptoms
             ok = ((n_cause >= 1 and ((n_cause >= 2 and n_cause >= 0.3 * len(cause)) or
                                      (n_all >= 3 and n_all >= 0.35 * len(whole)) or (n_all >= 2 and fam_hit)))
-                  or (detail_hit and n_all >= 2))
+                  or (detail_hit and n_all >= 1))
             ok_all = ok_all and ok
             reasons.append(f"{r.component}: {n_cause}/{len(cause)} of the cause's words, {n_all}/{len(whole)} "
                            "of the mechanism's")
@@ -615,12 +616,18 @@ class OfflineJudge:
                 best_quote = max(committed, key=lambda c: len(_stems(c.text, exclude) & whole)).quote
         return ok_all, best_quote if ok_all else "", "; ".join(reasons)
 
-    def _detail(self, committed: list[Clause], roots: list[GroundTruth] | None = None) -> tuple[str, str] | None:
+    def _detail(self, committed: list[Clause], roots: list[GroundTruth] | None = None,
+                names_count: bool = True) -> tuple[str, str] | None:
+        """The first mutated value of the ground truth a committed clause gives, and that clause. With
+        names_count False, a value that is a component's own name (a webhook, a role) does not count:
+        naming the component is not stating what was changed in it."""
         for r in roots or self.roots:
             for key, value in r.details.items():
                 if key in LOCATOR_KEYS:
                     continue
-                for candidate in (str(value).strip("()"), key if len(key) > 3 and "_" in key else ""):
+                # a key that is itself the changed setting (RATE_RPC_MAX_ATTEMPTS: 10) counts by its name
+                setting = key if len(key) > 3 and "_" in key and key.isupper() else ""
+                for candidate in (str(value).strip("()"), setting):
                     cand = candidate.lower().strip()
                     if key == "replicas" and cand in ("0", "1"):  # '0 replicas', 'scaled to zero'
                         hit = next((c for c in committed if re.search(
@@ -639,7 +646,10 @@ class OfflineJudge:
                         continue
                     if any(cand in al for al in self.reader.names.values()):
                         # a value that is also a component's name ('command: geo') counts beside its key
-                        hit = next((c for c in committed if cand in c.text and key.lower() in c.text), None)
+                        if not names_count:
+                            continue
+                        hit = next((c for c in committed if cand in c.text
+                                    and re.search(rf"\b{re.escape(key.lower())}\b", c.text)), None)
                         if hit:
                             return f"{key} {value}", hit.quote
                         continue
