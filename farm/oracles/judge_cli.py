@@ -81,7 +81,7 @@ def load_labels(path: Path) -> list[LabelledDiagnosis]:
     return rows
 
 
-def _truth(row: LabelledDiagnosis, path: Path) -> tuple[GroundTruth, tuple[str, ...]]:
+def _truth(row: LabelledDiagnosis, path: Path, catalog: Any = None) -> tuple[GroundTruth, tuple[str, ...]]:
     """The ground truth a line is judged against (placeholders filled as a trial fills them) and the
     object names of its application (none for an inline ground truth)."""
     if row.ground_truth is not None:
@@ -90,7 +90,7 @@ def _truth(row: LabelledDiagnosis, path: Path) -> tuple[GroundTruth, tuple[str, 
     from farm.problems.catalog import load_catalog
 
     try:
-        problem = load_catalog().get(str(row.problem))
+        problem = (catalog or load_catalog()).get(str(row.problem))
     except KeyError:
         raise InputError(f"{path}: {row.id}: field 'problem': unknown problem '{row.problem}'") from None
     truth = problem.ground_truth.filled(**row.fill)
@@ -118,11 +118,16 @@ def agreement(path: Path, judge: str | None, api_base: str | None = None) -> dic
     from farm.oracles.diagnosis import PASS_RULE, QUESTION_IDS, JudgeError, judge_diagnosis
 
     rows = load_labels(path)
+    catalog = None
     human, machine, per_line = [], [], []
     by_question: dict[str, list[tuple[bool, bool]]] = {q: [] for q in QUESTION_IDS}
     tokens = cost = 0.0
     for row in rows:
-        truth, components = _truth(row, path)
+        if catalog is None and row.problem is not None:
+            from farm.problems.catalog import load_catalog
+
+            catalog = load_catalog()  # once: a labels file cites many problems
+        truth, components = _truth(row, path, catalog)
         try:
             verdict = judge_diagnosis(row.diagnosis, truth, judge, api_base=api_base, components=components)
         except JudgeError as exc:

@@ -311,10 +311,51 @@ def test_agree_with_the_offline_judge_on_the_shipped_labels() -> None:
     result = CliRunner().invoke(app, ["agree", str(LABELS), "--judge", "offline", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["n"] == len(load_labels(LABELS)) >= 10
-    assert data["accuracy"] >= 0.8 and data["kappa"] >= 0.6
+    rows = load_labels(LABELS)
+    assert data["n"] == len(rows) >= 150 and data["pass_rule"] == PASS_RULE.id
+    assert sum("adversarial" in r.tags for r in rows) >= 40
+    # the labels follow the pass rule applied to the human answers, never the judge's output
+    assert all(r.label == all(r.answers[q] for q in PASS_RULE.required) for r in rows)
+    assert data["kappa"] >= 0.9 and set(data["questions"]) == set(QUESTION_IDS)
     text = CliRunner().invoke(app, ["agree", str(LABELS)])
-    assert "Cohen's kappa" in text.output
+    assert "Cohen's kappa" in text.output and "L1: n=" in text.output and PASS_RULE.id in text.output
+
+
+def test_the_labelled_set_covers_every_app_layer_and_composition() -> None:
+    from farm.problems.catalog import load_catalog
+
+    catalog = load_catalog()
+    cited = [catalog.get(r.problem) for r in load_labels(LABELS) if r.problem]
+    assert {p.app for p in cited} == {p.app for p in catalog.problems}
+    assert {p.layer for p in cited} == {"application", "os", "hardware", "operator"}
+    assert {p.composition for p in cited} == {"single", "concurrent", "correlated", "metastable"}
+
+
+def test_a_line_citing_a_node_level_problem_needs_its_placeholder_filled(tmp_path: Path) -> None:
+    text = "Root cause: sim-worker2's disk returns EIO on 60% of reads under /data/db; mongodb-reservation fails."
+    line = {"id": "n", "problem": "hr-latent-sector-errors-mongodb-reservation", "diagnosis": text, "label": True}
+    labels = tmp_path / "l.jsonl"
+    labels.write_text(json.dumps(line) + "\n")
+    result = CliRunner().invoke(app, ["agree", str(labels)])
+    assert result.exit_code == 2 and "field 'fill'" in result.output and "{node}" in result.output
+    labels.write_text(json.dumps(line | {"fill": {"node": "sim-worker2"}}) + "\n")
+    data = json.loads(CliRunner().invoke(app, ["agree", str(labels), "--json"]).output)
+    assert data["lines"][0]["judge"] is True  # judged against the node the line names, as a trial would be
+
+
+def test_no_attack_family_fools_more_than_one_percent_of_the_catalog() -> None:
+    from farm.oracles.attacks import ATTACK_NODE, FAMILIES, attacks
+    from farm.oracles.claims import app_object_names
+    from farm.problems.catalog import load_catalog
+
+    problems = load_catalog().problems
+    fooled: dict[str, list[str]] = {f: [] for f in FAMILIES}
+    for p in problems:
+        truth = p.ground_truth.filled(node=ATTACK_NODE)
+        for family, texts in attacks(p, truth).items():
+            if any(judge_diagnosis(t, truth, None, components=app_object_names(p.app)).passed for t in texts):
+                fooled[family].append(p.id)
+    assert all(len(ids) <= len(problems) // 100 for ids in fooled.values()), fooled
 
 
 def test_agree_with_an_llm_judge(tmp_path: Path) -> None:
