@@ -262,8 +262,9 @@ class Reader:
             clause = Clause(quote=quote, text=text)
             clause.cause, clause.effect = _cause_and_effect(text)
             clause.explicit = bool(clause.cause or clause.effect)
-            clause.backward = clause.explicit and not _ROOT.search(text) and bool(_BACKWARD.search(text)) and (
-                not _FORWARD.search(text) or _BACKWARD.search(text).start() < _FORWARD.search(text).start())
+            back, fwd = _BACKWARD.search(text), _FORWARD.search(text)
+            clause.backward = (clause.explicit and not _ROOT.search(text) and back is not None
+                               and (fwd is None or back.start() < fwd.start()))
             comps = self._components_in(text)
             # Hedges and lists are read where the clause names its cause (a list of victims is fine).
             where = clause.cause if clause.explicit else text
@@ -376,7 +377,7 @@ def _run_of_names(text: str, starts: list[int]) -> int:
     for at in sorted(set(starts)):
         if at < 0 or at >= len(text):
             continue
-        end = at + len(re.match(r"[a-z0-9./:'-]*", text[at:]).group(0))
+        end = at + len(re.match(r"[a-z0-9./:'-]*", text[at:]).group(0))  # type: ignore[union-attr]  # * always matches
         if last_end is not None and _LIST_GAP.match(text[last_end:at]):
             run += 1
         else:
@@ -416,7 +417,7 @@ def _cause_and_effect(text: str) -> tuple[str, str]:
 def app_object_names(app: str) -> frozenset[str]:
     """Every object name an application's manifests and catalog problems name (workloads,
     services, config maps, secrets, policies), for recognising a bare name like 'rate'."""
-    import yaml
+    import yaml  # type: ignore[import-untyped]
 
     from farm.problems.topology import APPS_DIR
 

@@ -225,7 +225,7 @@ def parse_judge_reply(text: str | None) -> JudgeReply:
 
 def _quotable(text: str) -> str:
     """Text as quotes are compared: case, whitespace and typographic quotes folded."""
-    text = text.translate(str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'}))
+    text = text.translate({0x2018: "'", 0x2019: "'", 0x201C: '"', 0x201D: '"'})
     return re.sub(r"\s+", " ", text.lower()).strip()
 
 
