@@ -5,7 +5,9 @@ Prints the offline judge's agreement with the labelled diagnoses (accuracy, kapp
 kappa), for the main set and, separately, for a second set written after the judge had been tuned
 on the main one. The second set is no longer independent: its first run scored kappa 0.74 (5 of 41
 lines disagreed, all correct diagnoses the judge failed) and the judge was then fixed from those 5
-lines; a fresh set is the way to measure generalisation again. Then, for each attack family
+lines. A third, fresh set (diagnosis_labels_fresh.jsonl, 30 lines) was written after the last change
+to the judge and never tuned on: it is the figure to quote for agreement on unseen wording (on its
+first and only run: accuracy 0.967, kappa 0.933). Then, for each attack family
 of farm.oracles.attacks (stuffed lists, hedges, bare component naming) generated over every problem
 of the catalog, how many problems it fools (any of the family's texts passes) and which.
 
@@ -23,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-LABELS = [ROOT / "tests/farm/oracles/diagnosis_labels.jsonl", ROOT / "tests/farm/oracles/diagnosis_labels_heldout.jsonl"]
+LABELS = [ROOT / "tests/farm/oracles/diagnosis_labels.jsonl", ROOT / "tests/farm/oracles/diagnosis_labels_heldout.jsonl",
+          ROOT / "tests/farm/oracles/diagnosis_labels_fresh.jsonl"]
 KAPPA_TARGET, FOOLED_TARGET = 0.9, 0.01
 
 
