@@ -248,6 +248,7 @@ class TrialRun:
 
     def oracle_step(self) -> None:
         from farm.llm.limits import SweepLedger, redis_url_from
+        from farm.oracles.claims import app_object_names
         from farm.oracles.diagnosis import judge_diagnosis
 
         self._enter("oracle")
@@ -261,14 +262,15 @@ class TrialRun:
         # An LLM judge spends the sweep's money too: its calls go on the sweep's ledger.
         ledger = SweepLedger(self.spec.sweep_id, self.spec.cost_cap_usd,
                              redis_url_from({"redis_url": self.redis_url})) if self.spec.judge else None
-        self.diagnosis = judge_diagnosis(text, self.injection.ground_truth(), self.spec.judge, ledger=ledger)
+        self.diagnosis = judge_diagnosis(text, self.injection.ground_truth(), self.spec.judge, ledger=ledger,
+                                         components=app_object_names(self.problem.app))
         # A diagnosis-only problem has no fix an agent could make: its mitigation is not scored
         # (NULL, never a failure), and its rows are counted apart in the leaderboard.
         self.mitigation = None if self.problem.diagnosis_only else self.oracle.evaluate(
             self.cluster, self.namespace, self.baseline, self.injection)
         r = self.result
         r.diagnosis_passed, r.diagnosis_score = self.diagnosis.passed, self.diagnosis.composite
-        r.diagnosis_threshold = self.diagnosis.threshold
+        r.diagnosis_threshold, r.diagnosis_pass_rule = self.diagnosis.threshold, self.diagnosis.pass_rule
         r.diagnosis_scores, r.judge, r.judge_offline = self.diagnosis.scores, self.diagnosis.judge, self.diagnosis.offline
         r.judge_cost_usd = self.diagnosis.cost_usd
         if self.mitigation is None:

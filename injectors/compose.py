@@ -17,7 +17,7 @@ from typing import Any
 
 from clusters.base import ClusterHandle
 from farm.errors import InjectionError
-from farm.problems.model import GroundTruth, NoiseSpec, Problem
+from farm.problems.model import GroundTruth, NoiseSpec, Problem, fill_placeholders
 from injectors.base import Injection, Injector, faults, noises
 
 
@@ -111,10 +111,8 @@ class ProblemInjection:
     def ground_truth(self) -> GroundTruth:
         """The problem's ground truth with what only injection decides filled in: `{node}` is the
         node a node-level fault landed on. Give this to the judge rather than the raw one."""
-        truth = self.problem.ground_truth
-        if not self._nodes():
-            return truth
-        return GroundTruth.model_validate(self.fill(truth.model_dump()))
+        nodes = self._nodes()
+        return self.problem.ground_truth.filled(node=nodes[0]) if nodes else self.problem.ground_truth
 
     def _nodes(self) -> list[str]:
         return [inj.saved["node"] for _, inj in self.injectors if isinstance(inj.saved.get("node"), str)]
@@ -124,15 +122,7 @@ class ProblemInjection:
         problem's node-level fault landed on: a reference mitigation's `cordon {node}` names the
         node an agent finds with `get pods -o wide`."""
         nodes = self._nodes()
-        if not nodes:
-            return value
-        if isinstance(value, str):
-            return value.replace("{node}", nodes[0])
-        if isinstance(value, list):
-            return [self.fill(v) for v in value]
-        if isinstance(value, dict):
-            return {k: self.fill(v) for k, v in value.items()}
-        return value
+        return fill_placeholders(value, node=nodes[0]) if nodes else value
 
 
 class NoiseRunner:

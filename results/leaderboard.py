@@ -38,7 +38,7 @@ COLUMNS = [
     "mitigation_n", "mitigation_rate", "mitigation_lo", "mitigation_hi", "e2e_rate", "e2e_lo", "e2e_hi",
     "p_mitigation_given_diagnosis", "mean_tokens", "mean_tokens_in", "mean_tokens_out",
     "mean_cost_usd", "total_cost_usd", "mean_time_to_diagnosis_s", "mean_time_to_mitigation_s",
-    "offline_judge",
+    "offline_judge", "diagnosis_pass_rule",
 ]
 
 
@@ -96,6 +96,9 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
             func.avg(of_done(Trial.time_to_diagnosis_s)).label("ttd"),
             func.avg(of_done(Trial.time_to_mitigation_s)).label("ttm"),
             func.max(cast(of_done(Trial.judge_offline), Integer)).label("offline"),
+            func.min(of_done(Trial.diagnosis_pass_rule)).label("rule_lo"),
+            func.max(of_done(Trial.diagnosis_pass_rule)).label("rule_hi"),
+            func.sum(case((done & Trial.diagnosis_pass_rule.is_(None), 1), else_=0)).label("rule_unknown"),
         )
         .select_from(Trial)
         .outerjoin(resets, resets.c.trial_id == Trial.id)
@@ -126,8 +129,20 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
                              ("mean_time_to_mitigation_s", "ttm")):
                 row[col] = None if r[src] is None else float(r[src])
             row["offline_judge"] = bool(r["offline"]) if r["offline"] is not None else None
+            row["diagnosis_pass_rule"] = _rules(r["rule_lo"], r["rule_hi"], int(r["rule_unknown"] or 0))
             rows.append(row)
     return rows
+
+
+def _rules(lo: str | None, hi: str | None, unknown: int) -> str | None:
+    """The pass rule a group's diagnoses were judged by; 'mixed: ...' when they differ, since such a
+    group's diagnosis rate mixes two definitions of a pass."""
+    rules = sorted({r for r in (lo, hi) if r})
+    if unknown and rules:
+        rules.append("pre-v2")
+    if not rules:
+        return None
+    return rules[0] if len(rules) == 1 else "mixed: " + ", ".join(rules)
 
 
 def header(by: str) -> list[str]:
@@ -158,7 +173,10 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
         return "" if lo is None or hi is None else f" [{100 * lo:.0f}–{100 * hi:.0f}]"
 
     offline = any(r.get("offline_judge") for r in rows)
-    table = Table(title="Leaderboard" + (" (diagnosis judged by the offline judge)" if offline else ""))
+    rules = sorted({str(r["diagnosis_pass_rule"]) for r in rows if r.get("diagnosis_pass_rule")})
+    said = [("diagnosis judged by the offline judge" if offline else ""),
+            ("pass rule " + "; ".join(rules) if rules else "")]
+    table = Table(title="Leaderboard" + (f" ({', '.join(s for s in said if s)})" if any(said) else ""))
     for k in GROUPINGS[by]:
         table.add_column(k)
     for col in ("n", "infra", "capped", "diagnosis", "mitigation", "E2E", "P(M|D)", "tokens", "cost $", "TTD s",

@@ -52,7 +52,8 @@ class AttemptResult(BaseModel):
     diagnosis_scores: dict[str, float] | None = None
     judge: str | None = None
     judge_offline: bool | None = None
-    diagnosis_threshold: float | None = None  # the composite a diagnosis pass needed
+    diagnosis_threshold: float | None = None  # the composite a diagnosis pass needed (None: no floor)
+    diagnosis_pass_rule: str | None = None  # the id of the pass rule the judge applied
     mitigation_passed: bool | None = None
     mitigation_success_rate: float | None = None
     mitigation_checks: dict[str, bool] | None = None
@@ -86,7 +87,8 @@ class AttemptResult(BaseModel):
         return vals
 
     def trial_values(self) -> dict[str, Any]:
-        keys = ("diagnosis_submitted", "diagnosis_passed", "diagnosis_score", "diagnosis_threshold", "mitigation_passed",
+        keys = ("diagnosis_submitted", "diagnosis_passed", "diagnosis_score", "diagnosis_threshold",
+                "diagnosis_pass_rule", "mitigation_passed",
                 "judge_offline", "end_reason", "tokens_in", "tokens_out", "cost_usd", "steps",
                 "tool_calls", "time_to_diagnosis_s", "time_to_mitigation_s")
         vals = {k: getattr(self, k) for k in keys}

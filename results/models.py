@@ -44,8 +44,10 @@ class Trial(SQLModel, table=True):
     diagnosis_submitted: bool | None = None
     diagnosis_passed: bool | None = None
     diagnosis_score: float | None = None
-    # The pass threshold the judge applied; NULL on rows recorded before it was stored.
+    # The pass threshold the judge applied; NULL on rows recorded before it was stored, and under
+    # pass rules with no composite floor (localized-and-mechanism-v2 and later).
     diagnosis_threshold: float | None = None
+    diagnosis_pass_rule: str | None = None  # the id of the pass rule the judge applied; NULL before v2
     mitigation_passed: bool | None = None
     e2e_passed: bool | None = None
     judge_offline: bool | None = None
@@ -78,6 +80,7 @@ class Attempt(SQLModel, table=True):
     judge: str | None = None
     judge_offline: bool | None = None
     diagnosis_threshold: float | None = None  # NULL on rows recorded before it was stored
+    diagnosis_pass_rule: str | None = None  # the id of the pass rule the judge applied; NULL before v2
     mitigation_passed: bool | None = None
     mitigation_success_rate: float | None = None
     mitigation_checks_json: str | None = None

@@ -14,7 +14,8 @@ class ChecklistAnswer(BaseModel):
     dimension: Dimension
     question: str
     answer: bool
-    evidence: str = ""  # a short quote from the diagnosis
+    quote: str = ""  # a yes: the verbatim span of the diagnosis that supports it
+    evidence: str = ""  # why the judge answered so, in one line
 
 
 class DiagnosisVerdict(BaseModel):
@@ -28,7 +29,9 @@ class DiagnosisVerdict(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
-    threshold: float | None = None  # the composite a pass needed when this verdict was given
+    threshold: float | None = None  # the composite a pass needed (rules before v2; None: no composite floor)
+    pass_rule: str | None = None  # the id of the pass rule this verdict was judged by
+    pass_rule_text: str = ""  # that rule in one paragraph
 
 
 class MitigationVerdict(BaseModel):

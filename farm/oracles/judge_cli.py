@@ -7,10 +7,15 @@ LABELS.jsonl holds one labelled diagnosis per line, a JSON object with:
     diagnosis     the diagnosis text (null or "" for "nothing submitted")
     ground_truth  the problem's ground truth (farm.problems.model.GroundTruth fields), or instead
     problem       a problem id looked up in the catalog
+    fill          with problem: values for the ground truth's placeholders, as injection fills them in
+                  a trial ({"node": "sim-worker2"} for `{node}`); required when it has any
     label         true when a human judged the diagnosis correct (pass), false otherwise
     answers       optional human answers to the checklist, {"L1": true, ..., "S3": false}
+    tags          optional words that group lines in the report (e.g. adversarial, hedge, terse)
 Prints the judge's accuracy and Cohen's kappa against `label` (and, where lines carry `answers`,
-per-question agreement). Example: tests/farm/oracles/diagnosis_labels.jsonl.
+per-question accuracy and kappa), and the pass rule the labels are compared under. Lines citing a
+problem are judged knowing the application's object names, as a trial's diagnosis is. Example:
+tests/farm/oracles/diagnosis_labels.jsonl.
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ class LabelledDiagnosis(BaseModel):
     diagnosis: str | None
     ground_truth: GroundTruth | None = None
     problem: str | None = None
+    fill: dict[str, str] = {}
     label: bool
     answers: dict[str, bool] = {}
+    tags: list[str] = []
 
     @model_validator(mode="after")
     def _one_truth(self) -> LabelledDiagnosis:
@@ -74,18 +81,24 @@ def load_labels(path: Path) -> list[LabelledDiagnosis]:
     return rows
 
 
-def _truth(row: LabelledDiagnosis, path: Path) -> GroundTruth:
+def _truth(row: LabelledDiagnosis, path: Path, catalog: Any = None) -> tuple[GroundTruth, tuple[str, ...]]:
+    """The ground truth a line is judged against (placeholders filled as a trial fills them) and the
+    object names of its application (none for an inline ground truth)."""
     if row.ground_truth is not None:
-        return row.ground_truth
+        return row.ground_truth.filled(**row.fill), ()
+    from farm.oracles.claims import app_object_names
+    from farm.problems.catalog import load_catalog
+
     try:
-        from farm.problems.catalog import load_catalog
-    except ImportError:
-        raise InputError(f"{path}: {row.id}: the problem catalog is not available; give ground_truth inline") \
-            from None
-    try:
-        return load_catalog().get(str(row.problem)).ground_truth
+        problem = (catalog or load_catalog()).get(str(row.problem))
     except KeyError:
         raise InputError(f"{path}: {row.id}: field 'problem': unknown problem '{row.problem}'") from None
+    truth = problem.ground_truth.filled(**row.fill)
+    left = truth.placeholders()
+    if left:
+        raise InputError(f"{path}: {row.id}: field 'fill': problem '{row.problem}' needs a value for "
+                         f"{', '.join('{' + p + '}' for p in sorted(left))} (what injection fills in a trial)")
+    return truth, tuple(sorted(app_object_names(problem.app)))
 
 
 def cohen_kappa(a: list[bool], b: list[bool]) -> float:
@@ -102,14 +115,23 @@ def cohen_kappa(a: list[bool], b: list[bool]) -> float:
 
 
 def agreement(path: Path, judge: str | None, api_base: str | None = None) -> dict[str, Any]:
-    from farm.oracles.diagnosis import QUESTION_IDS, judge_diagnosis
+    from farm.oracles.diagnosis import PASS_RULE, QUESTION_IDS, JudgeError, judge_diagnosis
 
     rows = load_labels(path)
+    catalog = None
     human, machine, per_line = [], [], []
     by_question: dict[str, list[tuple[bool, bool]]] = {q: [] for q in QUESTION_IDS}
     tokens = cost = 0.0
     for row in rows:
-        verdict = judge_diagnosis(row.diagnosis, _truth(row, path), judge, api_base=api_base)
+        if catalog is None and row.problem is not None:
+            from farm.problems.catalog import load_catalog
+
+            catalog = load_catalog()  # once: a labels file cites many problems
+        truth, components = _truth(row, path, catalog)
+        try:
+            verdict = judge_diagnosis(row.diagnosis, truth, judge, api_base=api_base, components=components)
+        except JudgeError as exc:
+            raise JudgeError(f"{path}: {row.id}: {exc}") from exc
         human.append(row.label)
         machine.append(verdict.passed)
         tokens += verdict.tokens_in + verdict.tokens_out
@@ -117,11 +139,14 @@ def agreement(path: Path, judge: str | None, api_base: str | None = None) -> dic
         for ans in verdict.answers:
             if ans.id in row.answers:
                 by_question[ans.id].append((row.answers[ans.id], ans.answer))
-        per_line.append({"id": row.id, "label": row.label, "judge": verdict.passed,
-                         "composite": verdict.composite, "judge_name": verdict.judge})
+        per_line.append({"id": row.id, "label": row.label, "judge": verdict.passed, "tags": row.tags,
+                         "composite": verdict.composite, "judge_name": verdict.judge,
+                         "answers": {a.id: a.answer for a in verdict.answers},
+                         "evidence": {a.id: a.evidence for a in verdict.answers if a.id in row.answers
+                                      and row.answers[a.id] != a.answer}})
     n = len(rows)
     return {
-        "judge": judge or "offline", "n": n,
+        "judge": judge or "offline", "n": n, "pass_rule": PASS_RULE.id, "pass_rule_text": PASS_RULE.text,
         "accuracy": round(sum(h == m for h, m in zip(human, machine, strict=True)) / n, 4),
         "kappa": round(cohen_kappa(human, machine), 4),
         "questions": {q: {"n": len(p), "accuracy": round(sum(h == m for h, m in p) / len(p), 4),
@@ -137,16 +162,21 @@ def agree(labels: Path = typer.Argument(..., help="JSONL file of labelled diagno
           api_base: str | None = typer.Option(None, "--api-base", help="endpoint of the judge model"),
           as_json: bool = typer.Option(False, "--json", help="print the full result as JSON")) -> None:
     """Accuracy and Cohen's kappa of a judge against human pass/fail labels."""
+    from farm.oracles.diagnosis import JudgeError
+
     try:
         result = agreement(labels, None if judge == "offline" else judge, api_base)
     except InputError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    except JudgeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return
     typer.echo(f"judge {result['judge']}: {result['n']} labelled diagnoses, accuracy {result['accuracy']:.3f}, "
-               f"Cohen's kappa {result['kappa']:.3f}")
+               f"Cohen's kappa {result['kappa']:.3f} (pass rule {result['pass_rule']})")
     for q, r in result["questions"].items():
         typer.echo(f"  {q}: n={r['n']} accuracy {r['accuracy']:.3f} kappa {r['kappa']:.3f}")
     disagreements = [line for line in result["lines"] if line["label"] != line["judge"]]

@@ -4,6 +4,7 @@ oracle reads `faults` (each fault's own check) and `oracle`."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -31,6 +32,19 @@ class NoiseSpec(Strict):
     params: dict[str, Any] = {}
 
 
+def fill_placeholders(value: Any, **values: str) -> Any:
+    """`value` (text, or lists and mappings of it) with each `{name}` replaced by values[name]."""
+    if isinstance(value, str):
+        for key, v in values.items():
+            value = value.replace("{" + key + "}", v)
+        return value
+    if isinstance(value, list):
+        return [fill_placeholders(v, **values) for v in value]
+    if isinstance(value, dict):
+        return {k: fill_placeholders(v, **values) for k, v in value.items()}
+    return value
+
+
 class GroundTruth(Strict):
     """What actually broke, rich enough for all nine checklist questions."""
 
@@ -43,6 +57,17 @@ class GroundTruth(Strict):
     symptom: str  # what a user of the application sees
     # For concurrent problems, the other root causes (each a full ground truth).
     also: list[GroundTruth] = []
+
+    def placeholders(self) -> set[str]:
+        """The `{name}` placeholders left for injection to fill (e.g. node)."""
+        return set(re.findall(r"\{([a-z_]+)\}", self.model_dump_json()))
+
+    def filled(self, **values: str) -> GroundTruth:
+        """This ground truth with each `{name}` replaced by values[name]: what only injection
+        decides (the node a node-level fault landed on). The judge gets this, never the raw one."""
+        if not values:
+            return self
+        return GroundTruth.model_validate(fill_placeholders(self.model_dump(), **values))
 
 
 class MitigationStep(Strict):

@@ -125,3 +125,24 @@ def test_diagnosis_only_rows_count_for_diagnosis_and_apart_for_mitigation(db_url
     assert row["mitigation_rate"] == pytest.approx(1 / 3)
     assert row["e2e_rate"] == pytest.approx(1 / 3)
     assert row["p_mitigation_given_diagnosis"] == pytest.approx(1 / 2)
+
+
+def test_the_leaderboard_says_which_pass_rule_scored_and_flags_a_mix(db_url):
+    from rich.console import Console
+
+    engine = engine_for(db_url)
+    trials = _rows(engine, n=40)
+    with Session(engine) as s:
+        for t in trials:
+            row = s.get(Trial, t.id)
+            # react/openai/b's rows were judged partly before the rule was recorded
+            row.diagnosis_pass_rule = None if (t.model == "openai/b" and int(t.id[1:]) % 2) else "localized-and-mechanism-v2"
+            s.add(row)
+        s.commit()
+    rows = {(r["agent"], r["model"]): r for r in leaderboard.compute(engine, "sw", "agent,model")}
+    assert rows[("baseline", "-")]["diagnosis_pass_rule"] == "localized-and-mechanism-v2"
+    assert rows[("react", "openai/b")]["diagnosis_pass_rule"] == "mixed: localized-and-mechanism-v2, pre-v2"
+    console = Console(record=True, width=200)
+    console.print(leaderboard.render(list(rows.values()), "agent,model"))
+    assert "pass rule localized-and-mechanism-v2" in console.export_text()
+    assert "diagnosis_pass_rule" in leaderboard.header("agent,model")

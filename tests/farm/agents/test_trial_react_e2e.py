@@ -22,7 +22,7 @@ from farm.agents.react import ReactAgent
 from farm.dispatcher import submit
 from farm.llm.atif import validate_atif
 from farm.llm.scripted import ScriptedLLM
-from farm.oracles.diagnosis import PASS_THRESHOLD
+from farm.oracles.diagnosis import PASS_RULE
 from farm.problems.catalog import load_catalog
 from farm.spec import SweepSpec
 from farm.states import LIMIT_STEPS
@@ -101,7 +101,9 @@ def test_a_react_trial_that_runs_out_of_steps(tmp_path: Path, monkeypatch: pytes
     assert trial.end_reason == attempt.end_reason == LIMIT_STEPS
     assert trial.steps == MAX_STEPS and attempt.tool_calls == 5  # the refused call is recorded too
     assert attempt.diagnosis_submitted is False and attempt.diagnosis_passed is False
-    assert attempt.diagnosis_threshold == trial.diagnosis_threshold == PASS_THRESHOLD
+    # the v2 rule has no composite floor: the verdict records which rule judged it instead
+    assert attempt.diagnosis_threshold is None and trial.diagnosis_threshold is None
+    assert attempt.diagnosis_pass_rule == trial.diagnosis_pass_rule == PASS_RULE.id
     assert attempt.mitigation_passed is False  # an env var nobody reads fixes nothing
 
     # -- artifacts ------------------------------------------------------------------------------

@@ -1,0 +1,441 @@
+"""What a diagnosis asserts, read clause by clause: the offline judge's reading of a text.
+
+A diagnosis is cut into clauses (sentences, then at ';', ', but', ', not', 'whereas'); each clause is
+committed, hedged ('possibly', 'either ... or', 'one of', 'candidates', a list of many components or
+fault kinds) or exonerating ('ruled out', 'is healthy', 'not the cause'). Within a committed clause a
+causal connective splits cause from effect ('A because B': B is the cause; 'A, so B': A is); a
+component in a cause part is asserted as a root cause, one in an effect part or beside a downstream
+word ('downstream', 'callers', 'victims') is a victim, one after a verb of reaching ('connect to',
+'instead of') is only a target. A text that says its root cause is unknown or still being confirmed
+asserts nothing.
+
+    read_claims(text, names) -> Claims    # names: the component names the reader knows of
+
+Every clause keeps its verbatim span of the original text, so an answer can quote it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+
+# Words that make a clause a hedge: the author does not commit to what the clause names.
+HEDGES = (r"\bpossibl[ey]\b", r"\bmight\b", r"\bmay (?:be|have|also)\b", r"\bcould (?:be|have|also)\b",
+          r"\bperhaps\b", r"\bmaybe\b", r"\beither\b", r"\bone of\b", r"\bcandidates?\b", r"\bsuspects?\b",
+          r"\bsuspected\b", r"\breviewed\b", r"\bconsidered\b", r"\bunder (?:review|investigation)\b",
+          r"\binvestigating\b", r"\bpotential(?:ly)?\b", r"\bhypothes", r"\bguess\b", r"\bnot (?:yet )?sure\b",
+          r"\bunsure\b", r"\bnot (?:yet )?(?:been )?confirmed\b", r"\bunconfirmed\b", r"\bstill being confirmed\b",
+          r"\bto be (?:confirmed|determined)\b", r"\btbd\b", r"\band/or\b", r"\bany of\b", r"\bamong (?:the )?(?:candidates|suspects|possibilities|options)\b",
+          r"\bsome combination\b", r"\bunclear\b", r"\bcannot (?:yet )?(?:tell|say)\b", r"\bwe think\b",
+          r"\bit seems\b", r"\bseems? to\b", r"\bappears? to\b", r"\bpending confirmation\b",
+          r"\bcheck(?:ed|ing)? (?:whether|if)\b", r"\bnot (?:yet )?(?:clear|known|determined|identified)\b")
+_HEDGE = re.compile("|".join(HEDGES))
+# A text saying so commits to no root cause at all, whatever else it lists.
+_DOUBT = re.compile(r"(?:root cause|the cause|culprit)[^.;]{0,60}?(?:still being confirmed|not (?:yet )?(?:been )?"
+                    r"(?:confirmed|identified|determined|clear|known|found)|unclear|unknown|undetermined|"
+                    r"inconclusive|tbd|to be (?:confirmed|determined))|no clear root cause|"
+                    r"could not (?:find|determine|identify) (?:a |the )?(?:clear )?(?:root )?cause|"
+                    r"(?:cannot|can't|could not) (?:yet )?(?:determine|pinpoint|identify) (?:which|what|the)")
+# Words that clear what the clause names rather than blame it.
+_EXONERATE = re.compile(r"\bnot (?:the )?(?:root )?(?:cause|culprit|problem|issue|origin)\b|\bnot at fault\b|"
+                        r"\bnot responsible\b|\bnot to blame\b|\bnot involved\b|\b(?:is|are|was|were|looks?|"
+                        r"seems?) (?:fine|ok|okay|healthy|normal|unaffected)\b|\bruled out\b|\bred herring\b|"
+                        r"\bunrelated\b|\binnocent\b|\bnothing wrong with\b|\bexcluded\b|\bisn't (?:the )?"
+                        r"(?:cause|problem|issue)\b|\bnot broken\b|(?<!not )(?<!un)\bhealthy\b")
+# A component after these is what something else tried to reach, not a component blamed.
+REACH = re.compile(r"(?:connect(?:ion)? to|connect with|reach|talk to|calls? to|dial(?:s|ing)?|points? (?:at|to)|"
+                   r"pointing (?:at|to)|instead of|lookups? of|resolve|send(?:s|ing)? (?:traffic )?to|"
+                   r"forwards? to|write to|read from|reads from|against|from its|to its|of its|on its|"
+                   r"in front of|via)\s+(?:the |its |a )?(?:\S+ ){0,1}$")
+# 'A because B': B is the cause. 'A, so B': A is.
+_BACKWARD = re.compile(r"\bbecause(?: of)?\b|\bdue to\b|\bcaused by\b|\bstems? from\b|\btriggered by\b|"
+                       r"\bresults? from\b|\bowing to\b|\bas a (?:result|consequence) of\b|\bdriven by\b")
+_FORWARD = re.compile(r",? so\b|\btherefore\b|\bwhich (?:makes|causes|breaks|means|leaves|starves)\b|\bcausing\b|"
+                      r"\bleading to\b|\bresults? in\b|\bas a result\b|\band then\b|\bhence\b|\bthus\b|"
+                      r"\bmaking\b|->|→|\bbreaking\b|\bwhich in turn\b|\bconsequently\b|\bwhereupon\b")
+# Where the author names the cause outright: what follows is the cause.
+ROOT_MARKER = _ROOT = re.compile(r"\broot[- ]?cause[sd]?\b\s*(?:is|are|was|:|=|-)?|\bculprit\b\s*(?:is|:)?|\bthe cause\b\s*(?:is|:)?|"
+                   r"\bthe (?:problem|issue|fault|trigger) (?:is|was|:)|\bblame\b|\borigin(?:ates)?\b\s*(?:is|in|:)?|"
+                   r"\bcause:\s*")
+# Said of a component, these make it the one at fault even without a connective.
+FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bmisconfigur|\bresponsible\b|\bis broken\b|\bthe source\b|"
+                    r"\bwrong(?:ly)?\b|\bincorrect\b|\bbad\b|\binvalid\b|\bmissing\b|\bremoved\b|\bchanged\b|"
+                    r"\bset to\b|\bis (?:set|pinned|rolled|scaled|capped|cut|limited)\b|\bdoes not exist\b|"
+                    r"\bnonexistent\b|\bmistyped\b|\btypo\b|\bdenies\b|\bblocks?\b|\b(?:doesn't|does not|no longer) exists?\b|"
+                    r"\b(?:was|were|got|been) (?:set|pinned|rolled|scaled|capped|cut|limited|lowered|raised|dropped|"
+                    r"deleted|removed|changed|killed|restarted|rotated)\b|\bdropped\b|\bdeleted\b|\blost\b|\bcaps?\b|"
+                    r"\blowered\b|\braised\b|\bcut to\b|\bno endpoints\b|\bexpired\b|\brefuses\b|\brejects\b|\bexceeds?\b|"
+                    r"\b(?:has|have|sets?|uses?|runs?|carries|requests?|asks for|gained|starts with)\b[^,;]*?(?:=|\\d)|"
+                    r"\bis (?:on|enabled|at)\b|\bswitched on\b")
+_DOWNSTREAM = re.compile(r"\bdownstream\b|\bcallers?\b|\bvictims?\b|\bsymptoms?\b|\bonly (?:fail|error|break)|"
+                         r"\bfail(?:s|ing)? only\b|\bknock-on\b|\bcascad|\bsecondary\b|\bin turn\b|\bconsequence\b|"
+                         r"\baffected\b|\bimpact(?:ed)?\b|\bas well\b|\bdependents?\b|\bupstream of\b|"
+                         r"\bpropagat|\bbecause of it\b|\bfollow(?:s|ed)? from\b|\bon (?:that|the|this) node\b")
+_CLAUSE = re.compile(r";\s*|,\s+and\s+(?=(?:the |its |a |an )?[\w.-]+'s\b|(?:it|they|the|a|an|also|separately)\b)|,\s+but\s+|\s+but\s+|,\s+(?=not\b)|\s+whereas\s+|\s+although\s+|\s+though\s+")
+# A cause part about a setting rather than a component: 'the flag X is on, so payment fails'.
+_SETTING = re.compile(r"\bflags?\b|\bflagd\b|\bconfig|\bsetting\b|\benv\b|\bvariable\b|\bswitch\b|"
+                      r"\bdefaultvariant\b|=|\bis (?:on|enabled)\b|\benabled\b|\bswitched on\b")
+_PRONOUN = re.compile(r"^\W*(?:\S+\s+){0,2}(?:its|their|it|they|the pods?'s?|the container's)\b")
+_SEGMENT = re.compile(r",\s*|\s+with\s+|\s+while\s+|\s+and\s+(?=(?:the )?(?:\S+ ){0,3}(?:downstream|callers?|only)\b)")
+_SENTENCE = re.compile(r"(?<=[^.][.!?])\s+(?=\S)|\n+|(?<=:)\s+(?=-)")
+KIND_WORDS = ("deployment", "deploy", "service", "svc", "pod", "pods", "node", "configmap", "secret", "statefulset",
+              "daemonset", "replicaset", "container", "networkpolicy", "resourcequota", "tidbcluster")
+NODE_NAME = re.compile(r"(?<![a-z0-9-])(?:[a-z][a-z0-9]*-)+(?:worker\d*|control-plane)(?![a-z0-9-])")
+# Hyphenated English that is not a component name (crash-loops, out-of-memory).
+COMMON_HYPHEN_PARTS = {"crash", "loop", "loops", "looping", "back", "off", "backoff", "out", "of", "memory", "read",
+                       "only", "write", "up", "to", "date", "well", "known", "self", "non", "re", "timed", "end",
+                       "multi", "cross", "high", "low", "level", "side", "client", "server", "long", "short", "in",
+                       "on", "knock", "so", "called", "per", "second", "minute", "time", "e", "g", "i", "x", "user",
+                       "visible", "facing", "wide", "free", "based", "bound", "like", "grained", "run", "away",
+                       "pre", "post", "by", "fail", "fast", "safe", "open", "loaded", "term", "half", "all", "full"}
+NOT_NAMES = {"the", "a", "an", "this", "that", "its", "each", "every", "one", "which", "whole", "same", "other",
+             "k8s", "kubernetes", "backend", "upstream", "downstream", "affected", "faulty", "healthy", "new", "old",
+             "failing", "broken", "target", "calling", "called", "dependent", "all", "some", "any", "no", "to", "of",
+             "in", "on", "for", "and", "or", "is", "are", "was", "by", "with", "his", "their", "app", "application",
+             "web", "api", "main", "primary", "headless", "default", "kube-system", "namespace", "running",
+             "crashing", "restarted", "pending", "ready", "wrong", "bad", "missing", "database", "db", "backing",
+             "single", "whose", "first", "second", "last", "only", "replacement", "stuck", "another",
+             "her", "our", "my", "your", "these", "those", "both", "many", "few", "that's", "own", "test", "real"}
+DATA_STORES = ("mongo", "redis", "memcached", "mysql", "postgres", "tidb", "kafka", "etcd", "cassandra", "valkey")
+# Single-word component names that are also ordinary words in these phrases.
+_WORD_USES = re.compile(r"(?:error|success|request|failure|retry|drop|loss|hit|miss|sample|exchange|heart|frame|"
+                        r"bit|baud|refresh|sampling) rate\b|\brate (?:limit|of)\b|\bfor user\b|\bdb user\b|"
+                        r"\buser (?:root|name|otelu|\"|')|\bmemory profile\b|\bhotel search\b|\bsearch(?:es)? for\b|"
+                        r"\ban ad\b|\bthe user\b(?! service| deployment| pod| server|'s)|\buser(?:'s)? (?:session|login|request)")
+
+
+def norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text.lower()).strip()
+
+
+def aliases(component: str) -> set[str]:
+    """The names a component goes by: itself, without its kind prefix, with spaces for hyphens."""
+    c = component.lower().strip()
+    out = {c}
+    if " " in c:  # a description ('hotel-reservation image tag sha-0badc0de (geo, rate, profile)'): its identifiers
+        words = re.findall(r"[a-z0-9][a-z0-9.:-]*[a-z0-9]", c)
+        out |= {w for i, w in enumerate(words) if re.search(r"\d|-", w) or (i and words[i - 1] == "tag")}
+    if "/" in c:
+        out.add(c.split("/", 1)[1])
+    out |= {a.replace("-", " ") for a in list(out) if "-" in a}
+    return {a for a in out if a}
+
+
+def _name_pattern(name: str) -> str:
+    # a pod name with its hash suffix counts; 'geo' inside 'mongodb-geo' or 'geo-db' does not
+    return r"(?<![a-z0-9_-])" + re.escape(name) + r"(?:-[a-z0-9]*\d[a-z0-9]*){0,2}(?![a-z0-9_]|-[a-z])"
+
+
+def mentions(text: str, names: set[str]) -> bool:
+    return any(re.search(_name_pattern(n), text) for n in names)
+
+
+def _mention_at(text: str, names: set[str]) -> int | None:
+    hits = [m.start() for n in names for m in re.finditer(_name_pattern(n), text)]
+    return min(hits) if hits else None
+
+
+@dataclass
+class Clause:
+    """One clause: its verbatim span, its lowercased text and how the author holds it."""
+
+    quote: str
+    text: str
+    hedged: bool = False
+    exonerating: bool = False
+    explicit: bool = False  # carries a root-cause marker or a causal connective
+    backward: bool = False  # 'A because B': the cause comes last
+    cause: str = ""  # the part that names the cause ('' when the clause has no causal structure)
+    effect: str = ""
+
+
+@dataclass
+class Claims:
+    clauses: list[Clause]
+    doubt: str = ""  # the span where the author says the root cause is unknown
+    # component -> role -> quotes: roles are asserted, hedged, victim, target, exonerated, mentioned
+    roles: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+
+    def quote_for(self, component: str, role: str) -> str:
+        return next(iter(self.roles.get(component, {}).get(role, [])), "")
+
+    def has(self, component: str, role: str) -> bool:
+        return bool(self.roles.get(component, {}).get(role))
+
+    @property
+    def committed(self) -> list[Clause]:
+        return [c for c in self.clauses if not c.hedged and not c.exonerating]
+
+
+def split_clauses(text: str) -> list[tuple[str, int]]:
+    """Clauses of `text` as (verbatim span, start offset)."""
+    out: list[tuple[str, int]] = []
+
+    def pieces(span: str, start: int, pattern: re.Pattern[str]) -> list[tuple[str, int]]:
+        got, last = [], 0
+        for m in pattern.finditer(span):
+            got.append((span[last:m.start()], start + last))
+            last = m.end()
+        got.append((span[last:], start + last))
+        return got
+
+    for sentence, s0 in pieces(text, 0, _SENTENCE):
+        for clause, c0 in pieces(sentence, s0, _CLAUSE):
+            stripped = clause.strip().rstrip(".")
+            if len(stripped) >= 2:
+                out.append((stripped, c0 + clause.find(stripped[:1])))
+    return out
+
+
+class Reader:
+    """Reads diagnoses against a fixed set of component names (the ground truth's and the app's)."""
+
+    def __init__(self, names: dict[str, set[str]], families: dict[str, tuple[str, ...]], gt: Iterable[str] = (),
+                 shaped: bool = True) -> None:
+        self.names = names  # component -> its aliases
+        self.families = families
+        self.gt = set(gt)  # the components the ground truth names (a list of those is no stuffing)
+        # without the application's names, names shaped like components (hyphenated ids) stand in
+        self.shaped = shaped
+
+    def _components_in(self, text: str) -> dict[str, int]:
+        """Components named in `text` and where; names of the reader plus names shaped like
+        components (kind/x, x service, hyphenated ids, node names)."""
+        found: dict[str, int] = {}
+        masked = _WORD_USES.sub(lambda m: " " * len(m.group(0)), text)
+        for comp, al in self.names.items():
+            at = _mention_at(masked, al)
+            if at is not None:
+                found[comp] = at
+        kinds = "|".join(KIND_WORDS)
+        shaped = [(m.start(3), m.group(3)) for m in
+                  re.finditer(rf"\b({kinds})(/| )([a-z][a-z0-9.-]*[a-z0-9])", text)
+                  if m.group(2) == "/" or re.search(r"[-\d]", m.group(3))]
+        shaped += [(m.start(), m.group(0)) for m in NODE_NAME.finditer(text)]
+        if self.shaped:
+            shaped += [(m.start(1), m.group(1)) for m in re.finditer(rf"\b([a-z][a-z0-9-]*-[a-z0-9-]*[a-z0-9]) "
+                                                                      rf"(?:{kinds})\b", text)]
+            shaped += [(m.start(1), m.group(1)) for m in
+                       re.finditer(r"(?<![a-z0-9./_-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?![a-z0-9_/.-])", text)]
+        shaped = [(at, n) for at, n in shaped if not set(n.split("-")) & COMMON_HYPHEN_PARTS]
+        for at, name in shaped:
+            known = self.known_as(name)
+            if known:
+                found.setdefault(known, at)
+                continue
+            if name in NOT_NAMES:
+                continue
+            if any(name != other and name in other for _, other in shaped):
+                continue  # 'worker' inside 'sim-worker'
+            found.setdefault(name, at)
+        return found
+
+    def known_as(self, name: str) -> str | None:
+        """The reader's component that `name` names: itself, a pod of it (hash suffix), or its
+        container named with an app prefix (hotel-reserv-geo for geo), but not a data store named
+        after it (mongodb-geo is another component than geo)."""
+        for comp, al in self.names.items():
+            if name in al or mentions(name, al):
+                return comp
+        for comp, al in self.names.items():
+            for a in al:
+                if name.endswith("-" + a) and not any(db in name[: -len(a) - 1] for db in DATA_STORES):
+                    return comp
+        return None
+
+    def families_in(self, text: str) -> set[str]:
+        """Fault families whose words the text uses, outside component names (post-storage-service
+        is no storage fault)."""
+        masked = re.sub(r"[a-z0-9]+(?:-[a-z0-9]+)+", " ", text)
+        return {f for f, words in self.families.items()
+                if any(re.search(r"(?<![a-z0-9])" + re.escape(w), masked) for w in words)}
+
+    def read(self, diagnosis: str) -> Claims:
+        claims = Claims(clauses=[])
+        doubt = _DOUBT.search(norm(diagnosis))
+        if doubt:
+            claims.doubt = doubt.group(0)
+        for quote, _ in split_clauses(diagnosis):
+            text = norm(quote)
+            clause = Clause(quote=quote, text=text)
+            clause.cause, clause.effect = _cause_and_effect(text)
+            clause.explicit = bool(clause.cause or clause.effect)
+            back, fwd = _BACKWARD.search(text), _FORWARD.search(text)
+            clause.backward = (clause.explicit and not _ROOT.search(text) and back is not None
+                               and (fwd is None or back.start() < fwd.start()))
+            comps = self._components_in(text)
+            # Hedges and lists are read where the clause names its cause (a list of victims is fine).
+            where = clause.cause if clause.explicit else text
+            named = [c for c in comps if self._in(where, c)]
+            fams = self.families_in(where)
+            listed = len(set(named) - self.gt) >= 2 and _run_of_names(where, [comps[c] for c in named]) >= 4 \
+                and not _DOWNSTREAM.search(where)
+            alternatives = " or " in f" {where} " and (len(named) >= 2 or len(fams) >= 2)
+            clause.exonerating = bool(_EXONERATE.search(text))
+            clause.hedged = (bool(_HEDGE.search(text)) or listed or alternatives or len(fams) >= 3
+                             or bool(claims.doubt))
+            claims.clauses.append(clause)
+            for comp, at in comps.items():
+                claims.roles.setdefault(comp, {}).setdefault(self._role(clause, comp, at, text), []).append(quote)
+        self._lead(claims)
+        return claims
+
+    def _lead(self, claims: Claims) -> None:
+        """A terse diagnosis states its culprit first without saying 'root cause' ('memcached-rate has
+        no endpoints. rate panics.'): when nothing is asserted, the first component of the first
+        committed clause is, if that clause names it as the subject of what is wrong."""
+        if claims.doubt or any(r.get("asserted") for r in claims.roles.values()):
+            return
+        first = next((c for c in claims.clauses if not c.hedged and not c.exonerating), None)
+        if first is None or _DOWNSTREAM.search(first.text):
+            return
+        named = sorted(((at, comp) for comp, at in self._components_in(first.text).items()), key=lambda x: x[0])
+        if not named or named[0][0] > 40 or REACH.search(first.text[:named[0][0]]):
+            return
+        comp = named[0][1]
+        roles = claims.roles[comp]
+        for role in ("mentioned", "victim"):
+            if first.quote in roles.get(role, []):
+                roles[role].remove(first.quote)
+        roles.setdefault("asserted", []).insert(0, first.quote)
+
+    def _role(self, clause: Clause, comp: str, at: int, text: str) -> str:
+        if clause.exonerating:
+            return "exonerated"
+        if clause.hedged:
+            return "hedged"
+        opened = text.rfind("(", 0, at)
+        if opened > text.rfind(")", 0, at) and (
+                any(a < at for c, a in self._components_in(text).items() if c != comp)
+                or re.search(r"\b(?:pods|services|workloads|deployments|them|those|these)\s*$", text[:opened])):
+            return "mentioned"  # '... its pods (geo among them) are evicted': an example, not the culprit
+        if re.search(r"\b(?:such as|e\.g\.|for example|including|like)\s+(?:the\s+)?$", text[max(0, at - 20):at]):
+            return "mentioned"
+        possessive = bool(re.match(r"[a-z0-9.:/-]*'s\b", text[at:at + 80].split(" ", 1)[0] + " "))
+        if REACH.search(text[max(0, at - 40):at]) and not possessive:
+            return "target"
+        if possessive and not _DOWNSTREAM.search(text) and self._subject(clause, comp):
+            return "asserted"  # "geo's GEO_DB_PORT is 27018", "node sim-worker2's clock is 8 years ahead"
+        if clause.cause or clause.effect:
+            # the cause part may still list victims: 'root cause: geo, with search failing downstream'
+            segment = next((s for s in _SEGMENT.split(clause.cause) if self._in(s, comp)), "")
+            if segment and not _DOWNSTREAM.search(segment):
+                return "asserted"
+            if clause.backward and self._in(clause.effect, comp) and not segment and _PRONOUN.search(clause.cause) \
+                    and not _DOWNSTREAM.search(clause.effect) and not _DOWNSTREAM.search(clause.cause):
+                return "asserted"  # 'geo crash-loops because its port is wrong': 'its' is geo
+            if self._in(clause.effect, comp) and not segment and not _DOWNSTREAM.search(clause.effect) \
+                    and self._subject(clause, comp):
+                return "asserted"  # 'the flag adManualGc is on, so every GetAds runs full GCs in ad'
+
+            if segment or self._in(clause.effect, comp):
+                return "victim"
+        if _DOWNSTREAM.search(text):
+            return "victim"
+        if FAULTY.search(text) or self.families_in(text):
+            return "asserted"
+        return "mentioned"
+
+    def _subject(self, clause: Clause, comp: str) -> bool:
+        """`comp` is what the clause's cause part (or the whole clause) is about: named within its first
+        words, or first in an effect part whose cause names no component ('flag X is on, so payment fails')."""
+        head = clause.cause if clause.explicit and clause.cause.strip() else clause.text
+        at = self._at(head, comp)
+        if at is not None and at <= 40:
+            return True
+        if clause.explicit and _SETTING.search(clause.cause) and not any(self._in(clause.cause, c) for c in self.gt):
+            named = sorted((self._at(clause.effect, c), c) for c in self._components_in(clause.text)
+                           if self._at(clause.effect, c) is not None)
+            return bool(named) and named[0][1] == comp
+        return False
+
+    def _at(self, part: str, comp: str) -> int | None:
+        if comp in self.names:
+            return _mention_at(_WORD_USES.sub(lambda m: " " * len(m.group(0)), part), self.names[comp])
+        return part.find(comp) if comp in part else None
+
+    def _in(self, part: str, comp: str) -> bool:
+        if not part:
+            return False
+        if comp in self.names:
+            masked = _WORD_USES.sub(lambda m: " " * len(m.group(0)), part)
+            if mentions(masked, self.names[comp]):
+                if REACH.search(part[:max(0, _mention_at(masked, self.names[comp]) or 0)][-40:]):
+                    return False
+                return True
+            return False
+        return comp in part
+
+
+def _run_of_names(text: str, starts: list[int]) -> int:
+    """The longest run of names in `text` (given where each starts) separated only by commas, 'and'
+    or 'or': a list of candidates rather than a sentence about them."""
+    best = run = 0
+    last_end = None
+    for at in sorted(set(starts)):
+        if at < 0 or at >= len(text):
+            continue
+        end = at + len(re.match(r"[a-z0-9./:'-]*", text[at:]).group(0))  # type: ignore[union-attr]  # * always matches
+        if last_end is not None and _LIST_GAP.match(text[last_end:at]):
+            run += 1
+        else:
+            run = 1
+        best, last_end = max(best, run), end
+    return best
+
+
+_LIST_GAP = re.compile(r"^(?:[\s,;/&()]|\band\b|\bor\b|\bthe\b|\bservices?\b|\bdeployments?\b|\bpods?\b)*$")
+
+
+def _cause_and_effect(text: str) -> tuple[str, str]:
+    """The part of a clause that names the cause and the part that names its effect; both empty
+    when the clause has no causal structure."""
+    root = _ROOT.search(text)
+    back = _BACKWARD.search(text, root.end() if root else 0)
+    fwd = _FORWARD.search(text, root.end() if root else 0)
+    if root:
+        before, after = text[:root.start()], text[root.end():]
+        if after.lstrip().startswith("of "):  # 'X is the root cause of Y failing'
+            return before, after
+        if fwd and (not back or fwd.start() < back.start()):  # 'root cause: X, so Y fails'
+            return before + " " + text[root.end():fwd.start()], text[fwd.end():]
+        return before + " " + after, ""  # 'root cause: X because Y': X and Y
+    first = min((m for m in (back, fwd) if m), key=lambda m: m.start(), default=None)
+    if first is None:
+        return "", ""
+    if first is back:  # 'A because B' ('A because B, so C': C is an effect too)
+        later = _FORWARD.search(text, first.end())
+        if later:
+            return text[first.end():later.start()], text[:first.start()] + " " + text[later.end():]
+        return text[first.end():], text[:first.start()]
+    return text[:first.start()], text[first.end():]  # 'A, so B'
+
+
+@cache
+def app_object_names(app: str) -> frozenset[str]:
+    """Every object name an application's manifests and catalog problems name (workloads,
+    services, config maps, secrets, policies), for recognising a bare name like 'rate'."""
+    import yaml  # type: ignore[import-untyped]
+
+    from farm.problems.topology import APPS_DIR
+
+    names: set[str] = set()
+    for path in sorted((APPS_DIR / app / "manifests").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and (doc.get("metadata") or {}).get("name"):
+                names.add(str(doc["metadata"]["name"]).lower())
+    try:
+        from farm.problems.catalog import load_catalog
+
+        for p in load_catalog().problems:
+            if p.app != app:
+                continue
+            for gt in [p.ground_truth, *p.ground_truth.also]:
+                for c in [gt.component, *gt.affected]:
+                    if "{" not in c and " " not in c:
+                        names.add(c.lower().split("/", 1)[-1])
+    except Exception:  # the catalog is an extra source of names, not a requirement
+        pass
+    return frozenset(n for n in names if len(n) > 1)
