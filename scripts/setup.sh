@@ -34,4 +34,13 @@ debian_kubectl() {
 if [ "$DEV" = 1 ] || ! command -v kubectl >/dev/null; then
   debian_kubectl
 fi
+# The report test looks at the rendered page in headless Chromium (Debian's package).
+if [ "$DEV" = 1 ] && ! command -v chromium >/dev/null; then
+  if command -v apt-get >/dev/null; then
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; } \
+      || echo "setup: could not install chromium; the report's browser test will be skipped" >&2
+  else
+    echo "setup: no apt-get; install chromium for the report's browser test" >&2
+  fi
+fi
 echo "setup: ready ($(.venv/bin/python --version); kubectl: $(command -v kubectl || echo .tools/kubectl-root/usr/bin/kubectl))"

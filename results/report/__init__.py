@@ -3,7 +3,5 @@ table exports (`farm export`). Modules: queries (SQL aggregates), plots (matplot
 html (the page), trials (per-trial drill-down pages), compare, export, build (assembles)."""
 
 from results.report.build import build_report, code_version
-from results.report.compare import compare
-from results.report.export import export
 
-__all__ = ["build_report", "code_version", "compare", "export"]
+__all__ = ["build_report", "code_version"]

@@ -28,8 +28,9 @@ def _yerr(rows: Sequence[dict[str, Any]], metric: str) -> list[list[float]]:
     lows, highs = [], []
     for r in rows:
         rate, lo, hi = r.get(f"{metric}_rate"), r.get(f"{metric}_lo"), r.get(f"{metric}_hi")
-        lows.append(0.0 if rate is None or lo is None else rate - lo)
-        highs.append(0.0 if rate is None or hi is None else hi - rate)
+        # clamped: the interval's float ends can sit a rounding error inside a rate of 0 or 1
+        lows.append(0.0 if rate is None or lo is None else max(0.0, rate - lo))
+        highs.append(0.0 if rate is None or hi is None else max(0.0, hi - rate))
     return [lows, highs]
 
 
@@ -105,8 +106,8 @@ def simple_bars(labels: Sequence[str], values: Sequence[float | None], title: st
     err = None
     if errors is not None:
         kept = [e for e, v in zip(errors, values, strict=True) if v is not None]
-        err = [[v - (lo if lo is not None else v) for v, (lo, _) in zip(vals, kept, strict=True)],
-               [(hi if hi is not None else v) - v for v, (_, hi) in zip(vals, kept, strict=True)]]
+        err = [[max(0.0, v - (lo if lo is not None else v)) for v, (lo, _) in zip(vals, kept, strict=True)],
+               [max(0.0, (hi if hi is not None else v) - v) for v, (_, hi) in zip(vals, kept, strict=True)]]
     if horizontal:
         ax.barh(names[::-1], vals[::-1], color="#4c72b0")
         ax.set_xlabel(ylabel)
@@ -129,8 +130,8 @@ def conditional(rows: Sequence[dict[str, Any]], label: Callable[[dict[str, Any]]
     for i, (key, colour, name) in enumerate((("p_m_given_d", "#55a868", "P(M|D)"),
                                              ("p_m_given_not_d", "#c44e52", "P(M|not D)"))):
         vals = [r[key] if r[key] is not None else 0.0 for r in rows]
-        err = [[(r[key] - r[f"{key}_lo"]) if r[key] is not None else 0.0 for r in rows],
-               [(r[f"{key}_hi"] - r[key]) if r[key] is not None else 0.0 for r in rows]]
+        err = [[max(0.0, r[key] - r[f"{key}_lo"]) if r[key] is not None else 0.0 for r in rows],
+               [max(0.0, r[f"{key}_hi"] - r[key]) if r[key] is not None else 0.0 for r in rows]]
         ax.bar([x + (i - 0.5) * 0.38 for x in range(len(rows))], vals, 0.38, yerr=err, capsize=3,
                color=colour, label=name)
     ax.set_xticks(range(len(rows)), [f"{label(r)}\nD {r['diagnosed']} / not D {r['not_diagnosed']}"

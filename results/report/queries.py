@@ -175,10 +175,10 @@ def infrastructure(engine: Engine, sweep_id: str) -> dict[str, Any]:
         attempt_states = dict(conn.execute(
             select(Attempt.state, func.count()).join(Trial, Trial.id == Attempt.trial_id)
             .where(Trial.sweep_id == sweep_id).group_by(Attempt.state)).all())
-        phases = dict(conn.execute(
-            select(func.coalesce(Attempt.error_phase, "unknown"), func.count()).join(Trial, Trial.id == Attempt.trial_id)
+        phases = {phase or "unknown": n for phase, n in conn.execute(
+            select(Attempt.error_phase, func.count()).join(Trial, Trial.id == Attempt.trial_id)
             .where(Trial.sweep_id == sweep_id, Attempt.state == AttemptState.INFRA_ERROR)
-            .group_by(func.coalesce(Attempt.error_phase, "unknown"))).all())
+            .group_by(Attempt.error_phase)).all()}
         events = dict(conn.execute(select(InfraEvent.kind, func.count()).where(InfraEvent.sweep_id == sweep_id)
                                    .group_by(InfraEvent.kind)).all())
     return {"trial_states": {str(k): int(v) for k, v in trial_states.items()},
