@@ -52,7 +52,7 @@ def rate_table(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> str:
               "mean tokens", "mean cost"]
     body = []
     for r in rows:
-        body.append([fmt(r[k]) for k in keys] + [
+        body.append([fmt(r[k]) if k != "noise" else ("noise" if r[k] else "quiet") for k in keys] + [
             fmt(r["n"]), fmt(r["infra_failed"]), fmt(r["cost_capped"]),
             fmt(r["diagnosis_rate"], "pct"), fmt((r["diagnosis_lo"], r["diagnosis_hi"]), "ci"),
             fmt(r["mitigation_rate"], "pct"), fmt((r["mitigation_lo"], r["mitigation_hi"]), "ci"),

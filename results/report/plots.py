@@ -46,8 +46,10 @@ def rate_bars(rows: Sequence[dict[str, Any]], label: Callable[[dict[str, Any]], 
     for i, (metric, colour) in enumerate(METRICS):
         ax.bar([x + (i - 1) * 0.27 for x in xs], [r[f"{metric}_rate"] or 0.0 for r in rows], 0.27,
                yerr=_yerr(rows, metric), capsize=3, color=colour, label=metric)
-    ax.set_xticks(list(xs), [f"{label(r)}\nn={r['n']}" for r in rows], fontsize=8,
-                  rotation=30 if len(rows) > 6 else 0, ha="right" if len(rows) > 6 else "center")
+    names = [label(r) for r in rows]
+    crowded = len(rows) > 6 or sum(len(n) for n in names) > 12 * len(rows) and len(rows) > 2
+    ax.set_xticks(list(xs), [f"{n}\nn={r['n']}" for n, r in zip(names, rows, strict=True)], fontsize=8,
+                  rotation=25 if crowded else 0, ha="right" if crowded else "center")
     ax.set_ylim(0, 1.22)  # headroom for the legend above the 100% bars
     ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     ax.set_ylabel("rate (95% Wilson)")
