@@ -45,7 +45,7 @@ def _label(*keys: str):  # type: ignore[no-untyped-def]
     return label
 
 
-def _judge_text(info: dict[str, Any]) -> tuple[str, str]:
+def _judge_text(info: dict[str, Any], seen_in_verdicts: dict[str, int]) -> tuple[str, str]:
     judges = info["judges"]
     if not judges:
         judge = f"no attempt recorded yet (spec: {escape(str(info['spec_judge'] or 'offline judge'))})"
@@ -55,6 +55,8 @@ def _judge_text(info: dict[str, Any]) -> tuple[str, str]:
             f"threshold {escape(str(j['threshold'])) if j['threshold'] is not None else 'not recorded'}"
             for j in judges)
     rules = info["pass_rules"]
+    if (rules is None or not any(r for r, _ in rules)) and seen_in_verdicts:
+        rules = sorted(seen_in_verdicts.items())
     if rules is None or not any(r for r, _ in rules):
         rule = ('<span class="missing">not recorded</span> (the rows predate a recorded pass rule; a diagnosis '
                 "passed when the judge's composite score reached the threshold above)")
@@ -133,15 +135,19 @@ def build_report(engine: Engine, sweep_id: str, out_dir: str | Path, compare_wit
         sections.append((f"Paired comparison with {compare_with}", _comparison(engine, compare_with, sweep_id, compare_by)))
 
     trial_list = queries.trial_rows(engine, sweep_id)
-    sections.append(("Trials", _trial_table(out, trial_list, drill_down)))
+    reader = ArtifactReader()
+    sections.append(("Trials", _trial_table(out, trial_list, drill_down, reader)))
 
-    judge, rule = _judge_text(info)
+    judge, rule = _judge_text(info, dict(reader.pass_rules))
     meta = [("sweep", escape(sweep_id)), ("judge", judge), ("pass rule", rule),
             ("code version", escape(code_version())),
             ("generated", escape(dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))),
             ("sweep created", escape(dt.datetime.fromtimestamp(info["created_at"], dt.UTC).strftime("%Y-%m-%d %H:%M UTC"))),
             ("spec", html.spec_block(info["spec"])),
             ("source", "every figure is computed from the recorded trial and attempt rows")]
+    if info["mitigation_not_scored"] is not None:
+        meta.insert(3, ("diagnosis-only trials", f"{info['mitigation_not_scored']} trial(s) whose problem scores no "
+                                                 "mitigation (as recorded)"))
     index = out / "index.html"
     tmp = index.with_suffix(".html.tmp")
     tmp.write_text(html.page(f"Sweep report: {sweep_id}", sections, meta))
@@ -237,8 +243,7 @@ def _comparison(engine: Engine, other: str, sweep_id: str, by: str) -> str:
                          numeric_from=len(keys) + 1))
 
 
-def _trial_table(out: Path, trials: list[dict[str, Any]], drill_down: bool) -> str:
-    reader = ArtifactReader()
+def _trial_table(out: Path, trials: list[dict[str, Any]], drill_down: bool, reader: ArtifactReader) -> str:
     rows = []
     for t in trials:
         link = escape(t["key"])

@@ -42,12 +42,15 @@ def sweep_info(engine: Engine, sweep_id: str) -> dict[str, Any]:
             rules = [(r, int(n)) for r, n in conn.execute(
                 select(rule_col, func.count()).join(Trial, Trial.id == Attempt.trial_id).where(recorded)
                 .group_by(rule_col)).all()]
+        scored_col = _optional(Trial, "mitigation_scored")
+        not_scored = None if scored_col is None else int(conn.execute(
+            select(func.count()).where(Trial.sweep_id == sweep_id, scored_col.is_(False))).scalar_one())
     spec = json.loads(sweep["spec_json"])
     return {
         "sweep_id": sweep_id, "spec": spec, "created_at": sweep["created_at"], "updated_at": sweep["updated_at"],
         "spec_judge": sweep["judge"], "cost_cap_usd": sweep["cost_cap_usd"],
         "judges": [{"judge": j, "offline": o, "threshold": t, "attempts": int(n)} for j, o, t, n in judges],
-        "pass_rules": rules,
+        "pass_rules": rules, "mitigation_not_scored": not_scored,
     }
 
 

@@ -11,6 +11,7 @@ Everything an agent wrote is escaped: a transcript is adversarial input."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ class ArtifactReader:
 
     def __init__(self) -> None:
         self._stores: dict[str, ArtifactStore] = {}
+        # Pass rules the verdicts name (a judge that records one writes it there), for the header.
+        self.pass_rules: Counter[str] = Counter()
 
     def _store(self, uri: str) -> ArtifactStore:
         root = uri.split("/", 3)[2] if uri.startswith("s3://") else "file"
@@ -203,7 +206,11 @@ def write_trial_page(out_dir: Path, trial: dict[str, Any], reader: ArtifactReade
             body.append(f"<p><b>error:</b> {escape(str(a['error']))}</p>")
         body.append("<h3>Diagnosis submitted</h3>" + (_pre(diag.get("text") or "(none)") if diag else
                                                      "<p>not recorded</p>"))
-        body.append("<h3>Verdicts</h3>" + _verdicts(reader.read(uri, "verdicts")))
+        verdicts = reader.read(uri, "verdicts")
+        rule = ((verdicts or {}).get("diagnosis") or {}).get("pass_rule")
+        if rule is not None:
+            reader.pass_rules[json.dumps(rule, sort_keys=True) if not isinstance(rule, str) else rule] += 1
+        body.append("<h3>Verdicts</h3>" + _verdicts(verdicts))
         body.append("<h3>Trajectory (ATIF)</h3>" + _trajectory(reader.read(uri, "trajectory.atif")))
         body.append("<h3>Tool calls (as the interface recorded them)</h3>" + _tool_calls(reader.read(uri, "tool_calls")))
         body.append("<h3>Cluster snapshot</h3>" + _snapshot(reader.read(uri, "cluster_snapshot")))

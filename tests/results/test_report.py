@@ -294,11 +294,14 @@ def test_s3_artifacts_are_read_into_the_report_folder(db_url, tmp_path, s3_env):
     _sweep(engine, "s")
     tid = _trial(engine, "s", 0, "p", "react", "m", 0, False)
     store.put_json("s/t/attempt-1/diagnosis.json", {"text": "the geo deployment pulls a tag that does not exist"})
-    store.put_json("s/t/attempt-1/verdicts.json", {"diagnosis": {"passed": True, "judge": "offline", "answers": [
+    store.put_json("s/t/attempt-1/verdicts.json", {"diagnosis": {"passed": True, "judge": "offline",
+                                                                  "pass_rule": "composite>=0.7 and L1", "answers": [
         {"id": "C2", "question": "mutated detail?", "answer": True, "evidence": "tag v2.0.1-rc"}]}})
     _record(engine, tid, AttemptResult(diagnosis_passed=True, mitigation_passed=False,
                                        artifacts_uri=store.base_uri("s/t/attempt-1")))
-    build_report(engine, "s", tmp_path / "rep")
+    index = build_report(engine, "s", tmp_path / "rep").read_text()
+    # A pass rule the verdicts record is named in the header (read defensively: older ones have none).
+    assert "composite&gt;=0.7 and L1: 1" in index and "not recorded</span> (the rows" not in index
     page = (tmp_path / "rep" / "trials" / f"{tid}.html").read_text()
     assert "pulls a tag that does not exist" in page and "tag v2.0.1-rc" in page
     copied = tmp_path / "rep" / "trials" / tid / "attempt-1" / "verdicts.json"
