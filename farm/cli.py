@@ -223,17 +223,16 @@ def _watch(sweep_id: str, interval: float, json_out: bool) -> None:
     engine = _read_engine()
     tty = console.is_terminal and not json_out
 
-    def show(text: str) -> None:
+    def show(snap: dict) -> None:
+        if json_out:
+            console.print_json(json.dumps(snap))
+            return
         if tty:
             console.clear()
-        console.print(text, highlight=False)
+        console.print(progress.render(snap), highlight=False)
 
     try:
-        if json_out:
-            progress.watch(engine, sweep_id, interval,
-                           lambda _: console.print_json(json.dumps(progress.snapshot(engine, sweep_id))))
-        else:
-            progress.watch(engine, sweep_id, interval, show)
+        progress.watch(engine, sweep_id, interval, show)
     except KeyError:
         _fail(f"no sweep '{sweep_id}'")
 

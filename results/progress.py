@@ -7,10 +7,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Integer, cast, func, select
 from sqlalchemy.engine import Engine
 
-from farm.states import TRIAL_DONE
+from farm.states import TRIAL_DONE, TrialState
 from results import leaderboard
 from results.models import Sweep, Trial
 
@@ -33,13 +33,15 @@ def snapshot(engine: Engine, sweep_id: str, now: float | None = None) -> dict[st
     remaining = total - done
     elapsed = max(now - submitted_at, 1e-9)
     eta = remaining / (recent / elapsed) if recent and remaining else (0.0 if not remaining else None)
-    rows = leaderboard.compute(engine, sweep_id, "agent")
-    n = sum(r["n"] for r in rows)
+    with engine.connect() as conn:
+        n, *passed = conn.execute(
+            select(func.count(), *(func.coalesce(func.sum(cast(col, Integer)), 0) for col in
+                                   (Trial.diagnosis_passed, Trial.mitigation_passed, Trial.e2e_passed)))
+            .where(Trial.sweep_id == sweep_id, Trial.state == TrialState.FINISHED)).one()
     rates = {}
-    for metric in ("diagnosis", "mitigation", "e2e"):
-        passed = sum(round((r[f"{metric}_rate"] or 0) * r["n"]) for r in rows)
-        lo, hi = leaderboard.wilson(passed, n)
-        rates[metric] = {"rate": passed / n if n else None, "lo": lo, "hi": hi}
+    for metric, count in zip(("diagnosis", "mitigation", "e2e"), passed, strict=True):
+        lo, hi = leaderboard.wilson(int(count), int(n))
+        rates[metric] = {"rate": int(count) / n if n else None, "lo": lo, "hi": hi}
     spent = sweep_cost(engine, sweep_id)
     return {"sweep": sweep_id, "counts": counts, "total": total, "done": done, "finished": n,
             "settled": remaining == 0, "rates": rates, "cost_usd": spent, "cost_cap_usd": cap,
@@ -76,7 +78,7 @@ def _duration(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
-def watch(engine: Engine, sweep_id: str, interval_s: float, show: Callable[[str], None],
+def watch(engine: Engine, sweep_id: str, interval_s: float, show: Callable[[dict[str, Any]], None],
           until_settled: bool = True, max_refreshes: int | None = None,
           sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
     """Show the progress every `interval_s` until the sweep has nothing pending, queued or running
@@ -87,7 +89,7 @@ def watch(engine: Engine, sweep_id: str, interval_s: float, show: Callable[[str]
     while True:
         ledger.reap(engine)  # as `sweep status` does: trials of lost workers go back to the queue
         snap = snapshot(engine, sweep_id)
-        show(render(snap))
+        show(snap)
         refreshes += 1
         if (until_settled and snap["settled"]) or (max_refreshes is not None and refreshes >= max_refreshes):
             return snap
