@@ -84,7 +84,7 @@ def build_report(engine: Engine, sweep_id: str, out_dir: str | Path, compare_wit
         rows = queries.rates(engine, sweep_id, by)
         keys = group_keys(by)
         sections.append((title, html.figure(plots.rate_bars(rows, _label(*keys), title), title)
-                         + html.rate_table(rows, keys)))
+                         + html.rate_table(rows, keys) + (_noise_pairs(engine, sweep_id) if by == "noise" else "")))
 
     spend = queries.spend(engine, sweep_id)
     cost_rows = []
@@ -230,16 +230,29 @@ def _comparison(engine: Engine, other: str, sweep_id: str, by: str) -> str:
     from results.report.compare import compare
 
     rows = compare(engine, other, sweep_id, by)
-    keys = group_keys(by)
     if not rows:
         return f"<p>No finished trial is shared with {escape(other)} (same problem, agent, model, seed, noise).</p>"
+    return (f"<p>A = {escape(other)}, B = {escape(sweep_id)}; pairs are the trials both finished. Interval: seeded "
+            "bootstrap over the pairs; p: McNemar's exact test on the discordant pairs.</p>"
+            + _paired_table(rows, group_keys(by)))
+
+
+def _noise_pairs(engine: Engine, sweep_id: str) -> str:
+    from results.report.compare import noise_effect
+
+    rows = noise_effect(engine, sweep_id)
+    if not rows:
+        return "<p>No problem ran both without and with noise (same agent, model and seed) to pair.</p>"
+    return ("<h3>Paired: the same problem, agent, model and seed, A without noise, B with</h3>"
+            + _paired_table(rows, ("agent", "model")))
+
+
+def _paired_table(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> str:
     body = [[html.fmt(r[k]) for k in keys] + [
         html.fmt(r["metric"]), html.fmt(r["pairs"]), html.fmt(r["rate_a"], "pct"), html.fmt(r["rate_b"], "pct"),
         "–" if r["diff"] is None else f"{100 * r['diff']:+.1f} pp [{100 * r['diff_lo']:+.1f}, {100 * r['diff_hi']:+.1f}]",
         html.fmt(r["a_only"]), html.fmt(r["b_only"]), f"{r['mcnemar_p']:.4g}"] for r in rows]
-    return (f"<p>A = {escape(other)}, B = {escape(sweep_id)}; pairs are the trials both finished. Interval: seeded "
-            "bootstrap over the pairs; p: McNemar's exact test on the discordant pairs.</p>"
-            + html.table([*keys, "metric", "pairs", "A", "B", "B − A [95%]", "A only", "B only", "McNemar p"], body,
+    return (html.table([*keys, "metric", "pairs", "A", "B", "B − A [95%]", "A only", "B only", "McNemar p"], body,
                          numeric_from=len(keys) + 1))
 
 

@@ -62,14 +62,34 @@ def _outcomes(engine: Engine, sweep_id: str, keys: tuple[str, ...]) -> dict[tupl
     return out
 
 
+Pairs = dict[tuple[Any, ...], list[tuple[dict[str, Any], dict[str, Any]]]]
+
+
 def compare(engine: Engine, sweep_a: str, sweep_b: str, by: str = "agent,model",
             seed: int = 0) -> list[dict[str, Any]]:
     keys = group_keys(by)
     a, b = _outcomes(engine, sweep_a, keys), _outcomes(engine, sweep_b, keys)
-    groups: dict[tuple[Any, ...], list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    groups: Pairs = {}
     for pair_key in sorted(set(a) & set(b), key=str):
         ra, rb = a[pair_key], b[pair_key]
         groups.setdefault(tuple(ra[k] for k in keys), []).append((ra, rb))
+    return _paired_stats(groups, keys, seed)
+
+
+def noise_effect(engine: Engine, sweep_id: str, by: str = "agent,model", seed: int = 0) -> list[dict[str, Any]]:
+    """Within one sweep, each trial without noise (A) against the same problem, agent, model and seed
+    with noise (B): is noise lowering the rates?"""
+    keys = tuple(k for k in group_keys(by) if k != "noise")
+    rows = _outcomes(engine, sweep_id, keys)
+    quiet = {k[:-1]: r for k, r in rows.items() if not r["noise"]}  # PAIR_ON ends with noise
+    noisy = {k[:-1]: r for k, r in rows.items() if r["noise"]}
+    groups: Pairs = {}
+    for pair_key in sorted(set(quiet) & set(noisy), key=str):
+        groups.setdefault(tuple(quiet[pair_key][k] for k in keys), []).append((quiet[pair_key], noisy[pair_key]))
+    return _paired_stats(groups, keys, seed)
+
+
+def _paired_stats(groups: Pairs, keys: tuple[str, ...], seed: int) -> list[dict[str, Any]]:
     rows = []
     for group, pairs in sorted(groups.items(), key=lambda kv: str(kv[0])):
         for metric in OUTCOMES:

@@ -308,3 +308,22 @@ def test_s3_artifacts_are_read_into_the_report_folder(db_url, tmp_path, s3_env):
     assert json.loads(copied.read_text())["diagnosis"]["passed"] is True
     assert f'href="{tid}/attempt-1/verdicts.json"' in page
     assert not Path(tmp_path / "rep" / "trials" / tid / "attempt-1" / "tool_calls.json").exists()
+
+
+def test_noise_effect_pairs_quiet_and_noisy_trials_of_one_sweep(recorded, tmp_path):
+    engine, results = recorded
+    rows = cmp.noise_effect(engine, "sw")
+    assert {(r["agent"], r["model"]) for r in rows} == {("baseline", "-"), ("react", "openai/a"), ("react", "openai/b")}
+    # Recompute one group's counts by hand: pair each quiet trial with its noisy twin.
+    quiet, noisy = {}, {}
+    with Session(engine) as s:
+        for t in s.query(Trial).filter(Trial.sweep_id == "sw", Trial.agent == "react", Trial.model == "openai/a",
+                                       Trial.state == TrialState.FINISHED):
+            (noisy if t.noise else quiet)[(t.problem_id, t.seed)] = t.diagnosis_passed
+    shared = set(quiet) & set(noisy)
+    row = next(r for r in rows if (r["agent"], r["model"], r["metric"]) == ("react", "openai/a", "diagnosis"))
+    assert row["pairs"] == len(shared) == 8  # the extra seed-9 trial ran without noise only: no pair
+    assert row["a_only"] == sum(1 for k in shared if quiet[k] and not noisy[k])
+    assert row["b_only"] == sum(1 for k in shared if noisy[k] and not quiet[k])
+    page = build_report(engine, "sw", tmp_path / "rep", drill_down=False).read_text()
+    assert "A without noise, B with" in page
