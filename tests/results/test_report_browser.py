@@ -153,6 +153,12 @@ def test_by_is_checked_before_any_trial_runs(sweep, tmp_path):
 
     frame = pd.read_csv(tmp_path / "lb.csv")
     assert list(frame.columns[:2]) == ["agent", "noise"] and int(frame["n"].sum()) == 8 and len(frame) == 4
+    same = farm("compare", SWEEP, SWEEP, "--by", "agent,noise", "--csv", str(tmp_path / "paired.csv"), "--db", sweep["db"])
+    assert same.returncode == 0, same.stderr
+    paired = pd.read_csv(tmp_path / "paired.csv")
+    assert len(paired) == 4 * 3 and (paired["diff"] == 0).all() and (paired["mcnemar_p"] == 1).all()
+    wrong = farm("compare", SWEEP, "no-such-sweep", "--db", sweep["db"])
+    assert wrong.returncode == 2 and "no sweep 'no-such-sweep'" in wrong.stderr
     exported = farm("export", "--sweep", SWEEP, "--format", "parquet", "--out", str(tmp_path), "--db", sweep["db"])
     assert exported.returncode == 0, exported.stderr
     attempts = pd.read_parquet(tmp_path / "attempts.parquet")
