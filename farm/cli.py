@@ -56,6 +56,16 @@ def _read_engine(db: str | None = None):  # type: ignore[no-untyped-def]
     return engine_for(url)
 
 
+def _check_by(by: str, option: str = "--by") -> None:
+    """Refuse a grouping before any work starts (a sweep must not run to fail at its leaderboard)."""
+    from results.leaderboard import group_keys
+
+    try:
+        group_keys(by)
+    except ValueError as exc:
+        _fail(str(exc).replace("--by", option, 1))
+
+
 def _load_spec(path: Path):  # type: ignore[no-untyped-def]
     from farm.errors import InputError
     from farm.spec import load_spec
@@ -71,9 +81,11 @@ def run(
     spec: Annotated[Path, typer.Argument(help="Sweep spec (YAML).")],
     workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Local worker processes.")] = 2,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the database, artifacts and leaderboard.")] = Path("farm-out"),
-    by: Annotated[str, typer.Option(help="Leaderboard grouping.")] = "agent,model",
+    by: Annotated[str, typer.Option(help="Leaderboard grouping: any combination of agent, model, layer, noise, "
+                                         "problem, app, composition, seed.")] = "agent,model",
 ) -> None:
     """Run a sweep on the embedded default: local workers, emulated clusters, SQLite, local artifacts."""
+    _check_by(by)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from farm import dispatcher
@@ -166,9 +178,17 @@ def sweep_submit(spec: Annotated[Path, typer.Argument(help="Sweep spec (YAML).")
 
 
 @sweep_app.command("status")
-def sweep_status(sweep_id: str, json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+def sweep_status(
+    sweep_id: str, json_out: Annotated[bool, typer.Option("--json")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Refresh counts, rates so far, cost and ETA until the "
+                                                       "sweep is finished.")] = False,
+    interval: Annotated[float, typer.Option("--interval", min=0.2, help="Seconds between refreshes.")] = 5.0,
+) -> None:
     """Counts of trials per state, infrastructure errors and events, cost against the cap."""
     import json
+
+    if watch:
+        return _watch(sweep_id, interval, json_out)
 
     from farm import dispatcher
     from results import ledger
@@ -195,6 +215,28 @@ def sweep_status(sweep_id: str, json_out: Annotated[bool, typer.Option("--json")
     console.print(f"cost ${infra['cost_usd']:.4f}" + (f" of a ${cap:.4f} cap" if cap is not None else ""))
 
 
+def _watch(sweep_id: str, interval: float, json_out: bool) -> None:
+    import json
+
+    from results import progress
+
+    engine = _read_engine()
+    tty = console.is_terminal and not json_out
+
+    def show(snap: dict) -> None:
+        if json_out:
+            console.print_json(json.dumps(snap))
+            return
+        if tty:
+            console.clear()
+        console.print(progress.render(snap), highlight=False)
+
+    try:
+        progress.watch(engine, sweep_id, interval, show)
+    except KeyError:
+        _fail(f"no sweep '{sweep_id}'")
+
+
 @sweep_app.command("cancel")
 def sweep_cancel(sweep_id: str) -> None:
     """Cancel the trials not yet finished; running attempts stop at their next step."""
@@ -210,19 +252,95 @@ def sweep_cancel(sweep_id: str) -> None:
 @app.command()
 def leaderboard(
     sweep: Annotated[str | None, typer.Option("--sweep", help="Only this sweep.")] = None,
-    by: Annotated[str, typer.Option("--by", help="agent,model | layer | noise | problem | app")] = "agent,model",
+    by: Annotated[str, typer.Option("--by", help="Any combination of agent, model, layer, noise, problem, app, "
+                                                 "composition, seed.")] = "agent,model",
     csv: Annotated[Path | None, typer.Option("--csv", help="Write the leaderboard as CSV here.")] = None,
     db: Annotated[str | None, typer.Option("--db", help="Database URL (default FARM_DATABASE_URL).")] = None,
 ) -> None:
     """Success rates with 95% Wilson intervals, P(M|D), tokens, cost and times, from SQL."""
     from results import leaderboard as lb
 
-    if by not in lb.GROUPINGS:
-        _fail(f"--by must be one of {', '.join(lb.GROUPINGS)}")
+    _check_by(by)
     rows = lb.compute(_read_engine(db), sweep, by)
     console.print(lb.render(rows, by))
     if csv:
         console.print(f"written to {lb.write_csv(rows, by, csv)}")
+
+
+def _sweep_engine(db: str | None, *sweeps: str):  # type: ignore[no-untyped-def]
+    """The database holding every one of `sweeps`, or a clear error before any work."""
+    from results.report.queries import exists
+
+    engine = _read_engine(db)
+    for s in sweeps:
+        if not exists(engine, s):
+            _fail(f"no sweep '{s}' in the database")
+    return engine
+
+
+@app.command()
+def report(
+    sweep: Annotated[str, typer.Option("--sweep", help="The sweep to report on.")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for index.html and trials/ "
+                                                                 "(default report-SWEEP).")] = None,
+    compare_with: Annotated[str | None, typer.Option("--compare", help="Add a paired comparison with this "
+                                                                       "sweep (as A; this one is B).")] = None,
+    compare_by: Annotated[str, typer.Option("--compare-by", help="Grouping of the comparison.")] = "agent,model",
+    trials: Annotated[bool, typer.Option("--trials/--no-trials", help="Write a drill-down page per trial.")] = True,
+    db: Annotated[str | None, typer.Option("--db", help="Database URL (default FARM_DATABASE_URL).")] = None,
+) -> None:
+    """A self-contained HTML report of a sweep: figures and tables from the recorded rows."""
+    _check_by(compare_by, "--compare-by")
+    engine = _sweep_engine(db, sweep, *([compare_with] if compare_with else []))
+    from results.report import build_report
+
+    index = build_report(engine, sweep, out or Path(f"report-{sweep}"), compare_with=compare_with,
+                         drill_down=trials, compare_by=compare_by)
+    console.print(f"report written to {index}")
+
+
+@app.command()
+def compare(
+    sweep_a: Annotated[str, typer.Argument(help="Sweep A (the reference).")],
+    sweep_b: Annotated[str, typer.Argument(help="Sweep B (compared against A: differences are B − A).")],
+    by: Annotated[str, typer.Option("--by", help="Grouping: any combination of agent, model, layer, noise, ...")]
+    = "agent,model",
+    csv: Annotated[Path | None, typer.Option("--csv", help="Write the comparison as CSV here.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
+    db: Annotated[str | None, typer.Option("--db", help="Database URL (default FARM_DATABASE_URL).")] = None,
+) -> None:
+    """Paired comparison on the trials both sweeps finished: rate differences with a bootstrap 95%
+    interval and McNemar's exact test."""
+    _check_by(by)
+    engine = _sweep_engine(db, sweep_a, sweep_b)
+    from results.report import compare as cmp
+
+    rows = cmp.compare(engine, sweep_a, sweep_b, by, seed=seed)
+    if not rows:
+        console.print(f"no finished trial is shared by {sweep_a} and {sweep_b} (same problem, agent, model, seed, noise)")
+    else:
+        console.print(cmp.render(rows, by, sweep_a, sweep_b))
+    if csv:
+        console.print(f"written to {cmp.write_csv(rows, by, csv)}")
+
+
+@app.command()
+def export(
+    sweep: Annotated[str, typer.Option("--sweep", help="The sweep to export.")],
+    fmt: Annotated[str, typer.Option("--format", help="csv or parquet.")] = "csv",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for trials.FORMAT and attempts.FORMAT.")] = Path("."),
+    db: Annotated[str | None, typer.Option("--db", help="Database URL (default FARM_DATABASE_URL).")] = None,
+) -> None:
+    """The sweep's trial and attempt tables, for notebooks (pandas reads them as they are)."""
+    from results.report import export as ex
+
+    try:
+        ex.check_format(fmt)
+    except (ValueError, ImportError) as exc:
+        _fail(str(exc))
+    engine = _sweep_engine(db, sweep)
+    for path in ex.export(engine, sweep, fmt, out):
+        console.print(f"written to {path}")
 
 
 @app.command()

@@ -104,7 +104,7 @@ class TrialRun:
         self.namespace = self.app.namespace
         self.opaque_id = uuid.uuid4().hex[:16]  # what the agent sees; never the problem id
         self.prefix = f"{spec.sweep_id}/{spec.trial_id}/attempt-{claim.token}"
-        self.result = AttemptResult(artifacts_uri=store.base_uri(self.prefix))
+        self.result = AttemptResult(artifacts_uri=store.base_uri(self.prefix), tool_mode=spec.tool_mode)
         root = getattr(store, "root", None)  # a local store's folder: scrubbed from what the agent sees
         if root is not None:
             from farm.secrets import hide_path
@@ -240,6 +240,7 @@ class TrialRun:
         if rec is not None:
             r.tool_calls = len(rec.tool_calls)
             r.tool_output_tokens = sum(getattr(c, "tokens", 0) or 0 for c in rec.tool_calls)
+            r.tool_tokens = rec.tokens_per_tool()
             r.diagnosis_submitted = rec.diagnosis is not None
             if rec.diagnosis_at is not None and self.injected_at is not None:
                 r.time_to_diagnosis_s = max(0.0, rec.diagnosis_at - self.injected_at)
@@ -347,6 +348,7 @@ class TrialRun:
         rec, usage, r = self.interface.record, self.usage.snapshot(), self.result
         r.tool_calls = len(calls)
         r.tool_output_tokens = sum(c.tokens or 0 for c in calls)
+        r.tool_tokens = rec.tokens_per_tool(calls)
         r.diagnosis_submitted = rec.diagnosis is not None
         if rec.diagnosis_at is not None and self.injected_at is not None:
             r.time_to_diagnosis_s = max(0.0, rec.diagnosis_at - self.injected_at)

@@ -23,6 +23,14 @@ from sqlalchemy.engine import Engine
 from farm.states import EVENT_RESET_FAILED, TrialState
 from results.models import InfraEvent, Trial
 
+# What `--by` may combine (comma-separated, any subset, in the order given): the name a user
+# types -> the trial column it groups on.
+GROUP_COLUMNS: dict[str, str] = {
+    "agent": "agent", "model": "model", "layer": "layer", "noise": "noise", "problem": "problem_id",
+    "app": "app", "composition": "composition", "seed": "seed",
+}
+
+# Common groupings, for help texts and callers that name one.
 GROUPINGS: dict[str, tuple[str, ...]] = {
     "agent,model": ("agent", "model"),
     "layer": ("layer",),
@@ -42,6 +50,20 @@ COLUMNS = [
 ]
 
 
+def group_keys(by: str) -> tuple[str, ...]:
+    """The trial columns of a `--by` value such as "agent,model,noise"; ValueError naming the
+    offending part when it is not a combination of GROUP_COLUMNS."""
+    parts = [p.strip() for p in by.split(",")]
+    wrong = [p for p in parts if p not in GROUP_COLUMNS]
+    if not by.strip() or wrong:
+        what = f"'{', '.join(wrong)}' is not a grouping column" if wrong and by.strip() else "it is empty"
+        raise ValueError(f"--by must be one of {', '.join(GROUP_COLUMNS)} or a comma-separated combination "
+                         f"of them (e.g. agent,model,noise): {what}")
+    if len(set(parts)) != len(parts):
+        raise ValueError(f"--by names a column twice: {by}")
+    return tuple(GROUP_COLUMNS[p] for p in parts)
+
+
 def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float | None, float | None]:
     if n == 0:
         return None, None
@@ -57,9 +79,8 @@ def _as_int(col: Any) -> Any:
 
 
 def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model") -> list[dict[str, Any]]:
-    if by not in GROUPINGS:
-        raise ValueError(f"--by must be one of {', '.join(GROUPINGS)}")
-    keys = [getattr(Trial, k) for k in GROUPINGS[by]]
+    names = group_keys(by)
+    keys = [getattr(Trial, k) for k in names]
     done = Trial.state == TrialState.FINISHED
 
     def of_done(col: Any) -> Any:
@@ -112,7 +133,7 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
     with engine.connect() as conn:
         for r in conn.execute(stmt).mappings():
             n = int(r["n"] or 0)
-            row: dict[str, Any] = {k: r[k] for k in GROUPINGS[by]}
+            row: dict[str, Any] = {k: r[k] for k in names}
             row["n"], row["infra_failed"] = n, int(r["infra_failed"] or 0)
             row["cost_capped"], row["reset_failures"] = int(r["cost_capped"] or 0), int(r["reset_failures"] or 0)
             mit_n = int(r["mit_n"] or 0)
@@ -146,7 +167,7 @@ def _rules(lo: str | None, hi: str | None, unknown: int) -> str | None:
 
 
 def header(by: str) -> list[str]:
-    return list(GROUPINGS[by]) + COLUMNS
+    return list(group_keys(by)) + COLUMNS
 
 
 def write_csv(rows: list[dict[str, Any]], by: str, path: str | Path) -> Path:
@@ -177,7 +198,8 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
     said = [("diagnosis judged by the offline judge" if offline else ""),
             ("pass rule " + "; ".join(rules) if rules else "")]
     table = Table(title="Leaderboard" + (f" ({', '.join(s for s in said if s)})" if any(said) else ""))
-    for k in GROUPINGS[by]:
+    names = group_keys(by)
+    for k in names:
         table.add_column(k)
     for col in ("n", "infra", "capped", "diagnosis", "mitigation", "E2E", "P(M|D)", "tokens", "cost $", "TTD s",
                 "TTM s"):
@@ -186,7 +208,7 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
         def num(v: float | None, fmt: str) -> str:
             return "–" if v is None else format(v, fmt)
         table.add_row(
-            *[str(r[k]) for k in GROUPINGS[by]],
+            *[str(r[k]) for k in names],
             # infra: trials given up on infrastructure, then (+N) resets that failed after a result
             str(r["n"]), str(r["infra_failed"]) + (f" (+{r['reset_failures']} reset)" if r["reset_failures"] else ""),
             str(r["cost_capped"]),

@@ -65,6 +65,8 @@ class AttemptResult(BaseModel):
     steps: int | None = None
     tool_calls: int | None = None
     tool_output_tokens: int | None = None
+    tool_tokens: dict[str, dict[str, int]] | None = None  # per tool: calls and output tokens
+    tool_mode: str | None = None
     time_to_diagnosis_s: float | None = None
     time_to_mitigation_s: float | None = None
     artifacts_uri: str | None = None
@@ -78,7 +80,8 @@ class AttemptResult(BaseModel):
         return bool(self.diagnosis_passed and self.mitigation_passed)
 
     def attempt_values(self) -> dict[str, Any]:
-        vals = self.model_dump(exclude={"diagnosis_scores", "mitigation_checks"})
+        vals = self.model_dump(exclude={"diagnosis_scores", "mitigation_checks", "tool_tokens"})
+        vals["tool_tokens_json"] = json.dumps(self.tool_tokens, sort_keys=True) if self.tool_tokens is not None else None
         vals["diagnosis_scores_json"] = json.dumps(self.diagnosis_scores) if self.diagnosis_scores is not None else None
         vals["mitigation_checks_json"] = json.dumps(self.mitigation_checks) if self.mitigation_checks is not None else None
         vals["e2e_passed"] = self.e2e_passed

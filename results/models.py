@@ -93,6 +93,9 @@ class Attempt(SQLModel, table=True):
     steps: int | None = None
     tool_calls: int | None = None
     tool_output_tokens: int | None = None
+    # {tool name: {"calls": n, "tokens": t}}: which tools fill the agent's context; NULL on older rows.
+    tool_tokens_json: str | None = None
+    tool_mode: str | None = None  # "raw" or "summarised": how tool outputs reached the agent
     time_to_diagnosis_s: float | None = None
     time_to_mitigation_s: float | None = None
     artifacts_uri: str | None = None

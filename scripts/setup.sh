@@ -55,6 +55,13 @@ PY
   rm -rf "$tmp"
 }
 
+apt_install() {
+  # Debian packages the farm needs on its host (root; `apt-get update` only when the lists are stale).
+  command -v apt-get >/dev/null || return 1
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 \
+    || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; }
+}
+
 if [ "$DEV" = 1 ] || ! command -v kubectl >/dev/null; then
   debian_kubectl
 fi
@@ -64,10 +71,10 @@ if [ "$DEV" = 1 ]; then
 fi
 # The agent's kubectl runs in a bubblewrap sandbox; without bwrap the farm refuses agent sessions.
 if ! command -v bwrap >/dev/null; then
-  if command -v apt-get >/dev/null; then
-    apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; }
-  else
-    echo "setup: no apt-get; install bubblewrap (bwrap) yourself: agent sessions need it" >&2
-  fi
+  apt_install bubblewrap || echo "setup: could not install bubblewrap (bwrap): agent sessions need it" >&2
+fi
+# The report test looks at the rendered page in headless Chromium (Debian's package).
+if [ "$DEV" = 1 ] && ! command -v chromium >/dev/null; then
+  apt_install chromium || echo "setup: could not install chromium; the report's browser test will be skipped" >&2
 fi
 echo "setup: ready ($(.venv/bin/python --version); kubectl: $(command -v kubectl || echo .tools/kubectl-root/usr/bin/kubectl))"

@@ -62,9 +62,22 @@ class SessionRecord(BaseModel):
     def tool_tokens(self) -> int:
         return sum(call.tokens for call in self.tool_calls)
 
+    def tokens_per_tool(self, calls: list[ToolCall] | None = None) -> dict[str, dict[str, int]]:
+        """Calls and output tokens per tool name (of `calls`, default all of this session's)."""
+        return tokens_per_tool(self.tool_calls if calls is None else calls)
+
     @property
     def errors(self) -> list[ToolCall]:
         return [call for call in self.tool_calls if call.error]
+
+
+def tokens_per_tool(calls: list[ToolCall]) -> dict[str, dict[str, int]]:
+    per: dict[str, dict[str, int]] = {}
+    for call in calls:
+        entry = per.setdefault(call.name, {"calls": 0, "tokens": 0})
+        entry["calls"] += 1
+        entry["tokens"] += call.tokens or 0
+    return per
 
 
 @cache

@@ -1,0 +1,142 @@
+"""Paired comparison of two sweeps on the trials they share: the same problem, agent, model, seed
+and noise, finished in both. Per group (`--by`), for diagnosis, mitigation and E2E: both rates,
+their difference (B − A) with a seeded bootstrap 95% interval over the pairs, and McNemar's exact
+test on the discordant pairs."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from farm.states import TrialState
+from results.leaderboard import group_keys
+from results.models import Trial
+
+PAIR_ON = ("problem_id", "agent", "model", "seed", "noise")
+OUTCOMES = ("diagnosis", "mitigation", "e2e")
+COLUMNS = ["metric", "pairs", "rate_a", "rate_b", "diff", "diff_lo", "diff_hi", "a_only", "b_only",
+           "mcnemar_p"]
+BOOTSTRAP_SAMPLES = 10_000
+
+
+def mcnemar_exact(a_only: int, b_only: int) -> float:
+    """Two-sided exact McNemar p-value: the discordant pairs against Binomial(b + c, 1/2)."""
+    n = a_only + b_only
+    if n == 0:
+        return 1.0
+    k = min(a_only, b_only)
+    tail = sum(math.comb(n, i) for i in range(k + 1))
+    return min(1.0, 2 * tail / (1 << n))  # exact integers: no underflow for large n
+
+
+def bootstrap_diff(a_only: int, b_only: int, pairs: int, seed: int = 0,
+                   samples: int = BOOTSTRAP_SAMPLES) -> tuple[float | None, float | None]:
+    """95% percentile interval of the mean paired difference (B − A). A pair's difference is +1
+    (only B passed), −1 (only A) or 0, so resampling pairs is a multinomial draw over those three
+    counts: the same distribution as resampling indexes, at a cost independent of `pairs`."""
+    if pairs == 0:
+        return None, None
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    p = np.array([b_only, a_only, pairs - a_only - b_only], dtype=float) / pairs
+    draws = rng.multinomial(pairs, p, size=samples)
+    diffs = (draws[:, 0] - draws[:, 1]) / pairs
+    lo, hi = np.percentile(diffs, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def _outcomes(engine: Engine, sweep_id: str, keys: tuple[str, ...]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    cols = [getattr(Trial, c) for c in dict.fromkeys(PAIR_ON + keys)]
+    stmt = select(*cols, Trial.diagnosis_passed, Trial.mitigation_passed, Trial.e2e_passed).where(
+        Trial.sweep_id == sweep_id, Trial.state == TrialState.FINISHED)
+    out = {}
+    with engine.connect() as conn:
+        for r in conn.execute(stmt).mappings():
+            out[tuple(r[c] for c in PAIR_ON)] = dict(r)
+    return out
+
+
+Pairs = dict[tuple[Any, ...], list[tuple[dict[str, Any], dict[str, Any]]]]
+
+
+def compare(engine: Engine, sweep_a: str, sweep_b: str, by: str = "agent,model",
+            seed: int = 0) -> list[dict[str, Any]]:
+    keys = group_keys(by)
+    a, b = _outcomes(engine, sweep_a, keys), _outcomes(engine, sweep_b, keys)
+    groups: Pairs = {}
+    for pair_key in sorted(set(a) & set(b), key=str):
+        ra, rb = a[pair_key], b[pair_key]
+        groups.setdefault(tuple(ra[k] for k in keys), []).append((ra, rb))
+    return _paired_stats(groups, keys, seed)
+
+
+def noise_effect(engine: Engine, sweep_id: str, by: str = "agent,model", seed: int = 0) -> list[dict[str, Any]]:
+    """Within one sweep, each trial without noise (A) against the same problem, agent, model and seed
+    with noise (B): is noise lowering the rates?"""
+    keys = tuple(k for k in group_keys(by) if k != "noise")
+    rows = _outcomes(engine, sweep_id, keys)
+    quiet = {k[:-1]: r for k, r in rows.items() if not r["noise"]}  # PAIR_ON ends with noise
+    noisy = {k[:-1]: r for k, r in rows.items() if r["noise"]}
+    groups: Pairs = {}
+    for pair_key in sorted(set(quiet) & set(noisy), key=str):
+        groups.setdefault(tuple(quiet[pair_key][k] for k in keys), []).append((quiet[pair_key], noisy[pair_key]))
+    return _paired_stats(groups, keys, seed)
+
+
+def _paired_stats(groups: Pairs, keys: tuple[str, ...], seed: int) -> list[dict[str, Any]]:
+    rows = []
+    for group, pairs in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        for metric in OUTCOMES:
+            col = f"{metric}_passed"
+            scored = [(bool(x[col]), bool(y[col])) for x, y in pairs if x[col] is not None and y[col] is not None]
+            n = len(scored)
+            a_only = sum(1 for x, y in scored if x and not y)
+            b_only = sum(1 for x, y in scored if y and not x)
+            rate_a = sum(x for x, _ in scored) / n if n else None
+            rate_b = sum(y for _, y in scored) / n if n else None
+            lo, hi = bootstrap_diff(a_only, b_only, n, seed)
+            rows.append({**dict(zip(keys, group, strict=True)), "metric": metric, "pairs": n,
+                         "rate_a": rate_a, "rate_b": rate_b,
+                         "diff": None if n == 0 else (b_only - a_only) / n, "diff_lo": lo, "diff_hi": hi,
+                         "a_only": a_only, "b_only": b_only, "mcnemar_p": mcnemar_exact(a_only, b_only)})
+    return rows
+
+
+def header(by: str) -> list[str]:
+    return list(group_keys(by)) + COLUMNS
+
+
+def write_csv(rows: list[dict[str, Any]], by: str, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=header(by))
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: ("" if v is None else v) for k, v in r.items()})
+    return path
+
+
+def render(rows: list[dict[str, Any]], by: str, sweep_a: str, sweep_b: str) -> Any:
+    from rich.table import Table
+
+    def pct(v: float | None) -> str:
+        return "–" if v is None else f"{100 * v:.1f}%"
+
+    table = Table(title=f"Paired comparison: {sweep_b} (B) − {sweep_a} (A), on the trials both finished")
+    for k in group_keys(by):
+        table.add_column(k)
+    for c in ("metric", "pairs", "A", "B", "B − A [95% bootstrap]", "A only", "B only", "McNemar p"):
+        table.add_column(c, justify="right")
+    for r in rows:
+        diff = "–" if r["diff"] is None else (f"{100 * r['diff']:+.1f} pp [{100 * r['diff_lo']:+.1f}, "
+                                              f"{100 * r['diff_hi']:+.1f}]")
+        table.add_row(*[str(r[k]) for k in group_keys(by)], r["metric"], str(r["pairs"]), pct(r["rate_a"]),
+                      pct(r["rate_b"]), diff, str(r["a_only"]), str(r["b_only"]), f"{r['mcnemar_p']:.4g}")
+    return table

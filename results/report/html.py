@@ -1,0 +1,73 @@
+"""The report page: one self-contained HTML file (figures as base64 PNG, no script, no external
+resource) from the numbers results.report.queries computed and the figures results.report.plots
+drew. Every string that came from a row or a spec is escaped."""
+
+from __future__ import annotations
+
+import base64
+import json
+from html import escape
+from typing import Any
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:90em;color:#222;padding:0 1em}
+h1{margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;font-size:13px;margin:.4em 0}td,th{border:1px solid #ccc;padding:2px 6px}
+th{background:#f3f3f3}td.num{text-align:right}.meta td:first-child{font-weight:600}
+img.plot{max-width:100%;display:block;margin:.5em 0;border:1px solid #eee}.note{color:#666;font-size:13px}
+.missing{color:#a60;font-style:italic}pre{background:#f7f7f7;padding:6px;font-size:12px;white-space:pre-wrap}
+.pass{color:#2a7a2a}.fail{color:#b22}"""
+
+
+def figure(png: bytes | None, alt: str, why_missing: str = "no data to draw") -> str:
+    if png is None:
+        return f'<p class="missing">{escape(alt)}: {escape(why_missing)}.</p>'
+    data = base64.b64encode(png).decode()
+    return f'<img class="plot" alt="{escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def fmt(v: Any, kind: str = "") -> str:
+    if v is None:
+        return "–"
+    if kind == "pct":
+        return f"{100 * v:.1f}%"
+    if kind == "ci":
+        return f"{100 * v[0]:.0f}–{100 * v[1]:.0f}" if v[0] is not None and v[1] is not None else "–"
+    if kind == "usd":
+        return f"${v:.4f}"
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1000 else f"{v:,.0f}"
+    return escape(str(v))
+
+
+def table(header: list[str], rows: list[list[str]], numeric_from: int = 1) -> str:
+    """Cells are already-escaped HTML; columns from `numeric_from` on are right-aligned."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f'<td class="num">{c}</td>' if i >= numeric_from else f"<td>{c}</td>"
+                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def rate_table(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> str:
+    header = [*keys, "n", "infra", "capped", "diagnosis", "95% CI", "mitigation", "95% CI", "E2E", "95% CI", "P(M|D)",
+              "mean tokens", "mean cost"]
+    body = []
+    for r in rows:
+        body.append([fmt(r[k]) if k != "noise" else ("noise" if r[k] else "quiet") for k in keys] + [
+            fmt(r["n"]), fmt(r["infra_failed"]), fmt(r["cost_capped"]),
+            fmt(r["diagnosis_rate"], "pct"), fmt((r["diagnosis_lo"], r["diagnosis_hi"]), "ci"),
+            fmt(r["mitigation_rate"], "pct"), fmt((r["mitigation_lo"], r["mitigation_hi"]), "ci"),
+            fmt(r["e2e_rate"], "pct"), fmt((r["e2e_lo"], r["e2e_hi"]), "ci"),
+            fmt(r["p_mitigation_given_diagnosis"], "pct"), fmt(r["mean_tokens"]), fmt(r["mean_cost_usd"], "usd")])
+    return table(header, body, numeric_from=len(keys))
+
+
+def page(title: str, sections: list[tuple[str, str]], meta: list[tuple[str, str]]) -> str:
+    nav = " · ".join(f'<a href="#s{i}">{escape(name)}</a>' for i, (name, _) in enumerate(sections))
+    meta_html = "<table class='meta'>" + "".join(f"<tr><td>{escape(k)}</td><td>{v}</td></tr>" for k, v in meta) + "</table>"
+    body = "".join(f'<h2 id="s{i}">{escape(name)}</h2>{content}' for i, (name, content) in enumerate(sections))
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>{meta_html}<p>{nav}</p>{body}</body></html>")
+
+
+def spec_block(spec: dict[str, Any]) -> str:
+    return f"<details><summary>sweep spec (as recorded)</summary><pre>{escape(json.dumps(spec, indent=2))}</pre></details>"

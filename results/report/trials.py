@@ -1,0 +1,240 @@
+"""Per-trial drill-down pages: one HTML file per trial under the report's `trials/` folder, with
+each attempt's ATIF trajectory (messages, tool calls and their outputs), the tool calls the
+interface recorded (tokens, errors), the diagnosis, the verdicts with the judge's quoted evidence,
+and a summary of the cluster snapshot.
+
+The artifacts are read through the artifact store and rendered into the page, so the page reads
+the same for a local folder and for S3 and keeps working after presigned URLs would have expired.
+Raw JSON: a local folder's files are linked where they are; S3's are downloaded beside the page.
+Everything an agent wrote is escaped: a transcript is adversarial input."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from results.artifacts import ArtifactStore, open_store
+
+ARTIFACTS = ("attempt", "trajectory.atif", "tool_calls", "diagnosis", "verdicts", "mutations", "events",
+             "injections", "noise", "cluster_snapshot", "transcript", "checkpoint")
+OUTPUT_CHARS = 6000  # per tool output shown inline; the raw JSON keeps all of it
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;max-width:80em;color:#222}
+table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top}
+th{background:#f3f3f3}pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;padding:6px;
+font-size:12px;margin:2px 0}.pass{color:#2a7a2a;font-weight:600}.fail{color:#b22;font-weight:600}
+.step{border-left:3px solid #ccc;padding-left:8px;margin:8px 0}.agent{border-color:#4c72b0}
+.system{border-color:#aaa}.user{border-color:#55a868}details summary{cursor:pointer}"""
+
+
+class ArtifactReader:
+    """Reads an attempt's artifacts by its artifacts_uri, one store per location."""
+
+    def __init__(self) -> None:
+        self._stores: dict[str, ArtifactStore] = {}
+        # Pass rules the verdicts name (a judge that records one writes it there), for the header.
+        self.pass_rules: Counter[str] = Counter()
+
+    def _store(self, uri: str) -> ArtifactStore:
+        root = uri.split("/", 3)[2] if uri.startswith("s3://") else "file"
+        if root not in self._stores:
+            self._stores[root] = open_store(f"s3://{root}" if uri.startswith("s3://") else "/")
+        return self._stores[root]
+
+    def read(self, uri: str, name: str) -> Any | None:
+        try:
+            return self._store(uri).get_json(f"{uri.rstrip('/')}/{name}.json")
+        except Exception:  # missing or unreadable: the page says so for that artifact
+            return None
+
+    def raw(self, uri: str, name: str) -> bytes | None:
+        try:
+            return self._store(uri).get_bytes(f"{uri.rstrip('/')}/{name}.json")
+        except Exception:  # missing: nothing to copy
+            return None
+
+
+def _verdict(v: Any) -> str:
+    if v is None:
+        return "<span>–</span>"
+    return '<span class="pass">pass</span>' if v else '<span class="fail">fail</span>'
+
+
+def _pre(text: Any, limit: int | None = None) -> str:
+    s = text if isinstance(text, str) else json.dumps(text, indent=1, sort_keys=True, default=str)
+    cut = ""
+    if limit is not None and len(s) > limit:
+        cut = f"\n… ({len(s) - limit} more characters in the raw JSON)"
+        s = s[:limit]
+    return f"<pre>{escape(s + cut)}</pre>"
+
+
+def _trajectory(traj: dict[str, Any] | None) -> str:
+    if not traj:
+        return "<p>No ATIF trajectory recorded for this attempt.</p>"
+    parts = [f"<p>{escape(str(traj.get('schema_version', '')))} · session {escape(str(traj.get('session_id', '')))}"
+             f" · {len(traj.get('steps') or [])} steps</p>"]
+    if traj.get("notes"):
+        parts.append(f"<p><b>notes:</b> {escape(str(traj['notes']))}</p>")
+    for step in traj.get("steps") or []:
+        source = str(step.get("source", ""))
+        head = f"#{step.get('step_id')} {escape(source)}"
+        if step.get("model_name"):
+            head += f" · {escape(str(step['model_name']))}"
+        metrics = step.get("metrics") or {}
+        if metrics:
+            head += (f" · prompt {metrics.get('prompt_tokens', 0)}, completion {metrics.get('completion_tokens', 0)},"
+                     f" cached {metrics.get('cached_tokens', 0)}")
+        body = [f"<div><b>{head}</b></div>"]
+        if step.get("message"):
+            body.append(_pre(step["message"], OUTPUT_CHARS))
+        if step.get("reasoning_content"):
+            body.append(f"<details><summary>reasoning</summary>{_pre(step['reasoning_content'], OUTPUT_CHARS)}</details>")
+        for call in step.get("tool_calls") or []:
+            body.append(f"<div>→ <code>{escape(str(call.get('function_name')))}</code> "
+                        f"{_pre(call.get('arguments'))}</div>")
+        for res in (step.get("observation") or {}).get("results") or []:
+            content = res.get("content") or ""
+            if content:
+                body.append(f"<details><summary>observation ({len(str(content))} chars)</summary>"
+                            f"{_pre(content, OUTPUT_CHARS)}</details>")
+        extra = step.get("extra") or {}
+        if extra.get("event"):
+            body.append(_pre(extra["event"], 2000))
+        parts.append(f'<div class="step {escape(source)}">{"".join(body)}</div>')
+    final = traj.get("final_metrics")
+    if final:
+        parts.append(f"<h4>final metrics</h4>{_pre(final)}")
+    return "".join(parts)
+
+
+def _tool_calls(calls: list[dict[str, Any]] | None) -> str:
+    if calls is None:
+        return "<p>No tool calls recorded.</p>"
+    rows = ["<table><tr><th>#</th><th>tool</th><th>arguments</th><th>tokens</th><th>error</th><th>output</th></tr>"]
+    for c in calls:
+        rows.append(
+            f"<tr><td>{escape(str(c.get('index')))}</td><td>{escape(str(c.get('name')))}</td>"
+            f"<td>{_pre(c.get('args') or {})}</td><td>{escape(str(c.get('tokens', '')))}</td>"
+            f"<td>{escape(str(c.get('error') or ''))}</td>"
+            f"<td><details><summary>{len(str(c.get('output') or ''))} chars</summary>"
+            f"{_pre(c.get('output') or '', OUTPUT_CHARS)}</details></td></tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def _verdicts(verdicts: dict[str, Any] | None) -> str:
+    if not verdicts:
+        return "<p>No verdicts recorded (the attempt did not reach the oracle).</p>"
+    parts = []
+    d = verdicts.get("diagnosis")
+    if d:
+        rule = d.get("pass_rule")
+        parts.append(f"<p>diagnosis {_verdict(d.get('passed'))} · judge {escape(str(d.get('judge')))}"
+                     f"{' (offline)' if d.get('offline') else ''} · composite {escape(str(d.get('composite')))}"
+                     f" · threshold {escape(str(d.get('threshold')))} · pass rule "
+                     f"{escape(json.dumps(rule) if rule is not None else 'not recorded')}</p>")
+        answers = d.get("answers") or []
+        if answers:
+            parts.append("<table><tr><th>id</th><th>question</th><th>answer</th><th>judge's quoted evidence</th></tr>")
+            for a in answers:
+                parts.append(f"<tr><td>{escape(str(a.get('id')))}</td><td>{escape(str(a.get('question')))}</td>"
+                             f"<td>{_verdict(a.get('answer'))}</td><td>{escape(str(a.get('evidence') or ''))}</td></tr>")
+            parts.append("</table>")
+    m = verdicts.get("mitigation")
+    if m:
+        parts.append(f"<p>mitigation {_verdict(m.get('passed'))} · {escape(str(m.get('detail', '')))}</p>")
+        checks = m.get("checks") or {}
+        if checks:
+            parts.append("<table><tr><th>check</th><th>held</th></tr>"
+                         + "".join(f"<tr><td>{escape(str(k))}</td><td>{_verdict(v)}</td></tr>"
+                                   for k, v in sorted(checks.items())) + "</table>")
+    return "".join(parts)
+
+
+def _snapshot(snap: Any) -> str:
+    if snap is None:
+        return "<p>No cluster snapshot recorded.</p>"
+    if isinstance(snap, dict) and "error" in snap and len(snap) == 1:
+        return f"<p>The snapshot failed: {escape(str(snap['error']))}</p>"
+    if not isinstance(snap, dict):
+        return _pre(snap, OUTPUT_CHARS)
+    rows = []
+    for kind, objs in sorted(snap.items()):
+        items = objs.get("items", objs) if isinstance(objs, dict) else objs
+        names = []
+        if isinstance(items, list):
+            for o in items[:60]:
+                meta = o.get("metadata", {}) if isinstance(o, dict) else {}
+                status = o.get("status", {}) if isinstance(o, dict) else {}
+                phase = status.get("phase") or (f"ready {status.get('readyReplicas', 0)}/{status.get('replicas', 0)}"
+                                                if "replicas" in status else "")
+                names.append(f"{meta.get('name', '?')}{f' ({phase})' if phase else ''}")
+        count = len(items) if isinstance(items, list) else "?"
+        rows.append(f"<tr><td>{escape(kind)}</td><td>{count}</td><td>{escape(', '.join(names))}</td></tr>")
+    return "<table><tr><th>kind</th><th>objects</th><th>names (status)</th></tr>" + "".join(rows) + "</table>"
+
+
+def trial_page_name(trial_id: str) -> str:
+    return f"trials/{trial_id}.html"
+
+
+def write_trial_page(out_dir: Path, trial: dict[str, Any], reader: ArtifactReader) -> Path:
+    """Render one trial (every attempt) into out_dir/trials/<id>.html; returns the path."""
+    page = out_dir / trial_page_name(trial["id"])
+    page.parent.mkdir(parents=True, exist_ok=True)
+    head = (f"<h1>{escape(trial['key'])}</h1><p>state <b>{escape(str(trial['state']))}</b> · diagnosis "
+            f"{_verdict(trial['diagnosis_passed'])} · mitigation {_verdict(trial['mitigation_passed'])} · E2E "
+            f"{_verdict(trial['e2e_passed'])} · tokens in/out {trial['tokens_in']}/{trial['tokens_out']} · cost "
+            f"{escape(str(trial['cost_usd']))} · end {escape(str(trial['end_reason']))}</p>"
+            '<p><a href="../index.html">back to the report</a></p>')
+    sections = []
+    for a in trial["attempts"]:
+        uri = a.get("artifacts_uri")
+        title = (f"attempt {a['token']} · {escape(str(a['state']))} · worker {escape(str(a['worker']))}"
+                 + (f" · infrastructure error in {escape(str(a['error_phase']))}" if a.get("error_phase") else ""))
+        if not uri:
+            sections.append(f"<h2>{title}</h2><p>No artifacts recorded.</p>")
+            continue
+        links = _raw_links(out_dir, trial["id"], a["token"], uri, reader)
+        diag = reader.read(uri, "diagnosis")
+        body = [f"<h2>{title}</h2><p>artifacts: {escape(uri)}</p><p>raw JSON: {links}</p>"]
+        if a.get("error"):
+            body.append(f"<p><b>error:</b> {escape(str(a['error']))}</p>")
+        body.append("<h3>Diagnosis submitted</h3>" + (_pre(diag.get("text") or "(none)") if diag else
+                                                     "<p>not recorded</p>"))
+        verdicts = reader.read(uri, "verdicts")
+        rule = ((verdicts or {}).get("diagnosis") or {}).get("pass_rule")
+        if rule is not None:
+            reader.pass_rules[json.dumps(rule, sort_keys=True) if not isinstance(rule, str) else rule] += 1
+        body.append("<h3>Verdicts</h3>" + _verdicts(verdicts))
+        body.append("<h3>Trajectory (ATIF)</h3>" + _trajectory(reader.read(uri, "trajectory.atif")))
+        body.append("<h3>Tool calls (as the interface recorded them)</h3>" + _tool_calls(reader.read(uri, "tool_calls")))
+        body.append("<h3>Cluster snapshot</h3>" + _snapshot(reader.read(uri, "cluster_snapshot")))
+        sections.append("".join(body))
+    if not trial["attempts"]:
+        sections.append("<p>This trial never started (no attempt).</p>")
+    page.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(trial['key'])}</title>"
+                    f"<style>{STYLE}</style></head><body>{head}{''.join(sections)}</body></html>")
+    return page
+
+
+def _raw_links(out_dir: Path, trial_id: str, token: int, uri: str, reader: ArtifactReader) -> str:
+    links = []
+    for name in ARTIFACTS:
+        if uri.startswith("file://"):
+            path = Path(uri.removeprefix("file://")) / f"{name}.json"
+            if path.is_file():
+                links.append(f'<a href="{escape(path.as_uri())}">{escape(name)}</a>')
+        else:
+            data = reader.raw(uri, name)
+            if data is not None:
+                rel = f"{trial_id}/attempt-{token}/{name}.json"
+                dest = out_dir / "trials" / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(data)
+                links.append(f'<a href="{escape(rel)}">{escape(name)}</a>')
+    return " · ".join(links) or "none found"
