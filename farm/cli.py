@@ -126,15 +126,36 @@ def worker(
     except ConfigurationError as exc:
         _fail(str(exc))
     wname = name or f"{kind}-{cname}-{socket.gethostname()}-{os.getpid()}".replace(":", "-")
+    _schema_or_exit()
+    nodename = f"{wname}@{socket.gethostname()}"
     os.environ["FARM_WORKER_NAME"] = wname
     os.environ["FARM_WORKER_CLUSTER"] = cluster
+    os.environ["FARM_WORKER_NODENAME"] = nodename
     from tasks import app as celery_app
-    from tasks.config import SHARED_QUEUE, worker_queue
+    from tasks.config import worker_queue
 
+    # Only its own queue at first: the worker process subscribes this node to the shared claim
+    # queue once its cluster is open (farm.serving), so a worker without one takes no claim.
     celery_app.worker_main([
-        "worker", "-Q", f"{SHARED_QUEUE},{worker_queue(wname)}", "-c", "1", "--pool", "prefork",
-        "-O", "fair", "-n", f"{wname}@%h", "--loglevel", loglevel, "-E",
+        "worker", "-Q", worker_queue(wname), "-c", "1", "--pool", "prefork",
+        "-O", "fair", "-n", nodename, "--loglevel", loglevel, "-E",
     ])
+
+
+def _schema_or_exit() -> None:
+    """Create or upgrade the schema once, before any worker process forks; a database that a
+    newer farm upgraded, or none reachable, stops the worker here with the reason."""
+    from results.db import SchemaTooNew, default_url, engine_for, redact_url
+
+    url = default_url()
+    try:
+        engine = engine_for(url)
+    except SchemaTooNew as exc:
+        _fail(str(exc), 1)
+    except Exception as exc:  # sqlalchemy's connection errors: say which database
+        _fail(f"cannot open the farm database {redact_url(url)}: {exc}", 1)
+    engine.dispose()  # no pooled connection crosses the fork into the worker process
+    engine_for.cache_clear()
 
 
 @sweep_app.command("submit")
