@@ -187,8 +187,11 @@ def sweep_submit(spec: Annotated[Path, typer.Argument(help="Sweep spec (YAML).")
 
 
 @sweep_app.command("status")
-def sweep_status(sweep_id: str, json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Counts of trials per state, infrastructure errors and events, cost against the cap."""
+def sweep_status(sweep_id: str, json_out: Annotated[bool, typer.Option("--json")] = False,
+                 queued_long_s: Annotated[float, typer.Option(help="A trial queued longer than this is reported.")] = 300.0,
+                 ) -> None:
+    """Counts of trials per state, trials queued for long and why, infrastructure errors and
+    events, cost against the cap."""
     import json
 
     from farm import dispatcher
@@ -201,11 +204,17 @@ def sweep_status(sweep_id: str, json_out: Annotated[bool, typer.Option("--json")
         infra = dispatcher.infra_summary(engine, sweep_id)
     except KeyError:
         _fail(f"no sweep '{sweep_id}'")
+    waiting = ledger.long_queued(engine, sweep_id, queued_long_s)
     if json_out:
-        console.print_json(json.dumps({"sweep": sweep_id, "trials": counts, **infra}))
+        console.print_json(json.dumps({"sweep": sweep_id, "trials": counts, **infra, "queued_long": {
+            "count": waiting.count, "oldest_s": waiting.oldest_s, "never_published": waiting.never_published,
+            "republished": waiting.republished, "healthy_workers": waiting.healthy_workers,
+            "why": waiting.why() if waiting.count else None}}))
         return
     total = sum(counts.values())
     console.print(f"sweep {sweep_id}: {total} trials — " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+    if waiting.count:
+        console.print(f"queued for long: {waiting.count} trial(s), the oldest {waiting.oldest_s:.0f} s: {waiting.why()}")
     if infra["infra_errors"]:
         console.print("infrastructure errors (attempts retried or given up): "
                       + ", ".join(f"{phase} {n}" for phase, n in sorted(infra["infra_errors"].items())))

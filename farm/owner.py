@@ -28,6 +28,13 @@ HEALTH_EVERY = 8  # heartbeats between two cluster health probes
 REPLACE_EVERY_S = 60.0
 
 
+def republish_after_s(lease_s: float) -> float:
+    """How long a trial may stay queued with no claim acted on before the reaper re-sends its
+    claim (FARM_REPUBLISH_S): a lost message costs this much; a re-send that was not needed costs
+    one duplicate message, which the lease turns away."""
+    return float(os.environ.get("FARM_REPUBLISH_S", str(4 * lease_s)))
+
+
 class ClusterOwner:
     def __init__(self, name: str, cluster_ref: str, engine: Engine, store: ArtifactStore,
                  lease_s: float = ledger.DEFAULT_LEASE_S, cluster_options: dict[str, Any] | None = None,
@@ -225,7 +232,7 @@ class ClusterOwner:
                     if requeued:
                         log.warning("requeued %d trial(s) of lost workers: %s", len(requeued), requeued)
                     if self.on_requeue:
-                        stale = ledger.stale_queued(self.engine, older_than_s=4 * self.lease_s)
+                        stale = ledger.stale_queued(self.engine, older_than_s=republish_after_s(self.lease_s))
                         if stale:
                             log.warning("re-sending claims of %d trial(s) queued too long", len(stale))
                         if requeued or stale:
