@@ -111,7 +111,7 @@ class Serving:
             self.subscribed = want
             log.info("%s %s %s", self.owner.name, "serves" if want else "stopped serving", self.queue)
 
-    def hand_back(self, run: Any, why: str, reset: bool = True) -> None:
+    def hand_back(self, run: Any, why: str, reset: bool = True, retry_s: float = 0.0) -> None:
         """Release the attempt's trial to the queue at once and re-send its claim; then reset the
         cluster and free the worker. The next message of the old chain, should it come, finds no
         live run and does nothing."""
@@ -123,11 +123,19 @@ class Serving:
             run._save_artifacts(snapshot=False)
         except Exception as exc:  # what its checkpoints saved stays
             log.warning("artifact save failed for a handed-back attempt: %s", exc)
-        try:
-            if ledger.release(owner.engine, run.claim, why):
-                self.resend([run.spec.trial_id])
-        except Exception as exc:  # the database or broker is down: the lease lapses and the reaper requeues
-            log.warning("could not hand %s back now (%s); its lease will lapse", run.spec.key, exc)
+        deadline = time.monotonic() + retry_s
+        while True:
+            try:
+                if ledger.release(owner.engine, run.claim, why):
+                    self.resend([run.spec.trial_id])
+                break
+            except Exception as exc:  # the database or broker is down
+                if time.monotonic() < deadline:
+                    time.sleep(1.0)
+                    continue
+                # The lease lapses without heartbeats and the reaper requeues the trial.
+                log.warning("could not hand %s back (%s); its lease will lapse", run.spec.key, exc)
+                break
         if reset:
             owner.finish(run)
         else:

@@ -123,8 +123,17 @@ def _step(ref: dict[str, Any], method: str) -> dict[str, Any]:
 
 
 def _run_step(run: Any, ref: dict[str, Any], method: str) -> dict[str, Any]:
+    from sqlalchemy.exc import DBAPIError
+
     try:
         getattr(run, method)()
+    except DBAPIError as exc:
+        # The farm's own database failed (restarting, unreachable), not the cluster: no
+        # infrastructure retry is counted; the trial goes back to the queue once it answers.
+        if SERVING is None:
+            raise
+        SERVING.hand_back(run, f"the farm database failed during {method}: {type(exc).__name__}", retry_s=30)
+        raise Ignore() from None
     except LeaseLost as exc:
         run.abandon(str(exc))
         _finish(run)
