@@ -133,6 +133,16 @@ class Farm:
             time.sleep(0.5)
         return time.time() - t0
 
+    def wait_workers(self, names: list[str], timeout: float) -> float:
+        """Wait until every named worker serves the shared queue (it says so in its log)."""
+        t0 = time.time()
+        while time.time() - t0 < timeout:
+            if all(self.log(n).exists() and "serves farm.trials" in self.log(n).read_text(errors="replace")
+                   for n in names):
+                return time.time() - t0
+            time.sleep(0.3)
+        raise AssertionError(f"workers {names} not serving after {timeout:.0f} s")
+
     def stop_all(self, sig: int | None = None) -> None:
         import signal as _signal
 
@@ -212,3 +222,13 @@ def audit(farm: Farm, sweep: str) -> Audit:
         attempts=len(attempts),
         attempts_lost=sum(1 for a in attempts if a.state == AttemptState.LOST),
     )
+
+
+def wait_spools(farm: Farm, timeout: float) -> bool:
+    """Wait until the workers' spools hold nothing (every artifact uploaded)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not any((farm.folder / "spool").rglob("*.spooled")):
+            return True
+        time.sleep(0.5)
+    return False
