@@ -145,15 +145,25 @@ def worker(
 def _schema_or_exit() -> None:
     """Create or upgrade the schema once, before any worker process forks; a database that a
     newer farm upgraded, or none reachable, stops the worker here with the reason."""
+    import time
+
     from results.db import SchemaTooNew, default_url, engine_for, redact_url
 
     url = default_url()
-    try:
-        engine = engine_for(url)
-    except SchemaTooNew as exc:
-        _fail(str(exc), 1)
-    except Exception as exc:  # sqlalchemy's connection errors: say which database
-        _fail(f"cannot open the farm database {redact_url(url)}: {exc}", 1)
+    # A database still starting (or restarting) is waited for a while, with backoff.
+    deadline, pause = time.monotonic() + float(os.environ.get("FARM_DB_WAIT_S", "60")), 1.0
+    while True:
+        try:
+            engine = engine_for(url)
+            break
+        except SchemaTooNew as exc:
+            _fail(str(exc), 1)
+        except Exception as exc:  # sqlalchemy's connection errors: say which database
+            if time.monotonic() >= deadline:
+                _fail(f"cannot open the farm database {redact_url(url)}: {exc}", 1)
+            err.print(f"waiting for the farm database {redact_url(url)}: {type(exc).__name__}")
+            time.sleep(pause)
+            pause = min(10.0, pause * 2)
     engine.dispose()  # no pooled connection crosses the fork into the worker process
     engine_for.cache_clear()
 
