@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-def _schedule(farm, redis, pg, s3, base_s: float, s3_down: float, log: Callable[[str], None]):
+def _schedule(farm, redis, pg, s3, s3_down: float, log: Callable[[str], None]):
     """(fraction of the undisturbed wall time, what happens) in order; one worker at a time."""
 
     def kill(name: str, sig: int) -> Callable[[], None]:
@@ -85,7 +85,7 @@ def _run(label: str, services, args, base_s: float | None, folder: Path):
     def log(msg: str) -> None:
         print(f"  [{label} +{time.time() - started:5.1f} s] {msg}", flush=True)
 
-    events = _schedule(farm, redis, pg, s3, base_s or 0, args.s3_down, log) if base_s else []
+    events = _schedule(farm, redis, pg, s3, args.s3_down, log) if base_s else []
 
     def tick(elapsed: float) -> None:
         while events and elapsed >= events[0][0] * (base_s or 0):
