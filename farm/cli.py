@@ -138,15 +138,46 @@ def worker(
     except ConfigurationError as exc:
         _fail(str(exc))
     wname = name or f"{kind}-{cname}-{socket.gethostname()}-{os.getpid()}".replace(":", "-")
+    _schema_or_exit()
+    nodename = f"{wname}@{socket.gethostname()}"
     os.environ["FARM_WORKER_NAME"] = wname
     os.environ["FARM_WORKER_CLUSTER"] = cluster
+    os.environ["FARM_WORKER_NODENAME"] = nodename
     from tasks import app as celery_app
-    from tasks.config import SHARED_QUEUE, worker_queue
+    from tasks.config import worker_queue
 
+    # Only its own queue at first: the worker process subscribes this node to the shared claim
+    # queue once its cluster is open (farm.serving), so a worker without one takes no claim.
     celery_app.worker_main([
-        "worker", "-Q", f"{SHARED_QUEUE},{worker_queue(wname)}", "-c", "1", "--pool", "prefork",
-        "-O", "fair", "-n", f"{wname}@%h", "--loglevel", loglevel, "-E",
+        "worker", "-Q", worker_queue(wname), "-c", "1", "--pool", "prefork",
+        "-O", "fair", "-n", nodename, "--loglevel", loglevel, "-E",
     ])
+
+
+def _schema_or_exit() -> None:
+    """Create or upgrade the schema once, before any worker process forks; a database that a
+    newer farm upgraded, or none reachable, stops the worker here with the reason."""
+    import time
+
+    from results.db import SchemaTooNew, default_url, engine_for, redact_url
+
+    url = default_url()
+    # A database still starting (or restarting) is waited for a while, with backoff.
+    deadline, pause = time.monotonic() + float(os.environ.get("FARM_DB_WAIT_S", "60")), 1.0
+    while True:
+        try:
+            engine = engine_for(url)
+            break
+        except SchemaTooNew as exc:
+            _fail(str(exc), 1)
+        except Exception as exc:  # sqlalchemy's connection errors: say which database
+            if time.monotonic() >= deadline:
+                _fail(f"cannot open the farm database {redact_url(url)}: {exc}", 1)
+            err.print(f"waiting for the farm database {redact_url(url)}: {type(exc).__name__}")
+            time.sleep(pause)
+            pause = min(10.0, pause * 2)
+    engine.dispose()  # no pooled connection crosses the fork into the worker process
+    engine_for.cache_clear()
 
 
 @sweep_app.command("submit")
@@ -180,11 +211,13 @@ def sweep_submit(spec: Annotated[Path, typer.Argument(help="Sweep spec (YAML).")
 @sweep_app.command("status")
 def sweep_status(
     sweep_id: str, json_out: Annotated[bool, typer.Option("--json")] = False,
+    queued_long_s: Annotated[float, typer.Option(help="A trial queued longer than this is reported.")] = 300.0,
     watch: Annotated[bool, typer.Option("--watch", help="Refresh counts, rates so far, cost and ETA until the "
                                                        "sweep is finished.")] = False,
     interval: Annotated[float, typer.Option("--interval", min=0.2, help="Seconds between refreshes.")] = 5.0,
 ) -> None:
-    """Counts of trials per state, infrastructure errors and events, cost against the cap."""
+    """Counts of trials per state, trials queued for long and why, infrastructure errors and
+    events, cost against the cap."""
     import json
 
     if watch:
@@ -200,11 +233,17 @@ def sweep_status(
         infra = dispatcher.infra_summary(engine, sweep_id)
     except KeyError:
         _fail(f"no sweep '{sweep_id}'")
+    waiting = ledger.long_queued(engine, sweep_id, queued_long_s)
     if json_out:
-        console.print_json(json.dumps({"sweep": sweep_id, "trials": counts, **infra}))
+        console.print_json(json.dumps({"sweep": sweep_id, "trials": counts, **infra, "queued_long": {
+            "count": waiting.count, "oldest_s": waiting.oldest_s, "never_published": waiting.never_published,
+            "republished": waiting.republished, "healthy_workers": waiting.healthy_workers,
+            "why": waiting.why() if waiting.count else None}}))
         return
     total = sum(counts.values())
     console.print(f"sweep {sweep_id}: {total} trials — " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+    if waiting.count:
+        console.print(f"queued for long: {waiting.count} trial(s), the oldest {waiting.oldest_s:.0f} s: {waiting.why()}")
     if infra["infra_errors"]:
         console.print("infrastructure errors (attempts retried or given up): "
                       + ", ".join(f"{phase} {n}" for phase, n in sorted(infra["infra_errors"].items())))

@@ -5,12 +5,13 @@ lease, records the worker's health, and reaps trials whose worker was lost."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -25,6 +26,13 @@ HEALTH_EVERY = 8  # heartbeats between two cluster health probes
 # Seconds between two attempts to replace a cluster that could not be replaced: opening a real
 # cluster can take minutes, and a claim that cannot run is handed back meanwhile.
 REPLACE_EVERY_S = 60.0
+
+
+def republish_after_s(lease_s: float) -> float:
+    """How long a trial may stay queued with no claim acted on before the reaper re-sends its
+    claim (FARM_REPUBLISH_S): a lost message costs this much; a re-send that was not needed costs
+    one duplicate message, which the lease turns away."""
+    return float(os.environ.get("FARM_REPUBLISH_S", str(4 * lease_s)))
 
 
 class ClusterOwner:
@@ -43,6 +51,11 @@ class ClusterOwner:
         # Why the worker has no usable cluster (a reset failed and no replacement opened), or None.
         self.broken: str | None = None
         self._last_replace = 0.0
+        # The last health probe's verdict, and when the attempt in progress last moved: a step
+        # began or ended (farm.serving hands back a chain that stopped moving).
+        self.healthy, self.health_detail = True, ""
+        self.progress_at = time.monotonic()
+        self.steps_running = 0
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -148,6 +161,35 @@ class ClusterOwner:
     def begin(self, run: Any) -> None:
         with self._lock:
             self.current = run
+            self.progress_at = time.monotonic()
+
+    @contextlib.contextmanager
+    def in_step(self) -> Iterator[None]:
+        """Around one step of the chain: while a step runs, the attempt is moving."""
+        with self._lock:
+            self.steps_running += 1
+            self.progress_at = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.steps_running -= 1
+                self.progress_at = time.monotonic()
+
+    def stalled_for(self) -> float:
+        """Seconds the attempt in progress has waited for its next step (0 while a step runs)."""
+        with self._lock:
+            if self.current is None or self.steps_running:
+                return 0.0
+            return time.monotonic() - self.progress_at
+
+    def report_unhealthy(self, detail: str) -> None:
+        """A worker without a cluster says so in its row (`farm cluster list`), registered or not."""
+        try:
+            ledger.register_worker(self.engine, self.name, self.cluster_ref, socket.gethostname(), os.getpid())
+            ledger.worker_heartbeat(self.engine, self.name, "opening", None, healthy=False, detail=detail)
+        except Exception as exc:  # the database may be what is down
+            log.warning("could not report %s unhealthy: %s", self.name, exc)
 
     def end(self) -> None:
         with self._lock:
@@ -182,6 +224,7 @@ class ClusterOwner:
                 # probe can take its whole timeout, and the lease must not lapse behind it.
                 if (ticks - 1) % self.health_every == 0:
                     healthy, detail = self._check_health()
+                    self.healthy, self.health_detail = healthy, detail
                 ledger.worker_heartbeat(self.engine, self.name, "busy" if run else "idle",
                                         run.spec.trial_id if run else None, healthy, detail)
                 if self.reap_enabled and ticks % 2 == 0:
@@ -189,7 +232,7 @@ class ClusterOwner:
                     if requeued:
                         log.warning("requeued %d trial(s) of lost workers: %s", len(requeued), requeued)
                     if self.on_requeue:
-                        stale = ledger.stale_queued(self.engine, older_than_s=4 * self.lease_s)
+                        stale = ledger.stale_queued(self.engine, older_than_s=republish_after_s(self.lease_s))
                         if stale:
                             log.warning("re-sending claims of %d trial(s) queued too long", len(stale))
                         if requeued or stale:

@@ -336,9 +336,11 @@ def reap(engine: Engine, now: float | None = None) -> list[str]:
 
 def stale_queued(engine: Engine, older_than_s: float, limit: int = 500) -> list[str]:
     """Queued trials whose claim message has not been acted on for `older_than_s`: the message
-    may sit unacknowledged with a dead worker until the broker's visibility timeout. Each one
-    returned is stamped as queued now, so a caller re-sends its claim once per period; a
-    duplicate claim is harmless. The ledger, not the broker, decides what still has to run."""
+    may sit unacknowledged with a dead worker until the broker's visibility timeout, or be gone
+    (a worker that could not run it dropped it, a broker flushed or restarted without its data).
+    Each one returned is stamped as queued now, so a caller re-sends its claim once per period; a
+    duplicate claim is harmless (the lease takes one). The ledger, not the broker, decides what
+    still has to run."""
     now = time.time()
     with Session(engine) as session:
         ids = session.execute(
@@ -350,6 +352,74 @@ def stale_queued(engine: Engine, older_than_s: float, limit: int = 500) -> list[
                             .values(queued_at=now))
             session.commit()
     return list(ids)
+
+
+def note_published(engine: Engine, trial_ids: list[str]) -> None:
+    """Stamp trials whose claim message was just sent: when, and how many messages so far."""
+    now = time.time()
+    with Session(engine) as session:
+        for i in range(0, len(trial_ids), 500):
+            session.execute(update(Trial).where(Trial.id.in_(trial_ids[i : i + 500]))
+                            .values(published_at=now, publishes=func.coalesce(Trial.publishes, 0) + 1))
+        session.commit()
+
+
+@dataclass(frozen=True)
+class LongQueued:
+    """Trials of a sweep queued for longer than a threshold, and what the farm knows of why."""
+
+    count: int
+    oldest_s: float
+    never_published: int  # no claim message was ever sent (submitted without a broker)
+    republished: int  # the reaper re-sent their claim at least once (a message was lost)
+    healthy_workers: int  # workers with a fresh heartbeat and a healthy cluster
+
+    def why(self) -> str:
+        if self.never_published:
+            return f"{self.never_published} never sent to the broker (resubmit the sweep)"
+        if self.healthy_workers == 0:
+            return "no healthy worker is serving (see `farm cluster list`)"
+        if self.republished:
+            return (f"{self.republished} had a claim message lost and re-sent by the reaper; "
+                    f"{self.healthy_workers} healthy worker(s) serving")
+        return f"waiting their turn on {self.healthy_workers} healthy worker(s)"
+
+
+def long_queued(engine: Engine, sweep_id: str, older_than_s: float, stale_worker_s: float = 180.0) -> LongQueued:
+    now = time.time()
+    with Session(engine) as session:
+        rows = session.execute(
+            select(Trial.queued_at, Trial.published_at, Trial.publishes)
+            .where(Trial.sweep_id == sweep_id, Trial.state == TrialState.QUEUED)
+        ).all()
+        healthy = session.execute(
+            select(func.count()).select_from(Worker).where(
+                Worker.state != "stopped", Worker.cluster_healthy.is_(True), Worker.heartbeat_at > now - stale_worker_s)
+        ).scalar_one()
+    # The reaper stamps queued_at at each re-send, so a re-sent trial counts as long queued by
+    # its re-sends: the reaper only re-sends a trial that waited past its own threshold.
+    old = [(q, n or 0) for q, _, n in rows if (n or 0) > 1 or (q is not None and now - q > older_than_s)]
+    oldest = max((now - q for q, _ in old if q is not None), default=0.0)
+    return LongQueued(count=len(old), oldest_s=round(oldest, 1),
+                      never_published=sum(1 for _, n in old if n == 0),
+                      republished=sum(1 for _, n in old if n > 1), healthy_workers=int(healthy))
+
+
+def release(engine: Engine, c: Claim, why: str) -> bool:
+    """Hand a held trial back to the queue at once (a worker stopping, a chain whose next message
+    never came): its attempt is closed as lost, keeping what it saved, and no infrastructure retry
+    is counted. False when the attempt no longer held the lease."""
+    now = time.time()
+    with Session(engine) as session:
+        res = session.execute(
+            update(Trial).where(Trial.id == c.trial_id, Trial.current_attempt == c.token,
+                                Trial.state == TrialState.RUNNING)
+            .values(state=TrialState.QUEUED, lease_owner=None, lease_expires_at=None, queued_at=now)
+        )
+        session.execute(update(Attempt).where(Attempt.id == c.attempt_id, Attempt.state == AttemptState.RUNNING)
+                        .values(state=AttemptState.LOST, ended_at=now, error=scrub(why)[:4000]))
+        session.commit()
+        return res.rowcount == 1
 
 
 def infra_event(engine: Engine, kind: str, worker: str, cluster: str, detail: str = "",

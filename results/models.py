@@ -38,6 +38,10 @@ class Trial(SQLModel, table=True):
     lease_expires_at: float | None = Field(default=None, index=True)
     infra_attempts: int = 0
     queued_at: float | None = None
+    # When a claim message for this trial was last sent to the broker, and how many were sent:
+    # the reaper re-sends one for a trial left queued with no message acted on.
+    published_at: float | None = None
+    publishes: int | None = None
     finished_at: float | None = None
     # The final result, copied from the recording attempt so leaderboards scan one table.
     final_attempt: int | None = None

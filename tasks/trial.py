@@ -6,6 +6,12 @@ sends `deploy → inject → agent_session → oracle → record` to the queue o
 step touches its own cluster. A worker already busy with a trial hands the claim back to the
 shared queue. A step that finds no live run for its attempt (a restarted worker, a stale
 message) does nothing: the attempt's lease expires and the reaper requeues the trial.
+
+A worker serves only when it can: `farm worker` starts consuming its own queue alone; the worker
+process opens its cluster (retrying with backoff, reported unhealthy meanwhile) and only then
+subscribes its node to the shared queue (farm.serving). A chain whose next message never comes
+(a broker flushed mid-trial, a database that failed a step) is handed back to the queue, and so is
+the trial in progress when the worker is told to stop.
 """
 
 from __future__ import annotations
@@ -40,31 +46,46 @@ def send_claims(trial_ids: list[str], keys: dict[str, str] | None = None, countd
             label = (keys or {}).get(tid, tid)
             claim_trial.apply_async(args=[tid], queue=SHARED_QUEUE, argsrepr=repr(label),
                                     countdown=countdown or None, producer=producer)
+    try:
+        from results import ledger
+
+        ledger.note_published(_engine(), trial_ids)
+    except Exception as exc:  # bookkeeping for `farm sweep status`; the messages are sent
+        log.warning("could not stamp %d published claim(s): %s", len(trial_ids), exc)
+
+
+SERVING: Any = None  # farm.serving.Serving of this worker process
 
 
 @signals.worker_process_init.connect
 def _open_cluster(**_: Any) -> None:
-    """Each worker process owns exactly one cluster, opened when the process starts."""
-    global OWNER
+    """Each worker process owns exactly one cluster. It is opened in the background (worker
+    process init must return within seconds); the shared queue is consumed only once it is open."""
+    global OWNER, SERVING
     name, ref = os.environ.get("FARM_WORKER_NAME"), os.environ.get("FARM_WORKER_CLUSTER")
     if not name or not ref:
         return  # not started by `farm worker` (e.g. Flower importing the app)
     from farm.owner import ClusterOwner
+    from farm.serving import Serving
     from results.artifacts import open_store
 
-    OWNER = ClusterOwner(name, ref, _engine(), open_store(config.artifacts), lease_s=config.lease_s,
+    store = open_store(config.artifacts, spool_for=name)
+    OWNER = ClusterOwner(name, ref, _engine(), store, lease_s=config.lease_s,
                          on_requeue=lambda ids: send_claims(ids))
-    OWNER.open()
-    # Parse the catalog now, not inside the first claim while its lease is ticking.
-    from farm.spec import catalog
-
-    catalog()
+    SERVING = Serving(OWNER, app, SHARED_QUEUE, os.environ.get("FARM_WORKER_NODENAME", ""),
+                      resend=lambda ids: send_claims(ids))
+    SERVING.start()
 
 
 @signals.worker_process_shutdown.connect
 def _close_cluster(**_: Any) -> None:
+    if SERVING is not None:
+        SERVING.stop()  # hands back the trial in progress, if any
     if OWNER is not None:
         OWNER.close()
+    close = getattr(OWNER.store if OWNER is not None else None, "close", None)
+    if close is not None:
+        close()  # a last try at uploading spooled artifacts
 
 
 def _ref(run: Any) -> dict[str, Any]:
@@ -73,7 +94,8 @@ def _ref(run: Any) -> dict[str, Any]:
 
 def _live(ref: dict[str, Any]) -> Any:
     run = OWNER.current if OWNER is not None else None
-    if run is None or run.spec.trial_id != ref["trial_id"] or run.claim.token != ref["token"]:
+    if (run is None or run.spec.trial_id != ref["trial_id"] or run.claim.token != ref["token"]
+            or getattr(run, "handed_back", False)):
         log.warning("no live run for %s attempt %s on this worker; leaving it to the reaper",
                     ref.get("key"), ref.get("token"))
         raise Ignore()
@@ -96,8 +118,22 @@ def _spend(sweep_id: str) -> float:
 
 def _step(ref: dict[str, Any], method: str) -> dict[str, Any]:
     run = _live(ref)
+    with OWNER.in_step():
+        return _run_step(run, ref, method)
+
+
+def _run_step(run: Any, ref: dict[str, Any], method: str) -> dict[str, Any]:
+    from sqlalchemy.exc import DBAPIError
+
     try:
         getattr(run, method)()
+    except DBAPIError as exc:
+        # The farm's own database failed (restarting, unreachable), not the cluster: no
+        # infrastructure retry is counted; the trial goes back to the queue once it answers.
+        if SERVING is None:
+            raise
+        SERVING.hand_back(run, f"the farm database failed during {method}: {type(exc).__name__}", retry_s=30)
+        raise Ignore() from None
     except LeaseLost as exc:
         run.abandon(str(exc))
         _finish(run)
@@ -116,20 +152,29 @@ def _step(ref: dict[str, Any], method: str) -> dict[str, Any]:
 
 @app.task(name="farm.claim_trial", bind=True, max_retries=None)
 def claim_trial(self: Task, trial_id: str) -> str:
+    from sqlalchemy.exc import DBAPIError
+
     from farm.trial import start_run
     from results import ledger
 
     if OWNER is None:
-        raise RuntimeError("this worker owns no cluster; start it with `farm worker --cluster ...`")
+        # Not a farm worker process (nothing subscribes one to this queue): never drop the claim.
+        log.error("a process that owns no cluster took a claim; handing it back")
+        raise self.retry(countdown=RETRY_BUSY_S, queue=SHARED_QUEUE)
     if OWNER.busy:
         # One trial per cluster: hand the claim back for another worker (or for us, later).
         raise self.retry(countdown=RETRY_BUSY_S, queue=SHARED_QUEUE)
-    if not OWNER.ready and not OWNER.try_replace():
-        # Its cluster failed a reset and no replacement opened: never run a trial on it.
-        log.error("worker %s takes no trial: %s", OWNER.name, OWNER.broken)
+    if not OWNER.ready:
+        # Its cluster failed a reset and is being replaced (farm.serving unsubscribes this
+        # worker meanwhile): never run a trial on it, hand the claim back.
+        log.error("worker %s takes no trial: %s", OWNER.name, OWNER.broken or "no cluster yet")
         raise self.retry(countdown=RETRY_BUSY_S, queue=SHARED_QUEUE)
     engine = OWNER.engine
-    claimed = ledger.claim(engine, trial_id, OWNER.name, OWNER.cluster.ref, OWNER.lease_s, spend=_spend)
+    try:
+        claimed = ledger.claim(engine, trial_id, OWNER.name, OWNER.cluster.ref, OWNER.lease_s, spend=_spend)
+    except DBAPIError as exc:  # the database is restarting: the claim waits, it is not dropped
+        log.warning("cannot claim %s now (database): %s", trial_id, exc)
+        raise self.retry(countdown=RETRY_BUSY_S, queue=SHARED_QUEUE) from None
     if claimed is None:
         # Finished, running elsewhere, cancelled or over the sweep's cost cap (then skipped):
         # a duplicate claim is harmless.

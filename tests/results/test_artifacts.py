@@ -35,3 +35,39 @@ def test_bad_artifact_target_is_one_clear_error():
         open_store("s3:///prefix")
     with pytest.raises(ConfigurationError, match="must be s3://bucket/prefix or a folder"):
         open_store("gs://bucket/x")
+
+
+def test_spooled_store_keeps_every_document_through_an_s3_outage(tmp_path, monkeypatch):
+    """The endpoint goes down: documents land in the worker's spool under their final URI and read
+    back from it; a newer version written after S3 returned is never overwritten by the spooled
+    older one; the uploader sends the rest once it is back."""
+    from results.artifacts import SpooledS3Store
+    from tests.reliability.services import MotoS3
+
+    s3 = MotoS3().start()
+    for var, value in {"AWS_ENDPOINT_URL": s3.endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                       "FARM_SPOOL_DIR": str(tmp_path / "spool")}.items():
+        monkeypatch.setenv(var, value)
+    try:
+        store = open_store("s3://farm-spool-test/runs", spool_for="w1")
+        assert isinstance(store, SpooledS3Store) and store.folder == (tmp_path / "spool" / "w1").resolve()
+        store.s3.ensure_bucket()
+        s3.stop()
+        old = store.put_json("sw/t1/attempt-1/verdicts.json", {"v": "old"})
+        kept = store.put_json("sw/t1/attempt-1/attempt.json", {"phase": "record"})
+        assert old == "s3://farm-spool-test/runs/sw/t1/attempt-1/verdicts.json"
+        assert store.pending() == ["sw/t1/attempt-1/attempt.json", "sw/t1/attempt-1/verdicts.json"]
+        assert store.get_json(kept) == {"phase": "record"}  # read back from the spool
+        s3.start()
+        store._down_until = 0.0  # S3 is back: the next write goes straight to it
+        store.put_json("sw/t1/attempt-1/verdicts.json", {"v": "new"})
+        assert store.pending() == ["sw/t1/attempt-1/attempt.json"]
+        assert store.close() == 0
+        client = boto3.client("s3")
+        body = lambda key: client.get_object(Bucket="farm-spool-test", Key=f"runs/sw/t1/attempt-1/{key}")["Body"].read()  # noqa: E731
+        assert b'"new"' in body("verdicts.json") and b'"record"' in body("attempt.json")
+        assert store.pending() == []
+    finally:
+        if s3.server is not None:
+            s3.stop()

@@ -49,3 +49,20 @@ def test_an_old_database_gains_the_new_columns_and_stays_readable(db_url: str) -
 
     assert add_missing_columns(engine_for(db_url)) == []
     engine_for(db_url).dispose()
+
+
+def test_a_database_without_a_version_is_upgraded_and_stamped(db_url: str) -> None:
+    from results.db import SCHEMA_VERSION, schema_version
+
+    old = sa.create_engine(db_url)
+    SQLModel.metadata.create_all(old)  # as a farm before versions were recorded made it
+    with old.begin() as conn:
+        conn.exec_driver_sql('ALTER TABLE "trial" DROP COLUMN "published_at"')
+    assert schema_version(old) is None
+    old.dispose()
+    engine_for.cache_clear()
+    engine = engine_for(db_url)
+    assert schema_version(engine) == SCHEMA_VERSION
+    assert "published_at" in {c["name"] for c in sa.inspect(engine).get_columns("trial")}
+    engine.dispose()
+    engine_for.cache_clear()

@@ -5,7 +5,8 @@
   fails its first N times in this process; a kind without a count always fails):
   `deploy` refuses creating Deployments, `inject` refuses changing Services (the fault of
   hr-frontend-service-targetport-wrong), `reset` makes the reset fail, `reopen` makes opening a
-  replacement cluster fail (the first cluster of a process always opens);
+  replacement cluster fail (the first cluster of a process always opens), `open` makes any
+  opening fail, the first included (a worker that cannot get a cluster);
 - agent `probe`: makes model calls (through the farm's LLM client, on a scripted server named by
   its `api_base` option) and MCP tool calls for `rounds` rounds, then returns, raises or hangs
   (`end` option), so tests can see what a session produced whatever ended it.
@@ -113,6 +114,8 @@ class FaultyProvider(ClusterProvider):
         with _lock:
             _opened += 1
             first = _opened == 1
+        if _take("open"):
+            raise ClusterUnavailable(f"test cluster {name}: it does not open (fault plan)")
         if not first and _take("reopen"):
             raise ClusterUnavailable(f"test cluster {name}: no replacement opens (fault plan)")
         handle = SimProvider().open(name, **options)

@@ -107,3 +107,37 @@ def test_reading_finds_the_database_farm_run_wrote(tmp_path, monkeypatch):
     assert (tmp_path / "lb.csv").read_text().splitlines()[1].startswith("baseline,-,1,0,0,0,1.0")
     status = runner.invoke(app, ["sweep", "status", "local"])
     assert "4 trials — pending 3, finished 1" in status.output, status.output
+
+
+def test_sweep_status_says_which_trials_wait_long_and_why(sqlite_url, monkeypatch):
+    import time as _time
+
+    from sqlalchemy import update
+
+    monkeypatch.setenv("FARM_DATABASE_URL", sqlite_url)
+    engine = engine_for(sqlite_url)
+    sub = dispatcher.submit(engine, _spec("waiting"))
+    dispatcher.mark_queued(engine, sub.to_run)
+    ledger.note_published(engine, sub.to_run[:3])  # the fourth never reached the broker
+    with Session(engine) as s:  # everything queued ten minutes ago
+        s.execute(update(Trial).values(queued_at=_time.time() - 600))
+        s.commit()
+
+    out = runner.invoke(app, ["sweep", "status", "waiting"])
+    assert out.exit_code == 0, out.output
+    assert "queued for long: 4 trial(s), the oldest 600 s: 1 never sent to the broker" in out.output
+
+    # The reaper re-sends all four claims (the fourth's first); no worker serves. The fourth,
+    # just sent for the first time, waits its turn again; the three re-sent ones count as long.
+    assert sorted(ledger.stale_queued(engine, older_than_s=60)) == sorted(sub.to_run)
+    ledger.note_published(engine, sub.to_run)
+    data = json.loads(runner.invoke(app, ["sweep", "status", "waiting", "--json"]).output)["queued_long"]
+    assert (data["count"], data["republished"], data["never_published"]) == (3, 3, 0)
+    assert data["why"] == "no healthy worker is serving (see `farm cluster list`)"
+
+    ledger.register_worker(engine, "w", "sim:sim", "h", 1)
+    ledger.worker_heartbeat(engine, "w", "busy", None)
+    data = json.loads(runner.invoke(app, ["sweep", "status", "waiting", "--json"]).output)["queued_long"]
+    assert data["why"].startswith("3 had a claim message lost and re-sent by the reaper; 1 healthy worker")
+    fresh = runner.invoke(app, ["sweep", "status", "waiting", "--queued-long-s", "3600"])
+    assert "queued for long: 3 trial(s)" in fresh.output  # the re-sent ones count whatever their age

@@ -1,0 +1,1 @@
+"""The farm under real deployment: cold starts, lost messages, services restarting mid-sweep."""
