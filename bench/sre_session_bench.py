@@ -41,7 +41,7 @@ def main() -> int:
             handle.restore("deployed")  # type: ignore[attr-defined]
             runner = SessionRunner(handle, kubectl)
             runner.run(INCIDENT)
-            results = [r for r in runner.run(SESSION)]
+            results = runner.run(SESSION)
             print(f"\n== {kubectl.relative_to(ROOT) if kubectl.is_relative_to(ROOT) else kubectl}")
             print(f"{'ms':>8}  {'ok':3} {'tool':16} command")
             for r in results:

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from clusters.sim.sre_session import INCIDENT, SESSION, SessionRunner, Step, has
-
 from tests.clusters.sim.apptools import KUBECTL, NEEDS_KUBECTL, deployed
 
 KUBECTL_133 = Path(__file__).resolve().parents[3] / ".tools" / "kubectl-v33" / "kubectl"
