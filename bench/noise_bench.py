@@ -50,7 +50,7 @@ def triage(request: dict[str, Any]) -> dict[str, Any]:
             score[comp] += min(int(restarts), 5)
             why[comp].append(f"its pod restarted {restarts} times")
     for _, content in seen:
-        for line in content.splitlines():
+        for line in content.replace(NS, "").splitlines():
             low = line.lower()
             if not any(w in low for w in ("warning", "error", "fail", "firing", "alert", "timeout", "refused")):
                 continue
@@ -66,7 +66,9 @@ def triage(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def triage_plan() -> list[Any]:
+    # Paged at the first alert, it lets the incident show itself for two minutes, as the baseline does.
     return [
+        ("wait", {"seconds": 120}),
         ("kubectl", {"command": f"get pods -n {NS}"}),
         ("get_alerts", {}),
         ("kubectl", {"command": f"get events -n {NS} --field-selector type=Warning"}),

@@ -135,8 +135,6 @@ def ambient_noises(problem: Problem, level: str) -> list[NoiseSpec]:
     near = next((c for c in fault_components(problem) if "/" not in c),
                 (problem.ground_truth.affected or [problem.ground_truth.component])[0])
     for kind in kinds or CONFOUNDERS:
-        if any(s.kind == kind for s in own):
-            continue
         out.append(NoiseSpec(kind=kind, intensity=intensity, params={"near": near, "app": topology_app, **timing}))
     return out
 
