@@ -4,7 +4,7 @@ problems, run by `farm run` on emulated clusters with noise off, with each noise
 with all of them, at the intensities given. Prints, per noise kind and intensity, each agent's
 diagnosis rate with noise off and on, and how many outcomes the noise changed.
 
-    .venv/bin/python bench/noise_bench.py [--problems 3] [--intensities high] [--kinds all,pod-kill,...]
+    .venv/bin/python bench/noise_bench.py [--problems 3] [--intensities high] [--kinds each,all,pod-kill,...]
                                           [--agents baseline,scripted] [--workers 2] [--out DIR]
 """
 
@@ -32,37 +32,57 @@ _BAD = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "Error", "OOMKil
 
 def triage(request: dict[str, Any]) -> dict[str, Any]:
     """The scripted LLM's diagnosis: the component an on-call engineer skimming the pods, the
-    warning events, the alerts and the error logs would blame first: a failing pod's, else the
-    most restarted one's, else the most named in warnings, alerts and error lines."""
+    firing alerts, the warning events and the error logs would blame first (a failing pod counts
+    most, then restarts, alerts, warnings and error lines), with what those said about it."""
+    import json
+
     from farm.llm.scripted import tool_results
 
     seen = tool_results(request)
-    text = "\n".join(c for _, c in seen)
-    pods = [m.groups() for m in _POD.finditer(text)]
-    names = sorted({p[0] for p in pods})
     score: Counter[str] = Counter()
     why: dict[str, list[str]] = defaultdict(list)
-    for comp, ready, want, status, restarts in pods:
-        if any(status.startswith(b) for b in _BAD) or ready != want:
-            score[comp] += 10
-            why[comp].append(f"its pod is {status} ({ready}/{want} ready)")
-        if int(restarts) > 0:
-            score[comp] += min(int(restarts), 5)
-            why[comp].append(f"its pod restarted {restarts} times")
-    for _, content in seen:
-        for line in content.replace(NS, "").splitlines():
-            low = line.lower()
-            if not any(w in low for w in ("warning", "error", "fail", "firing", "alert", "timeout", "refused")):
-                continue
-            for comp in names:
-                if re.search(rf"\b{re.escape(comp)}\b", line):
-                    score[comp] += 1
-                    if len(why[comp]) < 4:
-                        why[comp].append(line.strip()[:200])
+
+    def note(comp: str, weight: float, text: str) -> None:
+        if comp and not any(w in comp for w in ("wrk2", "locust", "load")):
+            score[comp] += weight
+            if text not in why[comp]:
+                why[comp].append(text)
+
+    names: set[str] = set()
+    for tool, content in seen:
+        if tool == "kubectl" and content.startswith("NAME "):  # get pods
+            for comp, ready, want, status, restarts in (m.groups() for m in _POD.finditer(content)):
+                names.add(comp)
+                if any(status.startswith(b) for b in _BAD) or ready != want:
+                    note(comp, 10, f"its pod is {status} with {ready}/{want} containers ready")
+                if int(restarts):
+                    note(comp, min(int(restarts), 5), f"its pod restarted {restarts} times")
+        elif tool == "get_alerts" and content.startswith("["):
+            for alert in json.loads(content):
+                labels = alert.get("labels") or {}
+                if labels.get("alertname") in ("Watchdog", "InfoInhibitor", "HighRequestRate"):
+                    continue
+                comp = labels.get("service_name") or _component(labels.get("pod", ""))
+                note(comp, 2, f"{labels.get('alertname')} is firing ({(alert.get('annotations') or {}).get('description', '')})")
+        elif tool == "kubectl":  # warning events
+            for line in content.splitlines():
+                m = re.search(r"Warning\s+(\S+)\s+pod/(\S+)\s+(.*)", line)
+                if m:
+                    note(_component(m.group(2)), 1, f"{m.group(1)}: {m.group(3)[:160]}")
+        elif tool == "loki_query":
+            for line in content.splitlines():
+                m = re.search(r"\bapp=([\w-]+).*?\]\s(.*)$", line)
+                if m:
+                    note(m.group(1), 0.5 if score[m.group(1)] < 3 else 0, f"it logs: {m.group(2)[:200]}")
     if not score:
         return {"text": "No clear root cause: every pod runs and nothing reports errors."}
     top = max(score, key=lambda c: (score[c], c))
-    return {"text": f"The root cause is the {top} deployment: " + "; ".join(why[top]) + "."}
+    return {"text": f"The root cause is the {top} deployment: " + "; ".join(why[top][:5]) + "."}
+
+
+def _component(pod: str) -> str:
+    m = _POD.match(pod + " 1/1 Running 0")
+    return m.group(1) if m else pod
 
 
 def triage_plan() -> list[Any]:
@@ -92,7 +112,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--problems", type=int, default=3)
     ap.add_argument("--intensities", default="high", help="comma-separated: low, medium, high or numbers")
-    ap.add_argument("--kinds", default="all", help="comma-separated noise kinds, 'all' for every one together, "
+    ap.add_argument("--kinds", default="each,all", help="comma-separated noise kinds, 'all' for every one together, "
                                                    "'each' for every confounder alone")
     ap.add_argument("--agents", default="baseline,scripted")
     ap.add_argument("--workers", type=int, default=2)
