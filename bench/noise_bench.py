@@ -98,14 +98,16 @@ def triage_plan() -> list[Any]:
     ]
 
 
-def sample(count: int) -> list[str]:
-    """`count` hotel-reservation application problems, spread over the catalog's order."""
+def sample(count: int, seed: int) -> list[str]:
+    """A seeded random sample of `count` single-fault hotel-reservation application problems
+    (the catalog groups similar faults together, so every n-th would not be a fair mix)."""
+    import random
+
     from farm.problems.catalog import load_catalog
 
     ids = [p.id for p in load_catalog().problems if p.app == NS and p.layer == "application"
            and p.composition == "single"]
-    step = max(1, len(ids) // max(1, count))
-    return ids[::step][:count]
+    return random.Random(seed).sample(ids, min(count, len(ids)))
 
 
 def main() -> int:
@@ -116,7 +118,8 @@ def main() -> int:
                                                    "'each' for every confounder alone")
     ap.add_argument("--agents", default="baseline,scripted")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="the trials' seed")
+    ap.add_argument("--sample-seed", type=int, default=0, help="which problems the sample takes")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     from farm.llm.scripted import ScriptedLLM, tool_plan
@@ -135,7 +138,7 @@ def main() -> int:
                 level["kinds"] = [kind]
             settings.append(level)
             labels[str(level["intensity"]) + (f":{kind}" if kind != "all" else "")] = (kind, intensity)
-    problems = sample(args.problems)
+    problems = sample(args.problems, args.sample_seed)
     agents = args.agents.split(",")
     out = args.out or Path(tempfile.mkdtemp(prefix="noise-bench-"))
     out.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,9 @@ from collections.abc import Iterator
 import pytest
 from pydantic import ValidationError
 
+from clusters.base import open_cluster
 from farm.problems.catalog import load_catalog
+from farm.problems.validate import Validator
 from farm.spec import SweepSpec, noise_label
 from injectors.compose import NoiseRunner, ProblemInjection, ambient_noises, fault_components
 from injectors.kube import Kube
@@ -113,3 +115,22 @@ def test_confounders_leave_misleading_evidence_on_neighbours_and_never_on_the_fa
     assert created == []
     leftover = kube.request("GET", "/apis/chaos-mesh.org/v1alpha1/namespaces/chaos-mesh/networkchaos")
     assert leftover["items"] == []
+
+
+@pytest.fixture(scope="module")
+def fresh() -> Iterator[object]:
+    handle = open_cluster("sim", seed=1)
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+@_on_the_emulated_cluster
+def test_validation_under_noise_keeps_the_fault_and_reports_what_fired(fresh: object) -> None:
+    with Validator(fresh, noise="high") as validator:  # type: ignore[arg-type]
+        result = validator.validate(load_catalog().get("hr-search-rate-rpc-timeout-ms-wrong"))
+    steps = {s.name: s for s in result.steps}
+    assert result.passed, [(s.name, s.detail) for s in result.steps if not s.ok]
+    assert list(steps).index("noise_keeps_fault") == list(steps).index("oracle_fails") + 1
+    assert "container-restart x" in steps["noise_keeps_fault"].detail and "errors" not in steps["noise_keeps_fault"].detail
