@@ -84,8 +84,8 @@ class Telemetry:
         pod_extra: dict[tuple, tuple] = {}
         for table, is_counter in ((counters, True), (gauges, False)):
             for key, v in table.items():
-                plan = plans.get(key)
-                if plan is None:
+                plan = plans.get(key, _UNPLANNED)
+                if plan is _UNPLANNED:
                     plan = plans[key] = _plan(key[1])
                 if plan is None:
                     add((key[0], key[1], v))
@@ -409,6 +409,7 @@ class Telemetry:
 # The job the workload's per-service exporters (hotel-reservation's frontend, search and rate
 # metrics endpoints) report under before scrape-time relabelling gives them their pod's target.
 SERVICE_EXPORTER_JOB = "hotel-reservation-application"
+_UNPLANNED = ("unplanned",)  # a plan cache miss (None is the plan "keep the series as it is")
 
 
 def _plan(labels: tuple) -> tuple | None:
