@@ -22,7 +22,7 @@ from sqlmodel import Session
 
 from farm.agents.base import agents
 from farm.problems.model import Problem
-from farm.spec import SweepSpec, select_problems
+from farm.spec import NoiseLevel, SweepSpec, select_problems
 from farm.states import TRIAL_RESUBMITTABLE, TrialState
 from results.models import Attempt, InfraEvent, Sweep, Trial
 
@@ -36,9 +36,11 @@ class TrialKey:
     model: str
     seed: int
     noise: bool
+    noise_level: str = ""  # a sweep's {intensity: ...} setting (farm.spec.NoiseLevel.label); "" for true/false
 
     def __str__(self) -> str:
-        return f"{self.problem}|{self.agent}|{self.model}|{self.seed}|{'noise' if self.noise else 'quiet'}"
+        noise = f"noise@{self.noise_level}" if self.noise_level else "noise" if self.noise else "quiet"
+        return f"{self.problem}|{self.agent}|{self.model}|{self.seed}|{noise}"
 
     def trial_id(self, sweep_id: str) -> str:
         digest = hashlib.sha256(f"{sweep_id}\n{self}".encode()).hexdigest()
@@ -53,7 +55,8 @@ def expand(spec: SweepSpec, problems: list[Problem]) -> Iterator[tuple[TrialKey,
             for model in models:
                 for seed in spec.seeds:
                     for noise in spec.noise:
-                        yield TrialKey(problem.id, entry.name, model, seed, noise), problem
+                        level = noise.label if isinstance(noise, NoiseLevel) else ""
+                        yield TrialKey(problem.id, entry.name, model, seed, noise is not False, level), problem
 
 
 @dataclass
@@ -92,7 +95,8 @@ def submit(engine: Engine, spec: SweepSpec, problems: list[Problem] | None = Non
     new_rows = [
         {"id": tid, "sweep_id": sweep_id, "key": str(key), "problem_id": prob.id, "app": prob.app,
          "layer": prob.layer, "composition": prob.composition, "agent": key.agent, "model": key.model,
-         "seed": key.seed, "noise": key.noise, "state": TrialState.PENDING, "queued_at": now,
+         "seed": key.seed, "noise": key.noise, "noise_level": key.noise_level or None, "state": TrialState.PENDING,
+         "queued_at": now,
          "current_attempt": 0, "infra_attempts": 0}
         for key, tid, prob in wanted if tid not in existing
     ]

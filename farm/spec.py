@@ -5,7 +5,8 @@
     agents: [baseline, {name: react, tool_mode: summarised, options: {...}}]
     models: [openai/gpt-4o]          # litellm model strings
     seeds: 3                         # or an explicit list [0, 1, 2]
-    noise: [false, true]             # or a single bool
+    noise: [false, true]             # or a single bool; {intensity: high} (low, medium, high or 0..1,
+                                     # optionally kinds: [...]) adds confounding ambient noise
     limits: {max_steps: 40, wall_time_s: 900, max_tokens: 2000000, max_cost_usd: 5}
     concurrency: {openai/gpt-4o: 4}  # per-model, across the farm
     cost_cap_usd: 200                # sweep-wide
@@ -94,13 +95,54 @@ class ClusterOptions(_Strict):
     speed: float = Field(1.0, gt=0)
 
 
+class NoiseLevel(_Strict):
+    """Ambient noise at a set intensity: the problem's noises and the confounders (restarts,
+    rollouts, error bursts, warning events, a firing alert) on the fault's neighbours
+    (injectors.compose.ambient_noises); `kinds` runs only those noise kinds."""
+
+    intensity: str | float = "medium"
+    kinds: list[str] = []
+
+    @field_validator("intensity")
+    @classmethod
+    def _intensity(cls, v: str | float) -> str | float:
+        from injectors.noise import level_intensity
+
+        level_intensity(v)
+        return v
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds(cls, v: list[str]) -> list[str]:
+        from injectors.base import noises
+
+        for kind in v:
+            if kind not in noises:
+                raise ValueError(f"unknown noise kind '{kind}' (known: {', '.join(noises.names())})")
+        if len(set(v)) != len(v):
+            raise ValueError("lists a noise kind twice")
+        return v
+
+    @property
+    def label(self) -> str:
+        """How trial keys name it: the intensity, then ':' and the kinds joined by '+'."""
+        return str(self.intensity) + (":" + "+".join(self.kinds) if self.kinds else "")
+
+
+def noise_label(setting: bool | NoiseLevel) -> str:
+    """The trial key's noise part: quiet, noise (the problem's own noises), or noise@<level>."""
+    if isinstance(setting, NoiseLevel):
+        return f"noise@{setting.label}"
+    return "noise" if setting else "quiet"
+
+
 class SweepSpec(_Strict):
     name: str
     problems: ProblemSelection
     agents: list[AgentEntry] = Field(min_length=1)
     models: list[str] = []
     seeds: list[int] = [0]
-    noise: list[bool] = [False]
+    noise: list[bool | NoiseLevel] = [False]
     limits: Limits = Limits()
     concurrency: dict[str, int] = {}
     cost_cap_usd: float | None = Field(None, gt=0)
@@ -157,13 +199,14 @@ class SweepSpec(_Strict):
     @field_validator("noise", mode="before")
     @classmethod
     def _noise(cls, v: Any) -> Any:
-        return [v] if isinstance(v, bool) else v
+        return [v] if isinstance(v, (bool, dict)) else v
 
     @field_validator("noise")
     @classmethod
-    def _noise_values(cls, v: list[bool]) -> list[bool]:
-        if not v or len(set(v)) != len(v):
-            raise ValueError("must be true, false or [false, true]")
+    def _noise_values(cls, v: list[bool | NoiseLevel]) -> list[bool | NoiseLevel]:
+        labels = [noise_label(x) for x in v]
+        if not v or len(set(labels)) != len(labels):
+            raise ValueError("must be true, false, {intensity: low|medium|high|0..1} or a list of distinct ones")
         return v
 
     @field_validator("concurrency")

@@ -52,6 +52,7 @@ class TrialSpec(BaseModel):
     model: str | None
     seed: int
     noise: bool
+    noise_level: str = ""  # set: ambient confounding noise at this level (injectors.compose.ambient_noises)
     limits: AgentLimits
     judge: str | None
     max_infra_attempts: int
@@ -83,6 +84,7 @@ def load_trial_spec(engine: Engine, trial_id: str) -> TrialSpec:
         agent=trial.agent, agent_options=entry.options if entry else {},
         tool_mode=_tool_mode(trial.agent, entry.tool_mode if entry else None),
         model=None if trial.model == "-" else trial.model, seed=trial.seed, noise=trial.noise,
+        noise_level=trial.noise_level or "",
         limits=AgentLimits(**spec.limits.model_dump()), judge=spec.judge,
         max_infra_attempts=spec.max_infra_attempts, cost_cap_usd=spec.cost_cap_usd,
         concurrency=spec.concurrency,
@@ -151,17 +153,18 @@ class TrialRun:
         self.baseline = self.oracle.capture_baseline(self.cluster, self.namespace)
 
     def inject(self) -> None:
-        from injectors.compose import NoiseRunner, ProblemInjection
+        from injectors.compose import NoiseRunner, ProblemInjection, ambient_noises, fault_components
 
         self._enter("inject")
         self.injection = ProblemInjection(self.problem)
         self.injection.inject(self.cluster, self.namespace)
         self.injected_at = self.cluster.now()
         self._event("fault_injected", faults=[f.injector for f in self.problem.faults])
-        if self.spec.noise and self.problem.noises:
-            self.noise_runner = NoiseRunner(self.problem.noises, self.spec.seed)
+        specs = ambient_noises(self.problem, self.spec.noise_level) if self.spec.noise_level else self.problem.noises
+        if self.spec.noise and specs:
+            self.noise_runner = NoiseRunner(specs, self.spec.seed, avoid=fault_components(self.problem))
             self.noise_runner.start(self.cluster, self.namespace)
-            self._event("noise_started", kinds=[n.kind for n in self.problem.noises])
+            self._event("noise_started", kinds=[n.kind for n in specs])
 
     def agent_session(self) -> None:
         from farm.agents.base import agents

@@ -125,6 +125,36 @@ class ProblemInjection:
         return fill_placeholders(value, node=nodes[0]) if nodes else value
 
 
+def fault_components(problem: Problem) -> list[str]:
+    """The components the problem breaks (its own and its concurrent root causes'): noise never
+    disturbs them, so it can add misleading evidence but never take the fault's away."""
+    truths = [problem.ground_truth, *problem.ground_truth.also]
+    return list(dict.fromkeys(t.component for t in truths))
+
+
+def ambient_noises(problem: Problem, level: str) -> list[NoiseSpec]:
+    """The noises of a trial a sweep runs at `level`: "<intensity>" (low, medium, high, or a
+    number in [0, 1]) optionally followed by ":<kind>+<kind>" to run only those kinds. Without
+    kinds, the problem's own noises and every confounder (injectors.noise.CONFOUNDERS), all at
+    that intensity. Confounders aim at the fault's call-graph neighbours and fire within the
+    first AMBIENT_WINDOW_S after the injection, overlapping the fault in time and in place."""
+    from injectors.noise import AMBIENT_WINDOW_S, CONFOUNDERS, level_intensity
+
+    raw, _, kinds_text = level.partition(":")
+    intensity = level_intensity(raw)
+    kinds = [k for k in kinds_text.split("+") if k]
+    own = [s for s in problem.noises if not kinds or s.kind in kinds]
+    timing = {"window_seconds": AMBIENT_WINDOW_S, "start_after_seconds": 0.0}
+    out = [NoiseSpec(kind=s.kind, intensity=intensity, params={**s.params, **timing}) for s in own]
+    topology_app = problem.app
+    # a node fault has no call-graph place: its neighbours are those of the first workload it hurts
+    near = next((c for c in fault_components(problem) if "/" not in c),
+                (problem.ground_truth.affected or [problem.ground_truth.component])[0])
+    for kind in kinds or CONFOUNDERS:
+        out.append(NoiseSpec(kind=kind, intensity=intensity, params={"near": near, "app": topology_app, **timing}))
+    return out
+
+
 class NoiseRunner:
     """Seeded noise for one trial. `start` plans every noise; `stop` ends them all."""
 

@@ -28,10 +28,14 @@ from injectors.workload import RESTARTED_AT
 class NoiseParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    targets: list[str] = []  # unrelated workloads to disturb (default: any but `avoid`)
+    targets: list[str] = []  # unrelated workloads to disturb (default: `near`'s neighbours, or any but `avoid`)
     avoid: list[str] = []  # workloads the noise must leave alone (the fault's components)
     window_seconds: float = Field(600.0, gt=0)  # events are spread over this much cluster time
     start_after_seconds: float = Field(5.0, ge=0)
+    # The component whose call-graph neighbours the noise disturbs when no targets are given (the
+    # trial fills in the fault's), and the application whose call graph says who they are.
+    near: str = ""
+    app: str = ""
 
 
 class Event(BaseModel):
@@ -70,8 +74,13 @@ class ScheduledNoise(Noise):
     def candidates(self, kube: Kube, namespace: str) -> list[str]:
         if self.p.targets:
             return list(self.p.targets)
-        names = sorted(d["metadata"]["name"] for d in kube.list("Deployment", namespace))
-        return [n for n in names if n not in set(self.p.avoid)] or names
+        names = sorted(d["metadata"]["name"] for kind in ("Deployment", "StatefulSet") for d in kube.list(kind, namespace))
+        avoid = set(self.p.avoid) | ({self.p.near} if self.p.near else set())
+        if self.p.near and self.p.app:
+            close = [n for n in neighbours(self.p.app, self.p.near) if n in names and n not in avoid]
+            if close:
+                return close
+        return [n for n in names if n not in avoid and not _is_load_generator(n)] or names
 
     def start(self, cluster: ClusterHandle, namespace: str, rng: random.Random, intensity: float) -> Injection:
         kube = Kube(cluster)
@@ -136,6 +145,29 @@ class ScheduledNoise(Noise):
 
 
 # -- helpers ----------------------------------------------------------------------------------
+def neighbours(app: str, component: str) -> list[str]:
+    """Who `component` talks to in the application's call graph: its callees, its callers, then
+    its callers' other callees (what an SRE looking at the failure sees next to it). Empty for a
+    component that is not a workload of the call graph (a node, a config map)."""
+    from farm.problems.topology import topology
+
+    try:
+        top = topology(app)
+    except (KeyError, FileNotFoundError, ValueError):
+        return []
+    if component not in top.workloads:
+        return []
+    role = top.role(component)
+    out = role.callee_names() + role.caller_names
+    for caller in role.caller_names:
+        out += top.role(caller).callee_names()
+    return [n for n in dict.fromkeys(out) if n != component and top.role(n).kind != "other"]
+
+
+def _is_load_generator(name: str) -> bool:
+    return any(word in name for word in ("wrk", "locust", "load-generator", "loadgenerator", "ycsb"))
+
+
 
 
 def _labels_of(kube: Kube, namespace: str, workload: str) -> dict[str, str]:
@@ -394,3 +426,138 @@ class RollingUpdate(ScheduledNoise):
         when = dt.datetime.fromtimestamp(cluster.now(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         kube.patch(kind, injection.namespace, event.target,
                    {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: when}}}}})
+
+
+# -- confounders: the misleading evidence real ambient activity gives --------------------------
+
+
+@noises.register("container-restart")
+class ContainerRestart(ChaosBurst):
+    """A neighbour's container dies and is restarted by its kubelet (a PodChaos container-kill):
+    its restart count climbs and its last state reads Error, as after an unrelated crash. At high
+    intensity the same container dies several times, into a short back-off."""
+
+    kind = "PodChaos"
+    base_events = 3
+    event_seconds = (2.0, 4.0)
+
+    def start(self, cluster: ClusterHandle, namespace: str, rng: random.Random, intensity: float) -> Injection:
+        injection = super().start(cluster, namespace, rng, intensity)
+        # one victim per trial: restarts that pile up on one pod are what an SRE notices
+        victim = injection.saved["events"][0]["target"] if injection.saved["events"] else ""
+        for e in injection.saved["events"]:
+            e["target"] = victim
+        return injection
+
+    def chaos_spec(self, event: Event) -> Obj:
+        return {"action": "container-kill"}
+
+
+@noises.register("error-burst")
+class ErrorBurst(ChaosBurst):
+    """Heavy packet loss to a neighbour for half a minute or so: its callers' requests fail and
+    time out, so error lines, 5xx counters and error spans name a component that is fine."""
+
+    kind = "NetworkChaos"
+    base_events = 2
+    event_seconds = (30.0, 60.0)
+
+    def plan(self, rng: random.Random, intensity: float) -> dict[str, Any]:
+        return {"loss": int(min(95, 40 + 55 * intensity * (0.5 + rng.random() / 2)))}
+
+    def chaos_spec(self, event: Event) -> Obj:
+        return {"action": "loss", "direction": "to", "loss": {"loss": str(event.data["loss"]), "correlation": "25"}}
+
+
+@noises.register("alert-burst")
+class AlertBurst(ChaosBurst):
+    """Seconds of added latency to a neighbour for a few minutes: its latency alert fires (and
+    clears after), on a component the incident has nothing to do with."""
+
+    kind = "NetworkChaos"
+    base_events = 1
+    event_seconds = (150.0, 240.0)
+
+    def plan(self, rng: random.Random, intensity: float) -> dict[str, Any]:
+        return {"ms": int(1500 + 2500 * intensity * (0.5 + rng.random() / 2))}
+
+    def chaos_spec(self, event: Event) -> Obj:
+        return {"action": "delay", "direction": "to",
+                "delay": {"latency": f"{event.data['ms']}ms", "jitter": "50ms", "correlation": "25"}}
+
+
+class EventParams(NoiseParams):
+    dns_search_line: str = "svc.cluster.local cluster.local ec2.internal"
+
+
+@noises.register("warning-events")
+class WarningEvents(ScheduledNoise):
+    """Warning events on neighbour pods of the kinds healthy clusters are full of: readiness
+    probe timeouts during a GC pause (for a container with a readiness probe), the kubelet's DNS
+    search-line warning otherwise, each repeated a few times (its count)."""
+
+    Params = EventParams
+    base_events = 4
+
+    def plan(self, rng: random.Random, intensity: float) -> dict[str, Any]:
+        return {"count": 1 + int(4 * intensity * rng.random()), "suffix": f"{rng.getrandbits(64):016x}"}
+
+    def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
+        kube = Kube(cluster)
+        _, obj = kube.workload(injection.namespace, event.target)
+        pods = sorted(kube.pods_of(injection.namespace, obj), key=lambda p: p["metadata"]["name"])
+        if not pods:
+            return
+        pod = pods[0]
+        meta, spec = pod["metadata"], pod["spec"]
+        container = spec["containers"][0]
+        probe = container.get("readinessProbe") or container.get("livenessProbe")
+        ip = (pod.get("status") or {}).get("podIP", "")
+        if probe and "httpGet" in probe:
+            get = probe["httpGet"]
+            kind = "Readiness" if container.get("readinessProbe") else "Liveness"
+            reason, message = "Unhealthy", (f'{kind} probe failed: Get "http://{ip}:{get.get("port")}{get.get("path", "/")}": '
+                                            "context deadline exceeded (Client.Timeout exceeded while awaiting headers)")
+        elif probe and "tcpSocket" in probe:
+            reason, message = "Unhealthy", f"Readiness probe failed: dial tcp {ip}:{probe['tcpSocket'].get('port')}: i/o timeout"
+        else:
+            reason, message = "DNSConfigForming", ("Search Line limits were exceeded, some search paths have been omitted, "
+                                                   f"the applied search line is: {injection.namespace}.{self.p.dns_search_line}")
+        when = dt.datetime.fromtimestamp(cluster.now(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        node = spec.get("nodeName", "")
+        name = f"{meta['name']}.{event.data['suffix']}"
+        body = {"metadata": {"name": name, "namespace": injection.namespace},
+                "involvedObject": {"kind": "Pod", "namespace": injection.namespace, "name": meta["name"],
+                                   "uid": meta.get("uid", ""), "apiVersion": "v1",
+                                   "fieldPath": f"spec.containers{{{container['name']}}}"},
+                "reason": reason, "message": message, "type": "Warning", "count": event.data["count"],
+                "source": {"component": "kubelet", "host": node}, "reportingComponent": "kubelet",
+                "reportingInstance": node, "firstTimestamp": when, "lastTimestamp": when}
+        kube.create("Event", injection.namespace, body)
+        injection.saved["created"].append(str(Ref("Event", injection.namespace, name)))
+
+
+# The ambient activity a sweep's `noise: {intensity: ...}` adds to a problem's own noises, each
+# aimed at the fault's neighbours and spread over the first minutes after the injection, when
+# an SRE (or an agent) first looks: restarts and rollouts of healthy components, error bursts in
+# their logs, metrics and traces, warning events, a firing alert.
+CONFOUNDERS = ("pod-kill", "rolling-update", "container-restart", "error-burst", "alert-burst", "warning-events")
+# Cluster seconds after the injection over which ambient noise fires: an incident is a few
+# minutes old when someone first looks, and what happened in those minutes is what they see.
+AMBIENT_WINDOW_S = 100.0
+NOISE_LEVELS = {"low": 0.25, "medium": 0.5, "high": 1.0}
+
+
+def level_intensity(level: str | float) -> float:
+    """A sweep's intensity (low, medium, high, or a number in [0, 1]) as a number."""
+    if isinstance(level, str):
+        if level in NOISE_LEVELS:
+            return NOISE_LEVELS[level]
+        try:
+            level = float(level)
+        except ValueError:
+            raise ValueError(f"intensity must be one of {', '.join(NOISE_LEVELS)} or a number in [0, 1], "
+                             f"not '{level}'") from None
+    if not 0 <= level <= 1:
+        raise ValueError(f"intensity must be in [0, 1], not {level}")
+    return float(level)

@@ -38,6 +38,7 @@ GROUPINGS: dict[str, tuple[str, ...]] = {
     "problem": ("problem_id",),
     "app": ("app",),
     "agent,model,noise": ("agent", "model", "noise"),
+    "agent,model,noise_level": ("agent", "model", "noise", "noise_level"),  # a sweep's {intensity: ...}
     "agent,model,layer": ("agent", "model", "layer"),
 }
 

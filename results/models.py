@@ -31,6 +31,7 @@ class Trial(SQLModel, table=True):
     model: str  # "-" for agents that use no model
     seed: int
     noise: bool
+    noise_level: str | None = None  # the sweep's {intensity: ...} (farm.spec.NoiseLevel.label); NULL for true/false
     state: str = Field(default=TrialState.PENDING, index=True)
     # Lease and fencing: `current_attempt` is the fencing token of the attempt that may write.
     current_attempt: int = 0

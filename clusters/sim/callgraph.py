@@ -454,7 +454,7 @@ class CallGraphFlow:
             if kind == "wrk2":
                 self._wrk2(ns, rt, inst, route.name, n, reach, pto, s, latency, timeout)
             elif sidecar:
-                labels = (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}"), ("method", route.method),
+                labels = (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}"), ("pod", rt.name), ("method", route.method),
                           ("name", route.name))
                 self.w.inc("locust_requests_num_requests", labels, n)
                 self.w.inc("locust_requests_num_failures", labels, bad)
@@ -465,12 +465,12 @@ class CallGraphFlow:
                     why = "ConnectionError" if reach < 1 else err.get((route.service, route.op), "HTTPError('500 Server Error')")
                     self.w.gauge("locust_errors", labels + (("error", _locust_error(why, reach)),), bad)
         if kind == "locust" and sidecar and total_n > 0:
-            labels = (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}"), ("method", ""), ("name", "Aggregated"))
+            labels = (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}"), ("pod", rt.name), ("method", ""), ("name", "Aggregated"))
             self.w.inc("locust_requests_num_requests", labels, total_n)
             self.w.inc("locust_requests_num_failures", labels, total_fail)
             self.w.gauge("locust_requests_avg_response_time", labels, total_lat / total_n * 1000.0)
-            self.w.gauge("locust_users", (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}")), inst.get("users", 0))
-            self.w.gauge("locust_fail_ratio", (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}")),
+            self.w.gauge("locust_users", (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}"), ("pod", rt.name)), inst.get("users", 0))
+            self.w.gauge("locust_fail_ratio", (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}"), ("pod", rt.name)),
                          total_fail / total_n)
         if kind == "locust" and pod is not None and total_fail > total_n * 0.05 and \
                 self.w._log_once(f"locust/{rt.namespace}/{rt.name}", 30.0, now):

@@ -22,6 +22,7 @@ from typing import Any
 from clusters.sim.api import KubeAPI, Request, Response, serve_app, simple_app
 from clusters.sim.api.metrics import ResourceMetrics
 from clusters.sim.api.tls import make_serving_cert
+from clusters.sim.observability.loki_tail import with_tail
 
 DEFAULT_FACTORY = "clusters.sim.cluster:SimCluster"
 LIVE_TICK_SECONDS = 0.25
@@ -59,7 +60,8 @@ class SimServer:
     def start(self) -> dict[str, str]:
         obs = self.cluster.obs
         apps = {"kubernetes": self._kubernetes, "prometheus": simple_app(obs.prometheus_app),
-                "loki": simple_app(obs.loki_app), "jaeger": simple_app(obs.jaeger_app), "control": self.control}
+                "loki": with_tail(simple_app(obs.loki_app), obs.clock), "jaeger": simple_app(obs.jaeger_app),
+                "control": self.control}
         for name, app in apps.items():
             tls = self.cert.server_context() if name == "kubernetes" else None
             server, url = serve_app(app, self.host, 0, tls)

@@ -343,7 +343,7 @@ class Workload:
         if not sidecar:
             return
         for name in ("/", "Aggregated"):
-            labels = (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}"), ("method", "GET"), ("name", name))
+            labels = (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}"), ("pod", rt.name), ("method", "GET"), ("name", name))
             self.inc("locust_requests_num_requests", labels, n)
             self.inc("locust_requests_num_failures", labels, fail)
 

@@ -89,9 +89,12 @@ def validate(
     cluster_ref: str = typer.Option("sim", "--cluster", help="cluster reference: sim, kind:NAME, eks:NAME"),
     seed: int = typer.Option(1, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object per problem with each step's outcome"),
+    noise: str = typer.Option("", "--noise", help="run the checks under ambient noise at this intensity "
+                                                  "(low, medium, high, 0..1; a sweep's {intensity: ...})"),
 ) -> None:
     """Run deploy → healthy → inject → symptom → leak check → oracle fails → mitigation →
-    oracle passes → clean recovery for each problem, on a cluster."""
+    oracle passes → clean recovery for each problem, on a cluster (with --noise: under ambient
+    noise from the injection on, and the fault must stay in place through it)."""
     from clusters.base import open_cluster
     from farm.problems.validate import Validator
 
@@ -111,7 +114,7 @@ def validate(
     failed = 0
     try:
         with open_cluster(cluster_ref, **options) as cluster:
-            with Validator(cluster) as validator:
+            with Validator(cluster, noise=noise) as validator:
                 for problem in sorted(problems, key=lambda p: (p.app, p.id)):
                     result = validator.validate(problem)
                     failed += not result.passed

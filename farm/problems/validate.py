@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
@@ -629,9 +630,13 @@ def diff_states(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 class Validator:
     """Validates problems on one cluster, reusing a deployment per application."""
 
-    def __init__(self, cluster: ClusterHandle, on_step: Callable[[str, StepOutcome], None] | None = None) -> None:
+    def __init__(self, cluster: ClusterHandle, on_step: Callable[[str, StepOutcome], None] | None = None,
+                 noise: str = "") -> None:
         self.cluster = cluster
         self.on_step = on_step
+        # A sweep's noise level (injectors.compose.ambient_noises): when set, the noise runs from the
+        # injection to the mitigation, so the symptom, leak and oracle checks hold under it too.
+        self.noise = noise
         self._checkpoints: dict[str, str] = {}
         self._deployed: dict[str, Any] = {}  # app → desired state right after deploy
         self._healthy: dict[str, tuple[bool, str]] = {}  # app → default oracle verdict on the checkpoint
@@ -697,7 +702,7 @@ class Validator:
 
     def validate(self, problem: Problem) -> ValidationResult:
         from farm.oracles.mitigation import MitigationOracle
-        from injectors.compose import ProblemInjection
+        from injectors.compose import NoiseRunner, ProblemInjection, ambient_noises, fault_components
 
         cpu0, t0 = time.process_time(), None
         steps: list[StepOutcome] = []
@@ -777,8 +782,27 @@ class Validator:
 
             def inject() -> str:
                 records = injection.inject(self.cluster, ns)
+                state["active"] = injection.active(self.cluster)
+                if self.noise:
+                    runner = NoiseRunner(ambient_noises(problem, self.noise), seed=0, avoid=fault_components(problem))
+                    runner.start(self.cluster, ns)
+                    state["noise"] = runner
                 self.cluster.advance(SYMPTOM_SETTLE_S)
                 return ", ".join(r.injector for r in records)
+
+            def noise_keeps_fault() -> str:
+                """The noise ran through the symptom, leak and oracle checks; it must not have taken
+                the fault away (its own check reads as right after the injection)."""
+                runner = state.pop("noise")
+                active = injection.active(self.cluster)
+                runner.stop(self.cluster)
+                if active != state["active"]:
+                    raise StepFailed(f"under noise at {self.noise} the fault's own checks went from "
+                                     f"{state['active']} to {active}")
+                fired = Counter(r["injector"].removeprefix("noise:") for r in runner.records()
+                                for e in r["saved"]["events"] if e["fired"])
+                errors = f"; errors: {'; '.join(runner.errors[:3])}" if runner.errors else ""
+                return "noise fired " + ", ".join(f"{k} x{n}" for k, n in sorted(fired.items())) + errors
 
             def symptom() -> str:
                 after = view.signals(state["since"])
@@ -883,14 +907,20 @@ class Validator:
                     raise StepFailed(f"left behind: {', '.join(left)[:300]}")
                 return "cluster as deployed"
 
-            for name, fn in (("healthy", healthy), ("inject", inject), ("symptom_visible", symptom),
-                             ("no_leak", no_leak), ("oracle_fails", oracle_fails), ("non_fixes", non_fixes_fail),
-                             ("mitigation", mitigate),
-                             ("oracle_passes", oracle_passes)):
+            noise_steps = [("noise_keeps_fault", noise_keeps_fault)] if self.noise else []
+            for name, fn in [("healthy", healthy), ("inject", inject), ("symptom_visible", symptom),
+                             ("no_leak", no_leak), ("oracle_fails", oracle_fails), *noise_steps,
+                             ("non_fixes", non_fixes_fail), ("mitigation", mitigate),
+                             ("oracle_passes", oracle_passes)]:
                 if not step(name, fn):
                     break
             step("recover_clean", recover)
         finally:
+            if "noise" in state:
+                try:
+                    state.pop("noise").stop(self.cluster)
+                except Exception:  # as below: the next problem starts from a checkpoint or a reset
+                    pass
             if injection.injectors:
                 try:
                     injection.recover(self.cluster)

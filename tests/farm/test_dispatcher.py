@@ -83,3 +83,20 @@ def test_resubmission_wants_trials_that_ended_without_a_result(db_url):
     assert trial.state == TrialState.PENDING and trial.infra_attempts == 0 and trial.error is None
     info = dispatcher.infra_summary(engine, "disp")
     assert info == {"infra_errors": {"deploy": 1}, "infra_events": {}, "cost_usd": 2.0, "cost_cap_usd": 10.0}
+
+
+def test_noise_levels_are_trials_of_their_own_and_old_keys_stay(db_url):
+    engine = engine_for(db_url)
+    spec = _spec(agents=["baseline"], models=[], seeds=1,
+                 noise=[False, True, {"intensity": "high"}, {"intensity": 0.3, "kinds": ["error-burst"]}])
+    sub = dispatcher.submit(engine, spec)
+    assert sub.created == 2 * 4
+    with Session(engine) as s:
+        rows = {t.key: (t.noise, t.noise_level) for t in s.query(Trial).all()}
+    assert rows["hr-geo-image-tag-wrong|baseline|-|0|quiet"] == (False, None)
+    assert rows["hr-geo-image-tag-wrong|baseline|-|0|noise"] == (True, None)
+    assert rows["hr-geo-image-tag-wrong|baseline|-|0|noise@high"] == (True, "high")
+    assert rows["hr-geo-image-tag-wrong|baseline|-|0|noise@0.3:error-burst"] == (True, "0.3:error-burst")
+    # the keys of true/false trials are those a sweep submitted before levels existed
+    assert dispatcher.TrialKey("p", "a", "-", 0, True).trial_id("s") == dispatcher.TrialKey(
+        "p", "a", "-", 0, True, "").trial_id("s") != dispatcher.TrialKey("p", "a", "-", 0, True, "high").trial_id("s")

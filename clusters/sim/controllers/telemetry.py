@@ -22,6 +22,7 @@ class Telemetry:
         self.state: dict[str, Any] = {}
         self._rows: list[tuple[str, tuple, float]] = []
         self._cache: dict[tuple[str, str], tuple[str, list[tuple[str, tuple, float]]]] = {}
+        self._plans: dict[tuple, tuple | None] = {}  # (metric, labels) → how its scrape relabels it
 
     def _emit(self, metric: str, labels: tuple, t: float, value: float) -> None:
         # rows of the scrape in progress; label tuples go to B's TSDB as they are
@@ -47,14 +48,74 @@ class Telemetry:
         self._write("node-exporter", now)
         wl = self.cluster.workload
         wl.flush_histograms()
-        self._rows = [(m, labels, v) for (m, labels), v in wl.state["counters"].items()]
-        self._rows += [(m, labels, v) for (m, labels), v in wl.state["gauges"].items()]
+        self._rows = self._application_rows(wl.state["counters"], wl.state["gauges"])
         for job, inst in (("kube-state-metrics", "10.244.0.3:8080"), ("prometheus-self", "localhost:9090")):
             self._emit("up", (("job", job), ("instance", inst)), now, 1.0)
         for node in self.cluster.nodes:
             self._emit("up", (("job", "kubernetes-cadvisor"), ("instance", node.name)), now, 1.0)
             self._emit("up", (("job", "node-exporter"), ("instance", f"{node.ip}:9100")), now, 1.0)
         self._write("applications", now)
+
+    # -- application exporters, relabelled at scrape time -----------------------------------------
+    def _application_rows(self, counters: dict, gauges: dict) -> list[tuple[str, tuple, float]]:
+        """The workload's counters and gauges as a kube-prometheus-stack Prometheus stores them
+        after scraping each pod's exporter: every series of an application container carries the
+        target's `namespace`, `pod`, `container`, `instance` (podIP:port), `job` and `service`.
+
+        The workload keeps one figure per service; a real Prometheus scrapes one process per pod,
+        so what the service did since the last scrape is shared out among the pods running it.
+        Each pod's counters are its own (a restarted container starts again from 0, as a
+        process's counters do)."""
+        targets: dict[tuple[str, str], list[tuple[Any, Any]]] = {}
+        pods: dict[tuple[str, str], Any] = {}
+        for rt in self.cluster.kubelet.state["pods"].values():
+            pods[(rt.namespace, rt.name)] = rt
+            for c in rt.containers.values():
+                inst = c.instance
+                if c.state == "running" and c.stage == "run" and isinstance(inst, dict) and inst.get("svc"):
+                    targets.setdefault((rt.namespace, inst["svc"]), []).append((rt, c))
+        plans = self._plans
+        last_total = self.state.setdefault("service_totals", {})
+        own = self.state.get("pod_counters", {})
+        fresh_own: dict[tuple, float] = {}
+        rows: list[tuple[str, tuple, float]] = []
+        add = rows.append
+        scraped: dict[tuple, tuple] = {}
+        pod_extra: dict[tuple, tuple] = {}
+        for table, is_counter in ((counters, True), (gauges, False)):
+            for key, v in table.items():
+                plan = plans.get(key, _UNPLANNED)
+                if plan is _UNPLANNED:
+                    plan = plans[key] = _plan(key[1])
+                if plan is None:
+                    add((key[0], key[1], v))
+                    continue
+                how, ns, name, port, kept = plan
+                if how == "pod":
+                    extra = pod_extra.get((ns, name, kept))
+                    if extra is None:
+                        rt = pods.get((ns, name))
+                        extra = pod_extra[(ns, name, kept)] = _pod_target(rt, *kept) if rt is not None else ()
+                    add((key[0], key[1] + extra, v))
+                    continue
+                live = targets.get((ns, name), ())
+                if is_counter:
+                    delta = v - last_total.get(key, 0.0)
+                    last_total[key] = v
+                    share = (delta if delta >= 0 else v) / len(live) if live else 0.0
+                for rt, c in live:
+                    target = _service_target(rt, c, name, port)
+                    scraped[target] = target
+                    if is_counter:
+                        own_key = (key, c.container_id)
+                        value = fresh_own[own_key] = own.get(own_key, 0.0) + share
+                    else:
+                        value = v / len(live)
+                    add((key[0], kept + target, value))
+        self.state["pod_counters"] = fresh_own
+        for target in scraped:
+            add(("up", target, 1.0))
+        return rows
 
     # -- kube-state-metrics ---------------------------------------------------------------------
     def _ksm(self, t: float) -> None:
@@ -343,3 +404,45 @@ class Telemetry:
             emit("node_processes_pids", b, t, n.pids)
             emit("node_processes_max_processes", b, t, float(pid_max) if pid_max is not None else n.pid_max)
             emit("node_load1", b, t, busy / max(1.0, elapsed) * 4)
+
+
+# The job the workload's per-service exporters (hotel-reservation's frontend, search and rate
+# metrics endpoints) report under before scrape-time relabelling gives them their pod's target.
+SERVICE_EXPORTER_JOB = "hotel-reservation-application"
+_UNPLANNED = ("unplanned",)  # a plan cache miss (None is the plan "keep the series as it is")
+
+
+def _plan(labels: tuple) -> tuple | None:
+    """How a scrape relabels one series of the workload: None (it is already a target's own:
+    the collector's span metrics, the Kafka exporter's), ("service", ns, svc, port, kept) for a
+    per-service figure shared out among that service's pods, ("pod", ns, pod, None, have) for a
+    series a pod's exporter already names its pod in (wrk2, locust, TiDB)."""
+    d = dict(labels)
+    ns = d.get("namespace", "")
+    if d.get("job") == SERVICE_EXPORTER_JOB:
+        host, _, port = d.get("instance", "").partition(":")
+        svc = host or d.get("service_name", "")
+        kept = tuple((k, v) for k, v in labels if k not in ("job", "instance", "namespace"))
+        return ("service", ns, svc, int(port) if port.isdigit() else None, kept)
+    if "pod" in d and ns:
+        return ("pod", ns, d["pod"], None, ("container" in d, "instance" in d))
+    return None
+
+
+def _service_target(rt: Any, c: Any, svc: str, port: int | None) -> tuple:
+    if port is None:
+        port = min(c.ports) if c.ports else 8080
+    return (("container", c.name), ("instance", f"{rt.ip}:{port}"), ("job", svc), ("namespace", rt.namespace),
+            ("pod", rt.name), ("service", svc))
+
+
+def _pod_target(rt: Any, has_container: bool, has_instance: bool) -> tuple:
+    """The target labels a pod's series lacks (a series' own labels win, as with honor_labels)."""
+    c = next((c for c in rt.containers.values() if c.instance is not None), None) or next(iter(rt.containers.values()), None)
+    out: tuple = ()
+    if c is not None and not has_container:
+        out += (("container", c.name),)
+    if not has_instance:
+        port = min(c.ports) if c is not None and c.ports else 9090
+        out += (("instance", f"{rt.ip}:{port}"),)
+    return out

@@ -1,5 +1,6 @@
 """LogQL for the emulated Loki: a recursive-descent parser for stream selectors, line filters
-(|=, !=, |~, !~), parsers (json, logfmt, regexp), label filters, line_format, and metric
+(|=, !=, |~, !~), parsers (json, logfmt, regexp, pattern), decolorize, label filters, line_format and
+label_format with Go templates (observability/gotemplate.py), and metric
 queries (count_over_time, rate, bytes_*, unwrapped *_over_time, sum/avg/... by, comparisons),
 evaluated over the LogStore. Parse errors read like Loki's."""
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusters.sim.observability.formats import parse_go_duration, parse_prom_duration
+from clusters.sim.observability.gotemplate import TemplateError, compile_template, render
 from clusters.sim.observability.tsdb import Matcher
 
 
@@ -73,8 +75,10 @@ class LogExpr:
     stages: list[StageFn] = field(default_factory=list)
     unwrap: str | None = None
     unwrap_conv: str = ""
+    ts_ns: int = 0  # the entry being run: what `__timestamp__` in a template reads
 
-    def run(self, labels: dict[str, str], line: str) -> Entry | None:
+    def run(self, labels: dict[str, str], line: str, ts_ns: int = 0) -> Entry | None:
+        self.ts_ns = ts_ns
         entry: Entry | None = (labels, line)
         for st in self.stages:
             assert entry is not None
@@ -218,15 +222,29 @@ def _regexp_stage(pattern: str) -> StageFn:
     return stage
 
 
-def _line_format_stage(template: str) -> StageFn:
-    parts = re.split(r"\{\{\s*\.(\w+)\s*\}\}", template)
+def _template(template: str, name: str) -> list[Any]:
+    try:
+        return compile_template(template, name)
+    except TemplateError as e:
+        raise LogQLError(f"parse error : {e}") from e
+
+
+def _line_format_stage(template: str, expr: LogExpr) -> StageFn:
+    nodes = _template(template, "line")
 
     def stage(labels: dict[str, str], line: str) -> Entry | None:
-        out = []
-        for i, p in enumerate(parts):
-            out.append(labels.get(p, "") if i % 2 else p)
-        return labels, "".join(out)
+        try:
+            return labels, render(nodes, labels, line, expr.ts_ns)
+        except TemplateError:  # Loki keeps the line and flags it
+            return {**labels, "__error__": "TemplateFormatErr"}, line
     return stage
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def _decolorize_stage(labels: dict[str, str], line: str) -> Entry | None:
+    return labels, _ANSI.sub("", line)
 
 
 def _parse_bytes(s: str) -> float:
@@ -403,7 +421,9 @@ class Parser:
         elif word == "pattern":
             expr.stages.append(_pattern_stage(self.string()))
         elif word == "line_format":
-            expr.stages.append(_line_format_stage(self.string()))
+            expr.stages.append(_line_format_stage(self.string(), expr))
+        elif word == "decolorize":
+            expr.stages.append(_decolorize_stage)
         elif word == "unwrap":
             conv = ""
             name = self.next()
@@ -422,7 +442,7 @@ class Parser:
                 names.append(self.next().text)
             expr.stages.append(_drop_keep(word, names))
         elif word == "label_format":
-            expr.stages.append(self._label_format())
+            expr.stages.append(self._label_format(expr))
         elif t.kind == "ident" or t.text == "(":
             self.i -= 1
             pred = self.label_or()
@@ -457,14 +477,14 @@ class Parser:
             return _add_extracted(labels, got), line
         return stage
 
-    def _label_format(self) -> StageFn:
-        renames: list[tuple[str, str, bool]] = []
+    def _label_format(self, expr: LogExpr) -> StageFn:
+        renames: list[tuple[str, Any, bool]] = []
         while True:
             dst = self.next().text
             self.expect("=")
             t = self.next()
             if t.kind == "string":
-                renames.append((dst, _unquote(t.text), True))
+                renames.append((dst, _template(_unquote(t.text), "label"), True))
             else:
                 renames.append((dst, t.text, False))
             if self.peek().text != ",":
@@ -475,7 +495,10 @@ class Parser:
             out = dict(labels)
             for dst, src, is_template in renames:
                 if is_template:
-                    out[dst] = re.sub(r"\{\{\s*\.(\w+)\s*\}\}", lambda m: labels.get(m.group(1), ""), src)
+                    try:
+                        out[dst] = render(src, labels, line, expr.ts_ns)
+                    except TemplateError:
+                        out["__error__"] = "TemplateFormatErr"
                 else:
                     out[dst] = labels.get(src, "")
                     out.pop(src, None)
@@ -623,7 +646,8 @@ def _drop_keep(word: str, names: list[str]) -> StageFn:
 def _pattern_stage(pattern: str) -> StageFn:
     parts = re.split(r"<(\w+|_)>", pattern)
     rx = "".join(re.escape(p) if i % 2 == 0 else (f"(?P<{p}>.*?)" if p != "_" else ".*?") for i, p in enumerate(parts))
-    compiled = re.compile("^" + rx + ("$" if parts[-1] else ""))
+    # The last capture, when the pattern ends with one, takes the rest of the line, as Loki's does.
+    compiled = re.compile("^" + rx + ("" if parts[-1] else "$"))
 
     def stage(labels: dict[str, str], line: str) -> Entry | None:
         m = compiled.search(line)

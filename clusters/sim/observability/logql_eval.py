@@ -47,7 +47,7 @@ def select_logs(store: LogStore, log: LogExpr, start: float, end: float, limit: 
             line = lines[i]
             counters[0] += 1
             counters[1] += len(line)
-            out = run(labels, line)
+            out = run(labels, line, ts[i])
             if out is not None:
                 yield (-ts[i] if backward else ts[i]), out[0], out[1]
 
@@ -93,7 +93,7 @@ class MetricEvaluator:
                 line = s.lines[i]
                 self.lines_scanned += 1
                 self.bytes_scanned += len(line)
-                out = node.log.run(s.labels, line)
+                out = node.log.run(s.labels, line, s.ts[i])
                 if out is None:
                     continue
                 labels, text = out

@@ -18,6 +18,7 @@ from clusters.sim.observability.formats import (
     rfc3339_nano,
 )
 from clusters.sim.observability.httpapp import Response, first, form_params, json_response, text_response
+from clusters.sim.observability.metadata import METADATA, SYNTHETIC
 from clusters.sim.observability.promql import (
     LOOKBACK,
     Evaluator,
@@ -131,7 +132,7 @@ class PrometheusAPI:
             return _success({"startTime": started, "CWD": "/prometheus", "reloadConfigSuccess": True,
                              "lastConfigTime": started, "storageRetention": "15d"})
         if endpoint == "metadata":
-            return _success(self._metadata(first(params, "metric")))
+            return _success(self._metadata(first(params, "metric"), self._limit(params)))
         return text_response(404, "404 page not found\n")
 
     # --- params ----------------------------------------------------------------------------
@@ -250,12 +251,15 @@ class PrometheusAPI:
             exclude_alerts=(first(params, "exclude_alerts") or "").lower() == "true",
         ))
 
-    def _metadata(self, metric: str | None) -> dict[str, list[dict[str, str]]]:
-        """Metric types as the exporters declare them, inferred from the naming conventions
-        (the emulated exporters follow them); the cluster writes no HELP text."""
+    def _metadata(self, metric: str | None, limit: int = 0) -> dict[str, list[dict[str, str]]]:
+        """Help and type of every metric family stored, as the exporters declare them
+        (observability/metadata.py); a family no table knows gets its type from the naming
+        conventions and no help, as an exporter that writes no HELP line gives."""
         out: dict[str, list[dict[str, str]]] = {}
         names = set(self.tsdb.metric_names())
         for name in sorted(names):
+            if name in SYNTHETIC or ":" in name:  # Prometheus's own series and recording rules
+                continue
             family, kind = name, "gauge"
             for suffix in ("_bucket", "_sum", "_count"):
                 if name.endswith(suffix) and f"{name[: -len(suffix)]}_bucket" in names:
@@ -264,7 +268,10 @@ class PrometheusAPI:
                 kind = "counter"
             if metric and family != metric:
                 continue
-            out.setdefault(family, [{"type": kind, "help": "", "unit": ""}])
+            if family not in out and limit and len(out) >= limit:
+                break
+            kind, text = METADATA.get(family, (kind, ""))
+            out.setdefault(family, [{"type": kind, "help": text, "unit": ""}])
         return out
 
     def _targets(self, state: str) -> dict[str, Any]:

@@ -188,6 +188,8 @@ class TSDB:
 
     def _resolve(self, alias: tuple[str, tuple[tuple[str, str], ...]], metric: str, labels: Labels) -> Series:
         labels = dict(labels) if isinstance(labels, tuple) else labels
+        if "" in labels.values():  # Prometheus stores no empty label: {a=""} is the series without a
+            labels = {k: v for k, v in labels.items() if v != ""}
         key = (metric, frozenset(labels.items()))
         s = self._series.get(key)
         if s is None:

@@ -1,0 +1,136 @@
+"""Ambient noise that confounds: a sweep's {intensity: ...} turns into the problem's noises plus the
+confounders, aimed at the fault's call-graph neighbours and timed to overlap it; on hotel-reservation
+on the emulated cluster (a process, over its real API) they leave the misleading evidence real
+ambient activity leaves, never touch the fault's own components, and are gone after stop."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from pydantic import ValidationError
+
+from clusters.base import open_cluster
+from farm.problems.catalog import load_catalog
+from farm.problems.validate import Validator
+from farm.spec import SweepSpec, noise_label
+from injectors.compose import NoiseRunner, ProblemInjection, ambient_noises, fault_components
+from injectors.kube import Kube
+from injectors.noise import CONFOUNDERS, neighbours
+from tests.clusters.sim.apptools import NEEDS_KUBECTL, deployed, prom
+
+NS = "hotel-reservation"
+PROBLEM = "hr-frontend-latent-bug-flag"
+
+
+def test_neighbours_come_from_the_call_graph() -> None:
+    assert neighbours("hotel-reservation", "geo") == ["mongodb-geo", "search", "rate"]
+    assert neighbours("hotel-reservation", "mongodb-rate") == ["rate", "memcached-rate"]
+    assert neighbours("hotel-reservation", "node/worker-2") == []
+
+
+def test_a_level_gives_the_problems_noises_and_the_confounders_at_that_intensity() -> None:
+    problem = load_catalog().get(PROBLEM)
+    specs = ambient_noises(problem, "high")
+    assert [s.kind for s in specs] == [n.kind for n in problem.noises] + list(CONFOUNDERS)
+    assert {s.intensity for s in specs} == {1.0}
+    confounders = specs[len(problem.noises):]
+    assert all(s.params["near"] == "frontend" and s.params["window_seconds"] <= 120 for s in confounders)
+    only = ambient_noises(problem, "0.3:error-burst+pod-kill")
+    # the problem's own pod-kill at its own targets, and one at the fault's neighbours
+    assert [(s.kind, s.intensity, s.params.get("near")) for s in only] == [
+        ("pod-kill", 0.3, None), ("error-burst", 0.3, "frontend"), ("pod-kill", 0.3, "frontend")]
+    with pytest.raises(ValueError, match="intensity must be one of low, medium, high"):
+        ambient_noises(problem, "loud")
+
+
+def test_the_sweep_spec_takes_intensities_and_keeps_true_and_false_as_they_were() -> None:
+    base = {"name": "s", "problems": {"apps": ["hotel-reservation"]}, "agents": ["baseline"]}
+    spec = SweepSpec.model_validate({**base, "noise": [False, True, {"intensity": "high"},
+                                                       {"intensity": 0.4, "kinds": ["error-burst"]}]})
+    assert [noise_label(n) for n in spec.noise] == ["quiet", "noise", "noise@high", "noise@0.4:error-burst"]
+    for bad, why in (({"intensity": "loud"}, "intensity must be one of"), ({"intensity": 2}, "must be in [0, 1]"),
+                     ({"intensity": "high", "kinds": ["meteor"]}, "unknown noise kind 'meteor'"),
+                     ([True, True], "distinct")):
+        with pytest.raises(ValidationError) as err:
+            SweepSpec.model_validate({**base, "noise": bad})
+        assert why in str(err.value)
+
+
+def _on_the_emulated_cluster(fn):  # type: ignore[no-untyped-def]
+    for mark in NEEDS_KUBECTL:
+        fn = mark(fn)
+    return fn
+
+
+@pytest.fixture(scope="module")
+def hotel() -> Iterator[object]:
+    yield from deployed("hotel-reservation", seed=3)
+
+
+@_on_the_emulated_cluster
+def test_confounders_leave_misleading_evidence_on_neighbours_and_never_on_the_fault(hotel: object) -> None:
+    level = "high"
+    hotel.restore("deployed")  # type: ignore[attr-defined]
+    problem = load_catalog().get(PROBLEM)
+    kube = Kube(hotel)  # type: ignore[arg-type]
+    before = {p["metadata"]["name"] for p in kube.list("Pod", NS)}
+    injection = ProblemInjection(problem)
+    injection.inject(hotel, NS)  # type: ignore[arg-type]
+    active = injection.active(hotel)  # type: ignore[arg-type]
+    runner = NoiseRunner(ambient_noises(problem, level), seed=4, avoid=fault_components(problem))
+    runner.start(hotel, NS)  # type: ignore[arg-type]
+    try:
+        hotel.advance(110)  # type: ignore[attr-defined]
+        near = set(neighbours("hotel-reservation", "frontend"))
+        confounders = [r for r in runner.records() if r["params"].get("near") == "frontend"]
+        assert sorted(r["injector"].removeprefix("noise:") for r in confounders) == sorted(CONFOUNDERS)
+        for r in confounders:
+            events = r["saved"]["events"]
+            assert events and all(e["target"] in near and e["fired"] for e in events), r["injector"]
+        assert runner.errors == []
+        pods = kube.list("Pod", NS)
+        # restarts and rollouts of healthy components
+        restarted = {p["metadata"]["name"].rsplit("-", 2)[0] for p in pods
+                     if any(cs.get("restartCount", 0) for cs in p["status"].get("containerStatuses") or [])}
+        assert restarted & near and "frontend" not in restarted
+        renewed = {p["metadata"]["name"].rsplit("-", 2)[0] for p in pods if p["metadata"]["name"] not in before}
+        assert renewed & near
+        # warning events on them
+        warned = {e["involvedObject"]["name"].rsplit("-", 2)[0] for e in kube.list("Event", NS) if e.get("type") == "Warning"}
+        assert warned & near
+        hotel.advance(120)  # type: ignore[attr-defined]
+        # a firing alert on a healthy component
+        firing = prom(hotel, 'count by (service_name) (ALERTS{alertstate="firing", alertname=~"HighRequest.*"})')
+        assert set(firing) & near, firing
+        # the fault is untouched: its own check and its symptom (hotel searches fail) both hold
+        assert injection.active(hotel) == active == [True]  # type: ignore[arg-type]
+        fails = prom(hotel, f'sum(rate(wrk2_requests_total{{namespace="{NS}",code="500"}}[1m]))')
+        assert fails and next(iter(fails.values())) > 1
+    finally:
+        runner.stop(hotel)  # type: ignore[arg-type]
+        injection.recover(hotel)  # type: ignore[arg-type]
+    created = [e for e in kube.list("Event", NS) if e["reason"] in ("DNSConfigForming",) or
+               (e["reason"] == "Unhealthy" and "Client.Timeout" in e.get("message", ""))]
+    assert created == []
+    leftover = kube.request("GET", "/apis/chaos-mesh.org/v1alpha1/namespaces/chaos-mesh/networkchaos")
+    assert leftover["items"] == []
+
+
+@pytest.fixture(scope="module")
+def fresh() -> Iterator[object]:
+    handle = open_cluster("sim", seed=1)
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+@_on_the_emulated_cluster
+def test_validation_under_noise_keeps_the_fault_and_reports_what_fired(fresh: object) -> None:
+    with Validator(fresh, noise="high") as validator:  # type: ignore[arg-type]
+        result = validator.validate(load_catalog().get("hr-search-rate-rpc-timeout-ms-wrong"))
+    steps = {s.name: s for s in result.steps}
+    assert result.passed, [(s.name, s.detail) for s in result.steps if not s.ok]
+    assert list(steps).index("noise_keeps_fault") == list(steps).index("oracle_fails") + 1
+    assert "container-restart x" in steps["noise_keeps_fault"].detail and "errors" not in steps["noise_keeps_fault"].detail
