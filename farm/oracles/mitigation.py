@@ -80,9 +80,19 @@ def _template_hash(obj: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
 def _comparable_template(template: dict[str, Any]) -> str:
-    """A pod template as its ReplicaSets carry it: without the hash label the controller adds."""
-    t = json.loads(json.dumps(template))
+    """A pod template as the deployment controller compares it: without the hash label it adds,
+    and a null field the same as an absent one, as in its Go structs (a template that `rollout
+    undo` copied back carries `metadata.creationTimestamp: null`, and it is the same revision)."""
+    t = _without_nulls(template)
     labels = (t.get("metadata") or {}).get("labels") or {}
     labels.pop("pod-template-hash", None)
     return json.dumps(t, sort_keys=True)

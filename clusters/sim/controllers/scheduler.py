@@ -269,7 +269,11 @@ class Scheduler:
 
         def key(node: Obj) -> tuple[int, float, str]:
             nname = node["metadata"]["name"]
-            on = [o for o in pods if o["spec"].get("nodeName") == nname]
+            # A DaemonSet's pods (kube-proxy, kindnet) stand on every node alike and static pods
+            # on the control plane, which application pods do not use: they change no node's
+            # rank, and leaving them out keeps the rounded score below from flipping ties.
+            on = [o for o in pods if o["spec"].get("nodeName") == nname
+                  and ((o["metadata"].get("ownerReferences") or [{}])[0]).get("kind") not in ("DaemonSet", "Node")]
             alloc = node["status"]["allocatable"]
             cpu = (sum(scoring_requests(o)[0] for o in on) + incoming[0]) / max(0.1, parse_quantity(alloc["cpu"]))
             mem = (sum(scoring_requests(o)[1] for o in on) + incoming[1]) / max(1.0, parse_quantity(alloc.get("memory", "8Gi")))
