@@ -204,8 +204,12 @@ class VolumeBinder:
                 self.cluster.wake_at(now + 5.0)
                 return False
             cur = None  # detached from the old node
+            attachments[f"moved/{pv_name}"] = True
         if cur is None:
-            cur = attachments[pv_name] = {"node": node, "ready_at": now + ATTACH_SECONDS, "reported": False}
+            # A volume's first attach counts as instant, so an application comes up in the order its
+            # models were tuned to; a move off another node pays the detach and attach time.
+            delay = ATTACH_SECONDS if attachments.get(f"moved/{pv_name}") else 0.0
+            cur = attachments[pv_name] = {"node": node, "ready_at": now + delay, "reported": False}
         if now + 1e-9 < cur["ready_at"]:
             self.cluster.wake_at(cur["ready_at"])
             return False
