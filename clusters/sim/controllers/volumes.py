@@ -189,8 +189,11 @@ class VolumeBinder:
         `node`: True once the volume is attached there. Until then the pod's kubelet waits."""
         kubelet = self.cluster.kubelet
         attachments: dict[str, Any] = kubelet.state.setdefault("attachments", {})
-        pv_name = pv["metadata"]["name"]
+        moved = False
+        pv_name, pv_uid = pv["metadata"]["name"], pv["metadata"].get("uid")
         cur = attachments.get(pv_name)
+        if cur is not None and cur.get("uid") != pv_uid:
+            cur = None  # a volume of that name from an earlier deployment
         if cur is not None and cur["node"] != node:
             users = self._users_on(pv, cur["node"], pod, now)
             if users:
@@ -204,12 +207,12 @@ class VolumeBinder:
                 self.cluster.wake_at(now + 5.0)
                 return False
             cur = None  # detached from the old node
-            attachments[f"moved/{pv_name}"] = True
+            moved = True
         if cur is None:
             # A volume's first attach counts as instant, so an application comes up in the order its
             # models were tuned to; a move off another node pays the detach and attach time.
-            delay = ATTACH_SECONDS if attachments.get(f"moved/{pv_name}") else 0.0
-            cur = attachments[pv_name] = {"node": node, "ready_at": now + delay, "reported": False}
+            delay = ATTACH_SECONDS if moved else 0.0
+            cur = attachments[pv_name] = {"node": node, "uid": pv_uid, "ready_at": now + delay, "reported": False}
         if now + 1e-9 < cur["ready_at"]:
             self.cluster.wake_at(cur["ready_at"])
             return False
