@@ -2,7 +2,8 @@
 required node affinity (matchExpressions In/NotIn/Exists/DoesNotExist/Gt/Lt, matchFields, terms
 ORed, ANDed with nodeSelector) and volume node affinity (a static PV pinned to a node, and
 local-path volumes pinned to the node their first consumer landed on), with the FailedScheduling
-messages kube-scheduler writes."""
+messages kube-scheduler writes; and a network-attached (EBS CSI) volume, which pins nothing and
+follows its pod once the old pod lets go of it (Multi-Attach error until then)."""
 
 from __future__ import annotations
 
