@@ -334,6 +334,7 @@ class Kubelet:
     def _mount(self, pod: Obj, rt: PodRt, now: float) -> None:
         store, ns = self.cluster.store, rt.namespace
         errors = []
+        unattached = False
         rt.volumes = {}
         vols = {v["name"]: v for v in pod["spec"].get("volumes") or []}
         for v in vols.values():
@@ -349,6 +350,13 @@ class Kubelet:
                 claim = store.try_get("persistentvolumeclaims", ns, v["persistentVolumeClaim"].get("claimName", ""))
                 if claim is None or claim.get("status", {}).get("phase") != "Bound":
                     errors.append((v["name"], "unbound"))
+                    continue
+                pv = store.try_get("persistentvolumes", "", (claim.get("spec") or {}).get("volumeName", ""))
+                if self.cluster.pv.network_attached(pv) and not self.cluster.pv.attached_to(pod, rt.node, pv, now):
+                    unattached = True
+        if unattached and not errors:
+            rt.mount_next = now + 1.0
+            return
         if errors:
             rt.mount_backoff = min(122.0, max(1.0, rt.mount_backoff * 2 or 1.0))
             rt.mount_next = now + rt.mount_backoff

@@ -1,10 +1,19 @@
 """PersistentVolume binding: claims bind to matching static volumes, or kind's local-path
 provisioner (`standard`, WaitForFirstConsumer) creates a node-pinned volume once a pod using the
-claim is scheduled. Events as the persistentvolume-controller writes them."""
+claim is scheduled, or the EBS CSI driver (`ebs.csi.aws.com`) creates a network-attached volume
+with no node affinity. Events as the persistentvolume-controller writes them.
+
+A network-attached volume is attached to one node at a time, as the attach/detach controller
+does it: a pod on another node waits (FailedAttachVolume, Multi-Attach error) while a pod of the
+old node still uses it, then the volume detaches there and attaches under the new pod
+(SuccessfulAttachVolume). So a workload with such a volume can leave a broken node, provided its
+old pod is deleted (force-deleted when the node's kubelet is gone, or after the controller's
+6-minute maxWaitForUnmountDuration)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import hashlib
+from typing import TYPE_CHECKING, Any
 
 from clusters.sim.controllers.quantity import parse_quantity
 from clusters.sim.store import Obj, StoreError
@@ -13,6 +22,9 @@ if TYPE_CHECKING:
     from clusters.sim.cluster import SimCluster
 
 PROVISIONER = "rancher.io/local-path"
+NETWORK_PROVISIONER = "ebs.csi.aws.com"
+ATTACH_SECONDS = 5.0  # an EBS AttachVolume call takes a few seconds
+MAX_WAIT_FOR_UNMOUNT = 360.0  # attach/detach controller: force detach from a node that never unmounts
 
 
 class VolumeBinder:
@@ -113,10 +125,13 @@ class VolumeBinder:
             if claim is None or claim.get("status", {}).get("phase") == "Bound":
                 continue
             sc = self._class(claim)
-            if sc is None or sc.get("provisioner") != PROVISIONER:
+            if sc is None or sc.get("provisioner") not in (PROVISIONER, NETWORK_PROVISIONER):
                 continue
             storage = ((claim.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage", "1Gi")
             pv_name = f"pvc-{claim['metadata']['uid']}"
+            if sc.get("provisioner") == NETWORK_PROVISIONER:
+                self._provision_network(claim, sc, pv_name, storage)
+                continue
             pv = {"metadata": {"name": pv_name, "annotations": {"local.path.provisioner/selected-node": node,
                                                                 "pv.kubernetes.io/provisioned-by": PROVISIONER},
                                "finalizers": ["kubernetes.io/pv-protection"]},
@@ -139,6 +154,95 @@ class VolumeBinder:
             self.cluster.events.record(claim, "Normal", "ProvisioningSucceeded",
                                        f"Successfully provisioned volume {pv_name}", f"{PROVISIONER}_local-path-provisioner")
             self._bind(claim, created)
+
+    def _provision_network(self, claim: Obj, sc: Obj, pv_name: str, storage: str) -> None:
+        store = self.cluster.store
+        ns = claim["metadata"]["namespace"]
+        handle = "vol-0" + hashlib.sha256(claim["metadata"]["uid"].encode()).hexdigest()[:16]
+        pv = {"metadata": {"name": pv_name, "annotations": {"pv.kubernetes.io/provisioned-by": NETWORK_PROVISIONER,
+                                                            "volume.kubernetes.io/provisioner-deletion-secret-name": "",
+                                                            "volume.kubernetes.io/provisioner-deletion-secret-namespace": ""},
+                           "finalizers": ["kubernetes.io/pv-protection", "external-attacher/ebs-csi-aws-com"]},
+              "spec": {"capacity": {"storage": storage}, "accessModes": (claim.get("spec") or {}).get("accessModes", ["ReadWriteOnce"]),
+                       "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy", "Delete"),
+                       "storageClassName": sc["metadata"]["name"], "volumeMode": "Filesystem",
+                       "csi": {"driver": NETWORK_PROVISIONER, "volumeHandle": handle, "fsType": "ext4",
+                               "volumeAttributes": {"storage.kubernetes.io/csiProvisionerIdentity": "1700000000000-8081-ebs.csi.aws.com"}}},
+              "status": {"phase": "Available"}}
+        try:
+            created = store.create("persistentvolumes", pv)
+        except StoreError:
+            created = store.get("persistentvolumes", "", pv_name)
+        self.cluster.events.record(claim, "Normal", "Provisioning",
+                                   f'External provisioner is provisioning volume for claim "{ns}/{claim["metadata"]["name"]}"',
+                                   f"{NETWORK_PROVISIONER}_ebs-csi-controller-0")
+        self.cluster.events.record(claim, "Normal", "ProvisioningSucceeded", f"Successfully provisioned volume {pv_name}",
+                                   f"{NETWORK_PROVISIONER}_ebs-csi-controller-0")
+        self._bind(claim, created)
+
+    @staticmethod
+    def network_attached(pv: Obj | None) -> bool:
+        return ((pv or {}).get("spec") or {}).get("csi", {}).get("driver") == NETWORK_PROVISIONER
+
+    def attached_to(self, pod: Obj, node: str, pv: Obj, now: float) -> bool:
+        """The attach/detach controller for one network-attached volume of `pod`, scheduled on
+        `node`: True once the volume is attached there. Until then the pod's kubelet waits."""
+        kubelet = self.cluster.kubelet
+        attachments: dict[str, Any] = kubelet.state.setdefault("attachments", {})
+        moved = False
+        pv_name, pv_uid = pv["metadata"]["name"], pv["metadata"].get("uid")
+        cur = attachments.get(pv_name)
+        if cur is not None and cur.get("uid") != pv_uid:
+            cur = None  # a volume of that name from an earlier deployment
+        if cur is not None and cur["node"] != node:
+            users = self._users_on(pv, cur["node"], pod, now)
+            if users:
+                key = f"{pod['metadata']['uid']}/{pv_name}"
+                if now - self.last_event.get(key, -1e18) >= 30.0:
+                    self.last_event[key] = now
+                    self.cluster.events.record(
+                        pod, "Warning", "FailedAttachVolume",
+                        f'Multi-Attach error for volume "{pv_name}" Volume is already used by pod(s) {", ".join(users)}',
+                        "attachdetach-controller")
+                self.cluster.wake_at(now + 5.0)
+                return False
+            cur = None  # detached from the old node
+            moved = True
+        if cur is None:
+            # A volume's first attach counts as instant, so an application comes up in the order its
+            # models were tuned to; a move off another node pays the detach and attach time.
+            delay = ATTACH_SECONDS if moved else 0.0
+            cur = attachments[pv_name] = {"node": node, "uid": pv_uid, "ready_at": now + delay, "reported": False}
+        if now + 1e-9 < cur["ready_at"]:
+            self.cluster.wake_at(cur["ready_at"])
+            return False
+        if not cur["reported"]:
+            cur["reported"] = True
+            self.cluster.events.record(pod, "Normal", "SuccessfulAttachVolume",
+                                       f'AttachVolume.Attach succeeded for volume "{pv_name}"', "attachdetach-controller")
+        return True
+
+    def _users_on(self, pv: Obj, node: str, pod: Obj, now: float) -> list[str]:
+        """Pods of `node` that still hold the volume: not deleted, or deleted but not yet unmounted
+        (a node whose kubelet is down never unmounts: the controller force-detaches after
+        MAX_WAIT_FOR_UNMOUNT)."""
+        claim = ((pv.get("spec") or {}).get("claimRef") or {})
+        users = []
+        for other in self.cluster.store.list("pods", claim.get("namespace", "")):
+            if other["metadata"]["uid"] == pod["metadata"]["uid"] or (other.get("spec") or {}).get("nodeName") != node:
+                continue
+            if (other.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            if not any((v.get("persistentVolumeClaim") or {}).get("claimName") == claim.get("name")
+                       for v in (other.get("spec") or {}).get("volumes") or []):
+                continue
+            if other["metadata"].get("deletionTimestamp"):
+                since = self.last_event.setdefault(f"deleted/{other['metadata']['uid']}", now)
+                if since + MAX_WAIT_FOR_UNMOUNT <= now:
+                    continue
+                self.cluster.wake_at(since + MAX_WAIT_FOR_UNMOUNT)
+            users.append(other["metadata"]["name"])
+        return users
 
     def node_of_claim(self, namespace: str, claim: str) -> str | None:
         c = self.cluster.store.try_get("persistentvolumeclaims", namespace, claim)

@@ -2,7 +2,8 @@
 required node affinity (matchExpressions In/NotIn/Exists/DoesNotExist/Gt/Lt, matchFields, terms
 ORed, ANDed with nodeSelector) and volume node affinity (a static PV pinned to a node, and
 local-path volumes pinned to the node their first consumer landed on), with the FailedScheduling
-messages kube-scheduler writes."""
+messages kube-scheduler writes; and a network-attached (EBS CSI) volume, which pins nothing and
+follows its pod once the old pod lets go of it (Multi-Attach error until then)."""
 
 from __future__ import annotations
 
@@ -191,3 +192,39 @@ def test_a_local_path_volume_pins_later_pods_to_its_first_consumers_node(cluster
     cluster.apply([deployment("second", volumes=volumes)])  # no affinity of its own: the volume decides
     cluster.advance(20)
     assert placed(cluster, "second") == {"sim-worker2"}
+
+
+def test_a_network_volume_follows_its_pod_to_another_node_once_the_old_pod_lets_go(cluster: SimCluster) -> None:
+    cluster.apply([
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "ebs-gp3"},
+         "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete"},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "db-data", "namespace": NS},
+         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "ebs-gp3",
+                  "resources": {"requests": {"storage": "1Gi"}}}},
+        deployment("db", volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "db-data"}}]),
+    ])
+    cluster.advance(30)
+    (first,) = pods(cluster, "db")
+    old_node = first["spec"]["nodeName"]
+    assert first["status"]["phase"] == "Running"
+    pv = cluster.store.get("persistentvolumes", "", cluster.store.get("persistentvolumeclaims", NS, "db-data")["spec"]["volumeName"])
+    assert pv["spec"]["csi"]["driver"] == "ebs.csi.aws.com" and "nodeAffinity" not in pv["spec"]
+
+    def reasons(pod: dict) -> list[tuple[str, str]]:
+        return [(e["reason"], e["message"]) for e in cluster.store.list("events", NS)
+                if e["involvedObject"]["name"] == pod["metadata"]["name"]]
+    assert ("SuccessfulAttachVolume", f'AttachVolume.Attach succeeded for volume "{pv["metadata"]["name"]}"') in reasons(first)
+    # A rolling update off a cordoned node: the new pod cannot attach while the old one holds the volume.
+    cluster.store.mutate("nodes", "", old_node, lambda o: o["spec"].update(unschedulable=True))
+    cluster.store.mutate("deployments.apps", NS, "db",
+                         lambda d: d["spec"]["template"]["metadata"].setdefault("annotations", {}).update(rev="2"))
+    cluster.advance(30)
+    (second,) = [p for p in pods(cluster, "db") if p["metadata"]["name"] != first["metadata"]["name"]]
+    assert second["spec"]["nodeName"] not in (None, old_node) and second["status"]["phase"] == "Pending"
+    assert ("FailedAttachVolume", f'Multi-Attach error for volume "{pv["metadata"]["name"]}" Volume is already used by '
+            f'pod(s) {first["metadata"]["name"]}') in reasons(second)
+    cluster.store.delete("pods", NS, first["metadata"]["name"])
+    cluster.advance(30)
+    moved = cluster.store.get("pods", NS, second["metadata"]["name"])
+    assert moved["status"]["phase"] == "Running"
+    assert ("SuccessfulAttachVolume", f'AttachVolume.Attach succeeded for volume "{pv["metadata"]["name"]}"') in reasons(moved)

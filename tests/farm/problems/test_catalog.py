@@ -170,9 +170,6 @@ def test_every_reference_mitigation_is_the_agents_own() -> None:
             assert p.mitigation and all(s.kubectl for s in p.mitigation), p.id
 
 
-@pytest.mark.xfail(strict=True, reason="hotel-reservation's databases sit on local-path volumes pinned to their "
-                   "node, with no replica: its 20 disk and node problems have no fix an agent could make until "
-                   "its storage is redesigned (a network volume or a replica set)")
 def test_few_problems_are_diagnosis_only() -> None:
     catalog = load_catalog()
     diagnosis_only = [p.id for p in catalog.problems if p.diagnosis_only]
