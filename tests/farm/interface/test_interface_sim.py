@@ -215,7 +215,8 @@ def test_exec_is_recorded_as_a_mutation_without_undo(fresh: ClusterHandle) -> No
         assert tools.call("kubectl", command=f"exec {mongo} -- cat /no/such/file")[1]
         # It never ran (no such pod; no such executable in the image): nothing to record.
         assert tools.call("kubectl", command="exec no-such-pod -- echo hi")[1]
-        text, is_error = tools.call("kubectl", command=f"exec {pods['frontend']} -- echo hi")
+        # (frontend's golang image has coreutils, curl and wget since images ship a userland; not this)
+        text, is_error = tools.call("kubectl", command=f"exec {pods['frontend']} -- tcpdump -i any")
         assert is_error and "executable file not found" in text
         text, is_error = tools.call("undo_last")
         assert not is_error and "scale" in text, text

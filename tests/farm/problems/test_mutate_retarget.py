@@ -83,7 +83,8 @@ def test_graph_apps_move_store_protocols_and_manifest_values(catalog) -> None:  
     oom = mutate(catalog.get("as-checkout-oom"), target="cart")
     # What a fix restores is the new target's own limit, read from its manifest.
     assert oom.ground_truth.details["expected"] == "memory=160Mi"
-    assert oom.mitigation[0].kubectl == "set resources deployment/cart --limits=memory=160Mi"
+    # The container is named too (kubectl >= 1.28 also sets init containers' limits), retargeted as well.
+    assert oom.mitigation[0].kubectl == "set resources deployment/cart -c cart --limits=memory=160Mi"
 
 
 def test_a_fact_without_a_counterpart_refuses_the_retarget(catalog) -> None:  # type: ignore[no-untyped-def]
