@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import statistics
 import subprocess
@@ -26,14 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 KUBECTLS = {"1.20": ROOT / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl", "1.33": ROOT / ".tools" / "kubectl-v33" / "kubectl"}
 NS = "hotel-reservation"
-
-
-def process_cpu(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from catalog_bench import process_cpu  # noqa: E402  (one reading of another process's CPU for the benches)
 
 
 def main() -> int:
