@@ -162,13 +162,16 @@ def _heatmap(engine: Engine, sweep_id: str) -> str:
     problems = sorted({r["problem_id"] for r in rows if r["n"]})
 
     def difficulty(p: str) -> tuple[float, str]:
-        vals = [cell[(p, a, m)]["e2e_rate"] for a, m in columns if (p, a, m) in cell]
+        # A diagnosis-only problem's E2E is not scored (None): it neither eases nor hardens the order.
+        vals = [cell[(p, a, m)]["e2e_rate"] for a, m in columns
+                if (p, a, m) in cell and cell[(p, a, m)]["e2e_rate"] is not None]
         return (sum(vals) / len(vals) if vals else 1.0, p)
 
     problems.sort(key=difficulty)
     grid = [[cell[(p, a, m)]["e2e_rate"] if (p, a, m) in cell else None for a, m in columns] for p in problems]
     return (html.figure(plots.heatmap(problems, [f"{a} / {m}" for a, m in columns], grid), "problem × agent/model E2E")
-            + f'<p class="note">{len(problems)} problems, ordered by mean E2E across agent/model (hardest first).</p>')
+            + f'<p class="note">{len(problems)} problems, ordered by mean E2E across agent/model (hardest first); '
+              'a diagnosis-only problem has no E2E (blank).</p>')
 
 
 def _tokens(engine: Engine, sweep_id: str) -> str:

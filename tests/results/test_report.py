@@ -327,3 +327,22 @@ def test_noise_effect_pairs_quiet_and_noisy_trials_of_one_sweep(recorded, tmp_pa
     assert row["b_only"] == sum(1 for k in shared if noisy[k] and not quiet[k])
     page = build_report(engine, "sw", tmp_path / "rep", drill_down=False).read_text()
     assert "A without noise, B with" in page
+
+
+def test_a_diagnosis_only_problem_leaves_its_heatmap_cell_blank(db_url, tmp_path):
+    """A diagnosis-only problem's mitigation is not scored (NULL), so its E2E is None: the report
+    still renders, and that problem takes no rank from a rate it does not have."""
+    engine = engine_for(db_url)
+    rng = random.Random(3)
+    _sweep(engine, "dx")
+    for i, (problem, m) in enumerate((("p-scored", True), ("p-scored", False), ("p-dx-only", None))):
+        tid = _trial(engine, "dx", i, problem, "baseline", "-", i, False)
+        r = _result(rng, "-", True, bool(m))
+        r.mitigation_passed = m
+        _record(engine, tid, r)
+    rows = {r["problem_id"]: r for r in queries.rates(engine, "dx", "problem,agent,model")}
+    assert rows["p-dx-only"]["e2e_rate"] is None and rows["p-scored"]["e2e_rate"] == 0.5
+    from results.report.build import _heatmap
+
+    assert "2 problems" in _heatmap(engine, "dx")
+    assert build_report(engine, "dx", tmp_path / "rep", drill_down=False).is_file()
