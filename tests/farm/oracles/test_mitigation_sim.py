@@ -27,14 +27,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]
 @pytest.fixture()
 def incident(cluster: ClusterHandle) -> Iterator[tuple[ClusterHandle, MitigationOracle, object, ProblemInjection]]:
     """Deployed, baseline captured, the fault injected and left to bite for two minutes."""
-    back_to_deployed(cluster)
-    problem = load_catalog().get(PROBLEM)
-    app = load_application(problem.app)
-    oracle = MitigationOracle(app, problem)
-    baseline = oracle.capture_baseline(cluster, app.namespace)
-    injection = ProblemInjection(problem)
-    injection.inject(cluster, app.namespace)
-    cluster.advance(120)
+    _, oracle, baseline, injection = _incident(cluster, PROBLEM)
     yield cluster, oracle, baseline, injection
 
 
