@@ -53,14 +53,14 @@ def sim() -> dict[str, int]:
     from farm.interface import AgentInterface
     from farm.llm.scripted import tool_plan
     from farm.problems.catalog import load_catalog
+    from farm.pytest_plugin import SimClusters
     from injectors.compose import ProblemInjection
     from tests.farm.agents.test_react_stratus_sim import NS, PLAN, PROBLEM
-    from tests.farm.interface.simcluster import back_to_deployed, deployed_cluster
 
     totals = {}
-    with tempfile.TemporaryDirectory() as tmp, deployed_cluster(Path(tmp)) as cluster:
+    with tempfile.TemporaryDirectory() as tmp, SimClusters(lambda name: Path(tmp) / name) as clusters:
         for agent in (ReactAgent(), StratusAgent()):
-            back_to_deployed(cluster)
+            cluster = clusters.served("hotel-reservation", seed=11, agent=True)  # as deployed, for each agent
             ProblemInjection(load_catalog().get(PROBLEM)).inject(cluster, NS)
             cluster.advance(60)
             iface = AgentInterface(cluster, NS, "bench", mode=agent.tool_mode)  # type: ignore[arg-type]

@@ -13,8 +13,10 @@ import pytest
 
 pytest.importorskip("clusters.sim.chaos", reason="the emulated cluster's chaos controller has not landed yet")
 
-from clusters.base import ClusterHandle, open_cluster  # noqa: E402
+from clusters.base import ClusterHandle  # noqa: E402
 from clusters.real import KubeconfigClusterHandle  # noqa: E402
+from clusters.sim.provider import SimHandle
+from farm.pytest_plugin import SimClusters
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBECTL = ROOT / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
@@ -22,10 +24,8 @@ CHAOS = "/apis/chaos-mesh.org/v1alpha1"
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[ClusterHandle]:
-    handle = open_cluster("sim")
-    yield handle
-    handle.close()
+def sim(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served()
 
 
 @pytest.fixture()

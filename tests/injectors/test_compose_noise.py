@@ -11,10 +11,11 @@ import pytest
 from clusters.base import ClusterHandle
 from core.problem import NoiseSpec
 from farm.problems.catalog import parse_problem
+from farm.pytest_plugin import SimClusters
 from injectors.compose import NoiseRunner, ProblemInjection
 from injectors.fault import CHAOS_NAMESPACE
 from injectors.kube import Kube
-from tests.injectors.simcluster import worker_node
+from tests.injectors.nodes import worker_node
 
 NS = "shop"
 
@@ -27,7 +28,8 @@ def dep(name: str, replicas: int = 1) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def shop(api_cluster: ClusterHandle) -> ClusterHandle:
+def shop(sim_clusters: SimClusters) -> ClusterHandle:
+    api_cluster = sim_clusters.served(seed=3)
     kube = Kube(api_cluster)
     kube.ensure_namespace(NS)
     for name in ("cart", "checkout", "ads", "load-generator"):

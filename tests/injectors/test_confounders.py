@@ -5,19 +5,18 @@ ambient activity leaves, never touch the fault's own components, and are gone af
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from pydantic import ValidationError
 
-from clusters.base import open_cluster
+from clusters.sim.provider import SimHandle
 from farm.problems.catalog import load_catalog
 from farm.problems.validate import Validator
+from farm.pytest_plugin import SimClusters
 from farm.spec import SweepSpec, noise_label
 from injectors.compose import NoiseRunner, ProblemInjection, ambient_noises, fault_components
 from injectors.kube import Kube
 from injectors.noise import CONFOUNDERS, neighbours
-from tests.clusters.sim.apptools import NEEDS_KUBECTL, deployed, prom
+from tests.clusters.sim.apptools import NEEDS_KUBECTL, prom
 
 NS = "hotel-reservation"
 PROBLEM = "hr-frontend-latent-bug-flag"
@@ -63,15 +62,14 @@ def _on_the_emulated_cluster(fn):  # type: ignore[no-untyped-def]
     return fn
 
 
-@pytest.fixture(scope="module")
-def hotel() -> Iterator[object]:
-    yield from deployed("hotel-reservation", seed=3)
+@pytest.fixture
+def hotel(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served("hotel-reservation", seed=3)
 
 
 @_on_the_emulated_cluster
 def test_confounders_leave_misleading_evidence_on_neighbours_and_never_on_the_fault(hotel: object) -> None:
     level = "high"
-    hotel.restore("deployed")  # type: ignore[attr-defined]
     problem = load_catalog().get(PROBLEM)
     kube = Kube(hotel)  # type: ignore[arg-type]
     before = {p["metadata"]["name"] for p in kube.list("Pod", NS)}
@@ -117,13 +115,9 @@ def test_confounders_leave_misleading_evidence_on_neighbours_and_never_on_the_fa
     assert leftover["items"] == []
 
 
-@pytest.fixture(scope="module")
-def fresh() -> Iterator[object]:
-    handle = open_cluster("sim", seed=1)
-    try:
-        yield handle
-    finally:
-        handle.close()
+@pytest.fixture
+def fresh(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served(seed=1)
 
 
 @_on_the_emulated_cluster

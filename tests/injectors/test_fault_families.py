@@ -5,11 +5,11 @@ being the cause once the workload tolerates it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from clusters.base import ClusterHandle, open_cluster
+from clusters.base import ClusterHandle
+from clusters.sim.provider import SimHandle
+from farm.pytest_plugin import SimClusters
 from injectors.base import faults
 from injectors.kube import Kube
 from injectors.node_faults import SIM_GROUP
@@ -17,25 +17,9 @@ from injectors.node_faults import SIM_GROUP
 NS = "hotel-reservation"
 
 
-@pytest.fixture(scope="module")
-def hotel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
-    from apps.base import load_application
-    from farm.deploy import deploy
-
-    cluster = open_cluster("sim", seed=7, workdir=tmp_path_factory.mktemp("sim"))
-    try:
-        deploy(cluster, load_application("hotel-reservation"), NS)
-        cluster.advance(60)
-        cluster.checkpoint("deployed")
-        yield cluster
-    finally:
-        cluster.close()
-
-
 @pytest.fixture
-def cluster(hotel: ClusterHandle) -> ClusterHandle:
-    hotel.restore("deployed")
-    return hotel
+def cluster(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served("hotel-reservation", seed=7, warmup=60)
 
 
 def pod_of(kube: Kube, service: str) -> dict:

@@ -12,10 +12,11 @@ import pytest
 
 from clusters.base import ClusterHandle
 from farm.problems.validate import LEAK_WORDS
+from farm.pytest_plugin import SimClusters
 from injectors.base import faults
 from injectors.fault import CHAOS_NAMESPACE
 from injectors.kube import Kube, Ref
-from tests.injectors.simcluster import worker_node
+from tests.injectors.nodes import worker_node
 
 NS = "hotel-reservation"
 FLAGS = {"flags": {"paymentFailure": {"state": "ENABLED", "variants": {"100%": 1, "off": 0}, "defaultVariant": "off"}}}
@@ -34,7 +35,8 @@ def deployment(name: str, container: str, port: int, env: list[dict[str, str]] |
 
 
 @pytest.fixture(scope="module")
-def app(api_cluster: ClusterHandle) -> ClusterHandle:
+def app(sim_clusters: SimClusters) -> ClusterHandle:
+    api_cluster = sim_clusters.served(seed=3)
     kube = Kube(api_cluster)
     kube.ensure_namespace(NS)
     kube.create("Deployment", NS, deployment("search", "hotel-reserv-search", 8082,

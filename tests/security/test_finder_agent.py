@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from sqlmodel import Session, select
 
-from clusters.base import open_cluster
 from core.states import END_SUBMITTED
 from farm.agents.base import Agent, AgentContext, AgentResult, agents
 from farm.dispatcher import submit
 from farm.interface.client import ToolClient
 from farm.problems.catalog import load_catalog
+from farm.pytest_plugin import SimClusters
 from farm.spec import SweepSpec
 from farm.trial import run_all, start_run
 from results import ledger
@@ -82,25 +82,22 @@ class Finder(Agent):
         return AgentResult(end_reason=END_SUBMITTED, tool_calls=len(PROBES) + 7)
 
 
-def test_a_finder_agent_learns_nothing_of_its_problem(tmp_path: Path) -> None:
+def test_a_finder_agent_learns_nothing_of_its_problem(sim_clusters: SimClusters, tmp_path: Path) -> None:
     engine = engine_for(f"sqlite:///{tmp_path / 'farm.sqlite'}")
     store = LocalArtifactStore(tmp_path / "artifacts")
     (tmp_path / "artifacts").mkdir(exist_ok=True)
     (tmp_path / "artifacts" / "canary.txt").write_text(CANARY)
-    cluster = open_cluster("sim", seed=5, workdir=tmp_path / "sim")
-    (tmp_path / "sim" / "canary.txt").write_text(CANARY)
-    try:
-        spec = SweepSpec(name="redteam-finder", problems={"ids": [PROBLEM]}, agents=[{"name": "redteam-finder"}],
-                         limits={"max_steps": 60, "wall_time_s": 300})
-        sub = submit(engine, spec)
-        claim = ledger.claim(engine, sub.to_run[0], "redteam-worker", cluster.ref)
-        assert claim is not None
-        run = start_run(engine, claim, cluster, store)
-        assert run is not None
-        assert run_all(run) == "recorded", run.events[-3:]
-        sandbox = run.interface.record.sandbox
-    finally:
-        cluster.close()
+    cluster = sim_clusters.served(seed=5)
+    (cluster.workdir / "canary.txt").write_text(CANARY)
+    spec = SweepSpec(name="redteam-finder", problems={"ids": [PROBLEM]}, agents=[{"name": "redteam-finder"}],
+                     limits={"max_steps": 60, "wall_time_s": 300})
+    sub = submit(engine, spec)
+    claim = ledger.claim(engine, sub.to_run[0], "redteam-worker", cluster.ref)
+    assert claim is not None
+    run = start_run(engine, claim, cluster, store)
+    assert run is not None
+    assert run_all(run) == "recorded", run.events[-3:]
+    sandbox = run.interface.record.sandbox
     assert FOUND, "the finder agent did not run"
     assert FOUND["ids"] == [] and FOUND["canary"] is False, FOUND["ids"]
     assert "get all -o yaml" in FOUND["shown"] and "geo" in FOUND["shown"]["get all -o yaml"]  # it did look

@@ -16,13 +16,14 @@ import pytest
 import yaml
 
 from clusters.base import ClusterHandle
+from clusters.sim.provider import SimHandle
 from core.states import LIMIT_STEPS, LIMIT_TOKENS
 from farm.agents.base import AgentLimits
 from farm.interface import AgentInterface
 from farm.interface.client import ToolClient
 from farm.interface.kubectl import Kubectl
 from farm.interface.server import MAX_DIAGNOSIS_CHARS
-from tests.farm.interface.simcluster import back_to_deployed, deployed_cluster
+from farm.pytest_plugin import SimClusters, as_built
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
 NS = "hotel-reservation"
@@ -31,10 +32,10 @@ _KUBECTL_PATH = os.environ.get("PATH", "")
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
-    with deployed_cluster(tmp_path_factory.mktemp("sim")) as handle:
-        (Path(handle.workdir) / "canary.txt").write_text(CANARY)  # type: ignore[attr-defined]
-        yield handle
+def cluster(sim_clusters: SimClusters) -> SimHandle:
+    handle = sim_clusters.served("hotel-reservation", seed=11, agent=True)
+    (handle.workdir / "canary.txt").write_text(CANARY)
+    return handle
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def canary_in_repo() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def session(cluster: ClusterHandle, canary_in_repo: Path) -> Iterator[tuple[AgentInterface, ToolClient]]:
-    back_to_deployed(cluster)
+    as_built(cluster)
     iface = AgentInterface(cluster, NS, "t-redteam01")
     url, token = iface.start()
     try:
@@ -254,7 +255,7 @@ def test_nothing_of_the_worker_is_visible_inside_the_sandbox(cluster: ClusterHan
 
 
 def test_step_limit_ends_the_session_and_later_submissions_do_not_count(cluster: ClusterHandle) -> None:
-    back_to_deployed(cluster)
+    as_built(cluster)
     iface = AgentInterface(cluster, NS, "t-redteam02", limits=AgentLimits(max_steps=3))
     url, token = iface.start()
     try:
@@ -277,7 +278,7 @@ def test_token_limit_is_read_from_the_workers_usage_not_the_agent(cluster: Clust
     from farm.llm.client import load_litellm
     from farm.llm.scripted import ScriptedLLM
 
-    back_to_deployed(cluster)
+    as_built(cluster)
     tap = LLMUsageTap("openai/scripted-model")
     assert tap.install()
     iface = AgentInterface(cluster, NS, "t-redteam03", limits=AgentLimits(max_tokens=50), usage=tap.snapshot)
@@ -356,7 +357,7 @@ def test_no_sandbox_means_no_session(cluster: ClusterHandle, monkeypatch: pytest
 
 def test_the_unsafe_opt_out_is_recorded(cluster: ClusterHandle, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FARM_UNSAFE_NO_SANDBOX", "1")
-    back_to_deployed(cluster)
+    as_built(cluster)
     iface = AgentInterface(cluster, NS, "t-redteam07")
     iface.start()
     iface.stop()

@@ -1,5 +1,6 @@
-"""What the application test modules share: an application deployed once per module on an
-emulated cluster process, a stock kubectl 1.20 against it, and the observability APIs over HTTP."""
+"""What the application test modules share once farm.pytest_plugin's `sim_clusters.served(app)`
+has given them a deployed application: a stock kubectl 1.20 against it, and the observability
+APIs over HTTP."""
 
 from __future__ import annotations
 
@@ -7,30 +8,13 @@ import json
 import subprocess
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from apps import load_application
-from clusters.base import open_cluster
-from farm.deploy import deploy
-
 KUBECTL = Path(__file__).resolve().parents[3] / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
 NEEDS_KUBECTL = [pytest.mark.kubectl, pytest.mark.slow,
                  pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl 1.20 is installed by the test setup in .tools")]
-
-
-def deployed(app: str, seed: int) -> Iterator[object]:
-    """A module fixture's body: `app` deployed, warmed up 180 s and checkpointed as "deployed"."""
-    handle = open_cluster("sim", seed=seed)
-    try:
-        deploy(handle, load_application(app))
-        handle.advance(180)  # type: ignore[attr-defined]
-        handle.checkpoint("deployed")  # type: ignore[attr-defined]
-        yield handle
-    finally:
-        handle.close()
 
 
 def run_kubectl(handle: object, *args: str, namespace: str, check: bool = True, stdin: str | None = None,

@@ -11,14 +11,13 @@ import ssl
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
-from clusters.base import open_cluster
 from clusters.sim.provider import SimHandle
+from farm.pytest_plugin import SimClusters
 
 ROOT = Path(__file__).resolve().parents[3]
 KUBECTLS = {"1.20": ROOT / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl",
@@ -43,11 +42,8 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    handle = open_cluster("sim:openapi", seed=2, workdir=tmp_path_factory.mktemp("openapi"))
-    assert isinstance(handle, SimHandle)
-    yield handle
-    handle.close()
+def cluster(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served(seed=2)
 
 
 def kubectl(cluster: SimHandle, version: str, *args: str, kubeconfig: Path | None = None) -> tuple[int, str]:

@@ -9,6 +9,7 @@ import functools
 
 from clusters.sim.apps.base import image_lookup
 from clusters.sim.cluster import SimCluster
+from farm.pytest_plugin import SimClusters
 from tests.clusters.sim.apptools import newest_pod
 
 NS = "hotel-reservation"
@@ -119,7 +120,7 @@ def test_killing_consuls_container_empties_the_registry_until_services_restart(c
     assert window(cluster, 60) > 95
 
 
-def test_postgres_takes_the_rotated_password_at_restart_and_stale_clients_are_refused() -> None:
+def test_postgres_takes_the_rotated_password_at_restart_and_stale_clients_are_refused(sim_clusters: SimClusters) -> None:
     import base64
 
     from clusters.sim.apps.datastores.postgres import heredoc_body
@@ -127,7 +128,7 @@ def test_postgres_takes_the_rotated_password_at_restart_and_stale_clients_are_re
     assert heredoc_body("psql <<-EOSQL\n\tCREATE USER u WITH PASSWORD '$PW';\nEOSQL\n", {"PW": "s"}) == \
         "\tCREATE USER u WITH PASSWORD 's';"
     assert "$PW" in heredoc_body("psql <<'EOSQL'\nSELECT '$PW';\nEOSQL\n", {"PW": "s"})  # a quoted delimiter: no expansion
-    shop = SimCluster.with_app("astronomy-shop", seed=11)
+    shop = sim_clusters.in_process("astronomy-shop", seed=11)
     ns = "astronomy-shop"
 
     def latest(prefix: str) -> dict:

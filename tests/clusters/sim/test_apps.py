@@ -11,6 +11,7 @@ import pytest
 from apps import load_application
 from clusters.sim.apps.base import image_lookup
 from clusters.sim.cluster import SimCluster
+from farm.pytest_plugin import SimClusters
 
 
 def query(cluster: SimCluster, q: str) -> list[dict]:
@@ -20,9 +21,9 @@ def query(cluster: SimCluster, q: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("name", ["hotel-reservation", "social-network", "astronomy-shop", "train-ticket"])
-def test_application_deploys_ready_and_its_clients_succeed(name: str) -> None:
+def test_application_deploys_ready_and_its_clients_succeed(sim_clusters: SimClusters, name: str) -> None:
     app = load_application(name)
-    cluster = SimCluster.with_app(name, seed=1, settle=240)
+    cluster = sim_clusters.in_process(name, seed=1, settle=240)
     pods = cluster.store.list("pods", app.namespace)
     assert pods
     not_ready = [p["metadata"]["name"] for p in pods
@@ -41,8 +42,8 @@ def test_registry_knows_the_manifest_tags_and_nothing_else() -> None:
     assert "pull access denied" in (image_lookup("example/nothing-here:1")[1] or "")
 
 
-def test_a_wait_for_init_container_holds_the_pod_until_its_dependency_answers() -> None:
-    cluster = SimCluster(seed=4)
+def test_a_wait_for_init_container_holds_the_pod_until_its_dependency_answers(sim_clusters: SimClusters) -> None:
+    cluster = sim_clusters.in_process(seed=4)
     cluster.apply([{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app", "namespace": "demo"}, "spec": {
         "initContainers": [{"name": "wait-for-db", "image": "busybox",
                             "command": ["sh", "-c", "until nc -z -v -w30 db 5432; do echo waiting for db; sleep 2; done;"]}],
@@ -60,8 +61,8 @@ def test_a_wait_for_init_container_holds_the_pod_until_its_dependency_answers() 
     assert st["initContainerStatuses"][0]["state"]["terminated"]["reason"] == "Completed" and st["phase"] == "Running"
 
 
-def test_hotel_services_depend_on_consul_at_start() -> None:
-    cluster = SimCluster.with_app("hotel-reservation", seed=2)
+def test_hotel_services_depend_on_consul_at_start(sim_clusters: SimClusters) -> None:
+    cluster = sim_clusters.in_process("hotel-reservation", seed=2)
     ns = "hotel-reservation"
     cluster.store.delete("services", ns, "consul")
     victim = next(p for p in cluster.store.list("pods", ns) if p["metadata"]["name"].startswith("user-"))
@@ -72,10 +73,10 @@ def test_hotel_services_depend_on_consul_at_start() -> None:
     assert 'FTL' in log and 'failed register: Put "http://consul:8500/v1/agent/service/register": dial tcp: lookup consul on 10.96.0.10:53: no such host' in log
 
 
-def test_apps_without_a_call_graph_model_still_feel_their_dependencies() -> None:
+def test_apps_without_a_call_graph_model_still_feel_their_dependencies(sim_clusters: SimClusters) -> None:
     ns = "astronomy-shop"
     app = load_application(ns)
-    cluster = SimCluster.with_app(ns, seed=1, settle=240)
+    cluster = sim_clusters.in_process(ns, seed=1, settle=240)
 
     def success() -> float:
         return float(query(cluster, app.client_success_query.replace("{window}", "1m"))[0]["value"][1])

@@ -7,26 +7,21 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from tests.clusters.sim.apptools import NEEDS_KUBECTL, deployed, get, prom, run_kubectl
+from clusters.sim.provider import SimHandle
+from farm.pytest_plugin import SimClusters
+from tests.clusters.sim.apptools import NEEDS_KUBECTL, get, prom, run_kubectl
 
 NS = "astronomy-shop"
 pytestmark = NEEDS_KUBECTL
 kubectl = functools.partial(run_kubectl, namespace=NS)
 
 
-@pytest.fixture(scope="module")
-def shop() -> Iterator[object]:
-    yield from deployed(NS, seed=7)
-
-
 @pytest.fixture
-def sim(shop: object) -> object:
-    shop.restore("deployed")  # type: ignore[attr-defined]
-    return shop
+def sim(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served(NS, seed=7)
 
 
 def client_success(handle: object) -> float:

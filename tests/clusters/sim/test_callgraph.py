@@ -9,6 +9,7 @@ import pytest
 from clusters.sim.apps.base import register_image
 from clusters.sim.apps.graph import AppGraph, Call, Peer, Route, Service, graph_app, image_suffix
 from clusters.sim.cluster import SimCluster
+from farm.pytest_plugin import SimClusters
 
 NS = "stockroom"
 IMAGE = "example.com/stockroom"
@@ -87,8 +88,8 @@ def _slow_stock(cluster: SimCluster, latency: str) -> None:
 
 
 @pytest.fixture
-def cluster() -> SimCluster:
-    return SimCluster(seed=5)
+def cluster(sim_clusters: SimClusters) -> SimCluster:
+    return sim_clusters.in_process(seed=5)
 
 
 def test_requests_flow_through_the_graph_and_the_address_comes_from_env(cluster: SimCluster) -> None:

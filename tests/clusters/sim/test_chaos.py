@@ -11,6 +11,7 @@ import pytest
 
 from clusters.sim.chaos import FINALIZER, parse_duration
 from clusters.sim.cluster import SimCluster
+from farm.pytest_plugin import SimClusters
 from tests.clusters.sim.apptools import newest_pod
 
 NS = "hotel-reservation"
@@ -175,8 +176,8 @@ def test_time_chaos_skews_the_pods_clock_in_its_spans_and_logs(cluster: SimClust
     assert skews and all(7000e6 < s < 7300e6 for s in skews)  # geo's clock runs two hours behind its caller's
 
 
-def test_metastable_retry_storm_stays_down_until_a_real_fix() -> None:
-    cluster = SimCluster.with_app("hotel-reservation", seed=5)
+def test_metastable_retry_storm_stays_down_until_a_real_fix(sim_clusters: SimClusters) -> None:
+    cluster = sim_clusters.in_process("hotel-reservation", seed=5)
 
     def env(deployment: str, kv: dict[str, str]) -> None:
         def edit(d: dict) -> None:
@@ -415,13 +416,13 @@ def test_kernel_chaos_fails_mongods_writes_under_its_call_chain_and_recovers(clu
     assert pod(cluster, "mongodb-rate")["status"]["containerStatuses"][0]["restartCount"] == restarts
 
 
-def test_kernel_chaos_on_a_read_path_leaves_writes_alone_and_slab_failures_are_enomem() -> None:
+def test_kernel_chaos_on_a_read_path_leaves_writes_alone_and_slab_failures_are_enomem(sim_clusters: SimClusters) -> None:
     from clusters.sim.chaos import kernel_callchain_ops
 
     assert kernel_callchain_ops({"callchain": [{"funcname": "ext4_file_write_iter"}]}) == {"write"}
     assert kernel_callchain_ops({"callchain": [{"funcname": "ext4_file_read_iter"}]}) == {"read"}
     assert kernel_callchain_ops({"callchain": [{"funcname": "__x64_sys_mount"}]}) == {"read", "write"}
-    cluster = SimCluster.with_app("hotel-reservation", seed=11)
+    cluster = sim_clusters.in_process("hotel-reservation", seed=11)
     mongo = pod(cluster, "mongodb-rate")
     chaos(cluster, "KernelChaos", "slab", {"mode": "one", "selector": {"labelSelectors": {"io.kompose.service": "mongodb-rate"}},
                                            "failKernRequest": {"callchain": [{"funcname": "ext4_file_read_iter"}],

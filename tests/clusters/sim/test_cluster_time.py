@@ -18,6 +18,7 @@ import pytest
 from clusters.sim.clock import FIXED_EPOCH
 from clusters.sim.cluster import BOOTSTRAP_SECONDS, SimCluster
 from clusters.sim.server import SimServer
+from farm.pytest_plugin import SimClusters
 
 NS = "hotel-reservation"
 
@@ -30,7 +31,7 @@ def _parse(stamp: str) -> float:
 def base() -> SimCluster:
     # Ten minutes before the host's now, so that catching up below gives a telemetry history
     # that ends at the host's clock, as a live cluster's does.
-    return SimCluster.with_app(NS, seed=11, start=time.time() - 600)
+    return SimClusters.new(NS, seed=11, start=time.time() - 600)
 
 
 @pytest.fixture(scope="module")
@@ -59,16 +60,16 @@ def catch_up(cluster: SimCluster) -> None:
 
 def test_a_cluster_starts_at_the_hosts_clock_unless_given_a_start() -> None:
     before = time.time()
-    cluster = SimCluster(seed=0)
+    cluster = SimClusters.new(seed=0)
     # Built, it reads the host's clock; its bootstrap ran in the 30 s before.
     assert before - 1.0 <= cluster.now() <= time.time()
     assert cluster.clock.start == cluster.now() - BOOTSTRAP_SECONDS
-    assert SimCluster(seed=0, start=FIXED_EPOCH).now() == FIXED_EPOCH
+    assert SimClusters.new(seed=0, start=FIXED_EPOCH).now() == FIXED_EPOCH
 
 
 def test_a_seed_decides_the_same_history_relative_to_any_start() -> None:
-    a = SimCluster.with_app(NS, seed=5, settle=60, start=FIXED_EPOCH)
-    b = SimCluster.with_app(NS, seed=5, settle=60, start=FIXED_EPOCH + 86400 * 300.25)
+    a = SimClusters.new(NS, seed=5, settle=60, start=FIXED_EPOCH)
+    b = SimClusters.new(NS, seed=5, settle=60, start=FIXED_EPOCH + 86400 * 300.25)
 
     def history(cluster: SimCluster) -> list[tuple[str, float]]:
         start = cluster.clock.start

@@ -7,21 +7,15 @@ from __future__ import annotations
 import pytest
 
 from clusters.sim.cluster import SimCluster
+from farm.pytest_plugin import SimClusters
 
 NS = "demo"
 REV = "deployment.kubernetes.io/revision"
 
 
-@pytest.fixture(scope="module")
-def base() -> SimCluster:
-    c = SimCluster(seed=2)
-    c.checkpoint("empty")
-    return c
-
-
 @pytest.fixture
-def cluster(base: SimCluster) -> SimCluster:
-    base.restore("empty")
+def cluster(sim_clusters: SimClusters) -> SimCluster:
+    base = sim_clusters.in_process(seed=2)
     base.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}])
     return base
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,8 @@ import yaml
 from clusters.sim.apps.base import image_lookup
 from clusters.sim.apps.graph import Address, DataStore, StoreReply, store_model
 from clusters.sim.cluster import SimCluster
+from clusters.sim.provider import SimHandle
+from farm.pytest_plugin import SimClusters
 
 NS = "stores"
 INIT_SQL = """-- the astronomy-shop demo's postgresql-init, abridged
@@ -100,8 +101,8 @@ def store_objects() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def base() -> SimCluster:
-    cluster = SimCluster(seed=11)
+def base(sim_clusters: SimClusters) -> SimCluster:
+    cluster = sim_clusters.in_process(seed=11)
     cluster.apply(store_objects())
     cluster.advance(40)
     cluster.checkpoint("up")
@@ -613,13 +614,8 @@ KUBECTL = Path(__file__).resolve().parents[3] / ".tools" / "kubectl-root" / "usr
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[Any]:
-    from clusters.base import open_cluster
-    handle = open_cluster("sim", seed=12)
-    try:
-        yield handle
-    finally:
-        handle.close()
+def sim(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served(seed=12)
 
 
 def kubectl(handle: Any, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

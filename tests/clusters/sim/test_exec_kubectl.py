@@ -6,25 +6,24 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from apptools import NEEDS_KUBECTL, deployed, run_kubectl  # noqa: E402
+from clusters.sim.provider import SimHandle
+from farm.pytest_plugin import SimClusters
+from tests.clusters.sim.apptools import NEEDS_KUBECTL, run_kubectl
 
 pytestmark = NEEDS_KUBECTL
 NS = "hotel-reservation"
 
 
 @pytest.fixture(scope="module")
-def hotel() -> Iterator[object]:
-    yield from deployed("hotel-reservation", seed=5)
+def hotel(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served("hotel-reservation", seed=5)
 
 
 def pod_of(hotel: object, prefix: str, namespace: str = NS) -> str:

@@ -5,11 +5,11 @@ version throughout, and node agents that neither the scheduler places nor taints
 from __future__ import annotations
 
 from clusters.sim.api.discovery import SERVER_VERSION
-from clusters.sim.cluster import SimCluster
+from farm.pytest_plugin import SimClusters
 
 
-def test_kube_system_holds_what_a_kind_cluster_runs() -> None:
-    cluster = SimCluster(seed=4)
+def test_kube_system_holds_what_a_kind_cluster_runs(sim_clusters: SimClusters) -> None:
+    cluster = sim_clusters.in_process(seed=4)
     nodes = cluster.nodes.names
     pods = cluster.store.list("pods", "kube-system")
     by_node: dict[str, set[str]] = {}

@@ -6,32 +6,19 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
-from clusters.base import open_cluster
 from clusters.sim.provider import SimHandle
+from farm.pytest_plugin import SimClusters
 
 KUBECTL = Path(__file__).resolve().parents[3] / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
 
 
-def _sim_cluster_missing() -> str | None:
-    try:
-        from clusters.sim.cluster import SimCluster
-
-        SimCluster(0)
-    except ImportError as exc:  # A2's modules still being written; any other failure is a real one
-        return f"the full SimCluster cannot be built yet: {exc}"
-    return None
-
-
-_MISSING = _sim_cluster_missing()
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow,
-              pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl 1.20 is installed by the test setup in .tools"),
-              pytest.mark.skipif(_MISSING is not None, reason=str(_MISSING))]
+              pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl 1.20 is installed by the test setup in .tools")]
 
 MANIFEST = """
 apiVersion: apps/v1
@@ -49,11 +36,8 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    handle = open_cluster("sim:rollout", seed=1, workdir=tmp_path_factory.mktemp("rollout"))
-    assert isinstance(handle, SimHandle)
-    yield handle
-    handle.close()
+def cluster(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served(seed=1)
 
 
 def kubectl(cluster: SimHandle, *args: str, check: bool = True, timeout: float = 60, kubeconfig: Path | None = None) -> str:

@@ -9,16 +9,16 @@ from __future__ import annotations
 import copy
 import shlex
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from apps import load_application
-from clusters.base import ClusterHandle, open_cluster
+from clusters.base import ClusterHandle
 from core.problem import Problem
 from farm.problems.catalog import load_catalog
+from farm.pytest_plugin import SimClusters
 from injectors.base import Injection, faults
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
@@ -72,28 +72,9 @@ def scalar(cluster: ClusterHandle, query: str) -> float:
     return float(result[0]["value"][1]) if result else float("nan")
 
 
-@pytest.fixture(scope="module")
-def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ClusterHandle]]:
-    """One emulated cluster per application, deployed, warmed and checkpointed once."""
-    opened: dict[str, ClusterHandle] = {}
-    yield opened
-    for cluster in opened.values():
-        cluster.close()
-
-
-def deployed(clusters: dict[str, ClusterHandle], app_name: str, tmp: Any) -> ClusterHandle:
-    from farm.deploy import deploy
-
-    if app_name not in clusters:
-        app = load_application(app_name)
-        cluster = open_cluster("sim", seed=3, workdir=tmp)
-        deploy(cluster, app, app.namespace)
-        cluster.advance(WARMUP_S)
-        cluster.checkpoint("deployed")  # type: ignore[attr-defined]
-        clusters[app_name] = cluster
-    cluster = clusters[app_name]
-    cluster.restore("deployed")  # type: ignore[attr-defined]
-    return cluster
+def deployed(clusters: SimClusters, app_name: str) -> ClusterHandle:
+    """The application on its emulated cluster (one per application, built once), as deployed."""
+    return clusters.served(app_name, seed=3, warmup=WARMUP_S)
 
 
 class Staged:
@@ -147,9 +128,9 @@ def trajectory(cluster: ClusterHandle, problem: Problem, override: tuple[int, di
 
 
 @pytest.mark.parametrize("problem_id", METASTABLE)
-def test_the_failure_outlives_its_trigger_until_the_reference_fix(clusters, tmp_path, problem_id: str) -> None:
+def test_the_failure_outlives_its_trigger_until_the_reference_fix(sim_clusters: SimClusters, problem_id: str) -> None:
     problem = load_catalog().get(problem_id)
-    cluster = deployed(clusters, problem.app, tmp_path)
+    cluster = deployed(sim_clusters, problem.app)
     run = trajectory(cluster, problem)
     threshold = problem.oracle.success_rate
     assert run["latent"] >= 0.99, run  # the condition alone does not break anything: no false collapse
@@ -161,18 +142,18 @@ def test_the_failure_outlives_its_trigger_until_the_reference_fix(clusters, tmp_
 
 
 @pytest.mark.parametrize("problem_id", sorted(CONTROLS))
-def test_without_its_condition_the_same_trigger_is_recovered_from(clusters, tmp_path, problem_id: str) -> None:
+def test_without_its_condition_the_same_trigger_is_recovered_from(sim_clusters: SimClusters, problem_id: str) -> None:
     problem = load_catalog().get(problem_id)
-    cluster = deployed(clusters, problem.app, tmp_path)
+    cluster = deployed(sim_clusters, problem.app)
     run = trajectory(cluster, problem, CONTROLS[problem_id], fix=False)
     assert run["latent"] >= 0.99, run
     assert run["stuck"][-1] >= 0.99, run
 
 
-def test_the_same_seed_gives_the_same_trajectory(clusters, tmp_path) -> None:
+def test_the_same_seed_gives_the_same_trajectory(sim_clusters: SimClusters) -> None:
     problem = load_catalog().get("hr-gc-thrash-rate")
-    first = trajectory(deployed(clusters, problem.app, tmp_path), problem, fix=False)
-    again = trajectory(deployed(clusters, problem.app, tmp_path), problem, fix=False)
+    first = trajectory(deployed(sim_clusters, problem.app), problem, fix=False)
+    again = trajectory(deployed(sim_clusters, problem.app), problem, fix=False)
     assert first == again
 
 

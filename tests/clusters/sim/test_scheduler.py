@@ -11,22 +11,16 @@ import pytest
 
 from clusters.sim.cluster import SimCluster
 from clusters.sim.store import Obj
+from farm.pytest_plugin import SimClusters
 
 NS = "demo"
 TAINT = "node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }"
 PREEMPT = "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
 
 
-@pytest.fixture(scope="module")
-def base() -> SimCluster:
-    c = SimCluster(seed=4)
-    c.checkpoint("empty")
-    return c
-
-
 @pytest.fixture
-def cluster(base: SimCluster) -> SimCluster:
-    base.restore("empty")
+def cluster(sim_clusters: SimClusters) -> SimCluster:
+    base = sim_clusters.in_process(seed=4)
     base.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}])
 
     def label(name: str, labels: dict[str, str]) -> None:

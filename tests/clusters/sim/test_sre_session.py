@@ -4,21 +4,22 @@ Loki tail WebSocket, Jaeger) pass with kubectl 1.20 and, where it is installed, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from clusters.sim.provider import SimHandle
 from clusters.sim.sre_session import INCIDENT, SESSION, SessionRunner, Step, has
-from tests.clusters.sim.apptools import KUBECTL, NEEDS_KUBECTL, deployed
+from farm.pytest_plugin import SimClusters
+from tests.clusters.sim.apptools import KUBECTL, NEEDS_KUBECTL
 
 KUBECTL_133 = Path(__file__).resolve().parents[3] / ".tools" / "kubectl-v33" / "kubectl"
 pytestmark = NEEDS_KUBECTL
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[object]:
-    yield from deployed("hotel-reservation", seed=5)
+@pytest.fixture
+def sim(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served("hotel-reservation", seed=5)
 
 
 @pytest.mark.parametrize("kubectl", [
@@ -26,7 +27,6 @@ def sim() -> Iterator[object]:
     pytest.param(KUBECTL_133, marks=pytest.mark.skipif(not KUBECTL_133.exists(), reason="kubectl 1.33 not in .tools")),
 ], ids=["kubectl-1.20", "kubectl-1.33"])
 def test_the_incident_session_passes(sim: object, kubectl: Path) -> None:
-    sim.restore("deployed")  # type: ignore[attr-defined]
     assert sum(s.tool != "advance" for s in SESSION) >= 40
     results = SessionRunner(sim, kubectl).run(INCIDENT + SESSION)
     failed = [f"{r.step.tool} {r.step.command}: {r.detail[:300]}" for r in results if not r.ok]
@@ -34,7 +34,6 @@ def test_the_incident_session_passes(sim: object, kubectl: Path) -> None:
 
 
 def test_a_step_fails_when_the_cluster_does_not_show_what_it_checks(sim: object) -> None:
-    sim.restore("deployed")  # type: ignore[attr-defined]
     # before the incident nothing fails, so the session's symptom checks must not pass
     runner = SessionRunner(sim, KUBECTL)
     symptom = next(s for s in SESSION if s.why == "clients fail")

@@ -4,18 +4,19 @@ back the way an SRE would: pod statuses, events, container logs, PromQL, LogQL a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
 from clusters.sim.cluster import SimCluster
+from farm.pytest_plugin import SimClusters
 
 NS = "hotel-reservation"
 
 
-@pytest.fixture(scope="module")
-def base() -> SimCluster:
-    # This module's own seed; conftest's `cluster` restores it to "deployed" for each test.
-    return SimCluster.with_app("hotel-reservation", seed=7)
+@pytest.fixture
+def cluster(sim_app: Callable[..., SimCluster]) -> SimCluster:
+    return sim_app("hotel-reservation", seed=7)  # this module's own seed
 
 
 def promql(cluster: SimCluster, query: str) -> list[dict]:
@@ -201,7 +202,7 @@ def test_revoked_roles_on_geo_db_crash_geo_at_its_next_start(cluster: SimCluster
 
 
 def test_same_seed_same_observations() -> None:
-    a, b = SimCluster.with_app(seed=3, settle=150), SimCluster.with_app(seed=3, settle=150)
+    a, b = SimClusters.new("hotel-reservation", seed=3, settle=150), SimClusters.new("hotel-reservation", seed=3, settle=150)
 
     def view(c: SimCluster) -> tuple:
         pods = sorted((p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("podIP")) for p in c.store.list("pods", NS))

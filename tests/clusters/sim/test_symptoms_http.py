@@ -8,14 +8,12 @@ import json
 import subprocess
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from apps import load_application
-from clusters.base import open_cluster
-from farm.deploy import deploy
+from clusters.sim.provider import SimHandle
+from farm.pytest_plugin import SimClusters
 
 KUBECTL = Path(__file__).resolve().parents[3] / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
 NS = "hotel-reservation"
@@ -24,13 +22,8 @@ pytestmark = [pytest.mark.kubectl, pytest.mark.slow,
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[object]:
-    handle = open_cluster("sim", seed=21)
-    try:
-        deploy(handle, load_application("hotel-reservation"))
-        yield handle
-    finally:
-        handle.close()
+def sim(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served("hotel-reservation", seed=21, warmup=0)
 
 
 def kubectl(handle: object, *args: str, check: bool = True) -> str:

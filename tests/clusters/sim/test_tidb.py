@@ -8,38 +8,23 @@ import json
 import subprocess
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from apps import load_application
-from clusters.base import open_cluster
-from farm.deploy import deploy
+from clusters.sim.provider import SimHandle
+from farm.pytest_plugin import SimClusters
 
 NS, OPERATOR_NS = "tidb-cluster", "tidb-admin"
 KUBECTL = Path(__file__).resolve().parents[3] / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
 pytestmark = [pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def deployed() -> Iterator[Any]:
-    handle = open_cluster("sim", seed=5)
-    try:
-        deploy(handle, load_application("tidb-cluster"))
-        handle.advance(120)  # go-ycsb's counters get a history
-        handle.checkpoint("tidb-deployed")  # type: ignore[attr-defined]
-        yield handle
-    finally:
-        handle.close()
-
-
 @pytest.fixture
-def sim(deployed: Any) -> Any:
-    deployed.restore("tidb-deployed")
-    return deployed
+def sim(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served("tidb-cluster", seed=5, warmup=120)  # go-ycsb's counters get a history
 
 
 def tidbcluster(sim: Any) -> dict[str, Any]:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 import yaml
 
-from tests.clusters.sim.apptools import NEEDS_KUBECTL, deployed, get, prom, run_kubectl
+from clusters.sim.provider import SimHandle
+from farm.pytest_plugin import SimClusters
+from tests.clusters.sim.apptools import NEEDS_KUBECTL, get, prom, run_kubectl
 
 NS = "train-ticket"
 ROUTES = ("/orders/refresh", "/getVoucher", "/contacts/create", "/contacts/delete", "/routes/get", "/stations/get")
@@ -20,15 +21,10 @@ pytestmark = NEEDS_KUBECTL
 kubectl = functools.partial(run_kubectl, namespace=NS)
 
 
-@pytest.fixture(scope="module")
-def tt() -> Iterator[object]:
-    yield from deployed(NS, seed=11)
-
-
 @pytest.fixture
-def sim(tt: object) -> object:
-    tt.restore("deployed")  # type: ignore[attr-defined]
-    tt.advance(120)  # type: ignore[attr-defined]  # the clock does not go back: fresh 2-minute windows
+def sim(sim_clusters: SimClusters) -> SimHandle:
+    tt = sim_clusters.served(NS, seed=11)
+    tt.advance(120)  # the clock does not go back: fresh 2-minute windows
     return tt
 
 

@@ -13,6 +13,7 @@ import pytest
 from clusters.sim.api.webhooks import WebhookAdmission
 from clusters.sim.cluster import SimCluster
 from clusters.sim.store import StoreError
+from farm.pytest_plugin import SimClusters
 from injectors.app_security import expired_certificate
 
 NS = "astronomy-shop"
@@ -20,16 +21,16 @@ HOST = "pod-policy-webhook.astronomy-shop.svc"
 
 
 @pytest.fixture(scope="module")
-def base() -> SimCluster:
-    cluster = SimCluster.with_app("astronomy-shop", seed=11)
+def base(sim_clusters: SimClusters) -> SimCluster:
+    cluster = sim_clusters.in_process("astronomy-shop", seed=11)
     WebhookAdmission(cluster.store).install()  # the API server installs it; the bare model has none
-    cluster.checkpoint("deployed")
+    cluster.checkpoint("with-webhooks")
     return cluster
 
 
 @pytest.fixture
 def cluster(base: SimCluster) -> SimCluster:
-    base.restore("deployed")
+    base.restore("with-webhooks")
     return base
 
 

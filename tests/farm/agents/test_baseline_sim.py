@@ -4,29 +4,27 @@ same oracles as every other agent."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from apps import load_application
 from clusters.base import ClusterHandle
+from clusters.sim.provider import SimHandle
 from core.states import END_SUBMITTED
 from farm.agents.base import AgentContext, AgentLimits
 from farm.agents.baseline import BaselineAgent
 from farm.interface import AgentInterface
 from farm.oracles.mitigation import MitigationOracle
 from farm.problems.catalog import load_catalog
+from farm.pytest_plugin import SimClusters, as_built
 from injectors.compose import NoiseRunner, ProblemInjection
-from tests.farm.interface.simcluster import back_to_deployed, deployed_cluster
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
 NS = "hotel-reservation"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
-    with deployed_cluster(tmp_path_factory.mktemp("sim"), seed=21) as handle:
-        yield handle
+def cluster(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served("hotel-reservation", seed=21, agent=True)
 
 
 def run_trial(cluster: ClusterHandle, problem_id: str, *, noise: bool = False, seed: int = 0,
@@ -34,7 +32,7 @@ def run_trial(cluster: ClusterHandle, problem_id: str, *, noise: bool = False, s
     """deploy (checkpoint) → baseline → inject (+ noise) → agent → noise stop → oracles."""
     from farm.oracles.diagnosis import judge_diagnosis
 
-    back_to_deployed(cluster)
+    as_built(cluster)
     problem = load_catalog().get(problem_id)
     app = load_application(problem.app)
     oracle = MitigationOracle(app, problem)

@@ -5,13 +5,12 @@ real litellm against the scripted server. The interface's record, not the agent,
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from clusters.base import ClusterHandle
-from core.errors import ConfigurationError, InfrastructureError
+from clusters.sim.provider import SimHandle
 from core.states import END_SUBMITTED
 from farm.agents.base import AgentContext
 from farm.agents.cli_adapters import ClaudeCodeAgent, CodexAgent
@@ -21,9 +20,9 @@ from farm.interface import AgentInterface
 from farm.llm.scripted import PlanStep, ScriptedLLM, tool_plan, tool_results
 from farm.oracles.diagnosis import judge_diagnosis
 from farm.problems.catalog import load_catalog
+from farm.pytest_plugin import SimClusters, as_built
 from injectors.compose import ProblemInjection
 from tests.farm.agents.cli_fakes import install_fakes
-from tests.farm.interface.simcluster import back_to_deployed, deployed_cluster
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
 NS = "hotel-reservation"
@@ -55,21 +54,12 @@ PLAN: list[PlanStep] = [
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
-    try:
-        opened = deployed_cluster(tmp_path_factory.mktemp("sim-e2"))
-        handle = opened.__enter__()
-    except (ConfigurationError, InfrastructureError) as exc:
-        # The emulated stack is built by other owners in parallel; say exactly what is missing.
-        pytest.skip(f"emulated cluster with hotel-reservation not available yet: {str(exc).splitlines()[-1][:300]}")
-    try:
-        yield handle
-    finally:
-        opened.__exit__(None, None, None)
+def cluster(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served("hotel-reservation", seed=11, agent=True)
 
 
 def run_agent(cluster: ClusterHandle, agent, trial: str):
-    back_to_deployed(cluster)
+    as_built(cluster)
     problem = load_catalog().get(PROBLEM)
     ProblemInjection(problem).inject(cluster, NS)
     cluster.advance(60)
@@ -111,7 +101,7 @@ def test_stratus_spends_fewer_tokens_than_react_on_the_real_interface(cluster: C
 def test_cli_adapters_over_the_real_interface(cluster: ClusterHandle, agent_cls, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     install_fakes(tmp_path / "bin", monkeypatch)
-    back_to_deployed(cluster)
+    as_built(cluster)
     iface = AgentInterface(cluster, NS, f"t-{agent_cls.executable}", mode="raw")
     url, token = iface.start()
     try:

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from sqlmodel import Session, select
 
-from clusters.base import open_cluster
 from core.states import LIMIT_STEPS
 from farm.agents.base import AgentContext
 from farm.agents.react import ReactAgent
@@ -25,6 +24,7 @@ from farm.llm.atif import validate_atif
 from farm.llm.scripted import ScriptedLLM
 from farm.oracles.diagnosis import PASS_RULE
 from farm.problems.catalog import load_catalog
+from farm.pytest_plugin import SimClusters
 from farm.spec import SweepSpec
 from farm.trial import run_all, start_run
 from results import ledger
@@ -61,7 +61,7 @@ def _server_surface(iface: Any) -> str:
                        "tools": [t.model_dump(mode="json") for t in tools]})
 
 
-def test_a_react_trial_that_runs_out_of_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_react_trial_that_runs_out_of_steps(sim_clusters: SimClusters, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     contexts: list[AgentContext] = []
     original_run = ReactAgent.run
 
@@ -72,26 +72,23 @@ def test_a_react_trial_that_runs_out_of_steps(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(ReactAgent, "run", observed_run)
     engine = engine_for(f"sqlite:///{tmp_path / 'farm.sqlite'}")
     store = LocalArtifactStore(tmp_path / "artifacts")
-    cluster = open_cluster("sim", seed=3, workdir=tmp_path / "sim")
-    try:
-        with ScriptedLLM(TURNS) as llm:
-            spec = SweepSpec(name="e2e-react", problems={"ids": [PROBLEM]},
-                             agents=[{"name": "react", "options": {"api_base": llm.url}}],
-                             models=["openai/scripted-model"], limits={"max_steps": MAX_STEPS, "wall_time_s": 600})
-            sub = submit(engine, spec)
-            assert sub.total == 1
-            claim = ledger.claim(engine, sub.to_run[0], "e2e-worker", cluster.ref)
-            assert claim is not None
-            run = start_run(engine, claim, cluster, store)
-            assert run is not None
-            outcome = run_all(run)
-            requests = list(llm.requests)
-        assert outcome == "recorded", run.events[-3:]
-        surface = _server_surface(run.interface)
-        kubectl_env = dict(run.interface._kubectl.env)
-        kubeconfig = Path(run.interface._kubectl.kubeconfig).read_text()
-    finally:
-        cluster.close()
+    cluster = sim_clusters.served(seed=3)
+    with ScriptedLLM(TURNS) as llm:
+        spec = SweepSpec(name="e2e-react", problems={"ids": [PROBLEM]},
+                         agents=[{"name": "react", "options": {"api_base": llm.url}}],
+                         models=["openai/scripted-model"], limits={"max_steps": MAX_STEPS, "wall_time_s": 600})
+        sub = submit(engine, spec)
+        assert sub.total == 1
+        claim = ledger.claim(engine, sub.to_run[0], "e2e-worker", cluster.ref)
+        assert claim is not None
+        run = start_run(engine, claim, cluster, store)
+        assert run is not None
+        outcome = run_all(run)
+        requests = list(llm.requests)
+    assert outcome == "recorded", run.events[-3:]
+    surface = _server_surface(run.interface)
+    kubectl_env = dict(run.interface._kubectl.env)
+    kubeconfig = Path(run.interface._kubectl.kubeconfig).read_text()
 
     # -- how it ended ---------------------------------------------------------------------------
     assert len(requests) == MAX_STEPS  # the loop stopped at the interface's refusal

@@ -4,30 +4,30 @@ real MCP client over streamable HTTP and a real kubectl 1.20 process."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from clusters.base import ClusterHandle
+from clusters.sim.provider import SimHandle
 from farm.interface import TOOL_NAMES, AgentInterface
 from farm.interface.client import ToolClient
 from farm.interface.kubectl import Kubectl
-from tests.farm.interface.simcluster import agent_session, back_to_deployed, deployed_cluster, deployment
+from farm.pytest_plugin import SimClusters, as_built
+from tests.farm.interface.agent_session import agent_session, deployment
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
 NS = "hotel-reservation"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
-    with deployed_cluster(tmp_path_factory.mktemp("sim")) as handle:
-        yield handle
+def cluster(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served("hotel-reservation", seed=11, agent=True)
 
 
 @pytest.fixture()
 def fresh(cluster: ClusterHandle) -> ClusterHandle:
-    back_to_deployed(cluster)
+    as_built(cluster)
     return cluster
 
 

@@ -6,24 +6,23 @@ margin), and a wait that overruns that deadline is still cut off."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from clusters.base import ClusterHandle, open_cluster
+from clusters.base import ClusterHandle
 from clusters.real import KubeconfigClusterHandle
+from clusters.sim.provider import SimHandle
 from farm.interface import AgentInterface
 from farm.interface.client import ToolClient
+from farm.pytest_plugin import SimClusters
 
 NS = "wait-wall-clock"
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[ClusterHandle]:
-    handle = open_cluster("sim")
-    yield handle
-    handle.close()
+def sim(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served()
 
 
 class _SlowClock(KubeconfigClusterHandle):

@@ -9,19 +9,20 @@ import pytest
 
 from apps import load_application
 from clusters.base import ClusterHandle
+from clusters.sim.provider import SimHandle
 from farm.oracles.mitigation import MitigationOracle
 from farm.problems.catalog import load_catalog
+from farm.pytest_plugin import SimClusters, as_built
 from injectors.compose import ProblemInjection
-from tests.farm.interface.simcluster import agent_session, back_to_deployed, deployed_cluster
+from tests.farm.interface.agent_session import agent_session
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
 PROBLEM = "hr-memcached-rate-selector-wrong"  # rate loses its cache: clients see errors
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
-    with deployed_cluster(tmp_path_factory.mktemp("sim"), seed=5) as handle:
-        yield handle
+def cluster(sim_clusters: SimClusters) -> SimHandle:
+    return sim_clusters.served("hotel-reservation", seed=5, agent=True)
 
 
 @pytest.fixture()
@@ -109,7 +110,7 @@ def test_stopping_the_load_generator_is_never_a_fix(incident) -> None:
 
 
 def test_a_metastable_problem_replays_its_trigger_after_the_fix(cluster: ClusterHandle) -> None:
-    back_to_deployed(cluster)
+    as_built(cluster)
     problem = load_catalog().get("hr-retry-storm-after-spike")
     assert problem.oracle.replay_trigger
     app = load_application(problem.app)
@@ -134,7 +135,7 @@ def test_a_metastable_problem_replays_its_trigger_after_the_fix(cluster: Cluster
 
 
 def _metastable_incident(cluster: ClusterHandle, problem_id: str):
-    back_to_deployed(cluster)
+    as_built(cluster)
     problem = load_catalog().get(problem_id)
     assert problem.composition == "metastable" and problem.oracle.replay_trigger
     app = load_application(problem.app)
@@ -196,7 +197,7 @@ def test_a_retry_storm_whose_retry_settings_remain_fails_the_replay(cluster: Clu
 
 
 def _incident(cluster: ClusterHandle, problem_id: str):
-    back_to_deployed(cluster)
+    as_built(cluster)
     problem = load_catalog().get(problem_id)
     app = load_application(problem.app)
     oracle = MitigationOracle(app, problem)

@@ -3,6 +3,7 @@ harmless changes that must not validate, and the whole catalog on the full emula
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,12 +14,14 @@ from farm.problems.catalog import load_catalog
 from farm.problems.validate import (
     AgentView,
     Evidence,
+    Validator,
     is_error_line,
     leaks,
     oracle_blind_to,
     symptom_differences,
     symptom_evidence,
 )
+from farm.pytest_plugin import SimClusters
 from injectors.base import Injection, faults
 from injectors.fault import Fault, Mutation, WorkloadParams
 from injectors.kube import Kube, Obj, Ref
@@ -96,12 +99,12 @@ def test_the_fault_check_alone_is_enough_only_for_latent_faults() -> None:
     assert not oracle_blind_to(only_fault, symptom_evidence({**QUIET, "success": 1.0}, dip, 0.85))
 
 
-def test_leak_check_sees_what_the_agent_sees(api_cluster: ClusterHandle) -> None:
-    kube = Kube(api_cluster)
+def test_leak_check_sees_what_the_agent_sees(sim_api: ClusterHandle) -> None:
+    kube = Kube(sim_api)
     ns = "leaky"
     kube.ensure_namespace(ns)
     problem = load_catalog().get("hr-geo-network-delay")
-    view = AgentView(api_cluster, ns, "frontend")
+    view = AgentView(sim_api, ns, "frontend")
     try:
         assert leaks(view, problem) == []
         kube.create("ConfigMap", ns, {"metadata": {"name": "settings", "labels": {"chaos-experiment": "delay"}}})
@@ -114,15 +117,15 @@ def test_leak_check_sees_what_the_agent_sees(api_cluster: ClusterHandle) -> None
         view.close()
 
 
-def test_leak_check_catches_an_agent_that_reaches_the_farm_namespace(api_cluster: ClusterHandle) -> None:
+def test_leak_check_catches_an_agent_that_reaches_the_farm_namespace(sim_api: ClusterHandle) -> None:
     from clusters.sim.provider import AGENT_ACCOUNT
     from injectors.fault import CHAOS_NAMESPACE
 
-    kube = Kube(api_cluster)
+    kube = Kube(sim_api)
     ns = "overreach"
     kube.ensure_namespace(ns)
     kube.ensure_namespace(CHAOS_NAMESPACE)
-    view = AgentView(api_cluster, ns, "frontend")
+    view = AgentView(sim_api, ns, "frontend")
     problem = load_catalog().get("hr-geo-network-delay")
     try:
         kube.create("Pod", CHAOS_NAMESPACE, {"metadata": {"name": "helper"},
@@ -147,13 +150,9 @@ PROBLEMS = [p.id for p in sorted(load_catalog().select(), key=lambda p: (p.app, 
 
 
 @pytest.fixture(scope="module")
-def validator(tmp_path_factory):  # type: ignore[no-untyped-def]
-    from clusters.base import open_cluster
-    from farm.problems.validate import Validator
-
-    with open_cluster("sim", seed=1, workdir=tmp_path_factory.mktemp("validate")) as cluster:
-        with Validator(cluster) as v:
-            yield v
+def validator(sim_clusters: SimClusters) -> Iterator[Validator]:
+    with Validator(sim_clusters.served(seed=1)) as v:
+        yield v
 
 
 @pytest.mark.slow
