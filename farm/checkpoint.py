@@ -53,6 +53,7 @@ class LLMUsageTap:
         tap = self
 
         class _Logger(CustomLogger):  # type: ignore[misc]
+            tap_id = ""
             def log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
                 tap._seen(kwargs, response_obj)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from core.problem import Problem
 from core.states import TRIAL_RESUBMITTABLE, TrialState
@@ -90,7 +90,7 @@ def submit(engine: Engine, spec: SweepSpec, problems: list[Problem] | None = Non
     with Session(engine) as session:
         existing = {
             tid: state
-            for tid, state in session.execute(select(Trial.id, Trial.state).where(Trial.sweep_id == sweep_id))
+            for tid, state in session.execute(select(col(Trial.id), col(Trial.state)).where(col(Trial.sweep_id) == sweep_id))
         }
     new_rows = [
         {"id": tid, "sweep_id": sweep_id, "key": str(key), "problem_id": prob.id, "app": prob.app,
@@ -112,8 +112,8 @@ def submit(engine: Engine, spec: SweepSpec, problems: list[Problem] | None = Non
     if revive:
         with Session(engine) as session:
             for i in range(0, len(revive), 500):
-                session.execute(update(Trial).where(Trial.id.in_(revive[i : i + 500]),
-                                                    Trial.state.in_(list(TRIAL_RESUBMITTABLE)))
+                session.execute(update(Trial).where(col(Trial.id).in_(revive[i : i + 500]),
+                                                    col(Trial.state).in_(list(TRIAL_RESUBMITTABLE)))
                                 .values(state=TrialState.PENDING, queued_at=now, infra_attempts=0,
                                         finished_at=None, error=None, end_reason=None))
             session.commit()
@@ -127,7 +127,7 @@ def mark_queued(engine: Engine, trial_ids: list[str]) -> None:
     with Session(engine) as session:
         for i in range(0, len(trial_ids), 500):
             session.execute(
-                update(Trial).where(Trial.id.in_(trial_ids[i : i + 500]), Trial.state == TrialState.PENDING)
+                update(Trial).where(col(Trial.id).in_(trial_ids[i : i + 500]), col(Trial.state) == TrialState.PENDING)
                 .values(state=TrialState.QUEUED, queued_at=now)
             )
         session.commit()
@@ -143,8 +143,8 @@ def cancel(engine: Engine, sweep_id: str) -> int:
         sweep.cancelled = True
         session.add(sweep)
         res = session.execute(
-            update(Trial).where(Trial.sweep_id == sweep_id,
-                                Trial.state.in_([TrialState.PENDING, TrialState.QUEUED, TrialState.RUNNING]))
+            update(Trial).where(col(Trial.sweep_id) == sweep_id,
+                                col(Trial.state).in_([TrialState.PENDING, TrialState.QUEUED, TrialState.RUNNING]))
             .values(state=TrialState.CANCELLED, lease_owner=None, lease_expires_at=None)
         )
         session.commit()
@@ -165,12 +165,12 @@ def infra_summary(engine: Engine, sweep_id: str) -> dict[str, Any]:
         if sweep is None:
             raise KeyError(sweep_id)
         by_phase = session.execute(
-            select(Attempt.error_phase, func.count()).join(Trial, Trial.id == Attempt.trial_id)
-            .where(Trial.sweep_id == sweep_id, Attempt.state == AttemptState.INFRA_ERROR)
-            .group_by(Attempt.error_phase)
+            select(col(Attempt.error_phase), func.count()).join(Trial, col(Trial.id) == col(Attempt.trial_id))
+            .where(col(Trial.sweep_id) == sweep_id, col(Attempt.state) == AttemptState.INFRA_ERROR)
+            .group_by(col(Attempt.error_phase))
         ).all()
         events = session.execute(
-            select(InfraEvent.kind, func.count()).where(InfraEvent.sweep_id == sweep_id).group_by(InfraEvent.kind)
+            select(col(InfraEvent.kind), func.count()).where(col(InfraEvent.sweep_id) == sweep_id).group_by(col(InfraEvent.kind))
         ).all()
         cap = sweep.cost_cap_usd
     return {

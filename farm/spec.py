@@ -19,6 +19,7 @@ anything is written anywhere.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -235,7 +236,7 @@ class _FieldError(ValueError):
         self.field = field
 
 
-def _loc(err: dict[str, Any]) -> str:
+def _loc(err: Mapping[str, Any]) -> str:
     out = ""
     for item in err.get("loc", ()):
         out += f"[{item}]" if isinstance(item, int) else ("." if out else "") + str(item)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import abc
 import copy
 import hashlib
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -86,7 +87,7 @@ class Fault(Injector):
         )
 
 
-_NAMES: dict[type, str] = {}
+_NAMES: dict[Callable[..., Injector], str] = {}  # the factories registered are the injector classes
 
 
 def registered_name(cls: type) -> str:
@@ -376,8 +377,8 @@ class Chaos(Fault):
         pods = {f"{ns}/{p['metadata']['name']}": p["metadata"].get("uid") for ns in namespaces
                 for p in kube.list("Pod", ns)}
         workload = None
-        if self.target_service():
-            kind, obj = kube.workload(namespace, self.target_service())
+        if service := self.target_service():
+            kind, obj = kube.workload(namespace, service)
             workload = str(Ref(kind, namespace, obj["metadata"]["name"]))
         return self.record(cluster, namespace, touched=[ref], chaos=str(ref), spec=spec, created_namespace=created_ns,
                            pods_at_start=pods, workload=workload)
@@ -397,8 +398,8 @@ class Chaos(Fault):
                 raise InjectionError(f"deleting {ref}: {exc.status} {exc.reason}") from exc
             return
         # Chaos finalizers have hung resets elsewhere: if the object lingers, drop them.
-        try:
-            obj = api.get_namespaced_custom_object(*CHAOS_API, ref.namespace, self.plural(), ref.name)
+        try:  # (a custom object comes back as its JSON document)
+            obj = cast(Obj, api.get_namespaced_custom_object(*CHAOS_API, ref.namespace, self.plural(), ref.name))
         except client.ApiException:
             return
         if obj.get("metadata", {}).get("finalizers"):
@@ -412,7 +413,7 @@ class Chaos(Fault):
         api = client.CustomObjectsApi(api_for(cluster))
         ref = Ref.parse(injection.saved["chaos"])
         try:
-            obj = api.get_namespaced_custom_object(*CHAOS_API, ref.namespace, self.plural(), ref.name)
+            obj = cast(Obj, api.get_namespaced_custom_object(*CHAOS_API, ref.namespace, self.plural(), ref.name))
         except client.ApiException as exc:
             if exc.status == 404:
                 return False
@@ -426,7 +427,7 @@ class Chaos(Fault):
         api = client.CustomObjectsApi(api_for(cluster))
         ref = Ref.parse(injection.saved["chaos"])
         try:
-            return api.get_namespaced_custom_object(*CHAOS_API, ref.namespace, self.plural(), ref.name)
+            return cast(Obj, api.get_namespaced_custom_object(*CHAOS_API, ref.namespace, self.plural(), ref.name))
         except client.ApiException as exc:
             if exc.status == 404:
                 return None

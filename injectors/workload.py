@@ -70,7 +70,7 @@ def env_list(before: Any) -> list[dict[str, Any]]:
 
 def env_value(env: Any, name: str) -> Any:
     """The effective value of `name` (the last definition wins, as in the kubelet)."""
-    found = MISSING
+    found: Any = MISSING
     for item in env_list(env):
         if item.get("name") == name:
             found = item.get("value", item.get("valueFrom"))

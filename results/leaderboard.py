@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import Integer, case, cast, func, select
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from core.states import EVENT_RESET_FAILED, TrialState
 from results.models import InfraEvent, Trial
@@ -75,61 +76,61 @@ def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float 
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _as_int(col: Any) -> Any:
-    return func.coalesce(func.sum(cast(col, Integer)), 0)
+def _as_int(column: Any) -> Any:
+    return func.coalesce(func.sum(cast(column, Integer)), 0)
 
 
 def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model") -> list[dict[str, Any]]:
     names = group_keys(by)
     keys = [getattr(Trial, k) for k in names]
-    done = Trial.state == TrialState.FINISHED
+    done = col(Trial.state) == TrialState.FINISHED
 
-    def of_done(col: Any) -> Any:
+    def of_done(column: Any) -> Any:
         # Figures come from finished trials only, whatever an unfinished row may still carry.
-        return case((done, col), else_=None)
+        return case((done, column), else_=None)
 
-    both = case((done & Trial.diagnosis_passed & Trial.mitigation_passed, 1), else_=0)
-    scored = done & Trial.mitigation_passed.is_not(None)  # a diagnosis-only trial's mitigation is NULL
-    diag_scored = case((scored & Trial.diagnosis_passed, 1), else_=0)
+    both = case((done & col(Trial.diagnosis_passed) & col(Trial.mitigation_passed), 1), else_=0)
+    scored = done & col(Trial.mitigation_passed).is_not(None)  # a diagnosis-only trial's mitigation is NULL
+    diag_scored = case((scored & col(Trial.diagnosis_passed), 1), else_=0)
     resets = (
-        select(InfraEvent.trial_id.label("trial_id"), func.count().label("resets"))
-        .where(InfraEvent.kind == EVENT_RESET_FAILED, InfraEvent.trial_id.is_not(None))
-        .group_by(InfraEvent.trial_id)
+        select(col(InfraEvent.trial_id).label("trial_id"), func.count().label("resets"))
+        .where(col(InfraEvent.kind) == EVENT_RESET_FAILED, col(InfraEvent.trial_id).is_not(None))
+        .group_by(col(InfraEvent.trial_id))
         .subquery()
     )
     stmt = (
         select(
             *keys,
             func.sum(case((done, 1), else_=0)).label("n"),
-            func.sum(case((Trial.state == TrialState.INFRA_FAILED, 1), else_=0)).label("infra_failed"),
-            func.sum(case((Trial.state == TrialState.SKIPPED_COST_CAP, 1), else_=0)).label("cost_capped"),
+            func.sum(case((col(Trial.state) == TrialState.INFRA_FAILED, 1), else_=0)).label("infra_failed"),
+            func.sum(case((col(Trial.state) == TrialState.SKIPPED_COST_CAP, 1), else_=0)).label("cost_capped"),
             func.coalesce(func.sum(resets.c.resets), 0).label("reset_failures"),
-            _as_int(of_done(Trial.diagnosis_passed)).label("diag"),
-            _as_int(of_done(Trial.mitigation_passed)).label("mit"),
-            _as_int(of_done(Trial.e2e_passed)).label("e2e"),
+            _as_int(of_done(col(Trial.diagnosis_passed))).label("diag"),
+            _as_int(of_done(col(Trial.mitigation_passed))).label("mit"),
+            _as_int(of_done(col(Trial.e2e_passed))).label("e2e"),
             func.coalesce(func.sum(both), 0).label("both"),
             func.sum(case((scored, 1), else_=0)).label("mit_n"),
             func.coalesce(func.sum(diag_scored), 0).label("diag_scored"),
-            func.avg(of_done(Trial.tokens_in + Trial.tokens_out)).label("mean_tokens"),
-            func.avg(of_done(Trial.tokens_in)).label("mean_tokens_in"),
-            func.avg(of_done(Trial.tokens_out)).label("mean_tokens_out"),
-            func.avg(of_done(Trial.cost_usd)).label("mean_cost_usd"),
-            func.coalesce(func.sum(of_done(Trial.cost_usd)), 0).label("total_cost_usd"),
-            func.avg(of_done(Trial.time_to_diagnosis_s)).label("ttd"),
-            func.avg(of_done(Trial.time_to_mitigation_s)).label("ttm"),
-            func.max(cast(of_done(Trial.judge_offline), Integer)).label("offline"),
-            func.min(of_done(Trial.diagnosis_pass_rule)).label("rule_lo"),
-            func.max(of_done(Trial.diagnosis_pass_rule)).label("rule_hi"),
-            func.sum(case((done & Trial.diagnosis_pass_rule.is_(None), 1), else_=0)).label("rule_unknown"),
+            func.avg(of_done(col(Trial.tokens_in) + col(Trial.tokens_out))).label("mean_tokens"),
+            func.avg(of_done(col(Trial.tokens_in))).label("mean_tokens_in"),
+            func.avg(of_done(col(Trial.tokens_out))).label("mean_tokens_out"),
+            func.avg(of_done(col(Trial.cost_usd))).label("mean_cost_usd"),
+            func.coalesce(func.sum(of_done(col(Trial.cost_usd))), 0).label("total_cost_usd"),
+            func.avg(of_done(col(Trial.time_to_diagnosis_s))).label("ttd"),
+            func.avg(of_done(col(Trial.time_to_mitigation_s))).label("ttm"),
+            func.max(cast(of_done(col(Trial.judge_offline)), Integer)).label("offline"),
+            func.min(of_done(col(Trial.diagnosis_pass_rule))).label("rule_lo"),
+            func.max(of_done(col(Trial.diagnosis_pass_rule))).label("rule_hi"),
+            func.sum(case((done & col(Trial.diagnosis_pass_rule).is_(None), 1), else_=0)).label("rule_unknown"),
         )
         .select_from(Trial)
-        .outerjoin(resets, resets.c.trial_id == Trial.id)
-        .where(Trial.state.in_([TrialState.FINISHED, TrialState.INFRA_FAILED, TrialState.SKIPPED_COST_CAP]))
+        .outerjoin(resets, resets.c.trial_id == col(Trial.id))
+        .where(col(Trial.state).in_([TrialState.FINISHED, TrialState.INFRA_FAILED, TrialState.SKIPPED_COST_CAP]))
         .group_by(*keys)
         .order_by(*keys)
     )
     if sweep_id:
-        stmt = stmt.where(Trial.sweep_id == sweep_id)
+        stmt = stmt.where(col(Trial.sweep_id) == sweep_id)
     rows: list[dict[str, Any]] = []
     with engine.connect() as conn:
         for r in conn.execute(stmt).mappings():
@@ -145,11 +146,11 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
                 row[f"{name}_lo"], row[f"{name}_hi"] = wilson(count, of)
             diag = int(r["diag_scored"] or 0)
             row["p_mitigation_given_diagnosis"] = int(r["both"] or 0) / diag if diag else None
-            for col, src in (("mean_tokens", "mean_tokens"), ("mean_tokens_in", "mean_tokens_in"),
+            for out, src in (("mean_tokens", "mean_tokens"), ("mean_tokens_in", "mean_tokens_in"),
                              ("mean_tokens_out", "mean_tokens_out"), ("mean_cost_usd", "mean_cost_usd"),
                              ("total_cost_usd", "total_cost_usd"), ("mean_time_to_diagnosis_s", "ttd"),
                              ("mean_time_to_mitigation_s", "ttm")):
-                row[col] = None if r[src] is None else float(r[src])
+                row[out] = None if r[src] is None else float(r[src])
             row["offline_judge"] = bool(r["offline"]) if r["offline"] is not None else None
             row["diagnosis_pass_rule"] = _rules(r["rule_lo"], r["rule_hi"], int(r["rule_unknown"] or 0))
             rows.append(row)
@@ -202,9 +203,9 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
     names = group_keys(by)
     for k in names:
         table.add_column(k)
-    for col in ("n", "infra", "capped", "diagnosis", "mitigation", "E2E", "P(M|D)", "tokens", "cost $", "TTD s",
+    for heading in ("n", "infra", "capped", "diagnosis", "mitigation", "E2E", "P(M|D)", "tokens", "cost $", "TTD s",
                 "TTM s"):
-        table.add_column(col, justify="right")
+        table.add_column(heading, justify="right")
     for r in rows:
         def num(v: float | None, fmt: str) -> str:
             return "–" if v is None else format(v, fmt)

@@ -19,18 +19,24 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 from sqlalchemy import func, insert, select, update
-from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlalchemy.engine import CursorResult, Engine
+from sqlalchemy.sql.base import Executable
+from sqlmodel import Session, col
 
 from core.secrets import scrub
 from core.states import LIMIT_SWEEP_COST, TRIAL_CLAIMABLE, AttemptState, TrialState
 from results.models import Attempt, InfraEvent, Sweep, Trial, Worker
 
 DEFAULT_LEASE_S = 60.0
+
+
+def _dml(session: Session, statement: Executable) -> CursorResult[Any]:
+    """Run an UPDATE or INSERT in the session; its result is a CursorResult, which has a rowcount."""
+    return cast(CursorResult[Any], session.execute(statement))
 
 
 @dataclass(frozen=True)
@@ -116,11 +122,11 @@ SpendProbe = Callable[[str], float]
 def sweep_cost(engine: Engine, sweep_id: str) -> float:
     """What the sweep's attempts have recorded as spent (agent and judge), every attempt counted:
     a lost or cut attempt's money is spent all the same."""
-    spent = func.coalesce(Attempt.cost_usd, 0.0) + func.coalesce(Attempt.judge_cost_usd, 0.0)
+    spent = func.coalesce(col(Attempt.cost_usd), 0.0) + func.coalesce(col(Attempt.judge_cost_usd), 0.0)
     with Session(engine) as session:
         total = session.execute(
-            select(func.coalesce(func.sum(spent), 0.0)).join(Trial, Trial.id == Attempt.trial_id)
-            .where(Trial.sweep_id == sweep_id)
+            select(func.coalesce(func.sum(spent), 0.0)).join(Trial, col(Trial.id) == col(Attempt.trial_id))
+            .where(col(Trial.sweep_id) == sweep_id)
         ).scalar_one()
     return float(total or 0.0)
 
@@ -130,8 +136,8 @@ def _over_cap(engine: Engine, trial_id: str, spend: SpendProbe | None) -> bool:
     then marked skipped_cost_cap in one statement."""
     with Session(engine) as session:
         row = session.execute(
-            select(Trial.sweep_id, Sweep.cost_cap_usd).join(Sweep, Sweep.id == Trial.sweep_id)
-            .where(Trial.id == trial_id)
+            select(col(Trial.sweep_id), col(Sweep.cost_cap_usd)).join(Sweep, col(Sweep.id) == col(Trial.sweep_id))
+            .where(col(Trial.id) == trial_id)
         ).one_or_none()
     if row is None or row[1] is None:
         return False
@@ -153,8 +159,8 @@ def _over_cap(engine: Engine, trial_id: str, spend: SpendProbe | None) -> bool:
 def skip_over_cap(engine: Engine, sweep_id: str, spent: float, cap: float) -> int:
     """Mark every trial of the sweep that has not started as skipped_cost_cap."""
     with Session(engine) as session:
-        res = session.execute(
-            update(Trial).where(Trial.sweep_id == sweep_id, Trial.state.in_(list(TRIAL_CLAIMABLE)))
+        res = _dml(session,
+            update(Trial).where(col(Trial.sweep_id) == sweep_id, col(Trial.state).in_(list(TRIAL_CLAIMABLE)))
             .values(state=TrialState.SKIPPED_COST_CAP, finished_at=time.time(),
                     error=f"not run: the sweep spent ${spent:.4f} of its ${cap:.4f} cost cap")
         )
@@ -170,17 +176,17 @@ def claim(engine: Engine, trial_id: str, worker: str, cluster: str, lease_s: flo
         return None
     now = time.time()
     with Session(engine) as session:
-        res = session.execute(
+        res = _dml(session,
             update(Trial)
-            .where(Trial.id == trial_id, Trial.state.in_(list(TRIAL_CLAIMABLE)))
-            .where(~select(Sweep.cancelled).where(Sweep.id == Trial.sweep_id).scalar_subquery())
-            .values(state=TrialState.RUNNING, current_attempt=Trial.current_attempt + 1,
+            .where(col(Trial.id) == trial_id, col(Trial.state).in_(list(TRIAL_CLAIMABLE)))
+            .where(~select(col(Sweep.cancelled)).where(col(Sweep.id) == col(Trial.sweep_id)).scalar_subquery())
+            .values(state=TrialState.RUNNING, current_attempt=col(Trial.current_attempt) + 1,
                     lease_owner=worker, lease_expires_at=now + lease_s)
         )
         if res.rowcount != 1:
             session.rollback()
             return None
-        token = session.execute(select(Trial.current_attempt).where(Trial.id == trial_id)).scalar_one()
+        token = session.execute(select(col(Trial.current_attempt)).where(col(Trial.id) == trial_id)).scalar_one()
         claimed = _open_attempt(session, trial_id, token, worker, cluster, now)
         session.commit()
         return claimed
@@ -192,8 +198,8 @@ def claim_next(engine: Engine, sweep_id: str, worker: str, cluster: str,
     while True:
         with Session(engine) as session:
             candidates = session.execute(
-                select(Trial.id).where(Trial.sweep_id == sweep_id, Trial.state.in_(list(TRIAL_CLAIMABLE)))
-                .order_by(Trial.queued_at, Trial.id).limit(8)
+                select(col(Trial.id)).where(col(Trial.sweep_id) == sweep_id, col(Trial.state).in_(list(TRIAL_CLAIMABLE)))
+                .order_by(col(Trial.queued_at), col(Trial.id)).limit(8)
             ).scalars().all()
         if not candidates:
             return None
@@ -204,9 +210,9 @@ def claim_next(engine: Engine, sweep_id: str, worker: str, cluster: str,
 
 def heartbeat(engine: Engine, c: Claim, lease_s: float = DEFAULT_LEASE_S) -> bool:
     with Session(engine) as session:
-        res = session.execute(
+        res = _dml(session,
             update(Trial)
-            .where(Trial.id == c.trial_id, Trial.current_attempt == c.token, Trial.state == TrialState.RUNNING)
+            .where(col(Trial.id) == c.trial_id, col(Trial.current_attempt) == c.token, col(Trial.state) == TrialState.RUNNING)
             .values(lease_expires_at=time.time() + lease_s)
         )
         session.commit()
@@ -216,7 +222,7 @@ def heartbeat(engine: Engine, c: Claim, lease_s: float = DEFAULT_LEASE_S) -> boo
 def holds_lease(engine: Engine, c: Claim) -> bool:
     with Session(engine) as session:
         row = session.execute(
-            select(Trial.state, Trial.current_attempt).where(Trial.id == c.trial_id)
+            select(col(Trial.state), col(Trial.current_attempt)).where(col(Trial.id) == c.trial_id)
         ).one_or_none()
     return bool(row and row[0] == TrialState.RUNNING and row[1] == c.token)
 
@@ -226,7 +232,7 @@ def set_phase(engine: Engine, c: Claim, phase: str, partial: AttemptResult | Non
     if partial is not None:
         values.update({k: v for k, v in partial.attempt_values().items() if v is not None})
     with Session(engine) as session:
-        session.execute(update(Attempt).where(Attempt.id == c.attempt_id).values(**values))
+        session.execute(update(Attempt).where(col(Attempt.id) == c.attempt_id).values(**values))
         session.commit()
 
 
@@ -247,19 +253,19 @@ def record(engine: Engine, c: Claim, result: AttemptResult) -> bool:
         trial_vals = {"state": TrialState.FINISHED, "final_attempt": c.token, **result.trial_values()}
         attempt_state = AttemptState.RECORDED
     with Session(engine) as session:
-        res = session.execute(
+        res = _dml(session,
             update(Trial)
-            .where(Trial.id == c.trial_id, Trial.current_attempt == c.token, Trial.state == TrialState.RUNNING)
+            .where(col(Trial.id) == c.trial_id, col(Trial.current_attempt) == c.token, col(Trial.state) == TrialState.RUNNING)
             .values(finished_at=now, lease_owner=None, lease_expires_at=None, **trial_vals)
         )
         won = res.rowcount == 1
-        session.execute(update(Attempt).where(Attempt.id == c.attempt_id).values(**result.attempt_values()))
+        session.execute(update(Attempt).where(col(Attempt.id) == c.attempt_id).values(**result.attempt_values()))
         if won:
-            session.execute(update(Attempt).where(Attempt.id == c.attempt_id)
+            session.execute(update(Attempt).where(col(Attempt.id) == c.attempt_id)
                             .values(state=attempt_state, ended_at=now, phase="recorded"))
         else:
             # A reaped attempt stays `lost`; one that never was reaped is `superseded`.
-            session.execute(update(Attempt).where(Attempt.id == c.attempt_id, Attempt.state == AttemptState.RUNNING)
+            session.execute(update(Attempt).where(col(Attempt.id) == c.attempt_id, col(Attempt.state) == AttemptState.RUNNING)
                             .values(state=AttemptState.SUPERSEDED, ended_at=now))
         session.commit()
         return won
@@ -275,11 +281,11 @@ def infra_failure(engine: Engine, c: Claim, phase: str, error: str, max_attempts
     vals.update(error=scrub(error)[:4000], error_phase=phase)
     with Session(engine) as session:
         row = session.execute(
-            select(Trial.infra_attempts).where(
-                Trial.id == c.trial_id, Trial.current_attempt == c.token, Trial.state == TrialState.RUNNING)
+            select(col(Trial.infra_attempts)).where(
+                col(Trial.id) == c.trial_id, col(Trial.current_attempt) == c.token, col(Trial.state) == TrialState.RUNNING)
         ).one_or_none()
         if row is None:
-            session.execute(update(Attempt).where(Attempt.id == c.attempt_id)
+            session.execute(update(Attempt).where(col(Attempt.id) == c.attempt_id)
                             .values(state=AttemptState.SUPERSEDED, ended_at=now, **vals))
             session.commit()
             return None
@@ -287,11 +293,11 @@ def infra_failure(engine: Engine, c: Claim, phase: str, error: str, max_attempts
         new_state = TrialState.INFRA_FAILED if failures >= max_attempts else TrialState.QUEUED
         extra = {"finished_at": now, "error": scrub(f"{phase}: {error}")[:4000]} if new_state == TrialState.INFRA_FAILED else {}
         session.execute(
-            update(Trial).where(Trial.id == c.trial_id, Trial.current_attempt == c.token)
+            update(Trial).where(col(Trial.id) == c.trial_id, col(Trial.current_attempt) == c.token)
             .values(state=new_state, infra_attempts=failures, lease_owner=None, lease_expires_at=None,
                     queued_at=now, **extra)
         )
-        session.execute(update(Attempt).where(Attempt.id == c.attempt_id)
+        session.execute(update(Attempt).where(col(Attempt.id) == c.attempt_id)
                         .values(state=AttemptState.INFRA_ERROR, ended_at=now, **vals))
         session.commit()
         return new_state
@@ -300,7 +306,7 @@ def infra_failure(engine: Engine, c: Claim, phase: str, error: str, max_attempts
 def abandon(engine: Engine, c: Claim, state: str, error: str | None = None) -> None:
     """Close an attempt that will not record (cancelled, lease lost)."""
     with Session(engine) as session:
-        session.execute(update(Attempt).where(Attempt.id == c.attempt_id, Attempt.state == AttemptState.RUNNING)
+        session.execute(update(Attempt).where(col(Attempt.id) == c.attempt_id, col(Attempt.state) == AttemptState.RUNNING)
                         .values(state=state, ended_at=time.time(), error=error))
         session.commit()
 
@@ -311,21 +317,21 @@ def reap(engine: Engine, now: float | None = None) -> list[str]:
     requeued: list[str] = []
     with Session(engine) as session:
         expired = session.execute(
-            select(Trial.id, Trial.current_attempt).where(
-                Trial.state == TrialState.RUNNING, Trial.lease_expires_at < now)
+            select(col(Trial.id), col(Trial.current_attempt)).where(
+                col(Trial.state) == TrialState.RUNNING, col(Trial.lease_expires_at) < now)
         ).all()
     for trial_id, token in expired:
         with Session(engine) as session:
-            res = session.execute(
+            res = _dml(session,
                 update(Trial)
-                .where(Trial.id == trial_id, Trial.current_attempt == token, Trial.state == TrialState.RUNNING,
-                       Trial.lease_expires_at < now)
+                .where(col(Trial.id) == trial_id, col(Trial.current_attempt) == token, col(Trial.state) == TrialState.RUNNING,
+                       col(Trial.lease_expires_at) < now)
                 .values(state=TrialState.QUEUED, lease_owner=None, lease_expires_at=None, queued_at=now)
             )
             if res.rowcount == 1:
                 session.execute(
-                    update(Attempt).where(Attempt.trial_id == trial_id, Attempt.token == token,
-                                          Attempt.state == AttemptState.RUNNING)
+                    update(Attempt).where(col(Attempt.trial_id) == trial_id, col(Attempt.token) == token,
+                                          col(Attempt.state) == AttemptState.RUNNING)
                     .values(state=AttemptState.LOST, ended_at=now,
                             error="worker lost: lease expired without a heartbeat")
                 )
@@ -344,11 +350,11 @@ def stale_queued(engine: Engine, older_than_s: float, limit: int = 500) -> list[
     now = time.time()
     with Session(engine) as session:
         ids = session.execute(
-            select(Trial.id).where(Trial.state == TrialState.QUEUED, Trial.queued_at < now - older_than_s)
-            .order_by(Trial.queued_at).limit(limit)
+            select(col(Trial.id)).where(col(Trial.state) == TrialState.QUEUED, col(Trial.queued_at) < now - older_than_s)
+            .order_by(col(Trial.queued_at)).limit(limit)
         ).scalars().all()
         if ids:
-            session.execute(update(Trial).where(Trial.id.in_(ids), Trial.state == TrialState.QUEUED)
+            session.execute(update(Trial).where(col(Trial.id).in_(ids), col(Trial.state) == TrialState.QUEUED)
                             .values(queued_at=now))
             session.commit()
     return list(ids)
@@ -359,8 +365,8 @@ def note_published(engine: Engine, trial_ids: list[str]) -> None:
     now = time.time()
     with Session(engine) as session:
         for i in range(0, len(trial_ids), 500):
-            session.execute(update(Trial).where(Trial.id.in_(trial_ids[i : i + 500]))
-                            .values(published_at=now, publishes=func.coalesce(Trial.publishes, 0) + 1))
+            session.execute(update(Trial).where(col(Trial.id).in_(trial_ids[i : i + 500]))
+                            .values(published_at=now, publishes=func.coalesce(col(Trial.publishes), 0) + 1))
         session.commit()
 
 
@@ -389,12 +395,12 @@ def long_queued(engine: Engine, sweep_id: str, older_than_s: float, stale_worker
     now = time.time()
     with Session(engine) as session:
         rows = session.execute(
-            select(Trial.queued_at, Trial.published_at, Trial.publishes)
-            .where(Trial.sweep_id == sweep_id, Trial.state == TrialState.QUEUED)
+            select(col(Trial.queued_at), col(Trial.published_at), col(Trial.publishes))
+            .where(col(Trial.sweep_id) == sweep_id, col(Trial.state) == TrialState.QUEUED)
         ).all()
         healthy = session.execute(
             select(func.count()).select_from(Worker).where(
-                Worker.state != "stopped", Worker.cluster_healthy.is_(True), Worker.heartbeat_at > now - stale_worker_s)
+                col(Worker.state) != "stopped", col(Worker.cluster_healthy).is_(True), col(Worker.heartbeat_at) > now - stale_worker_s)
         ).scalar_one()
     # The reaper stamps queued_at at each re-send, so a re-sent trial counts as long queued by
     # its re-sends: the reaper only re-sends a trial that waited past its own threshold.
@@ -411,12 +417,12 @@ def release(engine: Engine, c: Claim, why: str) -> bool:
     is counted. False when the attempt no longer held the lease."""
     now = time.time()
     with Session(engine) as session:
-        res = session.execute(
-            update(Trial).where(Trial.id == c.trial_id, Trial.current_attempt == c.token,
-                                Trial.state == TrialState.RUNNING)
+        res = _dml(session,
+            update(Trial).where(col(Trial.id) == c.trial_id, col(Trial.current_attempt) == c.token,
+                                col(Trial.state) == TrialState.RUNNING)
             .values(state=TrialState.QUEUED, lease_owner=None, lease_expires_at=None, queued_at=now)
         )
-        session.execute(update(Attempt).where(Attempt.id == c.attempt_id, Attempt.state == AttemptState.RUNNING)
+        session.execute(update(Attempt).where(col(Attempt.id) == c.attempt_id, col(Attempt.state) == AttemptState.RUNNING)
                         .values(state=AttemptState.LOST, ended_at=now, error=scrub(why)[:4000]))
         session.commit()
         return res.rowcount == 1
@@ -428,7 +434,7 @@ def infra_event(engine: Engine, kind: str, worker: str, cluster: str, detail: st
     sweep_id = None
     if c is not None:
         with Session(engine) as session:
-            sweep_id = session.execute(select(Trial.sweep_id).where(Trial.id == c.trial_id)).scalar_one_or_none()
+            sweep_id = session.execute(select(col(Trial.sweep_id)).where(col(Trial.id) == c.trial_id)).scalar_one_or_none()
     with Session(engine) as session:
         session.execute(insert(InfraEvent).values(
             kind=kind, at=time.time(), worker=worker, cluster=cluster, detail=scrub(detail)[:4000],
@@ -449,7 +455,7 @@ def register_worker(engine: Engine, name: str, cluster: str, hostname: str, pid:
 def worker_heartbeat(engine: Engine, name: str, state: str, current_trial: str | None,
                      healthy: bool = True, detail: str = "") -> None:
     with Session(engine) as session:
-        session.execute(update(Worker).where(Worker.name == name).values(
+        session.execute(update(Worker).where(col(Worker.name) == name).values(
             heartbeat_at=time.time(), state=state, current_trial=current_trial,
             cluster_healthy=healthy, detail=detail[:500]))
         session.commit()

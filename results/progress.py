@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Integer, cast, func, select
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from core.states import TRIAL_DONE, TrialState
 from results import leaderboard
@@ -18,10 +19,10 @@ from results.models import Sweep, Trial
 def status(engine: Engine, sweep_id: str) -> dict[str, int]:
     """Trials of the sweep per state (every state named, zero included)."""
     with engine.connect() as conn:
-        if conn.execute(select(Sweep.id).where(Sweep.id == sweep_id)).first() is None:
+        if conn.execute(select(col(Sweep.id)).where(col(Sweep.id) == sweep_id)).first() is None:
             raise KeyError(sweep_id)
         rows = conn.execute(
-            select(Trial.state, func.count()).where(Trial.sweep_id == sweep_id).group_by(Trial.state)
+            select(col(Trial.state), func.count()).where(col(Trial.sweep_id) == sweep_id).group_by(col(Trial.state))
         ).all()
     counts = {s.value: 0 for s in TrialState}
     counts.update({state: n for state, n in rows})
@@ -36,10 +37,10 @@ def snapshot(engine: Engine, sweep_id: str, now: float | None = None) -> dict[st
     now = time.time() if now is None else now
     counts = status(engine, sweep_id)  # KeyError for an unknown sweep
     with engine.connect() as conn:
-        submitted_at, cap = conn.execute(select(Sweep.updated_at, Sweep.cost_cap_usd)
-                                         .where(Sweep.id == sweep_id)).one()
+        submitted_at, cap = conn.execute(select(col(Sweep.updated_at), col(Sweep.cost_cap_usd))
+                                         .where(col(Sweep.id) == sweep_id)).one()
         recent = conn.execute(select(func.count()).where(
-            Trial.sweep_id == sweep_id, Trial.state.in_(list(TRIAL_DONE)), Trial.finished_at >= submitted_at)).scalar_one()
+            col(Trial.sweep_id) == sweep_id, col(Trial.state).in_(list(TRIAL_DONE)), col(Trial.finished_at) >= submitted_at)).scalar_one()
     total = sum(counts.values())
     done = sum(n for s, n in counts.items() if s in TRIAL_DONE)
     remaining = total - done
@@ -47,9 +48,9 @@ def snapshot(engine: Engine, sweep_id: str, now: float | None = None) -> dict[st
     eta = remaining / (recent / elapsed) if recent and remaining else (0.0 if not remaining else None)
     with engine.connect() as conn:
         n, *passed = conn.execute(
-            select(func.count(), *(func.coalesce(func.sum(cast(col, Integer)), 0) for col in
-                                   (Trial.diagnosis_passed, Trial.mitigation_passed, Trial.e2e_passed)))
-            .where(Trial.sweep_id == sweep_id, Trial.state == TrialState.FINISHED)).one()
+            select(func.count(), *(func.coalesce(func.sum(cast(column, Integer)), 0) for column in
+                                   (col(Trial.diagnosis_passed), col(Trial.mitigation_passed), col(Trial.e2e_passed))))
+            .where(col(Trial.sweep_id) == sweep_id, col(Trial.state) == TrialState.FINISHED)).one()
     rates = {}
     for metric, count in zip(("diagnosis", "mitigation", "e2e"), passed, strict=True):
         lo, hi = leaderboard.wilson(int(count), int(n))

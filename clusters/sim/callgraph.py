@@ -387,7 +387,7 @@ class CallGraphFlow:
                 target_ctr = tc
                 break
         log = self.logger(svc, "")
-        if target_ctr is None:
+        if trt is None or target_ctr is None:  # (a running target container has a runtime)
             return 0.0, 0.0, log.client_error(peer.protocol, f"dial tcp {tg.pod.get('status', {}).get('podIP', '')}:"
                                                                f"{tg.port}: connect: connection refused",
                                               addr["host"], addr["port"], call.op)
@@ -435,8 +435,8 @@ class CallGraphFlow:
         reach = conn.ok_share
         kind = inst.get("kind")
         pod = self.w._pod(rt.namespace, rt.name)
-        sidecar = any(o.name != c.name and o.state == "running" for o in self.cluster.kubelet.runtime(pod).containers.values()) \
-            if pod is not None and self.cluster.kubelet.runtime(pod) is not None else False
+        pod_rt = self.cluster.kubelet.runtime(pod) if pod is not None else None
+        sidecar = any(o.name != c.name and o.state == "running" for o in pod_rt.containers.values()) if pod_rt is not None else False
         total_n = total_fail = total_lat = 0.0
         for route in client_routes(app, inst):
             rconn = self._route_conn(rt, conn, route)
@@ -602,7 +602,7 @@ class CallGraphFlow:
         skew = self.cluster.nodes.clock_offset(rt.node) + self.cluster.chaos.time_offset(pod, c.name)
         span_id = hashlib.sha256(f"{trace_id}/{len(spans)}".encode()).hexdigest()[:16]
         duration = max(lat.get((svc_name, op), 0.001), 0.0002)
-        tags = [{"key": "span.kind", "type": "string", "value": "server"},
+        tags: list[dict[str, Any]] = [{"key": "span.kind", "type": "string", "value": "server"},
                 {"key": "otel.status_code", "type": "string", "value": "OK" if ok else "ERROR"}]
         if depth == 0:
             tags += [{"key": "http.request.method", "type": "string", "value": route.method},
@@ -614,7 +614,7 @@ class CallGraphFlow:
                          "value": kind})
         if not ok:
             tags.append({"key": "error", "type": "bool", "value": True})
-        span = {"traceID": trace_id, "spanID": span_id, "flags": 1, "operationName": op,
+        span: dict[str, Any] = {"traceID": trace_id, "spanID": span_id, "flags": 1, "operationName": op,
                 "references": [{"refType": "CHILD_OF", "traceID": trace_id, "spanID": parent}] if parent else [],
                 "startTime": int((start + skew) * 1e6), "duration": int(duration * 1e6), "tags": tags,
                 "logs": ([{"timestamp": int((start + skew + duration) * 1e6),

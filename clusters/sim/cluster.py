@@ -15,10 +15,14 @@ import math
 import pickle
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusters.sim.clock import VirtualClock, wall_start
 from clusters.sim.store import Obj, ResourceType, Store, StoreError
+
+if TYPE_CHECKING:
+    from clusters.sim.controllers.scheduler import Scheduler
+    from clusters.sim.controllers.volumes import VolumeBinder
 
 CONTROLLER_TICK = 1.0
 BOOTSTRAP_SECONDS = 30.0
@@ -212,6 +216,10 @@ def _thawed(frozen: Any) -> Any:
 
 class SimCluster:
     """The emulated cluster. `store`, `clock`, `rng`, `obs`, `nodes`, `advance()`, `checkpoint()`."""
+
+    # Set by clusters.sim.controllers.build_controllers: the kubelet and the scheduler reach them.
+    pv: VolumeBinder
+    scheduler: Scheduler
 
     def __init__(self, seed: int = 0, clock: VirtualClock | None = None, workers: int = 3,
                  start: float | None = None) -> None:

@@ -67,7 +67,7 @@ class NodeState:
     pids: float = 310.0
     pid_max: float = 4194304.0
     kernel_seq: float = 0.0
-    reported: dict[str, float] = field(default_factory=dict)  # fault keys already logged → last time
+    reported: dict[str, Any] = field(default_factory=dict)  # fault keys already logged → last time; per-concern state
 
 
 def _faults(spec: dict[str, Any]) -> dict[str, Any]:
@@ -163,7 +163,7 @@ class NodeFleet:
                     continue
                 spec = obj.get("spec") or {}
                 node = spec.get("nodeName")
-                if node in self.state["nodes"]:
+                if isinstance(node, str) and node in self.state["nodes"]:
                     merged = faults.setdefault(node, {})
                     for k, v in spec.items():
                         if k != "nodeName":

@@ -8,6 +8,7 @@ kubernetes client, injectors and agents) and the controllers alike.
 
 from __future__ import annotations
 
+import builtins
 import copy
 import threading
 import uuid
@@ -441,7 +442,7 @@ class Store:
         self._run_hooks("delete", key, obj, None)
         return clone(obj)
 
-    def events_since(self, rv: int, key: str) -> list[WatchEvent]:
+    def events_since(self, rv: int, key: str) -> builtins.list[WatchEvent]:  # `list` is a method here
         with self.lock:
             return [e for e in self.events if e.rv > rv and e.resource == key]
 

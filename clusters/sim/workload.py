@@ -437,8 +437,9 @@ class Workload:
                     why = "internal server error"
                     for rt, c in insts:
                         if c.instance.get("env", {}).get("SEARCH_BACKEND_VERSION") == "true" and \
-                                self._log_once(f"{rt.namespace}/{rt.name}/latent", 15.0, now) and self._pod(rt.namespace, rt.name):
-                            self.cluster.logs.write(self._pod(rt.namespace, rt.name), c.name, zerolog(
+                                self._log_once(f"{rt.namespace}/{rt.name}/latent", 15.0, now) and \
+                                (pod := self._pod(rt.namespace, rt.name)):
+                            self.cluster.logs.write(pod, c.name, zerolog(
                                 now + self.cluster.nodes.clock_offset(rt.node), "ERR", "services/frontend/server.go:187",
                                 "search backend unavailable: upstream search-v2 returned no results; responding 500"), now)
                 succ[key], lat[key] = ok, latency
@@ -935,7 +936,7 @@ class Workload:
             self._pod(rt.namespace, rt.name) or {"metadata": {"namespace": rt.namespace, "name": rt.name, "labels": {}}}, c.name)
         span_id = hashlib.sha256(f"{trace_id}/{len(spans)}".encode()).hexdigest()[:16]
         duration = max(lat.get((svc, op), 0.001), 0.0002)
-        tags = [{"key": "span.kind", "type": "string", "value": "server"}]
+        tags: list[dict[str, Any]] = [{"key": "span.kind", "type": "string", "value": "server"}]
         if svc == "frontend":
             method, path = op.split(" ")[1:]
             tags += [{"key": "component", "type": "string", "value": "net/http"},

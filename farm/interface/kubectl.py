@@ -200,9 +200,9 @@ def parse_command(command: str, namespace: str, *, virtual_time: bool = False, a
             while cluster:
                 short, cluster = cluster[0], cluster[1:]
                 shown = f"-{short}"
-                long = shorts.get(short)
-                if long is None:
+                if short not in shorts:
                     raise _refuse_flag(shown, allowlist.REFUSED_SHORT.get(short, short), verb)
+                long = shorts[short]
                 if spec[long][0] == allowlist.V:
                     if cluster:
                         value = cluster[1:] if cluster.startswith("=") else cluster

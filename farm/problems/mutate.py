@@ -171,7 +171,11 @@ def _mentions(value: Any, names: list[str]) -> list[str]:
         return []
     pattern = _pattern(names)
     found: list[str] = []
-    _walk(value, lambda s: found.extend(pattern.findall(s)) or s)
+
+    def collect(s: str) -> str:
+        found.extend(pattern.findall(s))
+        return s
+    _walk(value, collect)
     return list(dict.fromkeys(found))
 
 

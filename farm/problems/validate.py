@@ -38,7 +38,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import httpx
 from pydantic import BaseModel
@@ -606,7 +606,7 @@ def farm_leftovers(cluster: ClusterHandle) -> list[str]:
     if kube.find("Namespace", "", CHAOS_NAMESPACE) is not None:
         for plural in ("podchaos", "networkchaos", "iochaos", "stresschaos", "timechaos", "kernelchaos"):
             try:
-                items = api.list_namespaced_custom_object("chaos-mesh.org", "v1alpha1", CHAOS_NAMESPACE, plural)
+                items = cast(dict[str, Any], api.list_namespaced_custom_object("chaos-mesh.org", "v1alpha1", CHAOS_NAMESPACE, plural))
             except client.ApiException:
                 continue
             out += [f"{plural}/{i['metadata']['name']}" for i in items.get("items", [])]

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from core.states import TrialState
 from results.leaderboard import group_keys
@@ -53,8 +54,8 @@ def bootstrap_diff(a_only: int, b_only: int, pairs: int, seed: int = 0,
 
 def _outcomes(engine: Engine, sweep_id: str, keys: tuple[str, ...]) -> dict[tuple[Any, ...], dict[str, Any]]:
     cols = [getattr(Trial, c) for c in dict.fromkeys(PAIR_ON + keys)]
-    stmt = select(*cols, Trial.diagnosis_passed, Trial.mitigation_passed, Trial.e2e_passed).where(
-        Trial.sweep_id == sweep_id, Trial.state == TrialState.FINISHED)
+    stmt = select(*cols, col(Trial.diagnosis_passed), col(Trial.mitigation_passed), col(Trial.e2e_passed)).where(
+        col(Trial.sweep_id) == sweep_id, col(Trial.state) == TrialState.FINISHED)
     out = {}
     with engine.connect() as conn:
         for r in conn.execute(stmt).mappings():
@@ -93,8 +94,8 @@ def _paired_stats(groups: Pairs, keys: tuple[str, ...], seed: int) -> list[dict[
     rows = []
     for group, pairs in sorted(groups.items(), key=lambda kv: str(kv[0])):
         for metric in OUTCOMES:
-            col = f"{metric}_passed"
-            scored = [(bool(x[col]), bool(y[col])) for x, y in pairs if x[col] is not None and y[col] is not None]
+            passed = f"{metric}_passed"
+            scored = [(bool(x[passed]), bool(y[passed])) for x, y in pairs if x[passed] is not None and y[passed] is not None]
             n = len(scored)
             a_only = sum(1 for x, y in scored if x and not y)
             b_only = sum(1 for x, y in scored if y and not x)

@@ -9,21 +9,25 @@ from typing import Any
 
 from sqlalchemy import Boolean, Float, Integer, select
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from results.models import Attempt, Trial
 
 FORMATS = ("csv", "parquet")
 PARQUET_HINT = "parquet export needs pyarrow: pip install 'sre-farm[parquet]' (or pip install pyarrow)"
 
+# The tables behind the models (SQLModel declares no `__table__` a type checker can see).
+_TRIAL, _ATTEMPT = Trial.metadata.tables["trial"], Attempt.metadata.tables["attempt"]
+
 
 def _tables(engine: Engine, sweep_id: str) -> dict[str, tuple[Any, list[dict[str, Any]]]]:
     with engine.connect() as conn:
-        trials = [dict(r) for r in conn.execute(select(Trial.__table__).where(Trial.sweep_id == sweep_id)
-                                                .order_by(Trial.id)).mappings()]
+        trials = [dict(r) for r in conn.execute(select(_TRIAL).where(col(Trial.sweep_id) == sweep_id)
+                                                .order_by(col(Trial.id))).mappings()]
         attempts = [dict(r) for r in conn.execute(
-            select(Attempt.__table__, Trial.sweep_id).join(Trial, Trial.id == Attempt.trial_id)
-            .where(Trial.sweep_id == sweep_id).order_by(Attempt.trial_id, Attempt.token)).mappings()]
-    return {"trials": (Trial.__table__, trials), "attempts": (Attempt.__table__, attempts)}
+            select(_ATTEMPT, col(Trial.sweep_id)).join(Trial, col(Trial.id) == col(Attempt.trial_id))
+            .where(col(Trial.sweep_id) == sweep_id).order_by(col(Attempt.trial_id), col(Attempt.token))).mappings()]
+    return {"trials": (_TRIAL, trials), "attempts": (_ATTEMPT, attempts)}
 
 
 def _arrow_type(column: Any) -> Any:

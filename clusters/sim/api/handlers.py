@@ -763,7 +763,7 @@ class KubeAPI:
             raise bad_request(f'{r.rt.kind} in version "{r.rt.version}" cannot be handled as a {r.rt.kind}: '
                               f"strict decoding error: {fields}")
         if mode == "Warn":
-            req.warnings = [*getattr(req, "warnings", []), *(f'unknown field "{f}"' for f in unknown)]
+            req.warnings = [*req.warnings, *(f'unknown field "{f}"' for f in unknown)]
 
     def _dry_run(self, req: Request) -> bool:
         return "All" in req.query.get("dryRun", [])

@@ -23,6 +23,7 @@ class Request:
     body: bytes = b""
     alive: Callable[[], bool] = lambda: True
     user: Any = None  # set by the app once it has authenticated the request
+    warnings: list[str] = field(default_factory=list)  # answered as Warning headers
 
     def arg(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name)
@@ -81,7 +82,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _read_body(self) -> bytes:
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            parts = []
+            parts: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:

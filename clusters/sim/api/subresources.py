@@ -98,7 +98,7 @@ def follow_log(store: Store, read_log: LogReader, namespace: str, pod: str, firs
 
 
 # -- eviction, binding, token, access review -----------------------------------------------
-def evict(store: Store, pod: Obj, delete: Callable[[], None]) -> Obj:
+def evict(store: Store, pod: Obj, delete: Callable[[], object]) -> Obj:
     labels = pod["metadata"].get("labels") or {}
     for pdb in store.iter_raw("poddisruptionbudgets.policy"):
         if pdb["metadata"].get("namespace") != pod["metadata"]["namespace"]:

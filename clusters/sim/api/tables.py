@@ -308,7 +308,8 @@ def _storageclass_row(s: Obj, now: float) -> list[Any]:
 
 def _quota_row(q: Obj, now: float) -> list[Any]:
     hard, used = _g(q, "status", "hard", default=None) or _g(q, "spec", "hard", default={}), _g(q, "status", "used", default={})
-    requests, limits = [], []
+    requests: list[str] = []
+    limits: list[str] = []
     for name in sorted(hard):
         text = f"{name}: {used.get(name, '0')}/{hard[name]}"
         (limits if name.startswith("limits.") else requests).append(text)
@@ -386,7 +387,7 @@ def _hpa_row(h: Obj, now: float) -> list[Any]:
 
 def _tidbcluster_row(tc: Obj, now: float) -> list[Any]:
     """The TidbCluster CRD's additionalPrinterColumns (tidb-operator v1.6)."""
-    ready = next((c for c in _g(tc, "status", "conditions", default=[]) or [] if c.get("type") == "Ready"), {})
+    ready: dict[str, Any] = next((c for c in _g(tc, "status", "conditions", default=[]) or [] if c.get("type") == "Ready"), {})
     row: list[Any] = [tc["metadata"]["name"], ready.get("status", "")]
     for comp, storage in (("pd", True), ("tikv", True), ("tidb", False)):
         row.append(_g(tc, "status", comp, "image", default=""))

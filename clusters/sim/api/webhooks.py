@@ -77,7 +77,7 @@ class WebhookAdmission:
         ep = self.store.try_get("endpoints", ns, name)
         if not any(s.get("addresses") for s in (ep or {}).get("subsets") or []):
             return f'{target}: no endpoints available for service "{name}"'
-        why = self._tls_failure(ep, ns, f"{name}.{ns}.svc", client_config.get("caBundle"))
+        why = self._tls_failure(ep or {}, ns, f"{name}.{ns}.svc", client_config.get("caBundle"))
         return f"{target}: tls: failed to verify certificate: {why}" if why else None
 
     def _serving_certificate(self, ep: Obj, namespace: str) -> bytes | None:

@@ -90,7 +90,7 @@ class GenericServer(AppModel):
             if not ctx.env.get(var):
                 return Exited(2, [], after=0.2, stderr=[f'panic: environment variable "{var}" not set', "",
                                                          "goroutine 1 [running]:", "main.mustMapEnv(...)"])
-        deps = []
+        deps: list[list[Any]] = []  # [host, port]
         for var, value in ctx.env.items():
             if not var.endswith("_ADDR") or var.startswith("OTEL_"):
                 continue

@@ -64,8 +64,7 @@ def _script(ctx: StartContext, script: str) -> Started | Exited:
         script = script[:m.start()] + script[m.end():]
     if re.search(r"\bwhile\s+(true|:)\b", script) or re.search(r"\bsleep\s+(infinity|inf)\b", script) or \
             re.search(r"\btail\s+-f\b", script):
-        lines = _echoes(script.split("while")[0])
-        return Started(lines, set())
+        return Started(_echoes(script.split("while")[0]), set())
     lines: list[str] = []
     elapsed = 0.0
     for part in re.split(r"\s*(?:;|&&|\n)\s*", script):

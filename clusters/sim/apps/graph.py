@@ -332,12 +332,12 @@ class GraphService(AppModel):
                 refused = self._dial_at_start(ctx, p, addr)
                 if refused is not None:
                     return log.exit_dial_failed(t, p, addr, *refused)
-        inst = {"kind": "graph", "app": graph.name, "svc": svc.name, "peers": peers, "env": dict(ctx.env),
+        inst: dict[str, Any] = {"kind": "graph", "app": graph.name, "svc": svc.name, "peers": peers, "env": dict(ctx.env),
                 "started": ctx.now, "leak": 0.0}
         if svc.on_start is not None:
-            refused = svc.on_start(ctx, inst)
-            if refused is not None:
-                return refused
+            exited = svc.on_start(ctx, inst)
+            if exited is not None:
+                return exited
         # a program that reads its listen port from its config says so in inst["ports"] (on_start)
         return Started(log.started(t, svc), set(inst.get("ports") or svc.ports), inst, ready_after=svc.start_s)
 

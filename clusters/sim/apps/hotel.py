@@ -300,9 +300,9 @@ class HotelService(AppModel):
             chost, cport = split_addr(cfg["consulAddress"])
             conn = ctx.connect(chost, cport)
             if conn.ok_share == 0:
-                err = conn.first_error() or "connection refused"
-                after = 0.2 if "refused" in err or "no such host" in err else 10.0
-                L("FTL", f'failed register: Put "http://{cfg["consulAddress"]}/v1/agent/service/register": {err}', after)
+                refused = conn.first_error() or "connection refused"
+                after = 0.2 if "refused" in refused or "no such host" in refused else 10.0
+                L("FTL", f'failed register: Put "http://{cfg["consulAddress"]}/v1/agent/service/register": {refused}', after)
                 return Exited(1, log, after=after)
             target = next(tg for tg in conn.targets if not tg.error)
             ctx.cluster.workload.consul_register(target.pod, svc.consul, ctx.pod, port)
@@ -339,11 +339,11 @@ class HotelService(AppModel):
                     "EOF }, ] }", 30.0)
         user = "admin" if svc.auth else None
         if user is not None:
-            err = authenticate(inst, "admin", "admin", "admin")
-            if err:
-                return err, 0.5
-        err = authorize(inst, user, "admin", svc.db, write, "insert")
-        if err:
+            denied = authenticate(inst, "admin", "admin", "admin")
+            if denied:
+                return denied, 0.5
+        denied = authorize(inst, user, "admin", svc.db, write, "insert")
+        if denied:
             return err, 0.5
         return None
 

@@ -191,7 +191,7 @@ class TidbServers(AppModel):
         script, failed = _script(ctx)
         if failed is not None:
             return failed
-        inst = {"kind": "tidb-starting", "component": comp, "cluster": cluster_key(ctx.pod), "name": ctx.pod_name,
+        inst: dict[str, Any] = {"kind": "tidb-starting", "component": comp, "cluster": cluster_key(ctx.pod), "name": ctx.pod_name,
                 "script": script or "", "since": ctx.now}
         lines = _script_preamble(comp, ctx.pod)
         outcome = advance_start(ctx.cluster, ctx.pod, ctx.container, inst, ctx.now, ctx)
@@ -633,7 +633,7 @@ class _Tick:
         pod = self._pod(rt)
         if pod is None:
             return
-        spec = next((x for x in pod["spec"].get("containers") or [] if x["name"] == c.name), {})
+        spec: dict[str, Any] = next((x for x in pod["spec"].get("containers") or [] if x["name"] == c.name), {})
         outcome = advance_start(self.cluster, pod, spec, c.instance, self.now)
         if outcome is None:
             if int(self.now) % 15 < self.dt:

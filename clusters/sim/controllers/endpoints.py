@@ -80,7 +80,7 @@ class EndpointsController:
             cur = self.cluster.raw("endpoints", ns, name)
             labels = dict(svc["metadata"].get("labels") or {})
             if cur is None:
-                obj = {"metadata": {"name": name, "namespace": ns, "labels": labels}}
+                obj: dict[str, Any] = {"metadata": {"name": name, "namespace": ns, "labels": labels}}
                 if subsets:
                     obj["subsets"] = subsets
                 try:
@@ -98,9 +98,9 @@ class EndpointsController:
         with store.lock:
             orphans = [(e["metadata"]["namespace"], e["metadata"]["name"]) for e in store.iter_raw("endpoints")]
         svc_keys = {(s["metadata"]["namespace"], s["metadata"]["name"]) for s in services}
-        for key in orphans:
-            if key not in svc_keys:
+        for orphan in orphans:
+            if orphan not in svc_keys:
                 try:
-                    store.delete("endpoints", *key)
+                    store.delete("endpoints", *orphan)
                 except StoreError:
                     pass

@@ -251,9 +251,10 @@ class Kubelet:
     def _admit(self, pod: Obj, now: float) -> PodRt | None:
         spec = pod["spec"]
         node = spec["nodeName"]
-        if self.cluster.nodes.get(node) is None:
+        node_state = self.cluster.nodes.get(node)
+        if node_state is None:
             return None
-        ip = self.cluster.nodes.get(node).ip if spec.get("hostNetwork") else self.cluster.nodes.allocate_pod_ip(node)
+        ip = node_state.ip if spec.get("hostNetwork") else self.cluster.nodes.allocate_pod_ip(node)
         rt = PodRt(pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"], node, ip, now)
         for c in spec.get("initContainers") or []:
             rt.containers[c["name"]] = Ctr(c["name"], True, c.get("image", ""), reason="PodInitializing", next_at=now)
@@ -352,7 +353,8 @@ class Kubelet:
                     errors.append((v["name"], "unbound"))
                     continue
                 pv = store.try_get("persistentvolumes", "", (claim.get("spec") or {}).get("volumeName", ""))
-                if self.cluster.pv.network_attached(pv) and not self.cluster.pv.attached_to(pod, rt.node, pv, now):
+                if pv is not None and self.cluster.pv.network_attached(pv) and \
+                        not self.cluster.pv.attached_to(pod, rt.node, pv, now):
                     unattached = True
         if unattached and not errors:
             rt.mount_next = now + 1.0
@@ -481,8 +483,7 @@ class Kubelet:
                 rt = self.runtime(pod)
                 env[name] = {"metadata.name": pod["metadata"]["name"], "metadata.namespace": ns,
                              "spec.nodeName": pod["spec"].get("nodeName", ""), "status.podIP": rt.ip if rt else "",
-                             "status.hostIP": self.cluster.nodes.get(pod["spec"].get("nodeName")).ip
-                             if self.cluster.nodes.get(pod["spec"].get("nodeName")) else "",
+                             "status.hostIP": host.ip if (host := self.cluster.nodes.get(pod["spec"].get("nodeName", ""))) else "",
                              "spec.serviceAccountName": pod["spec"].get("serviceAccountName", "default"),
                              "metadata.uid": pod["metadata"].get("uid", "")}.get(path, "")
             elif "resourceFieldRef" in vf:
@@ -665,7 +666,7 @@ class Kubelet:
             from clusters.sim.userland.exec import interactive_shell, run_to_completion
             if spec.get("stdin") and interactive_shell(c.image, argv):
                 # a shell reading the stdin `kubectl run -i` / `kubectl debug -i` attaches to
-                outcome = Started([], set(), {"kind": "interactive", "argv": argv})
+                outcome: Started | Exited = Started([], set(), {"kind": "interactive", "argv": argv})
             else:
                 outcome = shell_outcome(ctx, argv, info)
                 if c.ephemeral and isinstance(outcome, Exited):

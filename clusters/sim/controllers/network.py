@@ -79,7 +79,7 @@ class Network:
         cluster_search = [f"{ns}.svc.{DOMAIN}", f"svc.{DOMAIN}", DOMAIN]
         cfg = spec.get("dnsConfig") or {}
         if policy == "Default":
-            server, search = NODE_RESOLVER, []
+            server, search = NODE_RESOLVER, list[str]()
         elif policy == "None":
             servers = cfg.get("nameservers") or []
             server, search = (servers[0] if servers else "127.0.0.1"), []

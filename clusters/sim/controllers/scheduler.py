@@ -73,6 +73,8 @@ def _node_term_matches(term: dict[str, Any], node: Obj) -> bool:
         if op == "DoesNotExist" and key in labels:
             return False
         if op in ("Gt", "Lt"):
+            if have is None:
+                return False
             try:
                 a, b = int(have), int(values[0])
             except (TypeError, ValueError, IndexError):
@@ -174,12 +176,12 @@ class Scheduler:
         reasons = []
         if len(on_node) + 1 > int(parse_quantity(alloc.get("pods", "110"))):
             reasons.append("Too many pods")
-        used = {"cpu": 0.0, "memory": 0.0}
+        requested = {"cpu": 0.0, "memory": 0.0}
         for o in on_node:
             for r, v in pod_requests(o).items():
-                used[r] += v
+                requested[r] += v
         for r in ("cpu", "memory"):
-            if want[r] > 0 and used[r] + want[r] > parse_quantity(alloc.get(r, "0")) + 1e-9:
+            if want[r] > 0 and requested[r] + want[r] > parse_quantity(alloc.get(r, "0")) + 1e-9:
                 reasons.append(f"Insufficient {r}")
         if reasons:
             return reasons

@@ -723,7 +723,8 @@ class _Sync:
                     entry["leader"] = members[leader]
             elif comp == "tikv":
                 prev = (old.get("tikv") or {}).get("stores") or {}
-                stores, tombstones = {}, {}
+                stores: dict[str, Any] = {}
+                tombstones: dict[str, Any] = {}
                 for sid, s in rec["stores"].items():
                     was = prev.get(sid) or {}
                     pod = pods.get(s["pod"]) or {}

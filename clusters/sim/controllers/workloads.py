@@ -565,7 +565,7 @@ class DaemonSetController:
                 by_node[target] = p
             eligible = []
             for node in nodes:
-                probe = {"metadata": {"labels": {}}, "spec": copy.deepcopy(tmpl.get("spec") or {})}
+                probe: dict[str, Any] = {"metadata": {"labels": {}}, "spec": copy.deepcopy(tmpl.get("spec") or {})}
                 taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
                 if not node_affinity_ok(probe, node):
                     continue

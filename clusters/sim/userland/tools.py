@@ -1165,14 +1165,14 @@ def tar(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Result
     if "x" in mode:
         try:
             with tarfile.open(fileobj=io.BytesIO(stdin.encode("utf-8", "surrogateescape")), mode="r:*") as archive:
-                for member in archive.getmembers():
-                    if not member.isfile():
+                for entry in archive.getmembers():
+                    if not entry.isfile():
                         continue
-                    extracted = archive.extractfile(member)
+                    extracted = archive.extractfile(entry)
                     text = extracted.read().decode(errors="replace") if extracted else ""
-                    msg = sb.fs.write_checked(_abs(sb, directory.rstrip("/") + "/" + member.name, env), text)
+                    msg = sb.fs.write_checked(_abs(sb, directory.rstrip("/") + "/" + entry.name, env), text)
                     if msg:
-                        return 2, "", f"tar: {member.name}: Cannot open: {msg}\n"
+                        return 2, "", f"tar: {entry.name}: Cannot open: {msg}\n"
         except tarfile.TarError:
             return 2, "", "tar: This does not look like a tar archive\n"
         return 0, "", ""
