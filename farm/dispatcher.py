@@ -24,6 +24,7 @@ from core.problem import Problem
 from core.states import TRIAL_RESUBMITTABLE, TrialState
 from farm.agents.base import agents
 from farm.spec import NoiseLevel, SweepSpec, select_problems
+from results.db import execute_dml
 from results.models import Attempt, InfraEvent, Sweep, Trial
 
 NO_MODEL = "-"
@@ -142,7 +143,7 @@ def cancel(engine: Engine, sweep_id: str) -> int:
             raise KeyError(sweep_id)
         sweep.cancelled = True
         session.add(sweep)
-        res = session.execute(
+        res = execute_dml(session,
             update(Trial).where(col(Trial.sweep_id) == sweep_id,
                                 col(Trial.state).in_([TrialState.PENDING, TrialState.QUEUED, TrialState.RUNNING]))
             .values(state=TrialState.CANCELLED, lease_owner=None, lease_expires_at=None)

@@ -67,14 +67,16 @@ def worker_main(index: int, sweep_id: str, db_url: str, artifacts: str, lease_s:
                 # rather than run a trial on a dirty cluster; the others carry on.
                 log.error("worker %s stops: %s", owner.name, owner.broken)
                 return
-            claimed = ledger.claim_next(engine, sweep_id, owner.name, owner.cluster.ref, lease_s,
+            cluster = owner.cluster
+            assert cluster is not None  # ready, or just replaced: a clean cluster is open
+            claimed = ledger.claim_next(engine, sweep_id, owner.name, cluster.ref, lease_s,
                                         spend=shared_spend)
             if claimed is None:
                 if _sweep_settled(engine, sweep_id):
                     return
                 time.sleep(IDLE_POLL_S)  # others are running; a retry may come back to the queue
                 continue
-            run = start_run(engine, claimed, owner.cluster, owner.store)
+            run = start_run(engine, claimed, cluster, owner.store)
             if run is None:
                 continue
             owner.begin(run)

@@ -17,7 +17,7 @@ import threading
 import time
 import traceback
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 from sqlalchemy.engine import Engine
@@ -170,12 +170,14 @@ class TrialRun:
         from farm.agents.base import agents
         from farm.checkpoint import Checkpointer, LLMUsageTap
         from farm.interface import AgentInterface
+        from farm.interface.server import Mode
 
         self._enter("agent_session")
         self.usage = LLMUsageTap(self.spec.model, self.spec.agent_options.get("price"))
         # The interface enforces the limits; for the farm's own model agents it reads the usage
         # the worker counted of their litellm calls, never what the agent says it used.
-        self.interface = AgentInterface(self.cluster, self.namespace, self.opaque_id, mode=self.spec.tool_mode,
+        mode = cast(Mode, self.spec.tool_mode)  # farm.spec's validator let only the two modes through
+        self.interface = AgentInterface(self.cluster, self.namespace, self.opaque_id, mode=mode,
                                         also_namespaces=tuple(self.app.extra_namespaces),
                                         limits=self.spec.limits, usage=self.usage.snapshot)
         url, token = self.interface.start()

@@ -12,10 +12,12 @@ import os
 import time
 from functools import cache
 from pathlib import Path
+from typing import Any, cast
 
 from sqlalchemy import Column, Float, Integer, MetaData, Table, event, inspect, select, text
-from sqlalchemy.engine import Connection, Engine
-from sqlmodel import SQLModel, create_engine
+from sqlalchemy.engine import Connection, CursorResult, Engine
+from sqlalchemy.sql.base import Executable
+from sqlmodel import Session, SQLModel, create_engine
 
 from core.errors import ConfigurationError
 from results import models  # noqa: F401  (registers the tables)
@@ -165,3 +167,9 @@ def redact_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # an unparsable URL is reported by whoever uses it
         return url.split("@")[-1]
+
+
+def execute_dml(session: Session, statement: Executable) -> CursorResult[Any]:
+    """Run an UPDATE or INSERT in the session. Its result is a CursorResult, which has the
+    rowcount (SQLModel's Session.execute is typed as returning a plain Result)."""
+    return cast(CursorResult[Any], session.execute(statement))

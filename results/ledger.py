@@ -19,24 +19,20 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import func, insert, select, update
-from sqlalchemy.engine import CursorResult, Engine
-from sqlalchemy.sql.base import Executable
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from core.secrets import scrub
 from core.states import LIMIT_SWEEP_COST, TRIAL_CLAIMABLE, AttemptState, TrialState
+from results.db import execute_dml
 from results.models import Attempt, InfraEvent, Sweep, Trial, Worker
 
 DEFAULT_LEASE_S = 60.0
 
-
-def _dml(session: Session, statement: Executable) -> CursorResult[Any]:
-    """Run an UPDATE or INSERT in the session; its result is a CursorResult, which has a rowcount."""
-    return cast(CursorResult[Any], session.execute(statement))
 
 
 @dataclass(frozen=True)
@@ -159,7 +155,7 @@ def _over_cap(engine: Engine, trial_id: str, spend: SpendProbe | None) -> bool:
 def skip_over_cap(engine: Engine, sweep_id: str, spent: float, cap: float) -> int:
     """Mark every trial of the sweep that has not started as skipped_cost_cap."""
     with Session(engine) as session:
-        res = _dml(session,
+        res = execute_dml(session,
             update(Trial).where(col(Trial.sweep_id) == sweep_id, col(Trial.state).in_(list(TRIAL_CLAIMABLE)))
             .values(state=TrialState.SKIPPED_COST_CAP, finished_at=time.time(),
                     error=f"not run: the sweep spent ${spent:.4f} of its ${cap:.4f} cost cap")
@@ -176,7 +172,7 @@ def claim(engine: Engine, trial_id: str, worker: str, cluster: str, lease_s: flo
         return None
     now = time.time()
     with Session(engine) as session:
-        res = _dml(session,
+        res = execute_dml(session,
             update(Trial)
             .where(col(Trial.id) == trial_id, col(Trial.state).in_(list(TRIAL_CLAIMABLE)))
             .where(~select(col(Sweep.cancelled)).where(col(Sweep.id) == col(Trial.sweep_id)).scalar_subquery())
@@ -210,7 +206,7 @@ def claim_next(engine: Engine, sweep_id: str, worker: str, cluster: str,
 
 def heartbeat(engine: Engine, c: Claim, lease_s: float = DEFAULT_LEASE_S) -> bool:
     with Session(engine) as session:
-        res = _dml(session,
+        res = execute_dml(session,
             update(Trial)
             .where(col(Trial.id) == c.trial_id, col(Trial.current_attempt) == c.token, col(Trial.state) == TrialState.RUNNING)
             .values(lease_expires_at=time.time() + lease_s)
@@ -253,7 +249,7 @@ def record(engine: Engine, c: Claim, result: AttemptResult) -> bool:
         trial_vals = {"state": TrialState.FINISHED, "final_attempt": c.token, **result.trial_values()}
         attempt_state = AttemptState.RECORDED
     with Session(engine) as session:
-        res = _dml(session,
+        res = execute_dml(session,
             update(Trial)
             .where(col(Trial.id) == c.trial_id, col(Trial.current_attempt) == c.token, col(Trial.state) == TrialState.RUNNING)
             .values(finished_at=now, lease_owner=None, lease_expires_at=None, **trial_vals)
@@ -322,7 +318,7 @@ def reap(engine: Engine, now: float | None = None) -> list[str]:
         ).all()
     for trial_id, token in expired:
         with Session(engine) as session:
-            res = _dml(session,
+            res = execute_dml(session,
                 update(Trial)
                 .where(col(Trial.id) == trial_id, col(Trial.current_attempt) == token, col(Trial.state) == TrialState.RUNNING,
                        col(Trial.lease_expires_at) < now)
@@ -417,7 +413,7 @@ def release(engine: Engine, c: Claim, why: str) -> bool:
     is counted. False when the attempt no longer held the lease."""
     now = time.time()
     with Session(engine) as session:
-        res = _dml(session,
+        res = execute_dml(session,
             update(Trial).where(col(Trial.id) == c.trial_id, col(Trial.current_attempt) == c.token,
                                 col(Trial.state) == TrialState.RUNNING)
             .values(state=TrialState.QUEUED, lease_owner=None, lease_expires_at=None, queued_at=now)
