@@ -24,6 +24,7 @@ from farm.interface.client import ToolClient
 from farm.interface.kubectl import Kubectl
 from farm.interface.server import MAX_DIAGNOSIS_CHARS
 from farm.pytest_plugin import SimClusters, as_built
+from tests.farm.interface.agent_session import agent_session
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
 NS = "hotel-reservation"
@@ -51,13 +52,8 @@ def canary_in_repo() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def session(cluster: ClusterHandle, canary_in_repo: Path) -> Iterator[tuple[AgentInterface, ToolClient]]:
     as_built(cluster)
-    iface = AgentInterface(cluster, NS, "t-redteam01")
-    url, token = iface.start()
-    try:
-        with ToolClient(url, token) as tools:
-            yield iface, tools
-    finally:
-        iface.stop()
+    with agent_session(cluster, trial_id="t-redteam01") as opened:
+        yield opened
 
 
 def _refused(tools: ToolClient, tool: str, **args: object) -> str:
