@@ -344,7 +344,7 @@ class HotelService(AppModel):
                 return denied, 0.5
         denied = authorize(inst, user, "admin", svc.db, write, "insert")
         if denied:
-            return err, 0.5
+            return denied, 0.5
         return None
 
     def memory(self, instance: Any, load_rps: float) -> float:
