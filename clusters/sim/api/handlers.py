@@ -34,6 +34,7 @@ from clusters.sim.api.status import (
 from clusters.sim.api.tables import table
 from clusters.sim.api.watch import Filter, stream
 from clusters.sim.api.webhooks import WebhookAdmission
+from clusters.sim.controllers.common import deletion_grace
 from clusters.sim.resources import (
     CUSTOM_GROUPS,
     EVENTS_V1,
@@ -858,6 +859,11 @@ class KubeAPI:
             opts["propagationPolicy"] = req.arg("propagationPolicy")
         if req.arg("orphanDependents") is not None:
             opts["orphanDependents"] = (req.arg("orphanDependents") or "").lower() in _TRUE
+        if req.arg("gracePeriodSeconds") is not None:
+            try:
+                opts["gracePeriodSeconds"] = int(req.arg("gracePeriodSeconds") or "")
+            except ValueError:
+                raise bad_request(f'invalid value "{req.arg("gracePeriodSeconds")}" for gracePeriodSeconds') from None
         return opts
 
     def _delete_one(self, r: Route, name: str, opts: dict[str, Any], dry_run: bool) -> Obj:
@@ -870,11 +876,15 @@ class KubeAPI:
         if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"]["resourceVersion"]:
             raise StoreError(409, "Conflict", f'Operation cannot be fulfilled on {r.rt.plural} "{name}": '
                              "the object has been modified; please apply your changes to the latest version and try again")
+        grace = deletion_grace(current, opts.get("gracePeriodSeconds")) if r.rt.key == "pods" else 0
         if dry_run:
+            if grace:
+                current["metadata"].setdefault("deletionTimestamp", self.store.clock.rfc3339(self.store.clock.now() + grace))
+                current["metadata"].setdefault("deletionGracePeriodSeconds", grace)
             return current
         if opts.get("propagationPolicy") == "Orphan" or opts.get("orphanDependents") is True:
             self.gc.orphan(current)
-        return self.store.delete(r.rt.key, ns, name)
+        return self.store.delete(r.rt.key, ns, name, grace=grace)
 
     def _delete(self, req: Request, r: Route) -> Response:
         if r.sub:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusters.sim.controllers.common import (
     controller_uid,
+    deletion_grace,
     int_or_percent,
     is_active,
     is_ready,
@@ -112,7 +113,7 @@ class ReplicaSetController:
             elif diff < 0:
                 for pod in sorted(pods, key=self._delete_rank)[: -diff]:
                     try:
-                        store.delete("pods", ns, pod["metadata"]["name"])
+                        store.delete("pods", ns, pod["metadata"]["name"], grace=deletion_grace(pod))
                     except StoreError:
                         continue
                     self.cluster.events.record(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}",
