@@ -21,6 +21,7 @@ from clusters.sim.api import (
     fieldmanager,
     openapi,
     portforward,
+    protobuf,
     remotecommand,
     subresources,
 )
@@ -332,8 +333,10 @@ class KubeAPI:
 
     def _body(self, req: Request) -> Any:
         ctype = (req.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        if ctype == protobuf.CONTENT_TYPE:
+            return protobuf.decode(req.body or b"")
         if "protobuf" in ctype or "cbor" in ctype:
-            raise StoreError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/apply-patch+yaml (got "{ctype}")')
+            raise StoreError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/apply-patch+yaml, {protobuf.CONTENT_TYPE} (got "{ctype}")')
         try:
             if "yaml" in ctype:
                 return yaml.safe_load(req.body or b"{}")
