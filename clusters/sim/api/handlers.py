@@ -20,6 +20,7 @@ from clusters.sim.api import (
     eventsv1,
     fieldmanager,
     openapi,
+    openapi3,
     portforward,
     protobuf,
     remotecommand,
@@ -250,6 +251,14 @@ class KubeAPI:
             return json_response(200, discovery.SERVER_VERSION)
         if path in ("/healthz", "/livez", "/readyz"):
             return Response(200, "text/plain; charset=utf-8", b"ok")
+        if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
+            doc = openapi3.openapi_v3(tuple(t for t in self.store.types.values() if t.group not in FARM_GROUPS),
+                                      discovery.SERVER_VERSION["gitVersion"], path[len("/openapi/v3/"):])
+            if doc is None:
+                raise not_found_path()
+            # a hashed URL names one document for good, as kube-apiserver's cache headers say
+            headers = {"Cache-Control": "public, immutable"} if req.arg("hash") else {}
+            return Response(200, "application/json", doc, headers=headers)
         if path == "/openapi/v2":
             doc_json, doc_pb = openapi.openapi_v2(
                 (t for t in self.store.types.values() if t.group not in FARM_GROUPS), discovery.SERVER_VERSION["gitVersion"])
