@@ -1,7 +1,7 @@
 """Graceful pod deletion as kube-apiserver and the kubelet do it, seen through kubectl 1.20 and 1.33
 as real processes: a deleted pod shows Terminating with deletionTimestamp and
 deletionGracePeriodSeconds, its ReplicaSet replaces it at once and stops counting it, endpoints
-drop it, a watch sees MODIFIED then DELETED, the kubelet removes it once its containers stopped
+drop it (EndpointSlices keep it, terminating and not ready), a watch sees MODIFIED then DELETED, the kubelet removes it once its containers stopped
 (a shell sleeping as PID 1 only when the grace period ends), `--grace-period=0 --force` removes
 it at once, and finalizers keep it until they are removed."""
 
@@ -85,6 +85,11 @@ def test_a_deleted_pod_terminates_gracefully_and_is_replaced_at_once(cluster: Si
     endpoints = client.CoreV1Api(cluster.api_client()).read_namespaced_endpoints("web", ns)
     addresses = {a.ip for s in endpoints.subsets or [] for a in (s.addresses or []) + (s.not_ready_addresses or [])}
     assert victim_ip not in addresses
+    [eps] = client.DiscoveryV1Api(cluster.api_client()).list_namespaced_endpoint_slice(
+        ns, label_selector="kubernetes.io/service-name=web").items
+    conditions = {e.target_ref.name: e.conditions for e in eps.endpoints}
+    assert (conditions[victim].ready, conditions[victim].terminating) == (False, True)  # serving: its readiness
+    assert (conditions[other].ready, conditions[other].terminating) == (True, False)
 
     cluster.advance(5)  # nginx exits on SIGTERM within a second or two: the kubelet then removes the pod
     code, out = kubectl(cluster, version, "-n", ns, "get", "pod", victim)
