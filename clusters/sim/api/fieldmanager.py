@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from typing import Any
 
 from clusters.sim.api.patch import STRATEGIC_MERGE_PATCH, apply_patch, merge_key
@@ -241,3 +242,22 @@ def _remove(obj: Any, path: Path) -> None:
             return
         else:
             return
+
+
+# Who writes what the cluster's own components create (not through this API's handlers): the
+# controller manager owns what it makes for an owner; a bare manifest the farm deployed is as
+# `kubectl apply` would have left it.
+_UNSTAMPED = frozenset({"events", "leases.coordination.k8s.io"})
+
+
+def internal_create_stamper(now: Callable[[], str]) -> Callable[[str, str, Obj, Obj | None], None]:
+    """A store admission hook giving managedFields to an object created without them (run before
+    defaulting fills in what its writer never sent); `now()` is the cluster time, RFC 3339."""
+    def stamp(verb: str, key: str, obj: Obj, old: Obj | None) -> None:
+        meta = obj.get("metadata") or {}
+        if verb != "create" or key in _UNSTAMPED or meta.get("managedFields") is not None:
+            return
+        owned = any(r.get("controller") for r in meta.get("ownerReferences") or [])
+        manager = "kube-controller-manager" if owned or key.startswith("endpoint") else "kubectl-client-side-apply"
+        meta["managedFields"] = updated(None, obj, manager, now())
+    return stamp

@@ -143,6 +143,7 @@ class KubeAPI:
         self.gc.install()
         if not any(isinstance(h, Defaulter) for h in store.admission):
             store.admission.insert(0, Defaulter(store))
+        store.admission.insert(0, fieldmanager.internal_create_stamper(store.clock.rfc3339))
         store.admission.append(self.authn.fill_token_secret)
         WebhookAdmission(store).install()
         store.hooks.append(self._default_service_account)
