@@ -1,9 +1,10 @@
 """Graceful pod deletion as kube-apiserver and the kubelet do it, seen through kubectl 1.20 and 1.33
 as real processes: a deleted pod shows Terminating with deletionTimestamp and
-deletionGracePeriodSeconds, its ReplicaSet replaces it at once and stops counting it, endpoints
-drop it (EndpointSlices keep it, terminating and not ready), a watch sees MODIFIED then DELETED, the kubelet removes it once its containers stopped
-(a shell sleeping as PID 1 only when the grace period ends), `--grace-period=0 --force` removes
-it at once, and finalizers keep it until they are removed."""
+deletionGracePeriodSeconds, its ReplicaSet replaces it at once and stops counting it, Endpoints
+drop it (EndpointSlices keep it, terminating and not ready), a watch sees MODIFIED then DELETED,
+the kubelet removes it once its containers stopped (a shell sleeping as PID 1 only when the
+grace period ends), `--grace-period=0 --force` removes it at once, and finalizers keep it until
+they are removed."""
 
 from __future__ import annotations
 
@@ -18,29 +19,14 @@ from kubernetes import client
 
 from clusters.base import open_cluster
 from clusters.sim.provider import SimHandle
+from tests.clusters.sim.servedtools import KUBECTLS, NEEDS_KUBECTL, VERSIONS, kubectl, served
 
-ROOT = Path(__file__).resolve().parents[3]
-KUBECTLS = {"1.20": ROOT / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl",
-            "1.33": ROOT / ".tools" / "kubectl-v33" / "kubectl"}
-pytestmark = [pytest.mark.kubectl,
-              pytest.mark.skipif(not KUBECTLS["1.20"].exists(), reason="kubectl 1.20 is installed by the setup in .tools")]
-VERSIONS = [pytest.param(v, marks=pytest.mark.skipif(not p.exists(), reason=f"no kubectl {v} in .tools"))
-            for v, p in KUBECTLS.items()]
+pytestmark = NEEDS_KUBECTL
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    handle = open_cluster("sim:deletion", seed=4, workdir=tmp_path_factory.mktemp("deletion"))
-    assert isinstance(handle, SimHandle)
-    yield handle
-    handle.close()
-
-
-def kubectl(cluster: SimHandle, version: str, *args: str, kubeconfig: Path | None = None) -> tuple[int, str]:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(cluster.workdir / f"home-{version}"),
-           "KUBECONFIG": str(kubeconfig or cluster.kubeconfig)}
-    proc = subprocess.run([str(KUBECTLS[version]), *args], env=env, capture_output=True, text=True, timeout=60)
-    return proc.returncode, proc.stdout + proc.stderr
+    yield from served("deletion", 4, tmp_path_factory)
 
 
 def web(cluster: SimHandle, ns: str, replicas: int = 2) -> list[str]:

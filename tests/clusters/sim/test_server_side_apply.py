@@ -8,26 +8,18 @@ from __future__ import annotations
 
 import json
 import ssl
-import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes import client
 
-from clusters.base import open_cluster
 from clusters.sim.api import fieldmanager
 from clusters.sim.provider import SimHandle
+from tests.clusters.sim.servedtools import KUBECTLS, NEEDS_KUBECTL, VERSIONS, kubectl, served
 
-ROOT = Path(__file__).resolve().parents[3]
-KUBECTLS = {"1.20": ROOT / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl",
-            "1.33": ROOT / ".tools" / "kubectl-v33" / "kubectl"}
-pytestmark = [pytest.mark.kubectl,
-              pytest.mark.skipif(not KUBECTLS["1.20"].exists(), reason="kubectl 1.20 is installed by the setup in .tools")]
-VERSIONS = [pytest.param(v, marks=pytest.mark.skipif(not p.exists(), reason=f"no kubectl {v} in .tools"))
-            for v, p in KUBECTLS.items()]
+pytestmark = NEEDS_KUBECTL
 
 MANIFEST = """apiVersion: apps/v1
 kind: Deployment
@@ -48,16 +40,7 @@ spec:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    handle = open_cluster("sim:ssa", seed=3, workdir=tmp_path_factory.mktemp("ssa"))
-    assert isinstance(handle, SimHandle)
-    yield handle
-    handle.close()
-
-
-def kubectl(cluster: SimHandle, version: str, *args: str, stdin: str | None = None) -> tuple[int, str]:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(cluster.workdir / f"home-{version}"), "KUBECONFIG": str(cluster.kubeconfig)}
-    proc = subprocess.run([str(KUBECTLS[version]), *args], env=env, capture_output=True, text=True, timeout=60, input=stdin)
-    return proc.returncode, proc.stdout + proc.stderr
+    yield from served("ssa", 3, tmp_path_factory)
 
 
 def manifest(ns: str, replicas: int = 2, labels: str = "tier: web") -> str:

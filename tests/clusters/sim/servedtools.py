@@ -1,0 +1,38 @@
+"""What the modules testing the served API with kubectl processes share: kubectl 1.20 and 1.33 (a
+version .tools lacks is skipped), an emulated cluster process per module, and kubectl run as a
+process against it with the admin's (or a given) kubeconfig."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusters.base import open_cluster
+from clusters.sim.provider import SimHandle
+from tests.conftest import KUBECTLS
+
+NEEDS_KUBECTL = [pytest.mark.kubectl,
+                 pytest.mark.skipif(not KUBECTLS["1.20"].exists(), reason="kubectl 1.20 is installed by the setup in .tools")]
+VERSIONS = [pytest.param(v, marks=pytest.mark.skipif(not p.exists(), reason=f"no kubectl {v} in .tools"))
+            for v, p in KUBECTLS.items()]
+
+
+def served(name: str, seed: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
+    """A module fixture's body: an emulated cluster process, closed after the module."""
+    handle = open_cluster(f"sim:{name}", seed=seed, workdir=tmp_path_factory.mktemp(name))
+    assert isinstance(handle, SimHandle)
+    yield handle
+    handle.close()
+
+
+def kubectl(cluster: SimHandle, version: str, *args: str, stdin: str | None = None,
+            kubeconfig: Path | None = None) -> tuple[int, str]:
+    """(exit code, stdout + stderr) of kubectl `version` run with `args`."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cluster.workdir / f"home-{version}"),
+           "KUBECONFIG": str(kubeconfig or cluster.kubeconfig)}
+    proc = subprocess.run([str(KUBECTLS[version]), *args], env=env, capture_output=True, text=True, timeout=60,
+                          input=stdin)
+    return proc.returncode, proc.stdout + proc.stderr
