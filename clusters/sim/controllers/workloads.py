@@ -168,6 +168,9 @@ class DeploymentController:
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
         self._seen: dict[str, tuple] = {}
+        # Recreate deployments waiting for old pods to terminate: a pod's removal changes no
+        # replica set, so they are synced every pass until it is done
+        self._draining: set[str] = set()
 
     def __call__(self, now: float) -> None:
         rs_by_owner = _by_owner(self.cluster.scan("replicasets.apps"))
@@ -181,7 +184,7 @@ class DeploymentController:
                    int(now // 60))
             uid = d["metadata"]["uid"]
             seen[uid] = key
-            if self._seen.get(uid) == key:
+            if self._seen.get(uid) == key and uid not in self._draining:
                 continue
             self._sync(d, rss, now)
             after = self.cluster.raw("deployments.apps", d["metadata"]["namespace"], d["metadata"]["name"])
@@ -246,7 +249,15 @@ class DeploymentController:
         olds = [r for r in rss if r["metadata"]["uid"] != new["metadata"]["uid"]]
         strategy = (spec.get("strategy") or {}).get("type", "RollingUpdate")
         if strategy == "Recreate":
-            active_old = [r for r in olds if int(r["spec"].get("replicas", 0)) > 0 or (r.get("status") or {}).get("replicas", 0)]
+            # old pods still terminating count as running: the new ones wait until they are gone
+            old_uids = {r["metadata"]["uid"] for r in olds}
+            running = any(controller_uid(p) in old_uids and not is_terminal(p) for p in self.cluster.scan("pods", ns))
+            active_old = [r for r in olds if int(r["spec"].get("replicas", 0)) > 0 or (r.get("status") or {}).get("replicas", 0)
+                          or running]
+            if running:
+                self._draining.add(d["metadata"]["uid"])
+            else:
+                self._draining.discard(d["metadata"]["uid"])
             for r in olds:
                 if int(r["spec"].get("replicas", 0)) > 0:
                     self._scale(d, r, 0)
