@@ -53,6 +53,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     # networking.k8s.io/v1
     _grp("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", short=("netpol",)),
     _grp("networking.k8s.io", "v1", "ingresses", "Ingress", short=("ing",), sub=("status",)),
+    _grp("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice"),
     # rbac.authorization.k8s.io/v1
     _grp("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     _grp("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),

@@ -1,7 +1,8 @@
 """A scripted incident session, as an SRE would run it against hotel-reservation: a bad config
 change makes /hotels fail; the SRE looks with kubectl (get, describe, logs, top, events, rollout
-history, jsonpath and custom columns), PromQL, LogQL (templates, tail) and Jaeger, rolls the
-change back and checks that clients recover. Every step is (tool, command, check): the session
+history, jsonpath and custom columns, explain), deletes a pod (which terminates gracefully),
+applies a note server-side and creates a probe deployment, queries PromQL, LogQL (templates,
+tail) and Jaeger, rolls the change back and checks that clients recover. Every step is (tool, command, check): the session
 is data, so a step is added by adding a record. Works on any cluster handle with the app
 deployed; `run_session` runs it with a given kubectl binary and times each step."""
 
@@ -29,12 +30,14 @@ class Step:
     """One SRE action. `tool` is kubectl (command: its arguments), promql / logql (command: the
     query, instant at the cluster's now), http:<prometheus|loki|jaeger> (command: a GET path with
     its query string), loki-tail (command: a LogQL selector; the check gets the first message),
-    or advance (command: seconds of cluster time to let pass, for a virtual-time cluster)."""
+    or advance (command: seconds of cluster time to let pass, for a virtual-time cluster).
+    `stdin` is what a kubectl step reads (a manifest for `-f -`)."""
 
     tool: str
     command: str
     check: Check
     why: str = ""
+    stdin: str | None = None
 
 
 @dataclass
@@ -131,6 +134,22 @@ SESSION: list[Step] = [
     Step("kubectl", "top pods", has("CPU(cores)", "MEMORY(bytes)", "frontend-")),
     Step("kubectl", "top nodes", has("CPU(cores)", "MEMORY(bytes)", "sim-worker")),
     Step("kubectl", "top pod --containers", has("hotel-reserv-frontend")),
+    # the API server's semantics: schema, graceful deletion, field ownership, typed creates
+    Step("kubectl", "explain deployment.spec.template.spec.containers.livenessProbe",
+         has("livenessProbe", "periodSeconds", "failureThreshold"), "what does this field mean?"),
+    Step("kubectl", "delete pod -l io.kompose.service=geo --wait=false", matches(r'^pod "geo-\S+" deleted')),
+    Step("kubectl", "get pods -l io.kompose.service=geo", matches(r"^geo-\S+\s+\S+\s+Terminating\s")),
+    Step("kubectl", "get pods -l io.kompose.service=geo -o jsonpath={.items[*].metadata.deletionGracePeriodSeconds}",
+         has("30")),
+    Step("advance", "30", lambda out: True),
+    Step("kubectl", "get pods -l io.kompose.service=geo",
+         lambda out: isinstance(out, str) and "Terminating" not in out and bool(re.search(r"^geo-\S+\s+1/1\s+Running", out, re.M))),
+    Step("kubectl", "apply --server-side --field-manager=sre -f -", has("configmap/sre-notes serverside-applied"),
+         stdin="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: sre-notes}\ndata: {incident: frontend-500s}\n"),
+    Step("kubectl", "get cm sre-notes -o jsonpath={.metadata.managedFields[*].manager}", has("sre")),
+    Step("kubectl", "create deployment sre-probe --image=busybox:1.36 -- sleep 3600", has("deployment.apps/sre-probe created")),
+    Step("kubectl", "get deploy sre-probe -o jsonpath={.spec.template.spec.containers[0].command}", has("sleep", "3600")),
+    Step("kubectl", "delete deployment sre-probe --wait=false", has("deleted")),
     # metrics
     Step("promql", f'sum by (code) (rate(wrk2_requests_total{{namespace="{NS}"}}[1m]))',
          series(lambda rows: any(lab.get("code") == "500" and v > 1 for lab, v in rows)), "clients fail"),
@@ -204,7 +223,7 @@ class SessionRunner:
         tool, cmd = step.tool, step.command
         if tool == "kubectl":
             proc = subprocess.run([self.kubectl, "--kubeconfig", str(self.handle.kubeconfig), "-n", self.namespace,
-                                   *shlex.split(cmd)], capture_output=True, text=True, timeout=120,
+                                   *shlex.split(cmd)], capture_output=True, text=True, timeout=120, input=step.stdin,
                                   env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "KUBECACHEDIR": "/tmp/.kube-cache-sre"})
             if proc.returncode != 0:
                 raise RuntimeError(f"exit {proc.returncode}: {proc.stderr.strip()[:1000]}")

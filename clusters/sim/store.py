@@ -391,8 +391,9 @@ class Store:
             gen = cur["metadata"].get("generation")
             if gen is not None:
                 new["metadata"]["generation"] = gen + (1 if new.get("spec") != cur.get("spec") else 0)
-            if "deletionTimestamp" in cur["metadata"]:
-                new["metadata"]["deletionTimestamp"] = cur["metadata"]["deletionTimestamp"]
+            for k in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+                if k in cur["metadata"]:
+                    new["metadata"][k] = cur["metadata"][k]
             for hook in self.admission:
                 hook("update", key, new, cur)
             if new == cur:
@@ -400,7 +401,8 @@ class Store:
             new["metadata"]["resourceVersion"] = str(self._next_rv())
             self._buckets[key].objects[(ns, new["metadata"]["name"])] = new
             # An object whose deletion waited for finalizers goes once they are gone.
-            if "deletionTimestamp" in new["metadata"] and not new["metadata"].get("finalizers"):
+            if "deletionTimestamp" in new["metadata"] and not new["metadata"].get("finalizers") \
+                    and not new["metadata"].get("deletionGracePeriodSeconds"):
                 return self._remove(key, ns, new["metadata"]["name"])
             self._emit("MODIFIED", key, new)
             self._run_hooks("update", key, cur, new)
@@ -415,7 +417,11 @@ class Store:
             obj["metadata"].pop("resourceVersion", None)
             return self.replace(key, obj, check_rv=False, subresource=subresource)
 
-    def delete(self, key: str, namespace: str, name: str) -> Obj:
+    def delete(self, key: str, namespace: str, name: str, grace: int = 0) -> Obj:
+        """Delete now, or with `grace` seconds: the object stays, marked with deletionTimestamp
+        (now + grace) and deletionGracePeriodSeconds, until someone (the kubelet) deletes it
+        again with no grace. Finalizers keep it, marked, until they are removed. A second
+        delete may shorten the grace period, never lengthen it (as kube-apiserver's)."""
         with self.lock:
             rt = self.type_for(key)
             ns = namespace if rt.namespaced else ""
@@ -424,14 +430,19 @@ class Store:
                 raise not_found(rt.plural, name, rt.group)
             for hook in self.admission:
                 hook("delete", key, cur, cur)
-            if cur["metadata"].get("finalizers"):
-                if "deletionTimestamp" not in cur["metadata"]:
-                    cur = clone(cur)
-                    cur["metadata"]["deletionTimestamp"] = self.clock.rfc3339()
-                    cur["metadata"]["resourceVersion"] = str(self._next_rv())
-                    self._buckets[key].objects[(ns, name)] = cur
-                    self._emit("MODIFIED", key, cur)
-                    self._run_hooks("update", key, None, cur)
+            meta = cur["metadata"]
+            pending = meta.get("deletionGracePeriodSeconds")
+            if grace > 0 or meta.get("finalizers"):
+                if pending is not None and grace >= pending:
+                    return clone(cur)
+                cur = clone(cur)
+                stamp = self.clock.rfc3339(self.clock.now() + grace)
+                cur["metadata"]["deletionTimestamp"] = min(stamp, meta.get("deletionTimestamp") or stamp)
+                cur["metadata"]["deletionGracePeriodSeconds"] = grace
+                cur["metadata"]["resourceVersion"] = str(self._next_rv())
+                self._buckets[key].objects[(ns, name)] = cur
+                self._emit("MODIFIED", key, cur)
+                self._run_hooks("update", key, None, cur)
                 return clone(cur)
             return self._remove(key, ns, name)
 

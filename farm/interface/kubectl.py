@@ -235,6 +235,11 @@ def parse_command(command: str, namespace: str, *, virtual_time: bool = False, a
         # `rollout status` watches by default; report the current status instead.
         pairs.append(("watch", "false"))
         flags["watch"] = "false"
+    if verb == "delete" and virtual_time and "wait" not in flags:
+        # kubectl waits for a deleted pod to be gone, which on a virtual clock happens only once
+        # the wait tool lets its grace period pass: answer at once, the pod shown Terminating.
+        pairs.append(("wait", "false"))
+        flags["wait"] = "false"
     canonical = [verb, *positionals, *(f"--{long}={value}" for long, value in pairs)]
     if after:
         canonical += ["--", *after]

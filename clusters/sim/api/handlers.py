@@ -15,7 +15,17 @@ from typing import Any
 
 import yaml
 
-from clusters.sim.api import discovery, eventsv1, openapi, portforward, remotecommand, subresources
+from clusters.sim.api import (
+    discovery,
+    eventsv1,
+    fieldmanager,
+    openapi,
+    openapi3,
+    portforward,
+    protobuf,
+    remotecommand,
+    subresources,
+)
 from clusters.sim.api.admission import Defaulter, normalize_times, validate
 from clusters.sim.api.authn import Authenticator, UserInfo
 from clusters.sim.api.gc import GarbageCollector
@@ -34,6 +44,7 @@ from clusters.sim.api.status import (
 from clusters.sim.api.tables import table
 from clusters.sim.api.watch import Filter, stream
 from clusters.sim.api.webhooks import WebhookAdmission
+from clusters.sim.controllers.common import deletion_grace
 from clusters.sim.resources import (
     CUSTOM_GROUPS,
     EVENTS_V1,
@@ -132,6 +143,7 @@ class KubeAPI:
         self.gc.install()
         if not any(isinstance(h, Defaulter) for h in store.admission):
             store.admission.insert(0, Defaulter(store))
+        store.admission.insert(0, fieldmanager.internal_create_stamper(store.clock.rfc3339))
         store.admission.append(self.authn.fill_token_secret)
         WebhookAdmission(store).install()
         store.hooks.append(self._default_service_account)
@@ -240,6 +252,14 @@ class KubeAPI:
             return json_response(200, discovery.SERVER_VERSION)
         if path in ("/healthz", "/livez", "/readyz"):
             return Response(200, "text/plain; charset=utf-8", b"ok")
+        if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
+            doc = openapi3.openapi_v3(tuple(t for t in self.store.types.values() if t.group not in FARM_GROUPS),
+                                      discovery.SERVER_VERSION["gitVersion"], path[len("/openapi/v3/"):])
+            if doc is None:
+                raise not_found_path()
+            # a hashed URL names one document for good, as kube-apiserver's cache headers say
+            headers = {"Cache-Control": "public, immutable"} if req.arg("hash") else {}
+            return Response(200, "application/json", doc, headers=headers)
         if path == "/openapi/v2":
             doc_json, doc_pb = openapi.openapi_v2(
                 (t for t in self.store.types.values() if t.group not in FARM_GROUPS), discovery.SERVER_VERSION["gitVersion"])
@@ -323,8 +343,10 @@ class KubeAPI:
 
     def _body(self, req: Request) -> Any:
         ctype = (req.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        if ctype == protobuf.CONTENT_TYPE:
+            return protobuf.decode(req.body or b"")
         if "protobuf" in ctype or "cbor" in ctype:
-            raise StoreError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/apply-patch+yaml (got "{ctype}")')
+            raise StoreError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/apply-patch+yaml, {protobuf.CONTENT_TYPE} (got "{ctype}")')
         try:
             if "yaml" in ctype:
                 return yaml.safe_load(req.body or b"{}")
@@ -724,9 +746,25 @@ class KubeAPI:
         self._check_fields(req, r, body)
         validate(r.rt, body, None)
         self.authz.check_escalation(req.user, r.rt.key, ns, body, None)
+        body["apiVersion"], body["kind"] = r.rt.api_version, r.rt.kind
+        body["metadata"]["managedFields"] = fieldmanager.updated(None, body, self._manager(req), self.store.clock.rfc3339())
         if self._dry_run(req):
             return json_response(201, self._dry_run_created(body, r))
         return json_response(201, self.store.create(r.rt.key, body, namespace=ns or None))
+
+    def _manager(self, req: Request) -> str:
+        """The field manager of a write: fieldManager, else the client's User-Agent up to its first
+        `/` (kube-apiserver's default)."""
+        manager = req.arg("fieldManager") or (req.headers.get("User-Agent") or "unknown").split("/", 1)[0]
+        if len(manager) > 128:
+            raise bad_request(f"fieldManager: Too long: may not be more than 128 bytes (got {len(manager)})")
+        return manager
+
+    def _scale_fields(self, req: Request, current: Obj) -> Callable[[Obj], None]:
+        def stamp(new: Obj) -> None:
+            new["metadata"]["managedFields"] = fieldmanager.updated(current, new, self._manager(req),
+                                                                    self.store.clock.rfc3339(), "scale")
+        return stamp
 
     def _dry_run_created(self, body: Obj, r: Route) -> Obj:
         """What creating `body` would store (admission run on a copy), as dryRun=All answers."""
@@ -768,8 +806,9 @@ class KubeAPI:
     def _dry_run(self, req: Request) -> bool:
         return "All" in req.query.get("dryRun", [])
 
-    def _commit(self, req: Request, r: Route, current: Obj, new: Obj, *, check_rv: bool) -> Response:
-        """Write an update (from PUT or PATCH) of the object or its status."""
+    def _commit(self, req: Request, r: Route, current: Obj, new: Obj, *, check_rv: bool, applied: bool = False) -> Response:
+        """Write an update (from PUT or PATCH) of the object or its status; `applied`: its
+        managedFields come from server-side apply."""
         normalize_times(new)
         if r.sub == "status":
             new = dict(current, status=new.get("status", {}), metadata=dict(current["metadata"],
@@ -783,6 +822,9 @@ class KubeAPI:
             self._check_fields(req, r, new)
             validate(r.rt, new, current)
             self.authz.check_escalation(req.user, r.rt.key, self._ns(r), new, current)
+        if not applied:
+            new["metadata"]["managedFields"] = fieldmanager.updated(current, new, self._manager(req), self.store.clock.rfc3339(),
+                                                                    r.sub if r.sub == "status" else "")
         if self._dry_run(req):
             return json_response(200, new)
         return json_response(200, self.store.replace(r.rt.key, new, check_rv=check_rv,
@@ -798,7 +840,7 @@ class KubeAPI:
             body["metadata"]["namespace"] = ns
         current = self.store.get(r.rt.key, ns, r.name)
         if r.sub == "scale":
-            return json_response(200, subresources.apply_scale(self.store, r.rt, current, body))
+            return json_response(200, subresources.apply_scale(self.store, r.rt, current, body, self._scale_fields(req, current)))
         if r.sub == "finalize":
             new = dict(current, spec=dict(current.get("spec") or {}, finalizers=(body.get("spec") or {}).get("finalizers", [])))
             return json_response(200, self.store.replace(r.rt.key, new, check_rv=False))
@@ -817,7 +859,7 @@ class KubeAPI:
         current = self.store.get(r.rt.key, ns, r.name)
         if r.sub == "scale":
             scale = apply_patch(ctype, subresources.scale_of(current), patch, "Scale")
-            return json_response(200, subresources.apply_scale(self.store, r.rt, current, scale))
+            return json_response(200, subresources.apply_scale(self.store, r.rt, current, scale, self._scale_fields(req, current)))
         new = apply_patch(ctype, current, patch, r.rt.kind)
         if not isinstance(new.get("metadata"), dict):
             raise bad_request("the patch removed metadata")
@@ -828,25 +870,35 @@ class KubeAPI:
         return self._commit(req, r, current, new, check_rv=True)
 
     def _apply(self, req: Request, r: Route, body: Any) -> Response:
-        """Server-side apply, approximated: create if absent, else a strategic merge of the intent."""
+        """Server-side apply: create if absent, else merge the applied configuration, with field
+        ownership and conflicts (fieldmanager)."""
         if not isinstance(body, dict):
             raise bad_request("an apply patch must be an object")
+        if not req.arg("fieldManager"):
+            raise bad_request("PATCH, application/apply-patch+yaml: fieldManager is required for apply requests")
+        force = (req.arg("force") or "").lower() in _TRUE
         ns = self._ns(r)
         current = self.store.try_get(r.rt.key, ns, r.name)
-        body.setdefault("metadata", {})["name"] = r.name
+        meta = body.setdefault("metadata", {})
+        if not isinstance(meta, dict) or meta.get("name", r.name) != r.name:
+            raise bad_request(f"the name of the object ({meta.get('name') if isinstance(meta, dict) else ''}) does not "
+                              f"match the name on the URL ({r.name})")
+        meta["name"] = r.name
+        if r.rt.namespaced:
+            meta["namespace"] = ns
+        if body.setdefault("apiVersion", r.rt.api_version) != r.rt.api_version or body.setdefault("kind", r.rt.kind) != r.rt.kind:
+            raise bad_request(f"the API version in the data ({body['apiVersion']}) or kind ({body['kind']}) does not "
+                              f"match the expected {r.rt.api_version} {r.rt.kind}")
+        sub = "status" if r.sub == "status" else ""
+        self._check_fields(req, r, body)
+        new = fieldmanager.apply(current, body, req.arg("fieldManager") or "", force, self.store.clock.rfc3339(), sub)
         if current is None:
-            if r.rt.namespaced:
-                body["metadata"]["namespace"] = ns
-            body.setdefault("apiVersion", r.rt.api_version)
-            body.setdefault("kind", r.rt.kind)
-            self._check_fields(req, r, body)
-            validate(r.rt, body, None)
-            self.authz.check_escalation(req.user, r.rt.key, ns, body, None)
+            validate(r.rt, new, None)
+            self.authz.check_escalation(req.user, r.rt.key, ns, new, None)
             if self._dry_run(req):
-                return json_response(201, self._dry_run_created(body, r))
-            return json_response(201, self.store.create(r.rt.key, body, namespace=ns or None))
-        new = apply_patch(STRATEGIC_MERGE_PATCH, current, body, r.rt.kind)
-        return self._commit(req, r, current, new, check_rv=False)
+                return json_response(201, self._dry_run_created(new, r))
+            return json_response(201, self.store.create(r.rt.key, new, namespace=ns or None))
+        return self._commit(req, r, current, new, check_rv=False, applied=True)
 
     def _delete_options(self, req: Request) -> dict[str, Any]:
         opts: dict[str, Any] = {}
@@ -858,6 +910,11 @@ class KubeAPI:
             opts["propagationPolicy"] = req.arg("propagationPolicy")
         if req.arg("orphanDependents") is not None:
             opts["orphanDependents"] = (req.arg("orphanDependents") or "").lower() in _TRUE
+        if req.arg("gracePeriodSeconds") is not None:
+            try:
+                opts["gracePeriodSeconds"] = int(req.arg("gracePeriodSeconds") or "")
+            except ValueError:
+                raise bad_request(f'invalid value "{req.arg("gracePeriodSeconds")}" for gracePeriodSeconds') from None
         return opts
 
     def _delete_one(self, r: Route, name: str, opts: dict[str, Any], dry_run: bool) -> Obj:
@@ -870,11 +927,15 @@ class KubeAPI:
         if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"]["resourceVersion"]:
             raise StoreError(409, "Conflict", f'Operation cannot be fulfilled on {r.rt.plural} "{name}": '
                              "the object has been modified; please apply your changes to the latest version and try again")
+        grace = deletion_grace(current, opts.get("gracePeriodSeconds")) if r.rt.key == "pods" else 0
         if dry_run:
+            if grace:
+                current["metadata"].setdefault("deletionTimestamp", self.store.clock.rfc3339(self.store.clock.now() + grace))
+                current["metadata"].setdefault("deletionGracePeriodSeconds", grace)
             return current
         if opts.get("propagationPolicy") == "Orphan" or opts.get("orphanDependents") is True:
             self.gc.orphan(current)
-        return self.store.delete(r.rt.key, ns, name)
+        return self.store.delete(r.rt.key, ns, name, grace=grace)
 
     def _delete(self, req: Request, r: Route) -> Response:
         if r.sub:

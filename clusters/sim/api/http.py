@@ -99,8 +99,9 @@ class _Handler(BaseHTTPRequestHandler):
                       self.headers, self._read_body(), self._alive)
         resp = self.server.app(req)
         phrase = HTTPStatus(resp.status).phrase if resp.status in HTTPStatus._value2member_map_ else ""
-        head = [f"HTTP/1.1 {resp.status} {phrase}", f"Content-Type: {resp.content_type}",
-                "Cache-Control: no-cache, private"]
+        head = [f"HTTP/1.1 {resp.status} {phrase}", f"Content-Type: {resp.content_type}"]
+        if "Cache-Control" not in resp.headers:
+            head.append("Cache-Control: no-cache, private")
         head += [f"{k}: {v}" for k, v in resp.headers.items()]
         if resp.takeover is not None:
             self.close_connection = True

@@ -74,6 +74,7 @@ def _definition_name(cls_name: str, group: str, version: str) -> str:
     return f"io.k8s.api.{_group_word(group)}.{version}.{bare}"
 
 
+_INT_OR_STRING_NAME = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 _INT_OR_STRING = {"type": "string", "format": "int-or-string",
                   "description": "IntOrString is a type that can hold an int32 or a string."}
 
@@ -136,7 +137,10 @@ class _Builder:
         if t == "object":
             # The client types IntOrString and RawExtension alike; the ports, surges and probes
             # that are IntOrString are what manifests set.
-            return dict(_INT_OR_STRING) if field in _INT_OR_STRING_FIELDS else {"type": "object"}
+            if field in _INT_OR_STRING_FIELDS:
+                self.definitions.setdefault(_INT_OR_STRING_NAME, dict(_INT_OR_STRING))
+                return {"$ref": f"#/definitions/{_INT_OR_STRING_NAME}"}
+            return {"type": "object"}
         if hasattr(_models(), t):
             return self.ref(t, group, version)
         return {"type": "object"}
@@ -244,6 +248,11 @@ def openapi_v2(types: Iterable[ResourceType], version: str) -> tuple[bytes, byte
     """(JSON, gnostic protobuf) of the document for these types."""
     doc_json, doc_pb, _ = _document(tuple(types), version)
     return doc_json, doc_pb
+
+
+def v2_document(types: tuple[ResourceType, ...], version: str) -> dict[str, Any]:
+    """The v2 document as data (a fresh copy), for the v3 documents built from it."""
+    return json.loads(_document(types, version)[0])
 
 
 # -- field validation ----------------------------------------------------------------------------

@@ -27,7 +27,9 @@ def scale_of(obj: Obj) -> Obj:
     }
 
 
-def apply_scale(store: Store, rt: ResourceType, current: Obj, scale: Obj) -> Obj:
+def apply_scale(store: Store, rt: ResourceType, current: Obj, scale: Obj,
+                stamp_fields: Callable[[Obj], None] | None = None) -> Obj:
+    """Write a Scale to its object; `stamp_fields(updated)` records who changed it (managedFields)."""
     replicas = (scale.get("spec") or {}).get("replicas")
     if not isinstance(replicas, int) or replicas < 0:
         raise StoreError(422, "Invalid", f'Scale.autoscaling "{current["metadata"]["name"]}" is invalid: '
@@ -41,6 +43,8 @@ def apply_scale(store: Store, rt: ResourceType, current: Obj, scale: Obj) -> Obj
     updated["metadata"] = dict(current["metadata"])
     if rv:
         updated["metadata"]["resourceVersion"] = rv
+    if stamp_fields is not None:
+        stamp_fields(updated)
     return scale_of(store.replace(rt.key, updated, check_rv=bool(rv)))
 
 

@@ -262,6 +262,13 @@ def _endpoints_row(e: Obj, now: float) -> list[Any]:
     return [e["metadata"]["name"], text or NONE, age(e, now)]
 
 
+def _endpointslice_row(e: Obj, now: float) -> list[Any]:
+    ports = ",".join(str(p["port"]) for p in e.get("ports") or [] if p.get("port")) or "<unset>"
+    addrs = [a for ep in e.get("endpoints") or [] for a in ep.get("addresses") or []]
+    text = ",".join(addrs[:3]) + (f" + {len(addrs) - 3} more..." if len(addrs) > 3 else "")
+    return [e["metadata"]["name"], e.get("addressType", ""), ports, text or "<unset>", age(e, now)]
+
+
 def _netpol_row(n: Obj, now: float) -> list[Any]:
     sel = _g(n, "spec", "podSelector")
     return [n["metadata"]["name"], format_selector(sel) if sel else NONE, age(n, now)]
@@ -422,6 +429,8 @@ TABLES: dict[str, tuple[list[Column], RowFn]] = {
     "services": ([("Name", _C, 0), ("Type", _C, 0), ("Cluster-IP", _C, 0), ("External-IP", _C, 0),
                   ("Port(s)", _C, 0), ("Age", _C, 0), ("Selector", _C, 1)], _service_row),
     "endpoints": ([("Name", _C, 0), ("Endpoints", _C, 0), ("Age", _C, 0)], _endpoints_row),
+    "endpointslices.discovery.k8s.io": ([("Name", _C, 0), ("AddressType", _C, 0), ("Ports", _C, 0), ("Endpoints", _C, 0),
+                                         ("Age", _C, 0)], _endpointslice_row),
     "networkpolicies.networking.k8s.io": ([("Name", _C, 0), ("Pod-Selector", _C, 0), ("Age", _C, 0)], _netpol_row),
     "configmaps": ([("Name", _C, 0), ("Data", "integer", 0), ("Age", _C, 0)], _configmap_row),
     "secrets": ([("Name", _C, 0), ("Type", _C, 0), ("Data", "integer", 0), ("Age", _C, 0)], _secret_row),

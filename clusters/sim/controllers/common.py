@@ -33,6 +33,17 @@ def is_active(pod: Obj) -> bool:
     return not is_terminal(pod) and not pod["metadata"].get("deletionTimestamp")
 
 
+def deletion_grace(pod: Obj, requested: int | None = None) -> int:
+    """The grace period of a pod's deletion, as the pod strategy's CheckGracefulDelete decides it:
+    `requested` (DeleteOptions.gracePeriodSeconds), else spec.terminationGracePeriodSeconds (30);
+    none for a pod no node runs or that has ended; a negative request means the shortest, 1 s."""
+    spec = pod.get("spec") or {}
+    if not spec.get("nodeName") or is_terminal(pod):
+        return 0
+    grace = spec.get("terminationGracePeriodSeconds", 30) if requested is None else requested
+    return 1 if int(grace) < 0 else int(grace)
+
+
 def condition(obj: Obj, type_: str) -> dict[str, Any] | None:
     for c in obj.get("status", {}).get("conditions") or []:
         if c.get("type") == type_:

@@ -4,9 +4,10 @@ named targetPort the pod does not declare drops the pod, as the real controller 
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any
 
-from clusters.sim.controllers.common import is_ready, is_terminal
+from clusters.sim.controllers.common import SUFFIX_ALPHABET, is_ready, is_terminal, owner_ref
 from clusters.sim.store import Obj, StoreError, match_labels
 
 if TYPE_CHECKING:
@@ -25,6 +26,8 @@ def _target_port(pod: Obj, sport: dict[str, Any]) -> int | None:
 
 
 class EndpointsController:
+    """The endpoints and endpointslice controllers in one pass over the services."""
+
     # A function of stored objects alone: the cluster skips it while nothing in the store changed.
     store_driven = True
 
@@ -44,8 +47,9 @@ class EndpointsController:
                 continue
             seen.add((ns, name))
             if ns not in pods_by_ns:
+                # terminating pods too: EndpointSlices list them (terminating, not ready); Endpoints do not
                 pods_by_ns[ns] = [p for p in self.cluster.scan("pods", ns) if not is_terminal(p)
-                                  and (p.get("status") or {}).get("podIP") and not p["metadata"].get("deletionTimestamp")]
+                                  and (p.get("status") or {}).get("podIP")]
             groups: dict[tuple, dict[str, Any]] = {}
             for pod in pods_by_ns[ns]:
                 if not match_labels(selector, pod["metadata"].get("labels")):
@@ -62,16 +66,26 @@ class EndpointsController:
                 if not ports:
                     continue
                 key = tuple(sorted((p.get("name", ""), p["port"], p["protocol"]) for p in ports))
-                g = groups.setdefault(key, {"ports": ports, "addresses": [], "notReadyAddresses": []})
+                g = groups.setdefault(key, {"ports": ports, "addresses": [], "notReadyAddresses": [], "slice": []})
                 addr = {"ip": pod["status"]["podIP"], "nodeName": pod["spec"].get("nodeName", ""),
                         "targetRef": {"kind": "Pod", "namespace": ns, "name": pod["metadata"]["name"],
                                       "uid": pod["metadata"]["uid"]}}
-                if is_ready(pod) or spec.get("publishNotReadyAddresses"):
+                serving = is_ready(pod) or bool(spec.get("publishNotReadyAddresses"))
+                terminating = bool(pod["metadata"].get("deletionTimestamp"))
+                g["slice"].append({"addresses": [addr["ip"]], "nodeName": addr["nodeName"], "targetRef": addr["targetRef"],
+                                   "conditions": {"ready": serving and not terminating, "serving": serving,
+                                                  "terminating": terminating}})
+                if terminating:
+                    continue
+                if serving:
                     g["addresses"].append(addr)
                 else:
                     g["notReadyAddresses"].append(addr)
+            self._slices(svc, [(g["ports"], g.pop("slice")) for g in groups.values()])
             subsets = []
             for g in groups.values():
+                if not g["addresses"] and not g["notReadyAddresses"]:
+                    continue
                 g["addresses"].sort(key=lambda a: a["ip"])
                 g["notReadyAddresses"].sort(key=lambda a: a["ip"])
                 sub = {k: v for k, v in g.items() if v}
@@ -94,7 +108,7 @@ class EndpointsController:
                     else:
                         o.pop("subsets", None)
                 store.mutate("endpoints", ns, name, put)
-        # endpoints of deleted services go with them
+        # endpoints of deleted services go with them (their EndpointSlices with their owner reference)
         with store.lock:
             orphans = [(e["metadata"]["namespace"], e["metadata"]["name"]) for e in store.iter_raw("endpoints")]
         svc_keys = {(s["metadata"]["namespace"], s["metadata"]["name"]) for s in services}
@@ -104,3 +118,42 @@ class EndpointsController:
                     store.delete("endpoints", *orphan)
                 except StoreError:
                     pass
+
+    def _slices(self, svc: Obj, groups: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]) -> None:
+        """One EndpointSlice per distinct set of ports, named and labelled as the endpointslice
+        controller does; every selected pod is listed, a terminating one with ready=false and
+        terminating=true (serving tells whether it still passes readiness)."""
+        store, ns, name = self.cluster.store, svc["metadata"]["namespace"], svc["metadata"]["name"]
+        want: dict[str, Obj] = {}
+        for i, (ports, endpoints) in enumerate(sorted(groups, key=lambda g: str(g[0])) or [([], [])]):
+            digest = hashlib.sha256(f"{svc['metadata']['uid']}/{i}".encode()).digest()
+            slice_name = f"{name}-" + "".join(SUFFIX_ALPHABET[b % len(SUFFIX_ALPHABET)] for b in digest[:5])
+            want[slice_name] = {
+                "metadata": {"name": slice_name, "namespace": ns, "generateName": f"{name}-",
+                             "labels": {**(svc["metadata"].get("labels") or {}), "kubernetes.io/service-name": name,
+                                        "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
+                             "ownerReferences": [owner_ref(svc)]},
+                "addressType": "IPv4",
+                "endpoints": sorted(endpoints, key=lambda e: e["addresses"][0]),
+                "ports": [{k: p[k] for k in ("name", "port", "protocol") if k in p} for p in ports]}
+        for slice_name, obj in want.items():
+            cur = self.cluster.raw("endpointslices.discovery.k8s.io", ns, slice_name)
+            if cur is None:
+                try:
+                    store.create("endpointslices.discovery.k8s.io", obj)
+                except StoreError:
+                    pass
+            elif (cur.get("endpoints"), cur.get("ports")) != (obj["endpoints"], obj["ports"]):
+                def put(o: Obj, new: Obj = obj) -> None:
+                    o["endpoints"], o["ports"] = new["endpoints"], new["ports"]
+                store.mutate("endpointslices.discovery.k8s.io", ns, slice_name, put)
+        with store.lock:
+            stale = [o["metadata"]["name"] for o in store.iter_raw("endpointslices.discovery.k8s.io")
+                     if o["metadata"].get("namespace") == ns
+                     and (o["metadata"].get("labels") or {}).get("kubernetes.io/service-name") == name
+                     and o["metadata"]["name"] not in want]
+        for slice_name in stale:
+            try:
+                store.delete("endpointslices.discovery.k8s.io", ns, slice_name)
+            except StoreError:
+                pass

@@ -12,6 +12,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from clusters.sim.api.tables import parse_time
 from clusters.sim.apps.base import Exited, StartContext, Started, find_model, image_lookup, normalize_image
 from clusters.sim.controllers.common import set_condition
 from clusters.sim.controllers.quantity import parse_quantity
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 BACKOFF_START, BACKOFF_MAX = 10.0, 300.0
 BACKOFF_RESET = 600.0  # a container that ran this long starts its back-off afresh
+STOP_SECONDS = 1.0  # from SIGTERM to exit for a process that handles it (drains, flushes, closes)
 _MODELS: dict[str, Any] = {}
 PAUSE_IMAGES = ("gcr.io/google-containers/pause", "registry.k8s.io/pause", "k8s.gcr.io/pause")
 
@@ -301,10 +303,7 @@ class Kubelet:
                 self.cluster.store.mutate("pods", rt.namespace, rt.name, put, subresource="status")
             return
         if pod["metadata"].get("deletionTimestamp"):
-            for c in rt.containers.values():
-                if c.state == "running":
-                    self._event(pod, "Normal", "Killing", f"Stopping container {c.name}", c.name)
-            self._render(pod, rt, now, terminating=True)
+            self._terminate(pod, rt, now)
             return
         if not rt.mount_ok:
             if now + 1e-9 >= rt.mount_next:
@@ -330,6 +329,39 @@ class Kubelet:
             if not c.init and name in specs:
                 self._step(pod, rt, c, specs[name], now)
         self._render(pod, rt, now)
+
+    def _terminate(self, pod: Obj, rt: PodRt, now: float) -> None:
+        """Graceful termination as the kubelet runs it: SIGTERM to every running container, which
+        exits about STOP_SECONDS later (a shell or `sleep` as PID 1 has no handler and is killed
+        when the grace period ends, at deletionTimestamp); once none runs, the pod object goes
+        (a delete with no grace; finalizers still hold it)."""
+        deadline = parse_time(pod["metadata"]["deletionTimestamp"])
+        specs = {c["name"]: c for c in (pod["spec"].get("initContainers") or []) + pod["spec"].get("containers", [])
+                 + (pod["spec"].get("ephemeralContainers") or [])}
+        for c in rt.containers.values():
+            if c.state != "running":
+                c.stage = "done"
+            elif c.stage != "stopping":
+                self._event(pod, "Normal", "Killing", f"Stopping container {c.name}", c.name)
+                c.stage, c.ready = "stopping", False
+                c.next_at = min(deadline, now + STOP_SECONDS) if self._handles_sigterm(c, specs.get(c.name) or {}) else deadline
+                self.cluster.wake_at(c.next_at)
+            elif now + 1e-9 >= c.next_at:
+                graceful = now + 1e-9 < deadline
+                self._exit(pod, rt, c, Exited(0, [], reason="Completed") if graceful else Exited(137, [], reason="Error"),
+                           now, stop=True)
+        self._render(pod, rt, now, terminating=True)
+        if all(c.state != "running" for c in rt.containers.values()) and pod["metadata"].get("deletionGracePeriodSeconds"):
+            try:
+                self.cluster.store.delete("pods", rt.namespace, rt.name)
+            except StoreError:
+                pass
+
+    @staticmethod
+    def _handles_sigterm(c: Ctr, spec: dict[str, Any]) -> bool:
+        if c.model != "generic-shell" or c.image.startswith(PAUSE_IMAGES):
+            return True  # the modelled servers (and pause) shut down on SIGTERM
+        return not (spec.get("command") or spec.get("args"))  # an image's own entrypoint (nginx) does; `sh -c`/`sleep` as PID 1 does not
 
     # -- volumes ---------------------------------------------------------------------------------
     def _mount(self, pod: Obj, rt: PodRt, now: float) -> None:
@@ -771,7 +803,10 @@ class Kubelet:
         c.exit_code = 128
         self._after_exit(pod, rt, c, now, 128)
 
-    def _exit(self, pod: Obj, rt: PodRt, c: Ctr, ex: Exited, now: float, restart_now: bool = False) -> None:
+    def _exit(self, pod: Obj, rt: PodRt, c: Ctr, ex: Exited, now: float, restart_now: bool = False,
+              stop: bool = False) -> None:
+        """The process in `c` ended: restarted now (`restart_now`), never (`stop`: the pod is
+        going away), or as the restart policy says."""
         model = self._model_by_name(c.model)
         if model is not None and c.instance is not None:
             try:
@@ -791,6 +826,9 @@ class Kubelet:
             self.cluster.logs.rotate(rt.namespace, rt.name, c.name)
             c.stage, c.state, c.reason = "pull", "waiting", "ContainerCreating"
             c.next_at = now
+            return
+        if stop:
+            c.stage = "done"
             return
         self._after_exit(pod, rt, c, now, ex.code)
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusters.sim.controllers.common import (
     controller_uid,
+    deletion_grace,
     int_or_percent,
     is_active,
     is_ready,
@@ -112,7 +113,7 @@ class ReplicaSetController:
             elif diff < 0:
                 for pod in sorted(pods, key=self._delete_rank)[: -diff]:
                     try:
-                        store.delete("pods", ns, pod["metadata"]["name"])
+                        store.delete("pods", ns, pod["metadata"]["name"], grace=deletion_grace(pod))
                     except StoreError:
                         continue
                     self.cluster.events.record(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}",
@@ -167,6 +168,9 @@ class DeploymentController:
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
         self._seen: dict[str, tuple] = {}
+        # Recreate deployments waiting for old pods to terminate: a pod's removal changes no
+        # replica set, so they are synced every pass until it is done
+        self._draining: set[str] = set()
 
     def __call__(self, now: float) -> None:
         rs_by_owner = _by_owner(self.cluster.scan("replicasets.apps"))
@@ -180,7 +184,7 @@ class DeploymentController:
                    int(now // 60))
             uid = d["metadata"]["uid"]
             seen[uid] = key
-            if self._seen.get(uid) == key:
+            if self._seen.get(uid) == key and uid not in self._draining:
                 continue
             self._sync(d, rss, now)
             after = self.cluster.raw("deployments.apps", d["metadata"]["namespace"], d["metadata"]["name"])
@@ -245,7 +249,15 @@ class DeploymentController:
         olds = [r for r in rss if r["metadata"]["uid"] != new["metadata"]["uid"]]
         strategy = (spec.get("strategy") or {}).get("type", "RollingUpdate")
         if strategy == "Recreate":
-            active_old = [r for r in olds if int(r["spec"].get("replicas", 0)) > 0 or (r.get("status") or {}).get("replicas", 0)]
+            # old pods still terminating count as running: the new ones wait until they are gone
+            old_uids = {r["metadata"]["uid"] for r in olds}
+            running = any(controller_uid(p) in old_uids and not is_terminal(p) for p in self.cluster.scan("pods", ns))
+            active_old = [r for r in olds if int(r["spec"].get("replicas", 0)) > 0 or (r.get("status") or {}).get("replicas", 0)
+                          or running]
+            if running:
+                self._draining.add(d["metadata"]["uid"])
+            else:
+                self._draining.discard(d["metadata"]["uid"])
             for r in olds:
                 if int(r["spec"].get("replicas", 0)) > 0:
                     self._scale(d, r, 0)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import ssl
-import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -18,14 +17,9 @@ from kubernetes import client
 
 from clusters.sim.provider import SimHandle
 from farm.pytest_plugin import SimClusters
+from tests.clusters.sim.servedtools import KUBECTLS, NEEDS_KUBECTL, VERSIONS, kubectl
 
-ROOT = Path(__file__).resolve().parents[3]
-KUBECTLS = {"1.20": ROOT / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl",
-            "1.33": ROOT / ".tools" / "kubectl-v33" / "kubectl"}
-pytestmark = [pytest.mark.kubectl,
-              pytest.mark.skipif(not KUBECTLS["1.20"].exists(), reason="kubectl 1.20 is installed by the setup in .tools")]
-VERSIONS = [pytest.param(v, marks=pytest.mark.skipif(not p.exists(), reason=f"no kubectl {v} in .tools"))
-            for v, p in KUBECTLS.items()]
+pytestmark = NEEDS_KUBECTL
 
 MANIFEST = """apiVersion: apps/v1
 kind: Deployment
@@ -44,13 +38,6 @@ spec:
 @pytest.fixture(scope="module")
 def cluster(sim_clusters: SimClusters) -> SimHandle:
     return sim_clusters.served(seed=2)
-
-
-def kubectl(cluster: SimHandle, version: str, *args: str, kubeconfig: Path | None = None) -> tuple[int, str]:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(cluster.workdir / f"home-{version}"),
-           "KUBECONFIG": str(kubeconfig or cluster.kubeconfig)}
-    proc = subprocess.run([str(KUBECTLS[version]), *args], env=env, capture_output=True, text=True, timeout=60)
-    return proc.returncode, proc.stdout + proc.stderr
 
 
 def namespace(cluster: SimHandle, name: str) -> str:
@@ -156,15 +143,42 @@ def test_self_subject_review_and_one_version_throughout(cluster: SimHandle) -> N
     assert kubelets == {server}
 
 
-def test_a_protobuf_body_is_refused_as_an_unsupported_media_type(cluster: SimHandle) -> None:
-    # kubectl >= 1.32's typed clients (`kubectl create deployment`, ...) send protobuf bodies: the
-    # server says which types it accepts instead of failing to decode them as JSON.
+def test_a_cbor_body_is_refused_as_an_unsupported_media_type(cluster: SimHandle) -> None:
+    # client-go falls back to JSON after a 415 to CBOR (and only to CBOR): the server says which types it accepts
     ctx = ssl.create_default_context(cafile=str(cluster.ca_file))
     req = urllib.request.Request(cluster.endpoints.kubernetes + "/api/v1/namespaces/default/configmaps", method="POST",
-                                 data=b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap", headers={
-                                     "Authorization": f"Bearer {cluster._admin_token}",
-                                     "Content-Type": "application/vnd.kubernetes.protobuf"})
+                                 data=b"\xd9\xd9\xf7\xa0", headers={
+                                     "Authorization": f"Bearer {cluster._admin_token}", "Content-Type": "application/cbor"})
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(req, context=ctx, timeout=30)
     status = json.loads(err.value.read())
     assert err.value.code == 415 and status["reason"] == "UnsupportedMediaType" and "application/json" in status["message"]
+
+
+def test_openapi_v3_index_and_group_version_documents(cluster: SimHandle) -> None:
+    status, _, body = raw(cluster, "GET", "/openapi/v3")
+    index = json.loads(body)["paths"]
+    assert status == 200 and {"api/v1", "apis/apps/v1", "apis/batch/v1", "apis/chaos-mesh.org/v1alpha1"} <= set(index)
+    assert not any("sim.farm.io" in gv for gv in index)
+    url = index["apis/apps/v1"]["serverRelativeURL"]
+    assert url.startswith("/openapi/v3/apis/apps/v1?hash=") and len(url.split("hash=")[1]) == 128
+    status, headers, body = raw(cluster, "GET", url)
+    doc = json.loads(body)
+    assert status == 200 and doc["openapi"] == "3.0.0" and "immutable" in headers["Cache-Control"]
+    deployment = doc["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"]
+    assert deployment["x-kubernetes-group-version-kind"] == [{"group": "apps", "kind": "Deployment", "version": "v1"}]
+    assert "io.k8s.api.core.v1.Probe" in doc["components"]["schemas"]  # what the kind reaches is in the document
+    assert "/apis/apps/v1/namespaces/{namespace}/deployments/{name}" in doc["paths"]
+    refs = json.dumps(doc)
+    assert "#/definitions/" not in refs and "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" in refs
+    assert raw(cluster, "GET", "/openapi/v3/apis/no.such.group/v1")[0] == 404
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_explain_a_nested_field(cluster: SimHandle, version: str) -> None:
+    code, out = kubectl(cluster, version, "explain", "deployment.spec.template.spec.containers.livenessProbe")
+    assert code == 0 and "Minimum consecutive failures for the probe" in out and "periodSeconds" in out, out
+    if version == "1.33":  # from /openapi/v3, in the format kubectl prints it with
+        assert "GROUP:      apps" in out and "FIELD: livenessProbe <Probe>" in out and "httpGet\t<HTTPGetAction>" in out, out
+    else:  # from /openapi/v2
+        assert "RESOURCE: livenessProbe <Object>" in out, out

@@ -1,5 +1,5 @@
 """The scripted incident session (clusters/sim/sre_session.py) against hotel-reservation on the
-emulated cluster as a process: 56 SRE commands (kubectl as a real process, PromQL, LogQL, the
+emulated cluster as a process: 67 SRE commands (kubectl as a real process, PromQL, LogQL, the
 Loki tail WebSocket, Jaeger) pass with kubectl 1.20 and, where it is installed, 1.33."""
 
 from __future__ import annotations

@@ -103,6 +103,13 @@ def test_rollout_status_does_not_watch() -> None:
     assert parse_command("rollout status deployment/geo", NS).tokens[-1] == "--watch=false"
 
 
+def test_delete_does_not_wait_for_a_grace_period_only_the_wait_tool_can_pass() -> None:
+    # on a virtual clock a deleted pod stays Terminating until time passes
+    assert parse_command("delete pod geo-1", NS, virtual_time=True).tokens[-1] == "--wait=false"
+    assert "--wait=false" not in parse_command("delete pod geo-1", NS).tokens  # live time: kubectl waits, as usual
+    assert parse_command("delete pod geo-1 --wait=true", NS, virtual_time=True).tokens[-1] == "--wait=true"
+
+
 def test_stdin_manifest_is_the_only_file() -> None:
     parsed = parse_command("apply -f -", NS)
     assert parsed.uses_stdin and parsed.mutating
