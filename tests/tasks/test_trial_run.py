@@ -1,4 +1,4 @@
-"""The trial pipeline in one process (farm/trial.py TrialRun and run_all, farm/owner.py
+"""The trial pipeline in one process (farm/trial/: TrialRun and run_all, farm/owner.py
 ClusterOwner), on an emulated cluster whose API server or reset fails on purpose
 (tests/tasks/plugins.py) and with a probe agent on a scripted LLM server:
 
@@ -35,7 +35,7 @@ from core.states import (
 from farm import dispatcher
 from farm.owner import ClusterOwner
 from farm.spec import SweepSpec
-from farm.trial import run_all, start_run, time_to_mitigation
+from farm.trial import begin, run_all, time_to_mitigation
 from results import leaderboard, ledger
 from results.artifacts import LocalArtifactStore
 from results.db import engine_for
@@ -72,17 +72,13 @@ def _owner(engine, store, faults: str) -> ClusterOwner:
 
 
 def _attempt_once(engine, owner: ClusterOwner, sweep: str) -> str | None:
-    """Claim the sweep's next trial and run it as a worker does: run_all, then the owner's reset."""
+    """Claim the sweep's next trial and run it as a worker does: every step, the end resetting the cluster."""
     claimed = ledger.claim_next(engine, sweep, owner.name, owner.cluster.ref, owner.lease_s)
     if claimed is None:
         return None
-    run = start_run(engine, claimed, owner.cluster, owner.store)
+    run = begin(owner, claimed)
     assert run is not None
-    owner.begin(run)
-    try:
-        return run_all(run, reset=False)
-    finally:
-        owner.finish(run)
+    return run_all(run, owner)
 
 
 def _rows(engine, sweep: str) -> tuple[list[Trial], list[Attempt]]:
@@ -226,7 +222,7 @@ def test_crashed_agent_keeps_its_tool_calls_tokens_and_cost(engine, store, llm):
 
 
 def test_agent_past_its_wall_time_keeps_what_it_did(engine, store, llm, monkeypatch):
-    monkeypatch.setattr("farm.trial.WALL_GRACE_S", 0.5)
+    monkeypatch.setattr("farm.trial.run.WALL_GRACE_S", 0.5)
     spec = _spec("probe-hang", _probe(llm, rounds=2, end="hang", hang_s=60), models=["openai/scripted-model"],
                  limits={"wall_time_s": 4})
     trial, attempt, docs = _single(engine, store, spec)
@@ -249,7 +245,7 @@ def test_agent_that_hits_its_step_limit_keeps_its_transcript(engine, store):
 
 
 def test_running_session_is_checkpointed(engine, store, llm, monkeypatch):
-    monkeypatch.setattr("farm.checkpoint.CHECKPOINT_S", 0.5)
+    monkeypatch.setattr("farm.trial.checkpoint.CHECKPOINT_S", 0.5)
     spec = _spec("probe-slow", _probe(llm, rounds=3, pause_s=1.5), models=["openai/scripted-model"])
     seen: list[Attempt] = []
 
