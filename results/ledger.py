@@ -11,6 +11,9 @@ however workers die or race, exactly one attempt writes a trial's final result.
   it is marked superseded and writes nothing final.
 - Over the sweep's cost cap, `claim` hands out nothing more: the sweep's unstarted trials are
   marked skipped_cost_cap at once.
+- The dispatcher's changes: `revive` (a resubmission wants a trial that ended without a result),
+  `mark_queued` (its claim is sent), `cancel_sweep`.
+No other module writes a trial's or an attempt's state (tests/architecture/test_ledger_owns_states.py).
 """
 
 from __future__ import annotations
@@ -27,7 +30,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from core.secrets import scrub
-from core.states import LIMIT_SWEEP_COST, TRIAL_CLAIMABLE, AttemptState, TrialState
+from core.states import (
+    LIMIT_SWEEP_COST,
+    TRIAL_CLAIMABLE,
+    TRIAL_OPEN,
+    TRIAL_RESUBMITTABLE,
+    AttemptState,
+    TrialState,
+)
 from results.models import Attempt, InfraEvent, Sweep, Trial, Worker
 
 DEFAULT_LEASE_S = 60.0
@@ -352,6 +362,50 @@ def stale_queued(engine: Engine, older_than_s: float, limit: int = 500) -> list[
                             .values(queued_at=now))
             session.commit()
     return list(ids)
+
+
+def revive(engine: Engine, trial_ids: list[str]) -> None:
+    """A resubmission wants again the trials that ended without a result (infra_failed, cancelled,
+    skipped_cost_cap): they go pending with a fresh infrastructure retry budget; their attempts
+    stay on record."""
+    now = time.time()
+    with Session(engine) as session:
+        for i in range(0, len(trial_ids), 500):
+            session.execute(update(Trial).where(Trial.id.in_(trial_ids[i : i + 500]),
+                                                Trial.state.in_(list(TRIAL_RESUBMITTABLE)))
+                            .values(state=TrialState.PENDING, queued_at=now, infra_attempts=0,
+                                    finished_at=None, error=None, end_reason=None))
+        session.commit()
+
+
+def mark_queued(engine: Engine, trial_ids: list[str]) -> None:
+    """Pending trials whose claim is about to be sent to the shared queue."""
+    now = time.time()
+    with Session(engine) as session:
+        for i in range(0, len(trial_ids), 500):
+            session.execute(
+                update(Trial).where(Trial.id.in_(trial_ids[i : i + 500]), Trial.state == TrialState.PENDING)
+                .values(state=TrialState.QUEUED, queued_at=now)
+            )
+        session.commit()
+
+
+def cancel_sweep(engine: Engine, sweep_id: str) -> int:
+    """Mark the sweep cancelled and its trials that have not finished cancelled (a running
+    attempt finds its lease refused at its next step); KeyError for an unknown sweep. Returns the
+    number of trials cancelled."""
+    with Session(engine) as session:
+        sweep = session.get(Sweep, sweep_id)
+        if sweep is None:
+            raise KeyError(sweep_id)
+        sweep.cancelled = True
+        session.add(sweep)
+        res = session.execute(
+            update(Trial).where(Trial.sweep_id == sweep_id, Trial.state.in_(list(TRIAL_OPEN)))
+            .values(state=TrialState.CANCELLED, lease_owner=None, lease_expires_at=None)
+        )
+        session.commit()
+        return int(res.rowcount or 0)
 
 
 def note_published(engine: Engine, trial_ids: list[str]) -> None:
