@@ -90,24 +90,33 @@ class AttemptResult(BaseModel):
         return bool(self.diagnosis_passed and self.mitigation_passed)
 
     def attempt_values(self) -> dict[str, Any]:
-        vals = self.model_dump(exclude={"diagnosis_scores", "mitigation_checks", "tool_tokens"})
-        vals["tool_tokens_json"] = json.dumps(self.tool_tokens, sort_keys=True) if self.tool_tokens is not None else None
-        vals["diagnosis_scores_json"] = json.dumps(self.diagnosis_scores) if self.diagnosis_scores is not None else None
-        vals["mitigation_checks_json"] = json.dumps(self.mitigation_checks) if self.mitigation_checks is not None else None
+        """The result as its Attempt row carries it: every field, a structured one as JSON in its
+        `<field>_json` column (ATTEMPT_COLUMNS)."""
+        vals = {column: _to_column(getattr(self, name), column) for name, column in ATTEMPT_COLUMNS.items()}
         vals["e2e_passed"] = self.e2e_passed
-        if vals["error"]:
-            vals["error"] = scrub(vals["error"])[:4000]
         return vals
 
     def trial_values(self) -> dict[str, Any]:
-        keys = ("diagnosis_submitted", "diagnosis_passed", "diagnosis_score", "diagnosis_threshold",
-                "diagnosis_pass_rule", "mitigation_passed",
-                "judge_offline", "end_reason", "tokens_in", "tokens_out", "cost_usd", "steps",
-                "tool_calls", "time_to_diagnosis_s", "time_to_mitigation_s")
-        vals = {k: getattr(self, k) for k in keys}
+        """The result as the trial row copies it for the leaderboards: the fields Trial has a
+        column for (TRIAL_COLUMNS)."""
+        vals = {name: _to_column(getattr(self, name), name) for name in TRIAL_COLUMNS}
         vals["e2e_passed"] = self.e2e_passed
-        vals["error"] = scrub(self.error)[:4000] if self.error else None
         return vals
+
+
+def _to_column(value: Any, column: str) -> Any:
+    if column.endswith("_json"):
+        return None if value is None else json.dumps(value, sort_keys=True)
+    if column == "error":
+        return scrub(value)[:4000] if value else None
+    return value
+
+
+# The result is declared once, in AttemptResult; the rows derive from it. Attempt keeps every
+# field (a dict one as JSON text); Trial copies those it has a column for. A test holds the SQL
+# models to it (tests/results/test_result_schema.py): same names, same types.
+ATTEMPT_COLUMNS = {name: name if name in Attempt.model_fields else f"{name}_json" for name in AttemptResult.model_fields}
+TRIAL_COLUMNS = tuple(name for name in AttemptResult.model_fields if name in Trial.model_fields)
 
 
 def _open_attempt(session: Session, trial_id: str, token: int, worker: str, cluster: str, now: float) -> Claim:
