@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import pytest
 from sqlmodel import Session, select
 
+from core.events import PhaseEntered, read_events
 from core.states import (
     END_AGENT_ERROR,
     EVENT_CLUSTER_LOST,
@@ -35,7 +36,8 @@ from core.states import (
 from farm import dispatcher
 from farm.owner import ClusterOwner
 from farm.spec import SweepSpec
-from farm.trial import begin, run_all, time_to_mitigation
+from farm.trial import PHASES, begin, run_all, time_to_mitigation
+from farm.trial.artifacts import AttemptRecord, SubmittedDiagnosis
 from results import leaderboard, ledger
 from results.artifacts import LocalArtifactStore
 from results.db import engine_for
@@ -275,14 +277,22 @@ def test_running_session_is_checkpointed(engine, store, llm, monkeypatch):
 
 def test_times_to_diagnosis_and_mitigation_are_the_agents_own(engine, store):
     trial, attempt, docs = _single(engine, store, _spec("times"))
-    injected = docs["attempt"]["injected_at"]
-    sub = docs["diagnosis"]
+    # The artifacts read back as the typed records the worker wrote.
+    record = AttemptRecord.model_validate(docs["attempt"])
+    sub = SubmittedDiagnosis.model_validate(docs["diagnosis"])
+    events = read_events(docs["events"])
+    phases = {e.phase: e for e in events if isinstance(e, PhaseEntered)}
+    # The log is saved as `record` begins, before the ledger's verdict on it.
+    assert list(phases) == list(PHASES) and events[-1] is phases["record"]
+    assert record.result.tool_calls == attempt.tool_calls and not record.partial
+    injected = record.injected_at
+    assert injected is not None and sub.submitted_at is not None and sub.mitigation_submitted_at is not None
     assert trial.mitigation_passed, "the baseline mitigates this problem"
-    assert trial.time_to_diagnosis_s == pytest.approx(sub["submitted_at"] - injected)
-    assert trial.time_to_mitigation_s == pytest.approx(sub["mitigation_submitted_at"] - injected)
+    assert trial.time_to_diagnosis_s == pytest.approx(sub.submitted_at - injected)
+    assert trial.time_to_mitigation_s == pytest.approx(sub.mitigation_submitted_at - injected)
     # The agent's submission, not when the oracle read (after its observation window).
-    oracle_at = next(e["cluster_time"] for e in docs["events"] if e.get("phase") == "oracle")
-    recorded_at = next(e["cluster_time"] for e in docs["events"] if e.get("phase") == "record")
+    oracle_at, recorded_at = phases["oracle"].cluster_time, phases["record"].cluster_time
+    assert oracle_at is not None and recorded_at is not None
     assert trial.time_to_mitigation_s <= oracle_at - injected < recorded_at - injected
     assert 0 < trial.time_to_diagnosis_s <= trial.time_to_mitigation_s
 
