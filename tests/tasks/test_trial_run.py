@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 from sqlmodel import Session, select
 
-from core.events import PhaseEntered, read_events
+from core.events import Abandoned, PhaseEntered, read_events
 from core.states import (
     END_AGENT_ERROR,
     EVENT_CLUSTER_LOST,
@@ -36,7 +36,7 @@ from core.states import (
 from farm import dispatcher
 from farm.owner import ClusterOwner
 from farm.spec import SweepSpec
-from farm.trial import PHASES, begin, run_all, time_to_mitigation
+from farm.trial import PHASES, StepOutcome, begin, run_all, step, time_to_mitigation
 from farm.trial.artifacts import AttemptRecord, SubmittedDiagnosis
 from results import leaderboard, ledger
 from results.artifacts import LocalArtifactStore
@@ -123,6 +123,30 @@ def test_deploy_failures_retry_then_infra_failed_and_resubmission_runs_it_again(
         assert [a.state for a in attempts] == [AttemptState.INFRA_ERROR] * 2 + [AttemptState.RECORDED]
         (row,) = leaderboard.compute(engine, "deploy-fails")
         assert (row["n"], row["infra_failed"]) == (1, 0)
+    finally:
+        owner.close()
+
+
+def test_a_step_that_finds_its_lease_gone_writes_nothing_and_frees_the_worker(engine, store):
+    """The failure policy every worker applies (farm.trial.worker.step): a zombie, its trial
+    reaped while it ran, stops at its next step, records nothing and resets its cluster."""
+    owner = _owner(engine, store, "")
+    try:
+        dispatcher.submit(engine, _spec("zombie"))
+        claimed = ledger.claim_next(engine, "zombie", owner.name, owner.cluster.ref, owner.lease_s)
+        assert claimed is not None
+        run = begin(owner, claimed)
+        assert run is not None and owner.busy
+        assert step(run, "deploy", owner) is StepOutcome.NEXT
+        assert ledger.reap(engine, now=time.time() + 3600) == [claimed.trial_id]  # presumed lost
+        assert step(run, "inject", owner) is StepOutcome.LEASE_LOST
+        assert not owner.busy and owner.ready  # reset, free for the next trial
+        assert isinstance(run.events[-1], Abandoned) and run.injection is None  # inject never ran
+        (trial,), (attempt,) = _rows(engine, "zombie")
+        assert trial.state == TrialState.QUEUED and trial.final_attempt is None
+        assert attempt.state == AttemptState.LOST and attempt.phase == "deploy"
+        # The next claim runs it whole.
+        assert _attempt_once(engine, owner, "zombie") == StepOutcome.RECORDED
     finally:
         owner.close()
 
