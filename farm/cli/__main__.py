@@ -1,4 +1,4 @@
-"""`python -m farm.cli`: what the reliability harness and the chaos bench start workers with."""
+"""`python -m farm.cli`: the `farm` command, for a checkout with no console script installed."""
 
 from farm.cli import main
 
