@@ -34,6 +34,7 @@ TRIAL_DONE = frozenset({TrialState.FINISHED, TrialState.INFRA_FAILED, TrialState
 # the cap raised); only FINISHED is final.
 TRIAL_RESUBMITTABLE = frozenset({TrialState.INFRA_FAILED, TrialState.CANCELLED, TrialState.SKIPPED_COST_CAP})
 TRIAL_CLAIMABLE = frozenset({TrialState.PENDING, TrialState.QUEUED})
+TRIAL_OPEN = TRIAL_CLAIMABLE | {TrialState.RUNNING}  # not done yet: what a cancellation stops
 ATTEMPT_OPEN = frozenset({AttemptState.RUNNING})
 
 # Why an agent session ended.

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
@@ -24,7 +24,7 @@ from core.problem import Problem
 from core.states import TRIAL_RESUBMITTABLE, TrialState
 from farm.agents.base import agents
 from farm.spec import NoiseLevel, SweepSpec, select_problems
-from results.db import execute_dml
+from results import ledger
 from results.models import Attempt, InfraEvent, Sweep, Trial
 
 NO_MODEL = "-"
@@ -111,45 +111,20 @@ def submit(engine: Engine, spec: SweepSpec, problems: list[Problem] | None = Non
     wanted_ids = [tid for _, tid, _ in wanted]
     revive = [tid for tid in wanted_ids if existing.get(tid) in TRIAL_RESUBMITTABLE]
     if revive:
-        with Session(engine) as session:
-            for i in range(0, len(revive), 500):
-                session.execute(update(Trial).where(col(Trial.id).in_(revive[i : i + 500]),
-                                                    col(Trial.state).in_(list(TRIAL_RESUBMITTABLE)))
-                                .values(state=TrialState.PENDING, queued_at=now, infra_attempts=0,
-                                        finished_at=None, error=None, end_reason=None))
-            session.commit()
+        ledger.revive(engine, revive)
     to_run = [tid for tid in wanted_ids if existing.get(tid) != TrialState.FINISHED]
     done = len(wanted_ids) - len(to_run)
     return Submission(sweep_id, len(wanted_ids), len(new_rows), to_run, done)
 
 
 def mark_queued(engine: Engine, trial_ids: list[str]) -> None:
-    now = time.time()
-    with Session(engine) as session:
-        for i in range(0, len(trial_ids), 500):
-            session.execute(
-                update(Trial).where(col(Trial.id).in_(trial_ids[i : i + 500]), col(Trial.state) == TrialState.PENDING)
-                .values(state=TrialState.QUEUED, queued_at=now)
-            )
-        session.commit()
+    ledger.mark_queued(engine, trial_ids)
 
 
 def cancel(engine: Engine, sweep_id: str) -> int:
     """Cancel what has not run; running attempts notice at their next step (their lease is
     refused) and record nothing. Returns the number of trials cancelled."""
-    with Session(engine) as session:
-        sweep = session.get(Sweep, sweep_id)
-        if sweep is None:
-            raise KeyError(sweep_id)
-        sweep.cancelled = True
-        session.add(sweep)
-        res = execute_dml(session,
-            update(Trial).where(col(Trial.sweep_id) == sweep_id,
-                                col(Trial.state).in_([TrialState.PENDING, TrialState.QUEUED, TrialState.RUNNING]))
-            .values(state=TrialState.CANCELLED, lease_owner=None, lease_expires_at=None)
-        )
-        session.commit()
-        return res.rowcount
+    return ledger.cancel_sweep(engine, sweep_id)
 
 
 def infra_summary(engine: Engine, sweep_id: str) -> dict[str, Any]:

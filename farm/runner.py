@@ -1,7 +1,7 @@
 """The embedded default behind `farm run`: local worker processes, each owning one emulated
 cluster, SQLite as both ledger and queue, a local artifact folder. Nothing to start by hand.
 
-The workers run the very same attempt code as Celery workers (farm/trial.py, farm/owner.py,
+The workers run the very same attempt code as Celery workers (farm/trial/worker.py, farm/owner.py,
 results/ledger.py); only the transport differs: they claim the next trial from the database
 instead of from a broker. Farm-wide limits that Redis holds for Celery workers (the sweep's cost
 ledger, per-model concurrency) are held in files of a folder the parent makes for the run
@@ -48,7 +48,7 @@ def worker_main(index: int, sweep_id: str, db_url: str, artifacts: str, lease_s:
 
         os.environ[SHARED_DIR_ENV] = limits_dir  # before any agent builds its LLM client
     from farm.owner import ClusterOwner
-    from farm.trial import run_all, start_run
+    from farm.trial.worker import begin, run_all
     from results import ledger
     from results.artifacts import open_store
     from results.db import engine_for
@@ -76,16 +76,12 @@ def worker_main(index: int, sweep_id: str, db_url: str, artifacts: str, lease_s:
                     return
                 time.sleep(IDLE_POLL_S)  # others are running; a retry may come back to the queue
                 continue
-            run = start_run(engine, claimed, cluster, owner.store)
+            run = begin(owner, claimed)
             if run is None:
                 continue
-            owner.begin(run)
-            outcome = "reset only"
-            try:
-                outcome = run_all(run, reset=False)
-            finally:
-                owner.finish(run)  # the reset; a failed one replaces the cluster
-                log.info("%s: %s", run.spec.key, outcome)
+            # Every step under the trial's failure policy; the attempt's end resets the cluster
+            # (a failed reset replaces it).
+            log.info("%s: %s", run.spec.key, run_all(run, owner))
     finally:
         owner.close()
 

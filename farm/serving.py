@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from farm.trial.worker import hand_back
 from results import ledger
 
 log = logging.getLogger("farm.serving")
@@ -115,28 +116,13 @@ class Serving:
         """Release the attempt's trial to the queue at once and re-send its claim; then reset the
         cluster and free the worker. The next message of the old chain, should it come, finds no
         live run and does nothing."""
-        owner = self.owner
         log.warning("%s: %s", run.spec.key, why)
-        run.handed_back = True  # a late step of the old chain must not touch it (tasks.trial._live)
-        run.lease_lost.set()  # no more heartbeats for it, whatever happens below
-        try:
-            run._save_artifacts(snapshot=False)
-        except Exception as exc:  # what its checkpoints saved stays
-            log.warning("artifact save failed for a handed-back attempt: %s", exc)
-        deadline = time.monotonic() + retry_s
-        while True:
+        if hand_back(run, why, retry_s=retry_s):
             try:
-                if ledger.release(owner.engine, run.claim, why):
-                    self.resend([run.spec.trial_id])
-                break
-            except Exception as exc:  # the database or broker is down
-                if time.monotonic() < deadline:
-                    time.sleep(1.0)
-                    continue
-                # The lease lapses without heartbeats and the reaper requeues the trial.
-                log.warning("could not hand %s back (%s); its lease will lapse", run.spec.key, exc)
-                break
+                self.resend([run.spec.trial_id])
+            except Exception as exc:  # the broker is down: the reaper re-sends a claim left queued
+                log.warning("could not re-send the claim of %s: %s", run.spec.key, exc)
         if reset:
-            owner.finish(run)
+            self.owner.finish(run)
         else:
-            owner.end()
+            self.owner.end()

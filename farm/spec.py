@@ -13,7 +13,8 @@
     judge: null                      # litellm model string; null = the offline judge
 
 `load_spec(path)` raises one SpecError naming the file, the field and the reason, before
-anything is written anywhere.
+anything is written anywhere. The dispatcher (farm/dispatcher.py) expands a sweep into trial
+rows; what one trial needs to run, rebuilt from its row, is farm/trial/spec.py (TrialSpec).
 """
 
 from __future__ import annotations

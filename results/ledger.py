@@ -11,6 +11,9 @@ however workers die or race, exactly one attempt writes a trial's final result.
   it is marked superseded and writes nothing final.
 - Over the sweep's cost cap, `claim` hands out nothing more: the sweep's unstarted trials are
   marked skipped_cost_cap at once.
+- The dispatcher's changes: `revive` (a resubmission wants a trial that ended without a result),
+  `mark_queued` (its claim is sent), `cancel_sweep`.
+No other module writes a trial's or an attempt's state (tests/architecture/test_ledger_owns_states.py).
 """
 
 from __future__ import annotations
@@ -27,7 +30,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from core.secrets import scrub
-from core.states import LIMIT_SWEEP_COST, TRIAL_CLAIMABLE, AttemptState, TrialState
+from core.states import (
+    LIMIT_SWEEP_COST,
+    TRIAL_CLAIMABLE,
+    TRIAL_OPEN,
+    TRIAL_RESUBMITTABLE,
+    AttemptState,
+    TrialState,
+)
 from results.db import execute_dml
 from results.models import Attempt, InfraEvent, Sweep, Trial, Worker
 
@@ -82,24 +92,33 @@ class AttemptResult(BaseModel):
         return bool(self.diagnosis_passed and self.mitigation_passed)
 
     def attempt_values(self) -> dict[str, Any]:
-        vals = self.model_dump(exclude={"diagnosis_scores", "mitigation_checks", "tool_tokens"})
-        vals["tool_tokens_json"] = json.dumps(self.tool_tokens, sort_keys=True) if self.tool_tokens is not None else None
-        vals["diagnosis_scores_json"] = json.dumps(self.diagnosis_scores) if self.diagnosis_scores is not None else None
-        vals["mitigation_checks_json"] = json.dumps(self.mitigation_checks) if self.mitigation_checks is not None else None
+        """The result as its Attempt row carries it: every field, a structured one as JSON in its
+        `<field>_json` column (ATTEMPT_COLUMNS)."""
+        vals = {column: _to_column(getattr(self, name), column) for name, column in ATTEMPT_COLUMNS.items()}
         vals["e2e_passed"] = self.e2e_passed
-        if vals["error"]:
-            vals["error"] = scrub(vals["error"])[:4000]
         return vals
 
     def trial_values(self) -> dict[str, Any]:
-        keys = ("diagnosis_submitted", "diagnosis_passed", "diagnosis_score", "diagnosis_threshold",
-                "diagnosis_pass_rule", "mitigation_passed",
-                "judge_offline", "end_reason", "tokens_in", "tokens_out", "cost_usd", "steps",
-                "tool_calls", "time_to_diagnosis_s", "time_to_mitigation_s")
-        vals = {k: getattr(self, k) for k in keys}
+        """The result as the trial row copies it for the leaderboards: the fields Trial has a
+        column for (TRIAL_COLUMNS)."""
+        vals = {name: _to_column(getattr(self, name), name) for name in TRIAL_COLUMNS}
         vals["e2e_passed"] = self.e2e_passed
-        vals["error"] = scrub(self.error)[:4000] if self.error else None
         return vals
+
+
+def _to_column(value: Any, column: str) -> Any:
+    if column.endswith("_json"):
+        return None if value is None else json.dumps(value, sort_keys=True)
+    if column == "error":
+        return scrub(value)[:4000] if value else None
+    return value
+
+
+# The result is declared once, in AttemptResult; the rows derive from it. Attempt keeps every
+# field (a dict one as JSON text); Trial copies those it has a column for. A test holds the SQL
+# models to it (tests/results/test_result_schema.py): same names, same types.
+ATTEMPT_COLUMNS = {name: name if name in Attempt.model_fields else f"{name}_json" for name in AttemptResult.model_fields}
+TRIAL_COLUMNS = tuple(name for name in AttemptResult.model_fields if name in Trial.model_fields)
 
 
 def _open_attempt(session: Session, trial_id: str, token: int, worker: str, cluster: str, now: float) -> Claim:
@@ -354,6 +373,50 @@ def stale_queued(engine: Engine, older_than_s: float, limit: int = 500) -> list[
                             .values(queued_at=now))
             session.commit()
     return list(ids)
+
+
+def revive(engine: Engine, trial_ids: list[str]) -> None:
+    """A resubmission wants again the trials that ended without a result (infra_failed, cancelled,
+    skipped_cost_cap): they go pending with a fresh infrastructure retry budget; their attempts
+    stay on record."""
+    now = time.time()
+    with Session(engine) as session:
+        for i in range(0, len(trial_ids), 500):
+            session.execute(update(Trial).where(Trial.id.in_(trial_ids[i : i + 500]),
+                                                Trial.state.in_(list(TRIAL_RESUBMITTABLE)))
+                            .values(state=TrialState.PENDING, queued_at=now, infra_attempts=0,
+                                    finished_at=None, error=None, end_reason=None))
+        session.commit()
+
+
+def mark_queued(engine: Engine, trial_ids: list[str]) -> None:
+    """Pending trials whose claim is about to be sent to the shared queue."""
+    now = time.time()
+    with Session(engine) as session:
+        for i in range(0, len(trial_ids), 500):
+            session.execute(
+                update(Trial).where(Trial.id.in_(trial_ids[i : i + 500]), Trial.state == TrialState.PENDING)
+                .values(state=TrialState.QUEUED, queued_at=now)
+            )
+        session.commit()
+
+
+def cancel_sweep(engine: Engine, sweep_id: str) -> int:
+    """Mark the sweep cancelled and its trials that have not finished cancelled (a running
+    attempt finds its lease refused at its next step); KeyError for an unknown sweep. Returns the
+    number of trials cancelled."""
+    with Session(engine) as session:
+        sweep = session.get(Sweep, sweep_id)
+        if sweep is None:
+            raise KeyError(sweep_id)
+        sweep.cancelled = True
+        session.add(sweep)
+        res = session.execute(
+            update(Trial).where(Trial.sweep_id == sweep_id, Trial.state.in_(list(TRIAL_OPEN)))
+            .values(state=TrialState.CANCELLED, lease_owner=None, lease_expires_at=None)
+        )
+        session.commit()
+        return int(res.rowcount or 0)
 
 
 def note_published(engine: Engine, trial_ids: list[str]) -> None:

@@ -1,5 +1,6 @@
 """The trial chain as Celery tasks. Task bodies are thin: they find the worker's live TrialRun
-and call the library (farm/trial.py).
+and run one step of it as every worker does (farm/trial/worker.py: the failure policy, the reset
+of an attempt that ended).
 
 `farm.claim_trial` arrives on the shared queue; the worker that takes it claims the lease and
 sends `deploy → inject → agent_session → oracle → record` to the queue only it consumes, so every
@@ -23,7 +24,6 @@ from typing import Any
 from celery import Task, chain, signals
 from celery.exceptions import Ignore
 
-from core.errors import InfrastructureError, LeaseLost
 from tasks.celery_app import app, config
 from tasks.config import SHARED_QUEUE, worker_queue
 
@@ -95,17 +95,11 @@ def _ref(run: Any) -> dict[str, Any]:
 def _live(ref: dict[str, Any]) -> Any:
     run = OWNER.current if OWNER is not None else None
     if (run is None or run.spec.trial_id != ref["trial_id"] or run.claim.token != ref["token"]
-            or getattr(run, "handed_back", False)):
+            or run.handed_back):
         log.warning("no live run for %s attempt %s on this worker; leaving it to the reaper",
                     ref.get("key"), ref.get("token"))
         raise Ignore()
     return run
-
-
-def _finish(run: Any) -> None:
-    """Reset the cluster and free the worker, whatever happened (a failed reset is recorded and
-    the cluster replaced before this worker takes another trial: farm.owner.ClusterOwner.finish)."""
-    OWNER.finish(run)
 
 
 def _spend(sweep_id: str) -> float:
@@ -116,45 +110,31 @@ def _spend(sweep_id: str) -> float:
     return SweepLedger(sweep_id, None, config.redis_url).spent() if config.redis_url else 0.0
 
 
-def _step(ref: dict[str, Any], method: str) -> dict[str, Any]:
+def _step(ref: dict[str, Any], phase: str) -> str:
+    """One phase of the live attempt under the trial's failure policy (farm.trial.worker); an
+    attempt that ended was reset by it, and an attempt that failed has the rest of its chain
+    dropped (Ignore)."""
+    from farm.trial.worker import StepOutcome, step
+
     run = _live(ref)
-    with OWNER.in_step():
-        return _run_step(run, ref, method)
-
-
-def _run_step(run: Any, ref: dict[str, Any], method: str) -> dict[str, Any]:
-    from sqlalchemy.exc import DBAPIError
-
-    try:
-        getattr(run, method)()
-    except DBAPIError as exc:
-        # The farm's own database failed (restarting, unreachable), not the cluster: no
-        # infrastructure retry is counted; the trial goes back to the queue once it answers.
+    outcome = step(run, phase, OWNER)
+    if outcome in (StepOutcome.NEXT, StepOutcome.RECORDED, StepOutcome.SUPERSEDED):
+        return str(outcome)
+    if outcome is StepOutcome.DATABASE_DOWN:
+        # No infrastructure retry is counted; the trial goes back to the queue once it answers.
         if SERVING is None:
-            raise
-        SERVING.hand_back(run, f"the farm database failed during {method}: {type(exc).__name__}", retry_s=30)
-        raise Ignore() from None
-    except LeaseLost as exc:
-        run.abandon(str(exc))
-        _finish(run)
-        raise Ignore() from None
-    except Exception as exc:
-        err = exc if isinstance(exc, InfrastructureError) else InfrastructureError(f"{type(exc).__name__}: {exc}")
-        if not isinstance(exc, InfrastructureError):
-            log.exception("unexpected error in %s of %s", method, ref["key"])
-        new_state = run.fail_infrastructure(err)
-        _finish(run)
-        if new_state == "queued":
-            send_claims([ref["trial_id"]], {ref["trial_id"]: ref["key"]}, countdown=5)
-        raise Ignore() from None
-    return ref
+            raise RuntimeError(run.database_error)
+        SERVING.hand_back(run, run.database_error, retry_s=30)
+    elif outcome is StepOutcome.INFRA_RETRY:
+        send_claims([ref["trial_id"]], {ref["trial_id"]: ref["key"]}, countdown=5)
+    raise Ignore()
 
 
 @app.task(name="farm.claim_trial", bind=True, max_retries=None)
 def claim_trial(self: Task, trial_id: str) -> str:
     from sqlalchemy.exc import DBAPIError
 
-    from farm.trial import start_run
+    from farm.trial.worker import begin
     from results import ledger
 
     if OWNER is None:
@@ -179,14 +159,10 @@ def claim_trial(self: Task, trial_id: str) -> str:
         # Finished, running elsewhere, cancelled or over the sweep's cost cap (then skipped):
         # a duplicate claim is harmless.
         return "skipped"
-    run = start_run(engine, claimed, OWNER.cluster, OWNER.store, redis_url=config.redis_url)
+    run = begin(OWNER, claimed, redis_url=config.redis_url)
     if run is None:
         send_claims([trial_id], countdown=5)  # a no-op if the trial was given up
         return "setup failed"
-    OWNER.begin(run)
-    # Setting the run up may have taken a while; renew the lease before the chain starts.
-    if not ledger.heartbeat(engine, claimed, OWNER.lease_s):
-        run.lease_lost.set()
     ref = _ref(run)
     label = repr(run.spec.key)
     own = worker_queue(OWNER.name)
@@ -202,30 +178,28 @@ def claim_trial(self: Task, trial_id: str) -> str:
 
 @app.task(name="farm.deploy")
 def deploy(ref: dict[str, Any]) -> dict[str, Any]:
-    return _step(ref, "deploy")
+    _step(ref, "deploy")
+    return ref
 
 
 @app.task(name="farm.inject")
 def inject(ref: dict[str, Any]) -> dict[str, Any]:
-    return _step(ref, "inject")
+    _step(ref, "inject")
+    return ref
 
 
 @app.task(name="farm.agent_session")
 def agent_session(ref: dict[str, Any]) -> dict[str, Any]:
-    return _step(ref, "agent_session")
+    _step(ref, "agent_session")
+    return ref
 
 
 @app.task(name="farm.oracle")
 def oracle(ref: dict[str, Any]) -> dict[str, Any]:
-    return _step(ref, "oracle_step")
+    _step(ref, "oracle")
+    return ref
 
 
 @app.task(name="farm.record")
 def record(ref: dict[str, Any]) -> str:
-    run = _live(ref)
-    try:
-        _step(ref, "record")
-        return "recorded"
-    finally:
-        if OWNER.current is run:
-            _finish(run)
+    return _step(ref, "record")

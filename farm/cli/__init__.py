@@ -88,7 +88,7 @@ def run(
     _check_by(by)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from core.states import TRIAL_DONE
+    from core.states import TRIAL_DONE, TrialState
     from farm import dispatcher
     from farm.runner import run_sweep
     from results import leaderboard
@@ -108,9 +108,10 @@ def run(
 
             def show(counts: dict[str, int]) -> None:
                 done = sum(n for st, n in counts.items() if st in TRIAL_DONE)
-                detail = f"running {counts.get('running', 0)}, infra-failed {counts.get('infra_failed', 0)}"
-                if counts.get("skipped_cost_cap"):
-                    detail += f", skipped (cost cap) {counts['skipped_cost_cap']}"
+                detail = (f"running {counts.get(TrialState.RUNNING, 0)}, "
+                          f"infra-failed {counts.get(TrialState.INFRA_FAILED, 0)}")
+                if counts.get(TrialState.SKIPPED_COST_CAP):
+                    detail += f", skipped (cost cap) {counts[TrialState.SKIPPED_COST_CAP]}"
                 bar.update(task, completed=done, detail=detail)
 
             try:
@@ -192,12 +193,13 @@ def sweep_submit(spec: Annotated[Path, typer.Argument(help="Sweep spec (YAML).")
     sub = dispatcher.submit(engine, s)
     from sqlmodel import Session, select
 
+    from core.states import TrialState
     from results.models import Trial
 
     with Session(engine) as session:
         keys = dict(session.exec(select(Trial.id, Trial.key).where(Trial.sweep_id == sub.sweep_id)).all())
         running = set(session.exec(select(Trial.id).where(Trial.sweep_id == sub.sweep_id,
-                                                           Trial.state == "running")).all())
+                                                           Trial.state == TrialState.RUNNING)).all())
     to_send = [t for t in sub.to_run if t not in running]
     dispatcher.mark_queued(engine, to_send)
     try:

@@ -15,7 +15,8 @@ LABELS.jsonl holds one labelled diagnosis per line, a JSON object with:
 Prints the judge's accuracy and Cohen's kappa against `label` (and, where lines carry `answers`,
 per-question accuracy and kappa), and the pass rule the labels are compared under. Lines citing a
 problem are judged knowing the application's object names, as a trial's diagnosis is. Example:
-tests/farm/oracles/diagnosis_labels.jsonl.
+tests/farm/oracles/diagnosis_labels.jsonl. The judge itself is the diagnosis oracle,
+farm/oracles/diagnosis.py (`judge_diagnosis`).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ TOOL_NAMES = (
 )
 MAX_DIAGNOSIS_CHARS = 4_000  # a longer diagnosis is refused, never cut: a judge reads what was sent
 MAX_CONCURRENT_CALLS = 4  # tool calls of one session running at once; more wait their turn
-# Usage of the session's model calls as the worker counted them (farm.checkpoint.LLMUsageTap):
+# Usage of the session's model calls as the worker counted them (farm.trial.checkpoint.LLMUsageTap):
 # {"tokens_in": int, "tokens_out": int, "cost_usd": float}.
 UsageReader = Callable[[], dict[str, Any]]
 

@@ -1,5 +1,8 @@
-"""The two oracles: a diagnosis judge (LLM or deterministic offline, a 9-question checklist over
-the ground truth) and a programmatic mitigation oracle."""
+"""The two oracles of a trial, each named by what it scores: diagnosis.py, the diagnosis oracle,
+which is the judge (an LLM or the deterministic offline judge answering a 9-question checklist
+over the ground truth; `farm judge` measures its agreement with human labels), and mitigation.py,
+the programmatic mitigation oracle. claims.py is the offline judge's reading of what a diagnosis
+asserts; attacks.py generates diagnoses written to fool a judge."""
 
 from farm.oracles.base import ChecklistAnswer, DiagnosisVerdict, MitigationVerdict
 

@@ -17,7 +17,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "farm-reliability"
-# Every recorded attempt writes these (farm.trial.TrialRun._save_artifacts).
+# Every recorded attempt writes these (farm.trial.artifacts.AttemptArtifacts.save).
 RECORDED_DOCS = ("attempt", "events", "verdicts", "tool_calls", "transcript")
 
 

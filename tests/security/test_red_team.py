@@ -270,9 +270,9 @@ def test_step_limit_ends_the_session_and_later_submissions_do_not_count(cluster:
 
 
 def test_token_limit_is_read_from_the_workers_usage_not_the_agent(cluster: ClusterHandle) -> None:
-    from farm.checkpoint import LLMUsageTap
     from farm.llm.client import load_litellm
     from farm.llm.scripted import ScriptedLLM
+    from farm.trial.checkpoint import LLMUsageTap
 
     as_built(cluster)
     tap = LLMUsageTap("openai/scripted-model")

@@ -1,4 +1,4 @@
-"""The trial pipeline in one process (farm/trial.py TrialRun and run_all, farm/owner.py
+"""The trial pipeline in one process (farm/trial/: TrialRun and run_all, farm/owner.py
 ClusterOwner), on an emulated cluster whose API server or reset fails on purpose
 (tests/tasks/plugins.py) and with a probe agent on a scripted LLM server:
 
@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import pytest
 from sqlmodel import Session, select
 
+from core.events import Abandoned, PhaseEntered, read_events
 from core.states import (
     END_AGENT_ERROR,
     EVENT_CLUSTER_LOST,
@@ -35,7 +36,8 @@ from core.states import (
 from farm import dispatcher
 from farm.owner import ClusterOwner
 from farm.spec import SweepSpec
-from farm.trial import run_all, start_run, time_to_mitigation
+from farm.trial import PHASES, StepOutcome, begin, run_all, step, time_to_mitigation
+from farm.trial.artifacts import AttemptRecord, SubmittedDiagnosis
 from results import leaderboard, ledger
 from results.artifacts import LocalArtifactStore
 from results.db import engine_for
@@ -72,17 +74,13 @@ def _owner(engine, store, faults: str) -> ClusterOwner:
 
 
 def _attempt_once(engine, owner: ClusterOwner, sweep: str) -> str | None:
-    """Claim the sweep's next trial and run it as a worker does: run_all, then the owner's reset."""
+    """Claim the sweep's next trial and run it as a worker does: every step, the end resetting the cluster."""
     claimed = ledger.claim_next(engine, sweep, owner.name, owner.cluster.ref, owner.lease_s)
     if claimed is None:
         return None
-    run = start_run(engine, claimed, owner.cluster, owner.store)
+    run = begin(owner, claimed)
     assert run is not None
-    owner.begin(run)
-    try:
-        return run_all(run, reset=False)
-    finally:
-        owner.finish(run)
+    return run_all(run, owner)
 
 
 def _rows(engine, sweep: str) -> tuple[list[Trial], list[Attempt]]:
@@ -125,6 +123,30 @@ def test_deploy_failures_retry_then_infra_failed_and_resubmission_runs_it_again(
         assert [a.state for a in attempts] == [AttemptState.INFRA_ERROR] * 2 + [AttemptState.RECORDED]
         (row,) = leaderboard.compute(engine, "deploy-fails")
         assert (row["n"], row["infra_failed"]) == (1, 0)
+    finally:
+        owner.close()
+
+
+def test_a_step_that_finds_its_lease_gone_writes_nothing_and_frees_the_worker(engine, store):
+    """The failure policy every worker applies (farm.trial.worker.step): a zombie, its trial
+    reaped while it ran, stops at its next step, records nothing and resets its cluster."""
+    owner = _owner(engine, store, "")
+    try:
+        dispatcher.submit(engine, _spec("zombie"))
+        claimed = ledger.claim_next(engine, "zombie", owner.name, owner.cluster.ref, owner.lease_s)
+        assert claimed is not None
+        run = begin(owner, claimed)
+        assert run is not None and owner.busy
+        assert step(run, "deploy", owner) is StepOutcome.NEXT
+        assert ledger.reap(engine, now=time.time() + 3600) == [claimed.trial_id]  # presumed lost
+        assert step(run, "inject", owner) is StepOutcome.LEASE_LOST
+        assert not owner.busy and owner.ready  # reset, free for the next trial
+        assert isinstance(run.events[-1], Abandoned) and run.injection is None  # inject never ran
+        (trial,), (attempt,) = _rows(engine, "zombie")
+        assert trial.state == TrialState.QUEUED and trial.final_attempt is None
+        assert attempt.state == AttemptState.LOST and attempt.phase == "deploy"
+        # The next claim runs it whole.
+        assert _attempt_once(engine, owner, "zombie") == StepOutcome.RECORDED
     finally:
         owner.close()
 
@@ -226,7 +248,7 @@ def test_crashed_agent_keeps_its_tool_calls_tokens_and_cost(engine, store, llm):
 
 
 def test_agent_past_its_wall_time_keeps_what_it_did(engine, store, llm, monkeypatch):
-    monkeypatch.setattr("farm.trial.WALL_GRACE_S", 0.5)
+    monkeypatch.setattr("farm.trial.run.WALL_GRACE_S", 0.5)
     spec = _spec("probe-hang", _probe(llm, rounds=2, end="hang", hang_s=60), models=["openai/scripted-model"],
                  limits={"wall_time_s": 4})
     trial, attempt, docs = _single(engine, store, spec)
@@ -249,7 +271,7 @@ def test_agent_that_hits_its_step_limit_keeps_its_transcript(engine, store):
 
 
 def test_running_session_is_checkpointed(engine, store, llm, monkeypatch):
-    monkeypatch.setattr("farm.checkpoint.CHECKPOINT_S", 0.5)
+    monkeypatch.setattr("farm.trial.checkpoint.CHECKPOINT_S", 0.5)
     spec = _spec("probe-slow", _probe(llm, rounds=3, pause_s=1.5), models=["openai/scripted-model"])
     seen: list[Attempt] = []
 
@@ -279,14 +301,22 @@ def test_running_session_is_checkpointed(engine, store, llm, monkeypatch):
 
 def test_times_to_diagnosis_and_mitigation_are_the_agents_own(engine, store):
     trial, attempt, docs = _single(engine, store, _spec("times"))
-    injected = docs["attempt"]["injected_at"]
-    sub = docs["diagnosis"]
+    # The artifacts read back as the typed records the worker wrote.
+    record = AttemptRecord.model_validate(docs["attempt"])
+    sub = SubmittedDiagnosis.model_validate(docs["diagnosis"])
+    events = read_events(docs["events"])
+    phases = {e.phase: e for e in events if isinstance(e, PhaseEntered)}
+    # The log is saved as `record` begins, before the ledger's verdict on it.
+    assert list(phases) == list(PHASES) and events[-1] is phases["record"]
+    assert record.result.tool_calls == attempt.tool_calls and not record.partial
+    injected = record.injected_at
+    assert injected is not None and sub.submitted_at is not None and sub.mitigation_submitted_at is not None
     assert trial.mitigation_passed, "the baseline mitigates this problem"
-    assert trial.time_to_diagnosis_s == pytest.approx(sub["submitted_at"] - injected)
-    assert trial.time_to_mitigation_s == pytest.approx(sub["mitigation_submitted_at"] - injected)
+    assert trial.time_to_diagnosis_s == pytest.approx(sub.submitted_at - injected)
+    assert trial.time_to_mitigation_s == pytest.approx(sub.mitigation_submitted_at - injected)
     # The agent's submission, not when the oracle read (after its observation window).
-    oracle_at = next(e["cluster_time"] for e in docs["events"] if e.get("phase") == "oracle")
-    recorded_at = next(e["cluster_time"] for e in docs["events"] if e.get("phase") == "record")
+    oracle_at, recorded_at = phases["oracle"].cluster_time, phases["record"].cluster_time
+    assert oracle_at is not None and recorded_at is not None
     assert trial.time_to_mitigation_s <= oracle_at - injected < recorded_at - injected
     assert 0 < trial.time_to_diagnosis_s <= trial.time_to_mitigation_s
 

@@ -1,4 +1,4 @@
-"""One whole trial for an LLM agent through farm/trial.py's chain: a sweep row in SQLite, a claim,
+"""One whole trial for an LLM agent through farm/trial/'s chain: a sweep row in SQLite, a claim,
 deploy → inject → agent_session → oracle → record on an emulated cluster, the `react` agent talking
 to the scripted OpenAI-compatible server through real litellm, the interface over real HTTP and a
 real kubectl. The agent runs out of steps (the interface counts every tool call against max_steps):

@@ -1,6 +1,6 @@
-"""One trial attempt, as the library that Celery tasks and the embedded runner both call:
-deploy → inject → agent_session → oracle → record, then reset. A `TrialRun` lives on the
-worker that owns the cluster, between the steps of its chain.
+"""One trial attempt's steps: deploy → inject → agent_session → oracle → record, then reset.
+A `TrialRun` lives on the worker that owns the cluster, between the steps of its chain; how a
+worker drives it and what a failed step means is farm/trial/worker.py.
 
 Every step first checks that the attempt still holds its lease (LeaseLost otherwise: a zombie
 stops without writing). Deploy, inject and oracle failures are infrastructure errors: the trial
@@ -11,84 +11,42 @@ what it produced so far is written to the artifact store, and a running session 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-import time
 import traceback
 import uuid
 from typing import Any, cast
 
-from pydantic import BaseModel
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
 
 from clusters.base import ClusterHandle
 from core.errors import InfrastructureError, LeaseLost
+from core.events import (
+    Abandoned,
+    AgentCrashed,
+    FaultInjected,
+    InfrastructureFailed,
+    NoiseStarted,
+    NoiseStopped,
+    PhaseEntered,
+    Recorded,
+    Superseded,
+    TrialEvent,
+)
 from core.states import END_AGENT_ERROR, LIMIT_WALL_TIME, AttemptState
-from farm.agents.base import AgentContext, AgentLimits, AgentResult
+from farm.agents.base import AgentContext, AgentResult
+from farm.trial.artifacts import AttemptArtifacts
+from farm.trial.spec import TrialSpec
 from results import ledger
 from results.artifacts import ArtifactStore
 from results.ledger import AttemptResult, Claim
-from results.models import Sweep, Trial
 
 log = logging.getLogger("farm.trial")
 
+# The steps of the chain, in order: each a method of TrialRun and a Celery task of the same name.
 PHASES = ("deploy", "inject", "agent_session", "oracle", "record")
 # Seconds the runner waits past an agent's own wall-time limit before cutting it off.
 WALL_GRACE_S = 30.0
-
-
-class TrialSpec(BaseModel):
-    """Everything needed to run one trial, rebuilt from its rows (so any worker can run it)."""
-
-    trial_id: str
-    sweep_id: str
-    key: str
-    problem_id: str
-    agent: str
-    agent_options: dict[str, Any] = {}
-    tool_mode: str = "raw"
-    model: str | None
-    seed: int
-    noise: bool
-    noise_level: str = ""  # set: ambient confounding noise at this level (injectors.compose.ambient_noises)
-    limits: AgentLimits
-    judge: str | None
-    max_infra_attempts: int
-    cost_cap_usd: float | None = None
-    concurrency: dict[str, int] = {}  # per-model limits across the farm
-
-
-def _tool_mode(agent: str, asked: str | None) -> str:
-    if asked:
-        return asked
-    from farm.agents.base import agents
-
-    return str(getattr(agents.factory(agent), "tool_mode", "raw"))
-
-
-def load_trial_spec(engine: Engine, trial_id: str) -> TrialSpec:
-    from farm.spec import SweepSpec
-
-    with Session(engine) as session:
-        trial = session.get(Trial, trial_id)
-        if trial is None:
-            raise KeyError(f"no trial {trial_id}")
-        sweep = session.get(Sweep, trial.sweep_id)
-        assert sweep is not None
-    spec = SweepSpec.model_validate(json.loads(sweep.spec_json))
-    entry = next((a for a in spec.agents if a.name == trial.agent), None)
-    return TrialSpec(
-        trial_id=trial.id, sweep_id=trial.sweep_id, key=trial.key, problem_id=trial.problem_id,
-        agent=trial.agent, agent_options=entry.options if entry else {},
-        tool_mode=_tool_mode(trial.agent, entry.tool_mode if entry else None),
-        model=None if trial.model == "-" else trial.model, seed=trial.seed, noise=trial.noise,
-        noise_level=trial.noise_level or "",
-        limits=AgentLimits(**spec.limits.model_dump()), judge=spec.judge,
-        max_infra_attempts=spec.max_infra_attempts, cost_cap_usd=spec.cost_cap_usd,
-        concurrency=spec.concurrency,
-    )
 
 
 class TrialRun:
@@ -106,6 +64,7 @@ class TrialRun:
         self.namespace = self.app.namespace
         self.opaque_id = uuid.uuid4().hex[:16]  # what the agent sees; never the problem id
         self.prefix = f"{spec.sweep_id}/{spec.trial_id}/attempt-{claim.token}"
+        self.artifacts = AttemptArtifacts(store, self.prefix)
         self.result = AttemptResult(artifacts_uri=store.base_uri(self.prefix), tool_mode=spec.tool_mode)
         root = getattr(store, "root", None)  # a local store's folder: scrubbed from what the agent sees
         if root is not None:
@@ -113,6 +72,8 @@ class TrialRun:
 
             hide_path(root)
         self.lease_lost = threading.Event()
+        self.handed_back = False  # released to the queue: a late step of its old chain does nothing
+        self.database_error = ""  # why the last step met a failed farm database, if it did
         self.phase = "claimed"
         self.baseline: Any = None
         self.injection: Any = None
@@ -123,13 +84,15 @@ class TrialRun:
         self.agent_result: AgentResult | None = None
         self.diagnosis: Any = None
         self.mitigation: Any = None
-        self.events: list[dict[str, Any]] = []
+        self.events: list[TrialEvent] = []
 
     # -- bookkeeping -----------------------------------------------------------------------
-    def _event(self, kind: str, **data: Any) -> None:
-        self.events.append({"kind": kind, "at": time.time(), "cluster_time": self._now(), **data})
+    def _event(self, event: TrialEvent) -> None:
+        event.cluster_time = self.now()
+        self.events.append(event)
 
-    def _now(self) -> float | None:
+    def now(self) -> float | None:
+        """The cluster's clock, or None when it cannot be read (best effort in a log)."""
         try:
             return self.cluster.now()
         except Exception:  # the clock is best effort in an event log
@@ -140,7 +103,7 @@ class TrialRun:
             raise LeaseLost(f"attempt {self.claim.token} of trial {self.claim.trial_id} no longer holds its lease")
         self.phase = phase
         ledger.set_phase(self.engine, self.claim, phase)
-        self._event("phase", phase=phase)
+        self._event(PhaseEntered(phase=phase))
 
     # -- the chain -------------------------------------------------------------------------
     def deploy(self) -> None:
@@ -149,8 +112,8 @@ class TrialRun:
 
         self._enter("deploy")
         deploy(self.cluster, self.app, self.namespace)
-        self.oracle = MitigationOracle(self.app, self.problem)
-        self.baseline = self.oracle.capture_baseline(self.cluster, self.namespace)
+        self.mitigation_oracle = MitigationOracle(self.app, self.problem)
+        self.baseline = self.mitigation_oracle.capture_baseline(self.cluster, self.namespace)
 
     def inject(self) -> None:
         from injectors.compose import NoiseRunner, ProblemInjection, ambient_noises, fault_components
@@ -159,18 +122,18 @@ class TrialRun:
         self.injection = ProblemInjection(self.problem)
         self.injection.inject(self.cluster, self.namespace)
         self.injected_at = self.cluster.now()
-        self._event("fault_injected", faults=[f.injector for f in self.problem.faults])
+        self._event(FaultInjected(faults=[f.injector for f in self.problem.faults]))
         specs = ambient_noises(self.problem, self.spec.noise_level) if self.spec.noise_level else self.problem.noises
         if self.spec.noise and specs:
             self.noise_runner = NoiseRunner(specs, self.spec.seed, avoid=fault_components(self.problem))
             self.noise_runner.start(self.cluster, self.namespace)
-            self._event("noise_started", kinds=[n.kind for n in specs])
+            self._event(NoiseStarted(kinds=[n.kind for n in specs]))
 
     def agent_session(self) -> None:
         from farm.agents.base import agents
-        from farm.checkpoint import Checkpointer, LLMUsageTap
         from farm.interface import AgentInterface
         from farm.interface.server import Mode
+        from farm.trial.checkpoint import Checkpointer, LLMUsageTap
 
         self._enter("agent_session")
         self.usage = LLMUsageTap(self.spec.model, self.spec.agent_options.get("price"))
@@ -220,7 +183,7 @@ class TrialRun:
             elif "error" in outcome:
                 # The agent returned nothing: what it did is known from the calls the worker saw.
                 self.agent_result = self._from_partial(AgentResult(end_reason=END_AGENT_ERROR, error=outcome["error"]))
-                self._event("agent_error", trace=outcome["trace"][-4000:])
+                self._event(AgentCrashed(trace=outcome["trace"][-4000:]))
             else:
                 self.agent_result = outcome["result"]
         finally:
@@ -252,7 +215,7 @@ class TrialRun:
             if ar is not None and not ar.steps:
                 r.steps = r.tool_calls
 
-    def oracle_step(self) -> None:
+    def oracle(self) -> None:
         from farm.llm.limits import SweepLedger, redis_url_from
         from farm.oracles.claims import app_object_names
         from farm.oracles.diagnosis import judge_diagnosis
@@ -261,18 +224,18 @@ class TrialRun:
         if self.noise_runner is not None:
             self.noise_runner.stop(self.cluster)  # noise stops before the oracles run
             self.noise_records = self.noise_runner.records()
-            self._event("noise_stopped")
+            self._event(NoiseStopped())
             self.noise_runner = None
         text = self.interface.record.diagnosis if self.interface else None
         # The injected ground truth: node-level faults fill in the node they landed on.
         # An LLM judge spends the sweep's money too: its calls go on the sweep's ledger.
-        ledger = SweepLedger(self.spec.sweep_id, self.spec.cost_cap_usd,
-                             redis_url_from({"redis_url": self.redis_url})) if self.spec.judge else None
-        self.diagnosis = judge_diagnosis(text, self.injection.ground_truth(), self.spec.judge, ledger=ledger,
+        spend = SweepLedger(self.spec.sweep_id, self.spec.cost_cap_usd,
+                            redis_url_from({"redis_url": self.redis_url})) if self.spec.judge else None
+        self.diagnosis = judge_diagnosis(text, self.injection.ground_truth(), self.spec.judge, ledger=spend,
                                          components=app_object_names(self.problem.app))
         # A diagnosis-only problem has no fix an agent could make: its mitigation is not scored
         # (NULL, never a failure), and its rows are counted apart in the leaderboard.
-        self.mitigation = None if self.problem.diagnosis_only else self.oracle.evaluate(
+        self.mitigation = None if self.problem.diagnosis_only else self.mitigation_oracle.evaluate(
             self.cluster, self.namespace, self.baseline, self.injection)
         r = self.result
         r.diagnosis_passed, r.diagnosis_score = self.diagnosis.passed, self.diagnosis.composite
@@ -290,9 +253,9 @@ class TrialRun:
 
     def record(self) -> bool:
         self._enter("record")
-        self._save_artifacts()
+        self.save_artifacts()
         won = ledger.record(self.engine, self.claim, self.result)
-        self._event("recorded" if won else "superseded")
+        self._event(Recorded() if won else Superseded())
         return won
 
     def reset(self) -> None:
@@ -319,25 +282,12 @@ class TrialRun:
             raise ResetError(f"reset of {self.cluster.ref} failed: {exc}") from exc
 
     # -- artifacts -------------------------------------------------------------------------
-    def _put(self, name: str, obj: Any) -> None:
-        self.store.put_json(f"{self.prefix}/{name}.json", obj)
-
-    def _put_atif(self) -> None:
-        """The transcript again in ATIF, for trajectory viewers; derived, so never fatal."""
-        from farm.llm.atif import to_atif
-
-        assert self.agent_result is not None
-        try:
-            traj = to_atif(self.agent_result, session_id=self.opaque_id, agent_name=self.spec.agent,
-                           model=self.spec.model)
-        except Exception as exc:  # the transcript itself is saved; only the export is lost
-            log.warning("ATIF export failed: %s", exc)
-            return
-        self._put("trajectory.atif", traj)
+    def save_artifacts(self, snapshot: bool = True) -> None:
+        self.artifacts.save(self, snapshot=snapshot)
 
     def _save_partial(self) -> None:
         try:
-            self._save_artifacts(snapshot=False)
+            self.save_artifacts(snapshot=False)
             ledger.set_phase(self.engine, self.claim, self.phase, partial=self.result)
         except Exception as exc:  # partial saves are best effort; the final save reports errors
             log.warning("partial artifact save failed: %s", exc)
@@ -367,17 +317,7 @@ class TrialRun:
         """Save what the session produced so far to the artifact store and the attempt row."""
         calls, mutations = self._record_copy()
         usage = self._collect_partial(calls)
-        rec = self.interface.record
-        self._put("tool_calls", [c.model_dump() for c in calls])
-        self._put("mutations", [m.model_dump() for m in mutations])
-        self._put("diagnosis", {"text": rec.diagnosis, "submitted_at": rec.diagnosis_at,
-                                "mitigation_submitted_at": rec.mitigation_at})
-        self._put("checkpoint", {"at": time.time(), "cluster_time": self._now(), "phase": self.phase,
-                                 "result": self.result.model_dump(), "llm": usage})
-        self._put("attempt", {"trial": self.spec.model_dump(), "attempt": self.claim.token,
-                              "worker": self.claim.worker, "cluster": self.claim.cluster, "phase": self.phase,
-                              "agent_trial_id": self.opaque_id, "injected_at": self.injected_at,
-                              "result": self.result.model_dump(), "partial": True})
+        self.artifacts.checkpoint(self, calls, mutations, usage)
         ledger.set_phase(self.engine, self.claim, self.phase, partial=self.result)
 
     def _from_partial(self, result: AgentResult) -> AgentResult:
@@ -392,56 +332,22 @@ class TrialRun:
                                   "messages of the last model call the worker observed"}, *usage["messages"]]
         return result
 
-    def _save_artifacts(self, snapshot: bool = True) -> None:
-        rec = self.interface.record if self.interface else None
-        meta = {
-            "trial": self.spec.model_dump(), "attempt": self.claim.token, "worker": self.claim.worker,
-            "cluster": self.claim.cluster, "phase": self.phase, "agent_trial_id": self.opaque_id,
-            "injected_at": self.injected_at, "result": self.result.model_dump(),
-        }
-        self._put("attempt", meta)
-        self._put("events", self.events)
-        if self.injection is not None:
-            self._put("injections", self.injection.records())
-        if self.noise_records:
-            self._put("noise", self.noise_records)
-        if self.agent_result is not None:
-            self._put("transcript", self.agent_result.transcript)
-            self._put_atif()
-        if rec is not None:
-            self._put("tool_calls", [c.model_dump() for c in rec.tool_calls])
-            # What the agent changed, with the captured objects an undo would restore: the cluster
-            # snapshot shows the end state, this shows how it got there (exec included, undo-less).
-            self._put("mutations", [m.model_dump() for m in rec.mutations])
-            self._put("diagnosis", {"text": rec.diagnosis, "submitted_at": rec.diagnosis_at,
-                                    "mitigation_submitted_at": rec.mitigation_at})
-        if self.diagnosis is not None or self.mitigation is not None:
-            self._put("verdicts", {
-                "diagnosis": self.diagnosis.model_dump() if self.diagnosis is not None else None,
-                "mitigation": self.mitigation.model_dump() if self.mitigation is not None else None,
-            })
-        if snapshot:
-            try:
-                self._put("cluster_snapshot", self.cluster.snapshot(self.namespace))
-            except Exception as exc:  # a snapshot must not cost the result
-                self._put("cluster_snapshot", {"error": str(exc)})
-
     # -- failure paths ---------------------------------------------------------------------
     def fail_infrastructure(self, exc: BaseException) -> str | None:
         phase = getattr(exc, "phase", None) or self.phase
         self.result.error, self.result.error_phase = f"{type(exc).__name__}: {exc}", phase
-        self._event("infrastructure_error", phase=phase, error=str(exc))
+        self._event(InfrastructureFailed(phase=phase, error=str(exc)))
         try:
-            self._save_artifacts(snapshot=True)
+            self.save_artifacts(snapshot=True)
         except Exception as save_exc:  # the ledger update below matters more
             log.warning("artifact save failed after infrastructure error: %s", save_exc)
         return ledger.infra_failure(self.engine, self.claim, phase, str(exc), self.spec.max_infra_attempts,
                                     partial=self.result)
 
     def abandon(self, why: str) -> None:
-        self._event("abandoned", why=why)
+        self._event(Abandoned(why=why))
         try:
-            self._save_artifacts(snapshot=False)
+            self.save_artifacts(snapshot=False)
         except Exception as exc:  # nothing more can be done for a zombie
             log.warning("artifact save failed for abandoned attempt: %s", exc)
         ledger.abandon(self.engine, self.claim, AttemptState.SUPERSEDED, why)
@@ -457,40 +363,3 @@ def time_to_mitigation(rec: Any, injected_at: float) -> float | None:
     return None if at is None else max(0.0, at - injected_at)
 
 
-def start_run(engine: Engine, claim: Claim, cluster: ClusterHandle, store: ArtifactStore,
-              redis_url: str | None = None) -> TrialRun | None:
-    """Build the TrialRun for a fresh claim. A trial that cannot even be set up (its problem
-    or application no longer loads) is an infrastructure failure of this attempt."""
-    try:
-        return TrialRun(load_trial_spec(engine, claim.trial_id), claim, cluster, engine, store, redis_url)
-    except Exception as exc:  # reported on the attempt; the trial is retried or given up
-        log.exception("cannot set up trial %s", claim.trial_id)
-        ledger.infra_failure(engine, claim, "setup", f"{type(exc).__name__}: {exc}", max_attempts=3)
-        return None
-
-
-def run_all(run: TrialRun, reset: bool = True) -> str:
-    """Run every step in this process (the embedded runner). Returns how it ended:
-    recorded, superseded, infra_retry, infra_failed or lease_lost. Resets unless `reset` is
-    False (the caller resets: ClusterOwner.finish records a failed reset and replaces the cluster)."""
-    steps = (run.deploy, run.inject, run.agent_session, run.oracle_step)
-    outcome = "recorded"
-    try:
-        try:
-            for step in steps:
-                step()
-            outcome = "recorded" if run.record() else "superseded"
-        except LeaseLost as exc:
-            run.abandon(str(exc))
-            outcome = "lease_lost"
-        except InfrastructureError as exc:
-            state = run.fail_infrastructure(exc)
-            outcome = "infra_failed" if state == "infra_failed" else "infra_retry"
-        except Exception as exc:  # anything unexpected is the farm's fault, not the agent's
-            state = run.fail_infrastructure(InfrastructureError(f"{type(exc).__name__}: {exc}"))
-            log.exception("unexpected error in phase %s", run.phase)
-            outcome = "infra_failed" if state == "infra_failed" else "infra_retry"
-    finally:
-        if reset:
-            run.reset()
-    return outcome

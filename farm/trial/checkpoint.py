@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-log = logging.getLogger("farm.checkpoint")
+log = logging.getLogger("farm.trial.checkpoint")
 
 # A checkpoint every CHECKPOINT_S seconds of wall time, or as soon as CHECKPOINT_CALLS more tool
 # calls were made: long enough apart to cost nothing next to a session, close enough that a
