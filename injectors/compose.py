@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from clusters.base import ClusterHandle
+from clusters.kube import KubeError
 from core.errors import InjectionError
 from core.problem import GroundTruth, NoiseSpec, Problem, fill_placeholders
 from injectors.base import Injection, Injector, faults, noises
@@ -78,7 +79,7 @@ class ProblemInjection:
     def _affects(cluster: ClusterHandle, injector: Injector, injection: Injection) -> bool:
         try:
             return bool(injector.affects(cluster, injection))
-        except InjectionError:
+        except (InjectionError, KubeError):
             # What the check reads is gone (the agent deleted the workload): nothing of the fault
             # runs; the oracle's presence checks judge the deletion.
             return False

@@ -44,9 +44,10 @@ import httpx
 from pydantic import BaseModel
 
 from clusters.base import ClusterHandle
+from clusters.kube import KINDS, Kube, KubeError
 from core.problem import OracleSpec, Problem
 from injectors.fault import CHAOS_NAMESPACE
-from injectors.kube import quantity
+from injectors.objects import quantity
 
 # Words an injected object's name, labels or annotations must never carry.
 LEAK_WORDS = ("fault", "chaos", "inject", "farm.io", "sregym", "problem", "ground-truth", "groundtruth")
@@ -138,8 +139,6 @@ class AgentView:
         as its kubectl; in-process, so reading costs no kubectl process). Kinds its role cannot
         list are simply absent, as for kubectl. `fields`: a field selector per plural;
         `namespaces`: where to read (the application's own namespace when empty)."""
-        from injectors.kube import KINDS, KubeError
-
         plural_to_kind = {k.plural: name for name, k in KINDS.items()}
         out: list[dict[str, Any]] = []
         for plural in what.split(","):
@@ -159,13 +158,8 @@ class AgentView:
     def kube(self) -> Any:
         if self._kube is None:
             from kubernetes import config
-
-            from injectors.kube import Kube
-
             api = config.new_client_from_config(config_file=str(self.kubeconfig))
-            kube = Kube.__new__(Kube)
-            kube.cluster, kube.api = self.cluster, api
-            self._kube = kube
+            self._kube = Kube(api)
         return self._kube
 
     def signals(self, since: float) -> dict[str, Any]:
@@ -452,8 +446,6 @@ def leaks(view: AgentView, problem: Problem) -> list[str]:
                 found.append(f"{what}/{meta.get('name')}: '{text}' contains '{hit}'")
     # The farm's own namespace must be out of reach: asked with the agent's token (the one its
     # kubectl carries, so the same RBAC answers), without a kubectl process per problem.
-    from injectors.kube import KubeError
-
     for path in [f"/apis/chaos-mesh.org/v1alpha1/namespaces/{CHAOS_NAMESPACE}/{plural}" for plural in
                  ("networkchaos", "podchaos", "iochaos", "stresschaos", "timechaos", "kernelchaos")] + [
                  f"/api/v1/namespaces/{CHAOS_NAMESPACE}/pods"]:
@@ -496,7 +488,7 @@ def non_fixes(injection: Any, app: Any, kube: Any) -> list[NonFix]:
             for kind in ("Deployment", "StatefulSet"):
                 try:
                     kube.workload(app.namespace, component, kind)
-                except InjectionError:
+                except (InjectionError, KubeError):
                     continue
                 targets = [f"{kind}/{app.namespace}/{component}"]
                 break
@@ -566,9 +558,7 @@ def desired_state(cluster: ClusterHandle, namespace: str, other_namespaces: Iter
     """What recovery must put back: workload pod templates (minus restart stamps) and
     replicas, services' ports and selectors, config map data, and the extra objects faults add;
     in the application's namespace and its other ones (keyed with theirs)."""
-    from injectors.kube import Kube
-
-    kube = Kube(cluster)
+    kube = Kube.of(cluster)
     out: dict[str, Any] = {}
     for ns in (namespace, *other_namespaces):
         where = "" if ns == namespace else f"{ns}/"
@@ -597,10 +587,7 @@ def desired_state(cluster: ClusterHandle, namespace: str, other_namespaces: Iter
 def farm_leftovers(cluster: ClusterHandle) -> list[str]:
     """Chaos experiments, helper jobs and node faults still present."""
     from kubernetes import client
-
-    from injectors.kube import Kube, KubeError
-
-    kube = Kube(cluster)
+    kube = Kube.of(cluster)
     api = client.CustomObjectsApi(kube.api)
     out = []
     if kube.find("Namespace", "", CHAOS_NAMESPACE) is not None:
@@ -841,9 +828,7 @@ class Validator:
                 checkpoint, restore = getattr(self.cluster, "checkpoint", None), getattr(self.cluster, "restore", None)
                 if checkpoint is None or restore is None:
                     return "not run: this cluster cannot rewind between non-fixes"
-                from injectors.kube import Kube
-
-                candidates = non_fixes(injection, app, Kube(self.cluster))
+                candidates = non_fixes(injection, app, Kube.of(self.cluster))
                 if not candidates:
                     return "none apply"
                 mark = "validate-non-fix"

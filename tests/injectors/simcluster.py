@@ -51,9 +51,9 @@ def api_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHan
 
 def worker_node(cluster: ClusterHandle) -> str:
     """A schedulable node of the cluster (not the control plane)."""
-    from injectors.kube import Kube
+    from clusters.kube import Kube
 
-    nodes = Kube(cluster).list("Node")
+    nodes = Kube.of(cluster).list("Node")
     names = [n["metadata"]["name"] for n in nodes
              if "node-role.kubernetes.io/control-plane" not in (n["metadata"].get("labels") or {})]
     return sorted(names)[0]

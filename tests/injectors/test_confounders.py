@@ -11,11 +11,11 @@ import pytest
 from pydantic import ValidationError
 
 from clusters.base import open_cluster
+from clusters.kube import Kube
 from farm.problems.catalog import load_catalog
 from farm.problems.validate import Validator
 from farm.spec import SweepSpec, noise_label
 from injectors.compose import NoiseRunner, ProblemInjection, ambient_noises, fault_components
-from injectors.kube import Kube
 from injectors.noise import CONFOUNDERS, neighbours
 from tests.clusters.sim.apptools import NEEDS_KUBECTL, deployed, prom
 
@@ -73,7 +73,7 @@ def test_confounders_leave_misleading_evidence_on_neighbours_and_never_on_the_fa
     level = "high"
     hotel.restore("deployed")  # type: ignore[attr-defined]
     problem = load_catalog().get(PROBLEM)
-    kube = Kube(hotel)  # type: ignore[arg-type]
+    kube = Kube.of(hotel)  # type: ignore[arg-type]
     before = {p["metadata"]["name"] for p in kube.list("Pod", NS)}
     injection = ProblemInjection(problem)
     injection.inject(hotel, NS)  # type: ignore[arg-type]
