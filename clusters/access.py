@@ -22,7 +22,6 @@ AGENT_ACCOUNT = "sre-agent"
 AGENT_CLUSTER_ROLE = f"{AGENT_ACCOUNT}-cluster-view"
 RBAC_GROUP = "rbac.authorization.k8s.io"
 _RBAC_API = f"/apis/{RBAC_GROUP}/v1"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "sre-farm"}
 
 # The cluster's own namespaces and the farm's: never the agent's, never deleted by a reset.
 PROTECTED_NAMESPACES = frozenset(
@@ -116,7 +115,9 @@ def grant_agent(kube: Kube, namespace: str, also: Sequence[str] = (), *, create_
         elif kube.find("Namespace", "", namespace) is None:
             raise InfrastructureError(f"namespace '{namespace}' does not exist; deploy before "
                                       "creating the agent's credentials")
-        meta = {"name": AGENT_ACCOUNT, "namespace": namespace, "labels": MANAGED_BY}
+        # No label naming the farm: the agent reads its own account, and that would be a giveaway
+        # (the validator's leak check flags it).
+        meta = {"name": AGENT_ACCOUNT, "namespace": namespace}
         subjects = [{"kind": "ServiceAccount", "name": AGENT_ACCOUNT, "namespace": namespace}]
         _ensure(kube, f"/api/v1/namespaces/{namespace}/serviceaccounts",
                 {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta})
@@ -131,10 +132,10 @@ def grant_agent(kube: Kube, namespace: str, also: Sequence[str] = (), *, create_
                 "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": AGENT_ACCOUNT}, "subjects": subjects})
         _ensure(kube, f"{_RBAC_API}/clusterroles", {
             "apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRole",
-            "metadata": {"name": AGENT_CLUSTER_ROLE, "labels": MANAGED_BY}, "rules": agent_cluster_rules()})
+            "metadata": {"name": AGENT_CLUSTER_ROLE}, "rules": agent_cluster_rules()})
         _ensure(kube, f"{_RBAC_API}/clusterrolebindings", {
             "apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": f"{AGENT_ACCOUNT}-{namespace}", "labels": MANAGED_BY},
+            "metadata": {"name": f"{AGENT_ACCOUNT}-{namespace}"},
             "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": AGENT_CLUSTER_ROLE},
             "subjects": subjects})
         token = _requested_token(kube, namespace, token_seconds) if token_seconds else None

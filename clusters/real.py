@@ -15,13 +15,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from clusters.access import AGENT_ACCOUNT, PROTECTED_NAMESPACES, grant_agent, refuse_protected
-from clusters.base import ClusterHandle, ClusterHealth, Endpoints
+from clusters.base import Capabilities, ClusterHandle, ClusterHealth, Endpoints
 from clusters.kube import Kube, KubeError
 from clusters.stack.services import QUERY_SERVICES, ServiceTarget
 from core.errors import ClusterUnavailable, InfrastructureError, ResetError
@@ -154,6 +155,10 @@ class KubeconfigClusterHandle(ClusterHandle):
         # A cluster whose clock is not the wall (the emulated one, reached through its
         # kubeconfig like any other): time is read from and advanced through it.
         self.clock = clock
+        # Such a cluster is the emulated one: its clock, its modelled node faults and its hostless
+        # nodes come with it (its checkpoints do not: this handle does not speak its control API).
+        self.capabilities = Capabilities() if clock is None else replace(
+            clock.capabilities, checkpoints=False)
         self._cluster = self._read_kubeconfig()
         self._api: Any = None
         self._rest: Kube | None = None
@@ -258,14 +263,10 @@ class KubeconfigClusterHandle(ClusterHandle):
             return forward.url
 
     # -- clock ----------------------------------------------------------------------------
-    @property
-    def virtual_time(self) -> bool:
-        return self.clock.virtual_time if self.clock is not None else False
-
     def now(self) -> float:
         return self.clock.now() if self.clock is not None else time.time()
 
-    def advance(self, seconds: float) -> None:
+    def _advance(self, seconds: float) -> None:
         if self.clock is not None:
             self.clock.advance(seconds)
         elif seconds > 0:
@@ -398,7 +399,7 @@ class KubeconfigClusterHandle(ClusterHandle):
         """Between reset polls: real clusters converge on their own; a virtual clock must run."""
         if self.clock is not None:
             self.clock.advance(seconds)
-        time.sleep(min(seconds, 0.05) if self.virtual_time else seconds)
+        time.sleep(min(seconds, 0.05) if self.capabilities.virtual_clock else seconds)
 
     def reset(self) -> None:
         try:

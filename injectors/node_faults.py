@@ -18,25 +18,10 @@ from injectors.fault import Chaos, Fault, Params, neutral_name, require
 from injectors.jobs import run_on_node
 from injectors.objects import Ref
 
-# The emulated cluster models node hardware and OS state as cluster-scoped NodeFault objects
-# (what a node agent would change on a real machine); the farm's credentials alone reach them.
+# A cluster whose handle declares `node_faults` (the emulated one) models node hardware and OS
+# state as cluster-scoped NodeFault objects (what a node agent would change on a real machine);
+# the farm's credentials alone reach them.
 SIM_GROUP = ("sim.farm.io", "v1alpha1", "nodefaults")
-
-
-def sim_backend(cluster: ClusterHandle) -> bool:
-    """True when the cluster models node faults itself (the emulated cluster)."""
-    cached = getattr(cluster, "_farm_sim_node_faults", None)
-    if cached is None:
-        try:
-            Kube.of(cluster).request("GET", f"/apis/{SIM_GROUP[0]}/{SIM_GROUP[1]}")
-            cached = True
-        except KubeError:
-            cached = False
-        try:
-            cluster._farm_sim_node_faults = cached  # type: ignore[attr-defined]
-        except AttributeError:
-            pass
-    return cached
 
 
 def runs_on_faulty_node(cluster: ClusterHandle, injection: Injection, service: str | None) -> bool:
@@ -93,7 +78,7 @@ class SimNodeBackend(OnNode):
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
         spec = self.sim_spec()
-        if spec is None or not sim_backend(cluster):
+        if spec is None or not cluster.capabilities.node_faults:
             return super().inject(cluster, namespace)  # type: ignore[misc]
         kube = Kube.of(cluster)
         node = resolve_node(kube, namespace, self.p)  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from clusters.access import AGENT_ACCOUNT, grant_agent
-from clusters.base import ClusterHandle, ClusterHealth, ClusterProvider, Endpoints, providers
+from clusters.base import Capabilities, ClusterHandle, ClusterHealth, ClusterProvider, Endpoints, providers
 from clusters.kube import Kube
 from core.errors import ClusterUnavailable, ResetError
 
@@ -79,8 +79,9 @@ class SimHandle(ClusterHandle):
         self._closed = False
 
     @property
-    def virtual_time(self) -> bool:
-        return not self.live
+    def capabilities(self) -> Capabilities:  # type: ignore[override]
+        # Node faults are NodeFault objects here; no node has a host to run a task on.
+        return Capabilities(checkpoints=True, node_faults=True, node_tasks=False, virtual_clock=not self.live)
 
     # -- control API -----------------------------------------------------------------------
     def _control(self, method: str, path: str, body: dict[str, Any] | None = None, timeout: float = 600.0) -> Any:
@@ -102,7 +103,7 @@ class SimHandle(ClusterHandle):
     def now(self) -> float:
         return float(self._control("GET", "/sim/now")["now"])
 
-    def advance(self, seconds: float) -> None:
+    def _advance(self, seconds: float) -> None:
         self._control("POST", "/sim/advance", {"seconds": float(seconds)})
 
     def checkpoint(self, name: str) -> None:

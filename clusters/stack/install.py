@@ -98,9 +98,8 @@ def _installed_fingerprint(rest: Kube) -> str | None:
 
 def _helm_base(handle: ClusterHandle, helm: str) -> list[str]:
     argv = [helm, "--kubeconfig", str(handle.kubeconfig)]
-    context = getattr(handle, "context", None)
-    if context:
-        argv += ["--kube-context", context]
+    if handle.context:
+        argv += ["--kube-context", handle.context]
     return argv
 
 

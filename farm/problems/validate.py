@@ -115,7 +115,7 @@ class AgentView:
         # role there (`-n tidb-admin`), so the view does too.
         self.other_namespaces = list(other_namespaces)
         self.kubeconfig = cluster.agent_kubeconfig(namespace, also=tuple(self.other_namespaces))
-        self.kubectl = Kubectl(self.kubeconfig, namespace, virtual_time=cluster.virtual_time)
+        self.kubectl = Kubectl(self.kubeconfig, namespace, virtual_time=cluster.capabilities.virtual_clock)
         self.http = httpx.Client(timeout=30, trust_env=False)
         self._kube: Any = None
 
@@ -128,7 +128,7 @@ class AgentView:
         `manifest` is what a `-f -` reads, as the tool's manifest argument gives it."""
         from farm.interface.kubectl import parse_command
 
-        parsed = parse_command(command, self.namespace, virtual_time=self.cluster.virtual_time,
+        parsed = parse_command(command, self.namespace, virtual_time=self.cluster.capabilities.virtual_clock,
                                also=tuple(self.other_namespaces))
         result = self.kubectl.run_tokens(parsed.tokens, stdin=manifest if parsed.uses_stdin else None)
         return result.returncode, result.text
@@ -667,9 +667,9 @@ class Validator:
 
         app = load_application(problem.app)
         name = f"validate-{problem.app}"
-        restore = getattr(self.cluster, "restore", None)
-        if name in self._checkpoints and restore is not None:
-            restore(name)
+        rewinds = self.cluster.capabilities.checkpoints
+        if name in self._checkpoints and rewinds:
+            self.cluster.restore(name)
             return app, 0.0
         self.cluster.reset()
         took = deploy(self.cluster, app, namespace)
@@ -681,9 +681,8 @@ class Validator:
         # to exactly this state.
         self._healthy[problem.app] = self._check_healthy(app, problem.model_copy(
             update={"oracle": OracleSpec()}), namespace)
-        checkpoint = getattr(self.cluster, "checkpoint", None)
-        if checkpoint is not None:
-            checkpoint(name)
+        if rewinds:
+            self.cluster.checkpoint(name)
             self._checkpoints[name] = name
         return app, took
 
@@ -714,7 +713,7 @@ class Validator:
                 tags=problem.tags, passed=passed, steps=steps, cpu_seconds=time.process_time() - cpu0,
                 cluster_seconds=(self.cluster.now() - t0) if t0 is not None else 0.0)
 
-        if problem.needs_real_cluster and self.cluster.provider == "sim":
+        if problem.needs_real_cluster and not self.cluster.capabilities.node_tasks:
             steps.append(StepOutcome(name="deploy", ok=False, skipped=True,
                                      detail="needs a real cluster (a mechanism the emulated cluster lacks)"))
             return result()
@@ -825,19 +824,18 @@ class Validator:
             def non_fixes_fail() -> str:
                 if problem.diagnosis_only:
                     return "diagnosis only: the mitigation is not scored"
-                checkpoint, restore = getattr(self.cluster, "checkpoint", None), getattr(self.cluster, "restore", None)
-                if checkpoint is None or restore is None:
+                if not self.cluster.capabilities.checkpoints:
                     return "not run: this cluster cannot rewind between non-fixes"
                 candidates = non_fixes(injection, app, Kube.of(self.cluster))
                 if not candidates:
                     return "none apply"
                 mark = "validate-non-fix"
-                checkpoint(mark)
+                self.cluster.checkpoint(mark)
                 passed = []
                 try:
                     for i, nf in enumerate(candidates):
                         if i:
-                            restore(mark)  # the first starts from the very moment the mark holds
+                            self.cluster.restore(mark)  # the first starts from the very moment the mark holds
                         nf.apply(view.kube)
                         if NON_FIX_SETTLE_S:
                             self.cluster.advance(NON_FIX_SETTLE_S)
@@ -845,7 +843,7 @@ class Validator:
                         if verdict.passed:
                             passed.append(nf.name)
                 finally:
-                    restore(mark)
+                    self.cluster.restore(mark)
                 if passed:
                     raise StepFailed(f"the oracle passes non-fixes: {'; '.join(passed)}")
                 return f"{len(candidates)} fail: " + "; ".join(nf.name for nf in candidates)

@@ -50,7 +50,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_clock_advances_only_when_asked(cluster: SimHandle) -> None:
-    assert cluster.virtual_time and cluster.ref == "sim:sim"
+    assert cluster.capabilities.virtual_clock and cluster.ref == "sim:sim"
     t0 = cluster.now()
     time.sleep(0.3)
     assert cluster.now() == t0
@@ -139,7 +139,7 @@ def test_a_server_that_cannot_start_is_reported_with_its_stderr(standin_path: No
 
 def test_live_clock_follows_wall_time(standin_path: None, tmp_path: Path) -> None:
     with open_cluster("sim:live", workdir=tmp_path, cluster_factory=STANDIN, live=True, speed=20.0) as handle:
-        assert not handle.virtual_time
+        assert not handle.capabilities.virtual_clock
         t0 = handle.now()
         time.sleep(1.0)
         elapsed = handle.now() - t0
