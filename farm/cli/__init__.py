@@ -399,6 +399,3 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(130)
 
-
-if __name__ == "__main__":
-    main()

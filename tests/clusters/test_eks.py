@@ -388,7 +388,7 @@ def test_waiting_gives_up_after_wait_seconds(proxy: AwsProxy) -> None:
     start = time.monotonic()
     with pytest.raises(ClusterUnavailable, match=r"^EKS cluster 'farm-slow' still CREATING after 1 s$"):
         EksProvider(farm="farm-test", poll_seconds=0.05, wait_seconds=1).ensure("farm-slow")
-    assert 1 <= time.monotonic() - start < 3
+    assert time.monotonic() - start >= 1  # it waited the whole wait_seconds (no upper bound: a loaded machine is slow)
     assert proxy.polls("/clusters/farm-slow") > 5  # polled all along, not one long sleep
 
 
