@@ -8,7 +8,10 @@ The handle gives
   (no Chaos Mesh resources, no farm namespaces), for the agent's kubectl;
 - `endpoints`: base URLs of the Kubernetes API, Prometheus, Loki and Jaeger query APIs;
 - `now()` / `advance(seconds)`: the cluster's clock (virtual on the emulated cluster, where
-  `advance` runs controllers and workload; wall time on real clusters, where it sleeps);
+  `advance` runs controllers and workload; wall time on real clusters, where it sleeps); a clock
+  hook (`add_clock_hook`) stops the clock at the cluster times it names and runs in between;
+- `capabilities`: what the cluster can do beyond the Kubernetes API (checkpoints, modelled node
+  faults, tasks on a node's host, a virtual clock), declared so that callers ask, never probe;
 - `reset()`: back to the state right after `open` (no application, no chaos), between trials;
 - `health()` and `snapshot()`: for `farm cluster list` and the per-attempt artifact.
 """
@@ -16,9 +19,10 @@ The handle gives
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -41,6 +45,29 @@ class ClusterHealth(BaseModel):
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a cluster can do beyond the Kubernetes API. The defaults are a real cluster's."""
+
+    # checkpoint(name) / restore(name) rewind the whole cluster (objects, workload, clock).
+    checkpoints: bool = False
+    # Node hardware and OS faults are modelled as NodeFault objects (sim.farm.io) the cluster serves.
+    node_faults: bool = False
+    # A privileged task can run on a node's host (a machine with a kernel, a kubelet, a disk).
+    node_tasks: bool = True
+    # `advance` is instantaneous: cluster time passes only when asked, never by itself.
+    virtual_clock: bool = False
+
+
+class ClockHook(Protocol):
+    """Something that must run at given cluster times while the clock advances (a noise's
+    events): the clock stops at each boundary, then `tick` runs."""
+
+    def boundaries(self) -> Iterable[float]: ...
+
+    def tick(self) -> None: ...
+
+
 class ClusterHandle(abc.ABC):
     """An open cluster owned by one worker."""
 
@@ -48,15 +75,14 @@ class ClusterHandle(abc.ABC):
     name: str
     endpoints: Endpoints
     kubeconfig: Path  # the farm's admin kubeconfig
+    workdir: Path  # the handle's own folder (kubeconfigs it wrote, the emulated cluster's log)
+    context: str | None = None  # the kubeconfig's context to use (None: its current one)
+    capabilities: Capabilities = Capabilities()
+    _clock_hooks: tuple[ClockHook, ...] = ()
 
     @property
     def ref(self) -> str:
         return f"{self.provider}:{self.name}"
-
-    @property
-    def virtual_time(self) -> bool:
-        """True when `advance` is instantaneous (emulated clock)."""
-        return False
 
     @abc.abstractmethod
     def api_client(self) -> Any:
@@ -71,9 +97,39 @@ class ClusterHandle(abc.ABC):
     def now(self) -> float:
         """Cluster time, seconds since the epoch."""
 
-    @abc.abstractmethod
     def advance(self, seconds: float) -> None:
-        """Let `seconds` of cluster time pass."""
+        """Let `seconds` of cluster time pass, stopping at every clock hook's boundaries on the
+        way to run the hooks."""
+        if not self._clock_hooks:
+            self._advance(seconds)
+            return
+        end = self.now() + seconds
+        while True:
+            now = self.now()
+            if now >= end - 1e-9:
+                return
+            upcoming = [b for hook in self._clock_hooks for b in hook.boundaries() if now + 1e-9 < b < end]
+            self._advance((min(upcoming) if upcoming else end) - now)
+            for hook in self._clock_hooks:
+                hook.tick()
+
+    @abc.abstractmethod
+    def _advance(self, seconds: float) -> None:
+        """Let `seconds` of cluster time pass (the provider's own clock: virtual, or a sleep)."""
+
+    def add_clock_hook(self, hook: ClockHook) -> None:
+        self._clock_hooks = (*self._clock_hooks, hook)
+
+    def remove_clock_hook(self, hook: ClockHook) -> None:
+        self._clock_hooks = tuple(h for h in self._clock_hooks if h is not hook)
+
+    def checkpoint(self, name: str) -> None:
+        """Save the whole cluster under `name` (only where `capabilities.checkpoints`)."""
+        raise ConfigurationError(f"{self.ref} cannot take checkpoints")
+
+    def restore(self, name: str) -> None:
+        """Return the whole cluster to checkpoint `name` (only where `capabilities.checkpoints`)."""
+        raise ConfigurationError(f"{self.ref} cannot restore checkpoints")
 
     @abc.abstractmethod
     def reset(self) -> None:

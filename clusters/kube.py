@@ -1,136 +1,272 @@
-"""A small generic REST layer over a kubernetes.client.ApiClient: objects as plain dicts,
-resource paths found by discovery, and the API's Status carried by one project error. Deploy,
-reset and injectors use it for kinds the typed client does not know (custom resources)."""
+"""The farm's one Kubernetes REST client: objects as plain dicts, over a kubernetes.client.ApiClient.
+
+Deploy, reset, the agent's credentials, injectors and oracles read, change and restore objects
+exactly, so they work on the JSON the API server returns (no typed models that would drop fields
+the client does not know), and they go through `ApiClient` so that the same code reaches the
+emulated cluster and kind/EKS. Built-in kinds come from KINDS; any other kind (a custom resource)
+is found by discovery from its apiVersion. Every failure is one KubeError carrying the HTTP code
+and the API's Status.
+"""
 
 from __future__ import annotations
 
+import builtins
 import json
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from core.errors import InfrastructureError
+from clusters.base import ClusterHandle
+from core.errors import InfrastructureError, InjectionError
 
 Obj = dict[str, Any]
 
 
 class KubeError(InfrastructureError):
-    """A Kubernetes API call failed; `status` is the API's Status body, `code` its HTTP code."""
+    """A Kubernetes API call failed: `code` is the HTTP status (0 when the server could not be
+    reached), `status` the API's Status object (`reason`, `message`, `details`)."""
+
+    # A failed API call belongs to the step that made it (deploy, inject, reset...), which the
+    # trial knows: no phase of its own.
+    phase = ""
 
     def __init__(self, code: int, status: Obj, what: str) -> None:
         self.code, self.status = code, status
-        self.reason = status.get("reason", "")
-        super().__init__(f"{what}: {code} {self.reason}: {status.get('message', '')}".strip())
+        self.reason: str = status.get("reason", "") or ""
+        message = status.get("message", "")
+        super().__init__(" ".join(filter(None, [f"{what}: {code}", self.reason and f"{self.reason}:", message])))
 
 
-class KubeRest:
+class NotFound(KubeError):
+    """404: the object (or the kind) does not exist."""
+
+
+def kube_error(code: int, status: Obj, what: str) -> KubeError:
+    return (NotFound if code == 404 else KubeError)(code, status, what)
+
+
+@dataclass(frozen=True)
+class Kind:
+    api: str  # "/api/v1" or "/apis/<group>/<version>"
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return self.api.removeprefix("/apis/").removeprefix("/api/")
+
+
+def _api_root(api_version: str) -> str:
+    return f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+
+
+KINDS: dict[str, Kind] = {
+    "Pod": Kind("/api/v1", "pods"),
+    "Service": Kind("/api/v1", "services"),
+    "Endpoints": Kind("/api/v1", "endpoints"),
+    "ConfigMap": Kind("/api/v1", "configmaps"),
+    "Secret": Kind("/api/v1", "secrets"),
+    "ServiceAccount": Kind("/api/v1", "serviceaccounts"),
+    "PersistentVolumeClaim": Kind("/api/v1", "persistentvolumeclaims"),
+    "PersistentVolume": Kind("/api/v1", "persistentvolumes", False),
+    "ResourceQuota": Kind("/api/v1", "resourcequotas"),
+    "LimitRange": Kind("/api/v1", "limitranges"),
+    "Event": Kind("/api/v1", "events"),
+    "Node": Kind("/api/v1", "nodes", False),
+    "Namespace": Kind("/api/v1", "namespaces", False),
+    "Deployment": Kind("/apis/apps/v1", "deployments"),
+    "StatefulSet": Kind("/apis/apps/v1", "statefulsets"),
+    "DaemonSet": Kind("/apis/apps/v1", "daemonsets"),
+    "ReplicaSet": Kind("/apis/apps/v1", "replicasets"),
+    "Job": Kind("/apis/batch/v1", "jobs"),
+    "CronJob": Kind("/apis/batch/v1", "cronjobs"),
+    "NetworkPolicy": Kind("/apis/networking.k8s.io/v1", "networkpolicies"),
+    "Role": Kind("/apis/rbac.authorization.k8s.io/v1", "roles"),
+    "RoleBinding": Kind("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
+    "ClusterRole": Kind("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": Kind("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "ValidatingWebhookConfiguration": Kind(
+        "/apis/admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", False
+    ),
+    "MutatingWebhookConfiguration": Kind(
+        "/apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", False
+    ),
+    "StorageClass": Kind("/apis/storage.k8s.io/v1", "storageclasses", False),
+    "PriorityClass": Kind("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
+    "TidbCluster": Kind("/apis/pingcap.com/v1alpha1", "tidbclusters"),
+}
+
+_CLIENTS: weakref.WeakKeyDictionary[ClusterHandle, Any] = weakref.WeakKeyDictionary()
+
+
+def api_for(cluster: ClusterHandle) -> Any:
+    """One ApiClient per cluster handle, so its connection pool (and TLS sessions) are reused."""
+    try:
+        return _CLIENTS[cluster]
+    except (KeyError, TypeError):
+        api = cluster.api_client()
+        try:
+            _CLIENTS[cluster] = api
+        except TypeError:  # a handle that cannot be weakly referenced
+            pass
+        return api
+
+
+class Kube:
+    """REST verbs on plain dicts. `kind` is a KINDS name, or any kind when its `api_version` is
+    given (resolved by discovery, once per apiVersion)."""
+
     def __init__(self, api_client: Any) -> None:
         self.api = api_client
-        self._resources: dict[str, dict[str, tuple[str, bool]]] = {}  # apiVersion -> kind -> (plural, namespaced)
+        self._discovered: dict[str, dict[str, Kind]] = {}  # apiVersion -> kind -> where it is served
 
-    # -- raw calls -------------------------------------------------------------------------
-    def call(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None,
-             content_type: str = "application/json") -> Any:
+    @classmethod
+    def of(cls, cluster: ClusterHandle) -> Kube:
+        """A client over the handle's farm credentials, sharing one connection pool per handle."""
+        return cls(api_for(cluster))
+
+    # -- raw ---------------------------------------------------------------------------------
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
+                query: Mapping[str, Any] | None = None) -> Any:
         from kubernetes.client.exceptions import ApiException
 
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
-        q = [(k, v) for k, v in (query or {}).items() if v is not None]
+        what = f"{method} {path}"
+        params = [(k, v) for k, v in (query or {}).items() if v not in (None, "")]
         try:
-            req = self.api.param_serialize(method, path, query_params=q, header_params=headers, body=body,
+            req = self.api.param_serialize(method, path, query_params=params, header_params=headers, body=body,
                                            auth_settings=["BearerToken"])
             resp = self.api.call_api(*req)
             resp.read()
-            data = resp.data
-        except ApiException as exc:
-            try:
-                status = json.loads(exc.body or "{}")
-            except ValueError:
-                status = {"message": str(exc.body)[:500]}
-            raise KubeError(exc.status or 0, status, f"{method} {path}") from None
+        except ApiException as exc:  # TLS failures, requests the client cannot build
+            raise kube_error(exc.status or 0, _status_of(exc.body, str(exc.reason or exc)), what) from None
         except Exception as exc:  # connection refused, timeouts: the cluster is unreachable
-            raise KubeError(0, {"reason": "Unreachable", "message": str(exc)}, f"{method} {path}") from exc
+            raise KubeError(0, {"reason": "Unreachable", "message": str(exc)}, what) from exc
+        text = resp.data.decode("utf-8", "replace") if resp.data else ""
         if resp.status >= 400:
-            raise KubeError(resp.status, json.loads(data or b"{}"), f"{method} {path}")
-        return json.loads(data) if data else None
+            raise kube_error(resp.status, _status_of(text, text), what)
+        return json.loads(text) if text else None
 
-    # -- discovery -------------------------------------------------------------------------
-    def resource(self, api_version: str, kind: str) -> tuple[str, bool]:
-        if api_version not in self._resources:
-            base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-            listing = self.call("GET", base)
-            self._resources[api_version] = {
-                r["kind"]: (r["name"], r["namespaced"]) for r in listing.get("resources", []) if "/" not in r["name"]
+    # -- where a kind lives ------------------------------------------------------------------
+    def kind(self, kind: str, api_version: str | None = None) -> Kind:
+        known = KINDS.get(kind)
+        if known is not None and api_version in (None, known.api_version):
+            return known
+        if api_version is None:
+            raise KubeError(404, {"reason": "NotFound", "message": f'kind "{kind}" needs its apiVersion'},
+                            "discovery")
+        if api_version not in self._discovered:
+            root = _api_root(api_version)
+            listing = self.request("GET", root) or {}
+            self._discovered[api_version] = {
+                r["kind"]: Kind(root, r["name"], bool(r.get("namespaced")))
+                for r in listing.get("resources", []) if "/" not in r["name"]
             }
         try:
-            return self._resources[api_version][kind]
+            return self._discovered[api_version][kind]
         except KeyError:
-            raise KubeError(404, {"reason": "NotFound", "message": f'no kind "{kind}" in {api_version}'},
-                            "discovery") from None
+            raise NotFound(404, {"reason": "NotFound", "message": f'no kind "{kind}" in {api_version}'},
+                           "discovery") from None
 
-    def path(self, api_version: str, kind: str, namespace: str | None = None, name: str | None = None) -> str:
-        plural, namespaced = self.resource(api_version, kind)
-        base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-        if namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{plural}"
-        return f"{base}/{name}" if name else base
+    def path(self, kind: str, namespace: str = "", name: str = "", api_version: str | None = None) -> str:
+        k = self.kind(kind, api_version)
+        base = k.api + (f"/namespaces/{namespace}" if k.namespaced and namespace else "") + f"/{k.plural}"
+        return base + (f"/{name}" if name else "")
 
-    # -- verbs on dicts --------------------------------------------------------------------
-    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj:
-        return self.call("GET", self.path(api_version, kind, namespace, name))
+    # -- verbs -------------------------------------------------------------------------------
+    def get(self, kind: str, namespace: str, name: str, api_version: str | None = None) -> Obj:
+        return self.request("GET", self.path(kind, namespace, name, api_version))
 
-    def try_get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+    def find(self, kind: str, namespace: str, name: str, api_version: str | None = None) -> Obj | None:
         try:
-            return self.get(api_version, kind, name, namespace)
-        except KubeError as exc:
-            if exc.code == 404:
-                return None
-            raise
+            return self.get(kind, namespace, name, api_version)
+        except NotFound:
+            return None
 
-    def list(self, api_version: str, kind: str, namespace: str | None = None,
-             label_selector: str | None = None, field_selector: str | None = None) -> list[Obj]:
-        out = self.call("GET", self.path(api_version, kind, namespace),
-                        query={"labelSelector": label_selector, "fieldSelector": field_selector})
-        return list(out.get("items", []))
+    def list(self, kind: str, namespace: str = "", selector: str = "", fields: str = "",
+             api_version: str | None = None) -> builtins.list[Obj]:
+        answer = self.request("GET", self.path(kind, namespace, api_version=api_version),
+                              query={"labelSelector": selector, "fieldSelector": fields})
+        return list((answer or {}).get("items", []))
 
-    def create(self, obj: Obj, namespace: str | None = None) -> Obj:
-        ns = namespace or obj.get("metadata", {}).get("namespace")
-        return self.call("POST", self.path(obj["apiVersion"], obj["kind"], ns), body=obj)
+    def create(self, kind: str, namespace: str, obj: Obj) -> Obj:
+        k = self.kind(kind, obj.get("apiVersion"))
+        body = {"apiVersion": k.api_version, "kind": kind, **obj}
+        return self.request("POST", self.path(kind, namespace, api_version=k.api_version), body)
 
-    def replace(self, obj: Obj) -> Obj:
-        meta = obj["metadata"]
-        return self.call("PUT", self.path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]), body=obj)
+    def replace(self, kind: str, namespace: str, obj: Obj) -> Obj:
+        return self.request("PUT", self.path(kind, namespace, obj["metadata"]["name"], obj.get("apiVersion")), obj)
 
-    def patch(self, api_version: str, kind: str, name: str, patch: Any, namespace: str | None = None,
-              kind_of_patch: str = "merge") -> Obj:
-        ctype = {"merge": "application/merge-patch+json", "json": "application/json-patch+json",
-                 "strategic": "application/strategic-merge-patch+json"}[kind_of_patch]
-        return self.call("PATCH", self.path(api_version, kind, namespace, name), body=patch, content_type=ctype)
+    def patch(self, kind: str, namespace: str, name: str, patch: Any, merge: bool = True,
+              api_version: str | None = None) -> Obj:
+        ctype = "application/merge-patch+json" if merge else "application/json-patch+json"
+        return self.request("PATCH", self.path(kind, namespace, name, api_version), patch, ctype)
 
-    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
-               missing_ok: bool = True) -> None:
+    def delete(self, kind: str, namespace: str, name: str, missing_ok: bool = True,
+               api_version: str | None = None) -> None:
         try:
-            self.call("DELETE", self.path(api_version, kind, namespace, name),
-                      body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
-        except KubeError as exc:
-            if not (missing_ok and exc.code == 404):
+            self.request("DELETE", self.path(kind, namespace, name, api_version))
+        except NotFound:
+            if not missing_ok:
                 raise
+
+    def ensure_namespace(self, name: str) -> bool:
+        """Create the namespace if missing; True when this call created it."""
+        if self.find("Namespace", "", name) is not None:
+            return False
+        self.create("Namespace", "", {"metadata": {"name": name}})
+        return True
 
     def apply(self, obj: Obj, namespace: str | None = None) -> Obj:
         """Create, or replace what exists (keeping its resourceVersion), as `kubectl apply` would
-        for objects the farm owns entirely."""
-        ns = namespace or obj.get("metadata", {}).get("namespace")
+        for objects the farm owns entirely; `namespace` overrides the manifest's own."""
         body = json.loads(json.dumps(obj))
-        plural, namespaced = self.resource(body["apiVersion"], body["kind"])
-        if namespaced and ns:
-            body.setdefault("metadata", {})["namespace"] = ns
+        kind, api_version = body["kind"], body["apiVersion"]
+        meta = body.setdefault("metadata", {})
+        ns = (namespace or meta.get("namespace") or "") if self.kind(kind, api_version).namespaced else ""
+        if ns:
+            meta["namespace"] = ns
         try:
-            return self.create(body, ns if namespaced else None)
+            return self.create(kind, ns, body)
         except KubeError as exc:
             if exc.code != 409:
                 raise
-        cur = self.get(body["apiVersion"], body["kind"], body["metadata"]["name"], ns if namespaced else None)
-        body["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
-        if body["kind"] == "Service" and "clusterIP" in cur.get("spec", {}):
-            body.setdefault("spec", {}).setdefault("clusterIP", cur["spec"]["clusterIP"])
-        return self.replace(body)
+        current = self.get(kind, ns, meta["name"], api_version)
+        meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+        if kind == "Service" and "clusterIP" in current.get("spec", {}):
+            body.setdefault("spec", {}).setdefault("clusterIP", current["spec"]["clusterIP"])
+        return self.replace(kind, ns, body)
+
+    # -- workloads ---------------------------------------------------------------------------
+    def workload(self, namespace: str, name: str, kind: str | None = None) -> tuple[str, Obj]:
+        """A Deployment, StatefulSet or DaemonSet by name (tried in that order when not given)."""
+        for candidate in [kind] if kind else ["Deployment", "StatefulSet", "DaemonSet"]:
+            obj = self.find(candidate, namespace, name)
+            if obj is not None:
+                return candidate, obj
+        raise InjectionError(f"no workload '{name}' in namespace '{namespace}'")
+
+    def pods_of(self, namespace: str, workload: Obj) -> builtins.list[Obj]:
+        labels = workload["spec"]["selector"].get("matchLabels", {})
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        return self.list("Pod", namespace, selector)
+
+    def node_of(self, namespace: str, workload_name: str) -> str:
+        _, obj = self.workload(namespace, workload_name)
+        for pod in self.pods_of(namespace, obj):
+            node = pod.get("spec", {}).get("nodeName")
+            if node:
+                return node
+        raise InjectionError(f"no pod of '{workload_name}' is scheduled on a node yet")
+
+
+def _status_of(text: Any, fallback: str) -> Obj:
+    """The Status object of an error answer (a bare message when the body is not one)."""
+    try:
+        status = json.loads(text or "{}")
+    except (TypeError, ValueError):
+        status = None
+    return status if isinstance(status, dict) else {"message": str(fallback)[:500]}

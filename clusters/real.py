@@ -15,30 +15,19 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from clusters.base import ClusterHandle, ClusterHealth, Endpoints
-from clusters.kube import KubeError, KubeRest
-from clusters.sim.api.rbac import agent_cluster_rules, agent_role_rules
-from clusters.stack.services import CHAOS_NAMESPACE, QUERY_SERVICES, STACK_NAMESPACE, ServiceTarget
+from clusters.access import AGENT_ACCOUNT, PROTECTED_NAMESPACES, grant_agent, refuse_protected
+from clusters.base import Capabilities, ClusterHandle, ClusterHealth, Endpoints
+from clusters.kube import Kube, KubeError
+from clusters.stack.services import QUERY_SERVICES, ServiceTarget
 from core.errors import ClusterUnavailable, InfrastructureError, ResetError
 
 CHAOS_GROUP = "chaos-mesh.org"
-AGENT_NAME = "sre-agent"
-# Namespaces a reset never deletes, whatever else it finds.
-PROTECTED_NAMESPACES = frozenset(
-    {"default", "kube-system", "kube-public", "kube-node-lease", "local-path-storage",
-     STACK_NAMESPACE, CHAOS_NAMESPACE}
-)
-
-# What the agent may do: the same rules as on the emulated cluster (one source of truth), so an
-# agent meets the same permissions everywhere. Chaos Mesh's group is absent from both on purpose.
-AGENT_ROLE_RULES: list[dict[str, Any]] = agent_role_rules()
-AGENT_CLUSTER_RULES: list[dict[str, Any]] = agent_cluster_rules()  # read-only nodes, volumes, classes
-AGENT_CLUSTER_ROLE = f"{AGENT_NAME}-cluster-view"
 
 
 def _missing(exc: KubeError) -> bool:
@@ -166,9 +155,13 @@ class KubeconfigClusterHandle(ClusterHandle):
         # A cluster whose clock is not the wall (the emulated one, reached through its
         # kubeconfig like any other): time is read from and advanced through it.
         self.clock = clock
+        # Such a cluster is the emulated one: its clock, its modelled node faults and its hostless
+        # nodes come with it (its checkpoints do not: this handle does not speak its control API).
+        self.capabilities = Capabilities() if clock is None else replace(
+            clock.capabilities, checkpoints=False)
         self._cluster = self._read_kubeconfig()
         self._api: Any = None
-        self._rest: KubeRest | None = None
+        self._rest: Kube | None = None
         self._forwards: dict[str, PortForward] = {}
         self._agent_configs: dict[str, Path] = {}
         self._lock = threading.Lock()
@@ -237,12 +230,15 @@ class KubeconfigClusterHandle(ClusterHandle):
                     raise ClusterUnavailable(f"{self._kubeconfig_path}: unusable kubeconfig ({exc})") from exc
             return self._api
 
+    def _kube(self) -> Kube:
+        if self._rest is None:
+            self._rest = Kube(self.api_client())
+        return self._rest
+
     def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
         """A raw JSON call; an unreachable server becomes ClusterUnavailable."""
-        if self._rest is None:
-            self._rest = KubeRest(self.api_client())
         try:
-            return self._rest.call(method, path, body, content_type=content_type)
+            return self._kube().request(method, path, body, content_type=content_type)
         except KubeError as exc:
             if exc.code == 0:
                 raise ClusterUnavailable(f"{self.ref}: {exc}") from exc
@@ -267,14 +263,10 @@ class KubeconfigClusterHandle(ClusterHandle):
             return forward.url
 
     # -- clock ----------------------------------------------------------------------------
-    @property
-    def virtual_time(self) -> bool:
-        return self.clock.virtual_time if self.clock is not None else False
-
     def now(self) -> float:
         return self.clock.now() if self.clock is not None else time.time()
 
-    def advance(self, seconds: float) -> None:
+    def _advance(self, seconds: float) -> None:
         if self.clock is not None:
             self.clock.advance(seconds)
         elif seconds > 0:
@@ -298,103 +290,18 @@ class KubeconfigClusterHandle(ClusterHandle):
 
     # -- the agent's credentials ----------------------------------------------------------
     def agent_kubeconfig(self, namespace: str, also: Sequence[str] = ()) -> Path:
-        for ns in (namespace, *also):
-            if ns in PROTECTED_NAMESPACES:
-                raise InfrastructureError(f"refusing to give the agent access to farm namespace '{ns}'")
+        refuse_protected((namespace, *also))  # before any read of the cluster
         key = "+".join((namespace, *also))
         cached = self._agent_configs.get(key)
         if cached is not None and cached.exists():
             return cached
         if self._node_specs is None:
             self._node_specs = self._read_node_specs()  # before any agent may cordon or taint
-        base = f"/api/v1/namespaces/{namespace}"
-        try:
-            self.request("GET", base)
-        except KubeError as exc:
-            if _missing(exc):
-                raise InfrastructureError(f"namespace '{namespace}' does not exist; deploy before "
-                                          "creating the agent's credentials") from None
-            raise
-        meta = {"name": AGENT_NAME, "namespace": namespace, "labels": {"app.kubernetes.io/managed-by": "sre-farm"}}
-        self._ensure(f"{base}/serviceaccounts", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta})
-        rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
-        self._ensure(f"{rbac}/roles", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
-            "rules": AGENT_ROLE_RULES,
-        })
-        for ns in (namespace, *also):  # the application's other namespaces: same rights, same account
-            ns_rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}"
-            ns_meta = {**meta, "namespace": ns}
-            if ns != namespace:
-                self._ensure(f"{ns_rbac}/roles", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                                                  "metadata": ns_meta, "rules": AGENT_ROLE_RULES})
-                ns_meta = {**ns_meta, "name": f"{AGENT_NAME}-{namespace}"}
-            self._ensure(f"{ns_rbac}/rolebindings", {
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": ns_meta,
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": AGENT_NAME},
-                "subjects": [{"kind": "ServiceAccount", "name": AGENT_NAME, "namespace": namespace}],
-            })
-        cluster_rbac = "/apis/rbac.authorization.k8s.io/v1"
-        labels = meta["labels"]
-        self._ensure(f"{cluster_rbac}/clusterroles", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": AGENT_CLUSTER_ROLE, "labels": labels}, "rules": AGENT_CLUSTER_RULES,
-        })
-        self._ensure(f"{cluster_rbac}/clusterrolebindings", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": f"{AGENT_NAME}-{namespace}", "labels": labels},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": AGENT_CLUSTER_ROLE},
-            "subjects": [{"kind": "ServiceAccount", "name": AGENT_NAME, "namespace": namespace}],
-        })
-        token = self._agent_token(namespace)
+        token = grant_agent(self._kube(), namespace, also, token_seconds=self.token_seconds)
         path = self.workdir / f"agent-{namespace}.kubeconfig"
         self._write_kubeconfig(path, namespace, token)
         self._agent_configs[key] = path
         return path
-
-    def _ensure(self, collection: str, obj: dict[str, Any]) -> None:
-        try:
-            self.request("POST", collection, obj)
-        except KubeError as exc:
-            if exc.code != 409:
-                raise
-            self.request("PUT", f"{collection}/{obj['metadata']['name']}", obj)
-
-    def _agent_token(self, namespace: str) -> str:
-        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{AGENT_NAME}/token"
-        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                   "spec": {"expirationSeconds": self.token_seconds}}
-        try:
-            answer = self.request("POST", path, request)
-            token = (answer or {}).get("status", {}).get("token")
-            if token:
-                return token
-        except KubeError as exc:
-            if exc.code not in (404, 405, 501):
-                raise
-        return self._legacy_token(namespace)
-
-    def _legacy_token(self, namespace: str) -> str:
-        """Clusters without the TokenRequest API: a service-account-token Secret, filled in by
-        the token controller."""
-        secrets = f"/api/v1/namespaces/{namespace}/secrets"
-        name = f"{AGENT_NAME}-token"
-        self._ensure(secrets, {
-            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
-            "metadata": {"name": name, "namespace": namespace,
-                         "annotations": {"kubernetes.io/service-account.name": AGENT_NAME}},
-        })
-        deadline = time.monotonic() + 30
-        while True:
-            data = (self.request("GET", f"{secrets}/{name}") or {}).get("data") or {}
-            if data.get("token"):
-                return base64.b64decode(data["token"]).decode()
-            if time.monotonic() > deadline:
-                raise InfrastructureError(
-                    f"secret {namespace}/{name} got no token within 30 s (no TokenRequest API and "
-                    "no token controller)"
-                )
-            time.sleep(0.5)
 
     def _write_kubeconfig(self, path: Path, namespace: str, token: str) -> None:
         cluster: dict[str, Any] = {"server": self._cluster["server"]}
@@ -413,11 +320,11 @@ class KubeconfigClusterHandle(ClusterHandle):
         config = {
             "apiVersion": "v1", "kind": "Config", "preferences": {},
             "clusters": [{"name": name, "cluster": cluster}],
-            "users": [{"name": f"{AGENT_NAME}@{namespace}", "user": {"token": token}}],
-            "contexts": [{"name": f"{AGENT_NAME}@{name}",
-                          "context": {"cluster": name, "user": f"{AGENT_NAME}@{namespace}",
+            "users": [{"name": f"{AGENT_ACCOUNT}@{namespace}", "user": {"token": token}}],
+            "contexts": [{"name": f"{AGENT_ACCOUNT}@{name}",
+                          "context": {"cluster": name, "user": f"{AGENT_ACCOUNT}@{namespace}",
                                       "namespace": namespace}}],
-            "current-context": f"{AGENT_NAME}@{name}",
+            "current-context": f"{AGENT_ACCOUNT}@{name}",
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -492,7 +399,7 @@ class KubeconfigClusterHandle(ClusterHandle):
         """Between reset polls: real clusters converge on their own; a virtual clock must run."""
         if self.clock is not None:
             self.clock.advance(seconds)
-        time.sleep(min(seconds, 0.05) if self.virtual_time else seconds)
+        time.sleep(min(seconds, 0.05) if self.capabilities.virtual_clock else seconds)
 
     def reset(self) -> None:
         try:
@@ -529,7 +436,7 @@ class KubeconfigClusterHandle(ClusterHandle):
         targets = self._reset_targets()
         for namespace in targets:
             # Cluster-scoped, so it outlives the namespace: the agent's view of nodes and volumes.
-            self._delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{AGENT_NAME}-{namespace}")
+            self._delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{AGENT_ACCOUNT}-{namespace}")
             self._delete(f"/api/v1/namespaces/{namespace}")
         started = time.monotonic()
         stripped: set[str] = set()

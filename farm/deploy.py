@@ -13,7 +13,7 @@ import yaml
 
 from apps.base import Application
 from clusters.base import ClusterHandle
-from clusters.kube import KubeError, KubeRest
+from clusters.kube import Kube, KubeError
 from core.errors import DeployError
 
 POLL_S = 5.0
@@ -34,17 +34,12 @@ def manifests(app: Application) -> list[dict[str, Any]]:
     return copy.deepcopy(list(_parsed(app.name, tuple(app.manifest_files()))))
 
 
-def ensure_namespace(rest: KubeRest, namespace: str) -> None:
-    if rest.try_get("v1", "Namespace", namespace) is None:
-        rest.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-
-
 def apply_manifests(cluster: ClusterHandle, app: Application, namespace: str) -> int:
-    rest = KubeRest(cluster.api_client())
+    rest = Kube(cluster.api_client())
     try:
-        ensure_namespace(rest, namespace)
+        rest.ensure_namespace(namespace)
         for extra in app.extra_namespaces:
-            ensure_namespace(rest, extra)
+            rest.ensure_namespace(extra)
         docs = manifests(app)
         for doc in docs:
             # A manifest that names one of the application's other namespaces (its operator's)
@@ -56,18 +51,18 @@ def apply_manifests(cluster: ClusterHandle, app: Application, namespace: str) ->
     return len(docs)
 
 
-def not_ready(rest: KubeRest, namespace: str) -> list[str]:
+def not_ready(rest: Kube, namespace: str) -> list[str]:
     """Workloads and pods that are not ready, each with why, e.g. `pod/geo-7d9 (CrashLoopBackOff)`."""
     waiting: list[str] = []
     for kind in ("Deployment", "StatefulSet"):
-        for obj in rest.list("apps/v1", kind, namespace):
+        for obj in rest.list(kind, namespace):
             want = obj.get("spec", {}).get("replicas", 1)
             ready = obj.get("status", {}).get("readyReplicas", 0) or 0
             if ready < want:
                 waiting.append(f"{kind.lower()}/{obj['metadata']['name']} ({ready}/{want} ready)")
     if not waiting:
         return []
-    for pod in rest.list("v1", "Pod", namespace):
+    for pod in rest.list("Pod", namespace):
         status = pod.get("status", {})
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
         if ready or status.get("phase") == "Succeeded":
@@ -84,7 +79,7 @@ def not_ready(rest: KubeRest, namespace: str) -> list[str]:
 
 def wait_ready(cluster: ClusterHandle, namespace: str, timeout_s: float = 600.0) -> float:
     """Returns the cluster seconds it took; DeployError naming what is not ready on timeout."""
-    rest = KubeRest(cluster.api_client())
+    rest = Kube(cluster.api_client())
     start = cluster.now()
     while True:
         try:

@@ -9,10 +9,11 @@ from typing import Any
 
 from pydantic import Field
 
+from clusters.kube import Kube, Obj
 from core.errors import InjectionError
 from injectors.base import faults
 from injectors.fault import MISSING, Mutation, Params, Removal, WorkloadParams, get_path, require
-from injectors.kube import Kube, Obj, Ref
+from injectors.objects import Ref
 from injectors.workload import TEMPLATE, ContainerMutation, env_list, env_value
 
 # -- environment variables ------------------------------------------------------------------
@@ -311,7 +312,7 @@ class ProbeMisconfigured(ContainerMutation):
         if self.p.port:
             return self.p.port
         spec = obj["spec"]["template"]["spec"]
-        from injectors.kube import container_index
+        from injectors.objects import container_index
 
         ports = spec["containers"][container_index(spec, self.p.container)].get("ports", [])
         require(bool(ports), "the container declares no port; give the probe a port")

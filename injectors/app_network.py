@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import Field
 
+from clusters.kube import Kube, Obj
 from injectors.base import faults
 from injectors.fault import MISSING, Creation, Mutation, Params, WorkloadParams
-from injectors.kube import Kube, Obj
 from injectors.workload import TEMPLATE
 
 

@@ -9,9 +9,10 @@ from typing import Any
 from pydantic import Field
 
 from clusters.base import ClusterHandle
+from clusters.kube import Kube, Obj
 from injectors.base import Injection, faults
 from injectors.fault import MISSING, Creation, Mutation, Params, WorkloadParams, require
-from injectors.kube import Kube, Obj, Ref, quantity
+from injectors.objects import Ref, quantity
 from injectors.workload import TEMPLATE, ContainerMutation
 
 
@@ -226,7 +227,7 @@ class NodeTaintNoToleration(Mutation):
             return False
         if not self.p.service:
             return True
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         _, obj = kube.workload(injection.namespace, self.p.service)
         tolerations = obj["spec"]["template"]["spec"].get("tolerations") or []
         taint = {"key": self.p.key, "value": self.p.value, "effect": self.p.effect}
@@ -295,7 +296,7 @@ class ResourceQuotaBelowUsage(Creation):
         return sum(1 for p in kube.list("Pod", namespace) if p.get("status", {}).get("phase") in ("Running", "Pending"))
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
-        needed = self._pods(Kube(cluster), namespace)
+        needed = self._pods(Kube.of(cluster), namespace)
         injection = super().inject(cluster, namespace)
         injection.saved["needed_pods"] = needed
         return injection
@@ -303,7 +304,7 @@ class ResourceQuotaBelowUsage(Creation):
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
         """In place while the quota still holds the namespace under the pods it ran when injected:
         raising it (the fix its owners would make) ends the fault as surely as deleting it."""
-        quota = Kube(cluster).find("ResourceQuota", injection.namespace, self.p.quota)
+        quota = Kube.of(cluster).find("ResourceQuota", injection.namespace, self.p.quota)
         if quota is None:
             return False
         pods = (quota.get("spec", {}).get("hard") or {}).get("pods")

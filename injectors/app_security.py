@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import Field
 
 from clusters.base import ClusterHandle
+from clusters.kube import Kube, Obj
 from core.errors import InjectionError
 from injectors.base import Injection, faults
 from injectors.fault import (
@@ -25,7 +26,7 @@ from injectors.fault import (
     require,
 )
 from injectors.jobs import exec_in
-from injectors.kube import Kube, Obj, Ref
+from injectors.objects import Ref
 from injectors.workload import RESTARTED_AT, ContainerMutation
 
 # -- database users -------------------------------------------------------------------------
@@ -212,7 +213,7 @@ class SecretRotatedStalePods(Mutation):
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
         injection = super().inject(cluster, namespace)
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         kind, obj = kube.workload(namespace, self.p.server)
         annotations = obj["spec"]["template"].get("metadata", {}).get("annotations", {}) or {}
         injection.saved["server_restarted_before"] = annotations.get(RESTARTED_AT, MISSING)
@@ -224,7 +225,7 @@ class SecretRotatedStalePods(Mutation):
 
     def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
         super().recover(cluster, injection)
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         kind, _ = kube.workload(injection.namespace, self.p.server)
         before = injection.saved.get("server_restarted_before", MISSING)
         kube.patch(kind, injection.namespace, self.p.server,
@@ -234,7 +235,7 @@ class SecretRotatedStalePods(Mutation):
         if not super().is_active(cluster, injection):
             return False
         # Still broken while any consumer pod started before the rotation.
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         rotated = dt.datetime.fromtimestamp(injection.injected_at, dt.UTC)
         for name in self.p.consumers:
             _, obj = kube.workload(injection.namespace, name)
@@ -287,7 +288,7 @@ class AdmissionWebhookOutage(Creation):
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
         injection = super().inject(cluster, namespace)
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         for name in self.p.evict:
             _, obj = kube.workload(namespace, name)
             for pod in kube.pods_of(namespace, obj):

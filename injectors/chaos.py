@@ -8,9 +8,9 @@ from typing import Any
 from pydantic import Field
 
 from clusters.base import ClusterHandle
+from clusters.kube import Kube, Obj
 from injectors.base import Injection, faults
 from injectors.fault import Chaos, Params
-from injectors.kube import Kube, Obj
 
 MODE = "^(one|all|fixed|fixed-percent|random-max-percent)$"
 

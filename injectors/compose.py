@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from clusters.base import ClusterHandle
+from clusters.kube import KubeError
 from core.errors import InjectionError
 from core.problem import GroundTruth, NoiseSpec, Problem, fill_placeholders
 from injectors.base import Injection, Injector, faults, noises
@@ -78,7 +79,7 @@ class ProblemInjection:
     def _affects(cluster: ClusterHandle, injector: Injector, injection: Injection) -> bool:
         try:
             return bool(injector.affects(cluster, injection))
-        except InjectionError:
+        except (InjectionError, KubeError):
             # What the check reads is gone (the agent deleted the workload): nothing of the fault
             # runs; the oracle's presence checks judge the deletion.
             return False
@@ -166,7 +167,7 @@ class NoiseRunner:
         self.avoid = list(avoid)
         self.running: list[tuple[Any, Injection]] = []
         self._cluster: ClusterHandle | None = None
-        self._original_advance: Any = None
+        self._hooked = False
         self._thread: threading.Thread | None = None
         self._halt = threading.Event()
         self._lock = threading.RLock()
@@ -188,31 +189,15 @@ class NoiseRunner:
         for index, (spec, noise) in enumerate(zip(self.specs, self.noises, strict=True)):
             rng = random.Random(f"{self.seed}:{index}:{spec.kind}")
             self.running.append((noise, noise.start(cluster, namespace, rng, spec.intensity)))
-        self._hook(cluster)
+        # Events fire at their own cluster times: the clock stops at each boundary to tick.
+        cluster.add_clock_hook(self)
+        self._hooked = True
         self.tick()
-        if not cluster.virtual_time:
+        if not cluster.capabilities.virtual_clock:
             self._thread = threading.Thread(target=self._loop, name="noise", daemon=True)
             self._thread.start()
 
-    def _hook(self, cluster: ClusterHandle) -> None:
-        """Wrap the handle's advance so that events fire at their own cluster times."""
-        original = cluster.advance
-        self._original_advance = original
-
-        def advance(seconds: float) -> None:
-            end = cluster.now() + seconds
-            while True:
-                now = cluster.now()
-                if now >= end - 1e-9:
-                    break
-                upcoming = [b for b in self._boundaries() if now + 1e-9 < b < end]
-                step_to = min(upcoming) if upcoming else end
-                original(step_to - now)
-                self.tick()
-
-        cluster.advance = advance  # type: ignore[method-assign]
-
-    def _boundaries(self) -> list[float]:
+    def boundaries(self) -> list[float]:
         with self._lock:
             return [b for noise, inj in self.running for b in noise.boundaries(inj)]
 
@@ -236,12 +221,9 @@ class NoiseRunner:
         self._halt.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        if self._original_advance is not None:
-            try:
-                del cluster.advance  # back to the class's own method
-            except AttributeError:
-                cluster.advance = self._original_advance  # type: ignore[method-assign]
-            self._original_advance = None
+        if self._hooked:
+            cluster.remove_clock_hook(self)
+            self._hooked = False
         errors = []
         with self._lock:
             for noise, injection in self.running:

@@ -21,9 +21,10 @@ from typing import Any, ClassVar, cast
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clusters.base import ClusterHandle
+from clusters.kube import Kube, KubeError, NotFound, Obj, api_for
 from core.errors import InjectionError, InputError
 from injectors.base import Injection, Injector, faults
-from injectors.kube import Kube, NotFound, Obj, Ref, api_for, clean_for_create
+from injectors.objects import Ref, clean_for_create
 
 # Chaos Mesh resources live here; the agent's credentials cannot read it.
 CHAOS_NAMESPACE = "chaos-mesh"
@@ -177,7 +178,7 @@ class Mutation(Fault):
         """The injected fragment, from the fragment as it was (MISSING when absent)."""
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         ref, obj = self.target(kube, namespace)
         path = self.path(obj)
         before = get_path(obj, path)
@@ -224,7 +225,7 @@ class Mutation(Fault):
         return ref, kube.find(ref.kind, ref.namespace, ref.name)
 
     def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         ref, obj = self._current(kube, injection)
         if obj is None:
             return  # the object is gone; nothing of the fault remains on it
@@ -236,7 +237,7 @@ class Mutation(Fault):
         self._write(kube, ref, obj)
 
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         _, obj = self._current(kube, injection)
         if obj is None:
             return False
@@ -256,7 +257,7 @@ class Creation(Fault):
         """What to create, as (kind, namespace, body)."""
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         created: list[Ref] = []
         made_namespaces: list[str] = []
         for kind, ns, body in self.objects(kube, namespace):
@@ -269,7 +270,7 @@ class Creation(Fault):
         )
 
     def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         for text in reversed(injection.saved["created"]):
             ref = Ref.parse(text)
             kube.delete(ref.kind, ref.namespace, ref.name)
@@ -277,7 +278,7 @@ class Creation(Fault):
             kube.delete("Namespace", "", ns)
 
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         return any(
             kube.find(r.kind, r.namespace, r.name) is not None
             for r in map(Ref.parse, injection.saved["created"])
@@ -292,7 +293,7 @@ class Removal(Fault):
         """The object to delete."""
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         ref = self.removed(kube, namespace)
         obj = kube.find(ref.kind, ref.namespace, ref.name)
         if obj is None:
@@ -301,7 +302,7 @@ class Removal(Fault):
         return self.record(cluster, namespace, touched=[ref], ref=str(ref), object=clean_for_create(obj))
 
     def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         ref = Ref.parse(injection.saved["ref"])
         body = copy.deepcopy(injection.saved["object"])
         current = kube.find(ref.kind, ref.namespace, ref.name)
@@ -316,7 +317,7 @@ class Removal(Fault):
             return
         try:
             kube.create(ref.kind, ref.namespace, body)
-        except InjectionError:
+        except KubeError:
             # A Service's old cluster IP may have been reused meanwhile; let the server pick one.
             spec = body.get("spec", {})
             if ref.kind != "Service" or "clusterIP" not in spec:
@@ -327,7 +328,7 @@ class Removal(Fault):
 
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
         ref = Ref.parse(injection.saved["ref"])
-        return Kube(cluster).find(ref.kind, ref.namespace, ref.name) is None
+        return Kube.of(cluster).find(ref.kind, ref.namespace, ref.name) is None
 
 
 class Chaos(Fault):
@@ -355,7 +356,7 @@ class Chaos(Fault):
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
         from kubernetes import client
 
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         created_ns = kube.ensure_namespace(CHAOS_NAMESPACE)
         spec = self.spec(kube, namespace)
         name = neutral_name(self.name, namespace, repr(sorted(self.p.model_dump().items())), prefix="exp-")
@@ -444,7 +445,7 @@ class Chaos(Fault):
             return {}
         records = ((obj.get("status") or {}).get("experiment") or {}).get("containerRecords") or []
         at_start = injection.saved.get("pods_at_start")
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         live: dict[str, Obj] = {}
         for ns in {r["id"].split("/")[0] for r in records}:
             live.update({f"{ns}/{p['metadata']['name']}": p for p in kube.list("Pod", ns)})

@@ -11,9 +11,10 @@ from typing import Any
 import yaml
 
 from clusters.base import ClusterHandle
+from clusters.kube import Kube, Obj
 from injectors.base import Injection, faults
 from injectors.fault import MISSING, Mutation, Params, require
-from injectors.kube import Kube, Obj, Ref
+from injectors.objects import Ref
 from injectors.workload import RESTARTED_AT
 
 
@@ -66,7 +67,7 @@ class FeatureFlagEnabled(Mutation):
     def _restart(self, cluster: ClusterHandle, namespace: str, value: Any) -> None:
         if not self.p.restart:
             return
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         kind, _ = kube.workload(namespace, self.p.restart)
         annotation = None if value == MISSING else value
         kube.patch(kind, namespace, self.p.restart,
@@ -75,7 +76,7 @@ class FeatureFlagEnabled(Mutation):
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
         injection = super().inject(cluster, namespace)
         if self.p.restart:
-            kube = Kube(cluster)
+            kube = Kube.of(cluster)
             kind, obj = kube.workload(namespace, self.p.restart)
             annotations = obj["spec"]["template"].get("metadata", {}).get("annotations") or {}
             injection.saved["restarted_before"] = annotations.get(RESTARTED_AT, MISSING)

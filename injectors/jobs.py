@@ -5,9 +5,9 @@ Both live in the farm's own namespace, which the agent cannot read, and leave no
 from __future__ import annotations
 
 from clusters.base import ClusterHandle
+from clusters.kube import Kube, Obj, api_for
 from core.errors import InjectionError
 from injectors.fault import CHAOS_NAMESPACE
-from injectors.kube import Kube, Obj, api_for
 
 POLL_SECONDS = 2.0
 
@@ -39,7 +39,7 @@ def _logs(kube: Kube, namespace: str, pod: str) -> str:
 
 def run_job(cluster: ClusterHandle, name: str, image: str, command: list[str], timeout: float = 300) -> str:
     """Runs `command` once in a Job and returns its output; raises InjectionError if it fails."""
-    kube = Kube(cluster)
+    kube = Kube.of(cluster)
     kube.ensure_namespace(CHAOS_NAMESPACE)
     kube.delete("Job", CHAOS_NAMESPACE, name)
     body = {
@@ -71,7 +71,7 @@ def run_job(cluster: ClusterHandle, name: str, image: str, command: list[str], t
 def run_on_node(cluster: ClusterHandle, node: str, name: str, script: str, timeout: float = 300) -> str:
     """Runs a shell script in the host's namespaces on `node` (nsenter into PID 1) and returns
     its output. Real clusters only: it needs a privileged pod and a real kernel."""
-    kube = Kube(cluster)
+    kube = Kube.of(cluster)
     kube.ensure_namespace(CHAOS_NAMESPACE)
     kube.delete("Pod", CHAOS_NAMESPACE, name)
     body = {
@@ -110,7 +110,7 @@ def exec_in(cluster: ClusterHandle, namespace: str, workload: str, command: list
     from kubernetes import client
     from kubernetes.stream import stream
 
-    kube = Kube(cluster)
+    kube = Kube.of(cluster)
     _, obj = kube.workload(namespace, workload)
     pods = [p for p in kube.pods_of(namespace, obj) if p.get("status", {}).get("phase") == "Running"]
     if not pods:

@@ -10,11 +10,11 @@ from typing import Any
 from pydantic import Field
 
 from clusters.base import ClusterHandle
+from clusters.kube import Kube
 from core.errors import InjectionError
 from injectors.base import Injection, faults
 from injectors.chaos import DelayParams, NetworkChaosBase
 from injectors.fault import MISSING, Fault, Params, WorkloadParams
-from injectors.kube import Kube
 from injectors.workload import ContainerMutation, env_list, env_value
 
 
@@ -40,7 +40,7 @@ class LoadSpike(Fault):
         return self.replay(cluster, namespace, self.p.duration_seconds)
 
     def replay(self, cluster: ClusterHandle, namespace: str, duration: float) -> Injection:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         kind, obj = kube.workload(namespace, self.p.load_generator)
         before = int(obj["spec"].get("replicas", 1))
         if before < 1:
@@ -55,11 +55,11 @@ class LoadSpike(Fault):
         return injection
 
     def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         self._scale(kube, injection.namespace, int(injection.saved["replicas_before"]))
 
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
-        _, obj = Kube(cluster).workload(injection.namespace, self.p.load_generator)
+        _, obj = Kube.of(cluster).workload(injection.namespace, self.p.load_generator)
         return int(obj["spec"].get("replicas", 1)) > int(injection.saved["replicas_before"])
 
 

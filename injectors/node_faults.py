@@ -11,31 +11,17 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from clusters.base import ClusterHandle
+from clusters.kube import Kube, KubeError, Obj
 from core.errors import InjectionError
 from injectors.base import Injection, faults
 from injectors.fault import Chaos, Fault, Params, neutral_name, require
 from injectors.jobs import run_on_node
-from injectors.kube import Kube, KubeError, Obj, Ref
+from injectors.objects import Ref
 
-# The emulated cluster models node hardware and OS state as cluster-scoped NodeFault objects
-# (what a node agent would change on a real machine); the farm's credentials alone reach them.
+# A cluster whose handle declares `node_faults` (the emulated one) models node hardware and OS
+# state as cluster-scoped NodeFault objects (what a node agent would change on a real machine);
+# the farm's credentials alone reach them.
 SIM_GROUP = ("sim.farm.io", "v1alpha1", "nodefaults")
-
-
-def sim_backend(cluster: ClusterHandle) -> bool:
-    """True when the cluster models node faults itself (the emulated cluster)."""
-    cached = getattr(cluster, "_farm_sim_node_faults", None)
-    if cached is None:
-        try:
-            Kube(cluster).request("GET", f"/apis/{SIM_GROUP[0]}/{SIM_GROUP[1]}")
-            cached = True
-        except KubeError:
-            cached = False
-        try:
-            cluster._farm_sim_node_faults = cached  # type: ignore[attr-defined]
-        except AttributeError:
-            pass
-    return cached
 
 
 def runs_on_faulty_node(cluster: ClusterHandle, injection: Injection, service: str | None) -> bool:
@@ -46,11 +32,11 @@ def runs_on_faulty_node(cluster: ClusterHandle, injection: Injection, service: s
     node = injection.saved.get("node")
     if not node:
         return False
-    kube = Kube(cluster)
+    kube = Kube.of(cluster)
     if service:
         try:
             _, obj = kube.workload(injection.namespace, service)
-        except InjectionError:  # the workload is gone: the oracle's presence check says so
+        except (InjectionError, KubeError):  # the workload is gone: the oracle's presence check says so
             return False
         pods = kube.pods_of(injection.namespace, obj)
     else:
@@ -62,7 +48,7 @@ def runs_on_faulty_node(cluster: ClusterHandle, injection: Injection, service: s
 def workload_ref(cluster: ClusterHandle, namespace: str, service: str | None) -> str | None:
     if not service:
         return None
-    kind, obj = Kube(cluster).workload(namespace, service)
+    kind, obj = Kube.of(cluster).workload(namespace, service)
     return str(Ref(kind, namespace, obj["metadata"]["name"]))
 
 
@@ -92,9 +78,9 @@ class SimNodeBackend(OnNode):
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
         spec = self.sim_spec()
-        if spec is None or not sim_backend(cluster):
+        if spec is None or not cluster.capabilities.node_faults:
             return super().inject(cluster, namespace)  # type: ignore[misc]
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         node = resolve_node(kube, namespace, self.p)  # type: ignore[attr-defined]
         name = neutral_name(self.name, node, repr(sorted(spec.items())), prefix="node-")  # type: ignore[attr-defined]
         body = {"apiVersion": f"{SIM_GROUP[0]}/{SIM_GROUP[1]}", "kind": "NodeFault",
@@ -108,18 +94,18 @@ class SimNodeBackend(OnNode):
         if injection.saved.get("backend") != "sim":
             return super().recover(cluster, injection)  # type: ignore[misc]
         try:
-            Kube(cluster).request("DELETE", self._sim_path(injection.saved["nodefault"]))
+            Kube.of(cluster).request("DELETE", self._sim_path(injection.saved["nodefault"]))
         except KubeError as exc:
-            if exc.status != 404:
+            if exc.code != 404:
                 raise
 
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
         if injection.saved.get("backend") != "sim":
             return super().is_active(cluster, injection)  # type: ignore[misc]
         try:
-            obj = Kube(cluster).request("GET", self._sim_path(injection.saved["nodefault"]))
+            obj = Kube.of(cluster).request("GET", self._sim_path(injection.saved["nodefault"]))
         except KubeError as exc:
-            if exc.status == 404:
+            if exc.code == 404:
                 return False
             raise
         return not obj.get("metadata", {}).get("deletionTimestamp")
@@ -263,7 +249,7 @@ class NodeTask(OnNode, Fault):
         return self.break_script, self.undo_script, self.check_script
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         node = resolve_node(kube, namespace, self.p)
         brk, undo, _ = self.scripts()
         timer = f"systemd-run --on-active={self.p.heal_after_seconds} sh -c '{undo}'"
@@ -294,7 +280,7 @@ class NodeDownTask(NodeTask):
             waited += 10
 
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
-        node = Kube(cluster).get("Node", "", injection.saved["node"])
+        node = Kube.of(cluster).get("Node", "", injection.saved["node"])
         for cond in node.get("status", {}).get("conditions", []):
             if cond.get("type") == "Ready":
                 return cond.get("status") != "True"

@@ -18,10 +18,11 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clusters.base import ClusterHandle
+from clusters.kube import Kube, Obj, api_for
 from core.errors import InjectionError
 from injectors.base import Injection, Noise, noises
 from injectors.fault import CHAOS_API, CHAOS_NAMESPACE, ParamsError, neutral_name
-from injectors.kube import Kube, Obj, Ref, api_for
+from injectors.objects import Ref
 from injectors.workload import RESTARTED_AT
 
 
@@ -83,7 +84,7 @@ class ScheduledNoise(Noise):
         return [n for n in names if n not in avoid and not _is_load_generator(n)] or names
 
     def start(self, cluster: ClusterHandle, namespace: str, rng: random.Random, intensity: float) -> Injection:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         now = cluster.now()
         targets = self.candidates(kube, namespace)
         count = max(1, round(self.base_events * intensity))
@@ -134,7 +135,7 @@ class ScheduledNoise(Noise):
                 self.end(cluster, injection, Event(**raw))
                 raw["ended"] = True
             raw["fired"] = raw["ended"] = True  # events not yet due never fire
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         for text in reversed(injection.saved["created"]):
             ref = Ref.parse(text)
             if ref.kind.endswith("Chaos"):
@@ -178,7 +179,7 @@ def _labels_of(kube: Kube, namespace: str, workload: str) -> dict[str, str]:
 def _create_chaos(cluster: ClusterHandle, injection: Injection, kind: str, name: str, spec: Obj) -> None:
     from kubernetes import client
 
-    kube = Kube(cluster)
+    kube = Kube.of(cluster)
     kube.ensure_namespace(CHAOS_NAMESPACE)
     body = {"apiVersion": "/".join(CHAOS_API), "kind": kind,
             "metadata": {"name": name, "namespace": CHAOS_NAMESPACE}, "spec": spec}
@@ -211,7 +212,7 @@ class ChaosBurst(ScheduledNoise):
         return {}
 
     def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         selector = {"namespaces": [injection.namespace],
                     "labelSelectors": _labels_of(kube, injection.namespace, event.target)}
         seconds = max(1, int(event.until - event.at))
@@ -238,7 +239,7 @@ class PodKillNoise(ScheduledNoise):
     base_events = 3
 
     def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         _, obj = kube.workload(injection.namespace, event.target)
         pods = sorted(p["metadata"]["name"] for p in kube.pods_of(injection.namespace, obj))
         if pods:
@@ -306,7 +307,7 @@ class FlappingAlert(ChaosBurst):
     kind = "StressChaos"
 
     def start(self, cluster: ClusterHandle, namespace: str, rng: random.Random, intensity: float) -> Injection:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         now = cluster.now()
         target = rng.choice(self.candidates(kube, namespace))
         at = now + self.p.start_after_seconds + rng.uniform(0, self.p.off_seconds)
@@ -343,7 +344,7 @@ class BenignWarningLogs(ScheduledNoise):
         return {"line": rng.choice(self.p.lines), "repeat": 1 + int(4 * intensity * rng.random())}
 
     def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         _, obj = kube.workload(injection.namespace, event.target)
         pods = kube.pods_of(injection.namespace, obj)
         if not pods:
@@ -385,7 +386,7 @@ class FailingCronJob(ScheduledNoise):
                          saved={"events": [event.model_dump()], "created": []}, injected_at=now)
 
     def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         if kube.ensure_namespace(self.p.job_namespace):
             injection.saved["created"].append(str(Ref("Namespace", "", self.p.job_namespace)))
         body = {
@@ -405,7 +406,7 @@ class FailingCronJob(ScheduledNoise):
         injection.saved["created"].append(str(Ref("CronJob", self.p.job_namespace, self.p.job_name)))
 
     def stop(self, cluster: ClusterHandle, injection: Injection) -> None:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         for job in kube.list("Job", self.p.job_namespace) if kube.find("Namespace", "", self.p.job_namespace) else []:
             if job["metadata"]["name"].startswith(self.p.job_name):
                 kube.delete("Job", self.p.job_namespace, job["metadata"]["name"])
@@ -421,7 +422,7 @@ class RollingUpdate(ScheduledNoise):
     base_events = 1
 
     def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         kind, _ = kube.workload(injection.namespace, event.target)
         when = dt.datetime.fromtimestamp(cluster.now(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         kube.patch(kind, injection.namespace, event.target,
@@ -503,7 +504,7 @@ class WarningEvents(ScheduledNoise):
         return {"count": 1 + int(4 * intensity * rng.random()), "suffix": f"{rng.getrandbits(64):016x}"}
 
     def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         _, obj = kube.workload(injection.namespace, event.target)
         pods = sorted(kube.pods_of(injection.namespace, obj), key=lambda p: p["metadata"]["name"])
         if not pods:

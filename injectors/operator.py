@@ -7,9 +7,10 @@ from typing import Any
 
 from pydantic import Field
 
+from clusters.kube import Kube, Obj
 from injectors.base import faults
 from injectors.fault import MISSING, Mutation, Params
-from injectors.kube import Kube, Obj, Ref
+from injectors.objects import Ref
 
 COMPONENT = "^(pd|tikv|tidb|tiflash)$"
 

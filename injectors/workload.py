@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from clusters.kube import Obj
 from injectors.fault import MISSING, Mutation, get_path
-from injectors.kube import Obj, container_index
+from injectors.objects import container_index
 
 TEMPLATE = ["spec", "template", "spec"]
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
@@ -34,9 +35,9 @@ class ContainerMutation(Mutation):
         """The injected fragment in the faulted container, found by its index at injection, by
         its name, or as the container running the same image: renaming or moving the container
         does not take the fault out of the template."""
-        from injectors.kube import Kube
+        from clusters.kube import Kube
 
-        _, obj = self._current(Kube(cluster), injection)
+        _, obj = self._current(Kube.of(cluster), injection)
         if obj is None:
             return False
         containers = ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []

@@ -20,15 +20,14 @@ from typing import Any
 
 import yaml
 
-from clusters.base import ClusterHandle, ClusterHealth, ClusterProvider, Endpoints, providers
-from clusters.sim.api.rbac import agent_cluster_rules, agent_role_rules
+from clusters.access import AGENT_ACCOUNT, grant_agent
+from clusters.base import Capabilities, ClusterHandle, ClusterHealth, ClusterProvider, Endpoints, providers
+from clusters.kube import Kube
 from core.errors import ClusterUnavailable, ResetError
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 30.0
 OPEN_CHECKPOINT = "open"
-AGENT_ACCOUNT = "sre-agent"
-_RBAC = "rbac.authorization.k8s.io"
 
 
 def _tail(path: Path, limit: int = 3000) -> str:
@@ -80,8 +79,9 @@ class SimHandle(ClusterHandle):
         self._closed = False
 
     @property
-    def virtual_time(self) -> bool:
-        return not self.live
+    def capabilities(self) -> Capabilities:  # type: ignore[override]
+        # Node faults are NodeFault objects here; no node has a host to run a task on.
+        return Capabilities(checkpoints=True, node_faults=True, node_tasks=False, virtual_clock=not self.live)
 
     # -- control API -----------------------------------------------------------------------
     def _control(self, method: str, path: str, body: dict[str, Any] | None = None, timeout: float = 600.0) -> Any:
@@ -103,7 +103,7 @@ class SimHandle(ClusterHandle):
     def now(self) -> float:
         return float(self._control("GET", "/sim/now")["now"])
 
-    def advance(self, seconds: float) -> None:
+    def _advance(self, seconds: float) -> None:
         self._control("POST", "/sim/advance", {"seconds": float(seconds)})
 
     def checkpoint(self, name: str) -> None:
@@ -161,44 +161,9 @@ class SimHandle(ClusterHandle):
         # A restore to a checkpoint taken before the account existed leaves a dead token behind.
         if cached is not None and self._token_valid(self._agent_tokens[key]):
             return cached
-        from kubernetes import client
-        from kubernetes.client.exceptions import ApiException
-
-        def ensure(create: Any, *args: Any) -> None:
-            try:
-                create(*args)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise ClusterUnavailable(f"creating the agent's credentials in {namespace} failed: "
-                                             f"{exc.status} {exc.body}") from exc
-
+        # Credentials may come before the deploy here (a test, a dry run): the namespace is made.
         with self.api_client() as api:
-            core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-            ensure(core.create_namespace, {"metadata": {"name": namespace}})
-            ensure(core.create_namespaced_service_account, namespace, {"metadata": {"name": AGENT_ACCOUNT}})
-            ensure(rbac.create_namespaced_role, namespace,
-                   {"metadata": {"name": AGENT_ACCOUNT}, "rules": agent_role_rules()})
-            subject = [{"kind": "ServiceAccount", "name": AGENT_ACCOUNT, "namespace": namespace}]
-            for ns in (namespace, *also):
-                if ns != namespace:
-                    ensure(rbac.create_namespaced_role, ns, {"metadata": {"name": AGENT_ACCOUNT},
-                                                             "rules": agent_role_rules()})
-                ensure(rbac.create_namespaced_role_binding, ns, {
-                    "metadata": {"name": AGENT_ACCOUNT if ns == namespace else f"{AGENT_ACCOUNT}-{namespace}"},
-                    "subjects": subject, "roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": AGENT_ACCOUNT}})
-            ensure(rbac.create_cluster_role, {"metadata": {"name": f"{AGENT_ACCOUNT}-cluster-view"},
-                                              "rules": agent_cluster_rules()})
-            ensure(rbac.create_cluster_role_binding, {
-                "metadata": {"name": f"{AGENT_ACCOUNT}-{namespace}"}, "subjects": subject,
-                "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": f"{AGENT_ACCOUNT}-cluster-view"}})
-            ensure(core.create_namespaced_secret, namespace, {
-                "metadata": {"name": f"{AGENT_ACCOUNT}-token",
-                             "annotations": {"kubernetes.io/service-account.name": AGENT_ACCOUNT}},
-                "type": "kubernetes.io/service-account-token"})
-            secret = core.read_namespaced_secret(f"{AGENT_ACCOUNT}-token", namespace)
-        token = base64.b64decode((secret.data or {}).get("token", "")).decode()
-        if not token:
-            raise ClusterUnavailable(f"the token of {namespace}/{AGENT_ACCOUNT} was not issued")
+            token = grant_agent(Kube(api), namespace, also, create_namespace=True)
         path = write_kubeconfig(self.workdir / f"agent-{namespace}.kubeconfig", self.endpoints.kubernetes, self._ca_pem,
                                 token, f"{namespace}-{AGENT_ACCOUNT}", namespace)
         self._agent_kubeconfigs[key] = path

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from clusters.base import ClusterHandle
-from clusters.kube import KubeError, KubeRest
+from clusters.kube import Kube, KubeError
 from clusters.stack.releases import MANIFESTS, READY_DEPLOYMENTS, RELEASES, REPOSITORIES, HelmRelease
 from clusters.stack.services import STACK_NAMESPACE
 from clusters.stack.tools import run_tool
@@ -58,7 +58,7 @@ def install_stack(
     retry_backoff: float = 5.0,
 ) -> StackReport:
     """Raises ClusterUnavailable (a setup failure) with the tool's or the API's message."""
-    rest = KubeRest(handle.api_client())
+    rest = Kube(handle.api_client())
     report = StackReport(fingerprint=fingerprint(releases))
     try:
         if not force and _installed_fingerprint(rest) == report.fingerprint:
@@ -86,9 +86,9 @@ def install_stack(
     return report
 
 
-def _installed_fingerprint(rest: KubeRest) -> str | None:
+def _installed_fingerprint(rest: Kube) -> str | None:
     try:
-        marker = rest.try_get("v1", "ConfigMap", MARKER, STACK_NAMESPACE)
+        marker = rest.find("ConfigMap", STACK_NAMESPACE, MARKER)
     except KubeError as exc:
         if exc.code == 404:  # namespace absent
             return None
@@ -98,9 +98,8 @@ def _installed_fingerprint(rest: KubeRest) -> str | None:
 
 def _helm_base(handle: ClusterHandle, helm: str) -> list[str]:
     argv = [helm, "--kubeconfig", str(handle.kubeconfig)]
-    context = getattr(handle, "context", None)
-    if context:
-        argv += ["--kube-context", context]
+    if handle.context:
+        argv += ["--kube-context", handle.context]
     return argv
 
 
@@ -128,12 +127,12 @@ def _helm_releases(handle: ClusterHandle, helm: str, releases: list[HelmRelease]
         report.commands.append(argv)
 
 
-def _wait_ready(handle: ClusterHandle, rest: KubeRest, wait_seconds: float, poll_seconds: float) -> None:
+def _wait_ready(handle: ClusterHandle, rest: Kube, wait_seconds: float, poll_seconds: float) -> None:
     start = handle.now()
     while True:
         pending = []
         for namespace, name in READY_DEPLOYMENTS:
-            deployment = rest.try_get("apps/v1", "Deployment", name, namespace) or {}
+            deployment = rest.find("Deployment", namespace, name) or {}
             want = deployment.get("spec", {}).get("replicas", 1)
             ready = deployment.get("status", {}).get("readyReplicas", 0) or 0
             if ready < want:

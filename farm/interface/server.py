@@ -132,7 +132,7 @@ class AgentInterface:
         kubeconfig = self.cluster.agent_kubeconfig(self.namespace, also=self.also_namespaces)
         self._kubectl = Kubectl(kubeconfig, self.namespace,
                                 binary=self._kubectl_binary, timeout_s=self._kubectl_timeout_s,
-                                virtual_time=self.cluster.virtual_time)
+                                virtual_time=self.cluster.capabilities.virtual_clock)
         self.record.sandbox = self._kubectl.sandbox
         ep = self.cluster.endpoints
         self._telemetry = Telemetry(ep.prometheus, ep.loki, ep.jaeger, self.cluster.now, self.namespace,
@@ -248,7 +248,7 @@ class AgentInterface:
         """The wall-clock deadline of wait(seconds): on a wall clock the wait itself takes that long,
         so the ordinary tool timeout is only its margin; on a virtual clock waiting costs CPU, not
         the requested seconds, and the ordinary timeout holds."""
-        if self.cluster.virtual_time:
+        if self.cluster.capabilities.virtual_clock:
             return self.tool_timeout_s
         try:
             asked = min(max(float(seconds), 0.0), self.max_wait_s)
@@ -391,7 +391,7 @@ class AgentInterface:
 
     def _kubectl_call(self, index: int, command: str, manifest: str | None) -> str:
         assert self._kubectl is not None
-        parsed = parse_command(command, self.namespace, virtual_time=self.cluster.virtual_time,
+        parsed = parse_command(command, self.namespace, virtual_time=self.cluster.capabilities.virtual_clock,
                                also=self.also_namespaces)
         if parsed.uses_stdin and not manifest:
             raise ToolError("'-f -' needs the manifest text in the 'manifest' argument")
@@ -472,21 +472,18 @@ def _hide_cluster_internals(cluster: ClusterHandle) -> None:
     receives may carry them, whatever printed them."""
     import yaml
 
-    admin = getattr(cluster, "kubeconfig", None)
-    if admin is not None:
-        hide_path(Path(admin).parent)
-        try:
-            doc = yaml.safe_load(Path(admin).read_text()) or {}
-        except (OSError, yaml.YAMLError):
-            doc = {}
-        for entry in doc.get("users") or []:
-            user = entry.get("user") or {}
-            for key in ("token", "client-key-data", "password"):
-                if isinstance(user.get(key), str):
-                    hide_secret(user[key])
-    workdir = getattr(cluster, "workdir", None)
-    if workdir is not None:
-        hide_path(workdir)
+    admin = Path(cluster.kubeconfig)
+    hide_path(admin.parent)
+    try:
+        doc = yaml.safe_load(admin.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        doc = {}
+    for entry in doc.get("users") or []:
+        user = entry.get("user") or {}
+        for key in ("token", "client-key-data", "password"):
+            if isinstance(user.get(key), str):
+                hide_secret(user[key])
+    hide_path(cluster.workdir)
 
 
 def _ran_remotely(stderr: str) -> bool:

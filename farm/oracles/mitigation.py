@@ -113,9 +113,9 @@ class MitigationOracle:
     def _workloads(self, cluster: ClusterHandle, namespace: str) -> dict[tuple[str, str], dict[str, Any]]:
         """The application's workloads by (kind, name); those of its other namespaces (an operator's)
         as (kind, "namespace/name"): deleting the operator is no fix either."""
-        from injectors.kube import Kube
+        from clusters.kube import Kube
 
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         out = {(kind, obj["metadata"]["name"]): obj
                for kind in ("Deployment", "StatefulSet") for obj in kube.list(kind, namespace)}
         for ns in self.app.extra_namespaces:
@@ -125,9 +125,9 @@ class MitigationOracle:
 
     @staticmethod
     def _pods(cluster: ClusterHandle, namespace: str) -> list[dict[str, Any]]:
-        from injectors.kube import Kube
+        from clusters.kube import Kube
 
-        return Kube(cluster).list("Pod", namespace)
+        return Kube.of(cluster).list("Pod", namespace)
 
     @staticmethod
     def _prometheus(cluster: ClusterHandle, path: str, params: dict[str, Any]) -> Any:
@@ -351,9 +351,9 @@ class MitigationOracle:
         the workload's current generation, no old ReplicaSet serving pods of another template
         (pausing a deployment and deleting its new ReplicaSet keeps old pods serving a template
         that no longer exists)."""
-        from injectors.kube import Kube
+        from clusters.kube import Kube
 
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         paused, unfinished, stale = [], [], []
         workloads = workloads if workloads is not None else self._workloads(cluster, namespace)
         replica_sets = [rs for ns in (namespace, *self.app.extra_namespaces) for rs in kube.list("ReplicaSet", ns)]
@@ -387,10 +387,10 @@ class MitigationOracle:
         credentials), let them roll out, and say what no longer holds."""
         import datetime as dt
 
-        from injectors.kube import Kube
+        from clusters.kube import Kube
         from injectors.workload import restart_patch
 
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         when = dt.datetime.fromtimestamp(cluster.now(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         for target in targets:
             kind, ns, name = target.split("/", 2)

@@ -44,9 +44,10 @@ import httpx
 from pydantic import BaseModel
 
 from clusters.base import ClusterHandle
+from clusters.kube import KINDS, Kube, KubeError
 from core.problem import OracleSpec, Problem
 from injectors.fault import CHAOS_NAMESPACE
-from injectors.kube import quantity
+from injectors.objects import quantity
 
 # Words an injected object's name, labels or annotations must never carry.
 LEAK_WORDS = ("fault", "chaos", "inject", "farm.io", "sregym", "problem", "ground-truth", "groundtruth")
@@ -114,7 +115,7 @@ class AgentView:
         # role there (`-n tidb-admin`), so the view does too.
         self.other_namespaces = list(other_namespaces)
         self.kubeconfig = cluster.agent_kubeconfig(namespace, also=tuple(self.other_namespaces))
-        self.kubectl = Kubectl(self.kubeconfig, namespace, virtual_time=cluster.virtual_time)
+        self.kubectl = Kubectl(self.kubeconfig, namespace, virtual_time=cluster.capabilities.virtual_clock)
         self.http = httpx.Client(timeout=30, trust_env=False)
         self._kube: Any = None
 
@@ -127,7 +128,7 @@ class AgentView:
         `manifest` is what a `-f -` reads, as the tool's manifest argument gives it."""
         from farm.interface.kubectl import parse_command
 
-        parsed = parse_command(command, self.namespace, virtual_time=self.cluster.virtual_time,
+        parsed = parse_command(command, self.namespace, virtual_time=self.cluster.capabilities.virtual_clock,
                                also=tuple(self.other_namespaces))
         result = self.kubectl.run_tokens(parsed.tokens, stdin=manifest if parsed.uses_stdin else None)
         return result.returncode, result.text
@@ -138,8 +139,6 @@ class AgentView:
         as its kubectl; in-process, so reading costs no kubectl process). Kinds its role cannot
         list are simply absent, as for kubectl. `fields`: a field selector per plural;
         `namespaces`: where to read (the application's own namespace when empty)."""
-        from injectors.kube import KINDS, KubeError
-
         plural_to_kind = {k.plural: name for name, k in KINDS.items()}
         out: list[dict[str, Any]] = []
         for plural in what.split(","):
@@ -159,13 +158,8 @@ class AgentView:
     def kube(self) -> Any:
         if self._kube is None:
             from kubernetes import config
-
-            from injectors.kube import Kube
-
             api = config.new_client_from_config(config_file=str(self.kubeconfig))
-            kube = Kube.__new__(Kube)
-            kube.cluster, kube.api = self.cluster, api
-            self._kube = kube
+            self._kube = Kube(api)
         return self._kube
 
     def signals(self, since: float) -> dict[str, Any]:
@@ -452,8 +446,6 @@ def leaks(view: AgentView, problem: Problem) -> list[str]:
                 found.append(f"{what}/{meta.get('name')}: '{text}' contains '{hit}'")
     # The farm's own namespace must be out of reach: asked with the agent's token (the one its
     # kubectl carries, so the same RBAC answers), without a kubectl process per problem.
-    from injectors.kube import KubeError
-
     for path in [f"/apis/chaos-mesh.org/v1alpha1/namespaces/{CHAOS_NAMESPACE}/{plural}" for plural in
                  ("networkchaos", "podchaos", "iochaos", "stresschaos", "timechaos", "kernelchaos")] + [
                  f"/api/v1/namespaces/{CHAOS_NAMESPACE}/pods"]:
@@ -496,7 +488,7 @@ def non_fixes(injection: Any, app: Any, kube: Any) -> list[NonFix]:
             for kind in ("Deployment", "StatefulSet"):
                 try:
                     kube.workload(app.namespace, component, kind)
-                except InjectionError:
+                except (InjectionError, KubeError):
                     continue
                 targets = [f"{kind}/{app.namespace}/{component}"]
                 break
@@ -566,9 +558,7 @@ def desired_state(cluster: ClusterHandle, namespace: str, other_namespaces: Iter
     """What recovery must put back: workload pod templates (minus restart stamps) and
     replicas, services' ports and selectors, config map data, and the extra objects faults add;
     in the application's namespace and its other ones (keyed with theirs)."""
-    from injectors.kube import Kube
-
-    kube = Kube(cluster)
+    kube = Kube.of(cluster)
     out: dict[str, Any] = {}
     for ns in (namespace, *other_namespaces):
         where = "" if ns == namespace else f"{ns}/"
@@ -597,10 +587,7 @@ def desired_state(cluster: ClusterHandle, namespace: str, other_namespaces: Iter
 def farm_leftovers(cluster: ClusterHandle) -> list[str]:
     """Chaos experiments, helper jobs and node faults still present."""
     from kubernetes import client
-
-    from injectors.kube import Kube, KubeError
-
-    kube = Kube(cluster)
+    kube = Kube.of(cluster)
     api = client.CustomObjectsApi(kube.api)
     out = []
     if kube.find("Namespace", "", CHAOS_NAMESPACE) is not None:
@@ -680,9 +667,9 @@ class Validator:
 
         app = load_application(problem.app)
         name = f"validate-{problem.app}"
-        restore = getattr(self.cluster, "restore", None)
-        if name in self._checkpoints and restore is not None:
-            restore(name)
+        rewinds = self.cluster.capabilities.checkpoints
+        if name in self._checkpoints and rewinds:
+            self.cluster.restore(name)
             return app, 0.0
         self.cluster.reset()
         took = deploy(self.cluster, app, namespace)
@@ -694,9 +681,8 @@ class Validator:
         # to exactly this state.
         self._healthy[problem.app] = self._check_healthy(app, problem.model_copy(
             update={"oracle": OracleSpec()}), namespace)
-        checkpoint = getattr(self.cluster, "checkpoint", None)
-        if checkpoint is not None:
-            checkpoint(name)
+        if rewinds:
+            self.cluster.checkpoint(name)
             self._checkpoints[name] = name
         return app, took
 
@@ -727,7 +713,7 @@ class Validator:
                 tags=problem.tags, passed=passed, steps=steps, cpu_seconds=time.process_time() - cpu0,
                 cluster_seconds=(self.cluster.now() - t0) if t0 is not None else 0.0)
 
-        if problem.needs_real_cluster and self.cluster.provider == "sim":
+        if problem.needs_real_cluster and not self.cluster.capabilities.node_tasks:
             steps.append(StepOutcome(name="deploy", ok=False, skipped=True,
                                      detail="needs a real cluster (a mechanism the emulated cluster lacks)"))
             return result()
@@ -838,21 +824,18 @@ class Validator:
             def non_fixes_fail() -> str:
                 if problem.diagnosis_only:
                     return "diagnosis only: the mitigation is not scored"
-                checkpoint, restore = getattr(self.cluster, "checkpoint", None), getattr(self.cluster, "restore", None)
-                if checkpoint is None or restore is None:
+                if not self.cluster.capabilities.checkpoints:
                     return "not run: this cluster cannot rewind between non-fixes"
-                from injectors.kube import Kube
-
-                candidates = non_fixes(injection, app, Kube(self.cluster))
+                candidates = non_fixes(injection, app, Kube.of(self.cluster))
                 if not candidates:
                     return "none apply"
                 mark = "validate-non-fix"
-                checkpoint(mark)
+                self.cluster.checkpoint(mark)
                 passed = []
                 try:
                     for i, nf in enumerate(candidates):
                         if i:
-                            restore(mark)  # the first starts from the very moment the mark holds
+                            self.cluster.restore(mark)  # the first starts from the very moment the mark holds
                         nf.apply(view.kube)
                         if NON_FIX_SETTLE_S:
                             self.cluster.advance(NON_FIX_SETTLE_S)
@@ -860,7 +843,7 @@ class Validator:
                         if verdict.passed:
                             passed.append(nf.name)
                 finally:
-                    restore(mark)
+                    self.cluster.restore(mark)
                 if passed:
                     raise StepFailed(f"the oracle passes non-fixes: {'; '.join(passed)}")
                 return f"{len(candidates)} fail: " + "; ".join(nf.name for nf in candidates)

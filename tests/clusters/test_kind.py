@@ -77,14 +77,14 @@ def test_an_existing_cluster_is_reused_not_recreated(kind_env: dict[str, Path]) 
 
 
 def test_open_installs_the_stack_through_helm(kind_env: dict[str, Path], api_server: dict[str, Any]) -> None:
-    from clusters.kube import KubeRest
+    from clusters.kube import Kube
 
     with ReadyMarker(_AdminHandle(api_server["kubeconfig"]), READY_DEPLOYMENTS):
         handle = provider().open("farm-stack", stack_options={"force": True, "poll_seconds": 0.05})
     installs = [c for c in calls(kind_env["helm"]) if "upgrade" in c]
     assert [c[c.index("upgrade") + 2] for c in installs] == [r.name for r in RELEASES]
     assert all(c[c.index("--kubeconfig") + 1] == str(handle.kubeconfig) for c in installs)
-    assert KubeRest(handle.api_client()).try_get("apps/v1", "Deployment", "jaeger", "observe")
+    assert Kube(handle.api_client()).find("Deployment", "observe", "jaeger")
     handle.close()
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from clusters.real import AGENT_NAME, KubeconfigClusterHandle
+from clusters.access import AGENT_ACCOUNT as AGENT_NAME
+from clusters.real import KubeconfigClusterHandle
 from core.errors import ResetError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -245,8 +246,10 @@ def test_legacy_token_secret_works_where_token_request_is_missing(handle: Kubeco
     """Clusters without the TokenRequest API: the token controller fills a service-account-token
     Secret, and that token authenticates as the agent."""
     namespace(handle, "social-network")
+    from clusters.access import grant_agent
+
     handle.agent_kubeconfig("social-network")
-    token = handle._legacy_token("social-network")
+    token = grant_agent(handle._kube(), "social-network")  # no token_seconds: the Secret's token
     path = handle.workdir / "legacy.kubeconfig"
     handle._write_kubeconfig(path, "social-network", token)
     who = kubectl(path, "get", "podchaos")

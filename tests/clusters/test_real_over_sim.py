@@ -40,7 +40,7 @@ def real(sim: ClusterHandle, tmp_path: Path) -> Iterator[KubeconfigClusterHandle
 
 
 def test_the_clock_is_the_emulated_one(real: KubeconfigClusterHandle, sim: ClusterHandle) -> None:
-    assert real.virtual_time
+    assert real.capabilities.virtual_clock
     before = real.now()
     real.advance(300)
     assert real.now() - before == pytest.approx(300, abs=1)

@@ -54,17 +54,17 @@ class ReadyMarker:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        from clusters.kube import KubeRest
+        from clusters.kube import Kube
 
-        rest = KubeRest(self.handle.api_client())
+        rest = Kube(self.handle.api_client())
         while not self.stop.wait(0.05):
             for namespace, name in self.deployments:
                 path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
                 try:
-                    current = rest.call("GET", path)
+                    current = rest.request("GET", path)
                     want = current["spec"].get("replicas", 1)
                     if (current.get("status") or {}).get("readyReplicas") != want:
-                        rest.call("PATCH", f"{path}/status", {"status": {"replicas": want, "readyReplicas": want,
+                        rest.request("PATCH", f"{path}/status", {"status": {"replicas": want, "readyReplicas": want,
                                                                          "availableReplicas": want}},
                                   content_type="application/merge-patch+json")
                 except Exception:  # not created yet

@@ -112,9 +112,9 @@ def test_install_runs_pinned_helm_applies_manifests_and_waits(api_server: dict[s
 def test_install_times_out_naming_what_is_not_ready(api_server: dict[str, Any], tmp_path: Path,
                                                     fakes_on_path: dict[str, Path]) -> None:
     handle = make_handle(api_server, tmp_path)
-    from clusters.kube import KubeRest
+    from clusters.kube import Kube
 
-    KubeRest(handle.api_client()).delete("apps/v1", "Deployment", "jaeger", "observe")  # a fresh cluster's
+    Kube(handle.api_client()).delete("Deployment", "observe", "jaeger")  # a fresh cluster's
     with pytest.raises(ClusterUnavailable, match=r"not ready after 0 s: deployment observe/jaeger \(0/1 ready\)"):
         install_stack(handle, force=True, poll_seconds=0.05, wait_seconds=0.2)
     handle.close()

@@ -7,9 +7,9 @@ from clusters.base import ClusterHandle
 
 def worker_node(cluster: ClusterHandle) -> str:
     """A schedulable node of the cluster (not the control plane)."""
-    from injectors.kube import Kube
+    from clusters.kube import Kube
 
-    nodes = Kube(cluster).list("Node")
+    nodes = Kube.of(cluster).list("Node")
     names = [n["metadata"]["name"] for n in nodes
              if "node-role.kubernetes.io/control-plane" not in (n["metadata"].get("labels") or {})]
     return sorted(names)[0]

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from clusters.base import ClusterHandle
+from clusters.kube import Kube
 from core.problem import NoiseSpec
 from farm.problems.catalog import parse_problem
 from farm.pytest_plugin import SimClusters
 from injectors.compose import NoiseRunner, ProblemInjection
 from injectors.fault import CHAOS_NAMESPACE
-from injectors.kube import Kube
 from tests.injectors.nodes import worker_node
 
 NS = "shop"
@@ -30,7 +30,7 @@ def dep(name: str, replicas: int = 1) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def shop(sim_clusters: SimClusters) -> ClusterHandle:
     api_cluster = sim_clusters.served(seed=3)
-    kube = Kube(api_cluster)
+    kube = Kube.of(api_cluster)
     kube.ensure_namespace(NS)
     for name in ("cart", "checkout", "ads", "load-generator"):
         kube.create("Deployment", NS, dep(name))
@@ -58,7 +58,7 @@ def env(kube: Kube, name: str) -> list[dict[str, str]]:
 
 
 def test_sustaining_faults_go_in_before_the_trigger_and_come_out_in_reverse(shop: ClusterHandle) -> None:
-    kube = Kube(shop)
+    kube = Kube.of(shop)
     pi = ProblemInjection(problem())
     records = pi.inject(shop, NS)
     # Reported in the problem's order; the retry policy was in place when the spike ran.
@@ -76,7 +76,7 @@ def test_sustaining_faults_go_in_before_the_trigger_and_come_out_in_reverse(shop
 
 
 def test_a_failed_injection_undoes_what_went_in(shop: ClusterHandle) -> None:
-    kube = Kube(shop)
+    kube = Kube.of(shop)
     bad = problem(composition="concurrent", oracle={}, faults=[
         {"injector": "env-var-wrong", "params": {"service": "cart", "var": "RETRIES", "value": "7"}},
         {"injector": "env-var-wrong", "params": {"service": "no-such-service", "var": "X", "value": "1"}}],
@@ -120,8 +120,8 @@ def chaos_names(cluster: ClusterHandle) -> list[str]:
 
 
 def test_noise_follows_the_cluster_clock_and_stop_removes_every_trace(shop: ClusterHandle) -> None:
-    kube = Kube(shop)
-    Kube(shop).ensure_namespace(CHAOS_NAMESPACE)
+    kube = Kube.of(shop)
+    Kube.of(shop).ensure_namespace(CHAOS_NAMESPACE)
     specs = [NoiseSpec(kind="latency-burst", intensity=1.0, params={"targets": ["ads"], "window_seconds": 100}),
              NoiseSpec(kind="failing-cronjob", params={"job_namespace": "ops-batch"}),
              NoiseSpec(kind="pod-kill", intensity=1.0, params={"targets": ["ads"], "window_seconds": 100})]

@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from clusters.kube import Kube
 from clusters.sim.provider import SimHandle
 from farm.problems.catalog import load_catalog
 from farm.problems.validate import Validator
 from farm.pytest_plugin import SimClusters
 from farm.spec import SweepSpec, noise_label
 from injectors.compose import NoiseRunner, ProblemInjection, ambient_noises, fault_components
-from injectors.kube import Kube
 from injectors.noise import CONFOUNDERS, neighbours
 from tests.clusters.sim.apptools import NEEDS_KUBECTL, prom
 
@@ -71,7 +71,7 @@ def hotel(sim_clusters: SimClusters) -> SimHandle:
 def test_confounders_leave_misleading_evidence_on_neighbours_and_never_on_the_fault(hotel: object) -> None:
     level = "high"
     problem = load_catalog().get(PROBLEM)
-    kube = Kube(hotel)  # type: ignore[arg-type]
+    kube = Kube.of(hotel)  # type: ignore[arg-type]
     before = {p["metadata"]["name"] for p in kube.list("Pod", NS)}
     injection = ProblemInjection(problem)
     injection.inject(hotel, NS)  # type: ignore[arg-type]

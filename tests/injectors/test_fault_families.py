@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from clusters.base import ClusterHandle
+from clusters.kube import Kube
 from clusters.sim.provider import SimHandle
 from farm.pytest_plugin import SimClusters
 from injectors.base import faults
-from injectors.kube import Kube
 from injectors.node_faults import SIM_GROUP
 
 NS = "hotel-reservation"
@@ -37,7 +37,7 @@ def pod_of(kube: Kube, service: str) -> dict:
 ])
 def test_node_faults_are_node_faults_on_the_emulated_cluster(cluster: ClusterHandle, name: str, params: dict,
                                                              spec: dict) -> None:
-    kube = Kube(cluster)
+    kube = Kube.of(cluster)
     node = pod_of(kube, "geo")["spec"]["nodeName"]
     injector = faults.create(name, **params)
     injection = injector.inject(cluster, NS)
@@ -53,7 +53,7 @@ def test_node_faults_are_node_faults_on_the_emulated_cluster(cluster: ClusterHan
 
 
 def test_container_kill_acts_once_like_pod_kill(cluster: ClusterHandle) -> None:
-    kube = Kube(cluster)
+    kube = Kube.of(cluster)
     consul = pod_of(kube, "consul")
     injector = faults.create("container-kill", service="consul", container="consul")
     assert injector.trigger
@@ -69,7 +69,7 @@ def test_container_kill_acts_once_like_pod_kill(cluster: ClusterHandle) -> None:
 
 
 def test_a_stressor_is_gone_with_the_pods_it_was_put_in(cluster: ClusterHandle) -> None:
-    kube = Kube(cluster)
+    kube = Kube.of(cluster)
     injector = faults.create("stress-memory", service="recommendation", memory_size="64MB")
     injection = injector.inject(cluster, NS)
     cluster.advance(10)
@@ -84,7 +84,7 @@ def test_a_stressor_is_gone_with_the_pods_it_was_put_in(cluster: ClusterHandle) 
 
 
 def test_a_taint_stops_being_the_cause_once_the_workload_tolerates_it(cluster: ClusterHandle) -> None:
-    kube = Kube(cluster)
+    kube = Kube.of(cluster)
     injector = faults.create("node-taint-no-toleration", service="mongodb-rate", key="node.kubernetes.io/maintenance",
                              effect="NoExecute")
     injection = injector.inject(cluster, NS)

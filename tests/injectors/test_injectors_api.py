@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from clusters.base import ClusterHandle
+from clusters.kube import Kube
 from farm.problems.validate import LEAK_WORDS
 from farm.pytest_plugin import SimClusters
 from injectors.base import faults
 from injectors.fault import CHAOS_NAMESPACE
-from injectors.kube import Kube, Ref
+from injectors.objects import Ref
 from tests.injectors.nodes import worker_node
 
 NS = "hotel-reservation"
@@ -37,7 +38,7 @@ def deployment(name: str, container: str, port: int, env: list[dict[str, str]] |
 @pytest.fixture(scope="module")
 def app(sim_clusters: SimClusters) -> ClusterHandle:
     api_cluster = sim_clusters.served(seed=3)
-    kube = Kube(api_cluster)
+    kube = Kube.of(api_cluster)
     kube.ensure_namespace(NS)
     kube.create("Deployment", NS, deployment("search", "hotel-reserv-search", 8082,
                                              [{"name": "RATE_RPC_TIMEOUT_MS", "value": "1000"},
@@ -128,7 +129,7 @@ CASES = [
 
 @pytest.mark.parametrize(("name", "params"), CASES, ids=[c[0] for c in CASES])
 def test_inject_is_active_and_recover_exactly(app: ClusterHandle, name: str, params: dict[str, Any]) -> None:
-    kube = Kube(app)
+    kube = Kube.of(app)
     injector = faults.create(name, **params)
     # What the injection will touch, read before it runs (for objects it deletes or changes).
     probe = injector.inject(app, NS)
@@ -162,7 +163,7 @@ def test_chaos_experiments_live_in_the_farm_namespace(app: ClusterHandle) -> Non
         assert exp["spec"]["selector"] == {"namespaces": [NS], "labelSelectors": {"io.kompose.service": "search"}}
         assert exp["spec"]["loss"]["loss"] == "30"
         assert not (exp["metadata"].get("labels") or {}) and not (exp["metadata"].get("annotations") or {})
-        assert Kube(app).list("NetworkPolicy", NS) == []  # nothing in the app namespace
+        assert Kube.of(app).list("NetworkPolicy", NS) == []  # nothing in the app namespace
     finally:
         injector.recover(app, injection)
     assert not injector.is_active(app, injection)
@@ -170,7 +171,7 @@ def test_chaos_experiments_live_in_the_farm_namespace(app: ClusterHandle) -> Non
 
 def test_the_mutated_value_going_away_makes_the_fault_inactive(app: ClusterHandle) -> None:
     """An agent's own fix (not the injector's recover) is what is_active must notice."""
-    kube = Kube(app)
+    kube = Kube.of(app)
     injector = faults.create("env-var-wrong", service="search", var="RATE_RPC_TIMEOUT_MS", value="5")
     injection = injector.inject(app, NS)
     dep = kube.get("Deployment", NS, "search")
@@ -181,7 +182,7 @@ def test_the_mutated_value_going_away_makes_the_fault_inactive(app: ClusterHandl
 
 
 def test_load_spike_is_a_trigger_that_is_over_when_inject_returns(app: ClusterHandle) -> None:
-    kube = Kube(app)
+    kube = Kube.of(app)
     spike = faults.create("load-spike", load_generator="load-generator", multiplier=4, duration_seconds=30)
     t0 = app.now()
     injection = spike.inject(app, NS)

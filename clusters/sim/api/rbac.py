@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from clusters.access import APP_CORE, APP_GROUPS, READ, WRITE, policy_rule
 from clusters.sim.api.authn import UserInfo
 from clusters.sim.store import Obj, Store, StoreError
 
@@ -165,37 +166,20 @@ def _describe(rule: dict[str, Any]) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict[str, Any]:
-    return {"apiGroups": groups, "resources": resources, "verbs": verbs}
-
-
-_READ = ["get", "list", "watch"]
-_WRITE = ["create", "delete", "deletecollection", "patch", "update"]
-_APP_CORE = ["pods", "pods/log", "pods/status", "services", "endpoints", "configmaps", "persistentvolumeclaims",
-             "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts", "events"]
-_APP_GROUPS = [
-    (["apps"], ["deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets",
-                "statefulsets/scale", "daemonsets", "controllerrevisions"]),
-    (["batch"], ["jobs", "cronjobs"]),
-    (["autoscaling"], ["horizontalpodautoscalers"]),
-    (["policy"], ["poddisruptionbudgets"]),
-    (["networking.k8s.io"], ["networkpolicies", "ingresses"]),
-]
-
 # The bootstrap cluster roles a stock cluster ships (abridged to the resources served here).
 BOOTSTRAP_CLUSTER_ROLES: dict[str, list[dict[str, Any]]] = {
-    "cluster-admin": [_rule(["*"], ["*"], ["*"]), {"nonResourceURLs": ["*"], "verbs": ["*"]}],
-    "system:basic-user": [_rule(["authorization.k8s.io"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+    "cluster-admin": [policy_rule(["*"], ["*"], ["*"]), {"nonResourceURLs": ["*"], "verbs": ["*"]}],
+    "system:basic-user": [policy_rule(["authorization.k8s.io"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
                                 ["create"]),
-                          _rule(["authentication.k8s.io"], ["selfsubjectreviews"], ["create"])],
-    "admin": [_rule([""], [*_APP_CORE, "secrets", "resourcequotas", "limitranges", "pods/eviction"], _READ + _WRITE),
-              *[_rule(g, r, _READ + _WRITE) for g, r in _APP_GROUPS],
-              _rule([_RBAC], ["roles", "rolebindings"], _READ + _WRITE)],
-    "edit": [_rule([""], [*_APP_CORE, "secrets", "pods/eviction"], _READ + _WRITE),
-             _rule([""], ["resourcequotas", "limitranges"], _READ),
-             *[_rule(g, r, _READ + _WRITE) for g, r in _APP_GROUPS]],
-    "view": [_rule([""], [*_APP_CORE, "resourcequotas", "limitranges"], _READ),
-             *[_rule(g, r, _READ) for g, r in _APP_GROUPS]],
+                          policy_rule(["authentication.k8s.io"], ["selfsubjectreviews"], ["create"])],
+    "admin": [policy_rule([""], [*APP_CORE, "secrets", "resourcequotas", "limitranges", "pods/eviction"], READ + WRITE),
+              *[policy_rule(g, r, READ + WRITE) for g, r in APP_GROUPS],
+              policy_rule([_RBAC], ["roles", "rolebindings"], READ + WRITE)],
+    "edit": [policy_rule([""], [*APP_CORE, "secrets", "pods/eviction"], READ + WRITE),
+             policy_rule([""], ["resourcequotas", "limitranges"], READ),
+             *[policy_rule(g, r, READ + WRITE) for g, r in APP_GROUPS]],
+    "view": [policy_rule([""], [*APP_CORE, "resourcequotas", "limitranges"], READ),
+             *[policy_rule(g, r, READ) for g, r in APP_GROUPS]],
 }
 
 
@@ -204,43 +188,3 @@ BOOTSTRAP_CLUSTER_ROLE_BINDINGS: dict[str, tuple[str, str]] = {
     "cluster-admin": ("cluster-admin", "system:masters"),
     "system:basic-user": ("system:basic-user", "system:authenticated"),
 }
-
-
-def agent_role_rules() -> list[dict[str, Any]]:
-    """What the agent's Role grants in its namespace: read and change the application, the
-    namespace's quotas and limit ranges and its RBAC, nothing of chaos-mesh.org."""
-    return [
-        _rule([""], [*_APP_CORE, "secrets", "resourcequotas", "limitranges"], _READ),
-        # Quotas too: a capacity cut held in place by a quota (the paper's metastable case) is only
-        # fixable by someone allowed to raise it, as the namespace's owners are.
-        _rule([""], [*_APP_CORE, "secrets", "resourcequotas", "limitranges"], _WRITE),
-        _rule([""], ["pods/eviction"], ["create"]),
-        _rule([""], ["pods/exec"], ["create", "get"]),
-        *[_rule(g, r, _READ + _WRITE) for g, r in _APP_GROUPS],
-        # The custom resources an operator-managed application is declared with (a TidbCluster):
-        # the agent manages the application through them, as its owners do.
-        _rule(["pingcap.com"], ["tidbclusters"], _READ + _WRITE),
-        # Its namespace's RBAC too, as the namespace's owners have it: a component locked out of
-        # the API by a dropped rule or binding is theirs to let back in. A Role and RoleBinding
-        # here reach this namespace only (a real API server also refuses to grant what the agent
-        # does not hold itself).
-        _rule([_RBAC], ["roles", "rolebindings"], _READ + _WRITE),
-        _rule(["metrics.k8s.io"], ["pods"], _READ),
-        _rule(["events.k8s.io"], ["events"], _READ),
-    ]
-
-
-def agent_cluster_rules() -> list[dict[str, Any]]:
-    """A view of the cluster-scoped objects an SRE needs to diagnose (nodes, volumes, classes),
-    and what an SRE on call may do to a node: cordon and uncordon it, taint it (a patch). Taking
-    a workload off a broken node is the fix of every node and disk fault; deleting or replacing a
-    node, and reading pods of other namespaces, stay out of reach (so `drain` is not, and
-    deleting the workload's own pods after a cordon is how they leave)."""
-    return [
-        _rule([""], ["nodes", "persistentvolumes"], _READ),
-        _rule([""], ["nodes"], ["patch"]),
-        _rule(["storage.k8s.io"], ["storageclasses"], _READ),
-        _rule(["scheduling.k8s.io"], ["priorityclasses"], _READ),
-        _rule(["metrics.k8s.io"], ["nodes"], _READ),
-        _rule(["coordination.k8s.io"], ["leases"], ["get"]),
-    ]

@@ -50,7 +50,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_clock_advances_only_when_asked(cluster: SimHandle) -> None:
-    assert cluster.virtual_time and cluster.ref == "sim:sim"
+    assert cluster.capabilities.virtual_clock and cluster.ref == "sim:sim"
     t0 = cluster.now()
     time.sleep(0.3)
     assert cluster.now() == t0
@@ -139,7 +139,7 @@ def test_a_server_that_cannot_start_is_reported_with_its_stderr(standin_path: No
 
 def test_live_clock_follows_wall_time(standin_path: None, tmp_path: Path) -> None:
     with open_cluster("sim:live", workdir=tmp_path, cluster_factory=STANDIN, live=True, speed=20.0) as handle:
-        assert not handle.virtual_time
+        assert not handle.capabilities.virtual_clock
         t0 = handle.now()
         time.sleep(1.0)
         elapsed = handle.now() - t0
@@ -222,3 +222,18 @@ def test_farm_groups_are_not_discovered_by_the_agent(cluster: SimHandle) -> None
     agent_groups = {g.name for g in client.ApisApi(agent).get_api_versions().groups}
     assert "chaos-mesh.org" in agent_groups  # a stock cluster with Chaos Mesh shows its CRDs
     assert "sim.farm.io" in admin_groups and admin_groups - agent_groups == {"sim.farm.io"}
+
+
+def test_agent_kubeconfig_refuses_farm_namespaces_on_the_emulated_cluster(cluster: SimHandle) -> None:
+    """One grant for every cluster kind: the emulated cluster refuses the farm's and the system's
+    namespaces as a real cluster does, also as an application's other namespace, and creates no
+    account there."""
+    from core.errors import InfrastructureError
+
+    for namespace, also in (("observe", ()), ("chaos-mesh", ()), ("kube-system", ()), ("app", ("default",))):
+        with pytest.raises(InfrastructureError, match=f"farm namespace '{also[0] if also else namespace}'"):
+            cluster.agent_kubeconfig(namespace, also=also)
+    core = client.CoreV1Api(cluster.api_client())
+    for namespace in ("kube-system", "default"):
+        accounts = [sa.metadata.name for sa in core.list_namespaced_service_account(namespace).items]
+        assert "sre-agent" not in accounts

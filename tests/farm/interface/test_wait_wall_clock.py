@@ -28,7 +28,7 @@ def sim(sim_clusters: SimClusters) -> SimHandle:
 class _SlowClock(KubeconfigClusterHandle):
     """A real-cluster handle whose waits overrun what was asked (a stalled node, a hung call)."""
 
-    def advance(self, seconds: float) -> None:
+    def _advance(self, seconds: float) -> None:
         time.sleep(seconds * 3)
 
 
@@ -47,7 +47,7 @@ def _wall_handle(sim: ClusterHandle, tmp: Path, cls: type[KubeconfigClusterHandl
 def test_a_wait_longer_than_the_tool_timeout_succeeds_on_a_wall_clock(sim: ClusterHandle, tmp_path: Path) -> None:
     handle = _wall_handle(sim, tmp_path)
     try:
-        assert not handle.virtual_time
+        assert not handle.capabilities.virtual_clock
         iface = AgentInterface(handle, NS, "t-wallwait", tool_timeout_s=1.0, max_wait_s=3.0)
         url, token = iface.start()
         try:

@@ -212,13 +212,13 @@ def test_old_pods_propped_up_under_a_paused_renamed_template_fail(cluster: Clust
     """The reverse hole: pause the faulty deployment, rename its container (so that a check by
     container name finds nothing), delete the new ReplicaSet: the old pods keep serving while
     the bad value stays in the template. Every part of it is caught."""
-    from injectors.kube import Kube
+    from clusters.kube import Kube
 
     ns, oracle, baseline, injection = _incident(cluster, "hr-geo-image-tag-wrong")
     _run(cluster, "rollout pause deployment/geo",
          "patch deployment geo --type json -p "
          "'[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/name\",\"value\":\"geo-main\"}]'")
-    kube = Kube(cluster)
+    kube = Kube.of(cluster)
     geo = kube.get("Deployment", ns, "geo")
     image = geo["spec"]["template"]["spec"]["containers"][0]["image"]
     bad = [rs["metadata"]["name"] for rs in kube.list("ReplicaSet", ns)

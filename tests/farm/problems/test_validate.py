@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from clusters.base import ClusterHandle
+from clusters.kube import Kube, Obj
 from core.problem import Problem
 from farm.problems.catalog import load_catalog
 from farm.problems.validate import (
@@ -24,7 +25,7 @@ from farm.problems.validate import (
 from farm.pytest_plugin import SimClusters
 from injectors.base import Injection, faults
 from injectors.fault import Fault, Mutation, WorkloadParams
-from injectors.kube import Kube, Obj, Ref
+from injectors.objects import Ref
 
 QUIET = {"pods": {"geo-1": {"phase": "Running", "ready": True, "restarts": 0, "waiting": []}},
          "warnings": [], "alerts": [], "error_lines": 2, "error_spans": 0}
@@ -100,7 +101,7 @@ def test_the_fault_check_alone_is_enough_only_for_latent_faults() -> None:
 
 
 def test_leak_check_sees_what_the_agent_sees(sim_api: ClusterHandle) -> None:
-    kube = Kube(sim_api)
+    kube = Kube.of(sim_api)
     ns = "leaky"
     kube.ensure_namespace(ns)
     problem = load_catalog().get("hr-geo-network-delay")
@@ -118,10 +119,10 @@ def test_leak_check_sees_what_the_agent_sees(sim_api: ClusterHandle) -> None:
 
 
 def test_leak_check_catches_an_agent_that_reaches_the_farm_namespace(sim_api: ClusterHandle) -> None:
-    from clusters.sim.provider import AGENT_ACCOUNT
+    from clusters.access import AGENT_ACCOUNT
     from injectors.fault import CHAOS_NAMESPACE
 
-    kube = Kube(sim_api)
+    kube = Kube.of(sim_api)
     ns = "overreach"
     kube.ensure_namespace(ns)
     kube.ensure_namespace(CHAOS_NAMESPACE)
@@ -186,7 +187,7 @@ class _ScaleToSame(Fault):
     Params = WorkloadParams
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
-        kube = Kube(cluster)
+        kube = Kube.of(cluster)
         kind, obj = kube.workload(namespace, self.p.service, None)
         ref = Ref(kind, namespace, obj["metadata"]["name"])
         replicas = int(obj["spec"].get("replicas", 1))
@@ -199,7 +200,7 @@ class _ScaleToSame(Fault):
 
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
         ref = Ref.parse(injection.saved["ref"])
-        return int(Kube(cluster).get(ref.kind, ref.namespace, ref.name)["spec"].get("replicas", 1)) == \
+        return int(Kube.of(cluster).get(ref.kind, ref.namespace, ref.name)["spec"].get("replicas", 1)) == \
             injection.saved["replicas"]
 
 
