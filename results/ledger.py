@@ -382,8 +382,8 @@ def revive(engine: Engine, trial_ids: list[str]) -> None:
     now = time.time()
     with Session(engine) as session:
         for i in range(0, len(trial_ids), 500):
-            session.execute(update(Trial).where(Trial.id.in_(trial_ids[i : i + 500]),
-                                                Trial.state.in_(list(TRIAL_RESUBMITTABLE)))
+            session.execute(update(Trial).where(col(Trial.id).in_(trial_ids[i : i + 500]),
+                                                col(Trial.state).in_(list(TRIAL_RESUBMITTABLE)))
                             .values(state=TrialState.PENDING, queued_at=now, infra_attempts=0,
                                     finished_at=None, error=None, end_reason=None))
         session.commit()
@@ -395,7 +395,7 @@ def mark_queued(engine: Engine, trial_ids: list[str]) -> None:
     with Session(engine) as session:
         for i in range(0, len(trial_ids), 500):
             session.execute(
-                update(Trial).where(Trial.id.in_(trial_ids[i : i + 500]), Trial.state == TrialState.PENDING)
+                update(Trial).where(col(Trial.id).in_(trial_ids[i : i + 500]), col(Trial.state) == TrialState.PENDING)
                 .values(state=TrialState.QUEUED, queued_at=now)
             )
         session.commit()
@@ -411,8 +411,8 @@ def cancel_sweep(engine: Engine, sweep_id: str) -> int:
             raise KeyError(sweep_id)
         sweep.cancelled = True
         session.add(sweep)
-        res = session.execute(
-            update(Trial).where(Trial.sweep_id == sweep_id, Trial.state.in_(list(TRIAL_OPEN)))
+        res = execute_dml(session,
+            update(Trial).where(col(Trial.sweep_id) == sweep_id, col(Trial.state).in_(list(TRIAL_OPEN)))
             .values(state=TrialState.CANCELLED, lease_owner=None, lease_expires_at=None)
         )
         session.commit()

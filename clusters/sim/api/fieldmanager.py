@@ -216,7 +216,8 @@ def apply(current: Obj | None, config: Obj, manager: str, force: bool, stamp: st
 
 def _remove(obj: Any, path: Path) -> None:
     """Drop the field (or keyed item, set member) at `path` from `obj`, if it is there."""
-    node, parent = obj, None
+    node: Any = obj
+    parent: Any = None
     for i, el in enumerate(path):
         kind, _, rest = el.partition(":")
         if el == ".":

@@ -147,7 +147,8 @@ def _unsupported(message: str) -> StoreError:
 
 def _fields(data: bytes, where: str) -> list[tuple[int, int, Any]]:
     """(field number, wire type, value) of a message: an int, or the bytes of a length-delimited field."""
-    out, i, n = [], 0, len(data)
+    out: list[tuple[int, int, int | bytes]] = []
+    i, n = 0, len(data)
 
     def varint() -> int:
         nonlocal i
