@@ -16,9 +16,8 @@ from typing import Any
 import yaml
 
 from clusters.sim.api import discovery, eventsv1, openapi, portforward, remotecommand, subresources
-from clusters.sim.api.admission import Defaulter, normalize_times, validate
+from clusters.sim.api.admission import install_admission, normalize_times, validate
 from clusters.sim.api.authn import Authenticator, UserInfo
-from clusters.sim.api.gc import GarbageCollector
 from clusters.sim.api.http import Request, Response
 from clusters.sim.api.metrics import ResourceMetrics
 from clusters.sim.api.patch import APPLY_PATCH, STRATEGIC_MERGE_PATCH, apply_patch
@@ -34,6 +33,7 @@ from clusters.sim.api.status import (
 from clusters.sim.api.tables import table
 from clusters.sim.api.watch import Filter, stream
 from clusters.sim.api.webhooks import WebhookAdmission
+from clusters.sim.controllers.gc import GarbageCollector
 from clusters.sim.resources import (
     CUSTOM_GROUPS,
     EVENTS_V1,
@@ -130,8 +130,7 @@ class KubeAPI:
         self.authz = RBACAuthorizer(store)
         self.gc = GarbageCollector(store)
         self.gc.install()
-        if not any(isinstance(h, Defaulter) for h in store.admission):
-            store.admission.insert(0, Defaulter(store))
+        install_admission(store)
         store.admission.append(self.authn.fill_token_secret)
         WebhookAdmission(store).install()
         store.hooks.append(self._default_service_account)

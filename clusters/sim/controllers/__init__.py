@@ -12,9 +12,9 @@ if TYPE_CHECKING:
 
 def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
     """The controllers in the order one pass runs them."""
-    from clusters.sim.controllers.admission import quota_status
     from clusters.sim.controllers.endpoints import EndpointsController
     from clusters.sim.controllers.gc import GarbageCollector
+    from clusters.sim.controllers.quota import QuotaController
     from clusters.sim.controllers.scheduler import Scheduler
     from clusters.sim.controllers.tidb_operator import TidbOperator
     from clusters.sim.controllers.volumes import VolumeBinder
@@ -32,7 +32,7 @@ def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
     return [
         cluster.nodes.reconcile,
         cluster.chaos.reconcile,
-        GarbageCollector(cluster),
+        GarbageCollector(cluster.store, cluster.events.expire),
         CronJobController(cluster),
         JobController(cluster),
         DeploymentController(cluster),
@@ -44,5 +44,5 @@ def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
         cluster.scheduler,
         cluster.kubelet.reconcile,
         EndpointsController(cluster),
-        lambda now: quota_status(cluster, now),
+        QuotaController(cluster.store),
     ]
