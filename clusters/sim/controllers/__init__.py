@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
     """The controllers in the order one pass runs them."""
+    from clusters.sim.controllers.common import ControlPlane
     from clusters.sim.controllers.endpoints import EndpointsController
     from clusters.sim.controllers.gc import GarbageCollector
     from clusters.sim.controllers.quota import QuotaController
@@ -27,22 +28,23 @@ def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
         StatefulSetController,
     )
 
+    cp = ControlPlane(cluster.store, cluster.clock, cluster.rng, cluster.events, cluster.wake_at)
     cluster.pv = VolumeBinder(cluster)
     cluster.scheduler = Scheduler(cluster)
     return [
         cluster.nodes.reconcile,
         cluster.chaos.reconcile,
         GarbageCollector(cluster.store, cluster.events.expire),
-        CronJobController(cluster),
-        JobController(cluster),
-        DeploymentController(cluster),
-        ReplicaSetController(cluster),
-        StatefulSetController(cluster),
-        DaemonSetController(cluster),
+        CronJobController(cp),
+        JobController(cp),
+        DeploymentController(cp),
+        ReplicaSetController(cp),
+        StatefulSetController(cp),
+        DaemonSetController(cp),
         TidbOperator(cluster),  # a custom controller: acts only while its operator pod runs
         cluster.pv,
         cluster.scheduler,
         cluster.kubelet.reconcile,
-        EndpointsController(cluster),
+        EndpointsController(cluster.store),
         QuotaController(cluster.store),
     ]

@@ -4,13 +4,10 @@ named targetPort the pod does not declare drops the pod, as the real controller 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clusters.sim.controllers.common import is_ready, is_terminal
-from clusters.sim.store import Obj, StoreError, match_labels
-
-if TYPE_CHECKING:
-    from clusters.sim.cluster import SimCluster
+from clusters.sim.store import Obj, Store, StoreError, match_labels
 
 
 def _target_port(pod: Obj, sport: dict[str, Any]) -> int | None:
@@ -28,13 +25,13 @@ class EndpointsController:
     # A function of stored objects alone: the cluster skips it while nothing in the store changed.
     store_driven = True
 
-    def __init__(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def __call__(self, now: float) -> None:
-        store = self.cluster.store
+        store = self.store
         pods_by_ns: dict[str, list[Obj]] = {}
-        services = self.cluster.scan("services")
+        services = self.store.scan("services")
         seen = set()
         for svc in services:
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
@@ -44,7 +41,7 @@ class EndpointsController:
                 continue
             seen.add((ns, name))
             if ns not in pods_by_ns:
-                pods_by_ns[ns] = [p for p in self.cluster.scan("pods", ns) if not is_terminal(p)
+                pods_by_ns[ns] = [p for p in self.store.scan("pods", ns) if not is_terminal(p)
                                   and (p.get("status") or {}).get("podIP") and not p["metadata"].get("deletionTimestamp")]
             groups: dict[tuple, dict[str, Any]] = {}
             for pod in pods_by_ns[ns]:
@@ -77,7 +74,7 @@ class EndpointsController:
                 sub = {k: v for k, v in g.items() if v}
                 subsets.append(sub)
             subsets.sort(key=lambda s: str(s.get("ports")))
-            cur = self.cluster.raw("endpoints", ns, name)
+            cur = self.store.raw("endpoints", ns, name)
             labels = dict(svc["metadata"].get("labels") or {})
             if cur is None:
                 obj = {"metadata": {"name": name, "namespace": ns, "labels": labels}}
