@@ -252,7 +252,7 @@ class SimCluster:
         self._checkpoints: dict[str, Any] = {}
         self._scrapes = 0
         self.store.hooks.append(self._on_change)
-        install_admission(self.store)
+        install_admission(self.store, defaulting=False)  # on once the API server serves the store
         self.nodes.bootstrap()
         from clusters.sim.controllers.bootstrap import bootstrap_cluster
         bootstrap_cluster(self)

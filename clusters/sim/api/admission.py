@@ -86,14 +86,16 @@ def _allocate_node_port(store: Store, obj: Obj, port: int) -> int:
 class Admission:
     """The store admission hook: defaults, then the admission plugins, for every writer."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, defaulting: bool) -> None:
         self.store = store
+        self.defaulting = defaulting
         self.next_ip = 10  # the ClusterIP allocator's cursor
 
     def __call__(self, verb: str, key: str, obj: Obj, old: Obj | None) -> None:
         if verb not in ("create", "update"):
             return
-        self._default(verb, key, obj, old)
+        if self.defaulting:
+            self._default(verb, key, obj, old)
         if verb != "create":
             return
         if key == "services":
@@ -210,12 +212,16 @@ class Admission:
         spec.setdefault("ipFamilyPolicy", "SingleStack")
 
 
-def install_admission(store: Store) -> Admission:
-    """The chain's head, installed once per store (the cluster and its API server both ask)."""
+def install_admission(store: Store, defaulting: bool = True) -> Admission:
+    """The chain's head, installed once per store: the cluster installs it when it is built, its
+    API server asks again and switches defaulting on. A cluster without an API server stores
+    what its controllers write without the API's defaults (its tests and seeds were tuned so:
+    defaulting a template changes its pod-template-hash, so the pods' names and placement)."""
     for hook in store.admission:
         if isinstance(hook, Admission):
+            hook.defaulting = hook.defaulting or defaulting
             return hook
-    chain = Admission(store)
+    chain = Admission(store, defaulting)
     store.admission.insert(0, chain)
     return chain
 
