@@ -273,11 +273,9 @@ class DataStore(AppModel):
 
 
 def store_model(c: Ctr) -> DataStore | None:
-    from clusters.sim.apps.base import models
-    for m in models:
-        if m.name == c.model:
-            return m if isinstance(m, DataStore) else None
-    return None
+    from clusters.sim.apps.base import model_named
+    m = model_named(c.model)
+    return m if isinstance(m, DataStore) else None
 
 
 # -- the container model ------------------------------------------------------------------------
