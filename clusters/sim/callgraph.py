@@ -122,7 +122,7 @@ class CallGraphFlow:
         if svc is not None:
             ns = svc["metadata"]["namespace"]
             for graph in GRAPHS.values():
-                if graph.name == ns:
+                if graph.name == ns and graph.engine == "callgraph":
                     return ns, graph
         return None
 
