@@ -3,10 +3,9 @@ one: who calls a workload and with which operation, what it calls (services and 
 protocol), what it serves, the chain of callers up to the entry point, the user routes that pass
 through it, and the names derived from it (container, Consul name, database, claim, config map).
 
-The facts come from the emulated cluster's application models (hotel-reservation's OPS in
-clusters/sim/apps/hotel.py, the call graphs of clusters/sim/apps/graph.py GRAPHS) and from the
-application's manifests, which say which workload runs which program and where its addresses
-point."""
+The facts come from the emulated cluster's application models (the call graphs of
+clusters/sim/apps/graph.py GRAPHS) and from the application's manifests, which say which workload
+runs which program and where its addresses point."""
 
 from __future__ import annotations
 
@@ -98,10 +97,7 @@ class Topology:
         self.routes: dict[str, tuple[str, str]] = {}  # route name → (entry workload, op)
         self.protocols: dict[str, str] = {}  # store workload → protocol
         self.derived: dict[str, dict[str, str]] = {}
-        if app == "hotel-reservation":
-            self._hotel()
-        else:
-            self._graph()
+        self._graph()
         for w in self.workloads.values():
             d = self.derived.setdefault(w.name, {})
             if w.claims:
@@ -110,45 +106,6 @@ class Topology:
                 d.setdefault("configmap", w.configmaps[0])
 
     # -- sources ----------------------------------------------------------------------------
-    def _hotel(self) -> None:
-        from clusters.sim.apps.hotel import CONFIG, OPS, ROUTES, SERVICES, split_addr
-
-        binaries = {w.name: (list(w.spec.get("command") or []) + list(w.spec.get("args") or []) or [""])[0]
-                    for w in self.workloads.values()}
-        workload_of = {b: w for w, b in binaries.items() if b in SERVICES}
-        for (svc, op), calls in OPS.items():
-            caller = workload_of.get(svc, svc)
-            self.ops.setdefault(caller, []).append(op)
-            out = self.calls.setdefault((caller, op), [])
-            for target, top, how in calls:
-                if how == "consul":
-                    out.append((workload_of.get(target, target), top, "grpc"))
-                    continue
-                key = SERVICES[svc].mongo_key if how == "mongo" else SERVICES[svc].memc_key
-                host, _ = split_addr(CONFIG[key]) if key else (target, 0)
-                protocol = "mongo" if how == "mongo" else "memcached"
-                out.append((host, top, protocol))
-                self.protocols[host] = protocol
-        # Stores a service reads only while starting (geo, recommendation and user load their data
-        # then): a dependency all the same, reached through the service's start-up.
-        for svc, info in SERVICES.items():
-            caller = workload_of.get(svc, svc)
-            dialled = {t for calls in (v for (c, _), v in self.calls.items() if c == caller) for t, _, _ in calls}
-            for key, protocol in ((info.mongo_key, "mongo"), (info.memc_key, "memcached")):
-                host = split_addr(CONFIG[key])[0] if key else ""
-                if host and host not in dialled:
-                    self.calls.setdefault((caller, "start"), []).append((host, f"{protocol}_{svc}", protocol))
-                    self.protocols[host] = protocol
-        self.entry = workload_of.get("frontend", "frontend")
-        self.routes = {route: (self.entry, route) for route, _ in ROUTES}
-        for svc, info in SERVICES.items():
-            d = self.derived.setdefault(workload_of.get(svc, svc), {})
-            if info.consul:
-                d["consul"] = info.consul
-            if info.db:
-                d["db"] = info.db
-            d["port"] = CONFIG.get(info.port_key, "")
-
     def _graph(self) -> None:
         from clusters.sim.apps.base import _load_builtin
         from clusters.sim.apps.graph import GRAPHS, parse_address
@@ -164,6 +121,14 @@ class Topology:
             if name in graph.services:
                 workload_of.setdefault(name, w.name)
                 env_of[w.name] = {e["name"]: str(e.get("value", "")) for e in w.spec.get("env") or [] if "name" in e}
+        def store_workload(peer: Any, env: dict[str, str]) -> str:
+            raw = env.get(peer.env, "") if peer.env else ""
+            if raw and peer.port_env:
+                raw = f"{raw}:{env.get(peer.port_env, '')}"
+            addr = parse_address(raw or peer.default, peer.protocol) if (raw or peer.default) else None
+            host = addr.host.split(".")[0] if addr is not None else peer.name
+            return host if host in self.workloads else peer.name
+
         for svc in graph.services.values():
             caller = workload_of.get(svc.name, svc.name)
             env = env_of.get(caller, {})
@@ -177,14 +142,25 @@ class Topology:
                     if peer.service:
                         out.append((workload_of.get(peer.service, peer.service), call.op, peer.protocol))
                         continue
-                    raw = env.get(peer.env, "") if peer.env else ""
-                    if raw and peer.port_env:
-                        raw = f"{raw}:{env.get(peer.port_env, '')}"
-                    addr = parse_address(raw or peer.default, peer.protocol) if (raw or peer.default) else None
-                    host = addr.host.split(".")[0] if addr is not None else peer.name
-                    target = host if host in self.workloads else peer.name
+                    target = store_workload(peer, env)
                     out.append((target, call.op, peer.protocol))
                     self.protocols[target] = peer.protocol
+        # Stores a service reads only while starting (hotel's geo, recommendation and user load their
+        # data then): a dependency all the same, reached through the service's start-up.
+        for svc in graph.services.values():
+            caller = workload_of.get(svc.name, svc.name)
+            env = env_of.get(caller, {})
+            dialled = {t for (c, _), calls in self.calls.items() if c == caller for t, _, _ in calls}
+            for peer in svc.peers:
+                if peer.service or not peer.at_start or peer.protocol not in STORE_PROTOCOLS:
+                    continue
+                target = store_workload(peer, env)
+                if target not in dialled:
+                    self.calls.setdefault((caller, "start"), []).append((target, f"{peer.protocol}_{svc.name}",
+                                                                         peer.protocol))
+                    self.protocols[target] = peer.protocol
+            if svc.names:
+                self.derived.setdefault(caller, {}).update(svc.names)
         if graph.routes:
             self.entry = workload_of.get(graph.routes[0].service, graph.routes[0].service)
         # Routes by the entry operation they call (a shop's ten product URLs are one route).

@@ -122,7 +122,7 @@ class CallGraphFlow:
         if svc is not None:
             ns = svc["metadata"]["namespace"]
             for graph in GRAPHS.values():
-                if graph.name == ns:
+                if graph.name == ns and graph.engine == "callgraph":
                     return ns, graph
         return None
 
@@ -614,16 +614,11 @@ class CallGraphFlow:
                          "value": kind})
         if not ok:
             tags.append({"key": "error", "type": "bool", "value": True})
-        span: dict[str, Any] = {"traceID": trace_id, "spanID": span_id, "flags": 1, "operationName": op,
-                "references": [{"refType": "CHILD_OF", "traceID": trace_id, "spanID": parent}] if parent else [],
-                "startTime": int((start + skew) * 1e6), "duration": int(duration * 1e6), "tags": tags,
-                "logs": ([{"timestamp": int((start + skew + duration) * 1e6),
-                           "fields": [{"key": "event", "type": "string", "value": "exception"},
-                                      {"key": "exception.message", "type": "string",
-                                       "value": err.get((svc_name, op), "internal error")}]}] if not ok else []),
-                "process": {"serviceName": svc_name, "tags": [{"key": "host.name", "type": "string", "value": rt.name},
-                                                             {"key": "k8s.pod.ip", "type": "string", "value": rt.ip},
-                                                             {"key": "k8s.namespace.name", "type": "string", "value": rt.namespace}]}}
+        span = jaeger_span(trace_id, span_id, parent, op, start + skew, duration, tags,
+                           None if ok else ("exception", "exception.message", err.get((svc_name, op), "internal error")),
+                           svc_name, [{"key": "host.name", "type": "string", "value": rt.name},
+                                      {"key": "k8s.pod.ip", "type": "string", "value": rt.ip},
+                                      {"key": "k8s.namespace.name", "type": "string", "value": rt.namespace}])
         spans.append(span)
         t = start + svc.latency * 0.3
         failed_seen = False
@@ -681,6 +676,20 @@ class CallGraphFlow:
                 ok = (alias.get("spec") or {}).get("type") == "ExternalName" and f".{STACK_NAMESPACE}.svc." in target
             cache[key] = ok
         return cache[key]
+
+
+def jaeger_span(trace_id: str, span_id: str, parent: str | None, op: str, start: float, duration: float,
+                tags: list[dict[str, Any]], error: tuple[str, str, str] | None, service: str,
+                process_tags: list[dict[str, Any]]) -> dict[str, Any]:
+    """One server span as Jaeger's API returns it; `error` is the (event, field, message) its
+    tracer logs on a failed request (OpenTelemetry's exception event, the Go client's error)."""
+    return {"traceID": trace_id, "spanID": span_id, "flags": 1, "operationName": op,
+            "references": [{"refType": "CHILD_OF", "traceID": trace_id, "spanID": parent}] if parent else [],
+            "startTime": int(start * 1e6), "duration": int(duration * 1e6), "tags": tags,
+            "logs": ([{"timestamp": int((start + duration) * 1e6),
+                       "fields": [{"key": "event", "type": "string", "value": error[0]},
+                                  {"key": error[1], "type": "string", "value": error[2]}]}] if error else []),
+            "process": {"serviceName": service, "tags": process_tags}}
 
 
 def _p_timeout(latency: float, timeout: float | None) -> float:

@@ -223,9 +223,9 @@ class SimCluster:
 
     def __init__(self, seed: int = 0, clock: VirtualClock | None = None, workers: int = 3,
                  start: float | None = None) -> None:
+        from clusters.sim.api.admission import install_admission
         from clusters.sim.chaos import ChaosController
         from clusters.sim.controllers import build_controllers
-        from clusters.sim.controllers.admission import install_admission
         from clusters.sim.controllers.kubelet import Kubelet
         from clusters.sim.controllers.network import Network
         from clusters.sim.controllers.telemetry import Telemetry
@@ -260,7 +260,7 @@ class SimCluster:
         self._checkpoints: dict[str, Any] = {}
         self._scrapes = 0
         self.store.hooks.append(self._on_change)
-        install_admission(self)
+        install_admission(self.store, defaulting=False)  # on once the API server serves the store
         self.nodes.bootstrap()
         from clusters.sim.controllers.bootstrap import bootstrap_cluster
         bootstrap_cluster(self)
@@ -331,14 +331,11 @@ class SimCluster:
 
     def scan(self, key: str, namespace: str | None = None) -> list[Obj]:
         """Stored objects without copying, for read-only controller loops: never mutate them."""
-        with self.store.lock:
-            return [o for o in self.store.iter_raw(key)
-                    if namespace is None or o.get("metadata", {}).get("namespace") == namespace]
+        return self.store.scan(key, namespace)
 
     def raw(self, key: str, namespace: str, name: str) -> Obj | None:
         """One stored object without copying (read-only)."""
-        bucket = self.store._buckets.get(key)
-        return None if bucket is None else bucket.objects.get((namespace, name))
+        return self.store.raw(key, namespace, name)
 
     # -- helpers used by controllers and the API server ---------------------------------------
     def exec(self, namespace: str, pod: str, container: str | None, command: list[str],

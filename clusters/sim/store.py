@@ -319,6 +319,17 @@ class Store:
         """Objects without copying, for hot read-only controller loops; hold `lock`."""
         return iter(list(self._buckets[key].objects.values()))
 
+    def raw(self, key: str, namespace: str, name: str) -> Obj | None:
+        """One stored object without copying (read-only)."""
+        bucket = self._buckets.get(key)
+        return None if bucket is None else bucket.objects.get((namespace, name))
+
+    def scan(self, key: str, namespace: str | None = None) -> builtins.list[Obj]:  # `list` is a method here
+        """Stored objects without copying, for read-only controller loops: never mutate them."""
+        with self.lock:
+            return [o for o in self._buckets[key].objects.values()
+                    if namespace is None or o.get("metadata", {}).get("namespace") == namespace]
+
     def create(self, key: str, obj: Obj, namespace: str | None = None) -> Obj:
         with self.lock:
             rt = self.type_for(key)

@@ -33,7 +33,7 @@ from clusters.sim.apps.hotel import (
     go_live,
     split_addr,
 )
-from clusters.sim.callgraph import CallGraphFlow
+from clusters.sim.callgraph import CallGraphFlow, jaeger_span
 from clusters.sim.controllers.quantity import parse_quantity
 
 if TYPE_CHECKING:
@@ -949,16 +949,11 @@ class Workload:
             tags.append({"key": "component", "type": "string", "value": "gRPC"})
         if not ok:
             tags.append({"key": "error", "type": "bool", "value": True})
-        span = {"traceID": trace_id, "spanID": span_id, "flags": 1, "operationName": op,
-                "references": [{"refType": "CHILD_OF", "traceID": trace_id, "spanID": parent}] if parent else [],
-                "startTime": int((start + skew) * 1e6), "duration": int(duration * 1e6), "tags": tags,
-                "logs": ([{"timestamp": int((start + skew + duration) * 1e6),
-                           "fields": [{"key": "event", "type": "string", "value": "error"},
-                                      {"key": "message", "type": "string", "value": err.get((svc, op), "internal error")}]}]
-                         if not ok else []),
-                "process": {"serviceName": svc, "tags": [{"key": "hostname", "type": "string", "value": rt.name},
-                                                        {"key": "ip", "type": "string", "value": rt.ip},
-                                                        {"key": "jaeger.version", "type": "string", "value": "Go-2.30.0"}]}}
+        span = jaeger_span(trace_id, span_id, parent, op, start + skew, duration, tags,
+                           None if ok else ("error", "message", err.get((svc, op), "internal error")),
+                           svc, [{"key": "hostname", "type": "string", "value": rt.name},
+                                 {"key": "ip", "type": "string", "value": rt.ip},
+                                 {"key": "jaeger.version", "type": "string", "value": "Go-2.30.0"}])
         spans.append(span)
         t = start + SERVICE_TIME[svc] * 0.3
         failed_seen = False

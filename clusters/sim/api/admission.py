@@ -1,6 +1,9 @@
-"""What kube-apiserver does to an object before it is stored: defaulting (for every writer,
-controllers included, installed as a store admission hook) and validation of user requests
-(422 Invalid with field causes, the real messages), including the fields that are immutable."""
+"""What kube-apiserver does to an object before it is stored. One admission chain for every
+writer, controllers included (`install_admission`, a store admission hook): defaulting, then
+the cluster's admission plugins (Service ClusterIP allocation, pod defaults, LimitRange
+defaulting and limits, ResourceQuota with the real `pods "x" is forbidden: exceeded quota: ...`
+messages). And validation of user requests (422 Invalid with field causes, the real messages),
+including the fields that are immutable."""
 
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ import re
 from typing import Any
 
 from clusters.sim.api.status import invalid
-from clusters.sim.store import Obj, ResourceType, Store
+from clusters.sim.controllers.common import is_terminal
+from clusters.sim.controllers.quantity import format_resource, parse_quantity
+from clusters.sim.store import Obj, ResourceType, Store, StoreError
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -78,19 +83,32 @@ def _allocate_node_port(store: Store, obj: Obj, port: int) -> int:
     return 30000
 
 
-class Defaulter:
-    """Store admission hook: fills the defaults kube-apiserver would, for every writer."""
+class Admission:
+    """The store admission hook: defaults, then the admission plugins, for every writer."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, defaulting: bool) -> None:
         self.store = store
+        self.defaulting = defaulting
+        self.next_ip = 10  # the ClusterIP allocator's cursor
 
     def __call__(self, verb: str, key: str, obj: Obj, old: Obj | None) -> None:
         if verb not in ("create", "update"):
             return
+        if self.defaulting:
+            self._default(verb, key, obj, old)
+        if verb != "create":
+            return
+        if key == "services":
+            self._allocate_cluster_ip(obj)
+        elif key == "pods":
+            default_pod(obj)
+            apply_limit_ranges(self.store, obj)
+            check_quota(self.store, obj)
+
+    def _default(self, verb: str, key: str, obj: Obj, old: Obj | None) -> None:
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else None
         if key == "pods" and spec is not None:
-            # Pod defaults, LimitRanges and quota are the cluster's own admission
-            # (clusters/sim/controllers/admission.py); the QoS class is the API server's.
+            # The QoS class is read before the pod's own defaults and its LimitRanges fill resources.
             if verb == "create":
                 obj.setdefault("status", {}).setdefault("qosClass", _qos(spec))
         elif key in _TEMPLATED and spec is not None:
@@ -170,6 +188,162 @@ class Defaulter:
             obj.setdefault("count", 1)
             obj.setdefault("type", "Normal")
 
+    def _allocate_cluster_ip(self, svc: Obj) -> None:
+        spec = svc.setdefault("spec", {})
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        for p in spec.get("ports") or []:
+            p.setdefault("protocol", "TCP")
+            p.setdefault("targetPort", p.get("port"))
+        if spec["type"] == "ExternalName" or spec.get("clusterIP") == "None":
+            return
+        if not spec.get("clusterIP"):
+            with self.store.lock:
+                used = {s.get("spec", {}).get("clusterIP") for s in self.store.iter_raw("services")}
+            while True:
+                n = self.next_ip
+                self.next_ip += 1
+                ip = f"10.96.{n // 250}.{n % 250 + 1}"
+                if ip not in used and ip != "10.96.0.10" and ip != "10.96.0.1":
+                    break
+            spec["clusterIP"] = ip
+        spec["clusterIPs"] = [spec["clusterIP"]]
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+
+
+def install_admission(store: Store, defaulting: bool = True) -> Admission:
+    """The chain's head, installed once per store: the cluster installs it when it is built, its
+    API server asks again and switches defaulting on. A cluster without an API server stores
+    what its controllers write without the API's defaults (its tests and seeds were tuned so:
+    defaulting a template changes its pod-template-hash, so the pods' names and placement)."""
+    for hook in store.admission:
+        if isinstance(hook, Admission):
+            hook.defaulting = hook.defaulting or defaulting
+            return hook
+    chain = Admission(store, defaulting)
+    store.admission.insert(0, chain)
+    return chain
+
+
+# -- pods: defaults, LimitRanges, ResourceQuota ----------------------------------------------
+_POD_TOLERATIONS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def default_pod(pod: Obj) -> None:
+    """A pod's own defaults beyond its template's: service account, priority, tolerations."""
+    spec = pod.setdefault("spec", {})
+    default_pod_spec(spec)
+    spec.setdefault("serviceAccountName", "default")
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    spec.setdefault("priority", 0)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    spec.setdefault("tolerations", [])
+    tol_keys = {t.get("key") for t in spec["tolerations"]}
+    for key in _POD_TOLERATIONS:
+        if key not in tol_keys:
+            spec["tolerations"].append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
+    pod.setdefault("status", {}).setdefault("phase", "Pending")
+
+
+def apply_limit_ranges(store: Store, pod: Obj) -> None:
+    ns = pod["metadata"]["namespace"]
+    name = pod["metadata"]["name"]
+    for lr in store.list("limitranges", ns):
+        for item in (lr.get("spec") or {}).get("limits") or []:
+            if item.get("type", "Container") != "Container":
+                continue
+            for c in pod["spec"].get("containers") or []:
+                res = c.setdefault("resources", {})
+                lim, req = res.setdefault("limits", {}), res.setdefault("requests", {})
+                for r, v in (item.get("default") or {}).items():
+                    lim.setdefault(r, v)
+                for r, v in (item.get("defaultRequest") or {}).items():
+                    req.setdefault(r, v)
+                for r in list(lim):
+                    req.setdefault(r, lim[r])
+                if not lim:
+                    res.pop("limits")
+                if not req:
+                    res.pop("requests")
+                for r, v in (item.get("max") or {}).items():
+                    have = (res.get("limits") or {}).get(r)
+                    if have is None:
+                        raise StoreError(403, "Forbidden", f'pods "{name}" is forbidden: maximum {r} usage per '
+                                         f"Container is {v}.  No limit is specified")
+                    if parse_quantity(have) > parse_quantity(v):
+                        raise StoreError(403, "Forbidden", f'pods "{name}" is forbidden: maximum {r} usage per '
+                                         f"Container is {v}, but limit is {have}")
+                for r, v in (item.get("min") or {}).items():
+                    have = (res.get("requests") or {}).get(r)
+                    if have is not None and parse_quantity(have) < parse_quantity(v):
+                        raise StoreError(403, "Forbidden", f'pods "{name}" is forbidden: minimum {r} usage per '
+                                         f"Container is {v}, but request is {have}")
+
+
+def pod_usage(pod: Obj) -> dict[str, float]:
+    """What one pod counts against a quota (init containers' max, as the quota evaluator does)."""
+    out = {"pods": 1.0, "count/pods": 1.0}
+    spec = pod.get("spec") or {}
+    sums: dict[str, float] = {}
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        for kind in ("requests", "limits"):
+            for r, v in (res.get(kind) or {}).items():
+                sums[f"{kind}.{r}"] = sums.get(f"{kind}.{r}", 0.0) + parse_quantity(v)
+    for c in spec.get("initContainers") or []:
+        res = c.get("resources") or {}
+        for kind in ("requests", "limits"):
+            for r, v in (res.get(kind) or {}).items():
+                k = f"{kind}.{r}"
+                sums[k] = max(sums.get(k, 0.0), parse_quantity(v))
+    out.update(sums)
+    for r in ("cpu", "memory", "ephemeral-storage"):
+        if f"requests.{r}" in sums:
+            out[r] = sums[f"requests.{r}"]
+    return out
+
+
+def _containers_missing(pod: Obj, resource: str) -> list[str]:
+    kind, _, r = resource.partition(".")
+    if kind not in ("requests", "limits"):
+        kind, r = "requests", resource
+    return [c["name"] for c in pod["spec"].get("containers") or [] if r not in ((c.get("resources") or {}).get(kind) or {})]
+
+
+COMPUTE = ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory",
+           "ephemeral-storage", "requests.ephemeral-storage", "limits.ephemeral-storage")
+
+
+def check_quota(store: Store, pod: Obj) -> None:
+    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    quotas = store.list("resourcequotas", ns)
+    if not quotas:
+        return
+    usage = pod_usage(pod)
+    pods_in_ns = [p for p in store.list("pods", ns) if not is_terminal(p)]
+    for q in sorted(quotas, key=lambda o: o["metadata"]["name"]):
+        hard = (q.get("spec") or {}).get("hard") or {}
+        missing = [f"{r} for: {','.join(_containers_missing(pod, r))}" for r in sorted(hard)
+                   if r in COMPUTE and r not in usage]
+        if missing:
+            raise StoreError(403, "Forbidden", f'pods "{name}" is forbidden: failed quota: {q["metadata"]["name"]}: '
+                             f"must specify {'; '.join(missing)}")
+        exceeded = []
+        for r in sorted(hard):
+            if r not in usage and r not in ("pods", "count/pods"):
+                continue
+            used = sum(pod_usage(p).get(r, 0.0) for p in pods_in_ns)
+            limit = parse_quantity(hard[r])
+            if used + usage.get(r, 0.0) > limit + 1e-9:
+                exceeded.append((r, usage.get(r, 0.0), used, hard[r]))
+        if exceeded:
+            req = ",".join(f"{r}={format_resource(r, v)}" for r, v, _, _ in exceeded)
+            used_s = ",".join(f"{r}={format_resource(r, u)}" for r, _, u, _ in exceeded)
+            lim_s = ",".join(f"{r}={h}" for r, _, _, h in exceeded)
+            raise StoreError(403, "Forbidden", f'pods "{name}" is forbidden: exceeded quota: {q["metadata"]["name"]}, '
+                             f"requested: {req}, used: {used_s}, limited: {lim_s}")
+
 
 # -- time normalisation (user requests only) -----------------------------------------------
 _TIME_KEY = re.compile(r"(Timestamp|Time|At)$")
@@ -231,7 +405,6 @@ _ENV_NAME_MSG = ("a valid environment variable name must consist of alphabetic c
 
 
 def _quantity(text: Any) -> float | None:
-    from clusters.sim.controllers.quantity import parse_quantity
 
     if not _QUANTITY.match(str(text)):
         return None

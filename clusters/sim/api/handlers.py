@@ -26,9 +26,8 @@ from clusters.sim.api import (
     remotecommand,
     subresources,
 )
-from clusters.sim.api.admission import Defaulter, normalize_times, validate
+from clusters.sim.api.admission import install_admission, normalize_times, validate
 from clusters.sim.api.authn import Authenticator, UserInfo
-from clusters.sim.api.gc import GarbageCollector
 from clusters.sim.api.http import Request, Response
 from clusters.sim.api.metrics import ResourceMetrics
 from clusters.sim.api.patch import APPLY_PATCH, STRATEGIC_MERGE_PATCH, apply_patch
@@ -45,6 +44,7 @@ from clusters.sim.api.tables import table
 from clusters.sim.api.watch import Filter, stream
 from clusters.sim.api.webhooks import WebhookAdmission
 from clusters.sim.controllers.common import deletion_grace
+from clusters.sim.controllers.gc import GarbageCollector
 from clusters.sim.resources import (
     CUSTOM_GROUPS,
     EVENTS_V1,
@@ -141,8 +141,7 @@ class KubeAPI:
         self.authz = RBACAuthorizer(store)
         self.gc = GarbageCollector(store)
         self.gc.install()
-        if not any(isinstance(h, Defaulter) for h in store.admission):
-            store.admission.insert(0, Defaulter(store))
+        install_admission(store)
         store.admission.insert(0, fieldmanager.internal_create_stamper(store.clock.rfc3339))
         store.admission.append(self.authn.fill_token_secret)
         WebhookAdmission(store).install()

@@ -191,6 +191,20 @@ def app_model(cls: type[AppModel]) -> type[AppModel]:
     return cls
 
 
+_by_name: dict[str, AppModel] = {}
+_by_name_of: list[int] = [-1]  # how many models `_by_name` was built from
+
+
+def model_named(name: str) -> AppModel | None:
+    """The registered model of that name (the first in `models` order), without a scan per call:
+    the workload asks for every running container every step."""
+    if _by_name_of[0] != len(models):
+        _by_name.clear()
+        _by_name.update({m.name: m for m in reversed(models)})
+        _by_name_of[0] = len(models)
+    return _by_name.get(name)
+
+
 def find_model(container: dict[str, Any]) -> AppModel | None:
     _load_builtin()
     for m in models:

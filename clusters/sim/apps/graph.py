@@ -75,6 +75,7 @@ class Service:
     start_s: float = 1.0  # time to become ready
     background: bool = False  # its ops run as a loop of its own (a Kafka consumer), not on requests
     traced: bool = True  # False: the program has no tracer, so its requests leave no spans
+    names: dict[str, str] = field(default_factory=dict)  # names it goes by elsewhere: consul, db, port
     on_start: Callable[[StartContext, dict[str, Any]], Exited | None] | None = None  # reads its own config
 
     def peer(self, name: str) -> Peer:
@@ -114,6 +115,9 @@ class AppGraph:
     span_metrics: bool = True  # the OTel collector's spanmetrics connector turns spans into metrics
     trace_host: str = ""  # where the services send spans; default otel-collector (span_metrics) or jaeger
     hooks: Any = None  # app-specific behaviour (feature flags, ...): see callgraph.GraphHooks
+    # what serves its requests: the call-graph engine (clusters/sim/callgraph.py) with GraphService
+    # containers, or "hotel", hotel-reservation's own model (clusters/sim/workload.py, apps/hotel.py)
+    engine: str = "callgraph"
     order: list[str] = field(default_factory=list)  # callers before callees, computed
 
     def __post_init__(self) -> None:
@@ -130,7 +134,10 @@ def graph_app(graph: AppGraph) -> AppGraph:
 
 
 def identify(container: dict[str, Any]) -> tuple[AppGraph, Service] | None:
+    """The graph service a container runs, for the graphs the call-graph engine serves."""
     for graph in GRAPHS.values():
+        if graph.engine != "callgraph":
+            continue
         name = graph.identify(container)
         if name is not None and name in graph.services:
             return graph, graph.services[name]
@@ -273,11 +280,9 @@ class DataStore(AppModel):
 
 
 def store_model(c: Ctr) -> DataStore | None:
-    from clusters.sim.apps.base import models
-    for m in models:
-        if m.name == c.model:
-            return m if isinstance(m, DataStore) else None
-    return None
+    from clusters.sim.apps.base import model_named
+    m = model_named(c.model)
+    return m if isinstance(m, DataStore) else None
 
 
 # -- the container model ------------------------------------------------------------------------

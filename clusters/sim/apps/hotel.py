@@ -20,9 +20,11 @@ from clusters.sim.apps.base import (
     Started,
     app_model,
     env_float,
+    normalize_image,
     register_image,
     zerolog,
 )
+from clusters.sim.apps.graph import AppGraph, Call, Peer, Route, Service, graph_app
 from clusters.sim.apps.stores import authenticate, authorize
 
 IMAGES = ("yinfangchen/hotelreservation", "deathstarbench/hotel-reservation", "ghcr.io/sregym/hotel-reservation",
@@ -65,36 +67,99 @@ SERVICES = {
     "user": Svc("user", "UserPort", "srv-user", "UserMongoAddress", db="user-db"),
 }
 
-# The call graph: (service, operation) → calls in order. A call is (target, operation, how):
-# "consul" dials the Consul name of the target; "memc"/"mongo" dial the address in config.json.
+# The call graph, declared as every application's is (clusters/sim/apps/graph.py): services call
+# each other by their Consul names over gRPC, and their stores at the config.json addresses.
+# mixed-workload_type_1.lua sends the routes' mix.
+_RPC = {"search": "/search.Search/Nearby", "geo": "/geo.Geo/Nearby", "rate": "/rate.Rate/GetRates",
+        "profile": "/profile.Profile/GetProfiles", "check": "/reservation.Reservation/CheckAvailability",
+        "reserve": "/reservation.Reservation/MakeReservation",
+        "recommend": "/recommendation.Recommendation/GetRecommendations", "user": "/user.User/CheckUser"}
+
+
+def _rpc_peers(*services: str) -> tuple[Peer, ...]:
+    return tuple(Peer(name, "grpc", service=name) for name in services)
+
+
+def _stores(svc: str) -> tuple[Peer, ...]:
+    """A binary's memcached and MongoDB, at the addresses its config.json names; every one with a
+    database seeds and reads it while starting (cmd/<svc>/db.go)."""
+    info = SERVICES[svc]
+    out = []
+    if info.memc_key:
+        out.append(Peer("memcached", "memcached", config=(f"{WORKDIR}/config.json", (info.memc_key,)),
+                        default=CONFIG[info.memc_key]))
+    if info.mongo_key:
+        out.append(Peer("mongodb", "mongo", config=(f"{WORKDIR}/config.json", (info.mongo_key,)),
+                        default=CONFIG[info.mongo_key], at_start=True))
+    return tuple(out)
+
+
+def _service(name: str, ops: dict[str, tuple[Call, ...]], peers: tuple[Peer, ...], cpu: float,
+             latency: float) -> Service:
+    info = SERVICES[name]
+    port = int(CONFIG[info.port_key])
+    names = {"consul": info.consul or "", "db": info.db, "port": CONFIG[info.port_key]}
+    return Service(name, "go", (port,) + ((info.metrics_port,) if info.metrics_port else ()), ops, peers,
+                   cpu=cpu, latency=latency, names={k: v for k, v in names.items() if v})
+
+
+def _identify(container: dict[str, Any]) -> str | None:
+    if normalize_image(str(container.get("image", "")))[0] not in IMAGES:
+        return None
+    argv = list(container.get("command") or []) + list(container.get("args") or [])
+    binary = argv[0].rsplit("/", 1)[-1] if argv else None
+    return binary if binary in SERVICES else None
+
+
+HOTEL = graph_app(AppGraph("hotel-reservation", {
+    "frontend": _service("frontend", {
+        "HTTP GET /hotels": (Call("search", _RPC["search"]), Call("reservation", _RPC["check"]),
+                             Call("profile", _RPC["profile"])),
+        "HTTP GET /recommendations": (Call("recommendation", _RPC["recommend"]), Call("profile", _RPC["profile"])),
+        "HTTP POST /user": (Call("user", _RPC["user"]),),
+        "HTTP POST /reservation": (Call("user", _RPC["user"]), Call("reservation", _RPC["reserve"]))},
+        _rpc_peers("search", "reservation", "profile", "recommendation", "user"), 0.0012, 0.0015),
+    "search": _service("search", {_RPC["search"]: (Call("geo", _RPC["geo"]), Call("rate", _RPC["rate"]))},
+                       _rpc_peers("geo", "rate"), 0.0008, 0.0008),
+    "geo": _service("geo", {_RPC["geo"]: ()}, _stores("geo"), 0.0006, 0.0009),
+    "rate": _service("rate", {_RPC["rate"]: (Call("memcached", "memcached_get_multi_rate"),
+                                             Call("mongodb", "mongo_rate"))}, _stores("rate"), 0.0008, 0.0010),
+    "profile": _service("profile", {_RPC["profile"]: (Call("memcached", "memcached_get_profile"),
+                                                      Call("mongodb", "mongo_profile"))},
+                        _stores("profile"), 0.0009, 0.0012),
+    "reservation": _service("reservation", {
+        _RPC["check"]: (Call("memcached", "memcached_reserve_get_multi_number"),
+                        Call("mongodb", "mongodb_capacity_get_multi_number")),
+        _RPC["reserve"]: (Call("memcached", "memcached_reserve_get_multi_number"),
+                          Call("mongodb", "mongo_reservation_insert", write=True))},
+        _stores("reservation"), 0.0010, 0.0013),
+    "recommendation": _service("recommendation", {_RPC["recommend"]: ()}, _stores("recommendation"), 0.0006, 0.0008),
+    "user": _service("user", {_RPC["user"]: ()}, _stores("user"), 0.0004, 0.0006),
+}, (Route("HTTP GET /hotels", "GET", "frontend", "HTTP GET /hotels", 0.60),
+    Route("HTTP GET /recommendations", "GET", "frontend", "HTTP GET /recommendations", 0.39),
+    Route("HTTP POST /user", "POST", "frontend", "HTTP POST /user", 0.005),
+    Route("HTTP POST /reservation", "POST", "frontend", "HTTP POST /reservation", 0.005)),
+    _identify, trace_host="jaeger", engine="hotel"))
+
+# The graph as the hotel request model (clusters/sim/workload.py) walks it: (service, operation) →
+# calls in order, each (target, operation, how): "consul" dials the Consul name of the target,
+# "memc"/"mongo" the address in config.json.
+_HOW = {"memcached": ("memcached", "memc"), "mongo": ("mongodb", "mongo")}
+
+
+def _walked(svc: Service, call: Call) -> tuple[str, str, str]:
+    peer = svc.peer(call.peer)
+    if peer.service:
+        return peer.service, call.op, "consul"
+    target, how = _HOW[peer.protocol]
+    return target, call.op, how
+
+
 OPS: dict[tuple[str, str], list[tuple[str, str, str]]] = {
-    ("frontend", "HTTP GET /hotels"): [("search", "/search.Search/Nearby", "consul"),
-                                       ("reservation", "/reservation.Reservation/CheckAvailability", "consul"),
-                                       ("profile", "/profile.Profile/GetProfiles", "consul")],
-    ("frontend", "HTTP GET /recommendations"): [("recommendation", "/recommendation.Recommendation/GetRecommendations", "consul"),
-                                                ("profile", "/profile.Profile/GetProfiles", "consul")],
-    ("frontend", "HTTP POST /user"): [("user", "/user.User/CheckUser", "consul")],
-    ("frontend", "HTTP POST /reservation"): [("user", "/user.User/CheckUser", "consul"),
-                                             ("reservation", "/reservation.Reservation/MakeReservation", "consul")],
-    ("search", "/search.Search/Nearby"): [("geo", "/geo.Geo/Nearby", "consul"), ("rate", "/rate.Rate/GetRates", "consul")],
-    ("geo", "/geo.Geo/Nearby"): [],
-    ("rate", "/rate.Rate/GetRates"): [("memcached", "memcached_get_multi_rate", "memc"), ("mongodb", "mongo_rate", "mongo")],
-    ("profile", "/profile.Profile/GetProfiles"): [("memcached", "memcached_get_profile", "memc"),
-                                                  ("mongodb", "mongo_profile", "mongo")],
-    ("reservation", "/reservation.Reservation/CheckAvailability"): [
-        ("memcached", "memcached_reserve_get_multi_number", "memc"), ("mongodb", "mongodb_capacity_get_multi_number", "mongo")],
-    ("reservation", "/reservation.Reservation/MakeReservation"): [
-        ("memcached", "memcached_reserve_get_multi_number", "memc"), ("mongodb", "mongo_reservation_insert", "mongo")],
-    ("recommendation", "/recommendation.Recommendation/GetRecommendations"): [],
-    ("user", "/user.User/CheckUser"): [],
-}
-# mixed-workload_type_1.lua
-ROUTES = (("HTTP GET /hotels", 0.60), ("HTTP GET /recommendations", 0.39), ("HTTP POST /user", 0.005),
-          ("HTTP POST /reservation", 0.005))
-CPU_PER_REQUEST = {"frontend": 0.0012, "search": 0.0008, "geo": 0.0006, "profile": 0.0009, "rate": 0.0008,
-                   "recommendation": 0.0006, "reservation": 0.0010, "user": 0.0004}
-SERVICE_TIME = {"frontend": 0.0015, "search": 0.0008, "geo": 0.0009, "profile": 0.0012, "rate": 0.0010,
-                "recommendation": 0.0008, "reservation": 0.0013, "user": 0.0006}
+    (svc.name, op): [_walked(svc, call) for call in calls] for svc in HOTEL.services.values() for op, calls in svc.ops.items()}
+ROUTES = tuple((r.name, r.share) for r in HOTEL.routes)
+CPU_PER_REQUEST = {svc.name: svc.cpu for svc in HOTEL.services.values()}
+SERVICE_TIME = {svc.name: svc.latency for svc in HOTEL.services.values()}
 CACHE_KEYS = {"rate": 80.0, "profile": 80.0, "reservation": 3000.0}
 CALLER = {"frontend": "cmd/frontend/main.go", "search": "cmd/search/main.go", "geo": "cmd/geo/main.go",
           "profile": "cmd/profile/main.go", "rate": "cmd/rate/main.go", "recommendation": "cmd/recommendation/main.go",

@@ -12,9 +12,10 @@ if TYPE_CHECKING:
 
 def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
     """The controllers in the order one pass runs them."""
-    from clusters.sim.controllers.admission import quota_status
+    from clusters.sim.controllers.common import ControlPlane
     from clusters.sim.controllers.endpoints import EndpointsController
     from clusters.sim.controllers.gc import GarbageCollector
+    from clusters.sim.controllers.quota import QuotaController
     from clusters.sim.controllers.scheduler import Scheduler
     from clusters.sim.controllers.tidb_operator import TidbOperator
     from clusters.sim.controllers.volumes import VolumeBinder
@@ -27,22 +28,23 @@ def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
         StatefulSetController,
     )
 
+    cp = ControlPlane(cluster.store, cluster.clock, cluster.rng, cluster.events, cluster.wake_at)
     cluster.pv = VolumeBinder(cluster)
     cluster.scheduler = Scheduler(cluster)
     return [
         cluster.nodes.reconcile,
         cluster.chaos.reconcile,
-        GarbageCollector(cluster),
-        CronJobController(cluster),
-        JobController(cluster),
-        DeploymentController(cluster),
-        ReplicaSetController(cluster),
-        StatefulSetController(cluster),
-        DaemonSetController(cluster),
+        GarbageCollector(cluster.store, cluster.events.expire),
+        CronJobController(cp),
+        JobController(cp),
+        DeploymentController(cp),
+        ReplicaSetController(cp),
+        StatefulSetController(cp),
+        DaemonSetController(cp),
         TidbOperator(cluster),  # a custom controller: acts only while its operator pod runs
         cluster.pv,
         cluster.scheduler,
         cluster.kubelet.reconcile,
-        EndpointsController(cluster),
-        lambda now: quota_status(cluster, now),
+        EndpointsController(cluster.store),
+        QuotaController(cluster.store),
     ]

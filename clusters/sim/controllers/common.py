@@ -6,11 +6,30 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from typing import Any
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from clusters.sim.store import Obj
+from clusters.sim.clock import VirtualClock
+from clusters.sim.store import Obj, Store
+
+if TYPE_CHECKING:
+    from clusters.sim.cluster import EventRecorder
 
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+@dataclass(frozen=True)
+class ControlPlane:
+    """What a workload controller works with, rather than the whole cluster: the store, the
+    cluster's clock and seeded random source, its Event recorder, and a way to be woken later."""
+
+    store: Store
+    clock: VirtualClock
+    rng: random.Random
+    events: EventRecorder
+    wake_at: Callable[[float], None]
 
 
 def owner_ref(owner: Obj, controller: bool = True) -> dict[str, Any]:

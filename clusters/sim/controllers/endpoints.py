@@ -5,13 +5,10 @@ named targetPort the pod does not declare drops the pod, as the real controller 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clusters.sim.controllers.common import SUFFIX_ALPHABET, is_ready, is_terminal, owner_ref
-from clusters.sim.store import Obj, StoreError, match_labels
-
-if TYPE_CHECKING:
-    from clusters.sim.cluster import SimCluster
+from clusters.sim.store import Obj, Store, StoreError, match_labels
 
 
 def _target_port(pod: Obj, sport: dict[str, Any]) -> int | None:
@@ -31,13 +28,13 @@ class EndpointsController:
     # A function of stored objects alone: the cluster skips it while nothing in the store changed.
     store_driven = True
 
-    def __init__(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def __call__(self, now: float) -> None:
-        store = self.cluster.store
+        store = self.store
         pods_by_ns: dict[str, list[Obj]] = {}
-        services = self.cluster.scan("services")
+        services = self.store.scan("services")
         seen = set()
         for svc in services:
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
@@ -48,7 +45,7 @@ class EndpointsController:
             seen.add((ns, name))
             if ns not in pods_by_ns:
                 # terminating pods too: EndpointSlices list them (terminating, not ready); Endpoints do not
-                pods_by_ns[ns] = [p for p in self.cluster.scan("pods", ns) if not is_terminal(p)
+                pods_by_ns[ns] = [p for p in self.store.scan("pods", ns) if not is_terminal(p)
                                   and (p.get("status") or {}).get("podIP")]
             groups: dict[tuple, dict[str, Any]] = {}
             for pod in pods_by_ns[ns]:
@@ -91,7 +88,7 @@ class EndpointsController:
                 sub = {k: v for k, v in g.items() if v}
                 subsets.append(sub)
             subsets.sort(key=lambda s: str(s.get("ports")))
-            cur = self.cluster.raw("endpoints", ns, name)
+            cur = self.store.raw("endpoints", ns, name)
             labels = dict(svc["metadata"].get("labels") or {})
             if cur is None:
                 obj: dict[str, Any] = {"metadata": {"name": name, "namespace": ns, "labels": labels}}
@@ -123,7 +120,7 @@ class EndpointsController:
         """One EndpointSlice per distinct set of ports, named and labelled as the endpointslice
         controller does; every selected pod is listed, a terminating one with ready=false and
         terminating=true (serving tells whether it still passes readiness)."""
-        store, ns, name = self.cluster.store, svc["metadata"]["namespace"], svc["metadata"]["name"]
+        store, ns, name = self.store, svc["metadata"]["namespace"], svc["metadata"]["name"]
         want: dict[str, Obj] = {}
         for i, (ports, endpoints) in enumerate(sorted(groups, key=lambda g: str(g[0])) or [([], [])]):
             digest = hashlib.sha256(f"{svc['metadata']['uid']}/{i}".encode()).digest()
@@ -137,7 +134,7 @@ class EndpointsController:
                 "endpoints": sorted(endpoints, key=lambda e: e["addresses"][0]),
                 "ports": [{k: p[k] for k in ("name", "port", "protocol") if k in p} for p in ports]}
         for slice_name, obj in want.items():
-            cur = self.cluster.raw("endpointslices.discovery.k8s.io", ns, slice_name)
+            cur = self.store.raw("endpointslices.discovery.k8s.io", ns, slice_name)
             if cur is None:
                 try:
                     store.create("endpointslices.discovery.k8s.io", obj)

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 BACKOFF_START, BACKOFF_MAX = 10.0, 300.0
 BACKOFF_RESET = 600.0  # a container that ran this long starts its back-off afresh
 STOP_SECONDS = 1.0  # from SIGTERM to exit for a process that handles it (drains, flushes, closes)
-_MODELS: dict[str, Any] = {}
 PAUSE_IMAGES = ("gcr.io/google-containers/pause", "registry.k8s.io/pause", "k8s.gcr.io/pause")
 
 
@@ -244,11 +243,8 @@ class Kubelet:
         self.cluster.logs.drop_pod(rt.namespace, rt.name)
 
     def _model_by_name(self, name: str) -> Any:
-        from clusters.sim.apps.base import models
-        if len(_MODELS) != len(models):
-            _MODELS.clear()
-            _MODELS.update({m.name: m for m in reversed(models)})
-        return _MODELS.get(name)
+        from clusters.sim.apps.base import model_named
+        return model_named(name)
 
     def _admit(self, pod: Obj, now: float) -> PodRt | None:
         spec = pod["spec"]

@@ -23,6 +23,9 @@ class Telemetry:
         self._rows: list[tuple[str, tuple, float]] = []
         self._cache: dict[tuple[str, str], tuple[str, list[tuple[str, tuple, float]]]] = {}
         self._plans: dict[tuple, tuple | None] = {}  # (metric, labels) → how its scrape relabels it
+        # (series key, container, pod IP) → the relabelled label set, kept while the container is
+        # scraped: the same tuple each scrape is found in the TSDB by identity, not rebuilt and rehashed
+        self._relabelled: dict[tuple, tuple] = {}
 
     def _emit(self, metric: str, labels: tuple, t: float, value: float) -> None:
         # rows of the scrape in progress; label tuples go to B's TSDB as they are
@@ -82,6 +85,7 @@ class Telemetry:
         add = rows.append
         scraped: dict[tuple, tuple] = {}
         pod_extra: dict[tuple, tuple] = {}
+        relabelled, fresh_relabelled = self._relabelled, {}
         for table, is_counter in ((counters, True), (gauges, False)):
             for key, v in table.items():
                 plan = plans.get(key, _UNPLANNED)
@@ -104,15 +108,21 @@ class Telemetry:
                     last_total[key] = v
                     share = (delta if delta >= 0 else v) / len(live) if live else 0.0
                 for rt, c in live:
-                    target = _service_target(rt, c, name, port)
-                    scraped[target] = target
+                    lk = (key, c.container_id, rt.ip)
+                    got = relabelled.get(lk)
+                    if got is None:
+                        target = _service_target(rt, c, name, port)
+                        got = (target, kept + target)
+                    fresh_relabelled[lk] = got
+                    scraped[got[0]] = got[0]
                     if is_counter:
                         own_key = (key, c.container_id)
                         value = fresh_own[own_key] = own.get(own_key, 0.0) + share
                     else:
                         value = v / len(live)
-                    add((key[0], kept + target, value))
+                    add((key[0], got[1], value))
         self.state["pod_counters"] = fresh_own
+        self._relabelled = fresh_relabelled
         for target in scraped:
             add(("up", target, 1.0))
         return rows

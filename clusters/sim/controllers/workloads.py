@@ -7,9 +7,10 @@ from __future__ import annotations
 import copy
 import random
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clusters.sim.controllers.common import (
+    ControlPlane,
     controller_uid,
     deletion_grace,
     int_or_percent,
@@ -24,10 +25,7 @@ from clusters.sim.controllers.common import (
     set_condition,
     template_hash,
 )
-from clusters.sim.store import Obj, StoreError, match_labels
-
-if TYPE_CHECKING:
-    from clusters.sim.cluster import SimCluster
+from clusters.sim.store import Obj, Store, StoreError, match_labels
 
 REVISION = "deployment.kubernetes.io/revision"
 
@@ -57,24 +55,24 @@ def _available(pod: Obj, min_ready: float, now: float) -> bool:
     return min_ready <= 0 or now - _ts(ready_since(pod)) >= min_ready
 
 
-def _put_status(cluster: SimCluster, key: str, obj: Obj, status: dict[str, Any]) -> None:
+def _put_status(store: Store, key: str, obj: Obj, status: dict[str, Any]) -> None:
     if obj.get("status") == status:
         return
     def put(o: Obj) -> None:
         o["status"] = status
     try:
-        cluster.store.mutate(key, obj["metadata"]["namespace"], obj["metadata"]["name"], put, subresource="status")
+        store.mutate(key, obj["metadata"]["namespace"], obj["metadata"]["name"], put, subresource="status")
     except StoreError:
         pass
 
 
 class ReplicaSetController:
-    def __init__(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
+    def __init__(self, cp: ControlPlane) -> None:
+        self.store, self.clock, self.rng, self.events, self.wake_at = cp.store, cp.clock, cp.rng, cp.events, cp.wake_at
         self.retry: dict[str, tuple[float, float]] = {}  # uid → (next attempt, back-off)
 
     def __call__(self, now: float) -> None:
-        store = self.cluster.store
+        store = self.store
         pods_by_ns: dict[str, list[Obj]] = {}
         owned: dict[str, dict[str | None, list[Obj]]] = {}  # ns → its pods by owner, dropped with pods_by_ns[ns]
 
@@ -83,12 +81,12 @@ class ReplicaSetController:
                 owned[ns] = _by_owner(pods_by_ns[ns])
             return [p for p in owned[ns].get(rs["metadata"]["uid"], []) if is_active(p)]
 
-        for rs in self.cluster.scan("replicasets.apps"):
+        for rs in self.store.scan("replicasets.apps"):
             ns = rs["metadata"]["namespace"]
             if rs["metadata"].get("deletionTimestamp"):
                 continue
             if ns not in pods_by_ns:
-                pods_by_ns[ns] = self.cluster.scan("pods", ns)
+                pods_by_ns[ns] = self.store.scan("pods", ns)
             pods = mine(ns, rs)
             want = int((rs.get("spec") or {}).get("replicas", 1))
             diff = want - len(pods)
@@ -101,10 +99,10 @@ class ReplicaSetController:
                     if failure:
                         back = min(60.0, back * 2 if back else 1.0)
                         self.retry[uid] = (now + back, back)
-                        self.cluster.wake_at(now + back)
+                        self.wake_at(now + back)
                     else:
                         self.retry.pop(uid, None)
-                    pods_by_ns[ns] = self.cluster.scan("pods", ns)
+                    pods_by_ns[ns] = self.store.scan("pods", ns)
                     owned.pop(ns, None)
                     pods = mine(ns, rs)
                 else:
@@ -116,16 +114,16 @@ class ReplicaSetController:
                         store.delete("pods", ns, pod["metadata"]["name"], grace=deletion_grace(pod))
                     except StoreError:
                         continue
-                    self.cluster.events.record(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}",
+                    self.events.record(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}",
                                                "replicaset-controller")
-                pods_by_ns[ns] = self.cluster.scan("pods", ns)
+                pods_by_ns[ns] = self.store.scan("pods", ns)
                 owned.pop(ns, None)
                 pods = mine(ns, rs)
             min_ready = float((rs.get("spec") or {}).get("minReadySeconds", 0))
             ready = sum(1 for p in pods if is_ready(p))
             avail = sum(1 for p in pods if _available(p, min_ready, now))
             if min_ready and ready > avail:
-                self.cluster.wake_at(now + min_ready)
+                self.wake_at(now + min_ready)
             labels = ((rs["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
             status: dict[str, Any] = {"replicas": len(pods),
                                       "fullyLabeledReplicas": sum(1 for p in pods if match_labels(labels, p["metadata"].get("labels"))),
@@ -136,11 +134,11 @@ class ReplicaSetController:
                 status["availableReplicas"] = avail
             old_conds = [c for c in (rs.get("status") or {}).get("conditions") or [] if c["type"] == "ReplicaFailure"]
             if failure:
-                stamp = self.cluster.clock.rfc3339(now)
+                stamp = self.clock.rfc3339(now)
                 keep = old_conds[0] if old_conds and old_conds[0].get("message") == failure else None
                 status["conditions"] = [keep or {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
                                                  "message": failure, "lastTransitionTime": stamp}]
-            _put_status(self.cluster, "replicasets.apps", rs, status)
+            _put_status(self.store, "replicasets.apps", rs, status)
 
     @staticmethod
     def _delete_rank(pod: Obj) -> tuple[int, int, int, int, str]:
@@ -152,30 +150,30 @@ class ReplicaSetController:
     def _create(self, rs: Obj, n: int) -> str | None:
         ns = rs["metadata"]["namespace"]
         for _ in range(n):
-            name = f"{rs['metadata']['name']}-{random_suffix(self.cluster.rng)}"
+            name = f"{rs['metadata']['name']}-{random_suffix(self.rng)}"
             pod = pod_from_template(rs["spec"].get("template") or {}, name, ns, rs)
             try:
-                self.cluster.store.create("pods", pod)
+                self.store.create("pods", pod)
             except StoreError as exc:
                 msg = f"Error creating: {exc.message}"
-                self.cluster.events.record(rs, "Warning", "FailedCreate", msg, "replicaset-controller")
+                self.events.record(rs, "Warning", "FailedCreate", msg, "replicaset-controller")
                 return msg
-            self.cluster.events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: {name}", "replicaset-controller")
+            self.events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: {name}", "replicaset-controller")
         return None
 
 
 class DeploymentController:
-    def __init__(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
+    def __init__(self, cp: ControlPlane) -> None:
+        self.store, self.clock, self.rng, self.events, self.wake_at = cp.store, cp.clock, cp.rng, cp.events, cp.wake_at
         self._seen: dict[str, tuple] = {}
         # Recreate deployments waiting for old pods to terminate: a pod's removal changes no
         # replica set, so they are synced every pass until it is done
         self._draining: set[str] = set()
 
     def __call__(self, now: float) -> None:
-        rs_by_owner = _by_owner(self.cluster.scan("replicasets.apps"))
+        rs_by_owner = _by_owner(self.store.scan("replicasets.apps"))
         seen: dict[str, tuple] = {}
-        for d in self.cluster.scan("deployments.apps"):
+        for d in self.store.scan("deployments.apps"):
             if d["metadata"].get("deletionTimestamp"):
                 continue
             rss = rs_by_owner.get(d["metadata"]["uid"], [])
@@ -187,15 +185,15 @@ class DeploymentController:
             if self._seen.get(uid) == key and uid not in self._draining:
                 continue
             self._sync(d, rss, now)
-            after = self.cluster.raw("deployments.apps", d["metadata"]["namespace"], d["metadata"]["name"])
+            after = self.store.raw("deployments.apps", d["metadata"]["namespace"], d["metadata"]["name"])
             if after is not None:
-                rss2 = _owned(self.cluster.scan("replicasets.apps", d["metadata"]["namespace"]), after)
+                rss2 = _owned(self.store.scan("replicasets.apps", d["metadata"]["namespace"]), after)
                 seen[uid] = (after["metadata"].get("resourceVersion"),
                              tuple(sorted(r["metadata"].get("resourceVersion", "") for r in rss2)), int(now // 60))
         self._seen = seen
 
     def _sync(self, d: Obj, rss: list[Obj], now: float) -> None:
-        store, ns, spec = self.cluster.store, d["metadata"]["namespace"], d.get("spec") or {}
+        store, ns, spec = self.store, d["metadata"]["namespace"], d.get("spec") or {}
         want = int(spec.get("replicas", 1))
         progress = None
         template = normalized(spec.get("template") or {})
@@ -251,7 +249,7 @@ class DeploymentController:
         if strategy == "Recreate":
             # old pods still terminating count as running: the new ones wait until they are gone
             old_uids = {r["metadata"]["uid"] for r in olds}
-            running = any(controller_uid(p) in old_uids and not is_terminal(p) for p in self.cluster.scan("pods", ns))
+            running = any(controller_uid(p) in old_uids and not is_terminal(p) for p in self.store.scan("pods", ns))
             active_old = [r for r in olds if int(r["spec"].get("replicas", 0)) > 0 or (r.get("status") or {}).get("replicas", 0)
                           or running]
             if running:
@@ -265,7 +263,7 @@ class DeploymentController:
                 self._scale(d, new, want)
         else:
             self._rolling(d, new, olds, want, now)
-        rss = _owned(self.cluster.scan("replicasets.apps", ns), d)
+        rss = _owned(self.store.scan("replicasets.apps", ns), d)
         new = next(r for r in rss if r["metadata"]["uid"] == new["metadata"]["uid"])
         self._cleanup(d, rss, new)
         d_annot = (d["metadata"].get("annotations") or {}).get(REVISION)
@@ -316,7 +314,7 @@ class DeploymentController:
                 total -= cut
         budget = min(budget, all_avail - min_avail)
         for r in sorted(olds, key=lambda o: o["metadata"].get("creationTimestamp", "")):
-            spec_r = int(self.cluster.store.get("replicasets.apps", r["metadata"]["namespace"], r["metadata"]["name"])
+            spec_r = int(self.store.get("replicasets.apps", r["metadata"]["namespace"], r["metadata"]["name"])
                          ["spec"].get("replicas", 0))
             if spec_r > 0 and budget > 0:
                 cut = min(spec_r, budget)
@@ -334,12 +332,12 @@ class DeploymentController:
             ann = o["metadata"].setdefault("annotations", {})
             ann["deployment.kubernetes.io/desired-replicas"] = str(want)
             ann["deployment.kubernetes.io/max-replicas"] = str(want + self._surge(d, want))
-        self.cluster.store.mutate("replicasets.apps", rs["metadata"]["namespace"], rs["metadata"]["name"], put)
+        self.store.mutate("replicasets.apps", rs["metadata"]["namespace"], rs["metadata"]["name"], put)
         self._scaled(d, rs, cur, n, up=n > cur)
 
     def _scaled(self, d: Obj, rs: Obj, a: int, b: int, up: bool) -> None:
         word = "up" if up else "down"
-        self.cluster.events.record(d, "Normal", "ScalingReplicaSet",
+        self.events.record(d, "Normal", "ScalingReplicaSet",
                                    f"Scaled {word} replica set {rs['metadata']['name']} from {a} to {b}",
                                    "deployment-controller")
 
@@ -350,7 +348,7 @@ class DeploymentController:
         olds.sort(key=lambda r: int((r["metadata"].get("annotations") or {}).get(REVISION, "0")))
         for r in olds[: max(0, len(olds) - limit)]:
             try:
-                self.cluster.store.delete("replicasets.apps", r["metadata"]["namespace"], r["metadata"]["name"])
+                self.store.delete("replicasets.apps", r["metadata"]["namespace"], r["metadata"]["name"])
             except StoreError:
                 pass
 
@@ -373,7 +371,7 @@ class DeploymentController:
         unavail = max(0, want - avail)
         if unavail:
             status["unavailableReplicas"] = unavail
-        stamp = self.cluster.clock.rfc3339(now)
+        stamp = self.clock.rfc3339(now)
         ru = (spec.get("strategy") or {}).get("rollingUpdate") or {}
         max_unavail = int_or_percent(ru.get("maxUnavailable", "25%"), want, round_up=False) \
             if (spec.get("strategy") or {}).get("type", "RollingUpdate") == "RollingUpdate" else 0
@@ -406,7 +404,7 @@ class DeploymentController:
                     set_condition(status, "Progressing", "False", "ProgressDeadlineExceeded",
                                   f'ReplicaSet "{name}" has timed out progressing.', stamp, heartbeat=True)
                 else:
-                    self.cluster.wake_at(last + deadline)
+                    self.wake_at(last + deadline)
         failure = [c for r in rss for c in (r.get("status") or {}).get("conditions") or [] if c["type"] == "ReplicaFailure"]
         if failure:
             set_condition(status, "ReplicaFailure", "True", "FailedCreate", failure[0]["message"], stamp, heartbeat=True)
@@ -414,30 +412,30 @@ class DeploymentController:
             status["conditions"] = [c for c in status["conditions"] if c["type"] != "ReplicaFailure"]
         order = {"Available": 0, "Progressing": 1, "ReplicaFailure": 2}
         status["conditions"].sort(key=lambda c: order.get(c["type"], 9))
-        _put_status(self.cluster, "deployments.apps", d, status)
+        _put_status(self.store, "deployments.apps", d, status)
 
 
 class StatefulSetController:
     # A function of stored objects alone: the cluster skips it while nothing in the store changed.
     store_driven = True
 
-    def __init__(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
+    def __init__(self, cp: ControlPlane) -> None:
+        self.store, self.clock, self.rng, self.events, self.wake_at = cp.store, cp.clock, cp.rng, cp.events, cp.wake_at
 
     def __call__(self, now: float) -> None:
-        store = self.cluster.store
+        store = self.store
         for sts in store.list("statefulsets.apps"):
             if sts["metadata"].get("deletionTimestamp"):
                 continue
             self._sync(sts, now)
 
     def _sync(self, sts: Obj, now: float) -> None:
-        store, ns, name = self.cluster.store, sts["metadata"]["namespace"], sts["metadata"]["name"]
+        store, ns, name = self.store, sts["metadata"]["namespace"], sts["metadata"]["name"]
         spec = sts.get("spec") or {}
         want = int(spec.get("replicas", 1))
         rev = f"{name}-{template_hash(spec.get('template') or {})}"
         self._adopt(sts)
-        pods = {p["metadata"]["name"]: p for p in _owned(self.cluster.scan("pods", ns), sts)}  # read only
+        pods = {p["metadata"]["name"]: p for p in _owned(self.store.scan("pods", ns), sts)}  # read only
         parallel = spec.get("podManagementPolicy") == "Parallel"
         for i in range(want):
             pname = f"{name}-{i}"
@@ -451,7 +449,7 @@ class StatefulSetController:
                                  "spec": copy.deepcopy(tmpl.get("spec") or {}), "status": {"phase": "Pending"}}
                         try:
                             store.create("persistentvolumeclaims", claim)
-                            self.cluster.events.record(sts, "Normal", "SuccessfulCreate",
+                            self.events.record(sts, "Normal", "SuccessfulCreate",
                                                        f"create Claim {cname} Pod {pname} in StatefulSet {name} success",
                                                        "statefulset-controller")
                         except StoreError:
@@ -470,10 +468,10 @@ class StatefulSetController:
                     p["spec"]["subdomain"] = spec["serviceName"]
                 try:
                     store.create("pods", p)
-                    self.cluster.events.record(sts, "Normal", "SuccessfulCreate",
+                    self.events.record(sts, "Normal", "SuccessfulCreate",
                                                f"create Pod {pname} in StatefulSet {name} successful", "statefulset-controller")
                 except StoreError as exc:
-                    self.cluster.events.record(sts, "Warning", "FailedCreate",
+                    self.events.record(sts, "Warning", "FailedCreate",
                                                f"create Pod {pname} in StatefulSet {name} failed error: {exc.message}",
                                                "statefulset-controller")
                 if not parallel:
@@ -487,11 +485,11 @@ class StatefulSetController:
                 ordered = sorted(pods, key=lambda n: -int(n.rsplit("-", 1)[-1]))
                 if ordered[0] == pname or parallel:
                     store.delete("pods", ns, pname)
-                    self.cluster.events.record(sts, "Normal", "SuccessfulDelete",
+                    self.events.record(sts, "Normal", "SuccessfulDelete",
                                                f"delete Pod {pname} in StatefulSet {name} successful", "statefulset-controller")
                     break
         self._roll(sts, rev, want, parallel)
-        pods = {p["metadata"]["name"]: p for p in _owned(self.cluster.scan("pods", ns), sts) if is_active(p)}
+        pods = {p["metadata"]["name"]: p for p in _owned(self.store.scan("pods", ns), sts) if is_active(p)}
         pods_l = list(pods.values())
         status = {"observedGeneration": sts["metadata"].get("generation", 1), "replicas": len(pods_l),
                   "readyReplicas": sum(1 for p in pods_l if is_ready(p)),
@@ -499,7 +497,7 @@ class StatefulSetController:
                   "updatedReplicas": sum(1 for p in pods_l if (p["metadata"].get("labels") or {}).get("controller-revision-hash") == rev),
                   "availableReplicas": sum(1 for p in pods_l if is_ready(p)),
                   "currentRevision": rev, "updateRevision": rev, "collisionCount": 0}
-        _put_status(self.cluster, "statefulsets.apps", sts, status)
+        _put_status(self.store, "statefulsets.apps", sts, status)
 
 
     def _roll(self, sts: Obj, rev: str, want: int, parallel: bool) -> None:
@@ -512,7 +510,7 @@ class StatefulSetController:
         if strategy.get("type", "RollingUpdate") != "RollingUpdate":
             return
         ns, name = sts["metadata"]["namespace"], sts["metadata"]["name"]
-        pods = {p["metadata"]["name"]: p for p in _owned(self.cluster.store.list("pods", ns), sts)}
+        pods = {p["metadata"]["name"]: p for p in _owned(self.store.list("pods", ns), sts)}
         ordered = [pods.get(f"{name}-{i}") for i in range(want)]
         if not parallel and any(p is None or not is_active(p) or not is_ready(p) for p in ordered):
             return
@@ -522,8 +520,8 @@ class StatefulSetController:
                 return
             terminating = bool(pod["metadata"].get("deletionTimestamp"))
             if (pod["metadata"].get("labels") or {}).get("controller-revision-hash") != rev and not terminating:
-                self.cluster.store.delete("pods", ns, pod["metadata"]["name"])
-                self.cluster.events.record(sts, "Normal", "SuccessfulDelete",
+                self.store.delete("pods", ns, pod["metadata"]["name"])
+                self.events.record(sts, "Normal", "SuccessfulDelete",
                                            f"delete Pod {pod['metadata']['name']} in StatefulSet {name} successful",
                                            "statefulset-controller")
                 return
@@ -535,7 +533,7 @@ class StatefulSetController:
         whose name is one of this set's ordinals become its Pods again."""
         ns, name = sts["metadata"]["namespace"], sts["metadata"]["name"]
         selector = (sts.get("spec") or {}).get("selector") or {}
-        for pod in self.cluster.scan("pods", ns):
+        for pod in self.store.scan("pods", ns):
             meta = pod["metadata"]
             if controller_uid(pod) is not None or meta.get("deletionTimestamp"):
                 continue
@@ -547,7 +545,7 @@ class StatefulSetController:
             def adopt(o: Obj, ref: dict[str, Any] = ref) -> None:
                 o["metadata"]["ownerReferences"] = [*(o["metadata"].get("ownerReferences") or []), ref]
             try:
-                self.cluster.store.mutate("pods", ns, meta["name"], adopt)
+                self.store.mutate("pods", ns, meta["name"], adopt)
             except StoreError:
                 pass
 
@@ -556,12 +554,12 @@ class DaemonSetController:
     # A function of stored objects alone: the cluster skips it while nothing in the store changed.
     store_driven = True
 
-    def __init__(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
+    def __init__(self, cp: ControlPlane) -> None:
+        self.store, self.clock, self.rng, self.events, self.wake_at = cp.store, cp.clock, cp.rng, cp.events, cp.wake_at
 
     def __call__(self, now: float) -> None:
         from clusters.sim.controllers.scheduler import _tolerates, node_affinity_ok
-        store = self.cluster.store
+        store = self.store
         nodes = store.list("nodes")
         for ds in store.list("daemonsets.apps"):
             if ds["metadata"].get("deletionTimestamp"):
@@ -591,7 +589,7 @@ class DaemonSetController:
                 # kube-system's node agents name their pods from their own seeded source: the
                 # system components a cluster runs must not reshuffle the names (and so the
                 # histories) a seed gives every application.
-                rng = random.Random(f"{ds['metadata'].get('uid', name)}/{nname}") if ns == "kube-system" else self.cluster.rng
+                rng = random.Random(f"{ds['metadata'].get('uid', name)}/{nname}") if ns == "kube-system" else self.rng
                 pname = f"{name}-{random_suffix(rng)}"
                 p = pod_from_template(tmpl, pname, ns, ds, {"controller-revision-hash": rev, "pod-template-generation": "1"})
                 p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
@@ -604,9 +602,9 @@ class DaemonSetController:
                                  "effect": "NoExecute" if key.endswith(("not-ready", "unreachable")) else "NoSchedule"})
                 try:
                     store.create("pods", p)
-                    self.cluster.events.record(ds, "Normal", "SuccessfulCreate", f"Created pod: {pname}", "daemonset-controller")
+                    self.events.record(ds, "Normal", "SuccessfulCreate", f"Created pod: {pname}", "daemonset-controller")
                 except StoreError as exc:
-                    self.cluster.events.record(ds, "Warning", "FailedCreate", f"Error creating: {exc.message}",
+                    self.events.record(ds, "Warning", "FailedCreate", f"Error creating: {exc.message}",
                                                "daemonset-controller")
             for nname, p in by_node.items():
                 if nname not in eligible:
@@ -618,22 +616,22 @@ class DaemonSetController:
                       "updatedNumberScheduled": len(pods), "observedGeneration": ds["metadata"].get("generation", 1)}
             if len(eligible) - ready:
                 status["numberUnavailable"] = len(eligible) - ready
-            _put_status(self.cluster, "daemonsets.apps", ds, status)
+            _put_status(self.store, "daemonsets.apps", ds, status)
 
 
 class JobController:
-    def __init__(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
+    def __init__(self, cp: ControlPlane) -> None:
+        self.store, self.clock, self.rng, self.events, self.wake_at = cp.store, cp.clock, cp.rng, cp.events, cp.wake_at
 
     def __call__(self, now: float) -> None:
-        store = self.cluster.store
+        store = self.store
         for job in store.list("jobs.batch"):
             if job["metadata"].get("deletionTimestamp"):
                 continue
             self._sync(job, now)
 
     def _sync(self, job: Obj, now: float) -> None:
-        store, ns, name = self.cluster.store, job["metadata"]["namespace"], job["metadata"]["name"]
+        store, ns, name = self.store, job["metadata"]["namespace"], job["metadata"]["name"]
         spec, status = job.get("spec") or {}, copy.deepcopy(job.get("status") or {})
         if any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in status.get("conditions") or []):
             return
@@ -645,43 +643,43 @@ class JobController:
         completions = int(spec.get("completions", 1) or 1)
         parallelism = int(spec.get("parallelism", 1) or 1)
         backoff = int(spec.get("backoffLimit", 6))
-        stamp = self.cluster.clock.rfc3339(now)
+        stamp = self.clock.rfc3339(now)
         status.setdefault("startTime", stamp)
         deadline = spec.get("activeDeadlineSeconds")
         if failed > backoff:
             for p in active:
                 store.delete("pods", ns, p["metadata"]["name"])
             set_condition(status, "Failed", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit", stamp)
-            self.cluster.events.record(job, "Warning", "BackoffLimitExceeded", "Job has reached the specified backoff limit",
+            self.events.record(job, "Warning", "BackoffLimitExceeded", "Job has reached the specified backoff limit",
                                        "job-controller")
             active = []
         elif deadline is not None and now - _ts(status["startTime"]) >= float(deadline):
             for p in active:
                 store.delete("pods", ns, p["metadata"]["name"])
             set_condition(status, "Failed", "True", "DeadlineExceeded", "Job was active longer than specified deadline", stamp)
-            self.cluster.events.record(job, "Warning", "DeadlineExceeded", "Job was active longer than specified deadline",
+            self.events.record(job, "Warning", "DeadlineExceeded", "Job was active longer than specified deadline",
                                        "job-controller")
             active = []
         elif succeeded >= completions:
             set_condition(status, "Complete", "True", "", "", stamp)
             status["completionTime"] = stamp
-            self.cluster.events.record(job, "Normal", "Completed", "Job completed", "job-controller")
+            self.events.record(job, "Normal", "Completed", "Job completed", "job-controller")
         else:
             if deadline is not None:
-                self.cluster.wake_at(_ts(status["startTime"]) + float(deadline))
+                self.wake_at(_ts(status["startTime"]) + float(deadline))
             need = min(parallelism, completions - succeeded) - len(active)
             uid = job["metadata"]["uid"]
             for _ in range(max(0, need)):
-                pname = f"{name}-{random_suffix(self.cluster.rng)}"
+                pname = f"{name}-{random_suffix(self.rng)}"
                 p = pod_from_template(spec.get("template") or {}, pname, ns, job,
                                       {"controller-uid": uid, "job-name": name, "batch.kubernetes.io/controller-uid": uid,
                                        "batch.kubernetes.io/job-name": name})
                 try:
                     store.create("pods", p)
-                    self.cluster.events.record(job, "Normal", "SuccessfulCreate", f"Created pod: {pname}", "job-controller")
+                    self.events.record(job, "Normal", "SuccessfulCreate", f"Created pod: {pname}", "job-controller")
                     active.append(p)
                 except StoreError as exc:
-                    self.cluster.events.record(job, "Warning", "FailedCreate", f"Error creating: {exc.message}", "job-controller")
+                    self.events.record(job, "Warning", "FailedCreate", f"Error creating: {exc.message}", "job-controller")
                     break
         status["active"] = len(active)
         if not status["active"]:
@@ -691,7 +689,7 @@ class JobController:
         if failed:
             status["failed"] = failed
         status["ready"] = sum(1 for p in active if is_ready(p))
-        _put_status(self.cluster, "jobs.batch", job, status)
+        _put_status(self.store, "jobs.batch", job, status)
 
 
 def cron_matches(expr: str, t: float) -> bool:
@@ -728,17 +726,17 @@ def cron_matches(expr: str, t: float) -> bool:
 
 
 class CronJobController:
-    def __init__(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
+    def __init__(self, cp: ControlPlane) -> None:
+        self.store, self.clock, self.rng, self.events, self.wake_at = cp.store, cp.clock, cp.rng, cp.events, cp.wake_at
 
     def __call__(self, now: float) -> None:
-        store = self.cluster.store
+        store = self.store
         for cj in store.list("cronjobs.batch"):
             spec = cj.get("spec") or {}
             ns, name = cj["metadata"]["namespace"], cj["metadata"]["name"]
             minute = int(now // 60) * 60
             nxt = minute + 60
-            self.cluster.wake_at(nxt)
+            self.wake_at(nxt)
             last = _ts((cj.get("status") or {}).get("lastScheduleTime"))
             jobs = _owned(store.list("jobs.batch", ns), cj)
             if spec.get("suspend") or last >= minute or not cron_matches(spec.get("schedule", ""), minute):
@@ -754,16 +752,16 @@ class CronJobController:
             jname = f"{name}-{minute // 60}"
             jt = copy.deepcopy(spec.get("jobTemplate") or {})
             job = {"metadata": {"name": jname, "namespace": ns, "labels": dict((jt.get("metadata") or {}).get("labels") or {}),
-                                "annotations": {"batch.kubernetes.io/cronjob-scheduled-timestamp": self.cluster.clock.rfc3339(minute)},
+                                "annotations": {"batch.kubernetes.io/cronjob-scheduled-timestamp": self.clock.rfc3339(minute)},
                                 "ownerReferences": [owner_ref(cj)]}, "spec": jt.get("spec") or {}}
             try:
                 store.create("jobs.batch", job)
-                self.cluster.events.record(cj, "Normal", "SuccessfulCreate", f"Created job {jname}", "cronjob-controller")
+                self.events.record(cj, "Normal", "SuccessfulCreate", f"Created job {jname}", "cronjob-controller")
             except StoreError:
                 pass
 
             def put(o: Obj, minute: float = minute) -> None:
-                o.setdefault("status", {})["lastScheduleTime"] = self.cluster.clock.rfc3339(minute)
+                o.setdefault("status", {})["lastScheduleTime"] = self.clock.rfc3339(minute)
             store.mutate("cronjobs.batch", ns, name, put, subresource="status")
             self._history(cj, _owned(store.list("jobs.batch", ns), cj))
 
@@ -776,6 +774,6 @@ class CronJobController:
             done.sort(key=lambda j: j["metadata"].get("creationTimestamp", ""))
             for j in done[: max(0, len(done) - limit)]:
                 try:
-                    self.cluster.store.delete("jobs.batch", j["metadata"]["namespace"], j["metadata"]["name"])
+                    self.store.delete("jobs.batch", j["metadata"]["namespace"], j["metadata"]["name"])
                 except StoreError:
                     pass
