@@ -15,7 +15,15 @@ from typing import Any
 
 import yaml
 
-from clusters.sim.api import discovery, eventsv1, openapi, portforward, remotecommand, subresources
+from clusters.sim.api import (
+    discovery,
+    eventsv1,
+    openapi,
+    portforward,
+    protobuf_body,
+    remotecommand,
+    subresources,
+)
 from clusters.sim.api.admission import Defaulter, normalize_times, validate
 from clusters.sim.api.authn import Authenticator, UserInfo
 from clusters.sim.api.gc import GarbageCollector
@@ -32,7 +40,7 @@ from clusters.sim.api.status import (
     success,
 )
 from clusters.sim.api.tables import table
-from clusters.sim.api.watch import Filter, stream
+from clusters.sim.api.watch import Filter, initial_events_end, stream
 from clusters.sim.api.webhooks import WebhookAdmission
 from clusters.sim.resources import (
     CUSTOM_GROUPS,
@@ -323,6 +331,8 @@ class KubeAPI:
 
     def _body(self, req: Request) -> Any:
         ctype = (req.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        if ctype == "application/vnd.kubernetes.protobuf":
+            return protobuf_body.decode(req.body)
         if "protobuf" in ctype or "cbor" in ctype:
             raise StoreError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/apply-patch+yaml (got "{ctype}")')
         try:
@@ -478,7 +488,10 @@ class KubeAPI:
         self._field_selector(req, r)
         flt = Filter(r.namespace if r.rt.namespaced else None, req.arg("labelSelector"), req.arg("fieldSelector"),
                      self._event_filter(req, r))
-        body = stream(self.store, key, flt, req.arg("resourceVersion"), timeout, encode, req.alive)
+        initial_end = None
+        if (req.arg("sendInitialEvents") or "").lower() in _TRUE:
+            initial_end = initial_events_end(r.rt.api_version, r.rt.kind)
+        body = stream(self.store, key, flt, req.arg("resourceVersion"), timeout, encode, req.alive, initial_end)
         return Response(200, "application/json", stream=body)
 
     def _log(self, req: Request, r: Route) -> Response:
