@@ -57,7 +57,8 @@ class ScheduledNoise(Noise):
     Params: type[NoiseParams] = NoiseParams
     base_events: int = 4  # at intensity 1
     event_seconds: tuple[float, float] = (0.0, 0.0)  # min/max duration of one event
-    # Where in the window the events fall (fractions of it): replacements come early and the
+    # Where in the window the events fall (fractions of it): replacements a minute or so into
+    # the incident (a change that recent is what a paged engineer suspects first) and the
     # trouble after them, so restarts pile up on the pods a rollout just brought up.
     phase: tuple[float, float] = (0.0, 1.0)
 
@@ -254,7 +255,7 @@ class PodKillNoise(ScheduledNoise):
     """Deletes one pod of an unrelated workload; its controller brings a new one up."""
 
     base_events = 3
-    phase = (0.0, 0.5)
+    phase = (0.55, 0.85)
 
     def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
         kube = Kube(cluster)
@@ -438,7 +439,7 @@ class RollingUpdate(ScheduledNoise):
     nothing about the incident."""
 
     base_events = 1
-    phase = (0.0, 0.4)
+    phase = (0.55, 0.75)
 
     def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
         kube = Kube(cluster)
@@ -460,7 +461,7 @@ class ContainerRestart(ChaosBurst):
     kind = "PodChaos"
     base_events = 6  # three at medium intensity: enough restarts to read as a flapping service
     event_seconds = (2.0, 4.0)
-    phase = (0.5, 1.0)
+    phase = (0.75, 1.0)
 
     def start(self, cluster: ClusterHandle, namespace: str, rng: random.Random, intensity: float) -> Injection:
         injection = super().start(cluster, namespace, rng, intensity)
@@ -521,7 +522,7 @@ class WarningEvents(ScheduledNoise):
 
     Params = EventParams
     base_events = 4
-    phase = (0.4, 1.0)  # on the pods a rollout brought up, as after a rough start
+    phase = (0.6, 1.0)  # on the pods a rollout brought up, as after a rough start
 
     def plan(self, rng: random.Random, intensity: float) -> dict[str, Any]:
         return {"count": 1 + int(4 * intensity * rng.random()), "suffix": f"{rng.getrandbits(64):016x}"}
