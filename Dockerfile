@@ -8,6 +8,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends kubernetes-clie
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY core core
+COPY apps apps
 COPY farm farm
 COPY tasks tasks
 COPY injectors injectors

@@ -34,9 +34,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="one JSON line per command and version")
     args = parser.parse_args()
+    from apps import load_application
     from clusters.base import open_cluster
-    from farm.apps import load_application
-    from farm.apps.deploy import deploy
+    from farm.deploy import deploy
 
     handle = open_cluster("sim", seed=1)
     try:

@@ -53,8 +53,8 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args()
 
+    from farm.cli.judge import agreement
     from farm.oracles.diagnosis import PASS_RULE
-    from farm.oracles.judge_cli import agreement
     from farm.problems.catalog import load_catalog
 
     started = time.process_time()

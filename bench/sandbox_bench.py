@@ -28,9 +28,9 @@ COMMANDS = (["version", "--client"], ["get", "pods"], ["get", "deploy", "geo", "
 
 
 def main() -> None:
+    from apps import load_application
     from clusters.base import open_cluster
-    from farm.apps import load_application
-    from farm.apps.deploy import deploy
+    from farm.deploy import deploy
     from farm.interface.kubectl import find_kubectl
     from farm.interface.sandbox import Sandbox
 

@@ -23,8 +23,8 @@ def main() -> None:
     ap.add_argument("--app", default="hotel-reservation")
     args = ap.parse_args()
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    from apps import load_application
     from clusters.sim.cluster import SimCluster
-    from farm.apps import load_application
 
     rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.process_time()

@@ -26,10 +26,10 @@ def main() -> int:
     if not kubectls:
         print("no kubectl found: run ./scripts/setup.sh --dev, or pass --kubectl PATH", file=sys.stderr)
         return 2
+    from apps import load_application
     from clusters.base import open_cluster
     from clusters.sim.sre_session import INCIDENT, SESSION, SessionRunner
-    from farm.apps import load_application
-    from farm.apps.deploy import deploy
+    from farm.deploy import deploy
 
     handle = open_cluster("sim", seed=args.seed)
     failures = 0

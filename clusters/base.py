@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from farm.errors import ConfigurationError
-from farm.registry import Registry
+from core.errors import ConfigurationError
+from core.registry import Registry
 
 
 class Endpoints(BaseModel):
@@ -77,7 +77,7 @@ class ClusterHandle(abc.ABC):
 
     @abc.abstractmethod
     def reset(self) -> None:
-        """Return to the freshly opened state; raises farm.errors.ResetError."""
+        """Return to the freshly opened state; raises core.errors.ResetError."""
 
     @abc.abstractmethod
     def health(self) -> ClusterHealth: ...

@@ -24,7 +24,7 @@ import yaml
 
 from clusters.base import ClusterProvider, providers
 from clusters.real import KubeconfigClusterHandle
-from farm.errors import ClusterUnavailable, ConfigurationError
+from core.errors import ClusterUnavailable, ConfigurationError
 
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_ID_HEADER = "x-k8s-aws-id"

@@ -19,7 +19,7 @@ import yaml
 from clusters.base import ClusterProvider, providers
 from clusters.real import KubeconfigClusterHandle
 from clusters.stack.tools import require_tool, run_tool
-from farm.errors import ClusterUnavailable, ConfigurationError
+from core.errors import ClusterUnavailable, ConfigurationError
 
 NODE_IMAGE = "kindest/node:v1.30.0"  # the node image kind v0.23.0 ships with
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -37,7 +37,7 @@ def kind_config(name: str, workers: int) -> dict[str, Any]:
 def images_of(apps: list[str]) -> list[str]:
     """Every container image the named applications' manifests use, in a stable order, for
     preloading into the nodes (so no trial waits on, or fails at, an image pull)."""
-    from farm.apps import load_application
+    from apps import load_application
 
     images: dict[str, None] = {}
     for name in apps:

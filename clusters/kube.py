@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from farm.errors import InfrastructureError
+from core.errors import InfrastructureError
 
 Obj = dict[str, Any]
 

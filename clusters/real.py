@@ -24,7 +24,7 @@ from clusters.base import ClusterHandle, ClusterHealth, Endpoints
 from clusters.kube import KubeError, KubeRest
 from clusters.sim.api.rbac import agent_cluster_rules, agent_role_rules
 from clusters.stack.services import CHAOS_NAMESPACE, QUERY_SERVICES, STACK_NAMESPACE, ServiceTarget
-from farm.errors import ClusterUnavailable, InfrastructureError, ResetError
+from core.errors import ClusterUnavailable, InfrastructureError, ResetError
 
 CHAOS_GROUP = "chaos-mesh.org"
 AGENT_NAME = "sre-agent"

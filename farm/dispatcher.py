@@ -20,10 +20,10 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from core.problem import Problem
+from core.states import TRIAL_RESUBMITTABLE, TrialState
 from farm.agents.base import agents
-from farm.problems.model import Problem
 from farm.spec import NoiseLevel, SweepSpec, select_problems
-from farm.states import TRIAL_RESUBMITTABLE, TrialState
 from results.models import Attempt, InfraEvent, Sweep, Trial
 
 NO_MODEL = "-"
@@ -151,28 +151,13 @@ def cancel(engine: Engine, sweep_id: str) -> int:
         return res.rowcount
 
 
-def status(engine: Engine, sweep_id: str) -> dict[str, int]:
-    """Trials of the sweep per state (every state named, zero included)."""
-    from sqlalchemy import func
-
-    with Session(engine) as session:
-        if session.get(Sweep, sweep_id) is None:
-            raise KeyError(sweep_id)
-        rows = session.execute(
-            select(Trial.state, func.count()).where(Trial.sweep_id == sweep_id).group_by(Trial.state)
-        ).all()
-    counts = {s.value: 0 for s in TrialState}
-    counts.update({state: n for state, n in rows})
-    return counts
-
-
 def infra_summary(engine: Engine, sweep_id: str) -> dict[str, Any]:
     """What went wrong with the infrastructure in this sweep, apart from the trials' states:
     attempts that ended in an infrastructure error (by phase), infrastructure events (by kind),
     and what the sweep has spent against its cost cap."""
     from sqlalchemy import func
 
-    from farm.states import AttemptState
+    from core.states import AttemptState
     from results.ledger import sweep_cost
 
     with Session(engine) as session:

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from clusters.base import ClusterHandle, open_cluster
-from farm.states import EVENT_CLUSTER_LOST, EVENT_CLUSTER_REPLACED, EVENT_RESET_FAILED
+from core.states import EVENT_CLUSTER_LOST, EVENT_CLUSTER_REPLACED, EVENT_RESET_FAILED
 from results import ledger
 from results.artifacts import ArtifactStore
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from farm.states import TRIAL_DONE
+from core.states import TRIAL_DONE
 
 log = logging.getLogger("farm.runner")
 
@@ -89,7 +89,7 @@ def worker_main(index: int, sweep_id: str, db_url: str, artifacts: str, lease_s:
 
 
 def _sweep_settled(engine: Any, sweep_id: str) -> bool:
-    from farm.dispatcher import status
+    from results.progress import status
 
     counts = status(engine, sweep_id)
     return all(n == 0 for state, n in counts.items() if state not in TRIAL_DONE)
@@ -100,9 +100,9 @@ def run_sweep(sweep_id: str, db_url: str, out_dir: Path, workers: int, lease_s: 
               progress: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
     """Start `workers` local processes and wait until every trial of the sweep is done.
     The parent reaps expired leases, so a crashed local worker's trial runs again."""
-    from farm.dispatcher import status
     from results import ledger
     from results.db import engine_for
+    from results.progress import status
 
     engine = engine_for(db_url)
     artifacts = os.environ.get("FARM_ARTIFACTS") or str(out_dir / "artifacts")

@@ -89,7 +89,7 @@ class Serving:
         self._backoff = 1.0
         log.info("%s opened cluster %s", owner.name, owner.cluster.ref)
         if replacing:
-            from farm.states import EVENT_CLUSTER_REPLACED
+            from core.states import EVENT_CLUSTER_REPLACED
 
             try:
                 ledger.infra_event(owner.engine, EVENT_CLUSTER_REPLACED, owner.name, owner.cluster_ref,

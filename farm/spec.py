@@ -26,9 +26,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from core.errors import SpecError
+from core.states import LAYERS
 from farm.agents.base import AgentLimits
-from farm.errors import SpecError
-from farm.states import LAYERS
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.I)

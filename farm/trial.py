@@ -24,9 +24,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from clusters.base import ClusterHandle
+from core.errors import InfrastructureError, LeaseLost
+from core.states import END_AGENT_ERROR, LIMIT_WALL_TIME, AttemptState
 from farm.agents.base import AgentContext, AgentLimits, AgentResult
-from farm.errors import InfrastructureError, LeaseLost
-from farm.states import END_AGENT_ERROR, LIMIT_WALL_TIME, AttemptState
 from results import ledger
 from results.artifacts import ArtifactStore
 from results.ledger import AttemptResult, Claim
@@ -96,7 +96,7 @@ class TrialRun:
 
     def __init__(self, spec: TrialSpec, claim: Claim, cluster: ClusterHandle, engine: Engine,
                  store: ArtifactStore, redis_url: str | None = None) -> None:
-        from farm.apps import load_application
+        from apps import load_application
         from farm.spec import catalog
 
         self.spec, self.claim, self.cluster, self.engine, self.store = spec, claim, cluster, engine, store
@@ -109,7 +109,7 @@ class TrialRun:
         self.result = AttemptResult(artifacts_uri=store.base_uri(self.prefix), tool_mode=spec.tool_mode)
         root = getattr(store, "root", None)  # a local store's folder: scrubbed from what the agent sees
         if root is not None:
-            from farm.secrets import hide_path
+            from core.secrets import hide_path
 
             hide_path(root)
         self.lease_lost = threading.Event()
@@ -144,7 +144,7 @@ class TrialRun:
 
     # -- the chain -------------------------------------------------------------------------
     def deploy(self) -> None:
-        from farm.apps.deploy import deploy
+        from farm.deploy import deploy
         from farm.oracles.mitigation import MitigationOracle
 
         self._enter("deploy")
@@ -168,8 +168,8 @@ class TrialRun:
 
     def agent_session(self) -> None:
         from farm.agents.base import agents
+        from farm.checkpoint import Checkpointer, LLMUsageTap
         from farm.interface import AgentInterface
-        from results.checkpoint import Checkpointer, LLMUsageTap
 
         self._enter("agent_session")
         self.usage = LLMUsageTap(self.spec.model, self.spec.agent_options.get("price"))
@@ -295,7 +295,7 @@ class TrialRun:
 
     def reset(self) -> None:
         """Leave the cluster clean for the next trial, whatever happened before."""
-        from farm.errors import ResetError
+        from core.errors import ResetError
 
         if self.noise_runner is not None:
             try:

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field
 
-from farm.errors import InjectionError
+from core.errors import InjectionError
 from injectors.base import faults
 from injectors.fault import MISSING, Mutation, Params, Removal, WorkloadParams, get_path, require
 from injectors.kube import Kube, Obj, Ref

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from clusters.base import ClusterHandle
-from farm.registry import Registry
+from core.registry import Registry
 
 
 class Injection(BaseModel):

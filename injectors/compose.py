@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from clusters.base import ClusterHandle
-from farm.errors import InjectionError
-from farm.problems.model import GroundTruth, NoiseSpec, Problem, fill_placeholders
+from core.errors import InjectionError
+from core.problem import GroundTruth, NoiseSpec, Problem, fill_placeholders
 from injectors.base import Injection, Injector, faults, noises
 
 

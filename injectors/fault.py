@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clusters.base import ClusterHandle
-from farm.errors import InjectionError, InputError
+from core.errors import InjectionError, InputError
 from injectors.base import Injection, Injector, faults
 from injectors.kube import Kube, NotFound, Obj, Ref, api_for, clean_for_create
 

@@ -5,7 +5,7 @@ Both live in the farm's own namespace, which the agent cannot read, and leave no
 from __future__ import annotations
 
 from clusters.base import ClusterHandle
-from farm.errors import InjectionError
+from core.errors import InjectionError
 from injectors.fault import CHAOS_NAMESPACE
 from injectors.kube import Kube, Obj, api_for
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusters.base import ClusterHandle
-from farm.errors import InjectionError
+from core.errors import InjectionError
 
 Obj = dict[str, Any]
 

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import Field
 
 from clusters.base import ClusterHandle
-from farm.errors import InjectionError
+from core.errors import InjectionError
 from injectors.base import Injection, faults
 from injectors.chaos import DelayParams, NetworkChaosBase
 from injectors.fault import MISSING, Fault, Params, WorkloadParams

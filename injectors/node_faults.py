@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from clusters.base import ClusterHandle
-from farm.errors import InjectionError
+from core.errors import InjectionError
 from injectors.base import Injection, faults
 from injectors.fault import Chaos, Fault, Params, neutral_name, require
 from injectors.jobs import run_on_node

@@ -18,7 +18,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clusters.base import ClusterHandle
-from farm.errors import InjectionError
+from core.errors import InjectionError
 from injectors.base import Injection, Noise, noises
 from injectors.fault import CHAOS_API, CHAOS_NAMESPACE, ParamsError, neutral_name
 from injectors.kube import Kube, Obj, Ref, api_for
@@ -163,7 +163,7 @@ def neighbours(app: str, component: str) -> list[str]:
     """Who `component` talks to in the application's call graph: its callees, its callers, then
     its callers' other callees (what an SRE looking at the failure sees next to it). Empty for a
     component that is not a workload of the call graph (a node, a config map)."""
-    from farm.problems.topology import topology
+    from injectors.topology import topology
 
     try:
         top = topology(app)

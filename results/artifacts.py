@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from farm.errors import ConfigurationError, InfrastructureError
-from farm.secrets import scrub
+from core.errors import ConfigurationError, InfrastructureError
+from core.secrets import scrub
 
 log = logging.getLogger("results.artifacts")
 

@@ -17,7 +17,7 @@ from sqlalchemy import Column, Float, Integer, MetaData, Table, event, inspect, 
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import SQLModel, create_engine
 
-from farm.errors import ConfigurationError
+from core.errors import ConfigurationError
 from results import models  # noqa: F401  (registers the tables)
 
 # The schema this code writes. Bump it with every change to results/models.py; a change that is

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import Integer, case, cast, func, select
 from sqlalchemy.engine import Engine
 
-from farm.states import EVENT_RESET_FAILED, TrialState
+from core.states import EVENT_RESET_FAILED, TrialState
 from results.models import InfraEvent, Trial
 
 # What `--by` may combine (comma-separated, any subset, in the order given): the name a user

@@ -26,8 +26,8 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from farm.secrets import scrub
-from farm.states import LIMIT_SWEEP_COST, TRIAL_CLAIMABLE, AttemptState, TrialState
+from core.secrets import scrub
+from core.states import LIMIT_SWEEP_COST, TRIAL_CLAIMABLE, AttemptState, TrialState
 from results.models import Attempt, InfraEvent, Sweep, Trial, Worker
 
 DEFAULT_LEASE_S = 60.0

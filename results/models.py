@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlmodel import Field, SQLModel
 
-from farm.states import AttemptState, TrialState
+from core.states import AttemptState, TrialState
 
 
 class Sweep(SQLModel, table=True):
@@ -126,7 +126,7 @@ class InfraEvent(SQLModel, table=True):
     a trial was recorded, the replacement of that cluster. Reported apart, never against an agent."""
 
     id: int | None = Field(default=None, primary_key=True)
-    kind: str = Field(index=True)  # farm.states EVENT_*
+    kind: str = Field(index=True)  # core.states EVENT_*
     at: float
     sweep_id: str | None = Field(default=None, index=True)
     trial_id: str | None = Field(default=None, index=True)

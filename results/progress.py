@@ -10,15 +10,27 @@ from typing import Any
 from sqlalchemy import Integer, cast, func, select
 from sqlalchemy.engine import Engine
 
-from farm.states import TRIAL_DONE, TrialState
+from core.states import TRIAL_DONE, TrialState
 from results import leaderboard
 from results.models import Sweep, Trial
+
+
+def status(engine: Engine, sweep_id: str) -> dict[str, int]:
+    """Trials of the sweep per state (every state named, zero included)."""
+    with engine.connect() as conn:
+        if conn.execute(select(Sweep.id).where(Sweep.id == sweep_id)).first() is None:
+            raise KeyError(sweep_id)
+        rows = conn.execute(
+            select(Trial.state, func.count()).where(Trial.sweep_id == sweep_id).group_by(Trial.state)
+        ).all()
+    counts = {s.value: 0 for s in TrialState}
+    counts.update({state: n for state, n in rows})
+    return counts
 
 
 def snapshot(engine: Engine, sweep_id: str, now: float | None = None) -> dict[str, Any]:
     """Counts per state, rates over the trials finished so far, spend, cap and ETA. The ETA is the
     remaining trials at the pace of this submission (trials done since the sweep was last submitted)."""
-    from farm.dispatcher import status
     from results.ledger import sweep_cost
 
     now = time.time() if now is None else now

@@ -23,7 +23,7 @@ from typing import Any
 from celery import Task, chain, signals
 from celery.exceptions import Ignore
 
-from farm.errors import InfrastructureError, LeaseLost
+from core.errors import InfrastructureError, LeaseLost
 from tasks.celery_app import app, config
 from tasks.config import SHARED_QUEUE, worker_queue
 

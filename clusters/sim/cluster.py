@@ -432,9 +432,9 @@ class SimCluster:
     @classmethod
     def with_app(cls, app: str = "hotel-reservation", seed: int = 0, settle: float = 120.0,
                  start: float | None = None) -> SimCluster:
-        """A cluster with `app` applied from farm/apps/<app>/manifests and `settle` s of cluster time
-        behind it (the embedded stand-in for farm.apps.deploy); checkpointed as "deployed"."""
-        from farm.apps import load_application
+        """A cluster with `app` applied from apps/<app>/manifests and `settle` s of cluster time
+        behind it (the embedded stand-in for farm.deploy); checkpointed as "deployed"."""
+        from apps import load_application
         spec = load_application(app)
         cluster = cls(seed=seed, start=start)
         cluster.apply_files(spec.manifest_files(), spec.namespace)

@@ -22,7 +22,7 @@ import yaml
 
 from clusters.base import ClusterHandle, ClusterHealth, ClusterProvider, Endpoints, providers
 from clusters.sim.api.rbac import agent_cluster_rules, agent_role_rules
-from farm.errors import ClusterUnavailable, ResetError
+from core.errors import ClusterUnavailable, ResetError
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 30.0

@@ -16,7 +16,7 @@ from clusters.kube import KubeError, KubeRest
 from clusters.stack.releases import MANIFESTS, READY_DEPLOYMENTS, RELEASES, REPOSITORIES, HelmRelease
 from clusters.stack.services import STACK_NAMESPACE
 from clusters.stack.tools import run_tool
-from farm.errors import ClusterUnavailable
+from core.errors import ClusterUnavailable
 
 MARKER = "sre-farm-stack"
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from farm.errors import ClusterUnavailable
+from core.errors import ClusterUnavailable
 
 INSTALL_HINTS = {
     "kind": "install kind (https://kind.sigs.k8s.io/docs/user/quick-start/#installation, e.g. "

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from farm.registry import Registry
+from core.registry import Registry
 
 
 class AgentLimits(BaseModel):
@@ -35,7 +35,7 @@ class AgentContext(BaseModel):
 
 
 class AgentResult(BaseModel):
-    end_reason: str  # one of farm.states END_* / LIMIT_*
+    end_reason: str  # one of core.states END_* / LIMIT_*
     steps: int = 0
     tool_calls: int = 0
     tokens_in: int = 0

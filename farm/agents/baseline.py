@@ -20,10 +20,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.errors import LimitReached
+from core.secrets import scrub
+from core.states import END_AGENT_ERROR, END_AGENT_STOPPED, END_SUBMITTED, LIMIT_STEPS
 from farm.agents.base import Agent, AgentContext, AgentResult, agents
-from farm.errors import LimitReached
-from farm.secrets import scrub
-from farm.states import END_AGENT_ERROR, END_AGENT_STOPPED, END_SUBMITTED, LIMIT_STEPS
 
 BAD_REASONS = {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
                "CreateContainerError", "OOMKilled", "Error", "RunContainerError", "InvalidImageName"}

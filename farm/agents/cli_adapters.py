@@ -37,14 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
-from farm.errors import ConfigurationError, LimitReached
-from farm.interface.client import CLIENT_TIMEOUT_S
-from farm.llm.client import price_tokens
-from farm.llm.limits import SweepLedger, model_slots, sweep_ledger
-from farm.llm.transcript import Transcript
-from farm.secrets import scrub
-from farm.states import (
+from core.errors import ConfigurationError, LimitReached
+from core.secrets import scrub
+from core.states import (
     END_AGENT_ERROR,
     END_AGENT_STOPPED,
     END_SUBMITTED,
@@ -54,6 +49,11 @@ from farm.states import (
     LIMIT_TOKENS,
     LIMIT_WALL_TIME,
 )
+from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.interface.client import CLIENT_TIMEOUT_S
+from farm.llm.client import price_tokens
+from farm.llm.limits import SweepLedger, model_slots, sweep_ledger
+from farm.llm.transcript import Transcript
 
 SERVER_NAME = "farm"
 PROMPT = """An incident is in progress in the Kubernetes namespace '{ns}' (incident {trial}). You are the \

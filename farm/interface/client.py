@@ -19,7 +19,7 @@ MAX_WAIT_S = 900.0  # the longest single wait an agent may ask for
 # timeout (300 s) would cut a long wait on a real cluster short.
 CLIENT_TIMEOUT_S = MAX_WAIT_S + TOOL_TIMEOUT_S + 60.0
 # A limit the interface enforces ended the session: every later call is refused with this text
-# first, then the limit (farm.states LIMIT_*), so a client can stop instead of retrying.
+# first, then the limit (core.states LIMIT_*), so a client can stop instead of retrying.
 SESSION_ENDED = "session ended: "
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from farm.errors import ConfigurationError, ToolError
+from core.errors import ConfigurationError, ToolError
 from farm.interface import allowlist
 
 log = logging.getLogger("farm.interface.kubectl")

@@ -51,7 +51,7 @@ class SessionRecord(BaseModel):
     diagnoses_submitted: int = 0
     mitigation_at: float | None = None  # when submit_mitigation was called
     mutations: list[Mutation] = []
-    # Set when a limit the interface enforces ended the session (farm.states LIMIT_*): later calls
+    # Set when a limit the interface enforces ended the session (core.states LIMIT_*): later calls
     # were refused and nothing they submitted counts.
     end_reason: str | None = None
     end_detail: str | None = None

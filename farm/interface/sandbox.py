@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from farm.errors import InfrastructureError
+from core.errors import InfrastructureError
 
 log = logging.getLogger("farm.interface.sandbox")
 

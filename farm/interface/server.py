@@ -25,15 +25,15 @@ from mcp.server.mcpserver.exceptions import ToolError as McpToolError
 from mcp_types import CallToolResult, TextContent
 
 from clusters.base import ClusterHandle
-from farm.errors import ToolError
+from core.errors import ToolError
+from core.secrets import hide_path, hide_secret, scrub
+from core.states import LIMIT_COST, LIMIT_STEPS, LIMIT_TOKENS, LIMIT_WALL_TIME
 from farm.interface import undo as undo_mod
 from farm.interface.client import MAX_WAIT_S, SESSION_ENDED, TOOL_TIMEOUT_S
 from farm.interface.kubectl import Kubectl, parse_command
 from farm.interface.record import Mutation, SessionRecord, ToolCall, count_tokens
 from farm.interface.summarise import dedupe_text
 from farm.interface.telemetry import Telemetry
-from farm.secrets import hide_path, hide_secret, scrub
-from farm.states import LIMIT_COST, LIMIT_STEPS, LIMIT_TOKENS, LIMIT_WALL_TIME
 
 if TYPE_CHECKING:
     from farm.agents.base import AgentLimits
@@ -47,7 +47,7 @@ TOOL_NAMES = (
 )
 MAX_DIAGNOSIS_CHARS = 4_000  # a longer diagnosis is refused, never cut: a judge reads what was sent
 MAX_CONCURRENT_CALLS = 4  # tool calls of one session running at once; more wait their turn
-# Usage of the session's model calls as the worker counted them (results.checkpoint.LLMUsageTap):
+# Usage of the session's model calls as the worker counted them (farm.checkpoint.LLMUsageTap):
 # {"tokens_in": int, "tokens_out": int, "cost_usd": float}.
 UsageReader = Callable[[], dict[str, Any]]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from farm.errors import ToolError
+from core.errors import ToolError
 from farm.interface import summarise, visibility
 
 _RELATIVE = re.compile(r"^(?:now)?\s*(?:-\s*(\d+(?:\.\d+)?)\s*([smhd]))?$")

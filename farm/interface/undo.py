@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from farm.errors import ToolError
+from core.errors import ToolError
 from farm.interface.kubectl import Kubectl, Parsed, Target, clean_for_restore, targets_of
 
 

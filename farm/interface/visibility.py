@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from farm.errors import ToolError
+from core.errors import ToolError
 
 HIDDEN_NAMESPACES = ("chaos-mesh", "chaos-testing", "farm-system")
 HIDDEN_NAMESPACE_PATTERN = "chaos-mesh|chaos-testing|farm-.*"

@@ -2,7 +2,7 @@
 which takes a farm-wide concurrency slot for the model, backs off on rate limits (honouring
 Retry-After, bounded), records usage (tokens in/out/cached) and cost (litellm's price table; a
 model without a price costs 0 and is flagged `priced=False`), and enforces the trial's token and
-cost budgets and the sweep's cost cap by raising farm.errors.LimitReached.
+cost budgets and the sweep's cost cap by raising core.errors.LimitReached.
 
 Options read from AgentContext.options (all optional): api_base, api_key (prefer the provider's
 environment variable), temperature, sweep_id, sweep_cost_cap, redis_url, concurrency (an int for
@@ -21,10 +21,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from farm.errors import FarmError, LimitReached
+from core.errors import FarmError, LimitReached
+from core.secrets import scrub
+from core.states import LIMIT_COST, LIMIT_TOKENS, LIMIT_WALL_TIME
 from farm.llm.limits import LocalSemaphore, RedisSemaphore, Slot, SweepLedger, redis_url_from
-from farm.secrets import scrub
-from farm.states import LIMIT_COST, LIMIT_TOKENS, LIMIT_WALL_TIME
 
 if TYPE_CHECKING:
     from farm.agents.base import AgentContext

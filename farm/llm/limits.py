@@ -13,8 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from farm.errors import ConfigurationError, LimitReached
-from farm.states import LIMIT_SWEEP_COST
+from core.errors import ConfigurationError, LimitReached
+from core.states import LIMIT_SWEEP_COST
 
 # One acquire, atomically: drop expired leases, take a slot if one is free. Redis's own clock is the
 # only clock, so workers on machines with skewed clocks agree on what "expired" means.

@@ -9,14 +9,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.errors import InfrastructureError, LimitReached
+from core.secrets import scrub
+from core.states import END_AGENT_ERROR, END_AGENT_STOPPED, END_SUBMITTED, LIMIT_STEPS, LIMIT_WALL_TIME
 from farm.agents.base import AgentContext, AgentResult
-from farm.errors import InfrastructureError, LimitReached
 from farm.llm.client import LLMClient, LLMError, parse_arguments
 from farm.llm.condense import stub
 from farm.llm.mcp_client import MCPToolbox, ToolOutcome
 from farm.llm.transcript import Transcript
-from farm.secrets import scrub
-from farm.states import END_AGENT_ERROR, END_AGENT_STOPPED, END_SUBMITTED, LIMIT_STEPS, LIMIT_WALL_TIME
 
 # A hook that may rewrite what the model sees of a tool's result (stratus checks health there).
 ToolHook = Callable[[str, dict[str, Any], ToolOutcome, str], str]

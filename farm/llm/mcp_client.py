@@ -10,7 +10,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from farm.errors import InfrastructureError, LimitReached
+from core.errors import InfrastructureError, LimitReached
 
 
 @dataclass

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from farm.secrets import scrub
+from core.secrets import scrub
 
 
 def scrub_obj(obj: Any) -> Any:

@@ -419,7 +419,7 @@ def app_object_names(app: str) -> frozenset[str]:
     services, config maps, secrets, policies), for recognising a bare name like 'rate'."""
     import yaml  # type: ignore[import-untyped]
 
-    from farm.problems.topology import APPS_DIR
+    from injectors.topology import APPS_DIR
 
     names: set[str] = set()
     for path in sorted((APPS_DIR / app / "manifests").glob("*.yaml")):

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from farm.errors import InfrastructureError
+from core.errors import InfrastructureError
+from core.problem import GroundTruth
 from farm.oracles.base import ChecklistAnswer, DiagnosisVerdict, Dimension
 from farm.oracles.claims import KIND_WORDS, ROOT_MARKER, Claims, Clause, Reader, aliases, mentions, norm
-from farm.problems.model import GroundTruth
 
 if TYPE_CHECKING:
     from farm.llm.limits import SweepLedger

@@ -28,10 +28,10 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
+from apps.base import Application
 from clusters.base import ClusterHandle
-from farm.apps.base import Application
+from core.problem import Problem
 from farm.oracles.base import MitigationVerdict
-from farm.problems.model import Problem
 
 BAD_WAITING = {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
                "CreateContainerError", "InvalidImageName", "RunContainerError"}

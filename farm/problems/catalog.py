@@ -17,19 +17,19 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from farm.errors import InputError, ProblemDefinitionError
-from farm.problems.model import Problem
+from apps.base import APPS_DIR
+from core.errors import InputError, ProblemDefinitionError
+from core.problem import Problem
 
 CATALOG_DIR = Path(__file__).parent / "catalog"
-# Applications a problem may target: those with a farm/apps/<name>/app.yaml, plus the ones whose
+# Applications a problem may target: those with an apps/<name>/app.yaml, plus the ones whose
 # manifests are written elsewhere this release (their problems are defined, and validate on a
 # cluster that runs them).
 PLANNED_APPS = frozenset({"hotel-reservation", "social-network", "astronomy-shop", "train-ticket", "tidb-cluster"})
 
 
 def known_apps() -> set[str]:
-    apps_dir = Path(__file__).parent.parent / "apps"
-    return set(PLANNED_APPS) | {p.parent.name for p in apps_dir.glob("*/app.yaml")}
+    return set(PLANNED_APPS) | {p.parent.name for p in APPS_DIR.glob("*/app.yaml")}
 
 
 @dataclass

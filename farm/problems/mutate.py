@@ -2,7 +2,7 @@
 parameters. The result is validated like any catalog entry (same ProblemDefinitionError), and,
 when asked, on the emulated cluster (`validate_mutation`).
 
-Retargeting rewrites the ground truth from the application's structure (farm/problems/topology.py),
+Retargeting rewrites the ground truth from the application's structure (injectors/topology.py),
 not by swapping one name for another: every fact the old text states about the old target — its
 callers, the operations it serves, the stores it dials by protocol, its container, Consul name,
 database, claim and port — is replaced by the same fact about the new target (search's `Nearby`
@@ -20,10 +20,10 @@ from typing import Any
 
 import yaml
 
-from farm.errors import ProblemDefinitionError
+from core.errors import ProblemDefinitionError
+from core.problem import Problem
 from farm.problems.catalog import parse_problem
-from farm.problems.model import Problem
-from farm.problems.topology import Role, Topology, short_op, topology
+from injectors.topology import Role, Topology, short_op, topology
 
 WORKLOAD_PARAMS = ("service", "dependency", "target")  # params that name the faulty workload
 # Names faults derive from their target (a NetworkPolicy "<dependency>-ingress").
@@ -58,7 +58,7 @@ PROTOCOL_WORDS = {"redis": ("Redis", "Valkey"), "postgres": ("PostgreSQL", "Post
 
 def _containers(app: str) -> dict[str, str]:
     """Workload name → its first container's name, from the application's manifests."""
-    from farm.problems.topology import manifest_workloads
+    from injectors.topology import manifest_workloads
 
     return {name: w.container for name, w in manifest_workloads(app).items()}
 
@@ -275,7 +275,7 @@ def retarget(problem: Problem, data: dict[str, Any], target: str) -> dict[str, A
 
 def _manifest_value(app: str, workload: str, injector: str, params: dict[str, Any]) -> str | None:
     """What the fault's field holds in the workload's manifest (the value a fix puts back)."""
-    from farm.problems.topology import manifest_workloads
+    from injectors.topology import manifest_workloads
 
     w = manifest_workloads(app).get(workload)
     if w is None:

@@ -44,7 +44,7 @@ import httpx
 from pydantic import BaseModel
 
 from clusters.base import ClusterHandle
-from farm.problems.model import OracleSpec, Problem
+from core.problem import OracleSpec, Problem
 from injectors.fault import CHAOS_NAMESPACE
 from injectors.kube import quantity
 
@@ -485,7 +485,7 @@ def non_fixes(injection: Any, app: Any, kube: Any) -> list[NonFix]:
     """The non-fixes of one problem, generated from its faulted workload (the first workload a
     lasting fix must survive the restart of, else the workload its ground truth names) and the
     application's load generator. Leaving the fault in place is the validator's `oracle_fails`."""
-    from farm.errors import InjectionError
+    from core.errors import InjectionError
     from injectors.workload import ContainerMutation
 
     out: list[NonFix] = []
@@ -675,8 +675,8 @@ class Validator:
     def _prepare(self, problem: Problem, namespace: str) -> tuple[Any, float]:
         """The application deployed and warmed up: restored from a checkpoint (emulated
         cluster) when one exists, else a reset and a fresh deploy."""
-        from farm.apps.base import load_application
-        from farm.apps.deploy import deploy
+        from apps.base import load_application
+        from farm.deploy import deploy
 
         app = load_application(problem.app)
         name = f"validate-{problem.app}"
@@ -735,7 +735,7 @@ class Validator:
         state: dict[str, Any] = {}
 
         def do_deploy() -> str:
-            from farm.apps.base import load_application
+            from apps.base import load_application
 
             app = load_application(problem.app)
             state["namespace"] = app.namespace

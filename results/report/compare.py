@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from farm.states import TrialState
+from core.states import TrialState
 from results.leaderboard import group_keys
 from results.models import Trial
 

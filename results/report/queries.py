@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Integer, case, cast, func, select
 from sqlalchemy.engine import Engine
 
-from farm.states import AttemptState, TrialState
+from core.states import AttemptState, TrialState
 from results import leaderboard
 from results.models import Attempt, InfraEvent, Sweep, Trial
 

@@ -36,7 +36,7 @@ from clusters.eks import (
     generate_token,
     translate_aws_error,
 )
-from farm.errors import ClusterUnavailable, ConfigurationError
+from core.errors import ClusterUnavailable, ConfigurationError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_real_support import api_server  # noqa: E402,F401  (fixture)
@@ -404,7 +404,7 @@ def test_quota_on_create_cluster_end_to_end(proxy: AwsProxy) -> None:
     assert "farm-quota" not in boto3.client("eks", region_name="eu-west-1").list_clusters()["clusters"]
     from typer.testing import CliRunner
 
-    from clusters.cluster_cli import app
+    from farm.cli.cluster import app
 
     result = CliRunner().invoke(app, ["create", "eks:farm-quota", "--no-stack"])
     assert result.exit_code == 1

@@ -15,7 +15,7 @@ import yaml
 
 from clusters.kind import NODE_IMAGE, KindProvider
 from clusters.stack.releases import READY_DEPLOYMENTS, RELEASES
-from farm.errors import ClusterUnavailable, ConfigurationError
+from core.errors import ClusterUnavailable, ConfigurationError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_real_support import ReadyMarker, api_server, fakes_on_path  # noqa: E402,F401

@@ -15,7 +15,7 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from clusters.cluster_cli import app
+from farm.cli.cluster import app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_eks import aws, moto_url  # noqa: E402,F401

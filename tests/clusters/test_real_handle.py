@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from clusters.real import AGENT_NAME, KubeconfigClusterHandle
-from farm.errors import ResetError
+from core.errors import ResetError
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "clusters"))
@@ -94,7 +94,7 @@ def test_health_reports_an_unreachable_server(tmp_path: Path, api_server: dict[s
 
 
 def test_refused_credentials_are_a_setup_failure(api_server: dict[str, Any], tmp_path: Path) -> None:
-    from farm.errors import ClusterUnavailable
+    from core.errors import ClusterUnavailable
 
     config = json.loads(Path(api_server["kubeconfig"]).read_text())
     config["users"][0]["user"]["token"] = "not-a-valid-token"
@@ -131,7 +131,7 @@ def test_agent_kubeconfig_reaches_only_its_namespace(handle: KubeconfigClusterHa
 
 
 def test_agent_kubeconfig_refuses_farm_namespaces(handle: KubeconfigClusterHandle) -> None:
-    from farm.errors import InfrastructureError
+    from core.errors import InfrastructureError
 
     with pytest.raises(InfrastructureError, match="farm namespace 'observe'"):
         handle.agent_kubeconfig("observe")
@@ -178,8 +178,8 @@ def test_reset_strips_a_stuck_finalizer_only_after_the_grace(api_server: dict[st
 
 
 def test_deploy_through_the_same_client_then_reset(handle: KubeconfigClusterHandle) -> None:
-    from farm.apps import load_application
-    from farm.apps.deploy import apply_manifests
+    from apps import load_application
+    from farm.deploy import apply_manifests
 
     app = load_application("social-network")
     count = apply_manifests(handle, app, app.namespace)

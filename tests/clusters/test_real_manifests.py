@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from farm.apps import load_application
+from apps import load_application
 
 APPS = ["hotel-reservation", "social-network", "astronomy-shop", "train-ticket"]
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet"}

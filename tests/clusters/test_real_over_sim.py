@@ -49,8 +49,8 @@ def test_the_clock_is_the_emulated_one(real: KubeconfigClusterHandle, sim: Clust
 
 
 def test_deploy_agent_credentials_and_reset(real: KubeconfigClusterHandle) -> None:
-    from farm.apps import load_application
-    from farm.apps.deploy import apply_manifests
+    from apps import load_application
+    from farm.deploy import apply_manifests
 
     app = load_application("social-network")
     assert apply_manifests(real, app, app.namespace) > 60
@@ -96,8 +96,8 @@ def test_deploy_wait_times_out_naming_the_pod_and_why(real: KubeconfigClusterHan
     after its timeout (cluster seconds) with the stuck pod and its waiting reason."""
     import re
 
-    from farm.apps.deploy import wait_ready
-    from farm.errors import DeployError
+    from core.errors import DeployError
+    from farm.deploy import wait_ready
 
     ns = "stuck-deploy"
     real.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})

@@ -17,7 +17,7 @@ import yaml
 from clusters.real import KubeconfigClusterHandle
 from clusters.stack import QUERY_SERVICES, RELEASES, install_stack
 from clusters.stack.releases import READY_DEPLOYMENTS, REPOSITORIES
-from farm.errors import ClusterUnavailable
+from core.errors import ClusterUnavailable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_real_support import ReadyMarker, api_server, fakes_on_path  # noqa: E402,F401

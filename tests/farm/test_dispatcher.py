@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from sqlmodel import Session
 
+from core.states import TrialState
 from farm import dispatcher
 from farm.spec import SweepSpec, select_problems
-from farm.states import TrialState
-from results import ledger
+from results import ledger, progress
 from results.db import engine_for
 from results.models import Trial
 
@@ -53,7 +53,7 @@ def test_cancel_stops_claims(sqlite_url):
     assert dispatcher.cancel(engine, "disp") == 8
     assert ledger.claim(engine, sub.to_run[1], "w", "sim:sim") is None
     assert not ledger.holds_lease(engine, running)  # the running attempt stops at its next step
-    assert dispatcher.status(engine, "disp")[TrialState.CANCELLED] == 8
+    assert progress.status(engine, "disp")[TrialState.CANCELLED] == 8
     with pytest.raises(KeyError):
         dispatcher.cancel(engine, "no-such-sweep")
     # Resubmitting a cancelled sweep wants its trials again.
@@ -68,7 +68,7 @@ def test_resubmission_wants_trials_that_ended_without_a_result(db_url):
     c = ledger.claim(engine, finished, "w", "sim:sim")
     ledger.record(engine, c, ledger.AttemptResult(diagnosis_passed=True, mitigation_passed=True, cost_usd=2.0))
     assert ledger.claim(engine, capped, "w", "sim:sim") is None  # $2.00 of a $1.00 cap: nothing more
-    counts = dispatcher.status(engine, "disp")
+    counts = progress.status(engine, "disp")
     assert counts[TrialState.FINISHED] == 1 and counts[TrialState.SKIPPED_COST_CAP] == 1
     # Raise the cap, resubmit: the skipped trial is wanted again and runs; the finished one is final.
     wider = _spec(agents=["baseline"], models=[], seeds=1, noise=[False], cost_cap_usd=10.0, max_infra_attempts=1)

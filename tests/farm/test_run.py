@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from sqlmodel import Session, select
 
-from farm.states import AttemptState, TrialState
+from core.states import AttemptState, TrialState
 from results.db import engine_for
 from results.models import Attempt, Trial
 

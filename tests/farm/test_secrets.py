@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from farm.secrets import REDACTED, scrub
+from core.secrets import REDACTED, scrub
 
 
 def test_passwords_inside_the_farms_connection_urls_are_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,7 +28,7 @@ def test_api_keys_by_variable_name_and_by_shape(monkeypatch: pytest.MonkeyPatch)
 def test_the_farms_folders_and_registered_secrets_are_scrubbed(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pathlib import Path
 
-    from farm.secrets import PATH_REDACTED, hide_path, hide_secret
+    from core.secrets import PATH_REDACTED, hide_path, hide_secret
 
     repo = Path(__file__).resolve().parents[2]
     worker = tmp_path / "sim-worker-folder"

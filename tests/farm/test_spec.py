@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from farm.errors import SpecError
+from core.errors import SpecError
 from farm.spec import load_spec, select_problems
 
 ROOT = Path(__file__).resolve().parents[2]

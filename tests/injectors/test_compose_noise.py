@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from clusters.base import ClusterHandle
+from core.problem import NoiseSpec
 from farm.problems.catalog import parse_problem
-from farm.problems.model import NoiseSpec
 from injectors.compose import NoiseRunner, ProblemInjection
 from injectors.fault import CHAOS_NAMESPACE
 from injectors.kube import Kube
@@ -82,7 +82,7 @@ def test_a_failed_injection_undoes_what_went_in(shop: ClusterHandle) -> None:
                       "details": {"a": "b"}, "symptom": "s", "also": [
                           {"component": "x", "component_kind": "Deployment", "fault_type": "x", "mechanism": "m",
                            "details": {"a": "b"}, "symptom": "s"}]})
-    from farm.errors import InjectionError
+    from core.errors import InjectionError
 
     with pytest.raises(InjectionError, match="no-such-service"):
         ProblemInjection(bad).inject(shop, NS)

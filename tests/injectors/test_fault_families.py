@@ -19,8 +19,8 @@ NS = "hotel-reservation"
 
 @pytest.fixture(scope="module")
 def hotel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
-    from farm.apps.base import load_application
-    from farm.apps.deploy import deploy
+    from apps.base import load_application
+    from farm.deploy import deploy
 
     cluster = open_cluster("sim", seed=7, workdir=tmp_path_factory.mktemp("sim"))
     try:

@@ -121,7 +121,7 @@ class Farm:
                      tick: Callable[[float], None] | None = None) -> float:
         """Wait until every trial is done (finished or given up); returns the seconds it took.
         `tick(elapsed)` runs each round (the chaos schedule)."""
-        from farm.states import TRIAL_DONE
+        from core.states import TRIAL_DONE
 
         t0 = time.time()
         while time.time() - t0 < timeout:
@@ -187,7 +187,7 @@ def audit(farm: Farm, sweep: str) -> Audit:
     import boto3
     from sqlmodel import Session, select
 
-    from farm.states import TRIAL_DONE, AttemptState, TrialState
+    from core.states import TRIAL_DONE, AttemptState, TrialState
     from results.models import Attempt, Trial
 
     with Session(farm.engine()) as s:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusters.cluster_cli import worker_rows
+from farm.cli.cluster import worker_rows
 from tests.reliability.harness import audit, hotel_problems, write_spec
 from tests.tasks.farmhelpers import wait_for
 

@@ -77,7 +77,7 @@ def test_s3_down_while_trials_record(farm, moto_s3, tmp_path):
 def test_sigterm_hands_the_trial_back_and_exits(farm, tmp_path):
     from sqlmodel import Session, select
 
-    from farm.states import AttemptState
+    from core.states import AttemptState
     from results.models import Attempt
 
     farm.start_worker("stays", FARM_TEST_AGENT_SLEEP="1")

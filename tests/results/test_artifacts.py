@@ -5,7 +5,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from farm.errors import ConfigurationError
+from core.errors import ConfigurationError
 from results.artifacts import LocalArtifactStore, S3ArtifactStore, open_store
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from sqlmodel import Session
 
-from farm.states import TrialState
+from core.states import TrialState
 from results import leaderboard
 from results.db import engine_for
 from results.models import Sweep, Trial

@@ -10,7 +10,7 @@ import time
 import pytest
 from sqlmodel import Session, select
 
-from farm.states import LIMIT_SWEEP_COST, AttemptState, TrialState
+from core.states import LIMIT_SWEEP_COST, AttemptState, TrialState
 from results import ledger
 from results.db import engine_for
 from results.ledger import AttemptResult

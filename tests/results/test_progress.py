@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import update
 from sqlmodel import Session
 
-from farm.states import TrialState
+from core.states import TrialState
 from results import ledger, progress
 from results.db import engine_for
 from results.ledger import AttemptResult

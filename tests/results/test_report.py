@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from sqlmodel import Session
 
-from farm.states import AttemptState, TrialState
+from core.states import AttemptState, TrialState
 from results import ledger
 from results.db import engine_for
 from results.ledger import AttemptResult

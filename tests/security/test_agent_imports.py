@@ -12,8 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # What an agent may use: its base and registry, the MCP client, the LLM loop, and the farm's
 # plain vocabulary (errors, states, secret scrubbing).
-ALLOWED = ("farm.agents", "farm.interface.client", "farm.llm", "farm.errors", "farm.states", "farm.secrets",
-           "farm.registry")
+ALLOWED = ("farm.agents", "farm.interface.client", "farm.llm", "core.errors", "core.states", "core.secrets",
+           "core.registry")
 FARM_PACKAGES = ("farm", "clusters", "results", "injectors", "tasks")
 
 

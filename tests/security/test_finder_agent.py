@@ -17,12 +17,12 @@ import pytest
 from sqlmodel import Session, select
 
 from clusters.base import open_cluster
+from core.states import END_SUBMITTED
 from farm.agents.base import Agent, AgentContext, AgentResult, agents
 from farm.dispatcher import submit
 from farm.interface.client import ToolClient
 from farm.problems.catalog import load_catalog
 from farm.spec import SweepSpec
-from farm.states import END_SUBMITTED
 from farm.trial import run_all, start_run
 from results import ledger
 from results.artifacts import LocalArtifactStore

@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 from clusters.base import ClusterHandle
+from core.states import LIMIT_STEPS, LIMIT_TOKENS
 from farm.agents.base import AgentLimits
 from farm.interface import AgentInterface
 from farm.interface.client import ToolClient
 from farm.interface.kubectl import Kubectl
 from farm.interface.server import MAX_DIAGNOSIS_CHARS
-from farm.states import LIMIT_STEPS, LIMIT_TOKENS
 from tests.farm.interface.simcluster import back_to_deployed, deployed_cluster
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
@@ -273,9 +273,9 @@ def test_step_limit_ends_the_session_and_later_submissions_do_not_count(cluster:
 
 
 def test_token_limit_is_read_from_the_workers_usage_not_the_agent(cluster: ClusterHandle) -> None:
+    from farm.checkpoint import LLMUsageTap
     from farm.llm.client import load_litellm
     from farm.llm.scripted import ScriptedLLM
-    from results.checkpoint import LLMUsageTap
 
     back_to_deployed(cluster)
     tap = LLMUsageTap("openai/scripted-model")
@@ -338,7 +338,7 @@ def test_at_most_four_calls_of_a_session_run_at_once(cluster: ClusterHandle) -> 
 
 
 def test_no_sandbox_means_no_session(cluster: ClusterHandle, monkeypatch: pytest.MonkeyPatch) -> None:
-    from farm.errors import InfrastructureError
+    from core.errors import InfrastructureError
     from farm.interface.sandbox import SandboxUnavailable
 
     for bwrap in ("/bin/false", "/nonexistent/bwrap"):

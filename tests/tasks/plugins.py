@@ -21,9 +21,9 @@ import time
 from typing import Any
 
 from clusters.base import ClusterProvider, providers
+from core.errors import ClusterUnavailable, LimitReached, ResetError
+from core.states import END_AGENT_STOPPED, END_SUBMITTED
 from farm.agents.base import Agent, AgentContext, AgentResult, agents
-from farm.errors import ClusterUnavailable, LimitReached, ResetError
-from farm.states import END_AGENT_STOPPED, END_SUBMITTED
 
 FAULTS_ENV = "FARM_TEST_CLUSTER_FAULTS"
 _lock = threading.Lock()

@@ -20,7 +20,7 @@ import redis
 import yaml
 from sqlmodel import Session, func, select
 
-from farm.states import AttemptState, TrialState
+from core.states import AttemptState, TrialState
 from results.db import engine_for
 from results.models import Attempt, Trial, Worker
 from tests.conftest import REDIS_URL

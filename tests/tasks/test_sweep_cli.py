@@ -10,10 +10,10 @@ import pytest
 from sqlmodel import Session, select
 from typer.testing import CliRunner
 
+from core.states import AttemptState, TrialState
 from farm import dispatcher
 from farm.cli import app
 from farm.spec import SweepSpec
-from farm.states import AttemptState, TrialState
 from results import ledger
 from results.db import engine_for
 from results.models import Attempt, Sweep, Trial

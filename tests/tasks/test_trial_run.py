@@ -22,10 +22,7 @@ from types import SimpleNamespace
 import pytest
 from sqlmodel import Session, select
 
-from farm import dispatcher
-from farm.owner import ClusterOwner
-from farm.spec import SweepSpec
-from farm.states import (
+from core.states import (
     END_AGENT_ERROR,
     EVENT_CLUSTER_LOST,
     EVENT_CLUSTER_REPLACED,
@@ -35,6 +32,9 @@ from farm.states import (
     AttemptState,
     TrialState,
 )
+from farm import dispatcher
+from farm.owner import ClusterOwner
+from farm.spec import SweepSpec
 from farm.trial import run_all, start_run, time_to_mitigation
 from results import leaderboard, ledger
 from results.artifacts import LocalArtifactStore
@@ -249,7 +249,7 @@ def test_agent_that_hits_its_step_limit_keeps_its_transcript(engine, store):
 
 
 def test_running_session_is_checkpointed(engine, store, llm, monkeypatch):
-    monkeypatch.setattr("results.checkpoint.CHECKPOINT_S", 0.5)
+    monkeypatch.setattr("farm.checkpoint.CHECKPOINT_S", 0.5)
     spec = _spec("probe-slow", _probe(llm, rounds=3, pause_s=1.5), models=["openai/scripted-model"])
     seen: list[Attempt] = []
 

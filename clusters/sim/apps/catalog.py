@@ -1,15 +1,15 @@
-"""Every image the farm's own application manifests (farm/apps/*/manifests) name is in the
+"""Every image the farm's own application manifests (apps/*/manifests) name is in the
 emulated registry with exactly the tags named there, so an unknown tag still fails to pull. Images
 without a dedicated model run as a generic server (listening on the ports the container declares)
 until their application gets a behaviour model; Locust load generators get a client model."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from apps.base import APPS_DIR
 from clusters.sim.apps.base import (
     IMAGES,
     AppModel,
@@ -21,7 +21,7 @@ from clusters.sim.apps.base import (
     register_image,
 )
 
-APPS = Path(__file__).resolve().parents[3] / "farm" / "apps"
+APPS = APPS_DIR
 LOCUST_IMAGES = ("locustio/locust", "ghcr.io/open-telemetry/demo")
 
 

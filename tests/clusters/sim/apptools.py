@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from apps import load_application
 from clusters.base import open_cluster
-from farm.apps import load_application
-from farm.apps.deploy import deploy
+from farm.deploy import deploy
 
 KUBECTL = Path(__file__).resolve().parents[3] / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
 NEEDS_KUBECTL = [pytest.mark.kubectl, pytest.mark.slow,

@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from clusters.base import open_cluster
 from clusters.sim.provider import SimHandle
-from farm.errors import ClusterUnavailable, ResetError
+from core.errors import ClusterUnavailable, ResetError
 
 HERE = Path(__file__).resolve().parent
 STANDIN = "test_api_standin:StandInCluster"

@@ -1,4 +1,4 @@
-"""Every application under farm/apps deploys healthy on the emulated cluster and its load
+"""Every application under apps deploys healthy on the emulated cluster and its load
 generator's client-side success query reads 1; the registry knows exactly the tags the manifests
 name; hotel-reservation's services start the way the Go binaries do."""
 
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from apps import load_application
 from clusters.sim.apps.base import image_lookup
 from clusters.sim.cluster import SimCluster
-from farm.apps import load_application
 
 
 def query(cluster: SimCluster, q: str) -> list[dict]:

@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
+from apps import load_application
 from clusters.base import ClusterHandle, open_cluster
-from farm.apps import load_application
+from core.problem import Problem
 from farm.problems.catalog import load_catalog
-from farm.problems.model import Problem
 from injectors.base import Injection, faults
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
@@ -82,7 +82,7 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Clu
 
 
 def deployed(clusters: dict[str, ClusterHandle], app_name: str, tmp: Any) -> ClusterHandle:
-    from farm.apps.deploy import deploy
+    from farm.deploy import deploy
 
     if app_name not in clusters:
         app = load_application(app_name)

@@ -1,5 +1,5 @@
 """The same causes and symptoms over the real protocols: the emulated cluster as a process (the
-`sim` provider), hotel-reservation deployed by farm.apps.deploy through the Kubernetes API, a
+`sim` provider), hotel-reservation deployed by farm.deploy through the Kubernetes API, a
 stock kubectl 1.20 to plant the fault and look at it, and Prometheus's HTTP API for the metrics."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from apps import load_application
 from clusters.base import open_cluster
-from farm.apps import load_application
-from farm.apps.deploy import deploy
+from farm.deploy import deploy
 
 KUBECTL = Path(__file__).resolve().parents[3] / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
 NS = "hotel-reservation"

@@ -1,5 +1,5 @@
 """tidb-operator and a TiDB cluster on the emulated cluster, over the real protocols: the cluster as
-a process, tidb-cluster deployed by farm.apps.deploy, the kubernetes client for the TidbCluster
+a process, tidb-cluster deployed by farm.deploy, the kubernetes client for the TidbCluster
 and what the operator renders, kubectl for its table, Prometheus's HTTP API for go-ycsb's counters."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from apps import load_application
 from clusters.base import open_cluster
-from farm.apps import load_application
-from farm.apps.deploy import deploy
+from farm.deploy import deploy
 
 NS, OPERATOR_NS = "tidb-cluster", "tidb-admin"
 KUBECTL = Path(__file__).resolve().parents[3] / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from apps import load_application
 from clusters.base import ClusterHandle
+from core.states import END_SUBMITTED
 from farm.agents.base import AgentContext, AgentLimits
 from farm.agents.baseline import BaselineAgent
-from farm.apps import load_application
 from farm.interface import AgentInterface
 from farm.oracles.mitigation import MitigationOracle
 from farm.problems.catalog import load_catalog
-from farm.states import END_SUBMITTED
 from injectors.compose import NoiseRunner, ProblemInjection
 from tests.farm.interface.simcluster import back_to_deployed, deployed_cluster
 

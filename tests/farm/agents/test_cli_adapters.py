@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import redis
 
+from core.states import END_AGENT_ERROR, END_SUBMITTED, LIMIT_COST, LIMIT_SWEEP_COST, LIMIT_TOKENS
 from farm.agents.base import AgentContext, AgentLimits
 from farm.agents.cli_adapters import ClaudeCodeAgent, CodexAgent, Sandbox
 from farm.llm.atif import to_atif, validate_atif
 from farm.llm.limits import RedisSemaphore, SweepLedger
-from farm.states import END_AGENT_ERROR, END_SUBMITTED, LIMIT_COST, LIMIT_SWEEP_COST, LIMIT_TOKENS
 from tests.farm.agents.cli_fakes import install_fakes
 from tests.farm.agents.incident_mcp import IncidentMCP
 

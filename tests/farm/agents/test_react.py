@@ -7,11 +7,7 @@ import json
 
 import pytest
 
-from farm.agents.base import AgentContext, AgentLimits
-from farm.agents.react import ReactAgent
-from farm.llm.atif import to_atif, validate_atif
-from farm.llm.scripted import ScriptedLLM, tool_plan
-from farm.states import (
+from core.states import (
     END_AGENT_ERROR,
     END_AGENT_STOPPED,
     END_SUBMITTED,
@@ -20,6 +16,10 @@ from farm.states import (
     LIMIT_TOKENS,
     LIMIT_WALL_TIME,
 )
+from farm.agents.base import AgentContext, AgentLimits
+from farm.agents.react import ReactAgent
+from farm.llm.atif import to_atif, validate_atif
+from farm.llm.scripted import ScriptedLLM, tool_plan
 from tests.farm.agents.incident_mcp import IncidentMCP
 from tests.farm.agents.incident_plan import responder
 

@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from clusters.base import ClusterHandle
+from core.errors import ConfigurationError, InfrastructureError
+from core.states import END_SUBMITTED
 from farm.agents.base import AgentContext
 from farm.agents.cli_adapters import ClaudeCodeAgent, CodexAgent
 from farm.agents.react import ReactAgent
 from farm.agents.stratus import StratusAgent
-from farm.errors import ConfigurationError, InfrastructureError
 from farm.interface import AgentInterface
 from farm.llm.scripted import PlanStep, ScriptedLLM, tool_plan, tool_results
 from farm.oracles.diagnosis import judge_diagnosis
 from farm.problems.catalog import load_catalog
-from farm.states import END_SUBMITTED
 from injectors.compose import ProblemInjection
 from tests.farm.agents.cli_fakes import install_fakes
 from tests.farm.interface.simcluster import back_to_deployed, deployed_cluster

@@ -17,6 +17,7 @@ import pytest
 from sqlmodel import Session, select
 
 from clusters.base import open_cluster
+from core.states import LIMIT_STEPS
 from farm.agents.base import AgentContext
 from farm.agents.react import ReactAgent
 from farm.dispatcher import submit
@@ -25,7 +26,6 @@ from farm.llm.scripted import ScriptedLLM
 from farm.oracles.diagnosis import PASS_RULE
 from farm.problems.catalog import load_catalog
 from farm.spec import SweepSpec
-from farm.states import LIMIT_STEPS
 from farm.trial import run_all, start_run
 from results import ledger
 from results.artifacts import LocalArtifactStore

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from apps import load_application
 from clusters.base import ClusterHandle, open_cluster
-from farm.apps import load_application
 from farm.interface import AgentInterface
 from farm.interface.client import ToolClient
 
@@ -22,7 +22,7 @@ WARMUP_S = 180.0  # cluster time after deploy, so every signal has a few scrapes
 @contextmanager
 def deployed_cluster(tmp: Path, seed: int = 11) -> Iterator[ClusterHandle]:
     """An emulated cluster with hotel-reservation up and warmed, checkpointed as DEPLOYED."""
-    from farm.apps.deploy import deploy
+    from farm.deploy import deploy
 
     app = load_application(APP)
     cluster = open_cluster("sim", seed=seed, workdir=tmp)

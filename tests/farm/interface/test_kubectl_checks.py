@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from farm.errors import ToolError
+from core.errors import ToolError
 from farm.interface.kubectl import Target, parse_command, targets_of
 
 NS = "hotel-reservation"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from farm.errors import ToolError
+from core.errors import ToolError
 from farm.interface import summarise, visibility
 from farm.interface.record import count_tokens
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from farm.errors import LimitReached
+from core.errors import LimitReached
+from core.states import LIMIT_COST, LIMIT_SWEEP_COST, LIMIT_TOKENS
 from farm.llm.client import Budget, LLMClient, LLMError
 from farm.llm.limits import RedisSemaphore, SweepLedger
 from farm.llm.scripted import ScriptedLLM
-from farm.states import LIMIT_COST, LIMIT_SWEEP_COST, LIMIT_TOKENS
 
 REDIS_URL = "redis://127.0.0.1:6379/11"
 ROOT = Path(__file__).resolve().parents[3]

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from farm.errors import InfrastructureError, InputError
+from core.errors import InfrastructureError, InputError
+from core.problem import GroundTruth
+from farm.cli.judge import app, cohen_kappa, load_labels
 from farm.llm.scripted import ScriptedLLM
 from farm.oracles.diagnosis import (
     JUDGE_SYSTEM,
@@ -21,8 +23,6 @@ from farm.oracles.diagnosis import (
     judge_diagnosis,
     parse_judge_reply,
 )
-from farm.oracles.judge_cli import app, cohen_kappa, load_labels
-from farm.problems.model import GroundTruth
 
 LABELS = Path(__file__).with_name("diagnosis_labels.jsonl")
 GEO = GroundTruth(

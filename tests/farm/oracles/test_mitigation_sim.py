@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from apps import load_application
 from clusters.base import ClusterHandle
-from farm.apps import load_application
 from farm.oracles.mitigation import MitigationOracle
 from farm.problems.catalog import load_catalog
 from injectors.compose import ProblemInjection

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from core.states import COMPOSITIONS, LAYERS
 from farm.problems.catalog import load_catalog
-from farm.states import COMPOSITIONS, LAYERS
 from injectors.base import faults
 
 GOOD = {

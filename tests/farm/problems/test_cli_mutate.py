@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from farm.errors import ProblemDefinitionError
+from core.errors import ProblemDefinitionError
 from farm.problems.catalog import load_catalog
 from farm.problems.mutate import mutate
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "farm.problems.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "farm.cli.problems", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from farm.errors import ProblemDefinitionError
+from core.errors import ProblemDefinitionError
 from farm.problems.catalog import load_catalog
 from farm.problems.mutate import failed_step, mutate, validate_mutation
-from farm.problems.topology import short_op, topology
+from injectors.topology import short_op, topology
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -109,7 +109,7 @@ def test_retargeted_problems_validate_on_the_emulated_cluster(catalog) -> None: 
 @pytest.mark.slow
 def test_mutate_validate_writes_a_passing_problem_and_refuses_a_failing_one(tmp_path: Path) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "farm.problems.cli", "mutate", *args], capture_output=True,
+        return subprocess.run([sys.executable, "-m", "farm.cli.problems", "mutate", *args], capture_output=True,
                               text=True, cwd=ROOT, timeout=600)
 
     good = tmp_path / "good.yaml"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from clusters.base import ClusterHandle
+from core.problem import Problem
 from farm.problems.catalog import load_catalog
-from farm.problems.model import Problem
 from farm.problems.validate import (
     AgentView,
     Evidence,

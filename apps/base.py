@@ -1,4 +1,4 @@
-"""An application the farm can deploy: `farm/apps/<name>/app.yaml` plus `manifests/*.yaml`."""
+"""An application the farm can deploy: `apps/<name>/app.yaml` plus `manifests/*.yaml`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from farm.errors import ConfigurationError
+from core.errors import ConfigurationError
 
 APPS_DIR = Path(__file__).parent
 

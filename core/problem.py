@@ -92,7 +92,7 @@ class OracleSpec(Strict):
 
 class Problem(Strict):
     id: str
-    app: str  # a name under farm/apps
+    app: str  # a name under apps
     layer: Layer
     composition: Composition = "single"
     tags: list[str] = []

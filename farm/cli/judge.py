@@ -5,7 +5,7 @@
 LABELS.jsonl holds one labelled diagnosis per line, a JSON object with:
     id            a name for the line (optional; defaults to the line number)
     diagnosis     the diagnosis text (null or "" for "nothing submitted")
-    ground_truth  the problem's ground truth (farm.problems.model.GroundTruth fields), or instead
+    ground_truth  the problem's ground truth (core.problem.GroundTruth fields), or instead
     problem       a problem id looked up in the catalog
     fill          with problem: values for the ground truth's placeholders, as injection fills them in
                   a trial ({"node": "sim-worker2"} for `{node}`); required when it has any
@@ -27,8 +27,8 @@ from typing import Any
 import typer
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from farm.errors import InputError
-from farm.problems.model import GroundTruth
+from core.errors import InputError
+from core.problem import GroundTruth
 
 app = typer.Typer(help="Check the diagnosis judge against labelled diagnoses.", no_args_is_help=True)
 

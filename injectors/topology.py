@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-APPS_DIR = Path(__file__).resolve().parent.parent / "apps"
+from apps.base import APPS_DIR
+
 STORE_PROTOCOLS = ("mongo", "memcached", "postgres", "mysql", "redis", "kafka")
 
 

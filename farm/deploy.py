@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
+from apps.base import Application
 from clusters.base import ClusterHandle
 from clusters.kube import KubeError, KubeRest
-from farm.apps.base import Application
-from farm.errors import DeployError
+from core.errors import DeployError
 
 POLL_S = 5.0
 

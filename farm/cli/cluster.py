@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from clusters.base import parse_cluster_ref
-from farm.errors import FarmError
+from core.errors import FarmError
 
 app = typer.Typer(help="Clusters owned by workers: list, create, delete.", no_args_is_help=True)
 console = Console()

@@ -24,9 +24,9 @@ def up(
     kubeconfig: Annotated[Path, typer.Option(help="Where to write the admin kubeconfig.")] = Path("farm-sim.kubeconfig"),
 ) -> None:
     """Start an emulated cluster (live clock) and keep it up until Ctrl-C."""
+    from apps import load_application
     from clusters.base import open_cluster
-    from farm.apps import load_application
-    from farm.apps.deploy import deploy
+    from farm.deploy import deploy
 
     handle = open_cluster("sim", seed=seed, live=True, speed=speed)
     try:

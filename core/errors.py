@@ -76,7 +76,7 @@ class ToolError(FarmError):
 
 
 class LimitReached(FarmError):
-    """A per-trial limit ended the agent session; `reason` is one of farm.states.LIMIT_REASONS."""
+    """A per-trial limit ended the agent session; `reason` is one of core.states.LIMIT_REASONS."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
         self.reason = reason

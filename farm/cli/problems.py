@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 import yaml
 
-from farm.errors import FarmError, InputError
+from core.errors import FarmError, InputError
 
 app = typer.Typer(help="The problem catalog: list, show, validate and mutate problems.", no_args_is_help=True)
 

@@ -17,7 +17,7 @@ from rich.console import Console
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # kubectl is a runtime dependency of the agent interface; scripts/setup.sh unpacks Debian's
 # into .tools/ only when the machine has none, and then it is used from there.
-_PROJECT_KUBECTL = Path(__file__).resolve().parents[1] / ".tools" / "kubectl-root" / "usr" / "bin"
+_PROJECT_KUBECTL = Path(__file__).resolve().parents[2] / ".tools" / "kubectl-root" / "usr" / "bin"
 if shutil.which("kubectl") is None and (_PROJECT_KUBECTL / "kubectl").exists():
     os.environ["PATH"] = f"{_PROJECT_KUBECTL}{os.pathsep}{os.environ.get('PATH', '')}"
 
@@ -33,10 +33,10 @@ def _mount(module: str, name: str, help_text: str) -> None:
     app.add_typer(importlib.import_module(module).app, name=name, help=help_text)
 
 
-_mount("farm.problems.cli", "problems", "The problem catalog: list, show, validate, mutate.")
-_mount("farm.oracles.judge_cli", "judge", "The diagnosis judge: agreement with labelled diagnoses.")
-_mount("clusters.cluster_cli", "cluster", "Clusters owned by workers: list, create, delete.")
-_mount("clusters.sim.cli", "sim", "The emulated cluster, by hand: sim up.")
+_mount("farm.cli.problems", "problems", "The problem catalog: list, show, validate, mutate.")
+_mount("farm.cli.judge", "judge", "The diagnosis judge: agreement with labelled diagnoses.")
+_mount("farm.cli.cluster", "cluster", "Clusters owned by workers: list, create, delete.")
+_mount("farm.cli.sim", "sim", "The emulated cluster, by hand: sim up.")
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -67,7 +67,7 @@ def _check_by(by: str, option: str = "--by") -> None:
 
 
 def _load_spec(path: Path):  # type: ignore[no-untyped-def]
-    from farm.errors import InputError
+    from core.errors import InputError
     from farm.spec import load_spec
 
     try:
@@ -88,9 +88,9 @@ def run(
     _check_by(by)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from core.states import TRIAL_DONE
     from farm import dispatcher
     from farm.runner import run_sweep
-    from farm.states import TRIAL_DONE
     from results import leaderboard
     from results.db import engine_for
 
@@ -131,7 +131,7 @@ def worker(
 ) -> None:
     """One Celery worker owning one cluster (broker, database and artifacts from the environment)."""
     from clusters.base import parse_cluster_ref
-    from farm.errors import ConfigurationError
+    from core.errors import ConfigurationError
 
     try:
         kind, cname = parse_cluster_ref(cluster)
@@ -224,12 +224,12 @@ def sweep_status(
         return _watch(sweep_id, interval, json_out)
 
     from farm import dispatcher
-    from results import ledger
+    from results import ledger, progress
 
     engine = _read_engine()
     ledger.reap(engine)  # a status check also requeues trials of lost workers in the ledger
     try:
-        counts = dispatcher.status(engine, sweep_id)
+        counts = progress.status(engine, sweep_id)
         infra = dispatcher.infra_summary(engine, sweep_id)
     except KeyError:
         _fail(f"no sweep '{sweep_id}'")
