@@ -2,10 +2,12 @@
 farm.llm.scripted playing a simple triage policy) on a sample of hotel-reservation application
 problems, run by `farm run` on emulated clusters with noise off, with each noise kind alone and
 with all of them, at the intensities given. Prints, per noise kind and intensity, each agent's
-diagnosis rate with noise off and on, and how many outcomes the noise changed.
+diagnosis rate with noise off and on, how many outcomes the noise lost and won, and the exact
+McNemar p-value of that paired difference.
 
     .venv/bin/python bench/noise_bench.py [--problems 3] [--intensities high] [--kinds each,all,pod-kill,...]
-                                          [--agents baseline,scripted] [--workers 2] [--out DIR]
+                                          [--agents baseline,scripted] [--apps hotel-reservation,...]
+                                          [--workers 2] [--out DIR]
 """
 
 from __future__ import annotations
@@ -98,16 +100,40 @@ def triage_plan() -> list[Any]:
     ]
 
 
-def sample(count: int, seed: int) -> list[str]:
-    """A seeded random sample of `count` single-fault hotel-reservation application problems
-    (the catalog groups similar faults together, so every n-th would not be a fair mix)."""
+def sample(count: int, seed: int, apps: list[str] | None = None) -> list[str]:
+    """A seeded random sample of `count` single-fault application problems of `apps` (default
+    hotel-reservation), as even across the apps as their sizes allow (the catalog groups similar
+    faults together, so every n-th would not be a fair mix)."""
     import random
 
     from farm.problems.catalog import load_catalog
 
-    ids = [p.id for p in load_catalog().problems if p.app == NS and p.layer == "application"
-           and p.composition == "single"]
-    return random.Random(seed).sample(ids, min(count, len(ids)))
+    rng = random.Random(seed)
+    pools = []
+    for app in apps or [NS]:
+        ids = [p.id for p in load_catalog().problems if p.app == app and p.layer == "application"
+               and p.composition == "single"]
+        if not ids:
+            raise SystemExit(f"noise_bench: --apps: no single-fault application problems for app '{app}'")
+        pools.append(rng.sample(ids, len(ids)))
+    out: list[str] = []
+    while len(out) < count and any(pools):
+        for pool in pools:
+            if pool and len(out) < count:
+                out.append(pool.pop())
+    return out
+
+
+def mcnemar(off: dict[str, bool], on: dict[str, bool]) -> tuple[int, int, float]:
+    """Paired outcomes: how many passed only without noise, only with it, and the exact
+    two-sided McNemar p-value (binomial on the discordant pairs)."""
+    from math import comb
+
+    lost = sum(1 for p in off if off[p] and p in on and not on[p])
+    gained = sum(1 for p in off if not off[p] and on.get(p))
+    n, k = lost + gained, min(lost, gained)
+    p = min(1.0, 2 * sum(comb(n, i) for i in range(k + 1)) / 2 ** n) if n else 1.0
+    return lost, gained, p
 
 
 def main() -> int:
@@ -117,6 +143,8 @@ def main() -> int:
     ap.add_argument("--kinds", default="each,all", help="comma-separated noise kinds, 'all' for every one together, "
                                                    "'each' for every confounder alone")
     ap.add_argument("--agents", default="baseline,scripted")
+    ap.add_argument("--apps", default=NS, help="comma-separated applications to sample from (the scripted "
+                                               "agent's plan reads hotel-reservation only)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0, help="the trials' seed")
     ap.add_argument("--sample-seed", type=int, default=0, help="which problems the sample takes")
@@ -138,8 +166,11 @@ def main() -> int:
                 level["kinds"] = [kind]
             settings.append(level)
             labels[str(level["intensity"]) + (f":{kind}" if kind != "all" else "")] = (kind, intensity)
-    problems = sample(args.problems, args.sample_seed)
+    apps = [a for a in args.apps.split(",") if a]
     agents = args.agents.split(",")
+    if "scripted" in agents and apps != [NS]:
+        ap.error(f"--apps other than {NS} need --agents baseline (the scripted plan reads {NS})")
+    problems = sample(args.problems, args.sample_seed, apps)
     out = args.out or Path(tempfile.mkdtemp(prefix="noise-bench-"))
     out.mkdir(parents=True, exist_ok=True)
     with ScriptedLLM(tool_plan(triage_plan())) as llm:
@@ -171,14 +202,14 @@ def main() -> int:
     for problem, agent, noise, level, ok, _state in rows:
         name = "scripted" if agent == "react" else agent
         passed[(name, level or ("on" if noise else "off"))][problem] = bool(ok)
-    print(f"\n{'noise kind':18} {'intensity':9} " + " ".join(f"{a + ' off':>13} {a + ' on':>12} {'changed':>7}"
-                                                         for a in agents))
+    print(f"\n{'noise kind':18} {'intensity':9} " + " ".join(
+        f"{a + ' off':>13} {a + ' on':>12} {'lost/won':>8} {'McNemar p':>9}" for a in agents))
     for label, (kind, intensity) in labels.items():
         cells = []
         for agent in agents:
             off, on = passed[(agent, "off")], passed[(agent, label)]
-            changed = sum(off.get(p) != on.get(p) for p in problems)
-            cells.append(f"{_rate(off):>13} {_rate(on):>12} {changed:>7}")
+            lost, gained, p = mcnemar(off, on)
+            cells.append(f"{_rate(off):>13} {_rate(on):>12} {f'{lost}/{gained}':>8} {p:>9.3f}")
         print(f"{kind:18} {intensity:9} " + " ".join(cells))
     print(f"\n{len(rows)} trials in {wall:.0f} s wall ({wall / max(1, len(rows)):.1f} s per trial on {args.workers} workers)")
     return 0

@@ -186,6 +186,7 @@ class NoiseRunner:
         if not self.specs:
             return
         self._cluster = cluster
+        self._gather(cluster, namespace)
         for index, (spec, noise) in enumerate(zip(self.specs, self.noises, strict=True)):
             rng = random.Random(f"{self.seed}:{index}:{spec.kind}")
             self.running.append((noise, noise.start(cluster, namespace, rng, spec.intensity)))
@@ -196,6 +197,24 @@ class NoiseRunner:
         if not cluster.capabilities.virtual_clock:
             self._thread = threading.Thread(target=self._loop, name="noise", daemon=True)
             self._thread.start()
+
+    def _gather(self, cluster: ClusterHandle, namespace: str) -> None:
+        """Give the confounders aimed at one component's neighbours a shared focus, one of those
+        neighbours drawn from the trial's seed (unless a spec names its focus or its targets)."""
+        from clusters.kube import Kube
+        from injectors.noise import ScheduledNoise
+
+        kube, chosen = Kube.of(cluster), {}
+        rng = random.Random(f"{self.seed}:focus")
+        for noise in self.noises:
+            if not isinstance(noise, ScheduledNoise):
+                continue
+            p = noise.p
+            if not p.near or p.focus or p.targets:
+                continue
+            if p.near not in chosen:
+                chosen[p.near] = rng.choice(noise.candidates(kube, namespace))
+            p.focus = chosen[p.near]
 
     def boundaries(self) -> list[float]:
         with self._lock:

@@ -37,6 +37,10 @@ class NoiseParams(BaseModel):
     # trial fills in the fault's), and the application whose call graph says who they are.
     near: str = ""
     app: str = ""
+    # The neighbour most of a trial's confounders gather on (NoiseRunner picks one per trial):
+    # ambient trouble piles up on one service (a rollout that starts rough, restarts, probe
+    # failures, alerts, errors), and that service is the red herring an SRE checks first.
+    focus: str = ""
 
 
 class Event(BaseModel):
@@ -54,6 +58,10 @@ class ScheduledNoise(Noise):
     Params: type[NoiseParams] = NoiseParams
     base_events: int = 4  # at intensity 1
     event_seconds: tuple[float, float] = (0.0, 0.0)  # min/max duration of one event
+    # Where in the window the events fall (fractions of it): replacements a minute or so into
+    # the incident (a change that recent is what a paged engineer suspects first) and the
+    # trouble after them, so restarts pile up on the pods a rollout just brought up.
+    phase: tuple[float, float] = (0.0, 1.0)
 
     p: Any  # the validated params
 
@@ -90,13 +98,19 @@ class ScheduledNoise(Noise):
         count = max(1, round(self.base_events * intensity))
         events = []
         for _ in range(count):
-            at = now + self.p.start_after_seconds + rng.uniform(0, self.p.window_seconds)
+            at = now + self.p.start_after_seconds + self.p.window_seconds * rng.uniform(*self.phase)
             lo, hi = self.event_seconds
-            events.append(Event(at=at, until=at + rng.uniform(lo, hi), target=rng.choice(targets),
+            events.append(Event(at=at, until=at + rng.uniform(lo, hi), target=self.pick(rng, targets, intensity),
                                 data=self.plan(rng, intensity)))
         events.sort(key=lambda e: e.at)
         return Injection(injector=f"noise:{self.name}", params=self.p.model_dump(), namespace=namespace,
                          saved={"events": [e.model_dump() for e in events], "created": []}, injected_at=now)
+
+    def pick(self, rng: random.Random, targets: list[str], intensity: float) -> str:
+        """One event's target: the focus, more often the higher the intensity, else any."""
+        if self.p.focus in targets and rng.random() < focus_share(intensity):
+            return self.p.focus
+        return rng.choice(targets)
 
     def plan(self, rng: random.Random, intensity: float) -> dict[str, Any]:
         """Per-event parameters drawn from the seeded source (severity and such)."""
@@ -163,6 +177,11 @@ def neighbours(app: str, component: str) -> list[str]:
     for caller in role.caller_names:
         out += top.role(caller).callee_names()
     return [n for n in dict.fromkeys(out) if n != component and top.role(n).kind != "other"]
+
+
+def focus_share(intensity: float) -> float:
+    """The share of a confounder's events that land on the trial's focus."""
+    return min(1.0, 0.4 + 0.6 * intensity)
 
 
 def _is_load_generator(name: str) -> bool:
@@ -237,6 +256,7 @@ class PodKillNoise(ScheduledNoise):
     """Deletes one pod of an unrelated workload; its controller brings a new one up."""
 
     base_events = 3
+    phase = (0.55, 0.85)
 
     def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
         kube = Kube.of(cluster)
@@ -420,6 +440,7 @@ class RollingUpdate(ScheduledNoise):
     nothing about the incident."""
 
     base_events = 1
+    phase = (0.55, 0.75)
 
     def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
         kube = Kube.of(cluster)
@@ -439,13 +460,16 @@ class ContainerRestart(ChaosBurst):
     intensity the same container dies several times, into a short back-off."""
 
     kind = "PodChaos"
-    base_events = 3
+    base_events = 6  # three at medium intensity: enough restarts to read as a flapping service
     event_seconds = (2.0, 4.0)
+    phase = (0.75, 1.0)
 
     def start(self, cluster: ClusterHandle, namespace: str, rng: random.Random, intensity: float) -> Injection:
         injection = super().start(cluster, namespace, rng, intensity)
         # one victim per trial: restarts that pile up on one pod are what an SRE notices
         victim = injection.saved["events"][0]["target"] if injection.saved["events"] else ""
+        if self.p.focus and any(e["target"] == self.p.focus for e in injection.saved["events"]):
+            victim = self.p.focus
         for e in injection.saved["events"]:
             e["target"] = victim
         return injection
@@ -499,6 +523,7 @@ class WarningEvents(ScheduledNoise):
 
     Params = EventParams
     base_events = 4
+    phase = (0.6, 1.0)  # on the pods a rollout brought up, as after a rough start
 
     def plan(self, rng: random.Random, intensity: float) -> dict[str, Any]:
         return {"count": 1 + int(4 * intensity * rng.random()), "suffix": f"{rng.getrandbits(64):016x}"}

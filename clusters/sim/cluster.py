@@ -226,6 +226,7 @@ class SimCluster:
         from clusters.sim.api.admission import install_admission
         from clusters.sim.chaos import ChaosController
         from clusters.sim.controllers import build_controllers
+        from clusters.sim.controllers.crds import install_crd_registry
         from clusters.sim.controllers.kubelet import Kubelet
         from clusters.sim.controllers.network import Network
         from clusters.sim.controllers.telemetry import Telemetry
@@ -261,6 +262,7 @@ class SimCluster:
         self._scrapes = 0
         self.store.hooks.append(self._on_change)
         install_admission(self.store, defaulting=False)  # on once the API server serves the store
+        self._resync_custom_types = install_crd_registry(self)
         self.nodes.bootstrap()
         from clusters.sim.controllers.bootstrap import bootstrap_cluster
         bootstrap_cluster(self)
@@ -472,6 +474,7 @@ class SimCluster:
         except KeyError:
             raise KeyError(f"no checkpoint named '{name}' (known: {', '.join(sorted(self._checkpoints)) or 'none'})") from None
         self.store.restore(store_state)
+        self._resync_custom_types()
         model = _thawed(model)
         self.events.state = model["events"]
         self.logs.state = model["logs"]

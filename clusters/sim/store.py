@@ -239,6 +239,12 @@ class Store:
         self.types[rt.key] = rt
         self._buckets.setdefault(rt.key, _Bucket())
 
+    def unregister(self, key: str) -> None:
+        """Stop serving a type and drop its objects (its definition was deleted)."""
+        with self.lock:
+            self.types.pop(key, None)
+            self._buckets.pop(key, None)
+
     def type_for(self, key: str) -> ResourceType:
         try:
             return self.types[key]
@@ -486,6 +492,8 @@ class Store:
     def restore(self, state: Any) -> None:
         with self.lock:
             objects, uid_counter = state
+            for key in objects:  # a custom type's bucket dropped with its definition since
+                self._buckets.setdefault(key, _Bucket())
             for key, bucket in self._buckets.items():
                 bucket.objects = clone(objects.get(key, {}))
             self._uid_counter = uid_counter

@@ -106,11 +106,11 @@ def _helm_base(handle: ClusterHandle, helm: str) -> list[str]:
 def _helm_releases(handle: ClusterHandle, helm: str, releases: list[HelmRelease], timeout: str,
                    backoff: float, report: StackReport) -> None:
     base = _helm_base(handle, helm)
-    for repo in sorted({r.repository for r in releases}):
+    for repo in sorted({r.repository for r in releases if r.repository}):
         argv = [helm, "repo", "add", repo, REPOSITORIES[repo], "--force-update"]
         run_tool(argv, what=f"helm repo add {repo}", backoff=backoff)
         report.commands.append(argv)
-    if releases:
+    if any(r.repository for r in releases):
         argv = [helm, "repo", "update"]
         run_tool(argv, what="helm repo update", backoff=backoff)
         report.commands.append(argv)

@@ -21,19 +21,23 @@ REPOSITORIES = {
 
 @dataclass(frozen=True)
 class HelmRelease:
+    """`repository` empty: `chart` is a chart directory or archive on disk (an offline mirror),
+    installed without `helm repo add`."""
+
     name: str
     repository: str
     chart: str
     version: str
     namespace: str
+    values: Path | None = None  # default: values/<name>.yaml
 
     @property
     def values_file(self) -> Path:
-        return VALUES_DIR / f"{self.name}.yaml"
+        return self.values or VALUES_DIR / f"{self.name}.yaml"
 
     @property
     def chart_ref(self) -> str:
-        return f"{self.repository}/{self.chart}"
+        return f"{self.repository}/{self.chart}" if self.repository else self.chart
 
 
 RELEASES: list[HelmRelease] = [

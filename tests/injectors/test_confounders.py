@@ -86,6 +86,11 @@ def test_confounders_leave_misleading_evidence_on_neighbours_and_never_on_the_fa
         for r in confounders:
             events = r["saved"]["events"]
             assert events and all(e["target"] in near and e["fired"] for e in events), r["injector"]
+        # one red herring per trial: every confounder shares the focus, and at high intensity
+        # every event lands on it
+        focus = {r["params"]["focus"] for r in confounders}
+        assert len(focus) == 1 and focus <= near
+        assert {e["target"] for r in confounders for e in r["saved"]["events"]} == focus
         assert runner.errors == []
         pods = kube.list("Pod", NS)
         # restarts and rollouts of healthy components

@@ -41,7 +41,7 @@ from clusters.sim.api.status import (
     success,
 )
 from clusters.sim.api.tables import table
-from clusters.sim.api.watch import Filter, stream
+from clusters.sim.api.watch import Filter, initial_events_end, stream
 from clusters.sim.api.webhooks import WebhookAdmission
 from clusters.sim.controllers.common import deletion_grace
 from clusters.sim.controllers.gc import GarbageCollector
@@ -499,7 +499,10 @@ class KubeAPI:
         self._field_selector(req, r)
         flt = Filter(r.namespace if r.rt.namespaced else None, req.arg("labelSelector"), req.arg("fieldSelector"),
                      self._event_filter(req, r))
-        body = stream(self.store, key, flt, req.arg("resourceVersion"), timeout, encode, req.alive)
+        initial_end = None
+        if (req.arg("sendInitialEvents") or "").lower() in _TRUE:
+            initial_end = initial_events_end(r.rt.api_version, r.rt.kind)
+        body = stream(self.store, key, flt, req.arg("resourceVersion"), timeout, encode, req.alive, initial_end)
         return Response(200, "application/json", stream=body)
 
     def _log(self, req: Request, r: Route) -> Response:

@@ -132,6 +132,11 @@ SCHEMA: dict[str, dict[int, _F]] = {
     "Subject": {1: ("kind", "string", False), 2: ("apiGroup", "string", False), 3: ("name", "string", False),
                 4: ("namespace", "string", False)},
     "RoleRef": {1: ("apiGroup", "string", False), 2: ("kind", "string", False), 3: ("name", "string", False)},
+    # meta/v1: helm 4 deletes its release Secrets with a protobuf DeleteOptions body
+    "DeleteOptions": {1: ("gracePeriodSeconds", "int?", False), 2: ("preconditions", "Preconditions", False),
+                      3: ("orphanDependents", "bool?", False), 4: ("propagationPolicy", "string", False),
+                      5: ("dryRun", "string", True)},
+    "Preconditions": {1: ("uid", "string", False), 2: ("resourceVersion", "string", False)},
 }
 # (apiVersion, kind) a body may carry -> its message
 KINDS = {("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Namespace"), ("v1", "ServiceAccount"), ("v1", "Service"),
@@ -262,11 +267,12 @@ def _special(kind: str, value: bytes, where: str) -> Any:
 def decode(body: bytes) -> dict[str, Any]:
     """A protobuf request body (the `k8s\\x00` envelope) as the object's JSON form."""
     if not body.startswith(MAGIC):
-        raise _unsupported("a protobuf body must start with the k8s\\x00 envelope")
+        raise StoreError(400, "BadRequest", "the protobuf body lacks the k8s\\x00 envelope")
     unknown = {num: value for num, _, value in _fields(body[len(MAGIC):], "Unknown")}
     type_meta = decode_message(unknown.get(1, b""), "TypeMeta")
     api_version, kind = type_meta.get("apiVersion", ""), type_meta.get("kind", "")
-    if (api_version, kind) not in KINDS:
+    # DeleteOptions are sent in the group version of the resource deleted
+    if (api_version, kind) not in KINDS and kind != "DeleteOptions":
         raise _unsupported(f"this server decodes protobuf bodies of {', '.join(sorted(k for _, k in KINDS))}, "
                            f"not {kind or 'an untyped object'} ({api_version}); send it as JSON (application/json)")
     obj = decode_message(unknown.get(2, b""), kind)

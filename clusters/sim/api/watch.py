@@ -57,18 +57,31 @@ def _lost_history(store: Store, since: int) -> bool:
     return not store.events or store.events[0].rv > since + 1
 
 
+def initial_events_end(api_version: str, kind: str) -> Obj:
+    """The bookmark that closes a watch-list's initial state (sendInitialEvents=true), which
+    client-go's reflector (helm 4, kubectl >= 1.32) waits for before it trusts the list."""
+    return {"kind": kind, "apiVersion": api_version, "metadata": {
+        "resourceVersion": "", "annotations": {"k8s.io/initial-events-end": "true"}}}
+
+
 def stream(store: Store, key: str, flt: Filter, resource_version: str | None, timeout: float,
-           encode: Encoder, alive: Callable[[], bool]) -> Iterator[bytes]:
+           encode: Encoder, alive: Callable[[], bool], initial_end: Obj | None = None) -> Iterator[bytes]:
+    """`initial_end` set (a watch-list): the current state first, whatever resourceVersion says,
+    then that bookmark with the store's resourceVersion."""
     def line(type_: str, obj: Obj) -> bytes:
         return (json.dumps({"type": type_, "object": encode(type_, obj)}, separators=(",", ":")) + "\n").encode()
 
     deadline = time.monotonic() + timeout
     with store.lock:
-        if resource_version in (None, "", "0"):
+        if resource_version in (None, "", "0") or initial_end is not None:
             initial = sorted((o for o in store.iter_raw(key) if flt(o)),
                              key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
             out = [line("ADDED", o) for o in initial]
             last = store.resource_version
+            if initial_end is not None:
+                initial_end["metadata"]["resourceVersion"] = str(last)
+                out.append((json.dumps({"type": "BOOKMARK", "object": initial_end}, separators=(",", ":"))
+                            + "\n").encode())
         else:
             try:
                 last = int(resource_version)
