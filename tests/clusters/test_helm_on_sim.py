@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from clusters.base import open_cluster
-from clusters.kube import KubeError, KubeRest
+from clusters.kube import Kube, KubeError
 from clusters.sim.provider import SimHandle
 from clusters.stack import install_stack
 from clusters.stack.releases import HelmRelease
@@ -38,7 +38,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
 
 
 def get(cluster: SimHandle, path: str) -> dict[str, Any]:
-    return KubeRest(cluster.api_client()).call("GET", path)
+    return Kube(cluster.api_client()).request("GET", path)
 
 
 def helm(cluster: SimHandle, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -197,7 +197,11 @@ def test_scale_set_env_patch_and_rollout_restart(kubectl: Kubectl, ns: str) -> N
 
 def test_delete_pod(kubectl: Kubectl, ns: str) -> None:
     make_pod(kubectl, ns, "web-1", {"app": "web"}, RUNNING)
-    assert 'pod "web-1" deleted' in kubectl("delete", "pod", "web-1", "-n", ns)
+    # no kubelet runs here to stop the containers: a graceful delete leaves the pod Terminating
+    assert 'pod "web-1" deleted' in kubectl("delete", "pod", "web-1", "-n", ns, "--wait=false")
+    assert client.CoreV1Api(kubectl.api).read_namespaced_pod("web-1", ns).metadata.deletion_timestamp
+    assert "Terminating" in kubectl("get", "pod", "web-1", "-n", ns)
+    kubectl("delete", "pod", "web-1", "-n", ns, "--grace-period=0", "--force")
     assert client.CoreV1Api(kubectl.api).list_namespaced_pod(ns).items == []
 
 

@@ -106,7 +106,9 @@ def test_a_wrong_post_storage_port_in_compose_config_fails_store_post(sim: objec
 def test_mongod_requiring_tls_without_a_certificate_breaks_post_storage(sim: object) -> None:
     patch = json.dumps({"data": {"mongod.conf": "net:\n  tls:\n    mode: requireTLS\n"}})
     kubectl(sim, "patch", "configmap", "post-storage-mongodb", "--type", "merge", "-p", patch)
-    kubectl(sim, "delete", "pod", "-l", "service=post-storage-mongodb")  # its replacement reads the new mongod.conf
+    # its replacement reads the new mongod.conf; the cluster clock stands still until advanced,
+    # so kubectl must not wait for the graceful deletion to end
+    kubectl(sim, "delete", "pod", "-l", "service=post-storage-mongodb", "--wait=false")
     sim.advance(180)  # type: ignore[attr-defined]
     table = kubectl(sim, "get", "pods", "-l", "service=post-storage-mongodb")
     assert "CrashLoopBackOff" in table or "Error" in table
