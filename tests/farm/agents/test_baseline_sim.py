@@ -16,7 +16,7 @@ from farm.interface import AgentInterface
 from farm.oracles.mitigation import MitigationOracle
 from farm.problems.catalog import load_catalog
 from farm.pytest_plugin import SimClusters, as_built
-from injectors.compose import NoiseRunner, ProblemInjection
+from injectors.compose import NoiseRunner, ProblemInjection, ambient_noises
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
 NS = "hotel-reservation"
@@ -40,9 +40,10 @@ def run_trial(cluster: ClusterHandle, problem_id: str, *, noise: bool = False, s
     injection = ProblemInjection(problem)
     injection.inject(cluster, NS)
     runner = None
-    if noise and problem.noises:
-        # The catalog's noise at full intensity, so that the short sample shows its effect.
-        runner = NoiseRunner([n.model_copy(update={"intensity": 1.0}) for n in problem.noises], seed)
+    if noise:
+        # What a sweep at noise level "high" runs: the problem's own noises and every confounder,
+        # gathered on a neighbour of the fault, so that the short sample shows their effect.
+        runner = NoiseRunner(ambient_noises(problem, "high"), seed)
         runner.start(cluster, NS)
     cluster.advance(240)  # the incident runs a while before anyone is paged
     iface = AgentInterface(cluster, NS, f"t-{seed:04d}", mode=mode)  # type: ignore[arg-type]
@@ -115,7 +116,7 @@ def test_scores_on_the_catalog_are_nontrivial_imperfect_and_lower_with_noise(clu
                for pid, q, n in zip(CATALOG_SAMPLE, quiet, noisy, strict=True)]
     assert 0 < mitigated < len(CATALOG_SAMPLE), summary
     assert 0 < diagnosed < len(CATALOG_SAMPLE), summary
-    # The same incidents with the catalog's noise: the greedy engineer chases the pods that noise
+    # The same incidents with a sweep's high noise: the greedy engineer chases the pods that noise
     # replaced, so fewer diagnoses pass, not merely lower scores.
     assert diagnosed_noisy < diagnosed, summary
     quiet_score = sum(o["diagnosis"].composite for o in quiet)
