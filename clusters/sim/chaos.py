@@ -13,6 +13,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from clusters.sim.controllers.common import delete_pod
 from clusters.sim.controllers.quantity import parse_quantity
 from clusters.sim.store import Obj, StoreError, match_labels
 
@@ -173,7 +174,7 @@ class ChaosController:
         pod = store.try_get("pods", ns, pod_name)
         if pod is not None:
             if kind == "podchaos" and spec.get("action") == "pod-kill":
-                store.delete("pods", ns, pod_name)
+                delete_pod(store, pod, int(spec.get("gracePeriod") or 0))  # Chaos Mesh's default: 0, at once
             elif kind == "podchaos" and spec.get("action") == "container-kill":
                 kubelet.terminate(ns, pod_name, parts[2], 137, "Error")
             elif kind == "podchaos" and spec.get("action") == "pod-failure":

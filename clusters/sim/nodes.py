@@ -401,10 +401,11 @@ class NodeFleet:
 
     def _taint_evictions(self, n: NodeState, now: float) -> None:
         """The taint-eviction controller: for every NoExecute taint of the node (the node
-        controller's unreachable/not-ready ones, or anyone's), a pod that does not tolerate it goes
-        at once, one that tolerates it for tolerationSeconds goes that long after the taint was
+        controller's unreachable/not-ready ones, or anyone's), a pod that does not tolerate it is
+        deleted (gracefully) at once, one that tolerates it for tolerationSeconds goes that long after the taint was
         added (timeAdded, else when this controller first saw it), one that tolerates it without a
         limit stays."""
+        from clusters.sim.controllers.common import delete_pod
         from clusters.sim.controllers.scheduler import _tolerates
 
         cl = self.cluster
@@ -442,10 +443,7 @@ class NodeFleet:
             cl.events.record(pod, "Normal", "TaintManagerEviction",
                              f"Marking for deletion Pod {pod['metadata']['namespace']}/{pod['metadata']['name']}",
                              "taint-eviction-controller")
-            try:
-                cl.store.delete("pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
-            except Exception:
-                pass
+            delete_pod(cl.store, pod)  # Terminating; on a node whose kubelet is down it stays so until forced
 
     def fault(self, node: str | None, kind: str) -> Any:
         if not node:

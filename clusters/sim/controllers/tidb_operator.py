@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusters.sim.apps.base import normalize_image
 from clusters.sim.apps.tidb import PdView, klog, pd_records
-from clusters.sim.controllers.common import is_ready, owner_ref, template_hash
+from clusters.sim.controllers.common import delete_pod, is_ready, owner_ref, template_hash
 from clusters.sim.store import Obj, StoreError
 
 if TYPE_CHECKING:
@@ -522,7 +522,7 @@ class _Sync:
         self._leave_cluster(comp, pod_name)
         try:
             self.store.delete("persistentvolumeclaims", self.ns, claim["metadata"]["name"])
-            self.store.delete("pods", self.ns, pod_name)
+            delete_pod(self.store, pods[pod_name])
         except StoreError:
             pass
         raise Requeue(f"started disk replace for pod {pod_name}, waiting")
