@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 FINALIZER = "chaos-mesh/records"
 KINDS = ("podchaos", "networkchaos", "iochaos", "stresschaos", "timechaos", "kernelchaos")
+CHAOS_MANAGER = "chaos-controller-manager"  # Chaos Mesh's User-Agent, its field manager
 PAUSE = "gcr.io/google-containers/pause:latest"
 
 
@@ -148,7 +149,7 @@ class ChaosController:
         if obj.get("status") != status:
             def put(o: Obj, st: dict[str, Any] = status) -> None:
                 o["status"] = st
-            store.mutate(key, ns, name, put, subresource="status")
+            store.mutate(key, ns, name, put, subresource="status", manager=CHAOS_MANAGER)
         del stamp
 
     def _same_pod(self, chaos_meta: Obj, rec: dict[str, Any]) -> bool:
@@ -218,7 +219,8 @@ class ChaosController:
             def put(o: Obj) -> None:
                 o.setdefault("status", {}).setdefault("experiment", {})["containerRecords"] = records
                 o["status"]["experiment"]["desiredPhase"] = "Stop"
-            store.mutate(key, chaos["metadata"]["namespace"], chaos["metadata"]["name"], put, subresource="status")
+            store.mutate(key, chaos["metadata"]["namespace"], chaos["metadata"]["name"], put, subresource="status",
+                             manager=CHAOS_MANAGER)
         except StoreError:
             pass
 

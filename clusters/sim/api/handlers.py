@@ -143,6 +143,7 @@ class KubeAPI:
         self.gc.install()
         install_admission(store)
         store.admission.insert(0, fieldmanager.internal_create_stamper(store.clock.rfc3339))
+        store.stamp_fields = fieldmanager.component_stamper(store.clock.rfc3339)
         store.admission.append(self.authn.fill_token_secret)
         WebhookAdmission(store).install()
         store.hooks.append(self._default_service_account)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from clusters.sim.controllers.common import CONTROLLER_MANAGER
 from clusters.sim.store import Obj, Store, StoreError
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIC/jCCAeagAwIBAgIBADANBgkqhkiG9w0BAQsFADAVMRMwEQYDVQQDEwprdWJl\ncm5ldGVzMB4XDTI2MDEwNTA5MDAwMFoXDTM2MDEwMzA5MDAwMFowFTETMBEGA1UE\n-----END CERTIFICATE-----\n"
@@ -146,7 +147,7 @@ class GarbageCollector:
         store = self.store
         if (ns.get("status") or {}).get("phase") != "Active":
             store.mutate("namespaces", "", name, lambda o: o.setdefault("status", {}).update(phase="Active"),
-                         subresource="status")
+                         subresource="status", manager=CONTROLLER_MANAGER)
         defaults: list[tuple[str, str, dict[str, Any]]] = [
             ("serviceaccounts", "default", {"metadata": {"name": "default", "namespace": name}}),
             ("configmaps", "kube-root-ca.crt", {"metadata": {"name": "kube-root-ca.crt", "namespace": name,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusters.sim.api.tables import parse_time
 from clusters.sim.apps.base import Exited, StartContext, Started, find_model, image_lookup, normalize_image
-from clusters.sim.controllers.common import set_condition
+from clusters.sim.controllers.common import KUBELET, set_condition
 from clusters.sim.controllers.quantity import parse_quantity
 from clusters.sim.store import Obj, StoreError
 
@@ -296,7 +296,8 @@ class Kubelet:
                     for c in st.get("conditions") or []:
                         if c["type"] in ("Ready", "ContainersReady"):
                             c["status"] = "False"
-                self.cluster.store.mutate("pods", rt.namespace, rt.name, put, subresource="status")
+                self.cluster.store.mutate("pods", rt.namespace, rt.name, put, subresource="status",
+                                          manager=KUBELET)
             return
         if pod["metadata"].get("deletionTimestamp"):
             self._terminate(pod, rt, now)
@@ -1049,7 +1050,8 @@ class Kubelet:
             def put(o: Obj, st: dict[str, Any] = status) -> None:
                 o["status"] = st
             try:
-                self.cluster.store.mutate("pods", rt.namespace, rt.name, put, subresource="status")
+                self.cluster.store.mutate("pods", rt.namespace, rt.name, put, subresource="status",
+                                          manager=KUBELET)
             except StoreError:
                 pass
 

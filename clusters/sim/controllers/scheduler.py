@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from clusters.sim.controllers.common import is_active, set_condition
+from clusters.sim.controllers.common import SCHEDULER, is_active, set_condition
 from clusters.sim.controllers.quantity import parse_quantity
 from clusters.sim.store import Obj, StoreError, match_labels
 
@@ -322,7 +322,7 @@ class Scheduler:
                 set_condition(st, "PodScheduled", "False", "Unschedulable", message, stamp)
             try:
                 self.cluster.store.mutate("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], mark,
-                                          subresource="status")
+                                          subresource="status", manager=SCHEDULER)
             except StoreError:
                 return
             self.cluster.events.record(pod, "Warning", "FailedScheduling", message, "default-scheduler")

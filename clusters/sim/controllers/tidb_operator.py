@@ -756,7 +756,7 @@ class _Sync:
         def put(o: Obj) -> None:
             o["status"] = status
         try:
-            self.store.mutate(TC_KEY, self.ns, self.name, put, subresource="status")
+            self.store.mutate(TC_KEY, self.ns, self.name, put, subresource="status", manager="tidb-controller-manager")
         except StoreError:
             pass
 

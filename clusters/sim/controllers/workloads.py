@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from clusters.sim.controllers.common import (
+    CONTROLLER_MANAGER,
     ControlPlane,
     condition,
     controller_uid,
@@ -62,7 +63,8 @@ def _put_status(store: Store, key: str, obj: Obj, status: dict[str, Any]) -> Non
     def put(o: Obj) -> None:
         o["status"] = status
     try:
-        store.mutate(key, obj["metadata"]["namespace"], obj["metadata"]["name"], put, subresource="status")
+        store.mutate(key, obj["metadata"]["namespace"], obj["metadata"]["name"], put, subresource="status",
+                     manager=CONTROLLER_MANAGER)
     except StoreError:
         pass
 
@@ -829,7 +831,8 @@ class CronJobController:
 
             def put(o: Obj, minute: float = minute) -> None:
                 o.setdefault("status", {})["lastScheduleTime"] = self.clock.rfc3339(minute)
-            store.mutate("cronjobs.batch", ns, name, put, subresource="status")
+            store.mutate("cronjobs.batch", ns, name, put, subresource="status",
+                     manager=CONTROLLER_MANAGER)
             self._history(cj, _owned(store.list("jobs.batch", ns), cj))
 
     def _history(self, cj: Obj, jobs: list[Obj]) -> None:
