@@ -494,9 +494,10 @@ class StatefulSetController:
             blocked = self._condemn(sts, pods, want, parallel)
         if not blocked:
             self._roll(sts, rev, want, parallel)
-        pods = {p["metadata"]["name"]: p for p in _owned(self.store.scan("pods", ns), sts) if is_active(p)}
-        pods_l = list(pods.values())
-        status = {"observedGeneration": sts["metadata"].get("generation", 1), "replicas": len(pods_l),
+        created = _owned(self.store.scan("pods", ns), sts)
+        pods_l = [p for p in created if is_active(p)]
+        # as computeReplicaStatus: `replicas` counts every pod there, a terminating one too
+        status = {"observedGeneration": sts["metadata"].get("generation", 1), "replicas": len(created),
                   "readyReplicas": sum(1 for p in pods_l if is_ready(p)),
                   "currentReplicas": sum(1 for p in pods_l if (p["metadata"].get("labels") or {}).get("controller-revision-hash") == rev),
                   "updatedReplicas": sum(1 for p in pods_l if (p["metadata"].get("labels") or {}).get("controller-revision-hash") == rev),

@@ -210,6 +210,8 @@ def test_a_statefulset_makes_an_ordinal_again_only_once_its_old_pod_is_gone(clus
     assert kubectl(cluster, "1.20", "-n", ns, "scale", "statefulset", "db", "--replicas=1")[0] == 0
     cluster.advance(5)
     assert pod_rows(cluster, ns) == {"db-0": "Running", "db-1": "Running", "db-2": "Terminating"}
+    code, out = kubectl(cluster, "1.20", "-n", ns, "get", "sts", "db", "-o", "jsonpath={.status.replicas} {.status.readyReplicas}")
+    assert (code, out) == (0, "3 2")  # a terminating pod still counts as one of the set's replicas
     cluster.advance(20)
     assert pod_rows(cluster, ns) == {"db-0": "Running", "db-1": "Terminating"}
     cluster.advance(25)
