@@ -382,18 +382,18 @@ class Shell:
 
     # messages in the dialect of the shell the image has
     def not_found(self, cmd: str) -> str:
-        if self.flavor == "bash":
-            return f"{self.name}: line 1: {cmd}: command not found\n"
-        if self.flavor == "dash":
-            return f"{self.name}: 1: {cmd}: not found\n"
-        return f"{self.name}: {cmd}: not found\n"
+        return self._at_line_1("") + (f"{cmd}: command not found\n" if self.flavor == "bash" else f"{cmd}: not found\n")
 
     def syntax_error(self, msg: str) -> str:
+        return f"{self._at_line_1('-c: ')}{msg}\n"
+
+    def _at_line_1(self, bash_source: str) -> str:
+        """How the shell starts a message about line 1 of its script; bash names the source first."""
         if self.flavor == "bash":
-            return f"{self.name}: -c: line 1: {msg}\n"
+            return f"{self.name}: {bash_source}line 1: "
         if self.flavor == "dash":
-            return f"{self.name}: 1: {msg}\n"
-        return f"{self.name}: {msg}\n"
+            return f"{self.name}: 1: "
+        return f"{self.name}: "
 
     def run_script(self, src: str, stdin: str = "") -> tuple[int, str, str]:
         try:
