@@ -9,12 +9,10 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.apps.base import (
-    IMAGES,
     Exited,
     StartContext,
     Started,
     app_model,
-    normalize_image,
     register_image,
 )
 from clusters.sim.apps.datastores.common import (
@@ -422,14 +420,9 @@ class MySQL(StoreModel):
     entry = ("mysqld", "docker-entrypoint.sh")
 
     def start(self, ctx: StartContext) -> Started | Exited:
-        argv = ctx.argv
-        if argv and argv[0].rsplit("/", 1)[-1] in ("docker-entrypoint.sh", "entrypoint.sh"):
-            argv = argv[1:]
-        if not argv or argv[0].startswith("-"):
-            argv = ["mysqld"] + argv
-        if argv[0].rsplit("/", 1)[-1] != "mysqld":
-            from clusters.sim.apps.generic import shell_outcome
-            return shell_outcome(ctx, argv, IMAGES.get(normalize_image(ctx.container.get("image", ""))[0]))
+        argv = self.server_command(ctx, ("mysqld",), wrappers=("docker-entrypoint.sh", "entrypoint.sh"))
+        if not isinstance(argv, list):
+            return argv
         version = version_from_tag(ctx, MYSQL_DEFAULT_MINOR, "8.0.40")
         old = version.startswith("5.6")
         env = ctx.env
@@ -643,18 +636,13 @@ class MySQL(StoreModel):
 
     def serve(self, cluster: Any, rt: PodRt, c: Ctr, command: str, write: bool, rate: float, dt: float,
               address: Address) -> StoreReply:
-        inst = c.instance
-        if not isinstance(inst, dict) or inst.get("kind") != "mysql":
-            return StoreReply(0.0, 0.0, "Lost connection to MySQL server during query")
         now = cluster.clock.now()
-        inst["now"] = now
+        inst = self.own_instance(c, now)
+        if inst is None:
+            return StoreReply(0.0, 0.0, "Lost connection to MySQL server during query")
         verb, tables = sql_shape(command)
         write = write or verb in ("INSERT", "UPDATE", "DELETE", "REPLACE")
-        n = rate * dt
-        acc = inst["acc"]
-        acc["ops"] += n
-        acc["rate"] += rate
-        acc["calls"] += 1
+        n, acc = self.count_requests(inst, rate, dt)
         failures: list[tuple[float, str]] = []
         db = address.database
         for table in tables:
@@ -712,14 +700,10 @@ class MySQL(StoreModel):
         cluster.kubelet.terminate(rt.namespace, rt.name, c.name, 134, "Error", lines)
 
     def tick(self, cluster: Any, rt: PodRt, c: Ctr, now: float, dt: float) -> None:
-        inst = c.instance
-        if not isinstance(inst, dict) or inst.get("kind") != "mysql":
+        inst = self.own_instance(c, now)
+        if inst is None:
             return
-        inst["now"] = now
-        inst.pop("pending_keys", None)
-        pending = inst.pop("pending_log", None)
-        if pending:
-            write_log(cluster, rt, c, [mysql_line(now, inst["version"], lvl, msg, 5) for lvl, msg in pending[-30:]], now)
+        self.flush_queued(cluster, rt, c, inst, now, lambda lvl, msg: mysql_line(now, inst["version"], lvl, msg, 5))
         acc = inst["acc"]
         cap = cpu_cores(cluster, rt, c) / MYSQL_CPU_PER_OP
         snap = step_faults(cluster, rt, c, inst, inst["datadir"])
