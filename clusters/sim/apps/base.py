@@ -4,8 +4,6 @@ from what a manifest says (image, command, args), and the image registry the kub
 from __future__ import annotations
 
 import json
-import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -243,20 +241,6 @@ def mongo_log(t: float, severity: str, component: str, id_: int, ctx: str, msg: 
     if attr is not None:
         rec["attr"] = attr
     return json.dumps(rec, separators=(",", ":"))
-
-
-def find_invocation(argv: list[str], program: str) -> tuple[re.Match[str], list[str]] | None:
-    """A program's invocation inside a container's command (possibly inside `sh -c` and a loop):
-    the match of the regex `program` (its own groups kept), and the arguments after it up to the
-    next `;`, `&` or `|`, split as the shell splits them (on white space where the quoting is broken)."""
-    m = re.search(r"(?:^|[\s;/])" + program + r"([^;&|]*)", " ".join(argv))
-    if not m:
-        return None
-    tail = m.group(m.re.groups)
-    try:
-        return m, shlex.split(tail)
-    except ValueError:
-        return m, tail.split()
 
 
 def env_float(env: dict[str, str], key: str, default: float) -> float:

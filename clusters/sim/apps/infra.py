@@ -7,15 +7,8 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from clusters.sim.apps.base import (
-    AppModel,
-    Exited,
-    StartContext,
-    Started,
-    app_model,
-    find_invocation,
-    register_image,
-)
+from clusters.sim.apps.base import AppModel, Exited, StartContext, Started, app_model, register_image
+from clusters.sim.apps.invocation import find_invocation
 
 register_image("registry.k8s.io/coredns/coredns", tags=("v1.11.1", "v1.10.1", "v1.11.3"), size=16_190_137,
                executables=("/coredns",), shell=False)

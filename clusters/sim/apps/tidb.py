@@ -21,11 +21,11 @@ from clusters.sim.apps.base import (
     StartContext,
     Started,
     app_model,
-    find_invocation,
     fluid_ticks,
     normalize_image,
     register_image,
 )
+from clusters.sim.apps.invocation import find_invocation
 
 if TYPE_CHECKING:
     from clusters.sim.cluster import SimCluster
