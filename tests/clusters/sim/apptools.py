@@ -28,6 +28,14 @@ def run_kubectl(handle: object, *args: str, namespace: str, check: bool = True, 
     return out.stdout + out.stderr
 
 
+def deny_ingress(handle: object, namespace: str, name: str, match_labels: dict[str, str]) -> None:
+    """A NetworkPolicy, applied with kubectl, that lets no traffic into the pods `match_labels` selects."""
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+              "metadata": {"name": name, "namespace": namespace},
+              "spec": {"podSelector": {"matchLabels": match_labels}, "policyTypes": ["Ingress"], "ingress": []}}
+    run_kubectl(handle, "apply", "--validate=false", "-f", "-", namespace=namespace, stdin=json.dumps(policy))
+
+
 def get(handle: object, base: str, path: str, **params: str) -> dict:
     """GET one of the cluster's endpoints (`prometheus`, `loki`, `jaeger`) as JSON."""
     url = getattr(handle.endpoints, base) + path + "?" + urllib.parse.urlencode(params)  # type: ignore[attr-defined]
