@@ -641,7 +641,7 @@ class _Tick:
             return
         self.cluster.logs.write(pod, c.name, outcome.lines, self.now)
         c.ports, c.instance = set(outcome.ports), outcome.instance
-        self.cluster._dirty = True
+        self.cluster.touch()
 
     def _pd_tick(self, key: str) -> None:
         """PD's store bookkeeping: heartbeats, Disconnected/Down, Offline stores become Tombstone
