@@ -12,6 +12,11 @@ Two kinds, one factory:
 - `sim_clusters.served(app, seed=...)`: the emulator as its own process behind the real
   Kubernetes, Prometheus, Loki and Jaeger APIs (`open_cluster("sim")`), the application deployed
   by farm.deploy as a trial deploys it: for everything that reaches a cluster through its handle.
+  `live=True` serves it on a live clock (cluster time follows wall time, as on a kind or EKS
+  cluster, for tools that wait in wall time such as `helm --wait` or `kubectl delete`); without it
+  the clock moves only when the test advances it. `cluster_factory="module:Callable"` serves
+  another cluster object in the emulator's place (e.g. a stand-in with a store and no controllers,
+  to test the API server's own semantics), as `open_cluster("sim", cluster_factory=...)` does.
 
 `as_built(cluster)` goes back to that checkpoint in the middle of a test.
 
@@ -78,20 +83,24 @@ class SimClusters:
         return SimCluster.with_app(app, seed=seed, settle=settle, start=start)
 
     def served(self, app: str | None = None, *, seed: int = 0, warmup: float = 180.0,
-               agent: bool = False, start: float | None = None) -> SimHandle:
+               agent: bool = False, start: float | None = None, live: bool = False,
+               cluster_factory: str | None = None) -> SimHandle:
         """The emulator as a process behind the real APIs, with `app` deployed by farm.deploy and
         `warmup` s of cluster time behind it (so every signal has a few scrapes of history), as
         built. `agent` creates the agent's account in the application's namespace before the
-        checkpoint, so its kubeconfig stays valid across restores."""
+        checkpoint, so its kubeconfig stays valid across restores. `live`: the clock follows wall
+        time instead of waiting for `advance`. `cluster_factory`: the cluster object the process
+        serves instead of the emulator (`module:Callable`, called with the seed)."""
         from clusters.base import open_cluster
         from clusters.sim.provider import SimHandle
 
-        key = (app, seed, warmup, agent, start)
+        key = (app, seed, warmup, agent, start, live, cluster_factory)
         handle = self._served.get(key)
         if handle is not None:
             handle.restore(BUILT)
             return handle
-        opened = open_cluster("sim", seed=seed, start=start, workdir=self._workdir(f"sim-{seed}"))
+        opened = open_cluster("sim", seed=seed, start=start, live=live, cluster_factory=cluster_factory,
+                              workdir=self._workdir(f"sim-{seed}"))
         assert isinstance(opened, SimHandle)
         try:
             if app is not None:

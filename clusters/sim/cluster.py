@@ -9,20 +9,17 @@ the fluid workload every 5 s and the Prometheus scrape every 15 s. Same seed →
 from __future__ import annotations
 
 import copy
+import functools
 import gc
 import heapq
 import math
 import pickle
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clusters.sim.clock import VirtualClock, wall_start
 from clusters.sim.store import Obj, ResourceType, Store, StoreError
-
-if TYPE_CHECKING:
-    from clusters.sim.controllers.scheduler import Scheduler
-    from clusters.sim.controllers.volumes import VolumeBinder
 
 CONTROLLER_TICK = 1.0
 BOOTSTRAP_SECONDS = 30.0
@@ -217,15 +214,13 @@ def _thawed(frozen: Any) -> Any:
 class SimCluster:
     """The emulated cluster. `store`, `clock`, `rng`, `obs`, `nodes`, `advance()`, `checkpoint()`."""
 
-    # Set by clusters.sim.controllers.build_controllers: the kubelet and the scheduler reach them.
-    pv: VolumeBinder
-    scheduler: Scheduler
-
     def __init__(self, seed: int = 0, clock: VirtualClock | None = None, workers: int = 3,
                  start: float | None = None) -> None:
         from clusters.sim.api.admission import install_admission
+        from clusters.sim.apps.base import StartContext
         from clusters.sim.chaos import ChaosController
         from clusters.sim.controllers import build_controllers
+        from clusters.sim.controllers.common import ControlPlane
         from clusters.sim.controllers.crds import install_crd_registry
         from clusters.sim.controllers.kubelet import Kubelet
         from clusters.sim.controllers.network import Network
@@ -245,12 +240,17 @@ class SimCluster:
         self.rng = random.Random(seed)
         self.obs = Observability(self.clock)
         self.events = EventRecorder(self)
+        self.control = ControlPlane(self.store, self.clock, self.rng, self.events, self.wake_at, self.touch,
+                                    self.touched)
         self.logs = ContainerLogs(self)
         self.nodes = NodeFleet(self, workers=workers)
         self.network = Network(self)
-        self.kubelet = Kubelet(self)
-        self.chaos = ChaosController(self)
         self.workload = Workload(self)
+        # The containers it starts are the applications' models, which see the whole cluster (DNS,
+        # the other pods, the node's disks): the kubelet itself gets only how to start them.
+        self.kubelet = Kubelet(self.control, self.nodes, self.logs, self.workload.forget_pod,
+                               functools.partial(StartContext, self))
+        self.chaos = ChaosController(self)
         self.telemetry = Telemetry(self)
         self.controllers = build_controllers(self)
         self._ran_at: dict[int, int] = {}  # store-driven controller → resourceVersion its last run started at
@@ -272,6 +272,15 @@ class SimCluster:
     def _on_change(self, verb: str, key: str, old: Obj | None, new: Obj | None) -> None:
         if key != "events":
             self._dirty = True
+
+    def touch(self) -> None:
+        """Something the controllers read changed outside the store (a container started or
+        exited): run another pass."""
+        self._dirty = True
+
+    def touched(self) -> bool:
+        """Whether something changed since this controller pass began."""
+        return self._dirty
 
     def wake_at(self, t: float) -> None:
         """Ask for a controller pass at cluster time `t` (rounded up to the controller tick)."""

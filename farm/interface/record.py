@@ -11,32 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from core.artifacts import Mutation, ToolCall
+
 RECORD_VERSION = 1
-
-
-class ToolCall(BaseModel):
-    index: int  # position in the session, from 0
-    name: str
-    args: dict[str, Any] = {}
-    output: str = ""  # exactly what the agent was shown (secrets scrubbed)
-    tokens: int = 0  # cl100k_base tokens of `output`
-    at: float = 0.0  # cluster time when the call started
-    wall_s: float = 0.0  # wall-clock duration of the call
-    error: str | None = None  # set when the call failed or was refused; `output` then says why
-
-
-class Mutation(BaseModel):
-    """A state-changing kubectl command, with what is needed to undo it."""
-
-    call_index: int  # the ToolCall that ran it
-    command: str
-    at: float
-    targets: list[str] = []  # "kind/name" as captured before the change
-    undo: str | None = None  # human-readable undo, None where none exists
-    undone: bool = False
-    note: str | None = None  # why there is no undo, or what else a reader must know
-    # The objects as they were before the change ({"kind/name": object or None if absent}).
-    before: dict[str, Any] = {}
 
 
 class SessionRecord(BaseModel):

@@ -25,13 +25,14 @@ from mcp.server.mcpserver.exceptions import ToolError as McpToolError
 from mcp_types import CallToolResult, TextContent
 
 from clusters.base import ClusterHandle
+from core.artifacts import Mutation, ToolCall
 from core.errors import ToolError
 from core.secrets import hide_path, hide_secret, scrub
 from core.states import LIMIT_COST, LIMIT_STEPS, LIMIT_TOKENS, LIMIT_WALL_TIME
 from farm.interface import undo as undo_mod
 from farm.interface.client import MAX_WAIT_S, SESSION_ENDED, TOOL_TIMEOUT_S
 from farm.interface.kubectl import Kubectl, parse_command
-from farm.interface.record import Mutation, SessionRecord, ToolCall, count_tokens
+from farm.interface.record import SessionRecord, count_tokens
 from farm.interface.summarise import dedupe_text
 from farm.interface.telemetry import Telemetry
 

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from core.artifacts import ChecklistAnswer, DiagnosisVerdict, Dimension
 from core.errors import InfrastructureError
 from core.problem import GroundTruth
-from farm.oracles.base import ChecklistAnswer, DiagnosisVerdict, Dimension
 from farm.oracles.claims import KIND_WORDS, ROOT_MARKER, Claims, Clause, Reader, aliases, mentions, norm
 
 if TYPE_CHECKING:

@@ -30,8 +30,8 @@ from pydantic import BaseModel
 
 from apps.base import Application
 from clusters.base import ClusterHandle
+from core.artifacts import MitigationVerdict
 from core.problem import Problem
-from farm.oracles.base import MitigationVerdict
 
 BAD_WAITING = {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
                "CreateContainerError", "InvalidImageName", "RunContainerError"}

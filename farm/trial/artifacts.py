@@ -1,8 +1,10 @@
 """What an attempt leaves in the artifact store, as typed records, and the one place that writes
-them. Under `<sweep>/<trial>/attempt-<token>/`: attempt (who ran it, how far, its result),
-events (core.events), injections, noise, transcript, trajectory.atif, tool_calls, mutations,
-diagnosis (what the agent submitted), verdicts (the oracles' word), cluster_snapshot, and while
-the session runs, checkpoint. Whatever ends an attempt, what it produced so far is written."""
+them. Under `<sweep>/<trial>/attempt-<token>/`: attempt (who ran it, how far, its result), events
+(core.events), injections, noise, transcript, trajectory.atif, tool_calls, mutations, diagnosis
+(what the agent submitted), verdicts (the oracles' word), cluster_snapshot, and while the session
+runs, checkpoint. Whatever ends an attempt, what it produced so far is written. The records
+results' report reads back are core.artifacts'; the attempt and checkpoint records, which hold
+the farm's TrialSpec, are defined here."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from core.artifacts import SubmittedDiagnosis, Verdicts
 from core.events import EVENT_LOG
-from farm.oracles.base import DiagnosisVerdict, MitigationVerdict
 from farm.trial.spec import TrialSpec
 from results.artifacts import ArtifactStore
 from results.ledger import AttemptResult
@@ -36,21 +38,6 @@ class AttemptRecord(BaseModel):
     injected_at: float | None
     result: AttemptResult
     partial: bool = False  # written by a checkpoint of a running session
-
-
-class SubmittedDiagnosis(BaseModel):
-    """diagnosis.json: the agent's own submissions, as the interface recorded them."""
-
-    text: str | None
-    submitted_at: float | None
-    mitigation_submitted_at: float | None
-
-
-class Verdicts(BaseModel):
-    """verdicts.json: the oracles' word (mitigation None for a diagnosis-only problem)."""
-
-    diagnosis: DiagnosisVerdict | None
-    mitigation: MitigationVerdict | None
 
 
 class Checkpoint(BaseModel):

@@ -14,9 +14,12 @@ import json
 from collections import Counter
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from core.artifacts import SubmittedDiagnosis, ToolCall, UnreadableArtifact, Verdicts, read_artifact
 from results.artifacts import ArtifactStore, open_store
+
+R = TypeVar("R")
 
 ARTIFACTS = ("attempt", "trajectory.atif", "tool_calls", "diagnosis", "verdicts", "mutations", "events",
              "injections", "noise", "cluster_snapshot", "transcript", "checkpoint")
@@ -45,10 +48,22 @@ class ArtifactReader:
         return self._stores[root]
 
     def read(self, uri: str, name: str) -> Any | None:
+        """A document as stored (for the formats of others: ATIF, the cluster snapshot)."""
         try:
             return self._store(uri).get_json(f"{uri.rstrip('/')}/{name}.json")
         except Exception:  # missing or unreadable: the page says so for that artifact
             return None
+
+    def record(self, uri: str, name: str, kind: type[R]) -> R | UnreadableArtifact | None:
+        """An artifact of the farm's as its typed record (core.artifacts); None when it was not
+        written, the reason when what was written is not that record."""
+        data = self.read(uri, name)
+        if data is None:
+            return None
+        try:
+            return read_artifact(kind, data)
+        except UnreadableArtifact as exc:
+            return exc
 
     def raw(self, uri: str, name: str) -> bytes | None:
         try:
@@ -111,47 +126,52 @@ def _trajectory(traj: dict[str, Any] | None) -> str:
     return "".join(parts)
 
 
-def _tool_calls(calls: list[dict[str, Any]] | None) -> str:
+def _unreadable(what: str, exc: UnreadableArtifact) -> str:
+    return f"<p>The {escape(what)} recorded cannot be read: {escape(str(exc))}</p>"
+
+
+def _tool_calls(calls: list[ToolCall] | UnreadableArtifact | None) -> str:
     if calls is None:
         return "<p>No tool calls recorded.</p>"
+    if isinstance(calls, UnreadableArtifact):
+        return _unreadable("tool calls", calls)
     rows = ["<table><tr><th>#</th><th>tool</th><th>arguments</th><th>tokens</th><th>error</th><th>output</th></tr>"]
     for c in calls:
         rows.append(
-            f"<tr><td>{escape(str(c.get('index')))}</td><td>{escape(str(c.get('name')))}</td>"
-            f"<td>{_pre(c.get('args') or {})}</td><td>{escape(str(c.get('tokens', '')))}</td>"
-            f"<td>{escape(str(c.get('error') or ''))}</td>"
-            f"<td><details><summary>{len(str(c.get('output') or ''))} chars</summary>"
-            f"{_pre(c.get('output') or '', OUTPUT_CHARS)}</details></td></tr>")
+            f"<tr><td>{c.index}</td><td>{escape(c.name)}</td><td>{_pre(c.args)}</td><td>{c.tokens}</td>"
+            f"<td>{escape(c.error or '')}</td>"
+            f"<td><details><summary>{len(c.output)} chars</summary>{_pre(c.output, OUTPUT_CHARS)}</details></td></tr>")
     rows.append("</table>")
     return "".join(rows)
 
 
-def _verdicts(verdicts: dict[str, Any] | None) -> str:
-    if not verdicts:
+def _verdicts(verdicts: Verdicts | UnreadableArtifact | None) -> str:
+    if verdicts is None or (not isinstance(verdicts, UnreadableArtifact)
+                            and verdicts.diagnosis is None and verdicts.mitigation is None):
         return "<p>No verdicts recorded (the attempt did not reach the oracle).</p>"
+    if isinstance(verdicts, UnreadableArtifact):
+        return _unreadable("verdicts", verdicts)
     parts = []
-    d = verdicts.get("diagnosis")
-    if d:
-        rule = d.get("pass_rule")
-        parts.append(f"<p>diagnosis {_verdict(d.get('passed'))} · judge {escape(str(d.get('judge')))}"
-                     f"{' (offline)' if d.get('offline') else ''} · composite {escape(str(d.get('composite')))}"
-                     f" · threshold {escape(str(d.get('threshold')))} · pass rule "
+    d = verdicts.diagnosis
+    if d is not None:
+        rule = d.pass_rule
+        parts.append(f"<p>diagnosis {_verdict(d.passed)} · judge {escape(d.judge)}"
+                     f"{' (offline)' if d.offline else ''} · composite {d.composite}"
+                     f" · threshold {d.threshold} · pass rule "
                      f"{escape(json.dumps(rule) if rule is not None else 'not recorded')}</p>")
-        answers = d.get("answers") or []
-        if answers:
+        if d.answers:
             parts.append("<table><tr><th>id</th><th>question</th><th>answer</th><th>judge's quoted evidence</th></tr>")
-            for a in answers:
-                parts.append(f"<tr><td>{escape(str(a.get('id')))}</td><td>{escape(str(a.get('question')))}</td>"
-                             f"<td>{_verdict(a.get('answer'))}</td><td>{escape(str(a.get('evidence') or ''))}</td></tr>")
+            for a in d.answers:
+                parts.append(f"<tr><td>{escape(a.id)}</td><td>{escape(a.question)}</td>"
+                             f"<td>{_verdict(a.answer)}</td><td>{escape(a.evidence)}</td></tr>")
             parts.append("</table>")
-    m = verdicts.get("mitigation")
-    if m:
-        parts.append(f"<p>mitigation {_verdict(m.get('passed'))} · {escape(str(m.get('detail', '')))}</p>")
-        checks = m.get("checks") or {}
-        if checks:
+    m = verdicts.mitigation
+    if m is not None:
+        parts.append(f"<p>mitigation {_verdict(m.passed)} · {escape(m.detail)}</p>")
+        if m.checks:
             parts.append("<table><tr><th>check</th><th>held</th></tr>"
-                         + "".join(f"<tr><td>{escape(str(k))}</td><td>{_verdict(v)}</td></tr>"
-                                   for k, v in sorted(checks.items())) + "</table>")
+                         + "".join(f"<tr><td>{escape(k)}</td><td>{_verdict(v)}</td></tr>"
+                                   for k, v in sorted(m.checks.items())) + "</table>")
     return "".join(parts)
 
 
@@ -200,19 +220,22 @@ def write_trial_page(out_dir: Path, trial: dict[str, Any], reader: ArtifactReade
             sections.append(f"<h2>{title}</h2><p>No artifacts recorded.</p>")
             continue
         links = _raw_links(out_dir, trial["id"], a["token"], uri, reader)
-        diag = reader.read(uri, "diagnosis")
+        diag = reader.record(uri, "diagnosis", SubmittedDiagnosis)
         body = [f"<h2>{title}</h2><p>artifacts: {escape(uri)}</p><p>raw JSON: {links}</p>"]
         if a.get("error"):
             body.append(f"<p><b>error:</b> {escape(str(a['error']))}</p>")
-        body.append("<h3>Diagnosis submitted</h3>" + (_pre(diag.get("text") or "(none)") if diag else
-                                                     "<p>not recorded</p>"))
-        verdicts = reader.read(uri, "verdicts")
-        rule = ((verdicts or {}).get("diagnosis") or {}).get("pass_rule")
-        if rule is not None:
-            reader.pass_rules[json.dumps(rule, sort_keys=True) if not isinstance(rule, str) else rule] += 1
+        if isinstance(diag, UnreadableArtifact):
+            submitted = _unreadable("diagnosis", diag)
+        else:
+            submitted = _pre(diag.text or "(none)") if diag is not None else "<p>not recorded</p>"
+        body.append("<h3>Diagnosis submitted</h3>" + submitted)
+        verdicts = reader.record(uri, "verdicts", Verdicts)
+        if isinstance(verdicts, Verdicts) and verdicts.diagnosis is not None and verdicts.diagnosis.pass_rule:
+            reader.pass_rules[verdicts.diagnosis.pass_rule] += 1
         body.append("<h3>Verdicts</h3>" + _verdicts(verdicts))
         body.append("<h3>Trajectory (ATIF)</h3>" + _trajectory(reader.read(uri, "trajectory.atif")))
-        body.append("<h3>Tool calls (as the interface recorded them)</h3>" + _tool_calls(reader.read(uri, "tool_calls")))
+        body.append("<h3>Tool calls (as the interface recorded them)</h3>"
+                    + _tool_calls(reader.record(uri, "tool_calls", list[ToolCall])))
         body.append("<h3>Cluster snapshot</h3>" + _snapshot(reader.read(uri, "cluster_snapshot")))
         sections.append("".join(body))
     if not trial["attempts"]:

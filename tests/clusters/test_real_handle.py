@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from clusters.access import AGENT_ACCOUNT as AGENT_NAME
 from clusters.real import KubeconfigClusterHandle
@@ -84,7 +85,7 @@ def test_health_and_configured_endpoints(handle: KubeconfigClusterHandle, api_se
 
 def test_health_reports_an_unreachable_server(tmp_path: Path, api_server: dict[str, Any]) -> None:
     h = make_handle(api_server, tmp_path)
-    config = json.loads(Path(api_server["kubeconfig"]).read_text())
+    config = yaml.safe_load(Path(api_server["kubeconfig"]).read_text())
     config["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"  # discard port: nothing listens
     dead = tmp_path / "dead.kubeconfig"
     dead.write_text(json.dumps(config))
@@ -97,7 +98,7 @@ def test_health_reports_an_unreachable_server(tmp_path: Path, api_server: dict[s
 def test_refused_credentials_are_a_setup_failure(api_server: dict[str, Any], tmp_path: Path) -> None:
     from core.errors import ClusterUnavailable
 
-    config = json.loads(Path(api_server["kubeconfig"]).read_text())
+    config = yaml.safe_load(Path(api_server["kubeconfig"]).read_text())
     config["users"][0]["user"]["token"] = "not-a-valid-token"
     bad = tmp_path / "bad.kubeconfig"
     bad.write_text(json.dumps(config))

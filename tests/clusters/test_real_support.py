@@ -1,34 +1,33 @@
 """Helpers for the real-cluster tests (no tests here): a Kubernetes API server for real (the
-emulated cluster's server process with A1's stand-in cluster), the fake kind/helm executables
+emulated cluster's server process serving the API tests' stand-in cluster, from the plugin), the fake kind/helm executables
 first on PATH, and a stand-in for the controller that marks the stack's Deployments ready."""
 
 from __future__ import annotations
 
 import socket
-import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
+from farm.pytest_plugin import SimClusters
+from tests.clusters.sim.standin import STANDIN
+
 ROOT = Path(__file__).resolve().parents[2]
 FAKES = ROOT / "tests" / "fakes"
-sys.path.insert(0, str(ROOT / "tests" / "clusters" / "sim"))
-from test_api_standin import kubeconfig_for, start_server_process  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    tmp = tmp_path_factory.mktemp("apiserver")
-    proc, ready = start_server_process(tmp)
-    ready["kubeconfig"] = kubeconfig_for(tmp / "admin.kubeconfig", ready["kubernetes"], ready["admin_token"],
-                                         ready["ca_cert"])
-    yield ready
-    proc.kill()
-    proc.wait(10)
+def api_server(sim_clusters: SimClusters) -> dict[str, Any]:
+    """What a kubeconfig-reached cluster's tests know of the server: its URLs, the admin's token and
+    kubeconfig, the CA."""
+    handle = sim_clusters.served(cluster_factory=STANDIN)
+    with handle.api_client() as api:
+        token = api.configuration.api_key["authorization"].removeprefix("Bearer ")
+    return {**handle.endpoints.model_dump(), "admin_token": token, "ca_cert": handle.ca_file.read_text(),
+            "kubeconfig": handle.kubeconfig}
 
 
 @pytest.fixture()

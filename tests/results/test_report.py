@@ -271,8 +271,10 @@ def test_trial_page_escapes_what_the_agent_wrote(db_url, tmp_path):
     store.put_json("x/attempt-1/tool_calls.json", [{"index": 0, "name": "kubectl", "args": {"command": evil},
                                                     "output": evil, "tokens": 9}])
     store.put_json("x/attempt-1/diagnosis.json", {"text": evil})
-    store.put_json("x/attempt-1/verdicts.json", {"diagnosis": {"passed": False, "judge": "offline", "answers": [
-        {"id": "L1", "question": "q", "answer": False, "evidence": evil}]}, "mitigation": None})
+    store.put_json("x/attempt-1/verdicts.json", {"diagnosis": {"passed": False, "judge": "offline", "offline": True,
+                                                               "answers": [
+        {"id": "L1", "dimension": "localization", "question": "q", "answer": False, "evidence": evil}]},
+        "mitigation": None})
     store.put_json("x/attempt-1/trajectory.atif.json", {"schema_version": "ATIF-v1.4", "session_id": "s", "steps": [
         {"step_id": 1, "source": "agent", "message": evil, "tool_calls": [
             {"tool_call_id": "c", "function_name": "kubectl", "arguments": {"command": evil}}],
@@ -285,6 +287,41 @@ def test_trial_page_escapes_what_the_agent_wrote(db_url, tmp_path):
     assert "tool_calls</a>" in page  # the raw JSON of a local folder is linked where it is
 
 
+def test_artifacts_of_the_first_record_shapes_read_and_a_foreign_one_is_named(db_url, tmp_path):
+    """Artifacts written before records carried a version (verdicts without threshold, pass rule
+    or quotes, as the first judge wrote them) read as typed records; a document that is not the
+    record its name says is reported as unreadable on the page, not dropped."""
+    from results.artifacts import LocalArtifactStore
+
+    engine = engine_for(db_url)
+    store = LocalArtifactStore(tmp_path / "artifacts")
+    _sweep(engine, "old")
+    first = _trial(engine, "old", 0, "p", "react", "m", 0, False)
+    store.put_json("old/a/attempt-1/diagnosis.json", {"text": "geo cannot reach mongodb-geo",
+                                                      "submitted_at": 12.5, "mitigation_submitted_at": None})
+    store.put_json("old/a/attempt-1/verdicts.json", {
+        "diagnosis": {"judge": "offline", "offline": True, "composite": 0.8, "passed": True, "submitted": True,
+                      "scores": {"localization": 1.0}, "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0,
+                      "answers": [{"id": "L1", "dimension": "localization", "question": "right service?",
+                                   "answer": True, "evidence": "mongodb-geo"}]},
+        "mitigation": {"passed": False, "success_rate": 0.4, "checks": {"geo ready": False}, "detail": "still down"}})
+    store.put_json("old/a/attempt-1/tool_calls.json", [{"index": 0, "name": "kubectl", "args": {"command": "get pods"},
+                                                        "output": "NAME READY", "tokens": 3}])
+    _record(engine, first, AttemptResult(diagnosis_passed=True, mitigation_passed=False,
+                                         artifacts_uri=store.base_uri("old/a/attempt-1")))
+    foreign = _trial(engine, "old", 1, "p", "react", "m", 1, False)
+    store.put_json("old/b/attempt-1/verdicts.json", {"diagnosis": {"passed": "perhaps"}, "version": 7})
+    _record(engine, foreign, AttemptResult(diagnosis_passed=False, mitigation_passed=False,
+                                           artifacts_uri=store.base_uri("old/b/attempt-1")))
+    build_report(engine, "old", tmp_path / "rep")
+    page = (tmp_path / "rep" / "trials" / f"{first}.html").read_text()
+    assert "geo cannot reach mongodb-geo" in page and "right service?" in page and "still down" in page
+    assert "pass rule not recorded" in page  # the first verdicts named no rule
+    assert "get pods" in page and "NAME READY" in page
+    page = (tmp_path / "rep" / "trials" / f"{foreign}.html").read_text()
+    assert "The verdicts recorded cannot be read: not a Verdicts" in page
+
+
 def test_s3_artifacts_are_read_into_the_report_folder(db_url, tmp_path, s3_env):
     from results.artifacts import S3ArtifactStore
 
@@ -294,9 +331,10 @@ def test_s3_artifacts_are_read_into_the_report_folder(db_url, tmp_path, s3_env):
     _sweep(engine, "s")
     tid = _trial(engine, "s", 0, "p", "react", "m", 0, False)
     store.put_json("s/t/attempt-1/diagnosis.json", {"text": "the geo deployment pulls a tag that does not exist"})
-    store.put_json("s/t/attempt-1/verdicts.json", {"diagnosis": {"passed": True, "judge": "offline",
+    store.put_json("s/t/attempt-1/verdicts.json", {"diagnosis": {"passed": True, "judge": "offline", "offline": True,
                                                                   "pass_rule": "composite>=0.7 and L1", "answers": [
-        {"id": "C2", "question": "mutated detail?", "answer": True, "evidence": "tag v2.0.1-rc"}]}})
+        {"id": "C2", "dimension": "characterization", "question": "mutated detail?", "answer": True,
+         "evidence": "tag v2.0.1-rc"}]}})
     _record(engine, tid, AttemptResult(diagnosis_passed=True, mitigation_passed=False,
                                        artifacts_uri=store.base_uri("s/t/attempt-1")))
     index = build_report(engine, "s", tmp_path / "rep").read_text()

@@ -3,6 +3,7 @@ quota, volumes) and the cluster-side models they use (network/DNS, admission, te
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
 
 def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
     """The controllers in the order one pass runs them."""
-    from clusters.sim.controllers.common import ControlPlane
+    from clusters.sim.apps.tidb import PdView
     from clusters.sim.controllers.endpoints import EndpointsController
     from clusters.sim.controllers.gc import GarbageCollector
     from clusters.sim.controllers.quota import QuotaController
@@ -28,9 +29,10 @@ def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
         StatefulSetController,
     )
 
-    cp = ControlPlane(cluster.store, cluster.clock, cluster.rng, cluster.events, cluster.wake_at)
-    cluster.pv = VolumeBinder(cluster)
-    cluster.scheduler = Scheduler(cluster)
+    cp = cluster.control
+    # The binder is rebuilt with the controllers (its event times are of one timeline) and the
+    # kubelet, which outlives them, waits for its attachments.
+    volumes = cluster.kubelet.volumes = VolumeBinder(cp, cluster.kubelet)
     return [
         cluster.nodes.reconcile,
         cluster.chaos.reconcile,
@@ -41,9 +43,10 @@ def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
         ReplicaSetController(cp),
         StatefulSetController(cp),
         DaemonSetController(cp),
-        TidbOperator(cluster),  # a custom controller: acts only while its operator pod runs
-        cluster.pv,
-        cluster.scheduler,
+        # a custom controller: acts only while its operator pod runs
+        TidbOperator(cp, cluster.kubelet, cluster.logs, functools.partial(PdView, cluster)),
+        volumes,
+        Scheduler(cp, volumes),
         cluster.kubelet.reconcile,
         EndpointsController(cluster.store),
         QuotaController(cluster.store),

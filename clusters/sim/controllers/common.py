@@ -26,14 +26,18 @@ SCHEDULER = "kube-scheduler"
 
 @dataclass(frozen=True)
 class ControlPlane:
-    """What a workload controller works with, rather than the whole cluster: the store, the
-    cluster's clock and seeded random source, its Event recorder, and a way to be woken later."""
+    """What a controller works with, rather than the whole cluster: the store, the cluster's clock
+    and seeded random source, its Event recorder, a way to be woken later, and the pass's change
+    flag (`touch` it after changing what controllers read outside the store; `touched` tells
+    whether anything changed since the pass began)."""
 
     store: Store
     clock: VirtualClock
     rng: random.Random
     events: EventRecorder
     wake_at: Callable[[float], None]
+    touch: Callable[[], None]
+    touched: Callable[[], bool]
 
 
 def owner_ref(owner: Obj, controller: bool = True) -> dict[str, Any]:

@@ -9,17 +9,20 @@ checkpoint copies it; the pod's `status` is rendered from it after every pass.""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.api.tables import parse_time
 from clusters.sim.apps.base import Exited, StartContext, Started, find_model, image_lookup, normalize_image
-from clusters.sim.controllers.common import KUBELET, set_condition
+from clusters.sim.controllers.common import KUBELET, ControlPlane, set_condition
 from clusters.sim.controllers.quantity import parse_quantity
 from clusters.sim.store import Obj, StoreError
 
 if TYPE_CHECKING:
-    from clusters.sim.cluster import SimCluster
+    from clusters.sim.cluster import ContainerLogs
+    from clusters.sim.controllers.volumes import VolumeBinder
+    from clusters.sim.nodes import NodeFleet
 
 BACKOFF_START, BACKOFF_MAX = 10.0, 300.0
 BACKOFF_RESET = 600.0  # a container that ran this long starts its back-off afresh
@@ -86,8 +89,17 @@ class PodRt:
 
 
 class Kubelet:
-    def __init__(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
+    # Set by clusters.sim.controllers.build_controllers, which rebuilds the binder on a restore.
+    volumes: VolumeBinder
+
+    def __init__(self, cp: ControlPlane, nodes: NodeFleet, logs: ContainerLogs,
+                 forget_pod: Callable[[str, str], None], start_context: Callable[..., StartContext]) -> None:
+        """`forget_pod(namespace, name)`: the workload's records of a pod it removed;
+        `start_context(pod, container, env, files, volumes, now)`: what a container it starts sees
+        of the cluster (the application models are programs in it, not controllers)."""
+        self.store, self.clock, self.events, self.wake_at, self.touch = \
+            cp.store, cp.clock, cp.events, cp.wake_at, cp.touch
+        self.nodes, self.logs, self.forget_pod, self.start_context = nodes, logs, forget_pod, start_context
         self.state: dict[str, Any] = {"pods": {}, "images": {}, "volumes": {}, "seq": 0}
         self._limits: dict[Any, float] = {}
 
@@ -131,21 +143,21 @@ class Kubelet:
         c = rt.containers[container]
         if c.state != "running":
             return
-        obj = self.cluster.store.try_get("pods", namespace, pod)
+        obj = self.store.try_get("pods", namespace, pod)
         if obj is None:
             return
         if lines:
-            self.cluster.logs.write(obj, container, lines)
+            self.logs.write(obj, container, lines)
         if stderr:
-            self.cluster.logs.write(obj, container, stderr, stream="stderr")
+            self.logs.write(obj, container, stderr, stream="stderr")
         self._exit(obj, rt, c, Exited(code, [], reason=reason or ("Completed" if code == 0 else "Error")),
-                   self.cluster.clock.now())
-        self.cluster._dirty = True
+                   self.clock.now())
+        self.touch()
 
     def exec(self, namespace: str, pod: str, container: str | None, command: list[str],
              stdin: str = "") -> tuple[int, str, str]:
         """`kubectl exec`: `command` in the container's userland (clusters/sim/userland)."""
-        obj = self.cluster.store.get("pods", namespace, pod)
+        obj = self.store.get("pods", namespace, pod)
         rt = self.runtime(obj)
         names = [c["name"] for c in obj["spec"].get("containers", [])]
         container = container or names[0]
@@ -156,31 +168,31 @@ class Kubelet:
         spec = next(s for s in obj["spec"]["containers"] + (obj["spec"].get("ephemeralContainers") or [])
                     if s["name"] == container)
         model = self._model_by_name(c.model)
-        ctx = self._context(obj, rt, spec, self.cluster.clock.now())
+        ctx = self._context(obj, rt, spec, self.clock.now())
         from clusters.sim.userland import run_exec
         result = run_exec(ctx, rt, c, model, command, stdin)
-        self.cluster._dirty = True
+        self.touch()
         return result
 
     def attach(self, namespace: str, pod: str, container: str | None, stdin: str | None) -> tuple[int, str, str] | None:
         """`kubectl attach`: what an interactive shell (stdin: true) does with `stdin` before it
         exits at its end: (code, stdout, stderr), also written to its log. None when the
         container's process does not read stdin (the client then follows its output)."""
-        obj = self.cluster.store.get("pods", namespace, pod)
+        obj = self.store.get("pods", namespace, pod)
         spec, c, rt = self._attach_target(obj, container)
         inst = c.instance
         if stdin is None or not isinstance(inst, dict) or inst.get("kind") != "interactive":
             return None
         from clusters.sim.userland import run_exec
-        ctx = self._context(obj, rt, spec, self.cluster.clock.now())
+        ctx = self._context(obj, rt, spec, self.clock.now())
         argv = list(inst.get("argv") or []) or ["sh"]
         code, out, err = run_exec(ctx, rt, c, None, argv, stdin)
         if out:
-            self.cluster.logs.write(obj, c.name, out.splitlines())
+            self.logs.write(obj, c.name, out.splitlines())
         if err:
-            self.cluster.logs.write(obj, c.name, err.splitlines(), stream="stderr")
+            self.logs.write(obj, c.name, err.splitlines(), stream="stderr")
         self.terminate(namespace, pod, c.name, code)
-        self.cluster._dirty = True
+        self.touch()
         return code, out, err
 
     def _attach_target(self, obj: Obj, container: str | None) -> tuple[dict[str, Any], Ctr, PodRt]:
@@ -196,22 +208,22 @@ class Kubelet:
 
     # -- the sync loop -------------------------------------------------------------------------
     def reconcile(self, now: float) -> None:
-        store = self.cluster.store
+        store = self.store
         with store.lock:
             bound = [(p["metadata"]["namespace"], p["metadata"]["name"], p["metadata"].get("uid"))
                      for p in store.iter_raw("pods") if (p.get("spec") or {}).get("nodeName")]
         live = set()
-        nodes = self.cluster.nodes
+        nodes = self.nodes
         for ns, name, uid in bound:
             live.add((ns, name))
             rt0 = self.state["pods"].get((ns, name))
-            node = rt0.node if rt0 is not None else (self.cluster.raw("pods", ns, name) or {}).get("spec", {}).get("nodeName")
+            node = rt0.node if rt0 is not None else (self.store.raw("pods", ns, name) or {}).get("spec", {}).get("nodeName")
             if nodes.kubelet_stopped(node):
                 if nodes.powered_off(node) and rt0 is not None:
                     for c in rt0.containers.values():
                         c.ports = set()
                 continue  # nobody syncs this node's pods
-            raw = self.cluster.raw("pods", ns, name)
+            raw = self.store.raw("pods", ns, name)
             # Read only: _render builds a new status (conditions copied) and writes it through the
             # store, and nothing else here edits the pod; a copy per pod per pass cost ~15 %.
             pod = raw
@@ -238,9 +250,9 @@ class Kubelet:
                         model.on_stop(None, c.instance)  # type: ignore[arg-type]
                     except Exception:
                         pass
-        self.cluster.workload.forget_pod(rt.namespace, rt.name)
+        self.forget_pod(rt.namespace, rt.name)
         self.state["pods"].pop((rt.namespace, rt.name), None)
-        self.cluster.logs.drop_pod(rt.namespace, rt.name)
+        self.logs.drop_pod(rt.namespace, rt.name)
 
     def _model_by_name(self, name: str) -> Any:
         from clusters.sim.apps.base import model_named
@@ -249,10 +261,10 @@ class Kubelet:
     def _admit(self, pod: Obj, now: float) -> PodRt | None:
         spec = pod["spec"]
         node = spec["nodeName"]
-        node_state = self.cluster.nodes.get(node)
+        node_state = self.nodes.get(node)
         if node_state is None:
             return None
-        ip = node_state.ip if spec.get("hostNetwork") else self.cluster.nodes.allocate_pod_ip(node)
+        ip = node_state.ip if spec.get("hostNetwork") else self.nodes.allocate_pod_ip(node)
         rt = PodRt(pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"], node, ip, now)
         for c in spec.get("initContainers") or []:
             rt.containers[c["name"]] = Ctr(c["name"], True, c.get("image", ""), reason="PodInitializing", next_at=now)
@@ -268,7 +280,7 @@ class Kubelet:
         rt = self.runtime(pod)
         if rt is None or rt.evicted:
             return
-        now = self.cluster.clock.now()
+        now = self.clock.now()
         for c in rt.containers.values():
             if c.state == "running":
                 self._event(pod, "Normal", "Killing", f"Stopping container {c.name}", c.name)
@@ -276,7 +288,7 @@ class Kubelet:
             c.stage = "done"
         rt.evicted = message
         self._event(pod, "Warning", "Evicted", message)
-        self.cluster._dirty = True
+        self.touch()
 
     def _sync(self, pod: Obj, rt: PodRt, now: float) -> None:
         if rt.evicted:
@@ -292,12 +304,11 @@ class Kubelet:
                         if "running" in cs.get("state", {}):
                             cs["state"] = {"terminated": {"exitCode": 137, "reason": "Error",
                                                           "startedAt": cs["state"]["running"]["startedAt"],
-                                                          "finishedAt": self.cluster.clock.rfc3339(now)}}
+                                                          "finishedAt": self.clock.rfc3339(now)}}
                     for c in st.get("conditions") or []:
                         if c["type"] in ("Ready", "ContainersReady"):
                             c["status"] = "False"
-                self.cluster.store.mutate("pods", rt.namespace, rt.name, put, subresource="status",
-                                          manager=KUBELET)
+                self.store.mutate("pods", rt.namespace, rt.name, put, subresource="status", manager=KUBELET)
             return
         if pod["metadata"].get("deletionTimestamp"):
             self._terminate(pod, rt, now)
@@ -342,7 +353,7 @@ class Kubelet:
                 self._event(pod, "Normal", "Killing", f"Stopping container {c.name}", c.name)
                 c.stage, c.ready = "stopping", False
                 c.next_at = min(deadline, now + STOP_SECONDS) if self._handles_sigterm(c, specs.get(c.name) or {}) else deadline
-                self.cluster.wake_at(c.next_at)
+                self.wake_at(c.next_at)
             elif now + 1e-9 >= c.next_at:
                 graceful = now + 1e-9 < deadline
                 self._exit(pod, rt, c, Exited(0, [], reason="Completed") if graceful else Exited(137, [], reason="Error"),
@@ -350,7 +361,7 @@ class Kubelet:
         self._render(pod, rt, now, terminating=True)
         if all(c.state != "running" for c in rt.containers.values()) and pod["metadata"].get("deletionGracePeriodSeconds"):
             try:
-                self.cluster.store.delete("pods", rt.namespace, rt.name)
+                self.store.delete("pods", rt.namespace, rt.name)
             except StoreError:
                 pass
 
@@ -362,7 +373,7 @@ class Kubelet:
 
     # -- volumes ---------------------------------------------------------------------------------
     def _mount(self, pod: Obj, rt: PodRt, now: float) -> None:
-        store, ns = self.cluster.store, rt.namespace
+        store, ns = self.store, rt.namespace
         errors = []
         unattached = False
         rt.volumes = {}
@@ -382,8 +393,8 @@ class Kubelet:
                     errors.append((v["name"], "unbound"))
                     continue
                 pv = store.try_get("persistentvolumes", "", (claim.get("spec") or {}).get("volumeName", ""))
-                if pv is not None and self.cluster.pv.network_attached(pv) and \
-                        not self.cluster.pv.attached_to(pod, rt.node, pv, now):
+                if pv is not None and self.volumes.network_attached(pv) and \
+                        not self.volumes.attached_to(pod, rt.node, pv, now):
                     unattached = True
         if unattached and not errors:
             rt.mount_next = now + 1.0
@@ -391,7 +402,7 @@ class Kubelet:
         if errors:
             rt.mount_backoff = min(122.0, max(1.0, rt.mount_backoff * 2 or 1.0))
             rt.mount_next = now + rt.mount_backoff
-            self.cluster.wake_at(rt.mount_next)
+            self.wake_at(rt.mount_next)
             if rt.mount_failed_since is None:
                 rt.mount_failed_since = now
             for vname, msg in errors:
@@ -419,7 +430,7 @@ class Kubelet:
 
     def _files(self, pod: Obj, spec: dict[str, Any]) -> dict[str, str]:
         """Files the container sees from config map / secret volumes (key → path)."""
-        store, ns = self.cluster.store, pod["metadata"]["namespace"]
+        store, ns = self.store, pod["metadata"]["namespace"]
         vols = {v["name"]: v for v in pod["spec"].get("volumes") or []}
         out: dict[str, str] = {}
         for m in spec.get("volumeMounts") or []:
@@ -453,7 +464,7 @@ class Kubelet:
         return out
 
     def _env(self, pod: Obj, spec: dict[str, Any]) -> tuple[dict[str, str], str | None]:
-        store, ns = self.cluster.store, pod["metadata"]["namespace"]
+        store, ns = self.store, pod["metadata"]["namespace"]
         env: dict[str, str] = {}
         import base64
         for src in spec.get("envFrom") or []:
@@ -512,7 +523,7 @@ class Kubelet:
                 rt = self.runtime(pod)
                 env[name] = {"metadata.name": pod["metadata"]["name"], "metadata.namespace": ns,
                              "spec.nodeName": pod["spec"].get("nodeName", ""), "status.podIP": rt.ip if rt else "",
-                             "status.hostIP": host.ip if (host := self.cluster.nodes.get(pod["spec"].get("nodeName", ""))) else "",
+                             "status.hostIP": host.ip if (host := self.nodes.get(pod["spec"].get("nodeName", ""))) else "",
                              "spec.serviceAccountName": pod["spec"].get("serviceAccountName", "default"),
                              "metadata.uid": pod["metadata"].get("uid", "")}.get(path, "")
             elif "resourceFieldRef" in vf:
@@ -542,7 +553,7 @@ class Kubelet:
         for path, data in volumes.items():  # what other containers of the pod wrote there
             for rel, text in (data.get("files") or {}).items():
                 files.setdefault(f"{path.rstrip('/')}/{rel}", text)
-        return StartContext(self.cluster, pod, spec, env, files, volumes, now)
+        return self.start_context(pod, spec, env, files, volumes, now)
 
     # -- one container's state machine ---------------------------------------------------------
     def _step(self, pod: Obj, rt: PodRt, c: Ctr, spec: dict[str, Any], now: float) -> None:
@@ -573,7 +584,7 @@ class Kubelet:
                 self._event(pod, "Warning", "InspectFailed", c.message, c.name)
                 self._event(pod, "Warning", "Failed", "Error: InvalidImageName", c.name)
                 c.next_at = now + 30.0
-                self.cluster.wake_at(c.next_at)
+                self.wake_at(c.next_at)
                 return
             if policy == "Never" or (policy == "IfNotPresent" and full in node_images):
                 if full not in node_images:
@@ -581,7 +592,7 @@ class Kubelet:
                     c.message = f'Container image "{image}" is not present with pull policy of Never'
                     self._event(pod, "Warning", "ErrImageNeverPull", c.message, c.name)
                     c.next_at = now + 30.0
-                    self.cluster.wake_at(c.next_at)
+                    self.wake_at(c.next_at)
                     return
                 self._event(pod, "Normal", "Pulled", f'Container image "{image}" already present on machine', c.name)
                 c.stage = "create"
@@ -590,7 +601,7 @@ class Kubelet:
             c.stage = "pulling"
             size = info.size if info else 0
             c.next_at = now + (1.0 if err else round(1.0 + size / 60e6, 0))
-            self.cluster.wake_at(c.next_at)
+            self.wake_at(c.next_at)
             return
         if c.stage == "pulling":
             info, err = image_lookup(image)
@@ -601,7 +612,7 @@ class Kubelet:
                 c.pull_backoff = min(BACKOFF_MAX, c.pull_backoff * 2 if c.pull_backoff else BACKOFF_START)
                 c.stage = "pullbackoff"
                 c.next_at = now + 1.0
-                self.cluster.wake_at(c.next_at)
+                self.wake_at(c.next_at)
                 return
             full = normalize_image(image)[2]
             node_images = self.state["images"].setdefault(rt.node, [])
@@ -619,7 +630,7 @@ class Kubelet:
                 self._event(pod, "Normal", "BackOff", f'Back-off pulling image "{image}"', c.name)
                 self._event(pod, "Warning", "Failed", "Error: ImagePullBackOff", c.name)
                 c.next_at = now + c.pull_backoff
-                self.cluster.wake_at(c.next_at)
+                self.wake_at(c.next_at)
                 return
             c.stage = "pull"
             return
@@ -631,9 +642,9 @@ class Kubelet:
                 ex = c.pending_exit
                 c.pending_exit = None
                 if ex.lines:
-                    self.cluster.logs.write(pod, c.name, ex.lines)
+                    self.logs.write(pod, c.name, ex.lines)
                 if ex.stderr:
-                    self.cluster.logs.write(pod, c.name, ex.stderr, stream="stderr")
+                    self.logs.write(pod, c.name, ex.stderr, stream="stderr")
                 self._exit(pod, rt, c, ex, now)
                 return
             if not c.ready and c.ready_at is not None and now + 1e-9 >= c.ready_at and not spec.get("readinessProbe"):
@@ -642,7 +653,7 @@ class Kubelet:
             return
         if c.stage == "backoff":
             c.restarts += 1
-            self.cluster.logs.rotate(rt.namespace, rt.name, c.name)
+            self.logs.rotate(rt.namespace, rt.name, c.name)
             c.stage = "pull"
             return
 
@@ -653,9 +664,9 @@ class Kubelet:
             c.state, c.reason, c.message = "waiting", "CreateContainerConfigError", err
             self._event(pod, "Warning", "Failed", f"Error: {err}", c.name)
             c.next_at = now + 10.0
-            self.cluster.wake_at(c.next_at)
+            self.wake_at(c.next_at)
             return
-        if self.cluster.nodes.pid_exhausted(rt.node):
+        if self.nodes.pid_exhausted(rt.node):
             c.state, c.reason = "waiting", "RunContainerError"
             c.message = ("failed to create containerd task: failed to create shim task: OCI runtime create failed: "
                          "runc create failed: unable to start container process: unable to init seccomp: "
@@ -722,23 +733,23 @@ class Kubelet:
 
     def _outcome(self, pod: Obj, rt: PodRt, c: Ctr, outcome: Started | Exited, now: float, model: Any) -> None:
         if isinstance(outcome, Started):
-            self.cluster.logs.write(pod, c.name, outcome.lines, now)
+            self.logs.write(pod, c.name, outcome.lines, now)
             if outcome.stderr:
-                self.cluster.logs.write(pod, c.name, outcome.stderr, now, stream="stderr")
+                self.logs.write(pod, c.name, outcome.stderr, now, stream="stderr")
             c.ports = set(outcome.ports)
             c.instance = outcome.instance
             c.ready_at = now + outcome.ready_after
             if outcome.ready_after > 0:
-                self.cluster.wake_at(c.ready_at)
+                self.wake_at(c.ready_at)
             c.memory = model.memory(outcome.instance, 0.0) if model is not None else 1_000_000.0
             self._check_memory_at_start(pod, rt, c, now)
         else:
             c.ports = set()
             c.instance = None
             if outcome.after <= 0:
-                self.cluster.logs.write(pod, c.name, outcome.lines, now)
+                self.logs.write(pod, c.name, outcome.lines, now)
                 if outcome.stderr:
-                    self.cluster.logs.write(pod, c.name, outcome.stderr, now, stream="stderr")
+                    self.logs.write(pod, c.name, outcome.stderr, now, stream="stderr")
                 self._exit(pod, rt, c, outcome, now)
             else:
                 # a command running until it exits (`sleep 3600`) is ready meanwhile when it has no
@@ -750,14 +761,14 @@ class Kubelet:
                     c.ready_at = now
                     c.ready = not c.init and not c.ephemeral and not any(
                         s.get("readinessProbe") for s in pod["spec"].get("containers", []) if s.get("name") == c.name)
-                self.cluster.wake_at(c.next_at)
+                self.wake_at(c.next_at)
 
     def _check_memory_at_start(self, pod: Obj, rt: PodRt, c: Ctr, now: float) -> None:
         limit = self.memory_limit(pod, c.name)
         if limit and c.memory > limit:
             c.pending_exit = Exited(137, [], after=1.0, reason="OOMKilled")
             c.next_at = now + 1.0
-            self.cluster.wake_at(c.next_at)
+            self.wake_at(c.next_at)
             self.oom_kernel_lines(rt, c, limit)
 
     def memory_limit(self, pod: Obj, container: str) -> float:
@@ -783,7 +794,7 @@ class Kubelet:
         pid = 4000 + (int(hashlib.sha256(c.container_id.encode()).hexdigest()[:4], 16) % 60000)
         kb = int(c.memory // 1024)
         c.oom_events += 1
-        self.cluster.nodes.kernel_log(rt.node, [
+        self.nodes.kernel_log(rt.node, [
             f"{comm} invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=999",
             f"Memory cgroup out of memory: Killed process {pid} ({comm}) total-vm:{kb * 3}kB, anon-rss:{kb}kB, "
             f"file-rss:1200kB, shmem-rss:0kB, UID:0 pgtables:{max(100, kb // 400)}kB oom_score_adj:999",
@@ -794,7 +805,7 @@ class Kubelet:
                f"failed: unable to start container process: {message}: unknown")
         self._event(pod, "Warning", "Failed", f"Error: {msg}", c.name)
         c.last = {"terminated": {"exitCode": 128, "reason": "StartError", "message": msg,
-                                 "startedAt": "1970-01-01T00:00:00Z", "finishedAt": self.cluster.clock.rfc3339(now),
+                                 "startedAt": "1970-01-01T00:00:00Z", "finishedAt": self.clock.rfc3339(now),
                                  "containerID": c.container_id}}
         c.state, c.reason, c.message = "terminated", "StartError", msg
         c.exit_code = 128
@@ -816,11 +827,11 @@ class Kubelet:
         if ex.reason == "OOMKilled":
             c.oom_events += 1
         c.last = {"terminated": {"exitCode": ex.code, "reason": ex.reason,
-                                 "startedAt": self.cluster.clock.rfc3339(c.started_at or now),
-                                 "finishedAt": self.cluster.clock.rfc3339(now), "containerID": c.container_id}}
+                                 "startedAt": self.clock.rfc3339(c.started_at or now),
+                                 "finishedAt": self.clock.rfc3339(now), "containerID": c.container_id}}
         if restart_now:
             c.restarts += 1
-            self.cluster.logs.rotate(rt.namespace, rt.name, c.name)
+            self.logs.rotate(rt.namespace, rt.name, c.name)
             c.stage, c.state, c.reason = "pull", "waiting", "ContainerCreating"
             c.next_at = now
             return
@@ -859,7 +870,7 @@ class Kubelet:
             delay = c.backoff
         c.stage = "backoff"
         c.next_at = now + max(delay, 1.0)
-        self.cluster.wake_at(c.next_at)
+        self.wake_at(c.next_at)
         if delay > 0:
             c.state, c.reason = "waiting", "CrashLoopBackOff"
             c.message = (f"back-off {int(delay) // 60}m{int(delay) % 60}s" if delay >= 60 else f"back-off {int(delay)}s") \
@@ -881,12 +892,12 @@ class Kubelet:
             if due is None:
                 due = (c.started_at or now) + float(probe.get("initialDelaySeconds", 0))
                 c.probe_next[kind] = due
-                self.cluster.wake_at(due)
+                self.wake_at(due)
             if now + 1e-9 < due:
                 continue
             period = float(probe.get("periodSeconds", 10))
             c.probe_next[kind] = now + period
-            self.cluster.wake_at(now + period)
+            self.wake_at(now + period)
             ok, msg = self._run_probe(pod, rt, c, spec, probe)
             word = {"startupProbe": "Startup", "livenessProbe": "Liveness", "readinessProbe": "Readiness"}[kind]
             if ok:
@@ -941,7 +952,7 @@ class Kubelet:
             return True, ""
         if "exec" in probe:
             cmd = probe["exec"].get("command") or []
-            ctx = self._context(pod, rt, spec, self.cluster.clock.now())
+            ctx = self._context(pod, rt, spec, self.clock.now())
             if model is not None:
                 code, out, err = model.exec(ctx, c.instance, cmd)
             else:
@@ -957,7 +968,7 @@ class Kubelet:
 
     # -- status ----------------------------------------------------------------------------------
     def _ctr_status(self, c: Ctr, spec: dict[str, Any]) -> dict[str, Any]:
-        clock = self.cluster.clock
+        clock = self.clock
         if c.state == "running":
             state: dict[str, Any] = {"running": {"startedAt": clock.rfc3339(c.started_at or 0)}}
         elif c.state == "terminated":
@@ -988,7 +999,7 @@ class Kubelet:
         if key == rt.render_key:
             return
         rt.render_key = key
-        clock = self.cluster.clock
+        clock = self.clock
         old = pod.get("status") or {}
         status = dict(old)
         # set_condition edits conditions in place: copy them, or a change of conditions alone (a
@@ -996,7 +1007,7 @@ class Kubelet:
         # The empty reason and message stripped below go back in, so that set_condition compares
         # like with like: else every pass counts as a change and rewrites every pod.
         status["conditions"] = [{"reason": "", "message": "", **c} for c in old.get("conditions") or []]
-        node = self.cluster.nodes.get(rt.node)
+        node = self.nodes.get(rt.node)
         status["hostIP"] = node.ip if node else ""
         status["hostIPs"] = [{"ip": status["hostIP"]}]
         status["podIP"], status["podIPs"] = rt.ip, [{"ip": rt.ip}]
@@ -1050,8 +1061,7 @@ class Kubelet:
             def put(o: Obj, st: dict[str, Any] = status) -> None:
                 o["status"] = st
             try:
-                self.cluster.store.mutate("pods", rt.namespace, rt.name, put, subresource="status",
-                                          manager=KUBELET)
+                self.store.mutate("pods", rt.namespace, rt.name, put, subresource="status", manager=KUBELET)
             except StoreError:
                 pass
 
@@ -1060,12 +1070,12 @@ class Kubelet:
         if container is not None:
             inits = {c["name"] for c in pod["spec"].get("initContainers") or []}
             field_path = f"spec.{'initContainers' if container in inits else 'containers'}{{{container}}}"
-        self.cluster.events.record(pod, type_, reason, message, "kubelet", pod["spec"].get("nodeName"), field_path)
+        self.events.record(pod, type_, reason, message, "kubelet", pod["spec"].get("nodeName"), field_path)
 
     def reconcile_memory(self, now: float) -> None:
         """OOM-kill running containers whose working set (from the workload step) exceeds the limit."""
         for rt, c in list(self.running()):
-            pod = self.cluster.raw("pods", rt.namespace, rt.name)
+            pod = self.store.raw("pods", rt.namespace, rt.name)
             if pod is None:
                 continue
             limit = self.memory_limit(pod, c.name)

@@ -7,12 +7,12 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from clusters.sim.controllers.common import SCHEDULER, is_active, set_condition
+from clusters.sim.controllers.common import SCHEDULER, ControlPlane, is_active, set_condition
 from clusters.sim.controllers.quantity import parse_quantity
 from clusters.sim.store import Obj, StoreError, match_labels
 
 if TYPE_CHECKING:
-    from clusters.sim.cluster import SimCluster
+    from clusters.sim.controllers.volumes import VolumeBinder
 
 RETRY = 60.0  # unschedulable pods are retried at least this often (plus on every cluster change)
 UNRESOLVABLE = "Preemption is not helpful for scheduling"
@@ -102,20 +102,22 @@ def node_affinity_ok(pod: Obj, node: Obj) -> bool:
 
 
 class Scheduler:
-    def __init__(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
+    def __init__(self, cp: ControlPlane, volumes: VolumeBinder) -> None:
+        self.store, self.clock, self.events, self.wake_at, self.touched = \
+            cp.store, cp.clock, cp.events, cp.wake_at, cp.touched
+        self.volumes = volumes  # claims bind when their pod is placed (WaitForFirstConsumer)
         self.retry_at: dict[str, float] = {}
 
     def __call__(self, now: float) -> None:
-        store = self.cluster.store
+        store = self.store
         with store.lock:
             pending = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in store.iter_raw("pods")
                        if not (p.get("spec") or {}).get("nodeName") and is_active(p)
                        and (p.get("spec") or {}).get("schedulerName", "default-scheduler") == "default-scheduler"]
         if not pending:
             return
-        nodes = self.cluster.scan("nodes")
-        pods = [p for p in self.cluster.scan("pods") if (p.get("spec") or {}).get("nodeName") and is_active(p)]
+        nodes = self.store.scan("nodes")
+        pods = [p for p in self.store.scan("pods") if (p.get("spec") or {}).get("nodeName") and is_active(p)]
         for ns, name in sorted(pending, key=lambda k: self._priority(k)):
             pod = store.try_get("pods", ns, name)
             if pod is None:
@@ -129,7 +131,7 @@ class Scheduler:
             pods.append(pod)
 
     def _priority(self, key: tuple[str, str]) -> tuple[int, str, str]:
-        pod = self.cluster.store.try_get("pods", *key) or {}
+        pod = self.store.try_get("pods", *key) or {}
         return (-int((pod.get("spec") or {}).get("priority", 0) or 0), pod.get("metadata", {}).get("creationTimestamp", ""), key[1])
 
     # -- filtering -------------------------------------------------------------------------
@@ -194,7 +196,7 @@ class Scheduler:
         return []
 
     def _prefilter_volumes(self, pod: Obj) -> str | None:
-        store = self.cluster.store
+        store = self.store
         ns = pod["metadata"]["namespace"]
         for v in (pod.get("spec") or {}).get("volumes") or []:
             if "persistentVolumeClaim" not in v:
@@ -205,14 +207,14 @@ class Scheduler:
                 return f'persistentvolumeclaim "{claim_name}" not found'
             if claim.get("status", {}).get("phase") == "Bound":
                 continue
-            sc = self.cluster.pv._class(claim)
+            sc = self.volumes.storage_class(claim)
             if sc is not None and sc.get("volumeBindingMode") == "WaitForFirstConsumer":
                 continue
             return "pod has unbound immediate PersistentVolumeClaims"
         return None
 
     def _volume_node_conflict(self, pod: Obj, node: Obj) -> str | None:
-        store = self.cluster.store
+        store = self.store
         ns = pod["metadata"]["namespace"]
         for v in (pod.get("spec") or {}).get("volumes") or []:
             if "persistentVolumeClaim" not in v:
@@ -235,7 +237,7 @@ class Scheduler:
         labels = node["metadata"].get("labels") or {}
 
         def same_domain(other: Obj, key: str) -> bool:
-            onode = self.cluster.store.try_get("nodes", "", other["spec"].get("nodeName", "")) or {}
+            onode = self.store.try_get("nodes", "", other["spec"].get("nodeName", "")) or {}
             return key in labels and (onode.get("metadata", {}).get("labels") or {}).get(key) == labels.get(key)
 
         aff = spec.get("affinity") or {}
@@ -288,7 +290,7 @@ class Scheduler:
     def _bind(self, pod: Obj, node: Obj, now: float) -> None:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         nname = node["metadata"]["name"]
-        stamp = self.cluster.clock.rfc3339(now)
+        stamp = self.clock.rfc3339(now)
 
         def bind(o: Obj) -> None:
             o["spec"]["nodeName"] = nname
@@ -299,20 +301,20 @@ class Scheduler:
                     c.pop("reason", None)
                     c.pop("message", None)
         try:
-            self.cluster.store.mutate("pods", ns, name, bind)
+            self.store.mutate("pods", ns, name, bind)
         except StoreError:
             return
-        self.cluster.pv.bind_for_pod(pod, nname)
+        self.volumes.bind_for_pod(pod, nname)
         self.retry_at.pop(pod["metadata"]["uid"], None)
-        self.cluster.events.record(pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {nname}",
+        self.events.record(pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {nname}",
                                    "default-scheduler")
 
     def _unschedulable(self, pod: Obj, reasons: dict[str, Any], n: int, now: float) -> None:
         uid = pod["metadata"]["uid"]
-        if now < self.retry_at.get(uid, -1.0) and not self.cluster._dirty:
+        if now < self.retry_at.get(uid, -1.0) and not self.touched():
             return
         message = failed_scheduling_message(reasons, n)
-        stamp = self.cluster.clock.rfc3339(now)
+        stamp = self.clock.rfc3339(now)
         cur = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"), None)
         due = now >= self.retry_at.get(uid, -1.0)
         if cur is None or cur.get("message") != message or due:
@@ -321,13 +323,13 @@ class Scheduler:
                 st["phase"] = "Pending"
                 set_condition(st, "PodScheduled", "False", "Unschedulable", message, stamp)
             try:
-                self.cluster.store.mutate("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], mark,
-                                          subresource="status", manager=SCHEDULER)
+                self.store.mutate("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], mark,
+                                  subresource="status", manager=SCHEDULER)
             except StoreError:
                 return
-            self.cluster.events.record(pod, "Warning", "FailedScheduling", message, "default-scheduler")
+            self.events.record(pod, "Warning", "FailedScheduling", message, "default-scheduler")
             self.retry_at[uid] = now + RETRY
-            self.cluster.wake_at(now + RETRY)
+            self.wake_at(now + RETRY)
 
 
 def failed_scheduling_message(reasons: dict[str, Any], n: int) -> str:

@@ -26,16 +26,18 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.apps.base import normalize_image
-from clusters.sim.apps.tidb import PdView, klog, pd_records
-from clusters.sim.controllers.common import delete_pod, is_ready, owner_ref, template_hash
+from clusters.sim.apps.tidb import PdView, klog
+from clusters.sim.controllers.common import ControlPlane, delete_pod, is_ready, owner_ref, template_hash
 from clusters.sim.store import Obj, StoreError
 
 if TYPE_CHECKING:
-    from clusters.sim.cluster import SimCluster
+    from clusters.sim.cluster import ContainerLogs
+    from clusters.sim.controllers.kubelet import Kubelet
 
 OPERATOR_REPO = normalize_image("pingcap/tidb-operator:x")[0]
 TC_KEY = "tidbclusters.pingcap.com"
@@ -283,8 +285,12 @@ def _applied_template(sts: Obj) -> Any:
 
 # -- the controller -------------------------------------------------------------------------------
 class TidbOperator:
-    def __init__(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
+    def __init__(self, cp: ControlPlane, kubelet: Kubelet, logs: ContainerLogs,
+                 pd: Callable[[str], PdView]) -> None:
+        """`kubelet`: whether its operator pod runs; `logs`: that pod's log; `pd(namespace/name)`:
+        the PD API of one TidbCluster."""
+        self.store, self.clock, self.events, self.wake_at = cp.store, cp.clock, cp.events, cp.wake_at
+        self.kubelet, self.logs, self.pd = kubelet, logs, pd
         self._seen: dict[str, Any] = {}
         self._logged: dict[str, float] = {}
         self._wake = 0.0
@@ -292,11 +298,11 @@ class TidbOperator:
 
     def running(self) -> tuple[Obj, dict[str, Any]] | None:
         """The operator pod that holds the leader lease (the first running one) and its flags."""
-        for rt, c in sorted(self.cluster.kubelet.running(), key=lambda x: (x[0].namespace, x[0].name)):
+        for rt, c in sorted(self.kubelet.running(), key=lambda x: (x[0].namespace, x[0].name)):
             inst = c.instance
             if isinstance(inst, dict) and inst.get("kind") == "tidb-operator" \
                     and normalize_image(c.image)[0] == OPERATOR_REPO:
-                pod = self.cluster.raw("pods", rt.namespace, rt.name)
+                pod = self.store.raw("pods", rt.namespace, rt.name)
                 if pod is not None and not pod["metadata"].get("deletionTimestamp"):
                     return pod, inst.get("flags") or {}
         return None
@@ -306,7 +312,7 @@ class TidbOperator:
         if found is None:
             return
         pod, flags = found
-        for tc in self.cluster.scan(TC_KEY):
+        for tc in self.store.scan(TC_KEY):
             if tc["metadata"].get("deletionTimestamp"):
                 continue
             uid = tc["metadata"]["uid"]
@@ -317,36 +323,37 @@ class TidbOperator:
             retry = _Sync(self, tc, pod, flags, now).run()
             if retry:
                 self._retry[uid] = now + retry
-                self.cluster.wake_at(now + retry)
-            fresh = self.cluster.raw(TC_KEY, tc["metadata"]["namespace"], tc["metadata"]["name"])
+                self.wake_at(now + retry)
+            fresh = self.store.raw(TC_KEY, tc["metadata"]["namespace"], tc["metadata"]["name"])
             if fresh is not None:
                 self._seen[uid] = self._fingerprint(fresh, now, pod)
         resync = (now // RESYNC_S + 1) * RESYNC_S
         if resync != self._wake:
             self._wake = resync
-            self.cluster.wake_at(resync)
+            self.wake_at(resync)
 
     def _fingerprint(self, tc: Obj, now: float, pod: Obj) -> Any:
         ns, name = tc["metadata"]["namespace"], tc["metadata"]["name"]
         watched = []
         for key in ("statefulsets.apps", "pods", "persistentvolumeclaims", "deployments.apps", "services"):
-            for obj in self.cluster.scan(key, ns):
+            for obj in self.store.scan(key, ns):
                 if (obj["metadata"].get("labels") or {}).get("app.kubernetes.io/instance") == name:
                     watched.append((key, obj["metadata"]["name"], obj["metadata"].get("resourceVersion")))
-        rec = pd_records(self.cluster, f"{ns}/{name}")
+        view = self.pd(f"{ns}/{name}")
+        rec = view.rec
         pd = (tuple(sorted(rec["members"])), tuple(sorted((k, s["state"]) for k, s in rec["stores"].items())),
-              tuple(sorted(PdView(self.cluster, f"{ns}/{name}").serving())))
+              tuple(sorted(view.serving())))
         return (tc["metadata"].get("resourceVersion"), tuple(sorted(watched)), pd, int(now // RESYNC_S),
                 pod["metadata"]["uid"])
 
     def log(self, pod: Obj, level: str, caller: str, msg: str, every: float = 0.0, key: str = "") -> None:
-        now = self.cluster.clock.now()
+        now = self.clock.now()
         if every:
             k = key or msg
             if now - self._logged.get(k, -1e18) < every:
                 return
             self._logged[k] = now
-        self.cluster.logs.write(pod, "tidb-operator", klog(now, level, caller, msg), now)
+        self.logs.write(pod, "tidb-operator", klog(now, level, caller, msg), now)
 
 
 class _Sync:
@@ -354,11 +361,10 @@ class _Sync:
 
     def __init__(self, op: TidbOperator, tc: Obj, pod: Obj, flags: dict[str, Any], now: float) -> None:
         self.op, self.tc, self.pod, self.flags, self.now = op, tc, pod, flags, now
-        self.cluster = op.cluster
-        self.store = op.cluster.store
+        self.store, self.clock = op.store, op.clock
         self.ns, self.name = tc["metadata"]["namespace"], tc["metadata"]["name"]
         self.key = f"{self.ns}/{self.name}"
-        self.pd_view = PdView(self.cluster, self.key)
+        self.pd_view = op.pd(self.key)
         self.phase: dict[str, str] = {}
         features = str(flags.get("features", ""))
         self.volume_replacing = "VolumeReplacing=true" in features
@@ -385,7 +391,7 @@ class _Sync:
         return made
 
     def event(self, type_: str, reason: str, message: str) -> None:
-        self.cluster.events.record(self.tc, type_, reason, message, COMPONENT)
+        self.op.events.record(self.tc, type_, reason, message, COMPONENT)
 
     def log(self, level: str, caller: str, msg: str, every: float = 0.0, key: str = "") -> None:
         self.op.log(self.pod, level, caller, msg, every, key)
@@ -454,13 +460,13 @@ class _Sync:
                         "Service")
 
     def _default_class(self) -> str | None:
-        for sc in self.cluster.scan("storageclasses.storage.k8s.io"):
+        for sc in self.store.scan("storageclasses.storage.k8s.io"):
             if (sc["metadata"].get("annotations") or {}).get("storageclass.kubernetes.io/is-default-class") == "true":
                 return str(sc["metadata"]["name"])
         return None
 
     def _pods(self, comp: str) -> dict[str, Obj]:
-        return {p["metadata"]["name"]: p for p in self.cluster.scan("pods", self.ns)
+        return {p["metadata"]["name"]: p for p in self.store.scan("pods", self.ns)
                 if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/instance") == self.name
                 and (p["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == comp}
 
@@ -529,7 +535,7 @@ class _Sync:
 
     def _orphan_delete(self, sts: Obj) -> None:
         uid = sts["metadata"]["uid"]
-        for pod in self.cluster.scan("pods", self.ns):
+        for pod in self.store.scan("pods", self.ns):
             refs = pod["metadata"].get("ownerReferences") or []
             if any(r.get("uid") == uid for r in refs):
                 def drop(o: Obj, uid: str = uid) -> None:
@@ -591,7 +597,7 @@ class _Sync:
         """The PVC cleaner: data volumes of scaled-in ordinals go once their Pod is gone."""
         if not MEMBERS[comp].data_path:
             return
-        for claim in self.cluster.scan("persistentvolumeclaims", self.ns):
+        for claim in self.store.scan("persistentvolumeclaims", self.ns):
             cname = claim["metadata"]["name"]
             prefix = f"{comp}-{set_name}-"
             if not cname.startswith(prefix) or not cname[len(prefix):].isdigit():
@@ -695,8 +701,8 @@ class _Sync:
         if tc is None:
             return
         old = tc.get("status") or {}
-        stamp = self.cluster.clock.rfc3339(self.now)
-        rec = pd_records(self.cluster, self.key)
+        stamp = self.clock.rfc3339(self.now)
+        rec = self.pd_view.rec
         status: dict[str, Any] = {"clusterID": str(rec["cluster_id"]), "conditions": copy.deepcopy(old.get("conditions") or [])}
         health = self.pd_view.health()
         leader = self.pd_view.leader()
@@ -730,7 +736,7 @@ class _Sync:
                     pod = pods.get(s["pod"]) or {}
                     item = {"id": sid, "podName": s["pod"], "ip": s["address"].rsplit(":", 1)[0],
                             "state": s["state"], "leaderCount": 0,
-                            "lastHeartbeatTime": self.cluster.clock.rfc3339(s.get("heartbeat", self.now)),
+                            "lastHeartbeatTime": self.clock.rfc3339(s.get("heartbeat", self.now)),
                             "lastTransitionTime": was.get("lastTransitionTime") if was.get("state") == s["state"] else stamp}
                     (tombstones if s["state"] == "Tombstone" else stores)[sid] = item
                 up = [sid for sid, s in stores.items() if s["state"] == "Up"]

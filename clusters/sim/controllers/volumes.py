@@ -20,7 +20,8 @@ from clusters.sim.controllers.quantity import parse_quantity
 from clusters.sim.store import Obj, StoreError
 
 if TYPE_CHECKING:
-    from clusters.sim.cluster import SimCluster
+    from clusters.sim.controllers.common import ControlPlane
+    from clusters.sim.controllers.kubelet import Kubelet
 
 PROVISIONER = "rancher.io/local-path"
 NETWORK_PROVISIONER = "ebs.csi.aws.com"
@@ -29,12 +30,13 @@ MAX_WAIT_FOR_UNMOUNT = 360.0  # attach/detach controller: force detach from a no
 
 
 class VolumeBinder:
-    def __init__(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
+    def __init__(self, cp: ControlPlane, kubelet: Kubelet) -> None:
+        self.store, self.events, self.wake_at = cp.store, cp.events, cp.wake_at
+        self.kubelet = kubelet  # keeps the attachments, so that a checkpoint holds them
         self.last_event: dict[str, float] = {}
 
-    def _class(self, claim: Obj) -> Obj | None:
-        store = self.cluster.store
+    def storage_class(self, claim: Obj) -> Obj | None:
+        store = self.store
         name = (claim.get("spec") or {}).get("storageClassName")
         if name is None:
             for sc in store.list("storageclasses.storage.k8s.io"):
@@ -44,8 +46,8 @@ class VolumeBinder:
         return store.try_get("storageclasses.storage.k8s.io", "", name) if name else None
 
     def __call__(self, now: float) -> None:
-        store = self.cluster.store
-        for claim in self.cluster.scan("persistentvolumeclaims"):
+        store = self.store
+        for claim in self.store.scan("persistentvolumeclaims"):
             if claim.get("status", {}).get("phase") == "Bound":
                 continue
             ns, name = claim["metadata"]["namespace"], claim["metadata"]["name"]
@@ -60,31 +62,31 @@ class VolumeBinder:
                 self._bind(claim, pv)
                 continue
             sc_name = spec.get("storageClassName")
-            sc = self._class(claim)
+            sc = self.storage_class(claim)
             uid = claim["metadata"]["uid"]
             if now - self.last_event.get(uid, -1e18) < 15.0:
                 continue
             self.last_event[uid] = now
-            self.cluster.wake_at(now + 15.0)
+            self.wake_at(now + 15.0)
             if claim.get("status", {}).get("phase") != "Pending":
                 store.mutate("persistentvolumeclaims", ns, name, lambda o: o.setdefault("status", {}).update(phase="Pending"),
                              subresource="status", manager=CONTROLLER_MANAGER)
             if sc is None and sc_name:
-                self.cluster.events.record(claim, "Warning", "ProvisioningFailed",
+                self.events.record(claim, "Warning", "ProvisioningFailed",
                                            f'storageclass.storage.k8s.io "{sc_name}" not found', "persistentvolume-controller")
             elif sc is None:
-                self.cluster.events.record(claim, "Normal", "FailedBinding",
+                self.events.record(claim, "Normal", "FailedBinding",
                                            "no persistent volumes available for this claim and no storage class is set",
                                            "persistentvolume-controller")
             elif sc.get("volumeBindingMode") == "WaitForFirstConsumer":
-                self.cluster.events.record(claim, "Normal", "WaitForFirstConsumer",
+                self.events.record(claim, "Normal", "WaitForFirstConsumer",
                                            "waiting for first consumer to be created before binding",
                                            "persistentvolume-controller")
 
     def _match_static(self, claim: Obj) -> Obj | None:
         want = parse_quantity(((claim.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage", "0"))
         sc_name = (claim.get("spec") or {}).get("storageClassName")
-        for pv in self.cluster.store.list("persistentvolumes"):
+        for pv in self.store.list("persistentvolumes"):
             if pv.get("status", {}).get("phase", "Available") not in ("Available", "") or (pv.get("spec") or {}).get("claimRef"):
                 continue
             if (pv["spec"].get("storageClassName") or "") != (sc_name or ""):
@@ -94,7 +96,7 @@ class VolumeBinder:
         return None
 
     def _bind(self, claim: Obj, pv: Obj) -> None:
-        store = self.cluster.store
+        store = self.store
         ns, name = claim["metadata"]["namespace"], claim["metadata"]["name"]
 
         def bind_pv(o: Obj) -> None:
@@ -117,7 +119,7 @@ class VolumeBinder:
 
     def bind_for_pod(self, pod: Obj, node: str) -> None:
         """The scheduler picked `node`: provision WaitForFirstConsumer claims there."""
-        store = self.cluster.store
+        store = self.store
         ns = pod["metadata"]["namespace"]
         for v in (pod.get("spec") or {}).get("volumes") or []:
             if "persistentVolumeClaim" not in v:
@@ -125,7 +127,7 @@ class VolumeBinder:
             claim = store.try_get("persistentvolumeclaims", ns, v["persistentVolumeClaim"].get("claimName", ""))
             if claim is None or claim.get("status", {}).get("phase") == "Bound":
                 continue
-            sc = self._class(claim)
+            sc = self.storage_class(claim)
             if sc is None or sc.get("provisioner") not in (PROVISIONER, NETWORK_PROVISIONER):
                 continue
             storage = ((claim.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage", "1Gi")
@@ -148,16 +150,16 @@ class VolumeBinder:
                 created = store.create("persistentvolumes", pv)
             except StoreError:
                 created = store.get("persistentvolumes", "", pv_name)
-            self.cluster.events.record(claim, "Normal", "ExternalProvisioning",
+            self.events.record(claim, "Normal", "ExternalProvisioning",
                                        f"Waiting for a volume to be created either by the external provisioner '{PROVISIONER}' "
                                        "or manually by the system administrator. If volume creation is delayed, please verify "
                                        "that the provisioner is running and correctly registered.", "persistentvolume-controller")
-            self.cluster.events.record(claim, "Normal", "ProvisioningSucceeded",
+            self.events.record(claim, "Normal", "ProvisioningSucceeded",
                                        f"Successfully provisioned volume {pv_name}", f"{PROVISIONER}_local-path-provisioner")
             self._bind(claim, created)
 
     def _provision_network(self, claim: Obj, sc: Obj, pv_name: str, storage: str) -> None:
-        store = self.cluster.store
+        store = self.store
         ns = claim["metadata"]["namespace"]
         handle = "vol-0" + hashlib.sha256(claim["metadata"]["uid"].encode()).hexdigest()[:16]
         pv = {"metadata": {"name": pv_name, "annotations": {"pv.kubernetes.io/provisioned-by": NETWORK_PROVISIONER,
@@ -174,10 +176,10 @@ class VolumeBinder:
             created = store.create("persistentvolumes", pv)
         except StoreError:
             created = store.get("persistentvolumes", "", pv_name)
-        self.cluster.events.record(claim, "Normal", "Provisioning",
+        self.events.record(claim, "Normal", "Provisioning",
                                    f'External provisioner is provisioning volume for claim "{ns}/{claim["metadata"]["name"]}"',
                                    f"{NETWORK_PROVISIONER}_ebs-csi-controller-0")
-        self.cluster.events.record(claim, "Normal", "ProvisioningSucceeded", f"Successfully provisioned volume {pv_name}",
+        self.events.record(claim, "Normal", "ProvisioningSucceeded", f"Successfully provisioned volume {pv_name}",
                                    f"{NETWORK_PROVISIONER}_ebs-csi-controller-0")
         self._bind(claim, created)
 
@@ -188,8 +190,7 @@ class VolumeBinder:
     def attached_to(self, pod: Obj, node: str, pv: Obj, now: float) -> bool:
         """The attach/detach controller for one network-attached volume of `pod`, scheduled on
         `node`: True once the volume is attached there. Until then the pod's kubelet waits."""
-        kubelet = self.cluster.kubelet
-        attachments: dict[str, Any] = kubelet.state.setdefault("attachments", {})
+        attachments: dict[str, Any] = self.kubelet.state.setdefault("attachments", {})
         moved = False
         pv_name, pv_uid = pv["metadata"]["name"], pv["metadata"].get("uid")
         cur = attachments.get(pv_name)
@@ -201,11 +202,11 @@ class VolumeBinder:
                 key = f"{pod['metadata']['uid']}/{pv_name}"
                 if now - self.last_event.get(key, -1e18) >= 30.0:
                     self.last_event[key] = now
-                    self.cluster.events.record(
+                    self.events.record(
                         pod, "Warning", "FailedAttachVolume",
                         f'Multi-Attach error for volume "{pv_name}" Volume is already used by pod(s) {", ".join(users)}',
                         "attachdetach-controller")
-                self.cluster.wake_at(now + 5.0)
+                self.wake_at(now + 5.0)
                 return False
             cur = None  # detached from the old node
             moved = True
@@ -215,11 +216,11 @@ class VolumeBinder:
             delay = ATTACH_SECONDS if moved else 0.0
             cur = attachments[pv_name] = {"node": node, "uid": pv_uid, "ready_at": now + delay, "reported": False}
         if now + 1e-9 < cur["ready_at"]:
-            self.cluster.wake_at(cur["ready_at"])
+            self.wake_at(cur["ready_at"])
             return False
         if not cur["reported"]:
             cur["reported"] = True
-            self.cluster.events.record(pod, "Normal", "SuccessfulAttachVolume",
+            self.events.record(pod, "Normal", "SuccessfulAttachVolume",
                                        f'AttachVolume.Attach succeeded for volume "{pv_name}"', "attachdetach-controller")
         return True
 
@@ -229,7 +230,7 @@ class VolumeBinder:
         MAX_WAIT_FOR_UNMOUNT)."""
         claim = ((pv.get("spec") or {}).get("claimRef") or {})
         users = []
-        for other in self.cluster.store.list("pods", claim.get("namespace", "")):
+        for other in self.store.list("pods", claim.get("namespace", "")):
             if other["metadata"]["uid"] == pod["metadata"]["uid"] or (other.get("spec") or {}).get("nodeName") != node:
                 continue
             if (other.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
@@ -241,14 +242,14 @@ class VolumeBinder:
                 since = self.last_event.setdefault(f"deleted/{other['metadata']['uid']}", now)
                 if since + MAX_WAIT_FOR_UNMOUNT <= now:
                     continue
-                self.cluster.wake_at(since + MAX_WAIT_FOR_UNMOUNT)
+                self.wake_at(since + MAX_WAIT_FOR_UNMOUNT)
             users.append(other["metadata"]["name"])
         return users
 
     def node_of_claim(self, namespace: str, claim: str) -> str | None:
-        c = self.cluster.store.try_get("persistentvolumeclaims", namespace, claim)
+        c = self.store.try_get("persistentvolumeclaims", namespace, claim)
         if not c or not (c.get("spec") or {}).get("volumeName"):
             return None
-        pv = self.cluster.store.try_get("persistentvolumes", "", c["spec"]["volumeName"])
+        pv = self.store.try_get("persistentvolumes", "", c["spec"]["volumeName"])
         ann = ((pv or {}).get("metadata") or {}).get("annotations") or {}
         return ann.get("local.path.provisioner/selected-node")

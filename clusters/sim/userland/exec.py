@@ -166,7 +166,7 @@ class Sandbox:
         if model is not None and type(model).exec is not AppModel.exec:
             ctx = dataclasses.replace(self.ctx, env=dict(env))
             code, out, err = model.exec(ctx, self.c.instance, list(argv))
-            self.cluster._dirty = True
+            self.cluster.touch()
             if not (code == 126 and ("executable file not found" in err or "no such file" in err)):
                 return code, out, err
         if unknown_fails:

@@ -6,51 +6,36 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 import threading
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_api_standin import start_server_process  # noqa: E402
+from clusters.sim.provider import SimHandle
+from farm.pytest_plugin import SimClusters
+from tests.clusters.sim.standin import STANDIN
 
 
 class Sim:
-    def __init__(self, ready: dict[str, Any], tmp: Path) -> None:
-        self.ready = ready
-        self.ca = tmp / "ca.crt"
-        self.ca.write_text(ready["ca_cert"])
-        self.api = self.client_for(ready["admin_token"])
+    def __init__(self, handle: SimHandle) -> None:
+        self.handle = handle
+        self.server = handle.endpoints.kubernetes
+        self.api = handle.api_client()
+        self.admin_auth: str = self.api.configuration.api_key["authorization"]  # "Bearer <token>"
 
     def client_for(self, token: str) -> client.ApiClient:
         cfg = client.Configuration()
-        cfg.host = self.ready["kubernetes"]
-        cfg.ssl_ca_cert = str(self.ca)
+        cfg.host = self.server
+        cfg.ssl_ca_cert = str(self.handle.ca_file)
         cfg.api_key = {"authorization": f"Bearer {token}"}
         return client.ApiClient(cfg)
 
-    def control(self, path: str, body: dict[str, Any] | None = None) -> Any:
-        req = urllib.request.Request(self.ready["control"] + path, data=json.dumps(body).encode() if body else None,
-                                     method="POST" if body is not None else "GET")
-        with urllib.request.urlopen(req) as resp:
-            return json.loads(resp.read())
 
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
-    tmp = tmp_path_factory.mktemp("sim-api")
-    proc, ready = start_server_process(tmp)
-    try:
-        yield Sim(ready, tmp)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+@pytest.fixture()
+def sim(sim_clusters: SimClusters) -> Sim:
+    return Sim(sim_clusters.served(cluster_factory=STANDIN))
 
 
 @pytest.fixture()
@@ -249,8 +234,8 @@ def test_not_found_and_invalid_status_bodies(sim: Sim, ns: str) -> None:
     assert err.value.status == 422 and "pod updates may not change fields" in status_of(err.value)["message"]
     out = core.patch_namespaced_pod("p", ns, {"spec": {"containers": [{"name": "app", "image": "nginx:1.26"}]}})
     assert out.spec.containers[0].image == "nginx:1.26"
-    raw = sim.api.call_api("POST", f"{sim.ready['kubernetes']}/api/v1/namespaces/{ns}/pods/p",
-                           {"Authorization": f"Bearer {sim.ready['admin_token']}", "Content-Type": "application/json"},
+    raw = sim.api.call_api("POST", f"{sim.server}/api/v1/namespaces/{ns}/pods/p",
+                           {"Authorization": sim.admin_auth, "Content-Type": "application/json"},
                            body={"metadata": {"name": "p"}})
     raw.read()
     assert raw.status == 405 and json.loads(raw.data)["reason"] == "MethodNotAllowed"
@@ -404,10 +389,10 @@ def test_tables_age_on_the_virtual_clock(sim: Sim, ns: str) -> None:
                                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
                                "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
                                                             "finishedAt": created.metadata.creation_timestamp.strftime("%Y-%m-%dT%H:%M:%SZ")}}}]}})
-    sim.control("/sim/advance", {"seconds": 200})
-    raw = sim.api.call_api("GET", f"{sim.ready['kubernetes']}/api/v1/namespaces/{ns}/pods",
+    sim.handle.advance(200)
+    raw = sim.api.call_api("GET", f"{sim.server}/api/v1/namespaces/{ns}/pods",
                            {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io",
-                            "Authorization": f"Bearer {sim.ready['admin_token']}"})
+                            "Authorization": sim.admin_auth})
     raw.read()
     table = json.loads(raw.data)
     assert table["kind"] == "Table"

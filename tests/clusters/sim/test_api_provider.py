@@ -18,18 +18,13 @@ from kubernetes.client.exceptions import ApiException
 from clusters.base import open_cluster
 from clusters.sim.provider import SimHandle
 from core.errors import ClusterUnavailable, ResetError
+from tests.clusters.sim.standin import STANDIN
 
 HERE = Path(__file__).resolve().parent
-STANDIN = "test_api_standin:StandInCluster"
 
 
 @pytest.fixture()
-def standin_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(HERE))
-
-
-@pytest.fixture()
-def cluster(standin_path: None, tmp_path: Path) -> Iterator[SimHandle]:
+def cluster(tmp_path: Path) -> Iterator[SimHandle]:
     handle = open_cluster("sim", seed=3, workdir=tmp_path, cluster_factory=STANDIN)
     assert isinstance(handle, SimHandle)
     yield handle
@@ -101,7 +96,7 @@ def test_agent_kubeconfig_reaches_its_namespace_only(cluster: SimHandle) -> None
         assert err.value.status == 403
 
 
-def test_close_leaves_no_process(standin_path: None, tmp_path: Path) -> None:
+def test_close_leaves_no_process(tmp_path: Path) -> None:
     handle = open_cluster("sim:second", workdir=tmp_path, cluster_factory=STANDIN)
     pid = handle.process.pid
     assert _alive(pid)
@@ -112,7 +107,7 @@ def test_close_leaves_no_process(standin_path: None, tmp_path: Path) -> None:
     assert not handle.health().ok
 
 
-def test_server_dies_with_its_parent(standin_path: None, tmp_path: Path) -> None:
+def test_server_dies_with_its_parent(tmp_path: Path) -> None:
     script = (f"import sys; sys.path.insert(0, {str(HERE)!r})\n"
               "from clusters.base import open_cluster\n"
               f"h = open_cluster('sim', workdir={str(tmp_path)!r}, cluster_factory={STANDIN!r})\n"
@@ -131,13 +126,13 @@ def test_server_dies_with_its_parent(standin_path: None, tmp_path: Path) -> None
     assert not _alive(child)
 
 
-def test_a_server_that_cannot_start_is_reported_with_its_stderr(standin_path: None, tmp_path: Path) -> None:
+def test_a_server_that_cannot_start_is_reported_with_its_stderr(tmp_path: Path) -> None:
     with pytest.raises(ClusterUnavailable) as err:
         open_cluster("sim:broken", workdir=tmp_path, cluster_factory="no_such_module:Nothing")
     assert "no_such_module" in str(err.value) and "exited with code" in str(err.value)
 
 
-def test_live_clock_follows_wall_time(standin_path: None, tmp_path: Path) -> None:
+def test_live_clock_follows_wall_time(tmp_path: Path) -> None:
     with open_cluster("sim:live", workdir=tmp_path, cluster_factory=STANDIN, live=True, speed=20.0) as handle:
         assert not handle.capabilities.virtual_clock
         t0 = handle.now()

@@ -1,23 +1,22 @@
 """Cluster time as a real cluster's: it starts at the host's clock (so Prometheus, Loki and Jaeger
 queries an SRE builds from `date` find data), a seed decides everything relative to the start,
 and node heartbeats and kubelet leases keep advancing. Queries go over HTTP to the served
-cluster, as an agent's tools send them."""
+cluster (from the plugin), as an agent's tools send them."""
 
 from __future__ import annotations
 
 import json
-import ssl
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 
+from clusters.kube import Kube
 from clusters.sim.clock import FIXED_EPOCH
 from clusters.sim.cluster import BOOTSTRAP_SECONDS, SimCluster
-from clusters.sim.server import SimServer
+from clusters.sim.provider import SimHandle
 from farm.pytest_plugin import SimClusters
 
 NS = "hotel-reservation"
@@ -28,32 +27,24 @@ def _parse(stamp: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def base() -> SimCluster:
+def start() -> float:
     # Ten minutes before the host's now, so that catching up below gives a telemetry history
     # that ends at the host's clock, as a live cluster's does.
-    return SimClusters.new(NS, seed=11, start=time.time() - 600)
+    return time.time() - 600
 
 
-@pytest.fixture(scope="module")
-def served(base: SimCluster) -> Iterator[tuple[SimCluster, SimServer, dict[str, str]]]:
-    server = SimServer(base)
-    endpoints = server.start()
-    yield base, server, endpoints
-    server.stop()
+@pytest.fixture
+def served(sim_clusters: SimClusters, start: float) -> SimHandle:
+    return sim_clusters.served(NS, seed=11, start=start, warmup=0)
 
 
-def get(url: str, token: str | None = None, **params: str) -> dict:
+def get(url: str, **params: str) -> dict:
     req = urllib.request.Request(url + ("?" + urllib.parse.urlencode(params) if params else ""))
-    ctx = None
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
-        ctx = ssl.create_default_context()
-        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-    with urllib.request.urlopen(req, timeout=30, context=ctx) as resp:
+    with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read())
 
 
-def catch_up(cluster: SimCluster) -> None:
+def catch_up(cluster: SimHandle) -> None:
     """Advance cluster time to the host's clock, as the live clock does."""
     cluster.advance(max(0.0, time.time() - cluster.now()))
 
@@ -79,9 +70,9 @@ def test_a_seed_decides_the_same_history_relative_to_any_start() -> None:
     assert history(a) == history(b) and len(history(a)) > 10
 
 
-def test_prometheus_loki_and_jaeger_answer_queries_built_from_the_hosts_date(served) -> None:
-    cluster, _, ep = served
-    catch_up(cluster)
+def test_prometheus_loki_and_jaeger_answer_queries_built_from_the_hosts_date(served: SimHandle) -> None:
+    catch_up(served)
+    ep = served.endpoints.model_dump()
     now = time.time()
     # `query=up` at the default time (now), and `time=$(date +%s)` as an SRE types it.
     for params in ({}, {"time": str(int(now))}):
@@ -98,16 +89,16 @@ def test_prometheus_loki_and_jaeger_answer_queries_built_from_the_hosts_date(ser
     assert traces["data"], "no trace of the last 10 minutes"
 
 
-def test_node_heartbeats_and_leases_advance_and_stop_with_the_kubelet(served) -> None:
-    cluster, server, ep = served
-    api = ep["kubernetes"]
+def test_node_heartbeats_and_leases_advance_and_stop_with_the_kubelet(served: SimHandle) -> None:
+    cluster = served
+    kube = Kube(cluster.api_client())
 
     def ready_heartbeat(node: str) -> float:
-        obj = get(f"{api}/api/v1/nodes/{node}", server.admin_token)
+        obj = kube.request("GET", f"/api/v1/nodes/{node}")
         return _parse(next(c for c in obj["status"]["conditions"] if c["type"] == "Ready")["lastHeartbeatTime"])
 
     def renewed(node: str) -> float:
-        lease = get(f"{api}/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}", server.admin_token)
+        lease = kube.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}")
         return _parse(lease["spec"]["renewTime"])
 
     cluster.advance(700)
@@ -115,9 +106,9 @@ def test_node_heartbeats_and_leases_advance_and_stop_with_the_kubelet(served) ->
     for node in ("sim-control-plane", "sim-worker", "sim-worker2"):
         assert now - 300 - 1 <= ready_heartbeat(node) <= now
         assert now - 10 - 1 <= renewed(node) <= now
-    cluster.store.create("nodefaults.sim.farm.io", {"apiVersion": "sim.farm.io/v1alpha1", "kind": "NodeFault",
-                                                    "metadata": {"name": "stop-kubelet"},
-                                                    "spec": {"nodeName": "sim-worker2", "kubeletStopped": True}})
+    kube.request("POST", "/apis/sim.farm.io/v1alpha1/nodefaults",
+                 {"apiVersion": "sim.farm.io/v1alpha1", "kind": "NodeFault", "metadata": {"name": "stop-kubelet"},
+                  "spec": {"nodeName": "sim-worker2", "kubeletStopped": True}})
     stopped = cluster.now()
     cluster.advance(400)
     assert renewed("sim-worker2") <= stopped

@@ -9,11 +9,8 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +18,23 @@ import pytest
 import yaml
 from kubernetes import client
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_api_standin import KUBECTL, kubeconfig_for, start_server_process  # noqa: E402
+from clusters.sim.provider import SimHandle, write_kubeconfig
+from farm.pytest_plugin import SimClusters
+from tests.clusters.sim.standin import STANDIN
+from tests.conftest import KUBECTLS
+
+KUBECTL = KUBECTLS["1.20"]
 
 pytestmark = [pytest.mark.kubectl,
               pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl 1.20 is installed by the test setup in .tools")]
 
 
 class Kubectl:
-    def __init__(self, ready: dict[str, Any], tmp: Path) -> None:
-        self.ready, self.tmp = ready, tmp
-        self.kubeconfig = kubeconfig_for(tmp / "admin.kubeconfig", ready["kubernetes"], ready["admin_token"], ready["ca_cert"])
-        self.env = {"PATH": f"{KUBECTL.parent}:/usr/bin:/bin", "HOME": str(tmp), "KUBECONFIG": str(self.kubeconfig)}
-        ca = tmp / "ca.crt"
-        ca.write_text(ready["ca_cert"])
-        cfg = client.Configuration()
-        cfg.host, cfg.ssl_ca_cert = ready["kubernetes"], str(ca)
-        cfg.api_key = {"authorization": f"Bearer {ready['admin_token']}"}
-        self.api = client.ApiClient(cfg)
+    def __init__(self, handle: SimHandle) -> None:
+        self.handle, self.tmp = handle, handle.workdir
+        self.kubeconfig = handle.kubeconfig
+        self.env = {"PATH": f"{KUBECTL.parent}:/usr/bin:/bin", "HOME": str(self.tmp), "KUBECONFIG": str(self.kubeconfig)}
+        self.api = handle.api_client()
         assert shutil.which("kubectl", path=self.env["PATH"]) == str(KUBECTL)
 
     def __call__(self, *args: str, check: bool = True, kubeconfig: Path | None = None, stdin: str | None = None) -> str:
@@ -49,15 +45,9 @@ class Kubectl:
         return proc.stdout if check else proc.stdout + proc.stderr
 
 
-@pytest.fixture(scope="module")
-def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
-    tmp = tmp_path_factory.mktemp("kubectl")
-    proc, ready = start_server_process(tmp)
-    try:
-        yield Kubectl(ready, tmp)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+@pytest.fixture()
+def kubectl(sim_clusters: SimClusters) -> Kubectl:
+    return Kubectl(sim_clusters.served(cluster_factory=STANDIN))
 
 
 @pytest.fixture()
@@ -286,8 +276,8 @@ def test_auth_can_i_for_a_scoped_account(kubectl: Kubectl, ns: str) -> None:
     import base64
 
     token = base64.b64decode(core.read_namespaced_secret("t", ns).data["token"]).decode()
-    scoped = kubeconfig_for(kubectl.tmp / f"{ns}.kubeconfig", kubectl.ready["kubernetes"], token,
-                            kubectl.ready["ca_cert"], ns)
+    scoped = write_kubeconfig(kubectl.tmp / f"{ns}.kubeconfig", kubectl.handle.endpoints.kubernetes,
+                              kubectl.handle.ca_file.read_text(), token, "agent", ns)
     assert kubectl("auth", "can-i", "list", "pods", kubeconfig=scoped).strip() == "yes"
     assert kubectl("auth", "can-i", "get", "pods/log", kubeconfig=scoped).strip() == "yes"
     assert kubectl("auth", "can-i", "delete", "pods", kubeconfig=scoped, check=False).strip().startswith("no")
@@ -319,8 +309,7 @@ def test_top_pods_and_nodes_from_cadvisor_samples(kubectl: Kubectl, ns: str) -> 
     make_pod(kubectl, ns, "busy", {"app": "busy"}, RUNNING,
              {"standin.test/cpu": "0.25", "standin.test/memory": str(300 * 1024 * 1024)})
     make_pod(kubectl, ns, "idle", {"app": "idle"}, RUNNING, {"standin.test/cpu": "0.002", "standin.test/memory": "8388608"})
-    urllib.request.urlopen(urllib.request.Request(kubectl.ready["control"] + "/sim/advance",
-                                                  data=json.dumps({"seconds": 60}).encode(), method="POST")).read()
+    kubectl.handle.advance(60)
     top = rows(kubectl("top", "pods", "-n", ns))
     assert top[0] == ["NAME", "CPU(cores)", "MEMORY(bytes)"]
     assert {r[0]: r[1:] for r in top[1:]} == {"busy": ["250m", "300Mi"], "idle": ["2m", "8Mi"]}

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import base64
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
-from clusters.base import open_cluster
 from clusters.sim.provider import SimHandle
+from farm.pytest_plugin import SimClusters
 
 ROOT = Path(__file__).resolve().parents[3]
 KUBECTL_133 = ROOT / ".tools" / "kubectl-v33" / "kubectl"
@@ -21,13 +20,11 @@ pytestmark = [pytest.mark.kubectl,
               pytest.mark.skipif(not KUBECTL_133.exists(), reason="kubectl 1.33 is installed by ./scripts/setup.sh --dev")]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    handle = open_cluster("sim:protobuf", seed=6, workdir=tmp_path_factory.mktemp("protobuf"))
-    assert isinstance(handle, SimHandle)
+@pytest.fixture
+def cluster(sim_clusters: SimClusters) -> SimHandle:
+    handle = sim_clusters.served(seed=6)
     client.CoreV1Api(handle.api_client()).create_namespace({"metadata": {"name": "pb"}})
-    yield handle
-    handle.close()
+    return handle
 
 
 def create(cluster: SimHandle, *args: str) -> str:

@@ -11,12 +11,10 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from kubernetes import client
 
-from clusters.base import open_cluster
 from clusters.sim.provider import SimHandle
 from farm.pytest_plugin import SimClusters
 from tests.clusters.sim.servedtools import KUBECTLS, NEEDS_KUBECTL, VERSIONS, kubectl
@@ -146,23 +144,19 @@ def test_finalizers_keep_a_deleted_pod_until_they_are_removed(cluster: SimHandle
     assert code != 0 and "NotFound" in out, out
 
 
-def test_kubectl_delete_waits_for_the_pod_to_go_on_a_live_cluster(tmp_path: Path) -> None:
-    handle = open_cluster("sim:deletion-live", seed=4, live=True, workdir=tmp_path / "live")
-    assert isinstance(handle, SimHandle)
-    try:
-        core = client.CoreV1Api(handle.api_client())
-        core.create_namespace({"metadata": {"name": "live"}})
-        core.create_namespaced_pod("live", {"metadata": {"name": "web"},
-                                            "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}})
-        deadline = time.monotonic() + 30
-        while core.read_namespaced_pod("web", "live").status.phase != "Running":
-            assert time.monotonic() < deadline, "the pod never ran"
-            time.sleep(0.2)
-        code, out = kubectl(handle, "1.20", "-n", "live", "delete", "pod", "web", "--timeout=30s")  # waits for the removal
-        assert code == 0 and 'pod "web" deleted' in out, out
-        assert not core.list_namespaced_pod("live").items
-    finally:
-        handle.close()
+def test_kubectl_delete_waits_for_the_pod_to_go_on_a_live_cluster(sim_clusters: SimClusters) -> None:
+    handle = sim_clusters.served(seed=4, live=True)
+    core = client.CoreV1Api(handle.api_client())
+    core.create_namespace({"metadata": {"name": "live"}})
+    core.create_namespaced_pod("live", {"metadata": {"name": "web"},
+                                        "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}})
+    deadline = time.monotonic() + 30
+    while core.read_namespaced_pod("web", "live").status.phase != "Running":
+        assert time.monotonic() < deadline, "the pod never ran"
+        time.sleep(0.2)
+    code, out = kubectl(handle, "1.20", "-n", "live", "delete", "pod", "web", "--timeout=30s")  # waits for the removal
+    assert code == 0 and 'pod "web" deleted' in out, out
+    assert not core.list_namespaced_pod("live").items
 
 
 # -- the controllers delete through the same graceful path ----------------------------------------

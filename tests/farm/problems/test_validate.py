@@ -258,7 +258,7 @@ def test_non_fixes_are_generated_from_the_faulted_workload_and_fail(validator) -
 @pytest.mark.slow
 def test_an_oracle_that_passes_a_non_fix_fails_validation(validator, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     """The non-fix step is a check that can fail: an oracle fooled by silencing is caught."""
-    from farm.oracles.base import MitigationVerdict
+    from core.artifacts import MitigationVerdict
     from farm.oracles.mitigation import MitigationOracle
 
     real = MitigationOracle.evaluate

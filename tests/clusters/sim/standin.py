@@ -1,16 +1,10 @@
-"""Test helpers for the API server tests (no tests here): a minimal stand-in for SimCluster (a
-store, a clock, observability apps, container logs, checkpoints, no controllers) so the API's own
-semantics are tested apart from the controllers, and a helper that runs a server for real."""
+"""A minimal stand-in for SimCluster (a store, a clock, observability apps, container logs,
+checkpoints, no controllers) so the API server's own semantics are tested apart from the
+controllers: the API tests serve it with `sim_clusters.served(cluster_factory=STANDIN)`."""
 
 from __future__ import annotations
 
-import base64
 import copy
-import json
-import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
 from clusters.sim.clock import VirtualClock
@@ -18,9 +12,7 @@ from clusters.sim.observability import Observability
 from clusters.sim.resources import register_all
 from clusters.sim.store import Obj, ResourceType, Store, StoreError
 
-ROOT = Path(__file__).resolve().parents[3]
-HERE = Path(__file__).resolve().parent
-KUBECTL = ROOT / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
+STANDIN = "tests.clusters.sim.standin:StandInCluster"  # for --cluster-factory
 
 
 class StandInCluster:
@@ -123,32 +115,3 @@ class StandInCluster:
         state, logs = self._checkpoints[name]
         self.store.restore(state)
         self._logs = copy.deepcopy(logs)
-
-
-def start_server_process(tmp: Path, factory: str = "test_api_standin:StandInCluster",
-                         extra: list[str] | None = None) -> tuple[subprocess.Popen, dict[str, Any]]:
-    """Run `python -m clusters.sim.server` with the stand-in; returns the process and its ready file."""
-    ready = tmp / "ready.json"
-    ready.unlink(missing_ok=True)
-    env = {"PYTHONPATH": f"{ROOT}:{HERE}", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.Popen([sys.executable, "-m", "clusters.sim.server", "--seed", "0", "--ready-file", str(ready),
-                             "--cluster-factory", factory, "--die-with-parent", *(extra or [])],
-                            cwd=ROOT, env=env, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while not ready.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"server did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
-        time.sleep(0.01)
-    return proc, json.loads(ready.read_text())
-
-
-def kubeconfig_for(path: Path, server: str, token: str, ca_pem: str, namespace: str = "default") -> Path:
-    ca = base64.b64encode(ca_pem.encode()).decode()
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "sim",
-        "clusters": [{"name": "sim", "cluster": {"server": server, "certificate-authority-data": ca}}],
-        "users": [{"name": "u", "user": {"token": token}}],
-        "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "u", "namespace": namespace}}],
-    }))
-    return path
