@@ -140,17 +140,20 @@ class Evaluator:
         tt = self._at_time(vs.at, t) - vs.offset
         lo = tt - self.lookback
         out: Vector = []
+        add = out.append
         for s in self._series_for(vs):
             ts = s.ts
             vals = s.vs
-            # min(): a writer without the lock may have appended the time but not yet the value
-            i = min(bisect_right(ts, tt), len(vals)) - 1
+            # len(vals), not len(ts): a writer without the lock may have appended the time but not
+            # yet the value; a rule evaluates at the newest sample, so no bisect is needed then
+            n = len(vals)
+            i = n - 1 if n and ts[n - 1] <= tt else min(bisect_right(ts, tt), n) - 1
             # Prometheus 2.x (what SREGym runs) includes a sample exactly lookback old
             if i >= 0 and ts[i] >= lo:
                 v = vals[i]
                 if v != v and is_stale(v):
                     continue
-                out.append((s.labels, v))
+                add((s.labels, v))
         return out
 
     def _range_select(self, ms: ast.MatrixSelector, t: float) -> tuple[RangeVector, float, float]:
