@@ -41,6 +41,11 @@ def _owned(objs: list[Obj], owner: Obj) -> list[Obj]:
     return [o for o in objs if controller_uid(o) == uid]
 
 
+def _scan_sorted(store: Store, key: str, namespace: str | None = None) -> list[Obj]:
+    """`store.list(key, namespace)` without the copies: the stored objects, never to be mutated."""
+    return sorted(store.scan(key, namespace), key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+
 def _by_owner(objs: list[Obj]) -> dict[str | None, list[Obj]]:
     """`objs` grouped by their controller's uid, in order: `_owned` for every owner in one pass."""
     out: dict[str | None, list[Obj]] = {}
@@ -560,13 +565,15 @@ class DaemonSetController:
     def __call__(self, now: float) -> None:
         from clusters.sim.controllers.scheduler import _tolerates, node_affinity_ok
         store = self.store
-        nodes = store.list("nodes")
-        for ds in store.list("daemonsets.apps"):
+        # Stored objects read in place, in the order `store.list` gives (it copies each one, and
+        # this controller runs on every change of the store): nothing below mutates them.
+        nodes = _scan_sorted(store, "nodes")
+        for ds in _scan_sorted(store, "daemonsets.apps"):
             if ds["metadata"].get("deletionTimestamp"):
                 continue
             ns, name = ds["metadata"]["namespace"], ds["metadata"]["name"]
             tmpl = (ds.get("spec") or {}).get("template") or {}
-            pods = [p for p in _owned(store.list("pods", ns), ds) if is_active(p)]
+            pods = [p for p in _owned(_scan_sorted(store, "pods", ns), ds) if is_active(p)]
             by_node = {}
             for p in pods:
                 aff = (((p["spec"].get("affinity") or {}).get("nodeAffinity") or {})
@@ -574,18 +581,19 @@ class DaemonSetController:
                 target = next((v for t in aff for e in t.get("matchFields") or [] for v in e.get("values") or []), None)
                 by_node[target] = p
             eligible = []
+            probe: dict[str, Any] = {"metadata": {"labels": {}}, "spec": tmpl.get("spec") or {}}
             for node in nodes:
-                probe: dict[str, Any] = {"metadata": {"labels": {}}, "spec": copy.deepcopy(tmpl.get("spec") or {})}
                 taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
                 if not node_affinity_ok(probe, node):
                     continue
                 if any(not _tolerates((tmpl.get("spec") or {}).get("tolerations") or [], t) for t in taints):
                     continue
                 eligible.append(node["metadata"]["name"])
-            rev = template_hash(tmpl)
+            rev = None
             for nname in eligible:
                 if nname in by_node:
                     continue
+                rev = rev or template_hash(tmpl)
                 # kube-system's node agents name their pods from their own seeded source: the
                 # system components a cluster runs must not reshuffle the names (and so the
                 # histories) a seed gives every application.
@@ -609,7 +617,7 @@ class DaemonSetController:
             for nname, p in by_node.items():
                 if nname not in eligible:
                     store.delete("pods", ns, p["metadata"]["name"])
-            pods = [p for p in _owned(store.list("pods", ns), ds) if is_active(p)]
+            pods = [p for p in _owned(store.scan("pods", ns), ds) if is_active(p)]
             ready = sum(1 for p in pods if is_ready(p))
             status = {"currentNumberScheduled": len(pods), "desiredNumberScheduled": len(eligible),
                       "numberMisscheduled": 0, "numberReady": ready, "numberAvailable": ready,
