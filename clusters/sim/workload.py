@@ -20,17 +20,15 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.apps.base import env_float, fluid_ticks, mongo_log, zerolog
+from clusters.sim.apps.goruntime import GO_ALLOC_PER_REQUEST, go_gc_cpu, go_live
 from clusters.sim.apps.graph import store_model
 from clusters.sim.apps.hotel import (
     CACHE_KEYS,
     CPU_PER_REQUEST,
-    GO_ALLOC_PER_REQUEST,
     OPS,
     ROUTES,
     SERVICE_TIME,
     SERVICES,
-    go_gc_cpu,
-    go_live,
     split_addr,
 )
 from clusters.sim.callgraph import CallGraphFlow, jaeger_span

@@ -8,8 +8,6 @@ GOMEMLIMIT, GOMAXPROCS) that set each binary's memory and the CPU its collector 
 from __future__ import annotations
 
 import json
-import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +22,7 @@ from clusters.sim.apps.base import (
     register_image,
     zerolog,
 )
+from clusters.sim.apps.goruntime import HOTEL_GO, go_gc_percent, go_live, go_rss
 from clusters.sim.apps.graph import AppGraph, Call, Peer, Route, Service, graph_app
 from clusters.sim.apps.stores import authenticate, authorize
 
@@ -166,83 +165,6 @@ CALLER = {"frontend": "cmd/frontend/main.go", "search": "cmd/search/main.go", "g
           "reservation": "cmd/reservation/main.go", "user": "cmd/user/main.go"}
 
 
-# The Go runtime of the binaries, as DeathStarBench builds them (Go 1.21: GOMEMLIMIT and the GC CPU limiter
-# exist; SREGym's fork pins Go 1.17, whose runtime ignores GOMEMLIMIT and would be OOM-killed instead).
-# A binary's resident set is what the runtime does not collect plus the heap the collector lets grow to its
-# goal; the live heap is a base plus what requests hold while in the process.
-KiB, MiB = 2**10, 2**20
-GO_RUNTIME_RSS = 6 * MiB  # text, runtime structures, idle goroutine stacks: not collected
-GO_LIVE_BASE = 4 * MiB  # gRPC, mgo, memcache and Jaeger clients at idle
-GO_LIVE_PER_RPS = 20_000  # bytes live per request/s in flight (decoded messages, spans)
-GO_LIVE_PER_QUEUED = 32 * KiB  # a request parked in the process: its goroutine and stack, HTTP/2 stream, message, span
-GO_ALLOC_PER_REQUEST = 32 * KiB  # bytes a request allocates
-GO_MARK_S_PER_BYTE = 1e-9  # ~1 GB/s of heap marked per core
-GO_MIN_HEAP = 4 * MiB  # the pacer's minimum heap goal at GOGC=100 (scaled by GOGC)
-GO_MIN_RUNWAY = 256 * KiB  # back-to-back cycles: what the mutator allocates while one mark runs
-GO_LIMITER_SHARE = 0.5  # the GC CPU limiter: at most half of GOMAXPROCS' time, then the heap overshoots
-_MEMLIMIT = re.compile(r"^([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(B|KiB|MiB|GiB|TiB)?$")
-
-
-def go_memlimit(value: str | None) -> float | None:
-    """GOMEMLIMIT as runtime/debug reads it: bytes with an optional B/KiB/MiB/GiB/TiB suffix, or
-    `off`; None for unset/off. Raises ValueError where the runtime throws "malformed GOMEMLIMIT"."""
-    if value is None or value == "off":
-        return None
-    m = _MEMLIMIT.match(value.strip())
-    if not m:
-        raise ValueError(value)
-    mult = {None: 1, "B": 1, "KiB": KiB, "MiB": MiB, "GiB": 2**30, "TiB": 2**40}[m.group(2)]
-    return float(m.group(1)) * mult
-
-
-def go_gc_percent(env: dict[str, str]) -> int:
-    """tune.setGCPercent: `GC` through strconv.Atoi (garbage reads as 0), else 100; it overrides GOGC."""
-    val = env.get("GC")
-    if val is None:
-        return 100
-    try:
-        return int(val.strip())
-    except ValueError:
-        return 0
-
-
-def go_heap(rt: dict[str, Any], live: float) -> tuple[float, float]:
-    """(heap goal, runway: what may be allocated before the next collection) for a live heap under
-    GOGC and GOMEMLIMIT; a live heap at the soft limit leaves the collector running back to back."""
-    gogc = rt["gogc"]
-    goal = math.inf if gogc < 0 else max(live * (1 + gogc / 100.0), GO_MIN_HEAP * gogc / 100.0)
-    if rt.get("memlimit") is not None:
-        goal = min(goal, rt["memlimit"] - GO_RUNTIME_RSS)
-    return goal, max(goal - live, GO_MIN_RUNWAY)
-
-
-def go_live(rt: dict[str, Any], load_rps: float, queued: float) -> float:
-    return GO_LIVE_BASE + GO_LIVE_PER_RPS * load_rps + GO_LIVE_PER_QUEUED * queued
-
-
-def go_gc_cpu(rt: dict[str, Any], live: float, cpu_per_request: float, quota: float) -> float:
-    """CPU seconds per request the collector costs beyond what GOGC=100 costs (negative for a lazier
-    GC). A cycle marks the live heap and comes every `runway` bytes allocated, so its cost per
-    request grows as the live heap nears the goal. The limiter caps the collector at half of
-    GOMAXPROCS' time, which under a CPU quota smaller than GOMAXPROCS is no cap at all."""
-    _, runway = go_heap(rt, live)
-    per_cycle = GO_MARK_S_PER_BYTE * live
-    gc = GO_ALLOC_PER_REQUEST / runway * per_cycle
-    base = GO_ALLOC_PER_REQUEST * GO_MARK_S_PER_BYTE  # GOGC=100 at steady state: a runway as large as the live heap
-    share = min(1.0, GO_LIMITER_SHARE * rt["procs"] / max(quota, 1e-6))
-    mutator = max(cpu_per_request - base, 1e-6)
-    if share < 1.0 and gc / (gc + mutator) > share:
-        gc = mutator * share / (1.0 - share)
-    return gc - base
-
-
-def go_rss(rt: dict[str, Any], live: float) -> float:
-    goal, _ = go_heap(rt, live)
-    if math.isinf(goal):  # GC off and no limit: the heap keeps what was allocated
-        return GO_RUNTIME_RSS + live + rt.get("allocated", 0.0)
-    return GO_RUNTIME_RSS + max(goal, live) + (GO_MIN_RUNWAY if goal <= live else 0.0)
-
-
 def split_addr(addr: str) -> tuple[str, int]:
     host, _, port = addr.rpartition(":")
     try:
@@ -293,16 +215,10 @@ class HotelService(AppModel):
             log.append(zerolog(t + dt, level, where, msg))
 
         level = ctx.env.get("LOG_LEVEL")
-        try:
-            memlimit = go_memlimit(ctx.env.get("GOMEMLIMIT"))
-        except ValueError:
-            return Exited(2, [], after=0.0, stderr=[f"GOMEMLIMIT={ctx.env['GOMEMLIMIT']}",
-                                                     "fatal error: malformed GOMEMLIMIT; see `go doc runtime/debug.SetMemoryLimit`"])
         node = ctx.cluster.nodes.get(ctx.node)
-        try:
-            procs = max(1, int(ctx.env.get("GOMAXPROCS", "")))
-        except ValueError:  # the runtime ignores a bad GOMAXPROCS; it never reads the CFS quota
-            procs = int(node.cpu) if node is not None else 4
+        go = HOTEL_GO.settings(ctx.env, node.cpu if node is not None else 4)
+        if isinstance(go, list):
+            return Exited(2, [], after=0.0, stderr=go)
         if "TLS" in ctx.env and ctx.env["TLS"] not in ("", "0", "1", "false", "true") and \
                 not ctx.env["TLS"].startswith("TLS_"):
             L("PNC", f"Invalid TLS setting: {ctx.env['TLS']}", where="tls/options.go:45")
@@ -329,7 +245,7 @@ class HotelService(AppModel):
         port = int(cfg.get(svc.port_key, "0") or 0)
         inst: dict[str, Any] = {"kind": "hotel", "svc": b, "cfg": cfg, "port": port, "env": dict(ctx.env),
                                 "consul_cache": {}, "cache_items": 0.0, "started": ctx.now,
-                                "go": {"gogc": go_gc_percent(ctx.env), "memlimit": memlimit, "procs": procs}}
+                                "go": go}
         if svc.mongo_key:
             addr = cfg[svc.mongo_key]
             L("INF", f"Read database URL: {addr}", 0.001)
