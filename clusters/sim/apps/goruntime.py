@@ -93,12 +93,14 @@ class GoRuntime:
     """What a service's Go runtime costs; its settings are read from the environment at start."""
 
     alloc_per_request: float = GO_ALLOC_PER_REQUEST
-    tune_env: str = ""  # a variable the program's own code passes to debug.SetGCPercent (hotel's tune reads `GC`)
+    # A variable the program's own code passes to debug.SetGCPercent at start (hotel's tune reads `GC`,
+    # else 100): such a program always overrides GOGC.
+    tune_env: str = ""
 
     def gc_percent(self, env: dict[str, str]) -> int:
-        """GOGC as the runtime reads it (`off` is -1), unless the program overrides it with its own knob."""
-        if self.tune_env and self.tune_env in env:
-            return go_gc_percent({"GC": env[self.tune_env]})
+        """GOGC as the runtime reads it (`off` is -1), unless the program sets the percentage itself."""
+        if self.tune_env:
+            return go_gc_percent({"GC": env[self.tune_env]} if self.tune_env in env else {})
         value = env.get("GOGC", "").strip()
         if value == "off":
             return -1
