@@ -12,7 +12,17 @@ from pydantic import Field
 from clusters.kube import Kube, Obj
 from core.errors import InjectionError
 from injectors.base import faults
-from injectors.fault import MISSING, Mutation, Params, Removal, WorkloadParams, get_path, require
+from injectors.fault import (
+    MISSING,
+    ConfigMapKeyMutation,
+    Mutation,
+    NamedObjectMutation,
+    Params,
+    Removal,
+    WorkloadParams,
+    get_path,
+    require,
+)
 from injectors.objects import Ref
 from injectors.workload import TEMPLATE, ContainerMutation, env_list, env_value
 
@@ -108,29 +118,22 @@ class ConfigMapMissing(Removal):
 
 
 @faults.register("configmap-drift")
-class ConfigMapDrift(Mutation):
+class ConfigMapDrift(ConfigMapKeyMutation):
     """Changes one key of a config map (a port, an address, a password in an init script)."""
 
     Params = ConfigMapDriftParams
 
-    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
-        return Ref("ConfigMap", namespace, self.p.configmap), kube.get("ConfigMap", namespace, self.p.configmap)
-
-    def path(self, obj: Obj) -> list[Any]:
-        return ["data", self.p.key]
-
-    def mutate(self, before: Any, obj: Obj) -> Any:
-        require(before != MISSING, f"config map {self.p.configmap} has no key {self.p.key}")
+    def rewrite(self, text: str) -> str:
         if self.p.value is not None:
             return self.p.value
         if self.p.replace:
-            out = before
+            out = text
             for old, new in self.p.replace.items():
                 require(old in out, f"'{old}' not found in {self.p.configmap}/{self.p.key}")
                 out = out.replace(old, new)
             return out
         if self.p.json_path:
-            doc = json.loads(before)
+            doc = json.loads(text)
             node = doc
             for key in self.p.json_path[:-1]:
                 node = node[key]
@@ -156,9 +159,9 @@ class ServiceSelectorParams(ServiceParams):
     value: str
 
 
-class ServiceMutation(Mutation):
-    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
-        return Ref("Service", namespace, self.p.service), kube.get("Service", namespace, self.p.service)
+class ServiceMutation(NamedObjectMutation):
+    object_kind = "Service"
+    name_param = "service"
 
 
 @faults.register("service-missing")

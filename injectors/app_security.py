@@ -19,6 +19,7 @@ from injectors.fault import (
     Creation,
     Fault,
     Mutation,
+    NamedObjectMutation,
     Params,
     Removal,
     WorkloadParams,
@@ -162,13 +163,12 @@ def expired_certificate(common_name: str, days_ago: int) -> tuple[bytes, bytes]:
 
 
 @faults.register("certificate-expired")
-class CertificateExpired(Mutation):
+class CertificateExpired(NamedObjectMutation):
     """Replaces a TLS secret's certificate with one that has expired: handshakes fail."""
 
     Params = CertParams
-
-    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
-        return Ref("Secret", namespace, self.p.secret), kube.get("Secret", namespace, self.p.secret)
+    object_kind = "Secret"
+    name_param = "secret"
 
     def path(self, obj: Obj) -> list[Any]:
         return ["data"]
@@ -196,14 +196,13 @@ class SecretRotationParams(Params):
 
 
 @faults.register("secret-rotated-stale-pods")
-class SecretRotatedStalePods(Mutation):
+class SecretRotatedStalePods(NamedObjectMutation):
     """The secret was rotated and the server restarted onto the new value, but the client pods
     still hold the old one in their environment until they are restarted."""
 
     Params = SecretRotationParams
-
-    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
-        return Ref("Secret", namespace, self.p.secret), kube.get("Secret", namespace, self.p.secret)
+    object_kind = "Secret"
+    name_param = "secret"
 
     def path(self, obj: Obj) -> list[Any]:
         return ["data", self.p.key]

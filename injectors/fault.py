@@ -249,6 +249,36 @@ class Mutation(Fault):
         return contains(current, injection.saved["after"])
 
 
+class NamedObjectMutation(Mutation):
+    """A Mutation of the object of kind `object_kind` named by the parameter `name_param`."""
+
+    object_kind: ClassVar[str]
+    name_param: ClassVar[str]
+
+    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
+        name = getattr(self.p, self.name_param)
+        return Ref(self.object_kind, namespace, name), kube.get(self.object_kind, namespace, name)
+
+
+class ConfigMapKeyMutation(NamedObjectMutation):
+    """Rewrites the text under one key of a config map (parameters `configmap` and `key`); a key
+    the config map lacks is refused."""
+
+    object_kind = "ConfigMap"
+    name_param = "configmap"
+
+    def path(self, obj: Obj) -> list[Any]:
+        return ["data", self.p.key]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        require(before != MISSING, f"config map {self.p.configmap} has no key {self.p.key}")
+        return self.rewrite(before)
+
+    @abc.abstractmethod
+    def rewrite(self, text: str) -> str:
+        """The key's new text, from its text as it is."""
+
+
 class Creation(Fault):
     """Creates objects; `objects(kube, namespace)` returns (kind, namespace, body) triples."""
 

@@ -11,9 +11,9 @@ from typing import Any
 import yaml
 
 from clusters.base import ClusterHandle
-from clusters.kube import Kube, Obj
+from clusters.kube import Kube
 from injectors.base import Injection, faults
-from injectors.fault import MISSING, Mutation, Params, require
+from injectors.fault import MISSING, ConfigMapKeyMutation, Params, require
 from injectors.objects import Ref
 from injectors.workload import RESTARTED_AT
 
@@ -27,21 +27,14 @@ class FlagParams(Params):
 
 
 @faults.register("feature-flag-enabled")
-class FeatureFlagEnabled(Mutation):
+class FeatureFlagEnabled(ConfigMapKeyMutation):
     """Switches a flagd flag's defaultVariant (e.g. paymentFailure → 100%), the way the
     OpenTelemetry demo's fault flags are meant to be used."""
 
     Params = FlagParams
 
-    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
-        return Ref("ConfigMap", namespace, self.p.configmap), kube.get("ConfigMap", namespace, self.p.configmap)
-
-    def path(self, obj: Obj) -> list[Any]:
-        return ["data", self.p.key]
-
-    def mutate(self, before: Any, obj: Obj) -> Any:
-        require(before != MISSING, f"config map {self.p.configmap} has no key {self.p.key}")
-        doc = self._load(before)
+    def rewrite(self, text: str) -> str:
+        doc = self._load(text)
         flags = doc.get("flags", {})
         require(self.p.flag in flags, f"flagd has no flag {self.p.flag}")
         variants = flags[self.p.flag].get("variants", {})

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from clusters.kube import Kube, Obj
 from injectors.base import faults
-from injectors.fault import MISSING, Mutation, Params
+from injectors.fault import MISSING, Mutation, NamedObjectMutation, Params
 from injectors.objects import Ref
 
 COMPONENT = "^(pd|tikv|tidb|tiflash)$"
@@ -20,9 +20,9 @@ class TidbParams(Params):
     component: str = Field("tikv", pattern=COMPONENT)
 
 
-class TidbMutation(Mutation):
-    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
-        return Ref("TidbCluster", namespace, self.p.cluster), kube.get("TidbCluster", namespace, self.p.cluster)
+class TidbMutation(NamedObjectMutation):
+    object_kind = "TidbCluster"
+    name_param = "cluster"
 
 
 class ReplicasParams(TidbParams):

@@ -176,28 +176,21 @@ def claim_trial(self: Task, trial_id: str) -> str:
     return f"claimed attempt {claimed.token}"
 
 
-@app.task(name="farm.deploy")
-def deploy(ref: dict[str, Any]) -> dict[str, Any]:
-    _step(ref, "deploy")
-    return ref
+def _step_task(step: str) -> Task:
+    """The chain's task for one step: it runs the step of the attempt `ref` names and hands `ref` on."""
+
+    @app.task(name=f"farm.{step}")
+    def run_step(ref: dict[str, Any]) -> dict[str, Any]:
+        _step(ref, step)
+        return ref
+
+    return run_step
 
 
-@app.task(name="farm.inject")
-def inject(ref: dict[str, Any]) -> dict[str, Any]:
-    _step(ref, "inject")
-    return ref
-
-
-@app.task(name="farm.agent_session")
-def agent_session(ref: dict[str, Any]) -> dict[str, Any]:
-    _step(ref, "agent_session")
-    return ref
-
-
-@app.task(name="farm.oracle")
-def oracle(ref: dict[str, Any]) -> dict[str, Any]:
-    _step(ref, "oracle")
-    return ref
+deploy = _step_task("deploy")
+inject = _step_task("inject")
+agent_session = _step_task("agent_session")
+oracle = _step_task("oracle")
 
 
 @app.task(name="farm.record")

@@ -4,6 +4,7 @@ real S3-compatible server (moto)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import uuid
@@ -33,6 +34,20 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[str]:
+    """moto in server mode on a free loopback port (a real AWS-compatible HTTP server), stopped on exit."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
 
 
 @pytest.fixture(params=sorted(KUBECTLS), ids=lambda v: f"kubectl-{v}")
@@ -96,15 +111,10 @@ def s3_endpoint() -> Iterator[str]:
     """moto in server mode on loopback: a real S3-compatible HTTP server."""
     import logging
 
-    from moto.server import ThreadedMotoServer
-
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per S3 request otherwise
 
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture()

@@ -774,8 +774,6 @@ class CallGraphFlow:
         tracer: TraceFormat = app.tracer or OTEL
         kind = next((p.protocol for s in app.services.values() for p in s.peers if p.service == svc_name), "grpc")
         tags = tracer.server_tags(route if depth == 0 else None, kind, ok)
-        if not ok:
-            tags.append({"key": "error", "type": "bool", "value": True})
         span = jaeger_span(trace_id, span_id, parent, op, start + skew, duration, tags,
                            None if ok else (*tracer.error_event, err.get((svc_name, op), "internal error")),
                            svc_name, tracer.process_tags(rt))
@@ -875,7 +873,10 @@ def jaeger_span(trace_id: str, span_id: str, parent: str | None, op: str, start:
                 tags: list[dict[str, Any]], error: tuple[str, str, str] | None, service: str,
                 process_tags: list[dict[str, Any]]) -> dict[str, Any]:
     """One server span as Jaeger's API returns it; `error` is the (event, field, message) its
-    tracer logs on a failed request (OpenTelemetry's exception event, the Go client's error)."""
+    tracer logs on a failed request (OpenTelemetry's exception event, the Go client's error), and
+    such a span is tagged error=true after its own `tags`."""
+    if error:
+        tags = [*tags, {"key": "error", "type": "bool", "value": True}]
     return {"traceID": trace_id, "spanID": span_id, "flags": 1, "operationName": op,
             "references": [{"refType": "CHILD_OF", "traceID": trace_id, "spanID": parent}] if parent else [],
             "startTime": int(start * 1e6), "duration": int(duration * 1e6), "tags": tags,

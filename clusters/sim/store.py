@@ -103,16 +103,29 @@ def match_labels(selector: dict[str, Any] | None, labels: dict[str, str] | None)
     for k, v in (selector.get("matchLabels") or {}).items():
         if labels.get(k) != v:
             return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
+    return all(_holds(expr.get("key"), _EXPRESSION_OPS.get(expr.get("operator"), ""), expr.get("values") or [], labels)
+               for expr in selector.get("matchExpressions") or [])
+
+
+# A LabelSelector's matchExpressions operators as parse_label_selector names them.
+_EXPRESSION_OPS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
+
+
+def _holds(key: Any, op: str, values: list[Any], labels: dict[str, str]) -> bool:
+    """One requirement (an op of parse_label_selector's) against labels; an unknown op holds."""
+    have = labels.get(key)
+    if op == "=":
+        return have == values[0]
+    if op == "!=":
+        return have != values[0]
+    if op == "in":
+        return have in values
+    if op == "notin":
+        return not (key in labels and have in values)
+    if op == "exists":
+        return key in labels
+    if op == "!":
+        return key not in labels
     return True
 
 
@@ -161,21 +174,7 @@ def parse_label_selector(text: str | None) -> list[tuple[str, str, list[str]]]:
 
 def labels_match_query(reqs: list[tuple[str, str, list[str]]], labels: dict[str, str] | None) -> bool:
     labels = labels or {}
-    for key, op, values in reqs:
-        have = labels.get(key)
-        if op == "=" and have != values[0]:
-            return False
-        if op == "!=" and have == values[0]:
-            return False
-        if op == "in" and have not in values:
-            return False
-        if op == "notin" and have in values:
-            return False
-        if op == "exists" and key not in labels:
-            return False
-        if op == "!" and key in labels:
-            return False
-    return True
+    return all(_holds(key, op, values, labels) for key, op, values in reqs)
 
 
 def get_path(obj: Obj, dotted: str) -> Any:

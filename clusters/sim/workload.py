@@ -945,8 +945,6 @@ class Workload:
                      {"key": "sampler.param", "type": "float64", "value": 1}]
         else:
             tags.append({"key": "component", "type": "string", "value": "gRPC"})
-        if not ok:
-            tags.append({"key": "error", "type": "bool", "value": True})
         span = jaeger_span(trace_id, span_id, parent, op, start + skew, duration, tags,
                            None if ok else ("error", "message", err.get((svc, op), "internal error")),
                            svc, [{"key": "hostname", "type": "string", "value": rt.name},

@@ -10,7 +10,6 @@ import hashlib
 import hmac
 import http.client
 import json
-import socket
 import ssl
 import sys
 import threading
@@ -37,26 +36,38 @@ from clusters.eks import (
     translate_aws_error,
 )
 from core.errors import ClusterUnavailable, ConfigurationError
+from tests.conftest import moto_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_real_support import api_server  # noqa: E402,F401  (fixture)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def moto_url() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
+    with moto_server() as url:
+        yield url
 
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+
+class LoopbackHandler(BaseHTTPRequestHandler):
+    """The loopback fronts' request handlers: no access log, answers sent whole with their length."""
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def serve_on_loopback(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    """A threaded HTTP server on a free loopback port, serving in a daemon thread; and its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
 @pytest.fixture()
@@ -270,10 +281,7 @@ class AwsProxy:
         self.lock = threading.Lock()
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(LoopbackHandler):
             def _any(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 path = self.path.split("?")[0]
@@ -296,19 +304,9 @@ class AwsProxy:
                     data = proxy._rewrite(path, data)
                 self._send(status, data, out)
 
-            def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _any
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve_on_loopback(Handler)
 
     def _rewrite(self, path: str, data: bytes) -> bytes:
         parts = path.strip("/").split("/")
@@ -428,10 +426,7 @@ class EksApiFront:
         context = ssl.create_default_context(cadata=api["ca_cert"])
         front = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(LoopbackHandler):
             def _any(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 token = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
@@ -453,19 +448,9 @@ class EksApiFront:
                 conn.close()
                 self._send(answer.status, data, out)
 
-            def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve_on_loopback(Handler)
 
     def verify(self, token: str) -> str:
         """Why the token is refused, or '' when it is good."""

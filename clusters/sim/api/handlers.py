@@ -96,6 +96,30 @@ def json_response(status: int, obj: Any) -> Response:
     return Response(status, "application/json", _dumps(obj))
 
 
+Takeover = Callable[[Any, Any, Any], None]
+
+
+def _spdy_switch(proto: str, takeover: Takeover) -> Response:
+    """The 101 answer to a SPDY/3.1 upgrade that settled on `proto`; `takeover` runs the session."""
+    return Response(101, "application/octet-stream", takeover=takeover, headers={
+        "Connection": "Upgrade", "Upgrade": "SPDY/3.1", "X-Stream-Protocol-Version": proto})
+
+
+def _websocket_switch(req: Request, what: str, protocols: tuple[str, ...], named: str,
+                      session: Callable[[str], Takeover]) -> Response:
+    """The 101 answer to a WebSocket upgrade for `what` (exec, port-forward), the session run in the
+    subprotocol chosen from `protocols`; without a Sec-WebSocket-Key or a protocol in common it is
+    refused, the refusal naming the protocol `named`."""
+    proto = remotecommand.choose_protocol(req.headers.get("Sec-WebSocket-Protocol"), protocols)
+    key = req.headers.get("Sec-WebSocket-Key")
+    if proto is None or not key:
+        raise bad_request(f"unable to upgrade connection: a WebSocket {what} needs Sec-WebSocket-Key and "
+                          f"the {named} protocol")
+    return Response(101, "application/octet-stream", takeover=session(proto), headers={
+        "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Protocol": proto,
+        "Sec-WebSocket-Accept": remotecommand.websocket_accept(key)})
+
+
 class Route:
     """A resource request: /api/v1/... or /apis/G/V/..., parsed."""
 
@@ -678,22 +702,13 @@ class KubeAPI:
                 raise bad_request(f"unable to upgrade connection: no supported stream protocol in [{offered}]; "
                                   f"this server speaks {remotecommand.PROTOCOL}")
             streams = remotecommand.spdy_streams(flags["stdin"], flags["stdout"], flags["stderr"], flags["tty"])
-            return Response(101, "application/octet-stream", headers={
-                "Connection": "Upgrade", "Upgrade": "SPDY/3.1", "X-Stream-Protocol-Version": proto},
-                takeover=lambda rf, wf, sock: remotecommand.spdy_session(rf, wf, sock, streams=streams, result=result,
-                                                                         command=command))
+            return _spdy_switch(proto, lambda rf, wf, sock: remotecommand.spdy_session(
+                rf, wf, sock, streams=streams, result=result, command=command))
         if upgrade == "websocket":
-            proto = remotecommand.choose_protocol(req.headers.get("Sec-WebSocket-Protocol"),
-                                                  remotecommand.WEBSOCKET_PROTOCOLS)
-            key = req.headers.get("Sec-WebSocket-Key")
-            if proto is None or not key:
-                raise bad_request("unable to upgrade connection: a WebSocket exec needs Sec-WebSocket-Key and "
-                                  f"the {remotecommand.PROTOCOL} protocol")
-            return Response(101, "application/octet-stream", headers={
-                "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Protocol": proto,
-                "Sec-WebSocket-Accept": remotecommand.websocket_accept(key)},
-                takeover=lambda rf, wf, sock: remotecommand.websocket_session(rf, wf, sock, result=result,
-                                                                              command=command, protocol=proto))
+            return _websocket_switch(
+                req, "exec", remotecommand.WEBSOCKET_PROTOCOLS, remotecommand.PROTOCOL,
+                lambda proto: lambda rf, wf, sock: remotecommand.websocket_session(rf, wf, sock, result=result,
+                                                                                   command=command, protocol=proto))
         raise bad_request("Upgrade request required")
 
     def _portforward(self, req: Request, r: Route) -> Response:
@@ -714,20 +729,12 @@ class KubeAPI:
             offered = ",".join(req.headers.get_all("X-Stream-Protocol-Version") or [])
             if portforward.PROTOCOL not in remotecommand._offered(offered):
                 raise bad_request(f"unable to upgrade connection: no supported stream protocol in [{offered}]")
-            return Response(101, "application/octet-stream", headers={
-                "Connection": "Upgrade", "Upgrade": "SPDY/3.1", "X-Stream-Protocol-Version": portforward.PROTOCOL},
-                takeover=lambda rf, wf, sock: portforward.spdy_session(rf, wf, sock, forward))
+            return _spdy_switch(portforward.PROTOCOL, lambda rf, wf, sock: portforward.spdy_session(rf, wf, sock, forward))
         if upgrade == "websocket":
-            key = req.headers.get("Sec-WebSocket-Key")
-            proto = remotecommand.choose_protocol(req.headers.get("Sec-WebSocket-Protocol"), (portforward.TUNNEL_PROTOCOL,))
-            if proto is None or not key:
-                # kubectl falls back to SPDY when the WebSocket upgrade is refused
-                raise bad_request("unable to upgrade connection: a WebSocket port-forward needs Sec-WebSocket-Key and "
-                                  f"the {portforward.TUNNEL_PROTOCOL} protocol")
-            return Response(101, "application/octet-stream", headers={
-                "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Protocol": proto,
-                "Sec-WebSocket-Accept": remotecommand.websocket_accept(key)},
-                takeover=lambda rf, wf, sock: portforward.spdy_session(rf, wf, sock, forward, websocket=True))
+            # kubectl falls back to SPDY when the WebSocket upgrade is refused
+            return _websocket_switch(
+                req, "port-forward", (portforward.TUNNEL_PROTOCOL,), portforward.TUNNEL_PROTOCOL,
+                lambda proto: lambda rf, wf, sock: portforward.spdy_session(rf, wf, sock, forward, websocket=True))
         raise bad_request("Upgrade request required")
 
     def _create(self, req: Request, r: Route) -> Response:

@@ -37,6 +37,17 @@ def parse_time(text: str) -> float:
         return 0.0
 
 
+# HumanDuration's ladder: each unit is shown with the next smaller one while it counts fewer than
+# `mixed_below`, alone while fewer than `alone_below` (None: no limit); a unit's smaller one counts
+# `per` to it.
+_DURATION_UNITS = (  # unit, seconds, smaller unit, per, mixed_below, alone_below
+    ("m", 60, "s", 60, 10, 180),
+    ("h", 3600, "m", 60, 8, 48),
+    ("d", 86400, "h", 24, 8, 365 * 2),
+    ("y", 86400 * 365, "d", 365, 8, None),
+)
+
+
 def human_duration(seconds: float) -> str:
     """k8s.io/apimachinery/pkg/util/duration.HumanDuration."""
     s = int(seconds)
@@ -46,27 +57,14 @@ def human_duration(seconds: float) -> str:
         return "0s"
     if s < 120:
         return f"{s}s"
-    minutes = s // 60
-    if minutes < 10:
-        rest = s % 60
-        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = s // 3600
-    if hours < 8:
-        rest = minutes % 60
-        return f"{hours}h{rest}m" if rest else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        rest = hours % 24
-        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        rest = (hours // 24) % 365
-        return f"{hours // 24 // 365}y{rest}d" if rest else f"{hours // 24 // 365}y"
-    return f"{hours // 24 // 365}y"
+    for unit, size, smaller, per, mixed_below, alone_below in _DURATION_UNITS:
+        n = s // size
+        if n < mixed_below:
+            rest = s // (size // per) % per
+            return f"{n}{unit}{rest}{smaller}" if rest else f"{n}{unit}"
+        if alone_below is None or n < alone_below:
+            return f"{n}{unit}"
+    raise AssertionError("the last unit has no upper limit")
 
 
 def since(timestamp: str | None, now: float) -> str:

@@ -4,11 +4,11 @@ hotel-reservation services), Jaeger all-in-one, and the wrk2 load generator."""
 from __future__ import annotations
 
 import re
-import shlex
 from datetime import UTC, datetime
 from typing import Any
 
 from clusters.sim.apps.base import AppModel, Exited, StartContext, Started, app_model, register_image
+from clusters.sim.apps.invocation import find_invocation
 
 register_image("registry.k8s.io/coredns/coredns", tags=("v1.11.1", "v1.10.1", "v1.11.3"), size=16_190_137,
                executables=("/coredns",), shell=False)
@@ -77,14 +77,10 @@ class Jaeger(AppModel):
 
 def parse_wrk(argv: list[str]) -> dict[str, Any] | None:
     """The `wrk` invocation inside a container's command (possibly inside `sh -c` and a loop)."""
-    text = " ".join(argv)
-    m = re.search(r"(?:^|[\s;/])wrk\s+([^;&|]*)", text)
-    if not m:
+    found = find_invocation(argv, r"wrk\s+")
+    if found is None:
         return None
-    try:
-        words = shlex.split(m.group(1))
-    except ValueError:
-        words = m.group(1).split()
+    words = found[1]
     out: dict[str, Any] = {"rate": 1000.0, "threads": 2, "connections": 10, "duration": 10.0, "script": None,
                            "url": None, "dist": "fixed", "timeout": 2.0}
     i = 0

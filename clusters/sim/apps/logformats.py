@@ -393,8 +393,10 @@ class RubyLog(LogFormat):
 class Nginx(LogFormat):
     """OpenResty / nginx front ends (social-network nginx-thrift, media-frontend, image-provider, ts-ui-dashboard)."""
 
+    worker = "1#1"  # the error log's pid#tid
+
     def line(self, t: float, level: str, msg: str, **fields: Any) -> str:
-        return f"{datetime.fromtimestamp(t, UTC).strftime('%Y/%m/%d %H:%M:%S')} [{level}] 1#1: {msg}"
+        return f"{datetime.fromtimestamp(t, UTC).strftime('%Y/%m/%d %H:%M:%S')} [{level}] {self.worker}: {msg}"
 
     def started(self, t: float, svc: Service) -> list[str]:
         return []

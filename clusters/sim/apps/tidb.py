@@ -11,7 +11,6 @@ import hashlib
 import json
 import math
 import re
-import shlex
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,7 @@ from clusters.sim.apps.base import (
     normalize_image,
     register_image,
 )
+from clusters.sim.apps.invocation import find_invocation
 
 if TYPE_CHECKING:
     from clusters.sim.cluster import SimCluster
@@ -465,14 +465,10 @@ class TidbOperatorImage(AppModel):
 # -- the SQL client ---------------------------------------------------------------------------
 def parse_ycsb(argv: list[str]) -> dict[str, Any] | None:
     """`go-ycsb load|run mysql -P workload -p k=v ...` (possibly inside `sh -c`)."""
-    text = " ".join(argv)
-    m = re.search(r"(?:^|[\s;/])go-ycsb\s+(load|run)\s+(\w+)([^;&|]*)", text)
-    if not m:
+    found = find_invocation(argv, r"go-ycsb\s+(load|run)\s+(\w+)")
+    if found is None:
         return None
-    try:
-        words = shlex.split(m.group(3))
-    except ValueError:
-        words = m.group(3).split()
+    m, words = found
     props: dict[str, str] = {}
     files: list[str] = []
     for i, w in enumerate(words):

@@ -15,7 +15,7 @@ from typing import Any
 from clusters.sim.apps.base import Exited, normalize_image
 from clusters.sim.apps.flagd import flag_value
 from clusters.sim.apps.graph import Address, AppGraph, Call, Peer, Route, Service, graph_app
-from clusters.sim.apps.logformats import LOGGERS, LogFormat, SpringBoot
+from clusters.sim.apps.logformats import LOGGERS, LogFormat, Nginx, SpringBoot
 from clusters.sim.callgraph import LOG_EVERY, CallGraphFlow, GraphHooks, OpEffect
 
 MiB = 2**20
@@ -23,15 +23,11 @@ APP = "train-ticket"
 
 
 # -- how the runtimes that are not Spring log ---------------------------------------------------
-class NginxProxy(LogFormat):
+class NginxProxy(Nginx):
     """ts-ui-dashboard: OpenResty with plain `proxy_pass http://ts-…:port;` locations; its error
     log and access log are the image's stderr and stdout."""
 
-    def line(self, t: float, level: str, msg: str, **fields: Any) -> str:
-        return f"{datetime.fromtimestamp(t, UTC).strftime('%Y/%m/%d %H:%M:%S')} [{level}] 7#7: {msg}"
-
-    def started(self, t: float, svc: Service) -> list[str]:
-        return []
+    worker = "7#7"
 
     def call_error(self, t: float, op: str, peer: Peer, callee_op: str, err: str) -> str:
         method, _, path = op.partition(" ")
@@ -52,9 +48,6 @@ class NginxProxy(LogFormat):
 
     def deadline(self, protocol: str) -> str:
         return "upstream timed out (110: Connection timed out) while reading response header from upstream"
-
-    def accept_error(self, t: float, port: int) -> str:
-        return self.line(t, "crit", "accept4() failed (24: Too many open files)")
 
 
 class Tornado(LogFormat):

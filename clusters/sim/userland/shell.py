@@ -16,6 +16,8 @@ MAX_LOOP = 1000  # a loop that would run forever in a real container is cut shor
 # killer or a timeout would, so that no exec holds the cluster for long.
 MAX_STEPS = 20_000
 MAX_BYTES = 8_000_000
+# The quotes whose text runs to the next same character, with dash's complaint when there is none.
+_UNTERMINATED = {"'": "Unterminated quoted string", "`": "EOF in backquote substitution"}
 _OPS = ("&&", "||", ";;", ">>", "&>", ">&", "<<", "|", "&", ";", "<", ">", "(", ")", "\n")
 _RESERVED = {"if", "then", "elif", "else", "fi", "for", "in", "do", "done", "while", "until", "{", "}", "!"}
 
@@ -68,20 +70,14 @@ def tokenize(src: str) -> list[Tok]:
             if ch == "\\":
                 i += 2
                 continue
-            if ch == "'":
-                j = src.find("'", i + 1)
+            if ch in _UNTERMINATED:
+                j = src.find(ch, i + 1)
                 if j < 0:
-                    raise ShellSyntaxError("Unterminated quoted string")
+                    raise ShellSyntaxError(_UNTERMINATED[ch])
                 i = j + 1
                 continue
             if ch == '"':
                 i = _skip_double(src, i + 1)
-                continue
-            if ch == "`":
-                j = src.find("`", i + 1)
-                if j < 0:
-                    raise ShellSyntaxError("EOF in backquote substitution")
-                i = j + 1
                 continue
             if ch == "$" and i + 1 < n and src[i + 1] in "({":
                 i = _skip_group(src, i + 1)
@@ -386,18 +382,18 @@ class Shell:
 
     # messages in the dialect of the shell the image has
     def not_found(self, cmd: str) -> str:
-        if self.flavor == "bash":
-            return f"{self.name}: line 1: {cmd}: command not found\n"
-        if self.flavor == "dash":
-            return f"{self.name}: 1: {cmd}: not found\n"
-        return f"{self.name}: {cmd}: not found\n"
+        return self._at_line_1("") + (f"{cmd}: command not found\n" if self.flavor == "bash" else f"{cmd}: not found\n")
 
     def syntax_error(self, msg: str) -> str:
+        return f"{self._at_line_1('-c: ')}{msg}\n"
+
+    def _at_line_1(self, bash_source: str) -> str:
+        """How the shell starts a message about line 1 of its script; bash names the source first."""
         if self.flavor == "bash":
-            return f"{self.name}: -c: line 1: {msg}\n"
+            return f"{self.name}: {bash_source}line 1: "
         if self.flavor == "dash":
-            return f"{self.name}: 1: {msg}\n"
-        return f"{self.name}: {msg}\n"
+            return f"{self.name}: 1: "
+        return f"{self.name}: "
 
     def run_script(self, src: str, stdin: str = "") -> tuple[int, str, str]:
         try:

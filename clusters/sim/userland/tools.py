@@ -877,6 +877,16 @@ def top(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Result
     return 0, _join(out), ""
 
 
+# df's columns as busybox and coreutils print them, by (busybox, -h): the header and the widths of
+# the filesystem name and of the size, used and available counts.
+_DF_LAYOUTS = {
+    (True, False): ("Filesystem           1K-blocks      Used Available Use% Mounted on", 20, 9, 9, 9),
+    (True, True): ("Filesystem                Size      Used Available Use% Mounted on", 20, 9, 9, 9),
+    (False, False): ("Filesystem     1K-blocks     Used Available Use% Mounted on", 14, 9, 8, 9),
+    (False, True): ("Filesystem      Size  Used Avail Use% Mounted on", 15, 4, 5, 5),
+}
+
+
 @tool("df")
 def df(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Result:
     flags, _, _ = _flags(argv)
@@ -899,24 +909,12 @@ def df(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Result:
             if kib >= div:
                 return f"{kib / div:.1f}{unit}"
         return f"{kib}K"
-    if _busybox(sb):
-        out = ["Filesystem           1K-blocks      Used Available Use% Mounted on" if "h" not in flags else
-               "Filesystem                Size      Used Available Use% Mounted on"]
-        for name, tot, u, mnt in rows:
-            pct = f"{(100 * u + tot - 1) // tot if tot else 0}%"
-            if "h" in flags:
-                out.append(f"{name:<20} {human(tot):>9} {human(u):>9} {human(tot - u):>9} {pct:>4} {mnt}")
-            else:
-                out.append(f"{name:<20} {tot:>9} {u:>9} {tot - u:>9} {pct:>4} {mnt}")
-        return 0, _join(out), ""
-    out = ["Filesystem     1K-blocks     Used Available Use% Mounted on" if "h" not in flags else
-           "Filesystem      Size  Used Avail Use% Mounted on"]
+    header, w_name, w_size, w_used, w_avail = _DF_LAYOUTS[_busybox(sb), "h" in flags]
+    show = human if "h" in flags else str
+    out = [header]
     for name, tot, u, mnt in rows:
         pct = f"{(100 * u + tot - 1) // tot if tot else 0}%"
-        if "h" in flags:
-            out.append(f"{name:<15} {human(tot):>4} {human(u):>5} {human(tot - u):>5} {pct:>4} {mnt}")
-        else:
-            out.append(f"{name:<14} {tot:>9} {u:>8} {tot - u:>9} {pct:>4} {mnt}")
+        out.append(f"{name:<{w_name}} {show(tot):>{w_size}} {show(u):>{w_used}} {show(tot - u):>{w_avail}} {pct:>4} {mnt}")
     return 0, _join(out), ""
 
 

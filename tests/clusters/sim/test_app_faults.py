@@ -10,22 +10,13 @@ import functools
 from clusters.sim.apps.base import image_lookup
 from clusters.sim.cluster import SimCluster
 from farm.pytest_plugin import SimClusters
-from tests.clusters.sim.apptools import newest_pod
+from tests.clusters.sim.apptools import newest_pod, window
 
 NS = "hotel-reservation"
 BUGGY = "yinfangchen/hotelreservation:sha-8f3c2e1"
 pod = functools.partial(newest_pod, namespace=NS)
 
 
-def goodput(cluster: SimCluster) -> float:
-    return sum(v for (m, labels), v in cluster.workload.state["counters"].items()
-               if m == "wrk2_requests_total" and ("code", "200") in labels)
-
-
-def window(cluster: SimCluster, seconds: float) -> float:
-    g0 = goodput(cluster)
-    cluster.advance(seconds)
-    return (goodput(cluster) - g0) / seconds
 
 
 def container(cluster: SimCluster, deployment: str, **fields: object) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from clusters.sim.provider import SimHandle
 from farm.pytest_plugin import SimClusters
-from tests.clusters.sim.apptools import NEEDS_KUBECTL, get, prom, run_kubectl
+from tests.clusters.sim.apptools import NEEDS_KUBECTL, deny_ingress, get, prom, run_kubectl
 
 NS = "astronomy-shop"
 pytestmark = NEEDS_KUBECTL
@@ -61,11 +61,7 @@ def test_missing_valkey_address_stops_cart_with_its_own_message(sim: object) -> 
 
 
 def test_a_network_policy_in_front_of_valkey_fails_carts_and_checkouts(sim: object) -> None:
-    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-              "metadata": {"name": "valkey-ingress", "namespace": NS},
-              "spec": {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "valkey-cart"}},
-                       "policyTypes": ["Ingress"], "ingress": []}}
-    kubectl(sim, "apply", "--validate=false", "-f", "-", stdin=json.dumps(policy))
+    deny_ingress(sim, NS, "valkey-ingress", {"app.kubernetes.io/component": "valkey-cart"})
     sim.advance(240)  # type: ignore[attr-defined]
     errors = prom(sim, f'sum by (service_name) (rate(traces_span_metrics_calls_total{{namespace="{NS}",'
                        f'status_code="STATUS_CODE_ERROR"}}[2m]))')

@@ -12,7 +12,7 @@ import pytest
 from clusters.sim.chaos import FINALIZER, parse_duration
 from clusters.sim.cluster import SimCluster
 from farm.pytest_plugin import SimClusters
-from tests.clusters.sim.apptools import newest_pod
+from tests.clusters.sim.apptools import newest_pod, window
 
 NS = "hotel-reservation"
 pod = functools.partial(newest_pod, namespace=NS)
@@ -31,15 +31,6 @@ def loki(cluster: SimCluster, query: str) -> str:
     return body.decode()
 
 
-def goodput(cluster: SimCluster) -> float:
-    return sum(v for (m, labels), v in cluster.workload.state["counters"].items()
-               if m == "wrk2_requests_total" and ("code", "200") in labels)
-
-
-def window(cluster: SimCluster, seconds: float) -> float:
-    g0 = goodput(cluster)
-    cluster.advance(seconds)
-    return (goodput(cluster) - g0) / seconds
 
 
 def test_durations_parse_like_go() -> None:

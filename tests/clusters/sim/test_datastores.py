@@ -8,7 +8,6 @@ from the cluster's own fluid step."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from clusters.sim.apps.graph import Address, DataStore, StoreReply, store_model
 from clusters.sim.cluster import SimCluster
 from clusters.sim.provider import SimHandle
 from farm.pytest_plugin import SimClusters
+from tests.clusters.sim.apptools import promql, scalar
 
 NS = "stores"
 INIT_SQL = """-- the astronomy-shop demo's postgresql-init, abridged
@@ -159,17 +159,6 @@ def chaos(cluster: SimCluster, kind: str, name: str, spec: dict[str, Any]) -> No
     plural = {"IOChaos": "iochaos", "KernelChaos": "kernelchaos"}[kind]
     cluster.store.create(f"{plural}.chaos-mesh.org", {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": kind,
                                                       "metadata": {"name": name, "namespace": NS}, "spec": spec})
-
-
-def promql(cluster: SimCluster, query: str) -> list[dict[str, Any]]:
-    code, _, body = cluster.obs.prometheus_app("GET", "/api/v1/query", {"query": [query]}, b"")
-    assert code == 200, body
-    return json.loads(body)["data"]["result"]
-
-
-def value(cluster: SimCluster, query: str) -> float:
-    result = promql(cluster, query)
-    return float(result[0]["value"][1]) if result else float("nan")
 
 
 PG = Address("postgresql", 5432, "otelu", "otelp", "otel", "postgres://otelu:otelp@postgresql/otel?sslmode=disable")
@@ -494,14 +483,14 @@ def test_consumer_lag_grows_while_the_consumer_is_slower_and_drains_when_it_catc
     drive(cluster, produce=20.0, consume=100.0, seconds=60)
     cluster.advance(30)
     lag = 'kafka_consumergroup_lag{job="kafka-exporter",consumergroup="accounting",topic="orders",partition="0"}'
-    assert value(cluster, lag) < 50
-    assert value(cluster, 'kafka_brokers{job="kafka-exporter"}') == 1.0
+    assert scalar(cluster, lag) < 50
+    assert scalar(cluster, 'kafka_brokers{job="kafka-exporter"}') == 1.0
     drive(cluster, produce=20.0, consume=5.0, seconds=240)  # a consumer that processes 5 records/s
     cluster.advance(30)
-    grown = value(cluster, lag)
+    grown = scalar(cluster, lag)
     assert 3000 < grown < 4000  # ~15 records/s for 240 s
-    end = value(cluster, 'kafka_topic_partition_current_offset{topic="orders",partition="0"}')
-    current = value(cluster, 'kafka_consumergroup_current_offset{consumergroup="accounting",topic="orders"}')
+    end = scalar(cluster, 'kafka_topic_partition_current_offset{topic="orders",partition="0"}')
+    current = scalar(cluster, 'kafka_consumergroup_current_offset{consumergroup="accounting",topic="orders"}')
     assert end - current == pytest.approx(grown, abs=2)
     code, out, _ = exec_(cluster, "kafka", "/opt/kafka/bin/kafka-consumer-groups.sh", "--bootstrap-server", "localhost:9092",
                          "--describe", "--group", "accounting")
@@ -509,7 +498,7 @@ def test_consumer_lag_grows_while_the_consumer_is_slower_and_drains_when_it_catc
     assert code == 0 and row[:3] == ["accounting", "orders", "0"] and int(row[5]) == int(row[4]) - int(row[3]) > 3000
     drive(cluster, produce=20.0, consume=200.0, seconds=120)  # scaled up: it catches up
     cluster.advance(30)
-    assert value(cluster, lag) < 50
+    assert scalar(cluster, lag) < 50
     assert "[GroupCoordinator 1]: Stabilized group accounting generation 1" in log(cluster, "kafka")
 
 
@@ -520,14 +509,14 @@ def test_a_dead_consumer_leaves_the_group_and_its_lag_keeps_growing(cluster: Sim
         kafka.serve(cluster, rt, c, "produce orders", True, 10.0, 5.0, KAFKA)
         cluster.advance(5)
     cluster.advance(30)
-    assert value(cluster, 'kafka_consumergroup_lag_sum{consumergroup="accounting",topic="orders"}') > 800
-    assert value(cluster, 'kafka_consumergroup_members{consumergroup="accounting"}') == 0.0
+    assert scalar(cluster, 'kafka_consumergroup_lag_sum{consumergroup="accounting",topic="orders"}') > 800
+    assert scalar(cluster, 'kafka_consumergroup_members{consumergroup="accounting"}') == 0.0
     assert "in group accounting has failed, removing it from the group" in log(cluster, "kafka")
     code, out, _ = exec_(cluster, "kafka", "/opt/kafka/bin/kafka-consumer-groups.sh", "--bootstrap-server", "localhost:9092",
                          "--reset-offsets", "--group", "accounting", "--topic", "orders", "--to-latest", "--execute")
     assert code == 0 and "NEW-OFFSET" in out
     cluster.advance(30)
-    assert value(cluster, 'kafka_consumergroup_lag_sum{consumergroup="accounting",topic="orders"}') < 100
+    assert scalar(cluster, 'kafka_consumergroup_lag_sum{consumergroup="accounting",topic="orders"}') < 100
 
 
 def test_io_delay_on_the_log_dir_slows_produce_and_fetch(cluster: SimCluster) -> None:
@@ -565,7 +554,7 @@ def test_a_write_error_on_the_log_dir_takes_it_offline_and_halts_the_broker(clus
     text = cluster.read_container_log(NS, pod(cluster, "kafka")["metadata"]["name"], previous=True)
     assert "KafkaStorageException: None of the specified log dirs from /tmp/kraft-combined-logs can be created or validated" \
         in text
-    assert value(cluster, 'kafka_brokers{job="kafka-exporter"}') == 0.0
+    assert scalar(cluster, 'kafka_brokers{job="kafka-exporter"}') == 0.0
     assert promql(cluster, 'kafka_consumergroup_lag{consumergroup="accounting"}') == []
 
 

@@ -164,15 +164,20 @@ def test_traces_follow_the_thrift_call_graph(sim: object) -> None:
     assert {"read_home_timeline_server", "post_storage_read_posts_server"} <= ops
 
 
-def test_login_tokens_signed_by_a_clock_two_hours_behind_are_rejected(sim: object) -> None:
-    # Chaos Mesh's TimeChaos on user-service alone: the tokens it signs carry a timestamp two hours old,
-    # and the /api Lua scripts compare timestamp + ttl (3600 s) with nginx-thrift's own clock.
+def shift_user_service_clock(sim: object, offset: str) -> None:
+    """Chaos Mesh's TimeChaos on user-service alone, given three minutes of cluster time to act."""
     chaos = {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "TimeChaos",
              "metadata": {"name": "user-service-clock", "namespace": NS},
              "spec": {"mode": "all", "selector": {"namespaces": [NS], "labelSelectors": {"service": "user-service"}},
-                      "timeOffset": "-2h"}}
+                      "timeOffset": offset}}
     kubectl(sim, "apply", "--validate=false", "-f", "-", stdin=json.dumps(chaos))
     sim.advance(180)  # type: ignore[attr-defined]
+
+
+def test_login_tokens_signed_by_a_clock_two_hours_behind_are_rejected(sim: object) -> None:
+    # The tokens user-service signs carry a timestamp two hours old,
+    # and the /api Lua scripts compare timestamp + ttl (3600 s) with nginx-thrift's own clock.
+    shift_user_service_clock(sim, "-2h")
     assert success(sim, ',endpoint="/api/home-timeline/read"') < 0.05
     assert success(sim, ',endpoint="/api/user/login"') > 0.99  # logins themselves succeed
     assert success(sim, ',endpoint="/wrk2-api/home-timeline/read"') > 0.99  # no token on the wrk2 API
@@ -182,10 +187,5 @@ def test_login_tokens_signed_by_a_clock_two_hours_behind_are_rejected(sim: objec
 
 
 def test_a_clock_ahead_leaves_tokens_valid(sim: object) -> None:
-    chaos = {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "TimeChaos",
-             "metadata": {"name": "user-service-clock", "namespace": NS},
-             "spec": {"mode": "all", "selector": {"namespaces": [NS], "labelSelectors": {"service": "user-service"}},
-                      "timeOffset": "2h"}}
-    kubectl(sim, "apply", "--validate=false", "-f", "-", stdin=json.dumps(chaos))
-    sim.advance(180)  # type: ignore[attr-defined]
+    shift_user_service_clock(sim, "2h")
     assert success(sim) > 0.99  # they only live longer than they should

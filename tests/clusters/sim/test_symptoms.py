@@ -3,13 +3,13 @@ back the way an SRE would: pod statuses, events, container logs, PromQL, LogQL a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import pytest
 
 from clusters.sim.cluster import SimCluster
 from farm.pytest_plugin import SimClusters
+from tests.clusters.sim.apptools import scalar
 
 NS = "hotel-reservation"
 
@@ -19,15 +19,6 @@ def cluster(sim_app: Callable[..., SimCluster]) -> SimCluster:
     return sim_app("hotel-reservation", seed=7)  # this module's own seed
 
 
-def promql(cluster: SimCluster, query: str) -> list[dict]:
-    status, _, body = cluster.obs.prometheus_app("GET", "/api/v1/query", {"query": [query]}, b"")
-    assert status == 200, body
-    return json.loads(body)["data"]["result"]
-
-
-def scalar(cluster: SimCluster, query: str) -> float:
-    result = promql(cluster, query)
-    return float(result[0]["value"][1]) if result else float("nan")
 
 
 def pod(cluster: SimCluster, prefix: str) -> dict:

@@ -13,7 +13,7 @@ import yaml
 
 from clusters.sim.provider import SimHandle
 from farm.pytest_plugin import SimClusters
-from tests.clusters.sim.apptools import NEEDS_KUBECTL, get, prom, run_kubectl
+from tests.clusters.sim.apptools import NEEDS_KUBECTL, deny_ingress, get, prom, run_kubectl
 
 NS = "train-ticket"
 ROUTES = ("/orders/refresh", "/getVoucher", "/contacts/create", "/contacts/delete", "/routes/get", "/stations/get")
@@ -174,11 +174,7 @@ def test_a_rotated_mysql_password_fails_vouchers_and_a_restarted_voucher_service
 def test_locust_dials_the_voucher_service_itself(sim: object) -> None:
     """The voucher task's absolute URL bypasses ts-ui-dashboard: a policy in front of the voucher
     service fails exactly those requests, and the voucher service leaves no spans (it has no tracer)."""
-    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-              "metadata": {"name": "voucher-ingress", "namespace": NS},
-              "spec": {"podSelector": {"matchLabels": {"app": "ts-voucher-service"}},
-                       "policyTypes": ["Ingress"], "ingress": []}}
-    kubectl(sim, "apply", "--validate=false", "-f", "-", stdin=json.dumps(policy))
+    deny_ingress(sim, NS, "voucher-ingress", {"app": "ts-voucher-service"})
     sim.advance(150)  # type: ignore[attr-defined]
     ratio = failure_ratio(sim)
     assert ratio["/getVoucher"] > 0.95 and ratio["/orders/refresh"] < 0.01

@@ -28,7 +28,7 @@ def cluster(sim_clusters: SimClusters) -> SimHandle:
 @pytest.fixture()
 def incident(cluster: ClusterHandle) -> Iterator[tuple[ClusterHandle, MitigationOracle, object, ProblemInjection]]:
     """Deployed, baseline captured, the fault injected and left to bite for two minutes."""
-    _, oracle, baseline, injection = _incident(cluster, PROBLEM)
+    _, _, oracle, baseline, injection = _incident(cluster, PROBLEM)
     yield cluster, oracle, baseline, injection
 
 
@@ -110,15 +110,7 @@ def test_stopping_the_load_generator_is_never_a_fix(incident) -> None:
 
 
 def test_a_metastable_problem_replays_its_trigger_after_the_fix(cluster: ClusterHandle) -> None:
-    as_built(cluster)
-    problem = load_catalog().get("hr-retry-storm-after-spike")
-    assert problem.oracle.replay_trigger
-    app = load_application(problem.app)
-    oracle = MitigationOracle(app, problem)
-    baseline = oracle.capture_baseline(cluster, app.namespace)
-    injection = ProblemInjection(problem)
-    injection.inject(cluster, app.namespace)
-    cluster.advance(120)
+    problem, ns, oracle, baseline, injection = _metastable_incident(cluster, "hr-retry-storm-after-spike")
     lg_before = cluster.now()
     with agent_session(cluster) as (_, tools):
         for step in problem.mitigation:
@@ -126,7 +118,7 @@ def test_a_metastable_problem_replays_its_trigger_after_the_fix(cluster: Cluster
             assert not tools.call("kubectl", command=step.kubectl)[1]
             if step.wait:
                 tools.call("wait", seconds=step.wait)
-    verdict = oracle.evaluate(cluster, app.namespace, baseline, injection)
+    verdict = oracle.evaluate(cluster, ns, baseline, injection)
     assert verdict.passed, verdict
     assert verdict.checks["recovers_after_trigger_replay"] is True
     # The replay (a load spike) ran and was taken back: the load generator is as the baseline had it.
@@ -135,16 +127,10 @@ def test_a_metastable_problem_replays_its_trigger_after_the_fix(cluster: Cluster
 
 
 def _metastable_incident(cluster: ClusterHandle, problem_id: str):
-    as_built(cluster)
-    problem = load_catalog().get(problem_id)
+    incident = _incident(cluster, problem_id)
+    problem = incident[0]
     assert problem.composition == "metastable" and problem.oracle.replay_trigger
-    app = load_application(problem.app)
-    oracle = MitigationOracle(app, problem)
-    baseline = oracle.capture_baseline(cluster, app.namespace)
-    injection = ProblemInjection(problem)
-    injection.inject(cluster, app.namespace)
-    cluster.advance(120)
-    return problem, app.namespace, oracle, baseline, injection
+    return incident
 
 
 def test_a_metastable_fix_that_leaves_the_sustaining_condition_fails_the_replay(cluster: ClusterHandle) -> None:
@@ -205,7 +191,7 @@ def _incident(cluster: ClusterHandle, problem_id: str):
     injection = ProblemInjection(problem)
     injection.inject(cluster, app.namespace)
     cluster.advance(120)
-    return app.namespace, oracle, baseline, injection
+    return problem, app.namespace, oracle, baseline, injection
 
 
 def test_old_pods_propped_up_under_a_paused_renamed_template_fail(cluster: ClusterHandle) -> None:
@@ -214,7 +200,7 @@ def test_old_pods_propped_up_under_a_paused_renamed_template_fail(cluster: Clust
     the bad value stays in the template. Every part of it is caught."""
     from clusters.kube import Kube
 
-    ns, oracle, baseline, injection = _incident(cluster, "hr-geo-image-tag-wrong")
+    _, ns, oracle, baseline, injection = _incident(cluster, "hr-geo-image-tag-wrong")
     _run(cluster, "rollout pause deployment/geo",
          "patch deployment geo --type json -p "
          "'[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/name\",\"value\":\"geo-main\"}]'")
@@ -235,7 +221,7 @@ def test_old_pods_propped_up_under_a_paused_renamed_template_fail(cluster: Clust
 
 def test_a_renamed_container_keeps_the_fault_in_the_template(cluster: ClusterHandle) -> None:
     """Without pausing: the renamed container still carries the bad image at its index."""
-    ns, oracle, baseline, injection = _incident(cluster, "hr-geo-image-tag-wrong")
+    _, ns, oracle, baseline, injection = _incident(cluster, "hr-geo-image-tag-wrong")
     _run(cluster, "patch deployment geo --type json -p "
          "'[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/name\",\"value\":\"geo-main\"}]'")
     assert injection.active(cluster) == [True]
@@ -245,7 +231,7 @@ def test_a_pod_replaced_after_the_experiment_started_is_out_of_it(cluster: Clust
     """Chaos Mesh selects its pods when the experiment starts: replacing geo's pod ends a network
     delay on it, with the experiment (which the agent cannot see) still there, and the fix
     passes; doing nothing does not."""
-    ns, oracle, baseline, injection = _incident(cluster, "hr-geo-network-delay")
+    _, ns, oracle, baseline, injection = _incident(cluster, "hr-geo-network-delay")
     assert injection.active(cluster) == [True]
     (chaos,) = [inj for _, inj in injection.injectors]
     _run(cluster, "delete pod -l io.kompose.service=geo")
@@ -261,7 +247,7 @@ def test_a_pod_replaced_after_the_experiment_started_is_out_of_it(cluster: Clust
 def test_a_node_fault_is_resolved_only_by_moving_the_workload_off_the_node(cluster: ClusterHandle) -> None:
     """Deleting the pod alone may land it on the same node again; the oracle's own restart after
     the window then shows a workload that can go back there. Cordoning first makes it stick."""
-    ns, oracle, baseline, injection = _incident(cluster, "hr-nic-loss-frontend-node")
+    _, ns, oracle, baseline, injection = _incident(cluster, "hr-nic-loss-frontend-node")
     (record,) = [inj for _, inj in injection.injectors]
     node = record.saved["node"]
     assert injection.active(cluster) == [True]

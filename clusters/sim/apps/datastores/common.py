@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.apps.base import (
+    IMAGES,
+    Exited,
     StartContext,
+    Started,
     normalize_image,
 )
 from clusters.sim.apps.graph import DataStore, StoreReply
@@ -186,6 +190,22 @@ class StoreModel(DataStore):
             return f'exec: "{name}": stat {name}: no such file or directory'
         return f'exec: "{name}": executable file not found in $PATH'
 
+    def server_command(self, ctx: StartContext, servers: tuple[str, ...],
+                       wrappers: tuple[str, ...] = ("docker-entrypoint.sh",),
+                       config_first: bool = False) -> list[str] | Started | Exited:
+        """The server's argv as the image's entrypoint script makes it from the container's command:
+        the script itself dropped, bare options (or, with `config_first`, a config file) given to the
+        first of `servers`. A command that runs none of them is the image's shell's: its outcome."""
+        argv = ctx.argv
+        if argv and argv[0].rsplit("/", 1)[-1] in wrappers:
+            argv = argv[1:]
+        if not argv or argv[0].startswith("-") or (config_first and argv[0].endswith(".conf")):
+            argv = [servers[0], *argv]
+        if argv[0].rsplit("/", 1)[-1] not in servers:
+            from clusters.sim.apps.generic import shell_outcome
+            return shell_outcome(ctx, argv, IMAGES.get(normalize_image(ctx.container.get("image", ""))[0]))
+        return argv
+
     def account(self, cluster: Any, rt: PodRt, c: Ctr, inst: dict[str, Any], ops: float, cpu_per_op: float,
                 dt: float) -> None:
         used = ops * cpu_per_op / max(cluster.nodes.cpu_factor(rt.node), 0.02)
@@ -198,11 +218,34 @@ class StoreModel(DataStore):
         c.net_tx += ops * 900
         c.memory = self.memory(inst, ops / dt if dt > 0 else 0.0) + c.__dict__.get("_stress_mem", 0.0)
 
-    def flush_pending(self, cluster: Any, rt: PodRt, c: Ctr, inst: dict[str, Any], now: float) -> None:
-        """Lines `authenticate` queued (it has no cluster to write with)."""
+    def own_instance(self, c: Ctr, now: float) -> dict[str, Any] | None:
+        """The container's running instance of this model, stamped with the time of the step; None
+        while the container runs something else (the image's shell, a client)."""
+        inst = c.instance
+        if not isinstance(inst, dict) or inst.get("kind") != self.name:
+            return None
+        inst["now"] = now
+        return inst
+
+    @staticmethod
+    def count_requests(inst: dict[str, Any], rate: float, dt: float) -> tuple[float, dict[str, float]]:
+        """One caller's requests of a step (`rate` per second for `dt`) added to the instance's
+        accumulator: how many, and the accumulator."""
+        n = rate * dt
+        acc = inst["acc"]
+        acc["ops"] += n
+        acc["rate"] += rate
+        acc["calls"] += 1
+        return n, acc
+
+    def flush_queued(self, cluster: Any, rt: PodRt, c: Ctr, inst: dict[str, Any], now: float,
+                     line: Callable[[str, str], str]) -> None:
+        """Writes the last 30 server log lines `authenticate` queued (it has no cluster to write
+        with), each made by `line(level, message)`, and forgets which refusals it logged."""
+        inst.pop("pending_keys", None)
         pending = inst.pop("pending_log", None)
         if pending:
-            write_log(cluster, rt, c, pending[-20:], now)
+            write_log(cluster, rt, c, [line(lvl, msg) for lvl, msg in pending[-30:]], now)
 
 
 def queue_log(inst: dict[str, Any], key: str, lines: list[tuple[str, str]]) -> None:

@@ -352,11 +352,10 @@ class Kafka(StoreModel):
 
     def serve(self, cluster: Any, rt: PodRt, c: Ctr, command: str, write: bool, rate: float, dt: float,
               address: Address) -> StoreReply:
-        inst = c.instance
-        if not isinstance(inst, dict) or inst.get("kind") != "kafka":
-            return StoreReply(0.0, 0.0, "EOF")
         now = cluster.clock.now()
-        inst["now"] = now
+        inst = self.own_instance(c, now)
+        if inst is None:
+            return StoreReply(0.0, 0.0, "EOF")
         parts = command.split()
         verb = parts[0].lower() if parts else ""
         if verb not in ("produce", "consume") or len(parts) < 2:
@@ -483,10 +482,9 @@ class Kafka(StoreModel):
 
     # -- per step ---------------------------------------------------------------------------------------
     def tick(self, cluster: Any, rt: PodRt, c: Ctr, now: float, dt: float) -> None:
-        inst = c.instance
-        if not isinstance(inst, dict) or inst.get("kind") != "kafka":
+        inst = self.own_instance(c, now)
+        if inst is None:
             return
-        inst["now"] = now
         acc = inst["acc"]
         if inst.get("quorum_err") and once(inst, "quorum", now, 30.0):
             host, port = inst["quorum_err"]

@@ -9,12 +9,10 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.apps.base import (
-    IMAGES,
     Exited,
     StartContext,
     Started,
     app_model,
-    normalize_image,
     register_image,
 )
 from clusters.sim.apps.datastores.common import (
@@ -56,6 +54,14 @@ MYSQL_SOCKET = "/var/run/mysqld/mysqld.sock"
 
 
 MYSQL_CPU_PER_OP = 0.0003
+
+# The mysql client's options that take a value, by the field they set: with the value as the next
+# argument, after `=` (long names), or glued on (-uroot, -psecret, -hdb).
+MYSQL_SPACED_OPTIONS = {"-u": "user", "--user": "user", "-h": "host", "--host": "host", "-P": "port", "--port": "port",
+                        "-e": "execute", "--execute": "execute", "-D": "database", "--database": "database"}
+MYSQL_LONG_OPTIONS = {"--user": "user", "--password": "password", "--host": "host", "--port": "port",
+                      "--execute": "execute", "--database": "database"}
+MYSQL_GLUED_OPTIONS = {"-u": "user", "-p": "password", "-h": "host"}
 
 
 MYSQL_CLI_PASSWORD_WARNING = "Warning: Using a password on the command line interface can be insecure.\n"
@@ -414,14 +420,9 @@ class MySQL(StoreModel):
     entry = ("mysqld", "docker-entrypoint.sh")
 
     def start(self, ctx: StartContext) -> Started | Exited:
-        argv = ctx.argv
-        if argv and argv[0].rsplit("/", 1)[-1] in ("docker-entrypoint.sh", "entrypoint.sh"):
-            argv = argv[1:]
-        if not argv or argv[0].startswith("-"):
-            argv = ["mysqld"] + argv
-        if argv[0].rsplit("/", 1)[-1] != "mysqld":
-            from clusters.sim.apps.generic import shell_outcome
-            return shell_outcome(ctx, argv, IMAGES.get(normalize_image(ctx.container.get("image", ""))[0]))
+        argv = self.server_command(ctx, ("mysqld",), wrappers=("docker-entrypoint.sh", "entrypoint.sh"))
+        if not isinstance(argv, list):
+            return argv
         version = version_from_tag(ctx, MYSQL_DEFAULT_MINOR, "8.0.40")
         old = version.startswith("5.6")
         env = ctx.env
@@ -635,18 +636,13 @@ class MySQL(StoreModel):
 
     def serve(self, cluster: Any, rt: PodRt, c: Ctr, command: str, write: bool, rate: float, dt: float,
               address: Address) -> StoreReply:
-        inst = c.instance
-        if not isinstance(inst, dict) or inst.get("kind") != "mysql":
-            return StoreReply(0.0, 0.0, "Lost connection to MySQL server during query")
         now = cluster.clock.now()
-        inst["now"] = now
+        inst = self.own_instance(c, now)
+        if inst is None:
+            return StoreReply(0.0, 0.0, "Lost connection to MySQL server during query")
         verb, tables = sql_shape(command)
         write = write or verb in ("INSERT", "UPDATE", "DELETE", "REPLACE")
-        n = rate * dt
-        acc = inst["acc"]
-        acc["ops"] += n
-        acc["rate"] += rate
-        acc["calls"] += 1
+        n, acc = self.count_requests(inst, rate, dt)
         failures: list[tuple[float, str]] = []
         db = address.database
         for table in tables:
@@ -704,14 +700,10 @@ class MySQL(StoreModel):
         cluster.kubelet.terminate(rt.namespace, rt.name, c.name, 134, "Error", lines)
 
     def tick(self, cluster: Any, rt: PodRt, c: Ctr, now: float, dt: float) -> None:
-        inst = c.instance
-        if not isinstance(inst, dict) or inst.get("kind") != "mysql":
+        inst = self.own_instance(c, now)
+        if inst is None:
             return
-        inst["now"] = now
-        inst.pop("pending_keys", None)
-        pending = inst.pop("pending_log", None)
-        if pending:
-            write_log(cluster, rt, c, [mysql_line(now, inst["version"], lvl, msg, 5) for lvl, msg in pending[-30:]], now)
+        self.flush_queued(cluster, rt, c, inst, now, lambda lvl, msg: mysql_line(now, inst["version"], lvl, msg, 5))
         acc = inst["acc"]
         cap = cpu_cores(cluster, rt, c) / MYSQL_CPU_PER_OP
         snap = step_faults(cluster, rt, c, inst, inst["datadir"])
@@ -746,52 +738,36 @@ class MySQL(StoreModel):
 
     def _client(self, ctx: StartContext, instance: Any, prog: str, args: list[str],
                 env: dict[str, str]) -> tuple[int, str, str]:
-        user, password, host, port, db = "root", env.get("MYSQL_PWD"), "", 0, ""
+        opts: dict[str, Any] = {"user": "root", "password": env.get("MYSQL_PWD"), "host": "", "port": 0, "database": ""}
         execute: list[str] = []
         skip_names = False
         rest: list[str] = []
         i = 0
         while i < len(args):
             a = args[i]
-            nxt = args[i + 1] if i + 1 < len(args) else ""
-            if a in ("-u", "--user"):
-                user, i = nxt, i + 1
-            elif a.startswith("-u") and len(a) > 2:
-                user = a[2:]
-            elif a.startswith("--user="):
-                user = a[7:]
-            elif a.startswith("-p") and len(a) > 2:
-                password = a[2:]
-            elif a.startswith("--password="):
-                password = a[11:]
-            elif a in ("-p", "--password"):
-                password = ""  # would prompt; kubectl exec without -t gives it no terminal
-            elif a in ("-h", "--host"):
-                host, i = nxt, i + 1
-            elif a.startswith("-h") and len(a) > 2:
-                host = a[2:]
-            elif a.startswith("--host="):
-                host = a[7:]
-            elif a in ("-P", "--port"):
-                port, i = int(nxt), i + 1
-            elif a.startswith("--port="):
-                port = int(a[7:])
-            elif a in ("-e", "--execute"):
-                execute.append(nxt)
+            name, eq, after = a.partition("=")
+            if a in MYSQL_SPACED_OPTIONS:
+                field, value = MYSQL_SPACED_OPTIONS[a], args[i + 1] if i + 1 < len(args) else ""
                 i += 1
-            elif a.startswith("--execute="):
-                execute.append(a[10:])
-            elif a in ("-D", "--database"):
-                db, i = nxt, i + 1
-            elif a.startswith("--database="):
-                db = a[11:]
-            elif a in ("-N", "--skip-column-names", "-sN", "-Ns", "-BN", "-NB"):
-                skip_names = True
-            elif a in ("-s", "--silent", "-B", "--batch", "-t", "--table", "-v", "--protocol=tcp"):
-                pass
-            elif not a.startswith("-"):
-                rest.append(a)
+            elif a.startswith("--") and eq and name in MYSQL_LONG_OPTIONS:
+                field, value = MYSQL_LONG_OPTIONS[name], after
+            elif a[:2] in MYSQL_GLUED_OPTIONS and len(a) > 2:
+                field, value = MYSQL_GLUED_OPTIONS[a[:2]], a[2:]
+            elif a in ("-p", "--password"):
+                field, value = "password", ""  # would prompt; kubectl exec without -t gives it no terminal
+            else:
+                if a in ("-N", "--skip-column-names", "-sN", "-Ns", "-BN", "-NB"):
+                    skip_names = True
+                elif not a.startswith("-"):
+                    rest.append(a)  # -s, --silent, -B, --batch, -t, --table, -v, --protocol=tcp change nothing here
+                i += 1
+                continue
+            if field == "execute":
+                execute.append(value)
+            else:
+                opts[field] = int(value) if field == "port" else value
             i += 1
+        user, password, host, port, db = opts["user"], opts["password"], opts["host"], opts["port"], opts["database"]
         warn = MYSQL_CLI_PASSWORD_WARNING if password else ""
         local = host in ("", "localhost")
         inst: Any = instance

@@ -11,12 +11,10 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.apps.base import (
-    IMAGES,
     Exited,
     StartContext,
     Started,
     app_model,
-    normalize_image,
     register_image,
 )
 from clusters.sim.apps.datastores.common import (
@@ -666,14 +664,9 @@ class PostgreSQL(StoreModel):
 
     # -- start ---------------------------------------------------------------------------------------
     def start(self, ctx: StartContext) -> Started | Exited:
-        argv = ctx.argv
-        if argv and argv[0].rsplit("/", 1)[-1] == "docker-entrypoint.sh":
-            argv = argv[1:]
-        if not argv or argv[0].startswith("-"):
-            argv = ["postgres"] + argv
-        if argv[0].rsplit("/", 1)[-1] != "postgres":
-            from clusters.sim.apps.generic import shell_outcome
-            return shell_outcome(ctx, argv, IMAGES.get(normalize_image(ctx.container.get("image", ""))[0]))
+        argv = self.server_command(ctx, ("postgres",))
+        if not isinstance(argv, list):
+            return argv
         version = version_from_tag(ctx, PG_DEFAULT_MINOR, "17.6")
         major = version.split(".")[0]
         env = ctx.env
@@ -911,23 +904,18 @@ class PostgreSQL(StoreModel):
 
     def serve(self, cluster: Any, rt: PodRt, c: Ctr, command: str, write: bool, rate: float, dt: float,
               address: Address) -> StoreReply:
-        inst = c.instance
-        if not isinstance(inst, dict) or inst.get("kind") != "postgres":
+        now = cluster.clock.now()
+        inst = self.own_instance(c, now)
+        if inst is None:
             return StoreReply(0.0, 0.0, "server closed the connection unexpectedly\n\tThis probably means the server "
                                         "terminated abnormally\n\tbefore or while processing the request.")
-        now = cluster.clock.now()
-        inst["now"] = now
         if inst.get("state") == "recovering":
             return StoreReply(0.0, 0.001, "FATAL:  the database system is in recovery mode")
         verb, tables = sql_shape(command)
         write = write or verb in ("INSERT", "UPDATE", "DELETE", "UPSERT", "MERGE", "COPY", "TRUNCATE")
         user = address.user or "postgres"
         db = address.database or user
-        n = rate * dt
-        acc = inst["acc"]
-        acc["ops"] += n
-        acc["rate"] += rate
-        acc["calls"] += 1
+        n, acc = self.count_requests(inst, rate, dt)
         data = inst["data"]
         if db not in data["dbs"]:
             return StoreReply(0.0, 0.001, f'FATAL:  database "{db}" does not exist')
@@ -1028,14 +1016,10 @@ class PostgreSQL(StoreModel):
         inst["data"]["crashed"] = True
 
     def tick(self, cluster: Any, rt: PodRt, c: Ctr, now: float, dt: float) -> None:
-        inst = c.instance
-        if not isinstance(inst, dict) or inst.get("kind") != "postgres":
+        inst = self.own_instance(c, now)
+        if inst is None:
             return
-        inst["now"] = now
-        inst.pop("pending_keys", None)
-        pending = inst.pop("pending_log", None)
-        if pending:
-            write_log(cluster, rt, c, [pg_line(now, self._pid(inst), lvl, msg) for lvl, msg in pending[-30:]], now)
+        self.flush_queued(cluster, rt, c, inst, now, lambda lvl, msg: pg_line(now, self._pid(inst), lvl, msg))
         acc = inst["acc"]
         ops = acc["ops"]
         cap = cpu_cores(cluster, rt, c) / PG_CPU_PER_OP

@@ -8,7 +8,6 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.apps.base import (
-    IMAGES,
     Exited,
     StartContext,
     Started,
@@ -153,14 +152,9 @@ class Redis(StoreModel):
     def start(self, ctx: StartContext) -> Started | Exited:
         flavor, version = self._flavor(ctx)
         server = f"{flavor}-server"
-        argv = ctx.argv
-        if argv and argv[0].rsplit("/", 1)[-1] == "docker-entrypoint.sh":
-            argv = argv[1:]
-        if not argv or argv[0].startswith("-") or argv[0].endswith(".conf"):
-            argv = [server] + argv
-        if argv[0].rsplit("/", 1)[-1] not in ("redis-server", "valkey-server"):
-            from clusters.sim.apps.generic import shell_outcome
-            return shell_outcome(ctx, argv, IMAGES.get(normalize_image(ctx.container.get("image", ""))[0]))
+        argv = self.server_command(ctx, (server, "redis-server", "valkey-server"), config_first=True)
+        if not isinstance(argv, list):
+            return argv
         name = "Valkey" if flavor == "valkey" else "Redis"
         t = ctx.app_time()
         cfg: dict[str, str] = {}
@@ -292,18 +286,13 @@ class Redis(StoreModel):
 
     def serve(self, cluster: Any, rt: PodRt, c: Ctr, command: str, write: bool, rate: float, dt: float,
               address: Address) -> StoreReply:
-        inst = c.instance
-        if not isinstance(inst, dict) or inst.get("kind") != "redis":
-            return StoreReply(0.0, 0.0, "EOF")
         now = cluster.clock.now()
-        inst["now"] = now
+        inst = self.own_instance(c, now)
+        if inst is None:
+            return StoreReply(0.0, 0.0, "EOF")
         verb = (command.split() or ["GET"])[0].upper()
         write = write or verb in REDIS_WRITES
-        n = rate * dt
-        acc = inst["acc"]
-        acc["ops"] += n
-        acc["rate"] += rate
-        acc["calls"] += 1
+        n, acc = self.count_requests(inst, rate, dt)
         if inst.get("protected"):
             return StoreReply(0.0, 0.0002, "DENIED Redis is running in protected mode because protected mode is enabled "
                                            "and no password is set for the default user.")
@@ -350,10 +339,9 @@ class Redis(StoreModel):
                 "for details about the RDB error.")
 
     def tick(self, cluster: Any, rt: PodRt, c: Ctr, now: float, dt: float) -> None:
-        inst = c.instance
-        if not isinstance(inst, dict) or inst.get("kind") != "redis":
+        inst = self.own_instance(c, now)
+        if inst is None:
             return
-        inst["now"] = now
         acc = inst["acc"]
         cap = 1.0 / REDIS_CPU_PER_OP * min(max(1, inst["io_threads"]), 2) * min(1.0, cpu_cores(cluster, rt, c))
         inst["util"] = min(5.0, acc["ops"] / max(dt, 1e-6) / cap)
