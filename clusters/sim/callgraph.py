@@ -345,12 +345,12 @@ class CallGraphFlow:
         per = served / len(insts)
         nodes = self.cluster.nodes
         for rt, c in insts:
-            work = svc.cpu * cpu_factor
+            used = per * svc.cpu * cpu_factor
             if svc.runtime is not None and "go" in c.instance:
                 c.instance["rps"] = per / dt
                 svc.runtime.served(c.instance["go"], per)
-                work += c.instance.get("gc_cost", 0.0)
-            self.w.charge(rt, c, per, per * work / nodes.cpu_factor(rt.node), dt, 800, 2400)
+                used += per * c.instance.get("gc_cost", 0.0)
+            self.w.charge(rt, c, per, used / nodes.cpu_factor(rt.node), dt, 800, 2400)
 
     # -- calls -------------------------------------------------------------------------------------
     def _edge(self, ns: str, app: AppGraph, svc: Service, op: str, call: Call, insts: list,
