@@ -6,19 +6,58 @@ seconds and peak RSS (the issue's targets are for hotel-reservation).
 
 Issue 14's reference for the CPU of 10 cluster-minutes is the cluster before kube-system's pods
 (commit 27cfd47). The figure moves with the machine's load, so compare on the same machine, runs
-interleaved: `git archive 27cfd47 | tar -x -C DIR`, then run this script as DIR/bench/... with
-this checkout's interpreter, alternating with this checkout's, and compare the lows.
+interleaved; `--compare-with` does that: it extracts the commit (`git archive`) into a temporary
+folder, runs its copy of this script and this checkout's alternately, each in a fresh process with
+this interpreter and the same arguments, and prints every figure, the medians, the lows and their
+ratios (this checkout over the commit):
+
+    .venv/bin/python bench/sim_cluster_bench.py --compare-with 27cfd47 --runs 5 [--app social-network]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import resource
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+_RUN_CPU = re.compile(r"under load: ([0-9.]+) s CPU")
+
+
+def _run_cpu(script: Path, args: list[str]) -> float:
+    """The CPU seconds one fresh run of `script` reports for the cluster time under load."""
+    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}).stdout
+    found = _RUN_CPU.search(out)
+    if found is None:
+        raise SystemExit(f"{script} printed no CPU figure:\n{out}")
+    return float(found.group(1))
+
+
+def compare(commit: str, runs: int, args: list[str]) -> None:
+    """Alternate runs of `commit`'s copy of this bench and this checkout's; print the figures."""
+    with tempfile.TemporaryDirectory(prefix="sim-bench-ref-") as ref:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", ref], input=archive, check=True)
+        theirs, ours = Path(ref) / "bench" / Path(__file__).name, Path(__file__).resolve()
+        ref_cpu: list[float] = []
+        new_cpu: list[float] = []
+        for i in range(runs):
+            ref_cpu.append(_run_cpu(theirs, args))
+            new_cpu.append(_run_cpu(ours, args))
+            print(f"run {i + 1}: {commit} {ref_cpu[-1]:.3f} s, this checkout {new_cpu[-1]:.3f} s CPU", flush=True)
+    med_ref, med_new = statistics.median(ref_cpu), statistics.median(new_cpu)
+    print(f"{commit}: {' '.join(f'{v:.3f}' for v in ref_cpu)}  (median {med_ref:.3f}, low {min(ref_cpu):.3f})")
+    print(f"this checkout: {' '.join(f'{v:.3f}' for v in new_cpu)}  (median {med_new:.3f}, low {min(new_cpu):.3f})")
+    print(f"ratio this/{commit}: medians {med_new / med_ref:.3f}, lows {min(new_cpu) / min(ref_cpu):.3f}")
 
 
 def main() -> None:
@@ -26,7 +65,12 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--app", default="hotel-reservation")
+    ap.add_argument("--compare-with", metavar="COMMIT", help="alternate runs with this commit's copy of the bench")
+    ap.add_argument("--runs", type=int, default=5, help="runs of each side with --compare-with")
     args = ap.parse_args()
+    if args.compare_with:
+        compare(args.compare_with, args.runs, ["--app", args.app, "--minutes", f"{args.minutes:g}", "--seed", str(args.seed)])
+        return
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     from apps import load_application
     from clusters.sim.cluster import SimCluster

@@ -23,11 +23,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from clusters.sim.apps.base import env_float
 from clusters.sim.apps.graph import (
     GRAPHS,
     STORE_PROTOCOLS,
     Address,
     AppGraph,
+    Cache,
     Call,
     Peer,
     Service,
@@ -35,6 +37,7 @@ from clusters.sim.apps.graph import (
     store_model,
 )
 from clusters.sim.apps.logformats import LOGGERS, LogFormat
+from clusters.sim.controllers.network import Conn
 from clusters.stack.services import STACK_NAMESPACE
 
 if TYPE_CHECKING:
@@ -78,6 +81,8 @@ class Edge:
     ok: float
     latency: float
     error: str | None
+    attempt_fail: float | None = None  # a peer with its own Retry: the share of single attempts that failed
+    timed_out: float = 0.0  # ... and of attempts cut at its deadline
 
 
 class CallGraphFlow:
@@ -142,6 +147,8 @@ class CallGraphFlow:
         # 1. offered rates, top-down, with last step's retry amplification
         store_load: dict[tuple[str, str, str, bool], float] = {}
         edges = st["edges"]
+        misses = {(name, p.name): self._miss(app, app.services[name], p, groups.get(name) or [])
+                  for name in app.order for p in app.services[name].peers if p.cache is not None}
         for svc_name in app.order:
             svc = app.services[svc_name]
             for op, calls in svc.ops.items():
@@ -151,8 +158,10 @@ class CallGraphFlow:
                 for call in calls:
                     peer = svc.peer(call.peer)
                     f_prev = edges.get(self._edge_key(svc_name, op, call), 0.0)
-                    amp = sum(f_prev ** k for k in range(max(1, svc.attempts)))
+                    amp = sum(f_prev ** k for k in range(self._attempts(svc, peer, groups.get(svc_name) or [])))
                     r = rate_in * call.share * hooks.call_share(self, ns, svc, op, call) * amp
+                    if call.on_miss:
+                        r *= misses.get((svc_name, call.on_miss), 1.0)
                     if peer.service:
                         lam[(peer.service, call.op)] = lam.get((peer.service, call.op), 0.0) + r
                     else:
@@ -170,14 +179,21 @@ class CallGraphFlow:
             effects = {op: hooks.op_effect(self, ns, svc, op, insts) for op in svc.ops} if insts else {}
             cpu_factor = max((e.cpu for e in effects.values() if e), default=1.0)
             accepted, wait, served = self._serve(ns, svc, insts, offered, dt, cpu_factor)
+            if svc.limit is not None and accepted <= 0.999 and svc.limit.error:
+                overloaded: str | None = svc.limit.error
+            else:
+                overloaded = None if accepted > 0.999 else self._overloaded(svc)
             slow = st["queues"].get(svc_name, {}).get("slow", 1.0)
             for op, calls in svc.ops.items():
                 rate_in = lam.get((svc_name, op), 0.0)
                 ok, latency = accepted, svc.latency * slow + wait
-                why = None if accepted > 0.999 else self._overloaded(svc)
+                why = overloaded
                 for call in calls:
                     share = min(1.0, call.share * hooks.call_share(self, ns, svc, op, call))
-                    e = self._edge(ns, app, svc, op, call, insts, succ, lat, err, store_load, dt, rate_in * share)
+                    miss = misses.get((svc_name, call.on_miss), 1.0) if call.on_miss else 1.0
+                    e = self._edge(ns, app, svc, op, call, insts, succ, lat, err, store_load, dt, rate_in * share * miss)
+                    if call.on_miss:  # only the misses reach the store behind the cache
+                        e = Edge(1.0 - miss * (1.0 - e.ok), e.latency * miss, e.error if miss > 0 else None)
                     failed = share * (1.0 - e.ok)
                     if call.on_error != "ignore":
                         ok *= 1.0 - failed
@@ -278,16 +294,50 @@ class CallGraphFlow:
         if not insts:
             q["q"] = 0.0
             return 1.0, 0.0, 0.0
-        mu = sum(self.w._cores(rt, c) / (svc.cpu * cpu_factor) for rt, c in insts)
+        # A runtime that holds its backlog as live heap, or a limiter's queue, keeps the backlog in the
+        # processes: a new pod starts with none, a killed one takes its share along.
+        in_pods = svc.runtime is not None or svc.limit is not None
+        if in_pods:
+            q["q"] = sum(c.instance.get("queued", 0.0) for _, c in insts)
+        mu, queue_cap = 0.0, 0.0
+        for rt, c in insts:
+            cores = self.w._cores(rt, c)
+            work = svc.cpu * cpu_factor
+            if svc.runtime is not None and "go" in c.instance:
+                # the collector's share follows the heap the pod held at the start of the step
+                c.instance["gc_cost"] = svc.runtime.gc_cpu(c.instance["go"], c.instance.get("rps", 0.0),
+                                                           c.instance.get("queued", 0.0), svc.cpu, cores)
+                work += c.instance["gc_cost"]
+            cap = cores / work
+            limit = c.instance.get("limit")
+            if limit is not None:
+                cap = min(cap, limit["qps"])
+                queue_cap += limit["queue"]
+            mu += cap
         mu = max(mu, 1e-6)
         q["slow"] = max(self.w._slowdown(rt, c) for rt, c in insts)
         arrivals = offered * dt
         total = q["q"] + arrivals
         served = min(total, mu * dt)
         rest = total - served
-        cap = mu * svc.timeout  # past its callers' deadline a queued request is abandoned
-        q["q"] = min(rest, cap)
+        if svc.limit is None:
+            queue_cap = mu * svc.timeout  # past its callers' deadline a queued request is abandoned
+        q["q"] = min(rest, queue_cap)
+        q["served"] = served
         rejected = rest - q["q"]
+        if in_pods:
+            for _, c in insts:
+                c.instance["queued"] = q["q"] / len(insts)
+        if svc.limit is not None and svc.limit.metrics is not None:
+            job, instance, prefix = svc.limit.metrics
+            labels = (("namespace", ns), ("job", job), ("instance", instance))
+            self.w.gauge(f"{prefix}_queue_depth", labels, q["q"])
+            self.w.gauge(f"{prefix}_in_flight", labels, min(q["q"], mu * 0.01) + min(served / dt, mu) * svc.latency)
+            self.w.gauge(f"{prefix}_backend_qps_limit", labels, sum(c.instance["limit"]["qps"] for _, c in insts
+                                                                    if "limit" in c.instance))
+            self.w.gauge(f"{prefix}_queue_capacity", labels, queue_cap)
+            self.w.inc(f"{prefix}_requests_received_total", labels, arrivals)
+            self.w.inc(f"{prefix}_requests_rejected_total", labels, rejected)
         accepted = 1.0 - (rejected / arrivals if arrivals > 0 else 0.0)
         return max(0.0, accepted), q["q"] / mu, served
 
@@ -295,7 +345,12 @@ class CallGraphFlow:
         per = served / len(insts)
         nodes = self.cluster.nodes
         for rt, c in insts:
-            self.w.charge(rt, c, per, per * svc.cpu * cpu_factor / nodes.cpu_factor(rt.node), dt, 800, 2400)
+            used = per * svc.cpu * cpu_factor
+            if svc.runtime is not None and "go" in c.instance:
+                c.instance["rps"] = per / dt
+                svc.runtime.served(c.instance["go"], per)
+                used += per * c.instance.get("gc_cost", 0.0)
+            self.w.charge(rt, c, per, used / nodes.cpu_factor(rt.node), dt, 800, 2400)
 
     # -- calls -------------------------------------------------------------------------------------
     def _edge(self, ns: str, app: AppGraph, svc: Service, op: str, call: Call, insts: list,
@@ -306,6 +361,7 @@ class CallGraphFlow:
             self.state[ns]["edges"][key] = 0.0
             return Edge(1.0, 0.0, None)
         ok_sum, lat_sum, why = 0.0, 0.0, None
+        attempt_fail, timed_out = 0.0, 0.0
         store_rate = store_load.get((svc.name, call.peer, call.op, call.write), 0.0) / len(insts)
         for rt, c in insts:
             e = self._call_from(ns, app, svc, rt, c, peer, call, succ, lat, err, store_rate, dt)
@@ -313,10 +369,46 @@ class CallGraphFlow:
                 e = self._pooled(svc, rt, peer, call, e, call_rate / len(insts))
             ok_sum += e.ok
             lat_sum += e.latency
+            attempt_fail += 1.0 - e.ok if e.attempt_fail is None else e.attempt_fail
+            timed_out += e.timed_out
             why = why or e.error
         ok, latency = ok_sum / len(insts), lat_sum / len(insts)
-        self.state[ns]["edges"][key] = 1.0 - ok
+        # what the next step's offered load is amplified by: the share of single attempts that failed
+        self.state[ns]["edges"][key] = attempt_fail / len(insts) if peer.retry is not None else 1.0 - ok
+        if peer.retry is not None and peer.retry.metrics is not None:
+            self._retry_metrics(ns, app, svc, peer, call_rate * dt, ok, attempt_fail / len(insts), timed_out / len(insts))
         return Edge(ok, latency, why if ok < 0.999 else None)
+
+    def _retry_metrics(self, ns: str, app: AppGraph, svc: Service, peer: Peer, n: float, ok: float, f: float,
+                       timed_out: float) -> None:
+        """The client's own counters of a retrying call, and the deadline's toll on the callee's queue."""
+        assert peer.retry is not None and peer.retry.metrics is not None
+        job, instance, prefix = peer.retry.metrics
+        labels = (("namespace", ns), ("job", job), ("instance", instance))
+        attempts = n * sum(f ** k for k in range(peer.retry.attempts))
+        self.w.inc(f"{svc.name}_requests_total", labels, n)
+        self.w.inc(f"{prefix}_attempts_total", labels, attempts)
+        self.w.inc(f"{prefix}_timeouts_total", labels, attempts * timed_out)
+        self.w.inc(f"{prefix}_successes_total", labels, n * ok)
+        self.w.inc(f"{prefix}_failures_total", labels, n * (1.0 - ok))
+        callee = app.services.get(peer.service)
+        if callee is not None and callee.limit is not None and callee.limit.metrics is not None:
+            cjob, cinstance, cprefix = callee.limit.metrics
+            served = self.state[ns]["queues"].get(callee.name, {}).get("served", 0.0)
+            clabels = (("namespace", ns), ("job", cjob), ("instance", cinstance))
+            self.w.inc(f"{cprefix}_requests_completed_total", clabels, served * (1.0 - timed_out))
+            self.w.inc(f"{cprefix}_requests_expired_total", clabels, served * timed_out)
+
+    @staticmethod
+    def _attempts(svc: Service, peer: Peer, insts: list) -> int:
+        """Tries per call to `peer`: its own policy as the program read it, else the service's."""
+        if peer.retry is not None:
+            for _, c in insts:
+                policy = (c.instance.get("retry") or {}).get(peer.name)
+                if policy is not None:
+                    return int(policy["attempts"])
+            return max(1, peer.retry.attempts)
+        return max(1, svc.attempts)
 
     def _pooled(self, svc: Service, rt: PodRt, peer: Peer, call: Call, e: Edge, rate: float) -> Edge:
         """A client pool of `peer.pool` connections per pod: each call holds one for its latency
@@ -334,21 +426,32 @@ class CallGraphFlow:
     def _call_from(self, ns: str, app: AppGraph, svc: Service, rt: PodRt, c: Ctr, peer: Peer, call: Call,
                    succ: dict, lat: dict, err: dict, store_rate: float, dt: float) -> Edge:
         log = self.logger(svc, rt.name)
-        addr = c.instance["peers"].get(peer.name)
-        if addr is None:
-            return Edge(0.0, 0.0, log.client_error(peer.protocol, "missing address", peer.name, 0, call.op))
-        pod = self.w._pod(rt.namespace, rt.name)
-        if pod is None:
-            return Edge(1.0, 0.0, None)
-        if addr["host"] in ("localhost", "127.0.0.1", "::1"):  # nothing of its own listens there
-            e = f"dial tcp 127.0.0.1:{addr['port']}: connect: connection refused"
-            return Edge(0.0, 0.0, log.client_error(peer.protocol, e, addr["host"], addr["port"], call.op))
-        conn = self.w._connect(pod, addr["host"], addr["port"])
+        pod = self.w._pod(rt.namespace, rt.name) if peer.discovery else None
+        if peer.discovery:
+            if pod is None:
+                return Edge(1.0, 0.0, None)
+            conn = self._discover(app, svc, rt, c, pod, peer)
+            addr: dict[str, Any] = {"host": conn.host, "port": conn.port, "user": "", "password": "", "database": "", "raw": ""}
+            if conn.error:
+                return Edge(0.0, 0.0, conn.error)
+        else:
+            addr = c.instance["peers"].get(peer.name)
+            if addr is None:
+                return Edge(0.0, 0.0, log.client_error(peer.protocol, "missing address", peer.name, 0, call.op))
+            pod = self.w._pod(rt.namespace, rt.name)
+            if pod is None:
+                return Edge(1.0, 0.0, None)
+            if addr["host"] in ("localhost", "127.0.0.1", "::1"):  # nothing of its own listens there
+                e = f"dial tcp 127.0.0.1:{addr['port']}: connect: connection refused"
+                return Edge(0.0, 0.0, log.client_error(peer.protocol, e, addr["host"], addr["port"], call.op))
+            conn = self.w._connect(pod, addr["host"], addr["port"])
+        policy = (c.instance.get("retry") or {}).get(peer.name) if peer.retry is not None else None
+        timeout = (policy["timeout"] or None) if policy is not None else svc.timeout
         if conn.error or not conn.targets:
             e = conn.error or f"dial tcp {addr['host']}:{addr['port']}: connect: connection refused"
             return Edge(0.0, 0.0, log.client_error(peer.protocol, e, addr["host"], addr["port"], call.op))
         n = len(conn.targets)
-        ok, latency, why = 0.0, 0.0, None
+        ok, latency, why, timed_out = 0.0, 0.0, None, 0.0
         for tg in conn.targets:
             if tg.error:
                 why = why or log.client_error(peer.protocol, tg.error, addr["host"], addr["port"], call.op)
@@ -360,10 +463,11 @@ class CallGraphFlow:
             t_ok *= 1.0 - lost
             if lost > 0.3 and t_err is None:
                 t_err = log.deadline(peer.protocol)
-            pto = _p_timeout(t_lat, svc.timeout)
-            if pto > 0.01:
+            pto = _p_timeout(t_lat, timeout)
+            if pto > 0.01 and timeout:
                 t_ok *= 1.0 - pto
-                t_lat = min(t_lat, svc.timeout)
+                t_lat = min(t_lat, timeout)
+                timed_out += pto
                 if pto > 0.5:
                     t_err = log.deadline(peer.protocol)
             ok += t_ok
@@ -371,12 +475,44 @@ class CallGraphFlow:
             why = why or t_err
         ok /= n
         latency /= n
+        if policy is not None:
+            return self._retried(ok, latency, why, timed_out / n, policy)
         attempts = max(1, svc.attempts)
         if attempts > 1 and ok < 1.0:
             f = 1.0 - ok
             latency = sum(f ** k * latency for k in range(attempts))
             ok = 1.0 - f ** attempts
         return Edge(ok, latency, why)
+
+    @staticmethod
+    def _retried(ok: float, latency: float, why: str | None, timed_out: float, policy: dict[str, float]) -> Edge:
+        """A call under the peer's own Retry: each further attempt comes after a backoff that grows
+        by `multiplier`, and only when the ones before it failed."""
+        attempts = int(policy["attempts"])
+        f = 1.0 - ok
+        total = sum(f ** k * latency for k in range(attempts))
+        total += sum(f ** k * policy["backoff"] * policy["multiplier"] ** (k - 1) for k in range(1, attempts))
+        return Edge(1.0 - f ** attempts, total, why, attempt_fail=f, timed_out=timed_out)
+
+    def _discover(self, app: AppGraph, svc: Service, rt: PodRt, c: Ctr, pod: dict, peer: Peer) -> Conn:
+        """The peer's pods as the caller's registry agent lists them; while the agent is unreachable,
+        what this pod last heard from it (a new pod has heard nothing)."""
+        callee = app.services.get(peer.service)
+        name = callee.registry.name if callee is not None and callee.registry is not None else peer.service
+        cache: dict[str, list] = c.instance.setdefault("discovered", {})
+        agent = c.instance["peers"].get(svc.registry.agent) if svc.registry is not None else None
+        if agent is not None:
+            agent_conn = self.w._connect(pod, agent["host"], agent["port"])
+            for tg in agent_conn.targets:
+                if not tg.error:
+                    regs = self.w.state["consul"].get(f"{tg.pod['metadata']['namespace']}/{tg.pod['metadata']['name']}", {})
+                    cache[name] = [list(r) for r in regs.get(name, [])]
+                    break
+        targets = [self.w._connect_pod(pod, target, port) for tns, tname, port in cache.get(name, [])
+                   if (target := self.w._pod(tns, tname)) is not None]
+        if not targets:
+            return Conn(name, 0, error="rpc error: code = Unavailable desc = there is no address available")
+        return Conn(name, targets[0].port, targets=targets)
 
     def _target(self, app: AppGraph, svc: Service, peer: Peer, call: Call, tg: Any, addr: dict, succ: dict,
                 lat: dict, err: dict, rate: float, dt: float, caller_ip: str) -> tuple[float, float, str | None]:
@@ -404,6 +540,8 @@ class CallGraphFlow:
             if refused:
                 return 0.0, 0.0, refused
             reply = model.serve(self.cluster, trt, target_ctr, call.op, call.write, rate, dt, address)
+            if peer.cache is not None and isinstance(inst, dict):
+                self._warm(inst, svc.name, peer.cache, rate, dt)
             return reply.ok, reply.latency, reply.error
         if isinstance(inst, dict) and inst.get("kind") == "graph":
             if inst.get("svc") != peer.service:
@@ -411,6 +549,32 @@ class CallGraphFlow:
             key = (peer.service, call.op)
             return succ.get(key, 1.0), lat.get(key, 0.001), err.get(key)
         return 1.0, 0.001, None  # something that answers but is not modelled (an nginx, a sidecar)
+
+    # -- caches in front of stores ---------------------------------------------------------------
+    @staticmethod
+    def _warm(inst: dict, owner: str, cache: Cache, rate: float, dt: float) -> None:
+        """Each miss fetches from the store and sets the key: half of the missed reads add a new one."""
+        keys = inst.setdefault("keys", {})
+        miss = 1.0 - min(1.0, keys.get(owner, 0.0) / cache.keys)
+        keys[owner] = min(cache.keys, keys.get(owner, 0.0) + rate * dt * miss * 0.5)
+        inst["items"] = sum(keys.values())
+
+    def _miss(self, app: AppGraph, svc: Service, peer: Peer, insts: list) -> float:
+        """The share of the service's reads its cache misses: the keys it has not cached yet, as the
+        cache its first pod reaches holds them (an unreachable or restarted cache misses everything)."""
+        assert peer.cache is not None
+        for rt, c in insts[:1]:
+            addr = c.instance["peers"].get(peer.name)
+            pod = self.w._pod(rt.namespace, rt.name)
+            if addr is None or pod is None:
+                return 1.0
+            for tg in self.w._connect(pod, addr["host"], addr["port"]).targets:
+                held = self.w.instance_of(tg.pod, tg.port) if not tg.error else None
+                if isinstance(held, dict) and held.get("kind") == peer.protocol:
+                    cached = held.setdefault("keys", {}).get(svc.name, 0.0)
+                    return min(1.0, max(peer.cache.floor, 1.0 - cached / peer.cache.keys))
+            return 1.0
+        return 0.0
 
     @staticmethod
     def _wrong_service(peer: Peer, actual: str) -> str:
@@ -574,6 +738,11 @@ class CallGraphFlow:
         steps = self.w.state["steps"]
         if steps % 2:
             return  # one sampled trace per route every 10 s keeps Jaeger current at a fraction of the cost
+        tracer: TraceFormat = app.tracer or OTEL
+        if tracer.sample_env and app.routes:
+            entry = groups.get(app.routes[0].service) or []
+            if entry and env_float(entry[0][1].instance.get("env", {}), tracer.sample_env, 0.01) <= 0:
+                return  # sampling switched off: nothing reaches Jaeger
         for i, route in enumerate(app.routes):
             if lam.get((route.service, route.op), 0.0) <= 0:
                 continue
@@ -602,26 +771,19 @@ class CallGraphFlow:
         skew = self.cluster.nodes.clock_offset(rt.node) + self.cluster.chaos.time_offset(pod, c.name)
         span_id = hashlib.sha256(f"{trace_id}/{len(spans)}".encode()).hexdigest()[:16]
         duration = max(lat.get((svc_name, op), 0.001), 0.0002)
-        tags: list[dict[str, Any]] = [{"key": "span.kind", "type": "string", "value": "server"},
-                {"key": "otel.status_code", "type": "string", "value": "OK" if ok else "ERROR"}]
-        if depth == 0:
-            tags += [{"key": "http.request.method", "type": "string", "value": route.method},
-                     {"key": "url.path", "type": "string", "value": route.name},
-                     {"key": "http.response.status_code", "type": "int64", "value": 200 if ok else 500}]
-        else:
-            kind = next((p.protocol for s in app.services.values() for p in s.peers if p.service == svc_name), "grpc")
-            tags.append({"key": "rpc.system" if kind in ("grpc", "thrift") else "network.protocol.name", "type": "string",
-                         "value": kind})
+        tracer: TraceFormat = app.tracer or OTEL
+        kind = next((p.protocol for s in app.services.values() for p in s.peers if p.service == svc_name), "grpc")
+        tags = tracer.server_tags(route if depth == 0 else None, kind, ok)
         span = jaeger_span(trace_id, span_id, parent, op, start + skew, duration, tags,
-                           None if ok else ("exception", "exception.message", err.get((svc_name, op), "internal error")),
-                           svc_name, [{"key": "host.name", "type": "string", "value": rt.name},
-                                      {"key": "k8s.pod.ip", "type": "string", "value": rt.ip},
-                                      {"key": "k8s.namespace.name", "type": "string", "value": rt.namespace}])
+                           None if ok else (*tracer.error_event, err.get((svc_name, op), "internal error")),
+                           svc_name, tracer.process_tags(rt))
         spans.append(span)
         t = start + svc.latency * 0.3
         failed_seen = False
         for call in svc.ops.get(op, ()):
             peer = svc.peer(call.peer)
+            if not peer.service and not tracer.store_spans:
+                continue
             if call.share < 0.5 and self.cluster.rng.random() > call.share:
                 continue
             key = (peer.service, call.op) if peer.service else None
@@ -633,8 +795,7 @@ class CallGraphFlow:
             client = {**span, "spanID": cid, "operationName": call.op if peer.service else f"{call.op} {peer.name}",
                       "startTime": int((t + skew) * 1e6),
                       "references": [{"refType": "CHILD_OF", "traceID": trace_id, "spanID": span_id}],
-                      "tags": [{"key": "span.kind", "type": "string", "value": "client"},
-                               {"key": "peer.service", "type": "string", "value": peer.service or peer.name}]
+                      "tags": tracer.client_tags(peer)
                       + ([{"key": "error", "type": "bool", "value": True}] if not child_ok else []),
                       "logs": []}
             if peer.service:
@@ -674,6 +835,38 @@ class CallGraphFlow:
                 ok = (alias.get("spec") or {}).get("type") == "ExternalName" and f".{STACK_NAMESPACE}.svc." in target
             cache[key] = ok
         return cache[key]
+
+
+class TraceFormat:
+    """How an application's tracer tags its spans (AppGraph.tracer): OpenTelemetry's semantic
+    conventions by default; an app whose tracer predates them (Jaeger's Go client) declares its own."""
+
+    error_event: tuple[str, str] = ("exception", "exception.message")  # (event, field) logged on a failed request
+    store_spans = True  # its database clients are instrumented too
+    sample_env = ""  # the variable of the entry service that sets the sampled share (Jaeger's JAEGER_SAMPLE_RATIO)
+
+    def server_tags(self, route: Any, protocol: str, ok: bool) -> list[dict[str, Any]]:
+        """A server span's tags; `route` is the load generator's request for an entry span, else None."""
+        tags: list[dict[str, Any]] = [{"key": "span.kind", "type": "string", "value": "server"},
+                                      {"key": "otel.status_code", "type": "string", "value": "OK" if ok else "ERROR"}]
+        if route is not None:
+            return tags + [{"key": "http.request.method", "type": "string", "value": route.method},
+                           {"key": "url.path", "type": "string", "value": route.name},
+                           {"key": "http.response.status_code", "type": "int64", "value": 200 if ok else 500}]
+        return tags + [{"key": "rpc.system" if protocol in ("grpc", "thrift") else "network.protocol.name",
+                        "type": "string", "value": protocol}]
+
+    def client_tags(self, peer: Peer) -> list[dict[str, Any]]:
+        return [{"key": "span.kind", "type": "string", "value": "client"},
+                {"key": "peer.service", "type": "string", "value": peer.service or peer.name}]
+
+    def process_tags(self, rt: PodRt) -> list[dict[str, Any]]:
+        return [{"key": "host.name", "type": "string", "value": rt.name},
+                {"key": "k8s.pod.ip", "type": "string", "value": rt.ip},
+                {"key": "k8s.namespace.name", "type": "string", "value": rt.namespace}]
+
+
+OTEL = TraceFormat()
 
 
 def jaeger_span(trace_id: str, span_id: str, parent: str | None, op: str, start: float, duration: float,

@@ -20,17 +20,15 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.apps.base import env_float, fluid_ticks, mongo_log, zerolog
+from clusters.sim.apps.goruntime import GO_ALLOC_PER_REQUEST, go_gc_cpu, go_live
 from clusters.sim.apps.graph import store_model
 from clusters.sim.apps.hotel import (
-    CACHE_KEYS,
+    CACHES,
     CPU_PER_REQUEST,
-    GO_ALLOC_PER_REQUEST,
     OPS,
     ROUTES,
     SERVICE_TIME,
     SERVICES,
-    go_gc_cpu,
-    go_live,
     split_addr,
 )
 from clusters.sim.callgraph import CallGraphFlow, jaeger_span
@@ -686,8 +684,7 @@ class Workload:
             mi = self.instance_of(tg.pod, tg.port) if not tg.error else None
             if isinstance(mi, dict) and mi.get("kind") == "memcached":
                 items = mi.setdefault("keys", {}).get(svc, 0.0)
-                floor = 0.1 if svc == "reservation" else 0.0
-                return min(1.0, max(floor, 1.0 - items / CACHE_KEYS[svc]))
+                return min(1.0, max(CACHES[svc].floor, 1.0 - items / CACHES[svc].keys))
         return 1.0
 
     def _store_edges(self, ns: str, groups: dict, load: dict, now: float, dt: float) -> dict:
@@ -716,8 +713,9 @@ class Workload:
                         continue
                     if si.get("kind") == "memcached":
                         keys = si.setdefault("keys", {})
-                        miss = 1.0 - min(1.0, keys.get(svc, 0.0) / CACHE_KEYS[svc])
-                        keys[svc] = min(CACHE_KEYS[svc], keys.get(svc, 0.0) + rate_in * dt * max(miss, 0.0) * 0.5 + 0.0)
+                        cache = CACHES[svc]
+                        miss = 1.0 - min(1.0, keys.get(svc, 0.0) / cache.keys)
+                        keys[svc] = min(cache.keys, keys.get(svc, 0.0) + rate_in * dt * max(miss, 0.0) * 0.5)
                         si["items"] = sum(keys.values())
                     elif si.get("kind") == "mongo":
                         from clusters.sim.apps.stores import authorize

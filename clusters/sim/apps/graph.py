@@ -28,6 +28,81 @@ DEFAULT_PORTS = {"postgres": 5432, "mysql": 3306, "redis": 6379, "kafka": 9092, 
 
 
 @dataclass(frozen=True)
+class Cache:
+    """A cache the service reads before its store (memcached in front of MongoDB). The service
+    caches `keys` distinct keys; a read misses in the share of them not cached yet (never less
+    than `floor`, the keys that are always new), and each miss warms the cache by half a key."""
+
+    keys: float
+    floor: float = 0.0
+
+
+@dataclass(frozen=True)
+class Retry:
+    """A client's deadline and retry policy on one peer: `attempts` tries, each cut at `timeout`
+    seconds, waiting `backoff` × `multiplier`^k between them. `env` names the variables that
+    override them (attempts, timeout ms, backoff ms, multiplier); `metrics` = (job, instance,
+    prefix) exports the client's own counters: {prefix}_attempts_total and the like."""
+
+    attempts: int = 1
+    timeout: float | None = None
+    backoff: float = 0.0
+    multiplier: float = 2.0
+    env: tuple[str, str, str, str] | None = None
+    metrics: tuple[str, str, str] | None = None
+
+    def read(self, env: dict[str, str]) -> dict[str, float]:
+        """The policy the program runs with, its knobs read from its environment at start."""
+        out = {"attempts": float(self.attempts), "timeout": self.timeout or 0.0, "backoff": self.backoff,
+               "multiplier": self.multiplier}
+        if self.env is not None:
+            names = dict(zip(("attempts", "timeout", "backoff", "multiplier"), self.env, strict=True))
+            scale = {"timeout": 1000.0, "backoff": 1000.0}
+            for key, var in names.items():
+                try:
+                    out[key] = float(env[var]) / scale.get(key, 1.0)
+                except (KeyError, ValueError):
+                    pass
+        out["attempts"] = float(max(1, int(out["attempts"])))
+        return out
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A token bucket in front of a service's handler with a bounded queue: each pod serves at most
+    `qps` requests/s and parks up to `queue` more; past that a request is rejected with `error`.
+    `env` names the variables that override them (qps, queue); `metrics` = (job, instance, prefix)
+    exports {prefix}_queue_depth, {prefix}_requests_received_total and the like."""
+
+    qps: float
+    queue: float
+    error: str = ""
+    env: tuple[str, str] | None = None
+    metrics: tuple[str, str, str] | None = None
+
+    def read(self, env: dict[str, str]) -> dict[str, float]:
+        out = {"qps": self.qps, "queue": self.queue}
+        for key, var in zip(("qps", "queue"), self.env or (), strict=False):
+            try:
+                out[key] = float(env[var])
+            except (KeyError, ValueError):
+                pass
+        return {"qps": max(0.1, out["qps"]), "queue": max(0.0, out["queue"])}
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Service discovery through a registry agent (Consul): at start the service registers under
+    `name` (its port, unless `port` is set) with the agent its peer `agent` addresses, and a caller
+    resolves a peer declared with `discovery` by the callee's `names["consul"]`. Each caller pod
+    keeps the last answer it got: while its agent is unreachable it dials what it last knew."""
+
+    agent: str  # the peer (protocol http) that is the registry agent
+    name: str = ""  # what the service registers as; empty: it registers nothing
+    port: int = 0
+
+
+@dataclass(frozen=True)
 class Peer:
     """Something a service dials. Its address comes from `env` (host:port, a URL or a DSN), else
     from `config` (a key path in a mounted JSON file), else `default` (baked into the image)."""
@@ -43,6 +118,9 @@ class Peer:
     at_start: bool = False  # dialled (and for a store, authenticated) while starting: failure exits
     suffix_env: str = ""  # an env var whose value the program appends to the host (OpenResty's fqdn_suffix)
     pool: int = 0  # connections its client keeps per pod (Hikari's 10, a Thrift pool's 512); 0 = unbounded
+    cache: Cache | None = None  # this store is a cache in front of another (see Call.on_miss)
+    retry: Retry | None = None  # this client's own deadline and retries, instead of the service's
+    discovery: bool = False  # resolved through the service's registry (Service.registry), not DNS
 
 
 @dataclass(frozen=True)
@@ -54,6 +132,7 @@ class Call:
     share: float = 1.0
     on_error: str = "fail"  # fail: the operation fails; ignore: logged only; crash: the process dies
     write: bool = False
+    on_miss: str = ""  # the cache peer whose misses this call serves: it runs only on a miss
 
 
 @dataclass
@@ -76,6 +155,9 @@ class Service:
     background: bool = False  # its ops run as a loop of its own (a Kafka consumer), not on requests
     traced: bool = True  # False: the program has no tracer, so its requests leave no spans
     names: dict[str, str] = field(default_factory=dict)  # names it goes by elsewhere: consul, db, port
+    limit: RateLimit | None = None  # a token bucket and queue in front of its handler
+    runtime: Any = None  # a language runtime with a cost model of its own (goruntime.GO); its backlog lives in its pods
+    registry: Registry | None = None  # service discovery (Consul) for its `discovery` peers
     on_start: Callable[[StartContext, dict[str, Any]], Exited | None] | None = None  # reads its own config
 
     def peer(self, name: str) -> Peer:
@@ -115,6 +197,7 @@ class AppGraph:
     span_metrics: bool = True  # the OTel collector's spanmetrics connector turns spans into metrics
     trace_host: str = ""  # where the services send spans; default otel-collector (span_metrics) or jaeger
     hooks: Any = None  # app-specific behaviour (feature flags, ...): see callgraph.GraphHooks
+    tracer: Any = None  # how its spans are tagged (callgraph.TraceFormat); default OpenTelemetry's
     # what serves its requests: the call-graph engine (clusters/sim/callgraph.py) with GraphService
     # containers, or "hotel", hotel-reservation's own model (clusters/sim/workload.py, apps/hotel.py)
     engine: str = "callgraph"
@@ -339,12 +422,46 @@ class GraphService(AppModel):
                     return log.exit_dial_failed(t, p, addr, *refused)
         inst: dict[str, Any] = {"kind": "graph", "app": graph.name, "svc": svc.name, "peers": peers, "env": dict(ctx.env),
                 "started": ctx.now, "leak": 0.0}
+        if svc.runtime is not None:
+            node = ctx.cluster.nodes.get(ctx.node)
+            settings = svc.runtime.settings(ctx.env, node.cpu if node is not None else 4)
+            if isinstance(settings, list):  # the runtime refuses its settings before main() runs
+                return Exited(2, [], after=0.0, stderr=settings)
+            inst["go"] = settings
+        if svc.limit is not None:
+            inst["limit"] = svc.limit.read(ctx.env)
+        retries = {p.name: p.retry.read(ctx.env) for p in svc.peers if p.retry is not None}
+        if retries:
+            inst["retry"] = retries
+        if svc.registry is not None:
+            inst["discovered"] = {}  # the pod's own cache of the registry's answers
+            unregistered = self._register(ctx, svc, peers.get(svc.registry.agent))
+            if unregistered is not None:
+                return log.exit_dial_failed(t, svc.peer(svc.registry.agent), *unregistered)
         if svc.on_start is not None:
             exited = svc.on_start(ctx, inst)
             if exited is not None:
                 return exited
         # a program that reads its listen port from its config says so in inst["ports"] (on_start)
         return Started(log.started(t, svc), set(inst.get("ports") or svc.ports), inst, ready_after=svc.start_s)
+
+    @staticmethod
+    def _register(ctx: StartContext, svc: Service, agent: dict[str, Any] | None) -> tuple[Address, str, float] | None:
+        """Registers the service with its registry agent; (agent address, error, seconds until the
+        program gives up) when the agent cannot be reached."""
+        assert svc.registry is not None
+        if agent is None:
+            return Address("", 0), "missing address", 0.2
+        addr = Address(agent["host"], agent["port"], raw=agent["raw"])
+        if not svc.registry.name:
+            return None
+        conn = ctx.connect(addr.host, addr.port)
+        if conn.ok_share == 0:
+            err = conn.first_error() or "connection refused"
+            return addr, err, (0.2 if "refused" in err or "no such host" in err else 10.0)
+        target = next(tg for tg in conn.targets if not tg.error)
+        ctx.cluster.workload.consul_register(target.pod, svc.registry.name, ctx.pod, svc.registry.port or svc.ports[0])
+        return None
 
     def _dial_at_start(self, ctx: StartContext, p: Peer, addr: Address) -> tuple[str, float] | None:
         """None if the peer answers (and accepts the credentials); else (error, seconds until it gives up)."""
@@ -379,6 +496,8 @@ class GraphService(AppModel):
         svc = found.services.get(instance.get("svc", "")) if found else None
         if svc is None:
             return float(40 * 2**20)
+        if svc.runtime is not None and "go" in instance:
+            return float(svc.runtime.rss(instance["go"], load_rps, instance.get("queued", 0.0))) + instance.get("leak", 0.0)
         return svc.memory + svc.memory_per_rps * load_rps + instance.get("leak", 0.0)
 
 
@@ -391,5 +510,5 @@ def image_suffix(container: dict[str, Any], repository: str) -> str | None:
     return m.group(1) if m else None
 
 
-__all__ = ["AppGraph", "Address", "Call", "DataStore", "GRAPHS", "GraphService", "Peer", "Route", "Service",
-           "StoreReply", "client_routes", "graph_app", "identify", "image_suffix", "parse_address", "resolve_placeholders", "store_model"]
+__all__ = ["AppGraph", "Address", "Cache", "Call", "DataStore", "GRAPHS", "GraphService", "Peer", "RateLimit", "Registry", "Retry",
+           "Route", "Service", "StoreReply", "client_routes", "graph_app", "identify", "image_suffix", "parse_address", "resolve_placeholders", "store_model"]

@@ -1,15 +1,14 @@
 """hotel-reservation (DeathStarBench, Go + gRPC): the eight services of one image, selected by the
 binary the manifest runs, with their config.json, start-up sequence (config, Mongo seeding with
 admin:admin for geo and rate, Jaeger agent, Consul registration), the log lines they print, and
-the call graph the fluid workload walks (ports, stores, the search→rate retry policy and rate's
-token bucket and queue), and the Go runtime's heap and collector (GOGC through tune's `GC`,
-GOMEMLIMIT, GOMAXPROCS) that set each binary's memory and the CPU its collector takes."""
+the call graph the fluid workload walks (ports, stores, memcached in front of MongoDB, the
+search→rate retry policy and rate's token bucket and queue, declared as graph features), and the
+Go runtime (apps/goruntime.py: tune's `GC` over GOGC, GOMEMLIMIT, GOMAXPROCS) that sets each
+binary's memory and the CPU its collector takes."""
 
 from __future__ import annotations
 
 import json
-import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,12 +18,12 @@ from clusters.sim.apps.base import (
     StartContext,
     Started,
     app_model,
-    env_float,
     normalize_image,
     register_image,
     zerolog,
 )
-from clusters.sim.apps.graph import AppGraph, Call, Peer, Route, Service, graph_app
+from clusters.sim.apps.goruntime import HOTEL_GO, go_gc_percent, go_live, go_rss
+from clusters.sim.apps.graph import AppGraph, Cache, Call, Peer, RateLimit, Retry, Route, Service, graph_app
 from clusters.sim.apps.stores import authenticate, authorize
 
 IMAGES = ("yinfangchen/hotelreservation", "deathstarbench/hotel-reservation", "ghcr.io/sregym/hotel-reservation",
@@ -76,8 +75,19 @@ _RPC = {"search": "/search.Search/Nearby", "geo": "/geo.Geo/Nearby", "rate": "/r
         "recommend": "/recommendation.Recommendation/GetRecommendations", "user": "/user.User/CheckUser"}
 
 
-def _rpc_peers(*services: str) -> tuple[Peer, ...]:
-    return tuple(Peer(name, "grpc", service=name) for name in services)
+# What a binary's own code adds on top of the graph, read from its environment at start: search's
+# retry policy on rate (newest SREGym search) and rate's token bucket and queue in front of its handler.
+JOB = "hotel-reservation-application"
+RATE_RETRY = Retry(3, 0.75, 0.05, 2.0, env=("RATE_RPC_MAX_ATTEMPTS", "RATE_RPC_TIMEOUT_MS", "RATE_RPC_INITIAL_BACKOFF_MS",
+                                            "RATE_RPC_BACKOFF_MULTIPLIER"), metrics=(JOB, "search:9092", "search_rate"))
+RATE_LIMIT = RateLimit(20.0, 256.0, error="rpc error: code = ResourceExhausted desc = rate request queue is full",
+                       env=("RATE_BACKEND_QPS_LIMIT", "RATE_QUEUE_CAPACITY"), metrics=(JOB, "rate:9091", "rate"))
+# Distinct keys each binary caches in its memcached; reservation's checks always meet some new ones.
+CACHES = {"rate": Cache(80.0), "profile": Cache(80.0), "reservation": Cache(3000.0, floor=0.1)}
+
+
+def _rpc_peers(*services: str, retry: dict[str, Retry] | None = None) -> tuple[Peer, ...]:
+    return tuple(Peer(name, "grpc", service=name, retry=(retry or {}).get(name)) for name in services)
 
 
 def _stores(svc: str) -> tuple[Peer, ...]:
@@ -87,7 +97,7 @@ def _stores(svc: str) -> tuple[Peer, ...]:
     out = []
     if info.memc_key:
         out.append(Peer("memcached", "memcached", config=(f"{WORKDIR}/config.json", (info.memc_key,)),
-                        default=CONFIG[info.memc_key]))
+                        default=CONFIG[info.memc_key], cache=CACHES[svc]))
     if info.mongo_key:
         out.append(Peer("mongodb", "mongo", config=(f"{WORKDIR}/config.json", (info.mongo_key,)),
                         default=CONFIG[info.mongo_key], at_start=True))
@@ -95,12 +105,12 @@ def _stores(svc: str) -> tuple[Peer, ...]:
 
 
 def _service(name: str, ops: dict[str, tuple[Call, ...]], peers: tuple[Peer, ...], cpu: float,
-             latency: float) -> Service:
+             latency: float, limit: RateLimit | None = None) -> Service:
     info = SERVICES[name]
     port = int(CONFIG[info.port_key])
     names = {"consul": info.consul or "", "db": info.db, "port": CONFIG[info.port_key]}
     return Service(name, "go", (port,) + ((info.metrics_port,) if info.metrics_port else ()), ops, peers,
-                   cpu=cpu, latency=latency, names={k: v for k, v in names.items() if v})
+                   cpu=cpu, latency=latency, names={k: v for k, v in names.items() if v}, limit=limit, runtime=HOTEL_GO)
 
 
 def _identify(container: dict[str, Any]) -> str | None:
@@ -120,16 +130,17 @@ HOTEL = graph_app(AppGraph("hotel-reservation", {
         "HTTP POST /reservation": (Call("user", _RPC["user"]), Call("reservation", _RPC["reserve"]))},
         _rpc_peers("search", "reservation", "profile", "recommendation", "user"), 0.0012, 0.0015),
     "search": _service("search", {_RPC["search"]: (Call("geo", _RPC["geo"]), Call("rate", _RPC["rate"]))},
-                       _rpc_peers("geo", "rate"), 0.0008, 0.0008),
+                       _rpc_peers("geo", "rate", retry={"rate": RATE_RETRY}), 0.0008, 0.0008),
     "geo": _service("geo", {_RPC["geo"]: ()}, _stores("geo"), 0.0006, 0.0009),
     "rate": _service("rate", {_RPC["rate"]: (Call("memcached", "memcached_get_multi_rate"),
-                                             Call("mongodb", "mongo_rate"))}, _stores("rate"), 0.0008, 0.0010),
+                                             Call("mongodb", "mongo_rate", on_miss="memcached"))}, _stores("rate"),
+                   0.0008, 0.0010, limit=RATE_LIMIT),
     "profile": _service("profile", {_RPC["profile"]: (Call("memcached", "memcached_get_profile"),
-                                                      Call("mongodb", "mongo_profile"))},
+                                                      Call("mongodb", "mongo_profile", on_miss="memcached"))},
                         _stores("profile"), 0.0009, 0.0012),
     "reservation": _service("reservation", {
         _RPC["check"]: (Call("memcached", "memcached_reserve_get_multi_number"),
-                        Call("mongodb", "mongodb_capacity_get_multi_number")),
+                        Call("mongodb", "mongodb_capacity_get_multi_number", on_miss="memcached")),
         _RPC["reserve"]: (Call("memcached", "memcached_reserve_get_multi_number"),
                           Call("mongodb", "mongo_reservation_insert", write=True))},
         _stores("reservation"), 0.0010, 0.0013),
@@ -160,87 +171,9 @@ OPS: dict[tuple[str, str], list[tuple[str, str, str]]] = {
 ROUTES = tuple((r.name, r.share) for r in HOTEL.routes)
 CPU_PER_REQUEST = {svc.name: svc.cpu for svc in HOTEL.services.values()}
 SERVICE_TIME = {svc.name: svc.latency for svc in HOTEL.services.values()}
-CACHE_KEYS = {"rate": 80.0, "profile": 80.0, "reservation": 3000.0}
 CALLER = {"frontend": "cmd/frontend/main.go", "search": "cmd/search/main.go", "geo": "cmd/geo/main.go",
           "profile": "cmd/profile/main.go", "rate": "cmd/rate/main.go", "recommendation": "cmd/recommendation/main.go",
           "reservation": "cmd/reservation/main.go", "user": "cmd/user/main.go"}
-
-
-# The Go runtime of the binaries, as DeathStarBench builds them (Go 1.21: GOMEMLIMIT and the GC CPU limiter
-# exist; SREGym's fork pins Go 1.17, whose runtime ignores GOMEMLIMIT and would be OOM-killed instead).
-# A binary's resident set is what the runtime does not collect plus the heap the collector lets grow to its
-# goal; the live heap is a base plus what requests hold while in the process.
-KiB, MiB = 2**10, 2**20
-GO_RUNTIME_RSS = 6 * MiB  # text, runtime structures, idle goroutine stacks: not collected
-GO_LIVE_BASE = 4 * MiB  # gRPC, mgo, memcache and Jaeger clients at idle
-GO_LIVE_PER_RPS = 20_000  # bytes live per request/s in flight (decoded messages, spans)
-GO_LIVE_PER_QUEUED = 32 * KiB  # a request parked in the process: its goroutine and stack, HTTP/2 stream, message, span
-GO_ALLOC_PER_REQUEST = 32 * KiB  # bytes a request allocates
-GO_MARK_S_PER_BYTE = 1e-9  # ~1 GB/s of heap marked per core
-GO_MIN_HEAP = 4 * MiB  # the pacer's minimum heap goal at GOGC=100 (scaled by GOGC)
-GO_MIN_RUNWAY = 256 * KiB  # back-to-back cycles: what the mutator allocates while one mark runs
-GO_LIMITER_SHARE = 0.5  # the GC CPU limiter: at most half of GOMAXPROCS' time, then the heap overshoots
-_MEMLIMIT = re.compile(r"^([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(B|KiB|MiB|GiB|TiB)?$")
-
-
-def go_memlimit(value: str | None) -> float | None:
-    """GOMEMLIMIT as runtime/debug reads it: bytes with an optional B/KiB/MiB/GiB/TiB suffix, or
-    `off`; None for unset/off. Raises ValueError where the runtime throws "malformed GOMEMLIMIT"."""
-    if value is None or value == "off":
-        return None
-    m = _MEMLIMIT.match(value.strip())
-    if not m:
-        raise ValueError(value)
-    mult = {None: 1, "B": 1, "KiB": KiB, "MiB": MiB, "GiB": 2**30, "TiB": 2**40}[m.group(2)]
-    return float(m.group(1)) * mult
-
-
-def go_gc_percent(env: dict[str, str]) -> int:
-    """tune.setGCPercent: `GC` through strconv.Atoi (garbage reads as 0), else 100; it overrides GOGC."""
-    val = env.get("GC")
-    if val is None:
-        return 100
-    try:
-        return int(val.strip())
-    except ValueError:
-        return 0
-
-
-def go_heap(rt: dict[str, Any], live: float) -> tuple[float, float]:
-    """(heap goal, runway: what may be allocated before the next collection) for a live heap under
-    GOGC and GOMEMLIMIT; a live heap at the soft limit leaves the collector running back to back."""
-    gogc = rt["gogc"]
-    goal = math.inf if gogc < 0 else max(live * (1 + gogc / 100.0), GO_MIN_HEAP * gogc / 100.0)
-    if rt.get("memlimit") is not None:
-        goal = min(goal, rt["memlimit"] - GO_RUNTIME_RSS)
-    return goal, max(goal - live, GO_MIN_RUNWAY)
-
-
-def go_live(rt: dict[str, Any], load_rps: float, queued: float) -> float:
-    return GO_LIVE_BASE + GO_LIVE_PER_RPS * load_rps + GO_LIVE_PER_QUEUED * queued
-
-
-def go_gc_cpu(rt: dict[str, Any], live: float, cpu_per_request: float, quota: float) -> float:
-    """CPU seconds per request the collector costs beyond what GOGC=100 costs (negative for a lazier
-    GC). A cycle marks the live heap and comes every `runway` bytes allocated, so its cost per
-    request grows as the live heap nears the goal. The limiter caps the collector at half of
-    GOMAXPROCS' time, which under a CPU quota smaller than GOMAXPROCS is no cap at all."""
-    _, runway = go_heap(rt, live)
-    per_cycle = GO_MARK_S_PER_BYTE * live
-    gc = GO_ALLOC_PER_REQUEST / runway * per_cycle
-    base = GO_ALLOC_PER_REQUEST * GO_MARK_S_PER_BYTE  # GOGC=100 at steady state: a runway as large as the live heap
-    share = min(1.0, GO_LIMITER_SHARE * rt["procs"] / max(quota, 1e-6))
-    mutator = max(cpu_per_request - base, 1e-6)
-    if share < 1.0 and gc / (gc + mutator) > share:
-        gc = mutator * share / (1.0 - share)
-    return gc - base
-
-
-def go_rss(rt: dict[str, Any], live: float) -> float:
-    goal, _ = go_heap(rt, live)
-    if math.isinf(goal):  # GC off and no limit: the heap keeps what was allocated
-        return GO_RUNTIME_RSS + live + rt.get("allocated", 0.0)
-    return GO_RUNTIME_RSS + max(goal, live) + (GO_MIN_RUNWAY if goal <= live else 0.0)
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -249,14 +182,6 @@ def split_addr(addr: str) -> tuple[str, int]:
         return host or addr, int(port)
     except ValueError:
         return addr, 0
-
-
-def rate_policy(env: dict[str, str]) -> dict[str, float]:
-    """search's RATE_RPC_* knobs (newest SREGym search)."""
-    return {"timeout": env_float(env, "RATE_RPC_TIMEOUT_MS", 750.0) / 1000.0,
-            "attempts": max(1.0, env_float(env, "RATE_RPC_MAX_ATTEMPTS", 3.0)),
-            "backoff": env_float(env, "RATE_RPC_INITIAL_BACKOFF_MS", 50.0) / 1000.0,
-            "multiplier": env_float(env, "RATE_RPC_BACKOFF_MULTIPLIER", 2.0)}
 
 
 @app_model
@@ -293,16 +218,10 @@ class HotelService(AppModel):
             log.append(zerolog(t + dt, level, where, msg))
 
         level = ctx.env.get("LOG_LEVEL")
-        try:
-            memlimit = go_memlimit(ctx.env.get("GOMEMLIMIT"))
-        except ValueError:
-            return Exited(2, [], after=0.0, stderr=[f"GOMEMLIMIT={ctx.env['GOMEMLIMIT']}",
-                                                     "fatal error: malformed GOMEMLIMIT; see `go doc runtime/debug.SetMemoryLimit`"])
         node = ctx.cluster.nodes.get(ctx.node)
-        try:
-            procs = max(1, int(ctx.env.get("GOMAXPROCS", "")))
-        except ValueError:  # the runtime ignores a bad GOMAXPROCS; it never reads the CFS quota
-            procs = int(node.cpu) if node is not None else 4
+        go = HOTEL.services[b].runtime.settings(ctx.env, node.cpu if node is not None else 4)
+        if isinstance(go, list):
+            return Exited(2, [], after=0.0, stderr=go)
         if "TLS" in ctx.env and ctx.env["TLS"] not in ("", "0", "1", "false", "true") and \
                 not ctx.env["TLS"].startswith("TLS_"):
             L("PNC", f"Invalid TLS setting: {ctx.env['TLS']}", where="tls/options.go:45")
@@ -329,7 +248,7 @@ class HotelService(AppModel):
         port = int(cfg.get(svc.port_key, "0") or 0)
         inst: dict[str, Any] = {"kind": "hotel", "svc": b, "cfg": cfg, "port": port, "env": dict(ctx.env),
                                 "consul_cache": {}, "cache_items": 0.0, "started": ctx.now,
-                                "go": {"gogc": go_gc_percent(ctx.env), "memlimit": memlimit, "procs": procs}}
+                                "go": go}
         if svc.mongo_key:
             addr = cfg[svc.mongo_key]
             L("INF", f"Read database URL: {addr}", 0.001)
@@ -377,13 +296,14 @@ class HotelService(AppModel):
             L("INF", "Initializing gRPC clients...", 0.08, where="services/frontend/server.go:58")
             L("INF", "Successfull", 0.09, where="services/frontend/server.go:63")
             L("INF", f"Serving http at port: {port}", 0.1, where="services/frontend/server.go:101")
-        if b == "rate":
-            inst["qps_limit"] = max(0.1, env_float(ctx.env, "RATE_BACKEND_QPS_LIMIT", 20.0))
-            inst["queue_capacity"] = max(0.0, env_float(ctx.env, "RATE_QUEUE_CAPACITY", 256.0))
+        declared = HOTEL.services[b].limit
+        if declared is not None:
+            limit = declared.read(ctx.env)
+            inst["qps_limit"], inst["queue_capacity"] = limit["qps"], limit["queue"]
             L("INF", f"rate backend qps limit {inst['qps_limit']:g}, queue capacity {inst['queue_capacity']:g}", 0.09,
               where="services/rate/server.go:71")
         if b == "search":
-            inst["policy"] = rate_policy(ctx.env)
+            inst["policy"] = RATE_RETRY.read(ctx.env)
         ports = {port} | ({svc.metrics_port} if svc.metrics_port else set())
         return Started(log, ports, inst, ready_after=0.0)
 

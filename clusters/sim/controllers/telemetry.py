@@ -26,6 +26,10 @@ class Telemetry:
         # (series key, container, pod IP) → the relabelled label set, kept while the container is
         # scraped: the same tuple each scrape is found in the TSDB by identity, not rebuilt and rehashed
         self._relabelled: dict[tuple, tuple] = {}
+        # cAdvisor's and node_exporter's label tuples, kept while their container or node is
+        # scraped, for the same reason
+        self._cadvisor_labels: dict[tuple, tuple] = {}
+        self._node_labels: dict[tuple, _NodeLabels] = {}
 
     def _emit(self, metric: str, labels: tuple, t: float, value: float) -> None:
         # rows of the scrape in progress; label tuples go to B's TSDB as they are
@@ -314,23 +318,37 @@ class Telemetry:
         emit = self._emit
         kubelet = self.cluster.kubelet
         store = self.cluster.store
+        known, fresh = self._cadvisor_labels, {}
         for rt in kubelet.state["pods"].values():
             pod = store._buckets["pods"].objects.get((rt.namespace, rt.name))
             if pod is None:
                 continue
             specs = {c["name"]: c for c in pod["spec"].get("containers") or []}
-            pod_slice = f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{rt.uid.replace('-', '_')}.slice"
-            node = (("job", "kubernetes-cadvisor"), ("instance", rt.node), ("kubernetes_io_hostname", rt.node))
-            pbase = node + (("namespace", rt.namespace), ("pod", rt.name))
+            pod_key = (rt.uid, rt.node, rt.namespace, rt.name)
+            pod_labels = known.get(pod_key)
+            if pod_labels is None:
+                pod_slice = f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{rt.uid.replace('-', '_')}.slice"
+                node = (("job", "kubernetes-cadvisor"), ("instance", rt.node), ("kubernetes_io_hostname", rt.node))
+                pbase = node + (("namespace", rt.namespace), ("pod", rt.name))
+                pod_labels = (pod_slice, pbase,
+                              pbase + (("container", ""), ("image", ""), ("id", pod_slice), ("name", ""), ("interface", "eth0")))
+            fresh[pod_key] = pod_labels
+            pod_slice, pbase, pb = pod_labels
             rx = tx = 0.0
             for c in rt.containers.values():
                 if not c.container_id or c.name not in specs:
                     continue
                 spec = specs[c.name]
-                b = pbase + (("container", c.name), ("image", spec.get("image", "")),
-                             ("id", f"{pod_slice}/cri-containerd-{c.container_id[-64:]}.scope"),
-                             ("name", c.container_id[-64:]))
-                emit("container_cpu_usage_seconds_total", b + (("cpu", "total"),), t, c.cpu_seconds)
+                ctr_key = (pod_key, c.name, c.container_id, spec.get("image", ""))
+                ctr_labels = known.get(ctr_key)
+                if ctr_labels is None:
+                    b = pbase + (("container", c.name), ("image", spec.get("image", "")),
+                                 ("id", f"{pod_slice}/cri-containerd-{c.container_id[-64:]}.scope"),
+                                 ("name", c.container_id[-64:]))
+                    ctr_labels = (b, b + (("cpu", "total"),))
+                fresh[ctr_key] = ctr_labels
+                b = ctr_labels[0]
+                emit("container_cpu_usage_seconds_total", ctr_labels[1], t, c.cpu_seconds)
                 emit("container_memory_working_set_bytes", b, t, c.memory if c.state == "running" else 0.0)
                 emit("container_memory_usage_bytes", b, t, c.memory * 1.15 if c.state == "running" else 0.0)
                 emit("container_oom_events_total", b, t, float(c.oom_events))
@@ -345,35 +363,36 @@ class Telemetry:
                 emit("container_start_time_seconds", b, t, float(c.started_at or 0))
                 rx += c.net_rx
                 tx += c.net_tx
-            pb = pbase + (("container", ""), ("image", ""), ("id", pod_slice), ("name", ""), ("interface", "eth0"))
             emit("container_network_receive_bytes_total", pb, t, rx)
             emit("container_network_transmit_bytes_total", pb, t, tx)
+        self._cadvisor_labels = fresh
 
     # -- node_exporter ----------------------------------------------------------------------------
     def _node_exporter(self, t: float) -> None:
         emit = self._emit
         nodes = self.cluster.nodes
+        known, fresh = self._node_labels, {}
         for n in nodes:
-            b = (("job", "node-exporter"), ("instance", f"{n.ip}:9100"), ("node", n.name))
+            key = (n.name, n.ip, int(n.cpu), tuple((d.device, d.partition) for d in n.disks), tuple(nic.device for nic in n.nics))
+            labels = fresh[key] = known.get(key) or _NodeLabels(n)
+            b = labels.base
             busy = n.cpu_seconds
             elapsed = t - self.cluster.clock.start + 3600.0  # the nodes booted an hour before the cluster's start
-            for cpu in range(int(n.cpu)):
+            for idle, user, system in labels.cpus:
                 share = busy / n.cpu
-                emit("node_cpu_seconds_total", b + (("cpu", str(cpu)), ("mode", "idle")), t, max(0.0, elapsed - share))
-                emit("node_cpu_seconds_total", b + (("cpu", str(cpu)), ("mode", "user")), t, share * 0.7)
-                emit("node_cpu_seconds_total", b + (("cpu", str(cpu)), ("mode", "system")), t, share * 0.3)
+                emit("node_cpu_seconds_total", idle, t, max(0.0, elapsed - share))
+                emit("node_cpu_seconds_total", user, t, share * 0.7)
+                emit("node_cpu_seconds_total", system, t, share * 0.3)
             emit("node_memory_MemTotal_bytes", b, t, n.memory)
             used = sum(c.memory for rt in self.cluster.kubelet.state["pods"].values() if rt.node == n.name
                        for c in rt.containers.values())
             emit("node_memory_MemAvailable_bytes", b, t, max(0.0, n.memory * 0.9 - used))
-            for d in n.disks:
-                db = b + (("device", d.device),)
+            for d, (db, fb) in zip(n.disks, labels.disks, strict=True):
                 emit("node_disk_reads_completed_total", db, t, d.reads)
                 emit("node_disk_writes_completed_total", db, t, d.writes)
                 emit("node_disk_read_bytes_total", db, t, d.read_bytes)
                 emit("node_disk_written_bytes_total", db, t, d.written_bytes)
                 emit("node_disk_io_time_seconds_total", db, t, d.io_time)
-                fb = b + (("device", f"/dev/{d.partition}"), ("mountpoint", "/"), ("fstype", "ext4"))
                 full = nodes.fault(n.name, "diskFullPercent")
                 avail = d.size_bytes - d.used_bytes if not full else d.size_bytes * max(0.0, 1 - float(full) / 100.0)
                 emit("node_filesystem_size_bytes", fb, t, d.size_bytes)
@@ -382,7 +401,7 @@ class Telemetry:
                 emit("node_filesystem_readonly", fb, t, 0.0)
                 emit("node_filesystem_device_error", fb, t, 0.0)
             link = nodes.link(n.name)
-            for nic in n.nics:
+            for nic, nb in zip(n.nics, labels.nics, strict=True):
                 rate_rx = 200_000.0
                 nic.rx_bytes += rate_rx * 15
                 nic.tx_bytes += rate_rx * 15
@@ -390,7 +409,6 @@ class Telemetry:
                 nic.tx_packets += 300 * 15
                 nic.rx_drop += 300 * 15 * link["loss"]
                 nic.rx_errs += 300 * 15 * link["corrupt"]
-                nb = b + (("device", nic.device),)
                 emit("node_network_receive_bytes_total", nb, t, nic.rx_bytes)
                 emit("node_network_transmit_bytes_total", nb, t, nic.tx_bytes)
                 emit("node_network_receive_packets_total", nb, t, nic.rx_packets)
@@ -414,6 +432,22 @@ class Telemetry:
             emit("node_processes_pids", b, t, n.pids)
             emit("node_processes_max_processes", b, t, float(pid_max) if pid_max is not None else n.pid_max)
             emit("node_load1", b, t, busy / max(1.0, elapsed) * 4)
+        self._node_labels = fresh
+
+
+class _NodeLabels:
+    """One node's node_exporter label tuples: per CPU (idle, user, system), per disk (device,
+    filesystem), per NIC."""
+
+    __slots__ = ("base", "cpus", "disks", "nics")
+
+    def __init__(self, n: Any) -> None:
+        b = self.base = (("job", "node-exporter"), ("instance", f"{n.ip}:9100"), ("node", n.name))
+        self.cpus = [(b + (("cpu", str(cpu)), ("mode", "idle")), b + (("cpu", str(cpu)), ("mode", "user")),
+                      b + (("cpu", str(cpu)), ("mode", "system"))) for cpu in range(int(n.cpu))]
+        self.disks = [(b + (("device", d.device),), b + (("device", f"/dev/{d.partition}"), ("mountpoint", "/"), ("fstype", "ext4")))
+                      for d in n.disks]
+        self.nics = [b + (("device", nic.device),) for nic in n.nics]
 
 
 # The job the workload's per-service exporters (hotel-reservation's frontend, search and rate

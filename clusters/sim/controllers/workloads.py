@@ -43,6 +43,11 @@ def _owned(objs: list[Obj], owner: Obj) -> list[Obj]:
     return [o for o in objs if controller_uid(o) == uid]
 
 
+def _scan_sorted(store: Store, key: str, namespace: str | None = None) -> list[Obj]:
+    """`store.list(key, namespace)` without the copies: the stored objects, never to be mutated."""
+    return sorted(store.scan(key, namespace), key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+
 def _by_owner(objs: list[Obj]) -> dict[str | None, list[Obj]]:
     """`objs` grouped by their controller's uid, in order: `_owned` for every owner in one pass."""
     out: dict[str | None, list[Obj]] = {}
@@ -595,32 +600,35 @@ class DaemonSetController:
     def __call__(self, now: float) -> None:
         from clusters.sim.controllers.scheduler import _tolerates, node_affinity_ok
         store = self.store
-        nodes = store.list("nodes")
-        for ds in store.list("daemonsets.apps"):
+        # Stored objects read in place, in the order `store.list` gives (it copies each one, and
+        # this controller runs on every change of the store): nothing below mutates them.
+        nodes = _scan_sorted(store, "nodes")
+        for ds in _scan_sorted(store, "daemonsets.apps"):
             if ds["metadata"].get("deletionTimestamp"):
                 continue
             ns, name = ds["metadata"]["namespace"], ds["metadata"]["name"]
             tmpl = (ds.get("spec") or {}).get("template") or {}
             # every pod of a node, terminating ones too: a node whose pod is still going gets no new one yet
             by_node: dict[str | None, list[Obj]] = {}
-            for p in _owned(store.list("pods", ns), ds):
+            for p in _owned(_scan_sorted(store, "pods", ns), ds):
                 aff = (((p["spec"].get("affinity") or {}).get("nodeAffinity") or {})
                        .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
                 target = next((v for t in aff for e in t.get("matchFields") or [] for v in e.get("values") or []), None)
                 by_node.setdefault(target, []).append(p)
             eligible = []
+            probe: dict[str, Any] = {"metadata": {"labels": {}}, "spec": tmpl.get("spec") or {}}
             for node in nodes:
-                probe: dict[str, Any] = {"metadata": {"labels": {}}, "spec": copy.deepcopy(tmpl.get("spec") or {})}
                 taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
                 if not node_affinity_ok(probe, node):
                     continue
                 if any(not _tolerates((tmpl.get("spec") or {}).get("tolerations") or [], t) for t in taints):
                     continue
                 eligible.append(node["metadata"]["name"])
-            rev = template_hash(tmpl)
+            rev = None
             for nname in eligible:
                 if nname in by_node:
                     continue
+                rev = rev or template_hash(tmpl)
                 # kube-system's node agents name their pods from their own seeded source: the
                 # system components a cluster runs must not reshuffle the names (and so the
                 # histories) a seed gives every application.
@@ -655,7 +663,7 @@ class DaemonSetController:
                     if delete_pod(store, p):
                         self.events.record(ds, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}",
                                            "daemonset-controller")
-            pods = [p for p in _owned(store.list("pods", ns), ds) if is_active(p)]
+            pods = [p for p in _owned(store.scan("pods", ns), ds) if is_active(p)]
             ready = sum(1 for p in pods if is_ready(p))
             status = {"currentNumberScheduled": len(pods), "desiredNumberScheduled": len(eligible),
                       "numberMisscheduled": 0, "numberReady": ready, "numberAvailable": ready,

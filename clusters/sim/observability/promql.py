@@ -8,11 +8,11 @@ import math
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import promql_parser as pp
 
+from clusters.sim.observability import promql_ast as ast
 from clusters.sim.observability.formats import format_value
 from clusters.sim.observability.promql_functions import (
     ARITH,
@@ -30,7 +30,7 @@ from clusters.sim.observability.promql_functions import (
     resets,
     round_to,
 )
-from clusters.sim.observability.tsdb import TSDB, Matcher, Series, is_stale
+from clusters.sim.observability.tsdb import TSDB, Series, is_stale
 
 LOOKBACK = 300.0
 DEFAULT_SUBQUERY_STEP = 60.0
@@ -72,17 +72,14 @@ class RangeVector:
         self.series = series
 
 
-def parse(query: str) -> pp.Expr:
+def parse(query: str) -> ast.Node:
     if not query.strip():
         raise PromQLError("bad_data", 'invalid parameter "query": parse error: no expression found in input')
     try:
-        return pp.parse(query)
+        expr = pp.parse(query)
     except ValueError as e:
         raise PromQLError("bad_data", f'invalid parameter "query": parse error: {e}') from e
-
-
-def _secs(d: timedelta | None) -> float:
-    return d.total_seconds() if d is not None else 0.0
+    return ast.compile_expr(expr)
 
 
 def _drop_name(labels: Labels) -> Labels:
@@ -115,22 +112,18 @@ class Evaluator:
         self._selected: dict[str, list[Series]] = {}
 
     # --- selection ---------------------------------------------------------------------------
-    def _series_for(self, vs: pp.VectorSelector) -> list[Series]:
-        key = str(vs)
-        got = self._selected.get(key)
+    def _series_for(self, vs: ast.VectorSelector) -> list[Series]:
+        got = self._selected.get(vs.key)
         if got is None:
-            groups = [vs.matchers.matchers] + list(vs.matchers.or_matchers or [])
-            seen: dict[int, Series] = {}
-            for group in groups:
-                matchers = [Matcher.from_parser(m) for m in group]
-                if vs.name:
-                    matchers.append(Matcher("__name__", "=", vs.name))
-                if not matchers:
-                    continue
-                for s in self.tsdb.select(matchers):
-                    seen[id(s)] = s
-            got = list(seen.values())
-            self._selected[key] = got
+            if len(vs.groups) == 1:
+                got = self.tsdb.select(vs.groups[0])
+            else:
+                seen: dict[int, Series] = {}
+                for matchers in vs.groups:
+                    for s in self.tsdb.select(matchers):
+                        seen[id(s)] = s
+                got = list(seen.values())
+            self._selected[vs.key] = got
         return got
 
     def _at_time(self, at: pp.AtModifier | None, t: float) -> float:
@@ -143,27 +136,30 @@ class Evaluator:
         assert at.at is not None
         return at.at.timestamp()
 
-    def _instant_select(self, vs: pp.VectorSelector, t: float) -> Vector:
-        tt = self._at_time(vs.at, t) - _secs(vs.offset)
+    def _instant_select(self, vs: ast.VectorSelector, t: float) -> Vector:
+        tt = self._at_time(vs.at, t) - vs.offset
         lo = tt - self.lookback
         out: Vector = []
+        add = out.append
         for s in self._series_for(vs):
             ts = s.ts
             vals = s.vs
-            # min(): a writer without the lock may have appended the time but not yet the value
-            i = min(bisect_right(ts, tt), len(vals)) - 1
+            # len(vals), not len(ts): a writer without the lock may have appended the time but not
+            # yet the value; a rule evaluates at the newest sample, so no bisect is needed then
+            n = len(vals)
+            i = n - 1 if n and ts[n - 1] <= tt else min(bisect_right(ts, tt), n) - 1
             # Prometheus 2.x (what SREGym runs) includes a sample exactly lookback old
             if i >= 0 and ts[i] >= lo:
                 v = vals[i]
                 if v != v and is_stale(v):
                     continue
-                out.append((s.labels, v))
+                add((s.labels, v))
         return out
 
-    def _range_select(self, ms: pp.MatrixSelector, t: float) -> tuple[RangeVector, float, float]:
+    def _range_select(self, ms: ast.MatrixSelector, t: float) -> tuple[RangeVector, float, float]:
         vs = ms.vector_selector
-        end = self._at_time(vs.at, t) - _secs(vs.offset)
-        start = end - ms.range.total_seconds()
+        end = self._at_time(vs.at, t) - vs.offset
+        start = end - ms.range
         out = []
         for s in self._series_for(vs):
             ts = s.ts
@@ -184,10 +180,10 @@ class Evaluator:
             out.append((s.labels, tl, vl))
         return RangeVector(out), start, end
 
-    def _subquery(self, sq: pp.SubqueryExpr, t: float) -> tuple[RangeVector, float, float]:
-        end = self._at_time(sq.at, t) - _secs(sq.offset)
-        rng = _secs(sq.range)
-        step = _secs(sq.step) or self.subquery_step
+    def _subquery(self, sq: ast.SubqueryExpr, t: float) -> tuple[RangeVector, float, float]:
+        end = self._at_time(sq.at, t) - sq.offset
+        rng = sq.range
+        step = sq.step or self.subquery_step
         start = end - rng
         first = math.floor(start / step) * step
         if first < start:
@@ -210,40 +206,41 @@ class Evaluator:
         return RangeVector(list(acc.values())), start, end
 
     def _range_arg(self, node: Any, t: float) -> tuple[RangeVector, float, float]:
-        if isinstance(node, pp.MatrixSelector):
+        if isinstance(node, ast.MatrixSelector):
             return self._range_select(node, t)
-        if isinstance(node, pp.SubqueryExpr):
+        if isinstance(node, ast.SubqueryExpr):
             return self._subquery(node, t)
-        if isinstance(node, pp.ParenExpr):
+        if isinstance(node, ast.ParenExpr):
             return self._range_arg(node.expr, t)
         raise PromQLError("bad_data", "expected a range vector")
 
     # --- evaluation ----------------------------------------------------------------------------
     def eval(self, node: Any, t: float) -> Any:
-        if isinstance(node, pp.VectorSelector):
+        kind = node.__class__
+        if kind is ast.VectorSelector:
             return self._instant_select(node, t)
-        if isinstance(node, pp.NumberLiteral):
+        if kind is ast.BinaryExpr:
+            return self._binary(node, t)
+        if kind is ast.AggregateExpr:
+            return self._aggregate(node, t)
+        if kind is ast.Call:
+            return self._call(node, t)
+        if kind is ast.NumberLiteral:
             return Scalar(node.val)
-        if isinstance(node, pp.StringLiteral):
-            return String(node.val)
-        if isinstance(node, pp.ParenExpr):
+        if kind is ast.ParenExpr:
             return self.eval(node.expr, t)
-        if isinstance(node, pp.UnaryExpr):
+        if kind is ast.StringLiteral:
+            return String(node.val)
+        if kind is ast.UnaryExpr:
             val = self.eval(node.expr, t)
             if isinstance(val, Scalar):
                 return Scalar(-val.v)
             return [(_drop_name(labels), -v) for labels, v in val]
-        if isinstance(node, pp.MatrixSelector):
+        if kind is ast.MatrixSelector:
             return self._range_select(node, t)[0]
-        if isinstance(node, pp.SubqueryExpr):
+        if kind is ast.SubqueryExpr:
             return self._subquery(node, t)[0]
-        if isinstance(node, pp.Call):
-            return self._call(node, t)
-        if isinstance(node, pp.AggregateExpr):
-            return self._aggregate(node, t)
-        if isinstance(node, pp.BinaryExpr):
-            return self._binary(node, t)
-        raise PromQLError("bad_data", f"unsupported expression {type(node).__name__}")
+        raise PromQLError("bad_data", f"unsupported expression {getattr(node, 'kind', kind.__name__)}")
 
     def _vector(self, node: Any, t: float) -> Vector:
         val = self.eval(node, t)
@@ -258,9 +255,9 @@ class Evaluator:
         raise PromQLError("bad_data", "expected a scalar")
 
     # --- functions ------------------------------------------------------------------------------
-    def _call(self, node: pp.Call, t: float) -> Any:
-        name = node.func.name
-        args = list(node.args)
+    def _call(self, node: ast.Call, t: float) -> Any:
+        name = node.name
+        args = node.args
         if name in ("rate", "increase", "delta"):
             rv, start, end = self._range_arg(args[0], t)
             out = []
@@ -361,16 +358,16 @@ class Evaluator:
         raise PromQLError("bad_data", f"function {name!r} is not supported by this Prometheus")
 
     def _absent_labels(self, node: Any) -> Labels:
-        while isinstance(node, pp.ParenExpr):
+        while isinstance(node, ast.ParenExpr):
             node = node.expr
-        if isinstance(node, pp.MatrixSelector):
+        if isinstance(node, ast.MatrixSelector):
             node = node.vector_selector
-        if not isinstance(node, pp.VectorSelector):
+        if not isinstance(node, ast.VectorSelector):
             return {}
         labels: Labels = {}
         dup: set[str] = set()
-        for m in node.matchers.matchers:
-            if m.op == pp.MatchOp.Equal and m.name != "__name__":
+        for m in node.matchers:
+            if m.op == "=" and m.name != "__name__":
                 if m.name in labels:
                     dup.add(m.name)
                 labels[m.name] = m.value
@@ -380,10 +377,10 @@ class Evaluator:
 
     def _timestamp(self, node: Any, t: float) -> Vector:
         inner = node
-        while isinstance(inner, pp.ParenExpr):
+        while isinstance(inner, ast.ParenExpr):
             inner = inner.expr
-        if isinstance(inner, pp.VectorSelector):
-            tt = self._at_time(inner.at, t) - _secs(inner.offset)
+        if isinstance(inner, ast.VectorSelector):
+            tt = self._at_time(inner.at, t) - inner.offset
             out = []
             for s in self._series_for(inner):
                 i = min(bisect_right(s.ts, tt), len(s.vs)) - 1
@@ -446,17 +443,10 @@ class Evaluator:
         return [(_drop_name(labels), f(v)) for labels, v in vec]
 
     # --- aggregation -------------------------------------------------------------------------
-    def _aggregate(self, node: pp.AggregateExpr, t: float) -> Vector:
-        op = str(node.op)
+    def _aggregate(self, node: ast.AggregateExpr, t: float) -> Vector:
+        op = node.op
         vec = self._vector(node.expr, t)
-        mod = node.modifier
-        by: list[str] | None = None
-        without: set[str] | None = None
-        if mod is not None:
-            if mod.type == pp.AggModifierType.By:
-                by = list(mod.labels)
-            else:
-                without = set(mod.labels)
+        by, without = node.by, node.without
         param = None
         if node.param is not None:
             param = self.eval(node.param, t)
@@ -506,10 +496,9 @@ class Evaluator:
             raise PromQLError("bad_data", f"{e} by this Prometheus") from e
 
     # --- binary operators ------------------------------------------------------------------------
-    def _binary(self, node: pp.BinaryExpr, t: float) -> Any:
-        op = str(node.op)
-        mod = node.modifier
-        return_bool = bool(mod and mod.return_bool)
+    def _binary(self, node: ast.BinaryExpr, t: float) -> Any:
+        op = node.op
+        return_bool = node.return_bool
         lhs = self.eval(node.lhs, t)
         rhs = self.eval(node.rhs, t)
         if isinstance(lhs, Scalar) and isinstance(rhs, Scalar):
@@ -517,10 +506,10 @@ class Evaluator:
                 return Scalar(1.0 if COMPARE[op](lhs.v, rhs.v) else 0.0)
             return Scalar(ARITH[op](lhs.v, rhs.v))
         if op in ("and", "or", "unless"):
-            return self._set_op(op, lhs, rhs, mod)
+            return self._set_op(op, lhs, rhs, node)
         if isinstance(lhs, Scalar) or isinstance(rhs, Scalar):
             return self._vector_scalar(op, lhs, rhs, return_bool)
-        return self._vector_vector(op, lhs, rhs, mod, return_bool)
+        return self._vector_vector(op, lhs, rhs, node, return_bool)
 
     def _vector_scalar(self, op: str, lhs: Any, rhs: Any, return_bool: bool) -> Vector:
         swap = isinstance(lhs, Scalar)
@@ -542,19 +531,18 @@ class Evaluator:
         return out
 
     @staticmethod
-    def _signature(mod: pp.BinModifier | None) -> Callable[[Labels], frozenset[tuple[str, str]]]:
-        matching = mod.matching if mod is not None else None
-        if matching is not None and matching.type == pp.LabelModifierType.Include:
-            on = list(matching.labels)
+    def _signature(node: ast.BinaryExpr) -> Callable[[Labels], frozenset[tuple[str, str]]]:
+        if node.on:
+            on = node.match_labels
             return lambda labels: frozenset((k, labels.get(k, "")) for k in on)
-        ignoring = set(matching.labels) if matching is not None else set()
+        ignoring = set(node.match_labels)
         ignoring.add("__name__")
         return lambda labels: frozenset((k, v) for k, v in labels.items() if k not in ignoring)
 
-    def _set_op(self, op: str, lhs: Any, rhs: Any, mod: pp.BinModifier | None) -> Vector:
+    def _set_op(self, op: str, lhs: Any, rhs: Any, node: ast.BinaryExpr) -> Vector:
         if not isinstance(lhs, list) or not isinstance(rhs, list):
             raise PromQLError("bad_data", f"set operator \"{op}\" not allowed in binary scalar expression")
-        sig = self._signature(mod)
+        sig = self._signature(node)
         if op == "and":
             right = {sig(labels) for labels, _ in rhs}
             return [s for s in lhs if sig(s[0]) in right]
@@ -564,13 +552,12 @@ class Evaluator:
         left = {sig(labels) for labels, _ in lhs}
         return list(lhs) + [s for s in rhs if sig(s[0]) not in left]
 
-    def _vector_vector(self, op: str, lhs: Vector, rhs: Vector, mod: pp.BinModifier | None, return_bool: bool) -> Vector:
-        card = mod.card if mod is not None else pp.VectorMatchCardinality.OneToOne
-        matching = mod.matching if mod is not None else None
-        on = matching is not None and matching.type == pp.LabelModifierType.Include
-        match_labels = list(matching.labels) if matching is not None else []
-        include = list(mod.group_labels or []) if mod is not None else []
-        sig = self._signature(mod)
+    def _vector_vector(self, op: str, lhs: Vector, rhs: Vector, node: ast.BinaryExpr, return_bool: bool) -> Vector:
+        card = node.card
+        on = node.on
+        match_labels = node.match_labels
+        include = node.include
+        sig = self._signature(node)
         many, one = lhs, rhs
         swapped = card == pp.VectorMatchCardinality.OneToMany
         if swapped:
@@ -638,7 +625,7 @@ class Evaluator:
         return out
 
     # --- entry points --------------------------------------------------------------------------
-    def instant(self, expr: pp.Expr, t: float) -> Any:
+    def instant(self, expr: ast.Node, t: float) -> Any:
         return self.eval(expr, t)
 
 

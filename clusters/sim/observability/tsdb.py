@@ -93,8 +93,13 @@ class TSDB:
         self._by_name: dict[str, list[Series]] = {}
         self._appends = 0
         self._newest = float("-inf")
-        self._generation = 0
+        self._generation = 0  # bumped whenever a series is created or dropped
+        self._name_generation: dict[str, int] = {}  # metric → the generation its series last changed at
         self._scrapes: dict[str, list[Series]] = {}  # target → series of its last scrape
+        # A scraper that keeps its label tuples hands the same objects every scrape: id(labels) →
+        # (labels, {metric: series}) finds their series without hashing the labels. The entry holds
+        # the tuple, so its id cannot be reused while the entry lives.
+        self._by_identity: dict[int, tuple[tuple[tuple[str, str], ...], dict[str, Series]]] = {}
         self._scrape_seq = 0
         self._select_cache: dict[tuple[tuple[str, str, str], ...], tuple[int, list[Series]]] = {}
 
@@ -157,14 +162,16 @@ class TSDB:
         vanish from kube-state-metrics. Returns the number of samples written."""
         self._scrape_seq += 1
         stamp = self._scrape_seq
-        alias_get = self._alias.get
+        if len(self._by_identity) > 2 * len(self._series) + 4096:  # tuples a scraper no longer hands over
+            self._by_identity.clear()
+        identity_get = self._by_identity.get
         current: list[Series] = []
         keep = current.append
         for metric, labels, value in rows:  # append() inlined: this loop is the cluster's hot path
-            alias = (metric, labels if labels.__class__ is tuple else tuple(labels.items()))  # type: ignore[union-attr]
-            s = alias_get(alias)
-            if s is None:
-                s = self._resolve(alias, metric, labels)
+            known = identity_get(id(labels))
+            s = known[1].get(metric) if known is not None and known[0] is labels else None
+            if s is None or s.dead:
+                s = self._identify(metric, labels)
             ts = s.ts
             if ts and t <= ts[-1]:
                 if t == ts[-1]:
@@ -186,6 +193,19 @@ class TSDB:
             self.trim(self._newest)
         return len(current)
 
+    def _identify(self, metric: str, labels: Labels) -> Series:
+        """The series a scraped row writes to, remembered by its label tuple's identity."""
+        if isinstance(labels, tuple):
+            alias = (metric, labels)
+            s = self._alias.get(alias) or self._resolve(alias, metric, labels)
+            known = self._by_identity.get(id(labels))
+            if known is None or known[0] is not labels:
+                known = self._by_identity[id(labels)] = (labels, {})
+            known[1][metric] = s
+            return s
+        alias = (metric, tuple(labels.items()))
+        return self._alias.get(alias) or self._resolve(alias, metric, labels)
+
     def _resolve(self, alias: tuple[str, tuple[tuple[str, str], ...]], metric: str, labels: Labels) -> Series:
         labels = dict(labels) if isinstance(labels, tuple) else labels
         if "" in labels.values():  # Prometheus stores no empty label: {a=""} is the series without a
@@ -204,6 +224,7 @@ class TSDB:
         s = Series(full)
         self._series[key] = s
         self._generation += 1
+        self._name_generation[metric] = self._generation
         self._by_name.setdefault(metric, []).append(s)
         return s
 
@@ -226,6 +247,7 @@ class TSDB:
             s.dead = True
             for alias in s.aliases:
                 self._alias.pop(alias, None)
+            self._name_generation[key[0]] = self._generation
             lst = self._by_name[key[0]]
             lst.remove(s)
             if not lst:
@@ -238,21 +260,27 @@ class TSDB:
         self._alias.clear()
         self._by_name.clear()
         self._scrapes.clear()
+        self._by_identity.clear()
         self._generation += 1
+        self._name_generation.clear()
+        self._select_cache.clear()
         self._newest = float("-inf")
 
     # --- reading -------------------------------------------------------------------------
     def select(self, matchers: list[Matcher]) -> list[Series]:
         """Series whose labels satisfy every matcher (a missing label reads as ""). Results are
-        cached until a series is created or dropped: rules ask the same selectors every round."""
+        cached until a series that could match is created or dropped (one of the selected metric,
+        when the selector names one): rules ask the same selectors every round."""
         key = tuple((m.name, m.op, m.value) for m in matchers)
+        name_eq = next((m.value for m in matchers if m.name == "__name__" and m.op == "="), None)
+        stamp = self._generation if name_eq is None else self._name_generation.get(name_eq, 0)
         hit = self._select_cache.get(key)
-        if hit is not None and hit[0] == self._generation:
+        if hit is not None and hit[0] == stamp:
             return hit[1]
         found = self._select(matchers)
         if len(self._select_cache) > 4096:
             self._select_cache.clear()
-        self._select_cache[key] = (self._generation, found)
+        self._select_cache[key] = (stamp, found)
         return found
 
     def _select(self, matchers: list[Matcher]) -> list[Series]:

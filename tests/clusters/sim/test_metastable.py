@@ -158,7 +158,7 @@ def test_the_same_seed_gives_the_same_trajectory(sim_clusters: SimClusters) -> N
 
 
 def test_the_go_collector_costs_more_as_the_live_heap_nears_its_soft_limit() -> None:
-    from clusters.sim.apps.hotel import MiB, go_gc_cpu, go_gc_percent, go_live, go_memlimit, go_rss
+    from clusters.sim.apps.goruntime import MiB, go_gc_cpu, go_gc_percent, go_live, go_memlimit, go_rss
 
     default = {"gogc": go_gc_percent({}), "memlimit": None, "procs": 4}
     assert default["gogc"] == 100 and go_gc_percent({"GC": "off"}) == 0  # tune's Atoi: garbage is 0, not off
