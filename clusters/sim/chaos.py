@@ -13,6 +13,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from clusters.sim.controllers.common import delete_pod
 from clusters.sim.controllers.quantity import parse_quantity
 from clusters.sim.store import Obj, StoreError, match_labels
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 FINALIZER = "chaos-mesh/records"
 KINDS = ("podchaos", "networkchaos", "iochaos", "stresschaos", "timechaos", "kernelchaos")
+CHAOS_MANAGER = "chaos-controller-manager"  # Chaos Mesh's User-Agent, its field manager
 PAUSE = "gcr.io/google-containers/pause:latest"
 
 
@@ -147,7 +149,7 @@ class ChaosController:
         if obj.get("status") != status:
             def put(o: Obj, st: dict[str, Any] = status) -> None:
                 o["status"] = st
-            store.mutate(key, ns, name, put, subresource="status")
+            store.mutate(key, ns, name, put, subresource="status", manager=CHAOS_MANAGER)
         del stamp
 
     def _same_pod(self, chaos_meta: Obj, rec: dict[str, Any]) -> bool:
@@ -173,7 +175,7 @@ class ChaosController:
         pod = store.try_get("pods", ns, pod_name)
         if pod is not None:
             if kind == "podchaos" and spec.get("action") == "pod-kill":
-                store.delete("pods", ns, pod_name)
+                delete_pod(store, pod, int(spec.get("gracePeriod") or 0))  # Chaos Mesh's default: 0, at once
             elif kind == "podchaos" and spec.get("action") == "container-kill":
                 kubelet.terminate(ns, pod_name, parts[2], 137, "Error")
             elif kind == "podchaos" and spec.get("action") == "pod-failure":
@@ -217,7 +219,8 @@ class ChaosController:
             def put(o: Obj) -> None:
                 o.setdefault("status", {}).setdefault("experiment", {})["containerRecords"] = records
                 o["status"]["experiment"]["desiredPhase"] = "Stop"
-            store.mutate(key, chaos["metadata"]["namespace"], chaos["metadata"]["name"], put, subresource="status")
+            store.mutate(key, chaos["metadata"]["namespace"], chaos["metadata"]["name"], put, subresource="status",
+                             manager=CHAOS_MANAGER)
         except StoreError:
             pass
 

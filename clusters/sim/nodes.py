@@ -13,6 +13,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from clusters.sim.controllers.common import CONTROLLER_MANAGER, KUBELET, delete_pod
 from clusters.sim.store import Obj
 
 if TYPE_CHECKING:
@@ -231,7 +232,7 @@ class NodeFleet:
             def beat(o: Obj) -> None:
                 for c in o["status"].get("conditions") or []:
                     c["lastHeartbeatTime"] = stamp
-            self.cluster.store.mutate("nodes", "", n.name, beat)
+            self.cluster.store.mutate("nodes", "", n.name, beat, subresource="status", manager=KUBELET)
         n.reported["status_report"] = now
         self.cluster.wake_at(now + self.STATUS_REPORT_INTERVAL)
 
@@ -280,11 +281,13 @@ class NodeFleet:
         if under != bool(press.get("on")):
             press["on"] = under
 
-            def edit(o: Obj) -> None:
+            def report(o: Obj) -> None:
                 for c in o["status"].get("conditions") or []:
                     if c["type"] == cond_type:
                         c.update(status="True" if under else "False", lastTransitionTime=stamp,
                                  reason=words[0] if under else words[2], message=words[1] if under else words[3])
+
+            def edit(o: Obj) -> None:  # the node lifecycle controller taints the node by its condition
                 taints = [t for t in o["spec"].get("taints") or [] if t.get("key") != taint_key]
                 if under:
                     taints.append({"key": taint_key, "effect": "NoSchedule", "timeAdded": stamp})
@@ -292,7 +295,8 @@ class NodeFleet:
                     o["spec"]["taints"] = taints
                 else:
                     o["spec"].pop("taints", None)
-            obj = cl.store.mutate("nodes", "", n.name, edit)
+            cl.store.mutate("nodes", "", n.name, report, subresource="status", manager=KUBELET)
+            obj = cl.store.mutate("nodes", "", n.name, edit, manager=CONTROLLER_MANAGER)
             word = ev_on if under else ev_off
             cl.events.record(obj, "Normal", word, f"Node {n.name} status is now: {word}", "kubelet", n.name)
         if not under or now - press.get("last", -1e18) < self.EVICTION_INTERVAL:
@@ -356,7 +360,7 @@ class NodeFleet:
         cl = self.cluster
         stamp = cl.clock.rfc3339(now)
 
-        def edit(o: Obj) -> None:
+        def report(o: Obj) -> None:  # the kubelet's conditions, or the node controller's Unknown
             for c in o["status"].get("conditions") or []:
                 if ready:
                     c["status"] = "True" if c["type"] == "Ready" else "False"
@@ -370,6 +374,8 @@ class NodeFleet:
                 else:
                     c["status"], c["reason"], c["message"] = "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."
                 c["lastTransitionTime"] = stamp
+
+        def edit(o: Obj) -> None:
             taints = [t for t in (o["spec"].get("taints") or []) if t.get("key") != "node.kubernetes.io/unreachable"]
             if not ready:
                 taints += [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule", "timeAdded": stamp},
@@ -378,7 +384,8 @@ class NodeFleet:
                 o["spec"]["taints"] = taints
             else:
                 o["spec"].pop("taints", None)
-        obj = cl.store.mutate("nodes", "", node, edit)
+        cl.store.mutate("nodes", "", node, report, subresource="status", manager=KUBELET if ready else CONTROLLER_MANAGER)
+        obj = cl.store.mutate("nodes", "", node, edit, manager=CONTROLLER_MANAGER)
         word = "NodeReady" if ready else "NodeNotReady"
         cl.events.record(obj, "Normal", word, f"Node {node} status is now: {word}", "node-controller")
         if not ready:
@@ -395,14 +402,14 @@ class NodeFleet:
                             c.pop("message", None)
                 try:
                     cl.store.mutate("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], unready,
-                                    subresource="status")
+                                    subresource="status", manager=CONTROLLER_MANAGER)
                 except Exception:
                     pass
 
     def _taint_evictions(self, n: NodeState, now: float) -> None:
         """The taint-eviction controller: for every NoExecute taint of the node (the node
-        controller's unreachable/not-ready ones, or anyone's), a pod that does not tolerate it goes
-        at once, one that tolerates it for tolerationSeconds goes that long after the taint was
+        controller's unreachable/not-ready ones, or anyone's), a pod that does not tolerate it is
+        deleted (gracefully) at once, one that tolerates it for tolerationSeconds goes that long after the taint was
         added (timeAdded, else when this controller first saw it), one that tolerates it without a
         limit stays."""
         from clusters.sim.controllers.scheduler import _tolerates
@@ -442,10 +449,7 @@ class NodeFleet:
             cl.events.record(pod, "Normal", "TaintManagerEviction",
                              f"Marking for deletion Pod {pod['metadata']['namespace']}/{pod['metadata']['name']}",
                              "taint-eviction-controller")
-            try:
-                cl.store.delete("pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
-            except Exception:
-                pass
+            delete_pod(cl.store, pod)  # Terminating; on a node whose kubelet is down it stays so until forced
 
     def fault(self, node: str | None, kind: str) -> Any:
         if not node:

@@ -230,6 +230,9 @@ class Store:
         self.max_events = 20000
         self.hooks: list[Callable[[str, str, Obj | None, Obj | None], None]] = []
         self.admission: list[Callable[[str, str, Obj, Obj | None], None]] = []
+        # managedFields after a write by a named manager, (old, new, manager, subresource) →
+        # entries; the API server installs kube-apiserver's field manager here
+        self.stamp_fields: Callable[[Obj, Obj, str, str], builtins.list[dict[str, Any]]] | None = None
         self._uid_counter = 0
         self._uid_ns = uuid.UUID("7a0b0000-0000-4000-8000-000000000000")
 
@@ -375,8 +378,11 @@ class Store:
             self._run_hooks("create", key, None, obj)
             return clone(obj)
 
-    def replace(self, key: str, obj: Obj, *, check_rv: bool = True, subresource: str | None = None) -> Obj:
-        """Update an object. A resourceVersion that is set and stale is a 409 Conflict."""
+    def replace(self, key: str, obj: Obj, *, check_rv: bool = True, subresource: str | None = None,
+                manager: str | None = None) -> Obj:
+        """Update an object. A resourceVersion that is set and stale is a 409 Conflict. A write to
+        the status subresource keeps the object but its status and managedFields; `manager`: the
+        component writing (kubelet, kube-controller-manager ...), recorded in managedFields."""
         with self.lock:
             rt = self.type_for(key)
             obj = clone(obj)
@@ -394,6 +400,8 @@ class Store:
             if subresource == "status":
                 new = clone(cur)
                 new["status"] = obj.get("status", {})
+                if "managedFields" in meta:  # the API server's record of this write
+                    new["metadata"]["managedFields"] = clone(meta["managedFields"])
             else:
                 new = obj
                 if "status" in cur and subresource is None and "status" not in obj:
@@ -412,6 +420,8 @@ class Store:
                     new["metadata"][k] = cur["metadata"][k]
             for hook in self.admission:
                 hook("update", key, new, cur)
+            if manager is not None and self.stamp_fields is not None:
+                new["metadata"]["managedFields"] = self.stamp_fields(cur, new, manager, subresource or "")
             if new == cur:
                 return clone(cur)
             new["metadata"]["resourceVersion"] = str(self._next_rv())
@@ -425,13 +435,13 @@ class Store:
             return clone(new)
 
     def mutate(self, key: str, namespace: str, name: str, fn: Callable[[Obj], None],
-               subresource: str | None = None) -> Obj:
+               subresource: str | None = None, manager: str | None = None) -> Obj:
         """Read-modify-write under the lock (controllers use this; never conflicts)."""
         with self.lock:
             obj = self.get(key, namespace, name)
             fn(obj)
             obj["metadata"].pop("resourceVersion", None)
-            return self.replace(key, obj, check_rv=False, subresource=subresource)
+            return self.replace(key, obj, check_rv=False, subresource=subresource, manager=manager)
 
     def delete(self, key: str, namespace: str, name: str, grace: int = 0) -> Obj:
         """Delete now, or with `grace` seconds: the object stays, marked with deletionTimestamp

@@ -240,6 +240,11 @@ def parse_command(command: str, namespace: str, *, virtual_time: bool = False, a
         # the wait tool lets its grace period pass: answer at once, the pod shown Terminating.
         pairs.append(("wait", "false"))
         flags["wait"] = "false"
+    if verb == "drain" and virtual_time and "timeout" not in flags:
+        # the same for the pods a drain evicts: it stops waiting for them after a second (they
+        # stay Terminating until the wait tool lets their grace periods pass)
+        pairs.append(("timeout", "1s"))
+        flags["timeout"] = "1s"
     canonical = [verb, *positionals, *(f"--{long}={value}" for long, value in pairs)]
     if after:
         canonical += ["--", *after]

@@ -434,7 +434,9 @@ def leaks(view: AgentView, problem: Problem) -> list[str]:
         what = obj.get("kind", "?").lower() + "s"
         meta = obj.get("metadata", {})
         texts = [meta.get("name", ""), *(meta.get("labels") or {}).keys(), *(meta.get("labels") or {}).values(),
-                 *((meta.get("annotations") or {}).keys())]
+                 *((meta.get("annotations") or {}).keys()),
+                 # who wrote what (`--show-managed-fields`): the injector's writes must not sign their name
+                 *(str(e.get("manager", "")) for e in meta.get("managedFields") or [])]
         for annotation, value in (meta.get("annotations") or {}).items():
             if annotation != "kubectl.kubernetes.io/last-applied-configuration":
                 texts.append(str(value))

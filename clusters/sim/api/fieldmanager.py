@@ -262,3 +262,12 @@ def internal_create_stamper(now: Callable[[], str]) -> Callable[[str, str, Obj, 
         manager = "kube-controller-manager" if owned or key.startswith("endpoint") else "kubectl-client-side-apply"
         meta["managedFields"] = updated(None, obj, manager, now())
     return stamp
+
+
+def component_stamper(now: Callable[[], str]) -> Callable[[Obj, Obj, str, str], list[dict[str, Any]]]:
+    """The managedFields after a write by one of the cluster's own components (the kubelet, the
+    controller manager, the scheduler) that goes to the store without a request: an Update by
+    that manager, as kube-apiserver records its requests; `now()` is the cluster time."""
+    def stamp(old: Obj, new: Obj, manager: str, subresource: str) -> list[dict[str, Any]]:
+        return updated(old, new, manager, now(), subresource)
+    return stamp

@@ -43,7 +43,7 @@ from clusters.sim.api.status import (
 from clusters.sim.api.tables import table
 from clusters.sim.api.watch import Filter, initial_events_end, stream
 from clusters.sim.api.webhooks import WebhookAdmission
-from clusters.sim.controllers.common import deletion_grace
+from clusters.sim.controllers.common import delete_pod, deletion_grace
 from clusters.sim.controllers.gc import GarbageCollector
 from clusters.sim.resources import (
     CUSTOM_GROUPS,
@@ -167,6 +167,7 @@ class KubeAPI:
         self.gc.install()
         install_admission(store)
         store.admission.insert(0, fieldmanager.internal_create_stamper(store.clock.rfc3339))
+        store.stamp_fields = fieldmanager.component_stamper(store.clock.rfc3339)
         store.admission.append(self.authn.fill_token_secret)
         WebhookAdmission(store).install()
         store.hooks.append(self._default_service_account)
@@ -788,8 +789,10 @@ class KubeAPI:
         ns = self._ns(r)
         parent = self.store.get(r.rt.key, ns, r.name)
         if r.sub == "eviction":
-            return json_response(201, subresources.evict(self.store, parent,
-                                                         lambda: self.store.delete("pods", ns, r.name)))
+            # the Eviction's deleteOptions, as a DELETE's: the pod terminates gracefully
+            requested = ((body or {}).get("deleteOptions") or {}).get("gracePeriodSeconds")
+            return json_response(201, subresources.evict(self.store, parent, lambda: delete_pod(
+                self.store, parent, None if requested is None else int(requested))))
         if r.sub == "binding":
             return json_response(201, subresources.bind(self.store, parent, body))
         if r.sub == "token":

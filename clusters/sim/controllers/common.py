@@ -12,12 +12,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.clock import VirtualClock
-from clusters.sim.store import Obj, Store
+from clusters.sim.store import Obj, Store, StoreError
 
 if TYPE_CHECKING:
     from clusters.sim.cluster import EventRecorder
 
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+# The field managers kube-apiserver records for the cluster's own components (their User-Agents)
+KUBELET = "kubelet"
+CONTROLLER_MANAGER = "kube-controller-manager"
+SCHEDULER = "kube-scheduler"
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,17 @@ def deletion_grace(pod: Obj, requested: int | None = None) -> int:
         return 0
     grace = spec.get("terminationGracePeriodSeconds", 30) if requested is None else requested
     return 1 if int(grace) < 0 else int(grace)
+
+
+def delete_pod(store: Store, pod: Obj, requested: int | None = None) -> bool:
+    """Delete `pod` as a client's DELETE does (grace period from `requested`, else the pod's own):
+    it stays Terminating until its kubelet has stopped it, so a pod on a node whose kubelet is
+    down stays until someone forces it. False when it was gone already."""
+    try:
+        store.delete("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], grace=deletion_grace(pod, requested))
+    except StoreError:
+        return False
+    return True
 
 
 def condition(obj: Obj, type_: str) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from clusters.sim.controllers.common import CONTROLLER_MANAGER, delete_pod
 from clusters.sim.store import Obj, Store, StoreError
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIC/jCCAeagAwIBAgIBADANBgkqhkiG9w0BAQsFADAVMRMwEQYDVQQDEwprdWJl\ncm5ldGVzMB4XDTI2MDEwNTA5MDAwMFoXDTM2MDEwMzA5MDAwMFowFTETMBEGA1UE\n-----END CERTIFICATE-----\n"
@@ -49,7 +50,14 @@ class GarbageCollector:
         return doomed
 
     def _delete_all(self, doomed: Iterable[tuple[str, str, str]]) -> None:
+        """Delete as the garbage collector and the namespace controller do, with no grace period
+        of their own: a pod terminates over its terminationGracePeriodSeconds."""
         for key, ns, name in doomed:
+            if key == "pods":
+                pod = self.store.raw("pods", ns, name)
+                if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+                    delete_pod(self.store, pod)
+                continue
             try:
                 self.store.delete(key, ns, name)
             except StoreError:
@@ -146,7 +154,7 @@ class GarbageCollector:
         store = self.store
         if (ns.get("status") or {}).get("phase") != "Active":
             store.mutate("namespaces", "", name, lambda o: o.setdefault("status", {}).update(phase="Active"),
-                         subresource="status")
+                         subresource="status", manager=CONTROLLER_MANAGER)
         defaults: list[tuple[str, str, dict[str, Any]]] = [
             ("serviceaccounts", "default", {"metadata": {"name": "default", "namespace": name}}),
             ("configmaps", "kube-root-ca.crt", {"metadata": {"name": "kube-root-ca.crt", "namespace": name,

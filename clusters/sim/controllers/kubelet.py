@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusters.sim.api.tables import parse_time
 from clusters.sim.apps.base import Exited, StartContext, Started, find_model, image_lookup, normalize_image
-from clusters.sim.controllers.common import ControlPlane, set_condition
+from clusters.sim.controllers.common import KUBELET, ControlPlane, set_condition
 from clusters.sim.controllers.quantity import parse_quantity
 from clusters.sim.store import Obj, StoreError
 
@@ -308,7 +308,7 @@ class Kubelet:
                     for c in st.get("conditions") or []:
                         if c["type"] in ("Ready", "ContainersReady"):
                             c["status"] = "False"
-                self.store.mutate("pods", rt.namespace, rt.name, put, subresource="status")
+                self.store.mutate("pods", rt.namespace, rt.name, put, subresource="status", manager=KUBELET)
             return
         if pod["metadata"].get("deletionTimestamp"):
             self._terminate(pod, rt, now)
@@ -1061,7 +1061,7 @@ class Kubelet:
             def put(o: Obj, st: dict[str, Any] = status) -> None:
                 o["status"] = st
             try:
-                self.store.mutate("pods", rt.namespace, rt.name, put, subresource="status")
+                self.store.mutate("pods", rt.namespace, rt.name, put, subresource="status", manager=KUBELET)
             except StoreError:
                 pass
 

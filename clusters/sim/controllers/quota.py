@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.sim.api.admission import COMPUTE, pod_usage
-from clusters.sim.controllers.common import is_terminal
+from clusters.sim.controllers.common import CONTROLLER_MANAGER, is_terminal
 from clusters.sim.controllers.quantity import format_resource
 from clusters.sim.store import Obj, Store
 
@@ -39,4 +39,5 @@ class QuotaController:
             if q.get("status") != status:
                 def put(o: Obj, st: dict[str, Any] = status) -> None:
                     o["status"] = st
-                store.mutate("resourcequotas", ns, q["metadata"]["name"], put, subresource="status")
+                store.mutate("resourcequotas", ns, q["metadata"]["name"], put, subresource="status",
+                             manager=CONTROLLER_MANAGER)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from clusters.sim.controllers.common import ControlPlane, is_active, set_condition
+from clusters.sim.controllers.common import SCHEDULER, ControlPlane, is_active, set_condition
 from clusters.sim.controllers.quantity import parse_quantity
 from clusters.sim.store import Obj, StoreError, match_labels
 
@@ -324,7 +324,7 @@ class Scheduler:
                 set_condition(st, "PodScheduled", "False", "Unschedulable", message, stamp)
             try:
                 self.store.mutate("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], mark,
-                                          subresource="status")
+                                  subresource="status", manager=SCHEDULER)
             except StoreError:
                 return
             self.events.record(pod, "Warning", "FailedScheduling", message, "default-scheduler")

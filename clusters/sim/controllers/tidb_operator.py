@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusters.sim.apps.base import normalize_image
 from clusters.sim.apps.tidb import PdView, klog
-from clusters.sim.controllers.common import ControlPlane, is_ready, owner_ref, template_hash
+from clusters.sim.controllers.common import ControlPlane, delete_pod, is_ready, owner_ref, template_hash
 from clusters.sim.store import Obj, StoreError
 
 if TYPE_CHECKING:
@@ -528,7 +528,7 @@ class _Sync:
         self._leave_cluster(comp, pod_name)
         try:
             self.store.delete("persistentvolumeclaims", self.ns, claim["metadata"]["name"])
-            self.store.delete("pods", self.ns, pod_name)
+            delete_pod(self.store, pods[pod_name])
         except StoreError:
             pass
         raise Requeue(f"started disk replace for pod {pod_name}, waiting")
@@ -762,7 +762,7 @@ class _Sync:
         def put(o: Obj) -> None:
             o["status"] = status
         try:
-            self.store.mutate(TC_KEY, self.ns, self.name, put, subresource="status")
+            self.store.mutate(TC_KEY, self.ns, self.name, put, subresource="status", manager="tidb-controller-manager")
         except StoreError:
             pass
 

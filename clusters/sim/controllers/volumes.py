@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
+from clusters.sim.controllers.common import CONTROLLER_MANAGER
 from clusters.sim.controllers.quantity import parse_quantity
 from clusters.sim.store import Obj, StoreError
 
@@ -69,7 +70,7 @@ class VolumeBinder:
             self.wake_at(now + 15.0)
             if claim.get("status", {}).get("phase") != "Pending":
                 store.mutate("persistentvolumeclaims", ns, name, lambda o: o.setdefault("status", {}).update(phase="Pending"),
-                             subresource="status")
+                             subresource="status", manager=CONTROLLER_MANAGER)
             if sc is None and sc_name:
                 self.events.record(claim, "Warning", "ProvisioningFailed",
                                            f'storageclass.storage.k8s.io "{sc_name}" not found', "persistentvolume-controller")
@@ -114,7 +115,7 @@ class VolumeBinder:
         def st(o: Obj) -> None:
             o["status"] = {"phase": "Bound", "accessModes": pv["spec"].get("accessModes", ["ReadWriteOnce"]),
                            "capacity": pv["spec"].get("capacity", {})}
-        store.mutate("persistentvolumeclaims", ns, name, st, subresource="status")
+        store.mutate("persistentvolumeclaims", ns, name, st, subresource="status", manager=CONTROLLER_MANAGER)
 
     def bind_for_pod(self, pod: Obj, node: str) -> None:
         """The scheduler picked `node`: provision WaitForFirstConsumer claims there."""

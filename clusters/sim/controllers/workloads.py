@@ -10,9 +10,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from clusters.sim.controllers.common import (
+    CONTROLLER_MANAGER,
     ControlPlane,
+    condition,
     controller_uid,
-    deletion_grace,
+    delete_pod,
     int_or_percent,
     is_active,
     is_ready,
@@ -66,7 +68,8 @@ def _put_status(store: Store, key: str, obj: Obj, status: dict[str, Any]) -> Non
     def put(o: Obj) -> None:
         o["status"] = status
     try:
-        store.mutate(key, obj["metadata"]["namespace"], obj["metadata"]["name"], put, subresource="status")
+        store.mutate(key, obj["metadata"]["namespace"], obj["metadata"]["name"], put, subresource="status",
+                     manager=CONTROLLER_MANAGER)
     except StoreError:
         pass
 
@@ -115,9 +118,7 @@ class ReplicaSetController:
                                     if c["type"] == "ReplicaFailure"), None)
             elif diff < 0:
                 for pod in sorted(pods, key=self._delete_rank)[: -diff]:
-                    try:
-                        store.delete("pods", ns, pod["metadata"]["name"], grace=deletion_grace(pod))
-                    except StoreError:
+                    if not delete_pod(store, pod):
                         continue
                     self.events.record(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}",
                                                "replicaset-controller")
@@ -440,11 +441,19 @@ class StatefulSetController:
         want = int(spec.get("replicas", 1))
         rev = f"{name}-{template_hash(spec.get('template') or {})}"
         self._adopt(sts)
-        pods = {p["metadata"]["name"]: p for p in _owned(self.store.scan("pods", ns), sts)}  # read only
+        # read only; terminating pods included: an ordinal is not made again while its old pod is there
+        pods = {p["metadata"]["name"]: p for p in _owned(self.store.scan("pods", ns), sts)}
         parallel = spec.get("podManagementPolicy") == "Parallel"
+        blocked = False  # OrderedReady: an ordinal not yet running and ready holds back every later step
         for i in range(want):
             pname = f"{name}-{i}"
             pod = pods.get(pname)
+            if pod is not None and is_terminal(pod) and not pod["metadata"].get("deletionTimestamp"):
+                # a failed (evicted) or completed pod is deleted and made again in the same pass
+                if delete_pod(store, pod):
+                    self.events.record(sts, "Normal", "SuccessfulDelete",
+                                       f"delete Pod {pname} in StatefulSet {name} successful", "statefulset-controller")
+                pod = store.try_get("pods", ns, pname)
             if pod is None:
                 for tmpl in spec.get("volumeClaimTemplates") or []:
                     cname = f"{tmpl['metadata']['name']}-{pname}"
@@ -480,23 +489,20 @@ class StatefulSetController:
                                                f"create Pod {pname} in StatefulSet {name} failed error: {exc.message}",
                                                "statefulset-controller")
                 if not parallel:
+                    blocked = True
                     break
                 continue
-            if not parallel and not is_ready(pod):
+            if not parallel and (pod["metadata"].get("deletionTimestamp") or not is_ready(pod)):
+                blocked = True
                 break
-        for pname in pods:
-            idx = int(pname.rsplit("-", 1)[-1]) if pname.rsplit("-", 1)[-1].isdigit() else 10**6
-            if idx >= want:
-                ordered = sorted(pods, key=lambda n: -int(n.rsplit("-", 1)[-1]))
-                if ordered[0] == pname or parallel:
-                    store.delete("pods", ns, pname)
-                    self.events.record(sts, "Normal", "SuccessfulDelete",
-                                               f"delete Pod {pname} in StatefulSet {name} successful", "statefulset-controller")
-                    break
-        self._roll(sts, rev, want, parallel)
-        pods = {p["metadata"]["name"]: p for p in _owned(self.store.scan("pods", ns), sts) if is_active(p)}
-        pods_l = list(pods.values())
-        status = {"observedGeneration": sts["metadata"].get("generation", 1), "replicas": len(pods_l),
+        if not blocked:
+            blocked = self._condemn(sts, pods, want, parallel)
+        if not blocked:
+            self._roll(sts, rev, want, parallel)
+        created = _owned(self.store.scan("pods", ns), sts)
+        pods_l = [p for p in created if is_active(p)]
+        # as computeReplicaStatus: `replicas` counts every pod there, a terminating one too
+        status = {"observedGeneration": sts["metadata"].get("generation", 1), "replicas": len(created),
                   "readyReplicas": sum(1 for p in pods_l if is_ready(p)),
                   "currentReplicas": sum(1 for p in pods_l if (p["metadata"].get("labels") or {}).get("controller-revision-hash") == rev),
                   "updatedReplicas": sum(1 for p in pods_l if (p["metadata"].get("labels") or {}).get("controller-revision-hash") == rev),
@@ -504,6 +510,35 @@ class StatefulSetController:
                   "currentRevision": rev, "updateRevision": rev, "collisionCount": 0}
         _put_status(self.store, "statefulsets.apps", sts, status)
 
+
+    def _condemn(self, sts: Obj, pods: dict[str, Obj], want: int, parallel: bool) -> bool:
+        """Scale-down as the statefulset controller does it: the pods at ordinals past `replicas`
+        go highest first, each deleted gracefully and waited for (OrderedReady) before the next;
+        an unhealthy one blocks unless it is the lowest unhealthy of them. True: it is waiting."""
+        name = sts["metadata"]["name"]
+
+        def ordinal(pname: str) -> int:
+            tail = pname.rsplit("-", 1)[-1]
+            return int(tail) if tail.isdigit() else 10**6
+
+        condemned = sorted((p for n, p in pods.items() if ordinal(n) >= want),
+                           key=lambda p: ordinal(p["metadata"]["name"]), reverse=True)
+        unhealthy = [p for p in condemned if not is_ready(p) or p["metadata"].get("deletionTimestamp")]
+        first_unhealthy = unhealthy[-1] if unhealthy else None
+        for pod in condemned:
+            if pod["metadata"].get("deletionTimestamp"):
+                if not parallel:
+                    return True
+                continue
+            if not parallel and not is_ready(pod) and pod is not first_unhealthy:
+                return True
+            pname = pod["metadata"]["name"]
+            if delete_pod(self.store, pod):
+                self.events.record(sts, "Normal", "SuccessfulDelete",
+                                   f"delete Pod {pname} in StatefulSet {name} successful", "statefulset-controller")
+            if not parallel:
+                return True
+        return False
 
     def _roll(self, sts: Obj, rev: str, want: int, parallel: bool) -> None:
         """RollingUpdate as the statefulset controller does it: from the highest ordinal down to the
@@ -525,7 +560,7 @@ class StatefulSetController:
                 return
             terminating = bool(pod["metadata"].get("deletionTimestamp"))
             if (pod["metadata"].get("labels") or {}).get("controller-revision-hash") != rev and not terminating:
-                self.store.delete("pods", ns, pod["metadata"]["name"])
+                delete_pod(self.store, pod)
                 self.events.record(sts, "Normal", "SuccessfulDelete",
                                            f"delete Pod {pod['metadata']['name']} in StatefulSet {name} successful",
                                            "statefulset-controller")
@@ -573,13 +608,13 @@ class DaemonSetController:
                 continue
             ns, name = ds["metadata"]["namespace"], ds["metadata"]["name"]
             tmpl = (ds.get("spec") or {}).get("template") or {}
-            pods = [p for p in _owned(_scan_sorted(store, "pods", ns), ds) if is_active(p)]
-            by_node = {}
-            for p in pods:
+            # every pod of a node, terminating ones too: a node whose pod is still going gets no new one yet
+            by_node: dict[str | None, list[Obj]] = {}
+            for p in _owned(_scan_sorted(store, "pods", ns), ds):
                 aff = (((p["spec"].get("affinity") or {}).get("nodeAffinity") or {})
                        .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
                 target = next((v for t in aff for e in t.get("matchFields") or [] for v in e.get("values") or []), None)
-                by_node[target] = p
+                by_node.setdefault(target, []).append(p)
             eligible = []
             probe: dict[str, Any] = {"metadata": {"labels": {}}, "spec": tmpl.get("spec") or {}}
             for node in nodes:
@@ -614,9 +649,20 @@ class DaemonSetController:
                 except StoreError as exc:
                     self.events.record(ds, "Warning", "FailedCreate", f"Error creating: {exc.message}",
                                                "daemonset-controller")
-            for nname, p in by_node.items():
-                if nname not in eligible:
-                    store.delete("pods", ns, p["metadata"]["name"])
+            for nname, node_pods in by_node.items():
+                for p in node_pods:
+                    if p["metadata"].get("deletionTimestamp"):
+                        continue
+                    failed = (p.get("status") or {}).get("phase") == "Failed"
+                    if nname in eligible and not failed:
+                        continue
+                    if failed and nname in eligible:
+                        self.events.record(ds, "Warning", "FailedDaemonPod",
+                                           f"Found failed daemon pod {ns}/{p['metadata']['name']} on node {nname}, "
+                                           "will try to kill it", "daemonset-controller")
+                    if delete_pod(store, p):
+                        self.events.record(ds, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}",
+                                           "daemonset-controller")
             pods = [p for p in _owned(store.scan("pods", ns), ds) if is_active(p)]
             ready = sum(1 for p in pods if is_ready(p))
             status = {"currentNumberScheduled": len(pods), "desiredNumberScheduled": len(eligible),
@@ -647,23 +693,34 @@ class JobController:
         succeeded = sum(1 for p in pods if p["status"].get("phase") == "Succeeded")
         failed = sum(1 for p in pods if p["status"].get("phase") == "Failed") + sum(
             c.get("restartCount", 0) for p in pods for c in p["status"].get("containerStatuses") or [])
-        active = [p for p in pods if not is_terminal(p)]
+        active = [p for p in pods if is_active(p)]  # a pod being deleted is no longer active
         completions = int(spec.get("completions", 1) or 1)
         parallelism = int(spec.get("parallelism", 1) or 1)
         backoff = int(spec.get("backoffLimit", 6))
         stamp = self.clock.rfc3339(now)
+        suspended = condition(job, "Suspended")
+        if spec.get("suspend"):
+            self._delete(job, active)
+            active = []
+            if not suspended or suspended.get("status") != "True":
+                set_condition(status, "Suspended", "True", "JobSuspended", "Job suspended", stamp)
+                self.events.record(job, "Normal", "Suspended", "Job suspended", "job-controller")
+            self._write_status(job, status, active, succeeded, failed)
+            return
+        if suspended and suspended.get("status") == "True":
+            set_condition(status, "Suspended", "False", "JobResumed", "Job resumed", stamp)
+            self.events.record(job, "Normal", "Resumed", "Job resumed", "job-controller")
+            status["startTime"] = stamp  # activeDeadlineSeconds counts from the resumption
         status.setdefault("startTime", stamp)
         deadline = spec.get("activeDeadlineSeconds")
         if failed > backoff:
-            for p in active:
-                store.delete("pods", ns, p["metadata"]["name"])
+            self._delete(job, active)
             set_condition(status, "Failed", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit", stamp)
             self.events.record(job, "Warning", "BackoffLimitExceeded", "Job has reached the specified backoff limit",
                                        "job-controller")
             active = []
         elif deadline is not None and now - _ts(status["startTime"]) >= float(deadline):
-            for p in active:
-                store.delete("pods", ns, p["metadata"]["name"])
+            self._delete(job, active)
             set_condition(status, "Failed", "True", "DeadlineExceeded", "Job was active longer than specified deadline", stamp)
             self.events.record(job, "Warning", "DeadlineExceeded", "Job was active longer than specified deadline",
                                        "job-controller")
@@ -676,6 +733,10 @@ class JobController:
             if deadline is not None:
                 self.wake_at(_ts(status["startTime"]) + float(deadline))
             need = min(parallelism, completions - succeeded) - len(active)
+            if need < 0:  # parallelism lowered: the least advanced pods go, as a ReplicaSet's would
+                extra = sorted(active, key=ReplicaSetController._delete_rank)[:-need]
+                self._delete(job, extra)
+                active = [p for p in active if p not in extra]
             uid = job["metadata"]["uid"]
             for _ in range(max(0, need)):
                 pname = f"{name}-{random_suffix(self.rng)}"
@@ -689,6 +750,15 @@ class JobController:
                 except StoreError as exc:
                     self.events.record(job, "Warning", "FailedCreate", f"Error creating: {exc.message}", "job-controller")
                     break
+        self._write_status(job, status, active, succeeded, failed)
+
+    def _delete(self, job: Obj, pods: list[Obj]) -> None:
+        for p in pods:
+            if delete_pod(self.store, p):
+                self.events.record(job, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}",
+                                   "job-controller")
+
+    def _write_status(self, job: Obj, status: dict[str, Any], active: list[Obj], succeeded: int, failed: int) -> None:
         status["active"] = len(active)
         if not status["active"]:
             status.pop("active")
@@ -770,7 +840,8 @@ class CronJobController:
 
             def put(o: Obj, minute: float = minute) -> None:
                 o.setdefault("status", {})["lastScheduleTime"] = self.clock.rfc3339(minute)
-            store.mutate("cronjobs.batch", ns, name, put, subresource="status")
+            store.mutate("cronjobs.batch", ns, name, put, subresource="status",
+                     manager=CONTROLLER_MANAGER)
             self._history(cj, _owned(store.list("jobs.batch", ns), cj))
 
     def _history(self, cj: Obj, jobs: list[Obj]) -> None:

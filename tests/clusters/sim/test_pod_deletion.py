@@ -157,3 +157,168 @@ def test_kubectl_delete_waits_for_the_pod_to_go_on_a_live_cluster(sim_clusters: 
     code, out = kubectl(handle, "1.20", "-n", "live", "delete", "pod", "web", "--timeout=30s")  # waits for the removal
     assert code == 0 and 'pod "web" deleted' in out, out
     assert not core.list_namespaced_pod("live").items
+
+
+# -- the controllers delete through the same graceful path ----------------------------------------
+
+SLEEPER = {"terminationGracePeriodSeconds": 20,  # a shell sleeping as PID 1: Terminating for the whole grace period
+           "containers": [{"name": "sleep", "image": "busybox:1.36", "command": ["sleep", "3600"]}]}
+
+
+def namespace(cluster: SimHandle, ns: str) -> None:
+    client.CoreV1Api(cluster.api_client()).create_namespace({"metadata": {"name": ns}})
+
+
+def pod_rows(cluster: SimHandle, ns: str, *args: str) -> dict[str, str]:
+    """NAME → STATUS as `kubectl get pods` prints them."""
+    code, out = kubectl(cluster, "1.33" if KUBECTLS["1.33"].exists() else "1.20", "-n", ns, "get", "pods", "--no-headers", *args)
+    assert code == 0, out
+    return {line.split()[0]: line.split()[2] for line in out.splitlines()
+            if line.strip() and not line.startswith("No resources found")}
+
+
+def events(cluster: SimHandle, ns: str, reason: str) -> list[str]:
+    return [e.message for e in client.CoreV1Api(cluster.api_client()).list_namespaced_event(ns).items if e.reason == reason]
+
+
+def test_a_statefulset_makes_an_ordinal_again_only_once_its_old_pod_is_gone(cluster: SimHandle) -> None:
+    ns = "graceful-sts"
+    namespace(cluster, ns)
+    client.AppsV1Api(cluster.api_client()).create_namespaced_stateful_set(ns, {
+        "metadata": {"name": "db"},
+        "spec": {"replicas": 3, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                 "template": {"metadata": {"labels": {"app": "db"}}, "spec": SLEEPER}}})
+    cluster.advance(60)
+    assert pod_rows(cluster, ns) == {"db-0": "Running", "db-1": "Running", "db-2": "Running"}
+    old_uid = pod_json(cluster, "1.20", ns, "db-1")["metadata"]["uid"]
+
+    assert kubectl(cluster, "1.20", "-n", ns, "delete", "pod", "db-1", "--wait=false")[0] == 0
+    cluster.advance(10)
+    assert pod_rows(cluster, ns)["db-1"] == "Terminating"  # no second db-1 while the first terminates
+    assert pod_json(cluster, "1.20", ns, "db-1")["metadata"]["uid"] == old_uid
+    cluster.advance(30)
+    assert pod_json(cluster, "1.20", ns, "db-1")["metadata"]["uid"] != old_uid
+    assert pod_rows(cluster, ns)["db-1"] == "Running"
+
+    # scale-down: the highest ordinal first, the next only once it is gone
+    assert kubectl(cluster, "1.20", "-n", ns, "scale", "statefulset", "db", "--replicas=1")[0] == 0
+    cluster.advance(5)
+    assert pod_rows(cluster, ns) == {"db-0": "Running", "db-1": "Running", "db-2": "Terminating"}
+    code, out = kubectl(cluster, "1.20", "-n", ns, "get", "sts", "db", "-o", "jsonpath={.status.replicas} {.status.readyReplicas}")
+    assert (code, out) == (0, "3 2")  # a terminating pod still counts as one of the set's replicas
+    cluster.advance(20)
+    assert pod_rows(cluster, ns) == {"db-0": "Running", "db-1": "Terminating"}
+    cluster.advance(25)
+    assert pod_rows(cluster, ns) == {"db-0": "Running"}
+    assert events(cluster, ns, "SuccessfulDelete") == ["delete Pod db-2 in StatefulSet db successful",
+                                                       "delete Pod db-1 in StatefulSet db successful"]
+
+
+def test_a_daemonset_deletes_its_pod_gracefully_when_the_node_stops_matching(cluster: SimHandle) -> None:
+    ns = "graceful-ds"
+    namespace(cluster, ns)
+    nodes = sorted(n.metadata.name for n in client.CoreV1Api(cluster.api_client()).list_node().items)
+    for node in nodes[:2]:
+        assert kubectl(cluster, "1.20", "label", "node", node, "graceful-ds=yes")[0] == 0
+    client.AppsV1Api(cluster.api_client()).create_namespaced_daemon_set(ns, {
+        "metadata": {"name": "agent"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                 "template": {"metadata": {"labels": {"app": "agent"}},
+                              "spec": {**SLEEPER, "nodeSelector": {"graceful-ds": "yes"}, "tolerations": [
+                                  {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]}}}})
+    cluster.advance(30)
+    code, out = kubectl(cluster, "1.20", "-n", ns, "get", "pods", "-o",
+                        "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{\"\\n\"}{end}")
+    on_node = dict(reversed(line.split()) for line in out.splitlines())
+    assert sorted(on_node) == nodes[:2], out
+
+    assert kubectl(cluster, "1.20", "label", "node", nodes[1], "graceful-ds-")[0] == 0
+    cluster.advance(5)
+    rows = pod_rows(cluster, ns)
+    assert (rows[on_node[nodes[0]]], rows[on_node[nodes[1]]]) == ("Running", "Terminating"), rows
+    assert events(cluster, ns, "SuccessfulDelete") == [f"Deleted pod: {on_node[nodes[1]]}"]
+    cluster.advance(20)
+    assert list(pod_rows(cluster, ns)) == [on_node[nodes[0]]]
+    kubectl(cluster, "1.20", "label", "node", nodes[0], "graceful-ds-")
+
+
+def job(cluster: SimHandle, ns: str, name: str, **spec: object) -> None:
+    client.BatchV1Api(cluster.api_client()).create_namespaced_job(ns, {
+        "metadata": {"name": name},
+        "spec": {"template": {"spec": {**SLEEPER, "restartPolicy": "Never"}}, **spec}})
+
+
+def job_pods(cluster: SimHandle, ns: str, name: str) -> dict[str, str]:
+    return pod_rows(cluster, ns, "-l", f"job-name={name}")
+
+
+def test_a_job_deletes_its_active_pods_gracefully(cluster: SimHandle) -> None:
+    ns = "graceful-job"
+    namespace(cluster, ns)
+    batch = client.BatchV1Api(cluster.api_client())
+    job(cluster, ns, "deadline", activeDeadlineSeconds=30)
+    job(cluster, ns, "wide", parallelism=3, completions=10)
+    job(cluster, ns, "paused")
+    cluster.advance(20)
+    assert set(job_pods(cluster, ns, "wide").values()) == {"Running"} and len(job_pods(cluster, ns, "wide")) == 3
+
+    # parallelism lowered: two of the three go, Terminating; suspended: its one pod goes
+    assert kubectl(cluster, "1.20", "-n", ns, "patch", "job", "wide", "-p", '{"spec":{"parallelism":1}}')[0] == 0
+    assert kubectl(cluster, "1.20", "-n", ns, "patch", "job", "paused", "-p", '{"spec":{"suspend":true}}')[0] == 0
+    cluster.advance(2)
+    assert sorted(job_pods(cluster, ns, "wide").values()) == ["Running", "Terminating", "Terminating"]
+    assert list(job_pods(cluster, ns, "paused").values()) == ["Terminating"]
+    paused = batch.read_namespaced_job("paused", ns).status
+    assert [(c.type, c.status, c.reason) for c in paused.conditions] == [("Suspended", "True", "JobSuspended")]
+    assert not paused.active
+
+    # the deadline passes: the job fails and its running pod terminates
+    cluster.advance(10)
+    deadline = batch.read_namespaced_job("deadline", ns).status
+    assert [(c.type, c.reason) for c in deadline.conditions] == [("Failed", "DeadlineExceeded")]
+    assert list(job_pods(cluster, ns, "deadline").values()) == ["Terminating"]
+    cluster.advance(25)
+    assert job_pods(cluster, ns, "deadline") == {} and job_pods(cluster, ns, "paused") == {}
+    assert list(job_pods(cluster, ns, "wide").values()) == ["Running"]
+    code, out = kubectl(cluster, "1.20", "-n", ns, "describe", "job", "deadline")
+    assert "SuccessfulDelete" in out and "DeadlineExceeded" in out, out
+
+
+def test_taint_eviction_is_graceful_and_a_pod_of_a_node_whose_kubelet_is_down_stays_terminating(cluster: SimHandle) -> None:
+    ns = "graceful-taint"
+    namespace(cluster, ns)
+    core = client.CoreV1Api(cluster.api_client())
+    node = sorted(n.metadata.name for n in core.list_node().items)[-1]
+    pinned = {**SLEEPER, "nodeSelector": {"kubernetes.io/hostname": node}}
+    core.create_namespaced_pod(ns, {"metadata": {"name": "plain"}, "spec": pinned})
+    core.create_namespaced_pod(ns, {"metadata": {"name": "patient"}, "spec": {**pinned, "tolerations": [
+        {"key": "maintenance", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}]}})
+    cluster.advance(20)
+    assert kubectl(cluster, "1.20", "taint", "node", node, "maintenance=now:NoExecute")[0] == 0
+    cluster.advance(2)
+    assert pod_rows(cluster, ns) == {"patient": "Running", "plain": "Terminating"}
+    assert events(cluster, ns, "TaintManagerEviction") == [f"Marking for deletion Pod {ns}/plain"]
+    cluster.advance(30)
+    assert pod_rows(cluster, ns) == {"patient": "Terminating"}  # its 30 s are up; plain's grace period too
+    cluster.advance(25)
+    assert pod_rows(cluster, ns) == {}
+    assert kubectl(cluster, "1.20", "taint", "node", node, "maintenance-")[0] == 0
+
+    # the kubelet stops: NotReady after 40 s, unreachable evicts after the default 300 s toleration,
+    # and nobody finishes the deletion but a force delete
+    core.create_namespaced_pod(ns, {"metadata": {"name": "stranded"}, "spec": pinned})
+    cluster.advance(20)
+    fault = {"apiVersion": "sim.farm.io/v1alpha1", "kind": "NodeFault", "metadata": {"name": "graceful-taint"},
+             "spec": {"nodeName": node, "kubeletStopped": True}}
+    assert kubectl(cluster, "1.20", "apply", "-f", "-", stdin=json.dumps(fault))[0] == 0
+    try:
+        cluster.advance(360)
+        assert pod_rows(cluster, ns) == {"stranded": "Terminating"}
+        cluster.advance(600)
+        assert pod_rows(cluster, ns) == {"stranded": "Terminating"}
+        code, out = kubectl(cluster, "1.20", "-n", ns, "delete", "pod", "stranded", "--grace-period=0", "--force")
+        assert code == 0 and "force deleted" in out, out
+        assert pod_rows(cluster, ns) == {}
+    finally:
+        kubectl(cluster, "1.20", "delete", "nodefault", "graceful-taint")
+        cluster.advance(30)

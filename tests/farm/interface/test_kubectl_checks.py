@@ -107,6 +107,8 @@ def test_delete_does_not_wait_for_a_grace_period_only_the_wait_tool_can_pass() -
     # on a virtual clock a deleted pod stays Terminating until time passes
     assert parse_command("delete pod geo-1", NS, virtual_time=True).tokens[-1] == "--wait=false"
     assert "--wait=false" not in parse_command("delete pod geo-1", NS).tokens  # live time: kubectl waits, as usual
+    assert parse_command("drain node-1 --ignore-daemonsets", NS, virtual_time=True).tokens[-1] == "--timeout=1s"
+    assert "--timeout=1s" not in parse_command("drain node-1 --ignore-daemonsets", NS).tokens
     assert parse_command("delete pod geo-1 --wait=true", NS, virtual_time=True).tokens[-1] == "--wait=true"
 
 
