@@ -5,7 +5,7 @@ Validates every problem of the catalog (or of the applications given) and prints
 per application, per validation step and in total, this process's CPU time, the emulated
 cluster process's CPU time, kubectl's, wall time and cluster time, and how many problems passed.
 
-    .venv/bin/python bench/catalog_bench.py [--app hotel-reservation] [--limit N] [--json]
+    .venv/bin/python bench/catalog_bench.py [--app hotel-reservation] [--limit N] [--json] [--kubectl PATH]
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=0, help="validate only the first N problems")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="one JSON line per problem")
+    parser.add_argument("--kubectl", help="the kubectl binary the reference mitigations run with "
+                                          "(default: FARM_KUBECTL, else the first on PATH)")
     args = parser.parse_args()
 
     from clusters.base import open_cluster
@@ -70,7 +72,7 @@ def main() -> int:
             row[3] += now[2] - last[2]
             last[:] = now
 
-        validator = Validator(cluster, on_step=on_step)
+        validator = Validator(cluster, on_step=on_step, kubectl=args.kubectl)
         passed = skipped = 0
         cluster_s = 0.0
         per_app: dict[str, list[float]] = {}  # app → [problems, passed, validator s, sim s, kubectl s]

@@ -91,6 +91,9 @@ def validate(
     as_json: bool = typer.Option(False, "--json", help="one JSON object per problem with each step's outcome"),
     noise: str = typer.Option("", "--noise", help="run the checks under ambient noise at this intensity "
                                                   "(low, medium, high, 0..1; a sweep's {intensity: ...})"),
+    kubectl: Path = typer.Option(None, "--kubectl", exists=True, dir_okay=False, resolve_path=True,
+                                 help="the kubectl binary the agent's commands and the reference mitigation "
+                                      "run with (default: FARM_KUBECTL, else the first on PATH)"),
 ) -> None:
     """Run deploy → healthy → inject → symptom → leak check → oracle fails → mitigation →
     oracle passes → clean recovery for each problem, on a cluster (with --noise: under ambient
@@ -114,7 +117,7 @@ def validate(
     failed = 0
     try:
         with open_cluster(cluster_ref, **options) as cluster:
-            with Validator(cluster, noise=noise) as validator:
+            with Validator(cluster, noise=noise, kubectl=str(kubectl) if kubectl else None) as validator:
                 for problem in sorted(problems, key=lambda p: (p.app, p.id)):
                     result = validator.validate(problem)
                     failed += not result.passed

@@ -106,7 +106,7 @@ class AgentView:
     E1's command checks, and the observability endpoints over HTTP."""
 
     def __init__(self, cluster: ClusterHandle, namespace: str, entrypoint: str, success_query: str = "",
-                 other_namespaces: Iterable[str] = ()) -> None:
+                 other_namespaces: Iterable[str] = (), kubectl: str | None = None) -> None:
         from farm.interface.kubectl import Kubectl
 
         self.cluster, self.namespace, self.entrypoint = cluster, namespace, entrypoint
@@ -115,7 +115,9 @@ class AgentView:
         # role there (`-n tidb-admin`), so the view does too.
         self.other_namespaces = list(other_namespaces)
         self.kubeconfig = cluster.agent_kubeconfig(namespace, also=tuple(self.other_namespaces))
-        self.kubectl = Kubectl(self.kubeconfig, namespace, virtual_time=cluster.capabilities.virtual_clock)
+        # `kubectl`: the binary the agent's commands run with (None: FARM_KUBECTL, else PATH's).
+        self.kubectl = Kubectl(self.kubeconfig, namespace, binary=kubectl,
+                               virtual_time=cluster.capabilities.virtual_clock)
         self.http = httpx.Client(timeout=30, trust_env=False)
         self._kube: Any = None
 
@@ -620,8 +622,12 @@ class Validator:
     """Validates problems on one cluster, reusing a deployment per application."""
 
     def __init__(self, cluster: ClusterHandle, on_step: Callable[[str, StepOutcome], None] | None = None,
-                 noise: str = "") -> None:
+                 noise: str = "", kubectl: str | None = None) -> None:
         self.cluster = cluster
+        # The kubectl binary the agent's commands (the reference mitigation among them) run with
+        # (None: FARM_KUBECTL, else PATH's): clients differ (kubectl >= 1.28's `set resources` also
+        # sets init containers, 1.33 creates with protobuf bodies), so it is a choice.
+        self.kubectl = kubectl
         self.on_step = on_step
         # A sweep's noise level (injectors.compose.ambient_noises): when set, the noise runs from the
         # injection to the mitigation, so the symptom, leak and oracle checks hold under it too.
@@ -632,7 +638,7 @@ class Validator:
         # app → the oracle's baseline and the signals of both symptom windows, read on the checkpoint:
         # a restore puts back that very moment, so every problem would read the same.
         self._before: dict[str, tuple[Any, dict[str, Any], dict[str, Any]]] = {}
-        self._views: dict[str, AgentView] = {}
+        self._views: dict[tuple[str, str | None], AgentView] = {}  # (namespace, kubectl binary) → view
 
     def __enter__(self) -> Validator:
         return self
@@ -645,12 +651,13 @@ class Validator:
             view.close()
         self._views = {}
 
-    def _view(self, namespace: str, app: Any) -> AgentView:
-        # One kubectl home per namespace, so its discovery cache serves every problem.
-        if namespace not in self._views:
-            self._views[namespace] = AgentView(self.cluster, namespace, app.entrypoint, app.client_success_query,
-                                               app.extra_namespaces)
-        return self._views[namespace]
+    def _view(self, namespace: str, app: Any, kubectl: str | None) -> AgentView:
+        # One kubectl home per namespace and binary, so its discovery cache serves every problem.
+        key = (namespace, kubectl)
+        if key not in self._views:
+            self._views[key] = AgentView(self.cluster, namespace, app.entrypoint, app.client_success_query,
+                                         app.extra_namespaces, kubectl=kubectl)
+        return self._views[key]
 
     def _check_healthy(self, app: Any, problem: Problem, namespace: str) -> tuple[bool, str]:
         from farm.oracles.mitigation import MitigationOracle
@@ -688,7 +695,9 @@ class Validator:
             self._checkpoints[name] = name
         return app, took
 
-    def validate(self, problem: Problem) -> ValidationResult:
+    def validate(self, problem: Problem, kubectl: str | None = None) -> ValidationResult:
+        """Every step for `problem`; `kubectl`: the binary its reference mitigation runs with this
+        time (default: the validator's), so one deployment serves several kubectl versions."""
         from farm.oracles.mitigation import MitigationOracle
         from injectors.compose import NoiseRunner, ProblemInjection, ambient_noises, fault_components
 
@@ -735,7 +744,7 @@ class Validator:
         t0 = self.cluster.now()
         ns, app = state["namespace"], state["app"]
         oracle = MitigationOracle(app, problem)
-        view = self._view(ns, app)
+        view = self._view(ns, app, kubectl or self.kubectl)
         injection = ProblemInjection(problem)
         try:
             def healthy() -> str:

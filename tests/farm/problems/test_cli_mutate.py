@@ -1,4 +1,4 @@
-"""`farm problems` list/show/mutate as a real process, and the mutation API."""
+"""`farm problems` list/show/mutate/validate as a real process, and the mutation API."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import yaml
 from core.errors import ProblemDefinitionError
 from farm.problems.catalog import load_catalog
 from farm.problems.mutate import mutate
+from tests.conftest import KUBECTLS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -90,3 +91,22 @@ def test_show_json_says_which_problems_are_scored_for_diagnosis_only() -> None:
     data = json.loads(scored.stdout)
     assert data["diagnosis_only"] is False
     assert [s["kubectl"] for s in data["mitigation"]] == ["delete pod -l io.kompose.service=geo"]
+
+
+def test_validate_refuses_a_kubectl_that_is_not_there(tmp_path: Path) -> None:
+    out = cli("validate", "as-checkout-oom", "--kubectl", str(tmp_path / "kubectl"))
+    said = " ".join(out.stderr.replace("│", " ").split())  # typer boxes and wraps its message
+    assert out.returncode == 2 and "Invalid value for '--kubectl'" in said and "does not exist" in said, out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.kubectl
+@pytest.mark.skipif(not KUBECTLS["1.33"].exists(), reason="kubectl 1.33 is installed by ./scripts/setup.sh --dev")
+def test_validate_runs_the_mitigation_with_the_kubectl_given() -> None:
+    # kubectl >= 1.28's `set resources` without -c also limits init containers: the mitigation names
+    # its container, so recovery with 1.33 leaves checkout as deployed.
+    out = cli("validate", "as-checkout-oom", "--kubectl", str(KUBECTLS["1.33"]), "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads(out.stdout)
+    assert result["passed"] and result["steps"]["recover_clean"] == "ok", result
+    assert result["details"]["mitigation"] == "set"

@@ -26,6 +26,7 @@ from farm.pytest_plugin import SimClusters
 from injectors.base import Injection, faults
 from injectors.fault import Fault, Mutation, WorkloadParams
 from injectors.objects import Ref
+from tests.clusters.sim.servedtools import KUBECTLS, VERSIONS
 
 QUIET = {"pods": {"geo-1": {"phase": "Running", "ready": True, "restarts": 0, "waiting": []}},
          "warnings": [], "alerts": [], "error_lines": 2, "error_spans": 0}
@@ -156,10 +157,13 @@ def validator(sim_clusters: SimClusters) -> Iterator[Validator]:
         yield v
 
 
+# The reference mitigations run with each kubectl an agent may bring (clients differ in what they
+# send); the steps before the mitigation run no kubectl, and both share one deployment per app.
 @pytest.mark.slow
 @pytest.mark.parametrize("problem_id", PROBLEMS)
-def test_every_modelled_problem_validates_on_the_emulated_cluster(validator, problem_id: str) -> None:  # type: ignore[no-untyped-def]
-    result = validator.validate(load_catalog().get(problem_id))
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_modelled_problem_validates_on_the_emulated_cluster(validator, version: str, problem_id: str) -> None:  # type: ignore[no-untyped-def]
+    result = validator.validate(load_catalog().get(problem_id), kubectl=str(KUBECTLS[version]))
     failed = [f"{s.name}: {s.detail[:300]}" for s in result.steps if not s.ok]
     assert result.passed, failed
 
