@@ -145,6 +145,7 @@ def main() -> int:
     ap.add_argument("--agents", default="baseline,scripted")
     ap.add_argument("--apps", default=NS, help="comma-separated applications to sample from (the scripted "
                                                "agent's plan reads hotel-reservation only)")
+    ap.add_argument("--ids", default="", help="comma-separated problem ids to run instead of a sample")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0, help="the trials' seed")
     ap.add_argument("--sample-seed", type=int, default=0, help="which problems the sample takes")
@@ -170,7 +171,7 @@ def main() -> int:
     agents = args.agents.split(",")
     if "scripted" in agents and apps != [NS]:
         ap.error(f"--apps other than {NS} need --agents baseline (the scripted plan reads {NS})")
-    problems = sample(args.problems, args.sample_seed, apps)
+    problems = [i for i in args.ids.split(",") if i] or sample(args.problems, args.sample_seed, apps)
     out = args.out or Path(tempfile.mkdtemp(prefix="noise-bench-"))
     out.mkdir(parents=True, exist_ok=True)
     with ScriptedLLM(tool_plan(triage_plan())) as llm:
