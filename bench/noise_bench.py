@@ -198,11 +198,17 @@ def main() -> int:
             return 1
         wall = time.monotonic() - t0
     db = sqlite3.connect(out / "run" / "farm.sqlite")
-    rows = db.execute("select problem_id, agent, noise, noise_level, diagnosis_passed, state from trial").fetchall()
+    rows = db.execute("select problem_id, agent, noise, noise_level, diagnosis_passed, mitigation_passed, state "
+                      "from trial").fetchall()
     passed: dict[tuple[str, str], dict[str, bool]] = defaultdict(dict)
-    for problem, agent, noise, level, ok, _state in rows:
+    mitigated: dict[tuple[str, str], dict[str, bool]] = defaultdict(dict)
+    unfinished = Counter(state for *_, state in rows if state != "finished")
+    for problem, agent, noise, level, ok, fixed, state in rows:
+        if state != "finished":  # an infrastructure failure is no outcome, not a miss
+            continue
         name = "scripted" if agent == "react" else agent
         passed[(name, level or ("on" if noise else "off"))][problem] = bool(ok)
+        mitigated[(name, level or ("on" if noise else "off"))][problem] = bool(fixed)
     print(f"\n{'noise kind':18} {'intensity':9} " + " ".join(
         f"{a + ' off':>13} {a + ' on':>12} {'lost/won':>8} {'McNemar p':>9}" for a in agents))
     for label, (kind, intensity) in labels.items():
@@ -212,6 +218,16 @@ def main() -> int:
             lost, gained, p = mcnemar(off, on)
             cells.append(f"{_rate(off):>13} {_rate(on):>12} {f'{lost}/{gained}':>8} {p:>9.3f}")
         print(f"{kind:18} {intensity:9} " + " ".join(cells))
+    # Noise stops before the oracles run: it must never turn a fix that passes quietly into a fail.
+    for agent in agents:
+        off = mitigated[(agent, "off")]
+        flips = [(p, label) for label in labels for p, fixed in mitigated[(agent, label)].items()
+                 if p in off and fixed != off[p]]
+        print(f"{agent}: mitigation verdicts passing without noise {sum(off.values())}/{len(off)}; "
+              f"changed by noise in {len(flips)} of {sum(len(mitigated[(agent, label)]) for label in labels)} trials"
+              + (f" ({', '.join(f'{p} at {label}' for p, label in flips[:6])})" if flips else ""))
+    if unfinished:
+        print("not finished (left out): " + ", ".join(f"{n} {state}" for state, n in unfinished.items()))
     print(f"\n{len(rows)} trials in {wall:.0f} s wall ({wall / max(1, len(rows)):.1f} s per trial on {args.workers} workers)")
     return 0
 

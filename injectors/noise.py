@@ -557,6 +557,9 @@ class AlertBurst(ChaosBurst):
     kind = "NetworkChaos"
     base_events = 1
     event_seconds = (150.0, 240.0)
+    # early: the rule's evaluation interval and `for:` take a minute or two, and the alert is
+    # meant to be firing when an engineer first looks
+    phase = (0.0, 0.2)
 
     def plan(self, rng: random.Random, intensity: float) -> dict[str, Any]:
         return {"ms": int(1500 + 2500 * intensity * (0.5 + rng.random() / 2))}
