@@ -461,7 +461,7 @@ class ContainerRestart(ChaosBurst):
     (past the kubelet's back-off: none after the first crash, then 10 s, 20 s, ...), so every
     kill counts: two restarts at low intensity, three at medium, and at high a fourth crash whose
     back-off keeps the container in CrashLoopBackOff (its alerts firing) for the first minutes an
-    engineer looks. Nothing of it outlasts the noise: stop replaces a pod still backing off."""
+    engineer looks. Nothing of it outlasts the noise: stop replaces the pod it crashed."""
 
     kind = "PodChaos"
     event_seconds = (1.0, 2.0)
@@ -501,30 +501,34 @@ class ContainerRestart(ChaosBurst):
         super().tick(cluster, injection, now)
 
     @staticmethod
-    def _running(cluster: ClusterHandle, injection: Injection, workload: str) -> bool:
+    def _running(cluster: ClusterHandle, injection: Injection, workload: str) -> list[str]:
+        """The workload's pods whose (first) container runs now: those a kill would crash."""
         kube = Kube.of(cluster)
         _, obj = kube.workload(injection.namespace, workload)
-        return any("running" in (cs.get("state") or {}) for pod in kube.pods_of(injection.namespace, obj)
-                   if not pod["metadata"].get("deletionTimestamp")
-                   for cs in ((pod.get("status") or {}).get("containerStatuses") or [])[:1])
+        return [pod["metadata"]["name"] for pod in kube.pods_of(injection.namespace, obj)
+                if not pod["metadata"].get("deletionTimestamp")
+                and any("running" in (cs.get("state") or {})
+                        for cs in ((pod.get("status") or {}).get("containerStatuses") or [])[:1])]
+
+    def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
+        crashed = injection.saved.setdefault("crashed", [])
+        crashed += [p for p in self._running(cluster, injection, event.target) if p not in crashed]
+        super().fire(cluster, injection, event)
 
     def chaos_spec(self, event: Event) -> Obj:
         return {"action": "container-kill"}
 
     def stop(self, cluster: ClusterHandle, injection: Injection) -> None:
-        fired = [e for e in injection.saved["events"] if e["fired"]]
         super().stop(cluster, injection)
-        if not fired:
-            return
-        # A back-off still running is the noise's doing: end it as an operator would, by replacing
-        # the pod, so the oracles read a healthy neighbour whenever the trial stops.
+        # The kubelet remembers crashes for ten minutes: a victim that crashed once more after the
+        # noise (its backend restarted by a fix, or by the oracle) would wait out a back-off the
+        # noise ran up, and a back-off may still be running. Replacing the pods it crashed, as an
+        # operator would, leaves nothing of the noise for the oracles to read.
         kube = Kube.of(cluster)
-        _, obj = kube.workload(injection.namespace, fired[0]["target"])
-        for pod in kube.pods_of(injection.namespace, obj):
-            waiting = [((cs.get("state") or {}).get("waiting") or {}).get("reason")
-                       for cs in (pod.get("status") or {}).get("containerStatuses") or []]
-            if "CrashLoopBackOff" in waiting:
-                kube.delete("Pod", injection.namespace, pod["metadata"]["name"])
+        for name in injection.saved.get("crashed", []):
+            if kube.find("Pod", injection.namespace, name):
+                kube.delete("Pod", injection.namespace, name)
+        injection.saved["crashed"] = []
 
 
 def kills(intensity: float) -> int:

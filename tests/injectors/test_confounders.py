@@ -180,3 +180,42 @@ def test_a_trial_that_ends_mid_crash_loop_hands_the_oracle_a_healthy_neighbour(h
     assert _crash_looping(kube, victim) == []
     verdict = oracle.evaluate(hotel, NS, baseline, None)  # type: ignore[arg-type]
     assert verdict.passed, verdict.detail
+
+
+@_on_the_emulated_cluster
+def test_the_restarts_it_ran_up_do_not_slow_the_victim_after_a_correct_fix(hotel: object) -> None:
+    """At low intensity the victim runs again when the trial stops, but its kubelet remembers the
+    crashes: when a correct fix restarts the database it reads, it would crash into a back-off the
+    noise ran up and fail the oracle's restart check. Stopping the noise replaces the pods it
+    crashed, so the verdict is the one a quiet trial gets."""
+    from apps import load_application
+    from core.problem import NoiseSpec
+    from farm.oracles.mitigation import MitigationOracle
+    from farm.pytest_plugin import as_built
+
+    as_built(hotel)  # type: ignore[arg-type]
+    problem = load_catalog().get("hr-mongodb-reservation-requests-too-small")
+    oracle = MitigationOracle(load_application(problem.app), problem)
+    baseline = oracle.capture_baseline(hotel, NS)  # type: ignore[arg-type]
+    kube = Kube.of(hotel)  # type: ignore[arg-type]
+    injection = ProblemInjection(problem)
+    injection.inject(hotel, NS)  # type: ignore[arg-type]
+    spec = NoiseSpec(kind="container-restart", intensity=0.25,
+                     params={"targets": ["reservation"], "window_seconds": 100, "start_after_seconds": 0})
+    runner = NoiseRunner([spec], seed=4, avoid=fault_components(problem))
+    runner.start(hotel, NS)  # type: ignore[arg-type]
+    try:
+        hotel.advance(180)  # type: ignore[attr-defined]
+        _, reservation = kube.workload(NS, "reservation")
+        counts = [cs["restartCount"] for p in kube.pods_of(NS, reservation) for cs in p["status"]["containerStatuses"]]
+        # the noise's two crashes on top of those the fault causes (reservation reads that database)
+        assert len(counts) == 1 and counts[0] >= 2 and _crash_looping(kube, "reservation") == []
+        # the correct fix; the records stay, for the oracle's fault check and its restart of the database
+        records = list(injection.injectors)
+        injection.recover(hotel)  # type: ignore[arg-type]
+        injection.injectors = records
+    finally:
+        runner.stop(hotel)  # type: ignore[arg-type]
+    verdict = oracle.evaluate(hotel, NS, baseline, injection)  # type: ignore[arg-type]
+    assert verdict.passed, verdict.detail
+    assert verdict.checks.get("survives_restart") is True
