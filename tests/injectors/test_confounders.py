@@ -28,6 +28,12 @@ def test_neighbours_come_from_the_call_graph() -> None:
     assert neighbours("hotel-reservation", "node/worker-2") == []
 
 
+def test_noise_leaves_alone_both_ends_of_a_partition() -> None:
+    # rate is no root cause, but pods a rollout brings up there would escape the partition
+    assert fault_components(load_catalog().get("hr-search-rate-partition")) == ["search", "rate"]
+    assert fault_components(load_catalog().get(PROBLEM)) == ["frontend"]
+
+
 def test_a_level_gives_the_problems_noises_and_the_confounders_at_that_intensity() -> None:
     problem = load_catalog().get(PROBLEM)
     specs = ambient_noises(problem, "high")
