@@ -3,11 +3,26 @@ farm.llm.scripted playing a simple triage policy) on a sample of hotel-reservati
 problems, run by `farm run` on emulated clusters with noise off, with each noise kind alone and
 with all of them, at the intensities given. Prints, per noise kind and intensity, each agent's
 diagnosis rate with noise off and on, how many outcomes the noise lost and won, and the exact
-McNemar p-value of that paired difference.
+McNemar p-value of that paired difference; then, per agent, how many mitigation verdicts the
+noise changed (noise stops before the oracles: a change is the agent fixing something else, or
+noise that touched the fault's state, which the confounders must never do).
 
-    .venv/bin/python bench/noise_bench.py [--problems 3] [--intensities high] [--kinds each,all,pod-kill,...]
-                                          [--agents baseline,scripted] [--apps hotel-reservation,...]
-                                          [--workers 2] [--out DIR]
+    .venv/bin/python bench/noise_bench.py [--problems 3] [--ids ID,...] [--intensities high]
+                                          [--kinds each,all,pod-kill,...] [--agents baseline,scripted]
+                                          [--apps hotel-reservation,...] [--workers 2] [--out DIR]
+
+Reproduce (export LITELLM_LOCAL_MODEL_COST_MAP=True PYTHONHASHSEED=0; emulated clusters, offline
+judge; about 10 and 9 minutes on a shared 2-core machine):
+
+    # every confounder together, 24 problems (the seeded sample), at each intensity
+    .venv/bin/python bench/noise_bench.py --problems 24 --kinds all --intensities low,medium,high --workers 2
+    # each kind alone, on the 5 problems of that sample either agent diagnoses without noise
+    # (noise can only lose what an agent gets right: the others say little about a kind)
+    IDS=hr-frontend-latent-bug-flag,hr-mongodb-rate-image-tag-wrong,hr-reservation-liveness-probe-wrong-port
+    IDS=$IDS,hr-search-rate-partition,hr-user-scaled-to-zero
+    .venv/bin/python bench/noise_bench.py --ids $IDS --kinds each --intensities low,medium,high --workers 2
+
+RESULTS
 """
 
 from __future__ import annotations
