@@ -12,7 +12,7 @@ noise that touched the fault's state, which the confounders must never do).
                                           [--apps hotel-reservation,...] [--workers 2] [--out DIR]
 
 Reproduce (export LITELLM_LOCAL_MODEL_COST_MAP=True PYTHONHASHSEED=0; emulated clusters, offline
-judge; about 10 and 9 minutes on a shared 2-core machine):
+judge; about 10 and 6 minutes on a shared 2-core machine):
 
     # every confounder together, 24 problems (the seeded sample), at each intensity
     .venv/bin/python bench/noise_bench.py --problems 24 --kinds all --intensities low,medium,high --workers 2
@@ -22,7 +22,28 @@ judge; about 10 and 9 minutes on a shared 2-core machine):
     IDS=$IDS,hr-search-rate-partition,hr-user-scaled-to-zero
     .venv/bin/python bench/noise_bench.py --ids $IDS --kinds each --intensities low,medium,high --workers 2
 
-RESULTS
+Results of those two commands (2026-12-06, commit of this docstring). Every confounder together:
+
+    noise kind  intensity  baseline off  baseline on lost/won McNemar p  scripted off  scripted on lost/won McNemar p
+    all         low           3/24  12%    1/24   4%      2/0     0.500     4/24  17%    2/24   8%      2/0     0.500
+    all         medium        3/24  12%    0/24   0%      3/0     0.250     4/24  17%    2/24   8%      2/0     0.500
+    all         high          3/24  12%    0/24   0%      3/0     0.250     4/24  17%    1/24   4%      3/0     0.250
+
+(5 of the baseline's 72 noisy mitigation verdicts changed, each from pass to fail: misled, it rolled
+back the red herring instead of the faulty workload and the fault stayed). Each kind alone:
+
+    noise kind         intensity  baseline off  baseline on  lost/won  scripted off  scripted on  lost/won
+    pod-kill           low/med/hi    3/5           3, 3, 3    0, 0, 0      4/5         4, 4, 4    0, 0, 0
+    rolling-update     low/med/hi    3/5           2, 1, 1    1, 2, 2      4/5         4, 4, 4    0, 0, 0
+    container-restart  low/med/hi    3/5           3, 3, 1    0, 0, 2      4/5         3, 2, 1    1, 2, 3
+    error-burst        low/med/hi    3/5           3, 3, 3    0, 0, 0      4/5         4, 4, 4    0, 0, 0
+    alert-burst        low/med/hi    3/5           3, 3, 3    0, 0, 0      4/5         3, 3, 4    1, 1, 0
+    warning-events     low/med/hi    3/5           2, 0, 3    1, 3, 0      4/5         4, 4, 2    0, 0, 2
+
+(no outcome won by noise anywhere; 0 of 90 mitigation verdicts per agent changed). The scripted
+policy blames the component with the most failing-pod, restart, alert and warning evidence: it is
+misled by a neighbour that crash-loops or fires alerts when it looks; the baseline, which reads
+rollout history and events, by a neighbour that was just rolled out or warns.
 """
 
 from __future__ import annotations
