@@ -3,11 +3,47 @@ farm.llm.scripted playing a simple triage policy) on a sample of hotel-reservati
 problems, run by `farm run` on emulated clusters with noise off, with each noise kind alone and
 with all of them, at the intensities given. Prints, per noise kind and intensity, each agent's
 diagnosis rate with noise off and on, how many outcomes the noise lost and won, and the exact
-McNemar p-value of that paired difference.
+McNemar p-value of that paired difference; then, per agent, how many mitigation verdicts the
+noise changed (noise stops before the oracles: a change is the agent fixing something else, or
+noise that touched the fault's state, which the confounders must never do).
 
-    .venv/bin/python bench/noise_bench.py [--problems 3] [--intensities high] [--kinds each,all,pod-kill,...]
-                                          [--agents baseline,scripted] [--apps hotel-reservation,...]
-                                          [--workers 2] [--out DIR]
+    .venv/bin/python bench/noise_bench.py [--problems 3] [--ids ID,...] [--intensities high]
+                                          [--kinds each,all,pod-kill,...] [--agents baseline,scripted]
+                                          [--apps hotel-reservation,...] [--workers 2] [--out DIR]
+
+Reproduce (export LITELLM_LOCAL_MODEL_COST_MAP=True PYTHONHASHSEED=0; emulated clusters, offline
+judge; about 10 and 6 minutes on a shared 2-core machine):
+
+    # every confounder together, 24 problems (the seeded sample), at each intensity
+    .venv/bin/python bench/noise_bench.py --problems 24 --kinds all --intensities low,medium,high --workers 2
+    # each kind alone, on the 5 problems of that sample either agent diagnoses without noise
+    # (noise can only lose what an agent gets right: the others say little about a kind)
+    IDS=hr-frontend-latent-bug-flag,hr-mongodb-rate-image-tag-wrong,hr-reservation-liveness-probe-wrong-port
+    IDS=$IDS,hr-search-rate-partition,hr-user-scaled-to-zero
+    .venv/bin/python bench/noise_bench.py --ids $IDS --kinds each --intensities low,medium,high --workers 2
+
+Results of those two commands (2026-12-06, commit of this docstring). Every confounder together:
+
+    noise kind  intensity  baseline off  baseline on lost/won McNemar p  scripted off  scripted on lost/won McNemar p
+    all         low           3/24  12%    1/24   4%      2/0     0.500     4/24  17%    2/24   8%      2/0     0.500
+    all         medium        3/24  12%    0/24   0%      3/0     0.250     4/24  17%    2/24   8%      2/0     0.500
+    all         high          3/24  12%    0/24   0%      3/0     0.250     4/24  17%    1/24   4%      3/0     0.250
+
+(5 of the baseline's 72 noisy mitigation verdicts changed, each from pass to fail: misled, it rolled
+back the red herring instead of the faulty workload and the fault stayed). Each kind alone:
+
+    noise kind         intensity  baseline off  baseline on  lost/won  scripted off  scripted on  lost/won
+    pod-kill           low/med/hi    3/5           3, 3, 3    0, 0, 0      4/5         4, 4, 4    0, 0, 0
+    rolling-update     low/med/hi    3/5           2, 1, 1    1, 2, 2      4/5         4, 4, 4    0, 0, 0
+    container-restart  low/med/hi    3/5           3, 3, 1    0, 0, 2      4/5         3, 2, 1    1, 2, 3
+    error-burst        low/med/hi    3/5           3, 3, 3    0, 0, 0      4/5         4, 4, 4    0, 0, 0
+    alert-burst        low/med/hi    3/5           3, 3, 3    0, 0, 0      4/5         3, 3, 4    1, 1, 0
+    warning-events     low/med/hi    3/5           2, 0, 3    1, 3, 0      4/5         4, 4, 2    0, 0, 2
+
+(no outcome won by noise anywhere; 0 of 90 mitigation verdicts per agent changed). The scripted
+policy blames the component with the most failing-pod, restart, alert and warning evidence: it is
+misled by a neighbour that crash-loops or fires alerts when it looks; the baseline, which reads
+rollout history and events, by a neighbour that was just rolled out or warns.
 """
 
 from __future__ import annotations
@@ -145,6 +181,7 @@ def main() -> int:
     ap.add_argument("--agents", default="baseline,scripted")
     ap.add_argument("--apps", default=NS, help="comma-separated applications to sample from (the scripted "
                                                "agent's plan reads hotel-reservation only)")
+    ap.add_argument("--ids", default="", help="comma-separated problem ids to run instead of a sample")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0, help="the trials' seed")
     ap.add_argument("--sample-seed", type=int, default=0, help="which problems the sample takes")
@@ -170,7 +207,7 @@ def main() -> int:
     agents = args.agents.split(",")
     if "scripted" in agents and apps != [NS]:
         ap.error(f"--apps other than {NS} need --agents baseline (the scripted plan reads {NS})")
-    problems = sample(args.problems, args.sample_seed, apps)
+    problems = [i for i in args.ids.split(",") if i] or sample(args.problems, args.sample_seed, apps)
     out = args.out or Path(tempfile.mkdtemp(prefix="noise-bench-"))
     out.mkdir(parents=True, exist_ok=True)
     with ScriptedLLM(tool_plan(triage_plan())) as llm:
@@ -197,11 +234,17 @@ def main() -> int:
             return 1
         wall = time.monotonic() - t0
     db = sqlite3.connect(out / "run" / "farm.sqlite")
-    rows = db.execute("select problem_id, agent, noise, noise_level, diagnosis_passed, state from trial").fetchall()
+    rows = db.execute("select problem_id, agent, noise, noise_level, diagnosis_passed, mitigation_passed, state "
+                      "from trial").fetchall()
     passed: dict[tuple[str, str], dict[str, bool]] = defaultdict(dict)
-    for problem, agent, noise, level, ok, _state in rows:
+    mitigated: dict[tuple[str, str], dict[str, bool]] = defaultdict(dict)
+    unfinished = Counter(state for *_, state in rows if state != "finished")
+    for problem, agent, noise, level, ok, fixed, state in rows:
+        if state != "finished":  # an infrastructure failure is no outcome, not a miss
+            continue
         name = "scripted" if agent == "react" else agent
         passed[(name, level or ("on" if noise else "off"))][problem] = bool(ok)
+        mitigated[(name, level or ("on" if noise else "off"))][problem] = bool(fixed)
     print(f"\n{'noise kind':18} {'intensity':9} " + " ".join(
         f"{a + ' off':>13} {a + ' on':>12} {'lost/won':>8} {'McNemar p':>9}" for a in agents))
     for label, (kind, intensity) in labels.items():
@@ -211,6 +254,16 @@ def main() -> int:
             lost, gained, p = mcnemar(off, on)
             cells.append(f"{_rate(off):>13} {_rate(on):>12} {f'{lost}/{gained}':>8} {p:>9.3f}")
         print(f"{kind:18} {intensity:9} " + " ".join(cells))
+    # Noise stops before the oracles run: it must never turn a fix that passes quietly into a fail.
+    for agent in agents:
+        off = mitigated[(agent, "off")]
+        flips = [(p, label) for label in labels for p, fixed in mitigated[(agent, label)].items()
+                 if p in off and fixed != off[p]]
+        print(f"{agent}: mitigation verdicts passing without noise {sum(off.values())}/{len(off)}; "
+              f"changed by noise in {len(flips)} of {sum(len(mitigated[(agent, label)]) for label in labels)} trials"
+              + (f" ({', '.join(f'{p} at {label}' for p, label in flips[:6])})" if flips else ""))
+    if unfinished:
+        print("not finished (left out): " + ", ".join(f"{n} {state}" for state, n in unfinished.items()))
     print(f"\n{len(rows)} trials in {wall:.0f} s wall ({wall / max(1, len(rows)):.1f} s per trial on {args.workers} workers)")
     return 0
 

@@ -127,10 +127,14 @@ class ProblemInjection:
 
 
 def fault_components(problem: Problem) -> list[str]:
-    """The components the problem breaks (its own and its concurrent root causes'): noise never
-    disturbs them, so it can add misleading evidence but never take the fault's away."""
+    """The components the problem breaks (its own and its concurrent root causes') and the
+    workloads its faults act on: noise never disturbs them, so it can add misleading evidence but
+    never take the fault's away. A chaos experiment holds the pods it selected at its start, on
+    both its ends: a rollout of a partition's far end would bring up pods the partition misses."""
     truths = [problem.ground_truth, *problem.ground_truth.also]
-    return list(dict.fromkeys(t.component for t in truths))
+    acted_on = [v for f in problem.faults for key in ("service", "target")
+                if isinstance(v := f.params.get(key), str) and v]
+    return list(dict.fromkeys([*(t.component for t in truths), *acted_on]))
 
 
 def ambient_noises(problem: Problem, level: str) -> list[NoiseSpec]:

@@ -58,9 +58,9 @@ class ScheduledNoise(Noise):
     Params: type[NoiseParams] = NoiseParams
     base_events: int = 4  # at intensity 1
     event_seconds: tuple[float, float] = (0.0, 0.0)  # min/max duration of one event
-    # Where in the window the events fall (fractions of it): replacements a minute or so into
-    # the incident (a change that recent is what a paged engineer suspects first) and the
-    # trouble after them, so restarts pile up on the pods a rollout just brought up.
+    # Where in the window the events fall (fractions of it): replacements in its first half (a
+    # change that recent is what a paged engineer suspects first) and the trouble after them,
+    # so restarts pile up on the pods a rollout just brought up.
     phase: tuple[float, float] = (0.0, 1.0)
 
     p: Any  # the validated params
@@ -256,7 +256,7 @@ class PodKillNoise(ScheduledNoise):
     """Deletes one pod of an unrelated workload; its controller brings a new one up."""
 
     base_events = 3
-    phase = (0.55, 0.85)
+    phase = (0.15, 0.35)
 
     def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
         kube = Kube.of(cluster)
@@ -440,7 +440,7 @@ class RollingUpdate(ScheduledNoise):
     nothing about the incident."""
 
     base_events = 1
-    phase = (0.55, 0.75)
+    phase = (0.15, 0.3)
 
     def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
         kube = Kube.of(cluster)
@@ -455,27 +455,86 @@ class RollingUpdate(ScheduledNoise):
 
 @noises.register("container-restart")
 class ContainerRestart(ChaosBurst):
-    """A neighbour's container dies and is restarted by its kubelet (a PodChaos container-kill):
-    its restart count climbs and its last state reads Error, as after an unrelated crash. At high
-    intensity the same container dies several times, into a short back-off."""
+    """A neighbour's container dies again and again (a PodChaos container-kill each time), as in
+    an unrelated panic or OOM loop: its kubelet restarts it, the restart count climbs, its last
+    state reads Error, BackOff warnings pile up. A kill waits until the container runs again
+    (past the kubelet's back-off: none after the first crash, then 10 s, 20 s, ...), so every
+    kill counts: two restarts at low intensity, three at medium, and at high a fourth crash whose
+    back-off keeps the container in CrashLoopBackOff (its alerts firing) for the first minutes an
+    engineer looks. Nothing of it outlasts the noise: stop replaces the pod it crashed."""
 
     kind = "PodChaos"
-    base_events = 6  # three at medium intensity: enough restarts to read as a flapping service
-    event_seconds = (2.0, 4.0)
-    phase = (0.75, 1.0)
+    event_seconds = (1.0, 2.0)
+    # after the replacements, so the restarts pile up on the pod a rollout just brought up
+    phase = (0.35, 0.45)
+    give_up_seconds = 60.0  # past the window, a kill still waiting for its container is dropped
 
     def start(self, cluster: ClusterHandle, namespace: str, rng: random.Random, intensity: float) -> Injection:
-        injection = super().start(cluster, namespace, rng, intensity)
+        now = cluster.now()
+        targets = self.candidates(Kube.of(cluster), namespace)
         # one victim per trial: restarts that pile up on one pod are what an SRE notices
-        victim = injection.saved["events"][0]["target"] if injection.saved["events"] else ""
-        if self.p.focus and any(e["target"] == self.p.focus for e in injection.saved["events"]):
-            victim = self.p.focus
-        for e in injection.saved["events"]:
-            e["target"] = victim
-        return injection
+        victim = self.p.focus if self.p.focus in targets else rng.choice(targets)
+        at = now + self.p.start_after_seconds + self.p.window_seconds * rng.uniform(*self.phase)
+        events = []
+        for _ in range(kills(intensity)):
+            events.append(Event(at=at, until=at + rng.uniform(*self.event_seconds), target=victim))
+            at += rng.uniform(1.0, 3.0)  # the earliest; tick waits for the container to run again
+        deadline = now + self.p.start_after_seconds + self.p.window_seconds + self.give_up_seconds
+        return Injection(injector=f"noise:{self.name}", params=self.p.model_dump(), namespace=namespace,
+                         saved={"events": [e.model_dump() for e in events], "created": [], "deadline": deadline},
+                         injected_at=now)
+
+    def tick(self, cluster: ClusterHandle, injection: Injection, now: float) -> None:
+        events = injection.saved["events"]
+        due = next((i for i, e in enumerate(events) if not e["fired"] and e["at"] <= now), None)
+        if due is not None and not self._running(cluster, injection, events[due]["target"]):
+            if now >= injection.saved["deadline"]:
+                for e in events[due:]:
+                    e["fired"] = e["ended"] = True
+            else:
+                # a kill on a container that is not running would not count: try again in a second,
+                # and keep the kills after it as far behind it as planned
+                shift = now + 1.0 - events[due]["at"]
+                for e in events[due:]:
+                    e["at"] += shift
+                    e["until"] += shift
+        super().tick(cluster, injection, now)
+
+    @staticmethod
+    def _running(cluster: ClusterHandle, injection: Injection, workload: str) -> list[str]:
+        """The workload's pods whose (first) container runs now: those a kill would crash."""
+        kube = Kube.of(cluster)
+        _, obj = kube.workload(injection.namespace, workload)
+        return [pod["metadata"]["name"] for pod in kube.pods_of(injection.namespace, obj)
+                if not pod["metadata"].get("deletionTimestamp")
+                and any("running" in (cs.get("state") or {})
+                        for cs in ((pod.get("status") or {}).get("containerStatuses") or [])[:1])]
+
+    def fire(self, cluster: ClusterHandle, injection: Injection, event: Event) -> None:
+        crashed = injection.saved.setdefault("crashed", [])
+        crashed += [p for p in self._running(cluster, injection, event.target) if p not in crashed]
+        super().fire(cluster, injection, event)
 
     def chaos_spec(self, event: Event) -> Obj:
         return {"action": "container-kill"}
+
+    def stop(self, cluster: ClusterHandle, injection: Injection) -> None:
+        super().stop(cluster, injection)
+        # The kubelet remembers crashes for ten minutes: a victim that crashed once more after the
+        # noise (its backend restarted by a fix, or by the oracle) would wait out a back-off the
+        # noise ran up, and a back-off may still be running. Replacing the pods it crashed, as an
+        # operator would, leaves nothing of the noise for the oracles to read.
+        kube = Kube.of(cluster)
+        for name in injection.saved.get("crashed", []):
+            if kube.find("Pod", injection.namespace, name):
+                kube.delete("Pod", injection.namespace, name)
+        injection.saved["crashed"] = []
+
+
+def kills(intensity: float) -> int:
+    """How many times container-restart kills its victim: 2 at low intensity, 3 at medium, 4 at
+    high (the fourth crash is the one whose back-off is still running a minute later)."""
+    return max(1, int(1.5 + 3 * intensity))
 
 
 @noises.register("error-burst")
@@ -502,6 +561,9 @@ class AlertBurst(ChaosBurst):
     kind = "NetworkChaos"
     base_events = 1
     event_seconds = (150.0, 240.0)
+    # early: the rule's evaluation interval and `for:` take a minute or two, and the alert is
+    # meant to be firing when an engineer first looks
+    phase = (0.0, 0.2)
 
     def plan(self, rng: random.Random, intensity: float) -> dict[str, Any]:
         return {"ms": int(1500 + 2500 * intensity * (0.5 + rng.random() / 2))}

@@ -28,6 +28,12 @@ def test_neighbours_come_from_the_call_graph() -> None:
     assert neighbours("hotel-reservation", "node/worker-2") == []
 
 
+def test_noise_leaves_alone_both_ends_of_a_partition() -> None:
+    # rate is no root cause, but pods a rollout brings up there would escape the partition
+    assert fault_components(load_catalog().get("hr-search-rate-partition")) == ["search", "rate"]
+    assert fault_components(load_catalog().get(PROBLEM)) == ["frontend"]
+
+
 def test_a_level_gives_the_problems_noises_and_the_confounders_at_that_intensity() -> None:
     problem = load_catalog().get(PROBLEM)
     specs = ambient_noises(problem, "high")
@@ -133,3 +139,89 @@ def test_validation_under_noise_keeps_the_fault_and_reports_what_fired(fresh: ob
     assert result.passed, [(s.name, s.detail) for s in result.steps if not s.ok]
     assert list(steps).index("noise_keeps_fault") == list(steps).index("oracle_fails") + 1
     assert "container-restart x" in steps["noise_keeps_fault"].detail and "errors" not in steps["noise_keeps_fault"].detail
+
+
+def _crash_looping(kube: Kube, workload: str) -> list[str]:
+    _, obj = kube.workload(NS, workload)
+    return [p["metadata"]["name"] for p in kube.pods_of(NS, obj) if not p["metadata"].get("deletionTimestamp")
+            and any(((cs.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
+                   for cs in p["status"].get("containerStatuses") or [])]
+
+
+@_on_the_emulated_cluster
+def test_a_trial_that_ends_mid_crash_loop_hands_the_oracle_a_healthy_neighbour(hotel: object) -> None:
+    """At high intensity the red herring is still backing off when an engineer first looks; a
+    correct fix made right then passes the mitigation oracle all the same, because stopping the
+    noise ends the back-off it caused."""
+    from apps import load_application
+    from farm.oracles.mitigation import MitigationOracle
+    from farm.pytest_plugin import as_built
+
+    as_built(hotel)  # type: ignore[arg-type]
+    problem = load_catalog().get(PROBLEM)
+    oracle = MitigationOracle(load_application(problem.app), problem)
+    baseline = oracle.capture_baseline(hotel, NS)  # type: ignore[arg-type]
+    kube = Kube.of(hotel)  # type: ignore[arg-type]
+    injection = ProblemInjection(problem)
+    injection.inject(hotel, NS)  # type: ignore[arg-type]
+    runner = NoiseRunner(ambient_noises(problem, "high:container-restart"), seed=4, avoid=fault_components(problem))
+    runner.start(hotel, NS)  # type: ignore[arg-type]
+    try:
+        def kills() -> list[dict]:  # type: ignore[type-arg]
+            return next(r for r in runner.records() if r["injector"] == "noise:container-restart")["saved"]["events"]
+
+        victim = kills()[0]["target"]
+        assert len(kills()) == 4 and {e["target"] for e in kills()} == {victim} and victim in neighbours(NS, "frontend")
+        # right after the last kill: the back-off the oracle would otherwise run into is longest
+        looping: list[str] = []
+        while not looping and hotel.now() < runner.records()[0]["injected_at"] + 180:  # type: ignore[attr-defined]
+            hotel.advance(1)  # type: ignore[attr-defined]
+            looping = _crash_looping(kube, victim) if all(e["fired"] for e in kills()) else []
+        assert looping, victim
+        pod = kube.get("Pod", NS, looping[0])
+        assert pod["status"]["containerStatuses"][0]["restartCount"] == 3
+        injection.recover(hotel)  # type: ignore[arg-type]  # the correct fix
+    finally:
+        runner.stop(hotel)  # type: ignore[arg-type]
+    assert _crash_looping(kube, victim) == []
+    verdict = oracle.evaluate(hotel, NS, baseline, None)  # type: ignore[arg-type]
+    assert verdict.passed, verdict.detail
+
+
+@_on_the_emulated_cluster
+def test_the_restarts_it_ran_up_do_not_slow_the_victim_after_a_correct_fix(hotel: object) -> None:
+    """At low intensity the victim runs again when the trial stops, but its kubelet remembers the
+    crashes: when a correct fix restarts the database it reads, it would crash into a back-off the
+    noise ran up and fail the oracle's restart check. Stopping the noise replaces the pods it
+    crashed, so the verdict is the one a quiet trial gets."""
+    from apps import load_application
+    from core.problem import NoiseSpec
+    from farm.oracles.mitigation import MitigationOracle
+    from farm.pytest_plugin import as_built
+
+    as_built(hotel)  # type: ignore[arg-type]
+    problem = load_catalog().get("hr-mongodb-reservation-requests-too-small")
+    oracle = MitigationOracle(load_application(problem.app), problem)
+    baseline = oracle.capture_baseline(hotel, NS)  # type: ignore[arg-type]
+    kube = Kube.of(hotel)  # type: ignore[arg-type]
+    injection = ProblemInjection(problem)
+    injection.inject(hotel, NS)  # type: ignore[arg-type]
+    spec = NoiseSpec(kind="container-restart", intensity=0.25,
+                     params={"targets": ["reservation"], "window_seconds": 100, "start_after_seconds": 0})
+    runner = NoiseRunner([spec], seed=4, avoid=fault_components(problem))
+    runner.start(hotel, NS)  # type: ignore[arg-type]
+    try:
+        hotel.advance(180)  # type: ignore[attr-defined]
+        _, reservation = kube.workload(NS, "reservation")
+        counts = [cs["restartCount"] for p in kube.pods_of(NS, reservation) for cs in p["status"]["containerStatuses"]]
+        # the noise's two crashes on top of those the fault causes (reservation reads that database)
+        assert len(counts) == 1 and counts[0] >= 2 and _crash_looping(kube, "reservation") == []
+        # the correct fix; the records stay, for the oracle's fault check and its restart of the database
+        records = list(injection.injectors)
+        injection.recover(hotel)  # type: ignore[arg-type]
+        injection.injectors = records
+    finally:
+        runner.stop(hotel)  # type: ignore[arg-type]
+    verdict = oracle.evaluate(hotel, NS, baseline, injection)  # type: ignore[arg-type]
+    assert verdict.passed, verdict.detail
+    assert verdict.checks.get("survives_restart") is True
