@@ -469,24 +469,20 @@ class Kubelet:
         import base64
         for src in spec.get("envFrom") or []:
             prefix = src.get("prefix", "")
-            if "configMapRef" in src:
-                ref = src["configMapRef"]
-                cm = store.try_get("configmaps", ns, ref.get("name", ""))
-                if cm is None:
+            # (reference, resource, its kind as the error names it, how a data value reads)
+            for ref_field, key, kind, value in (
+                    ("configMapRef", "configmaps", "configmap", str),
+                    ("secretRef", "secrets", "secret", lambda v: base64.b64decode(v).decode(errors="replace"))):
+                if ref_field not in src:
+                    continue
+                ref = src[ref_field]
+                source = store.try_get(key, ns, ref.get("name", ""))
+                if source is None:
                     if ref.get("optional"):
-                        continue
-                    return env, f'configmap "{ref.get("name")}" not found'
-                for k, v in (cm.get("data") or {}).items():
-                    env[prefix + k] = v
-            if "secretRef" in src:
-                ref = src["secretRef"]
-                sec = store.try_get("secrets", ns, ref.get("name", ""))
-                if sec is None:
-                    if ref.get("optional"):
-                        continue
-                    return env, f'secret "{ref.get("name")}" not found'
-                for k, v in (sec.get("data") or {}).items():
-                    env[prefix + k] = base64.b64decode(v).decode(errors="replace")
+                        break
+                    return env, f'{kind} "{ref.get("name")}" not found'
+                for k, v in (source.get("data") or {}).items():
+                    env[prefix + k] = value(v)
         for e in spec.get("env") or []:
             name = e.get("name", "")
             if "value" in e or "valueFrom" not in e:
