@@ -8,6 +8,7 @@ checkpoint copies it; the pod's `status` is rendered from it after every pass.""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -86,6 +87,18 @@ class PodRt:
     volumes: dict[str, Any] = field(default_factory=dict)  # mountPath → data key
     evicted: str = ""  # the eviction message once the kubelet has evicted the pod
     render_key: Any = None  # what the last status was rendered from (see Kubelet._render)
+
+
+def _decoded(value: str) -> str:
+    return base64.b64decode(value).decode(errors="replace")
+
+
+# A container's environment from ConfigMaps and Secrets: (envFrom reference, valueFrom reference,
+# resource, its name in "not found" errors, its kind in missing-key errors, how a data value reads)
+_ENV_SOURCES: tuple[tuple[str, str, str, str, str, Callable[[str], str]], ...] = (
+    ("configMapRef", "configMapKeyRef", "configmaps", "configmap", "ConfigMap", str),
+    ("secretRef", "secretKeyRef", "secrets", "secret", "Secret", _decoded),
+)
 
 
 class Kubelet:
@@ -444,9 +457,8 @@ class Kubelet:
                 data = dict(cm.get("data") or {})
                 items = v["configMap"].get("items")
             elif "secret" in v:
-                import base64
                 sec = store.try_get("secrets", ns, v["secret"].get("secretName", "")) or {}
-                data = {k: base64.b64decode(val).decode(errors="replace") for k, val in (sec.get("data") or {}).items()}
+                data = {k: _decoded(val) for k, val in (sec.get("data") or {}).items()}
                 data.update(sec.get("stringData") or {})
                 items = v["secret"].get("items")
             else:
@@ -466,13 +478,9 @@ class Kubelet:
     def _env(self, pod: Obj, spec: dict[str, Any]) -> tuple[dict[str, str], str | None]:
         store, ns = self.store, pod["metadata"]["namespace"]
         env: dict[str, str] = {}
-        import base64
         for src in spec.get("envFrom") or []:
             prefix = src.get("prefix", "")
-            # (reference, resource, its kind as the error names it, how a data value reads)
-            for ref_field, key, kind, value in (
-                    ("configMapRef", "configmaps", "configmap", str),
-                    ("secretRef", "secrets", "secret", lambda v: base64.b64decode(v).decode(errors="replace"))):
+            for ref_field, _, key, kind, _, value in _ENV_SOURCES:
                 if ref_field not in src:
                     continue
                 ref = src[ref_field]
@@ -489,31 +497,21 @@ class Kubelet:
                 env[name] = self._expand(str(e.get("value", "")), env)
                 continue
             vf = e["valueFrom"]
-            if "configMapKeyRef" in vf:
-                ref = vf["configMapKeyRef"]
-                cm = store.try_get("configmaps", ns, ref.get("name", ""))
-                if cm is None:
+            keyed = next((src for src in _ENV_SOURCES if src[1] in vf), None)
+            if keyed is not None:
+                _, ref_field, key, kind, kind_name, value = keyed
+                ref = vf[ref_field]
+                source = store.try_get(key, ns, ref.get("name", ""))
+                if source is None:
                     if ref.get("optional"):
                         continue
-                    return env, f'configmap "{ref.get("name")}" not found'
-                if ref.get("key") not in (cm.get("data") or {}):
-                    if ref.get("optional"):
-                        continue
-                    return env, f"couldn't find key {ref.get('key')} in ConfigMap {ns}/{ref.get('name')}"
-                env[name] = cm["data"][ref["key"]]
-            elif "secretKeyRef" in vf:
-                ref = vf["secretKeyRef"]
-                sec = store.try_get("secrets", ns, ref.get("name", ""))
-                if sec is None:
-                    if ref.get("optional"):
-                        continue
-                    return env, f'secret "{ref.get("name")}" not found'
-                data = dict(sec.get("data") or {})
+                    return env, f'{kind} "{ref.get("name")}" not found'
+                data = source.get("data") or {}
                 if ref.get("key") not in data:
                     if ref.get("optional"):
                         continue
-                    return env, f"couldn't find key {ref.get('key')} in Secret {ns}/{ref.get('name')}"
-                env[name] = base64.b64decode(data[ref["key"]]).decode(errors="replace")
+                    return env, f"couldn't find key {ref.get('key')} in {kind_name} {ns}/{ref.get('name')}"
+                env[name] = value(data[ref["key"]])
             elif "fieldRef" in vf:
                 path = vf["fieldRef"].get("fieldPath", "")
                 rt = self.runtime(pod)
