@@ -89,6 +89,10 @@ class PodRt:
     render_key: Any = None  # what the last status was rendered from (see Kubelet._render)
 
 
+class _MissingEnvSource(Exception):
+    """A ConfigMap, Secret or key a container's environment needs is missing (and not optional)."""
+
+
 def _decoded(value: str) -> str:
     return base64.b64decode(value).decode(errors="replace")
 
@@ -476,20 +480,33 @@ class Kubelet:
         return out
 
     def _env(self, pod: Obj, spec: dict[str, Any]) -> tuple[dict[str, str], str | None]:
-        store, ns = self.store, pod["metadata"]["namespace"]
+        """The container's environment, and why it cannot be made (CreateContainerConfigError)."""
         env: dict[str, str] = {}
+        try:
+            self._fill_env(env, pod, spec)
+        except _MissingEnvSource as e:
+            return env, str(e)
+        return env, None
+
+    def _fill_env(self, env: dict[str, str], pod: Obj, spec: dict[str, Any]) -> None:
+        store, ns = self.store, pod["metadata"]["namespace"]
+
+        def source(ref: dict[str, Any], resource: str, kind: str) -> Obj | None:
+            """The ConfigMap or Secret `ref` names; None when it is missing but optional."""
+            obj = store.try_get(resource, ns, ref.get("name", ""))
+            if obj is None and not ref.get("optional"):
+                raise _MissingEnvSource(f'{kind} "{ref.get("name")}" not found')
+            return obj
+
         for src in spec.get("envFrom") or []:
             prefix = src.get("prefix", "")
-            for ref_field, _, key, kind, _, value in _ENV_SOURCES:
+            for ref_field, _, resource, kind, _, value in _ENV_SOURCES:
                 if ref_field not in src:
                     continue
-                ref = src[ref_field]
-                source = store.try_get(key, ns, ref.get("name", ""))
-                if source is None:
-                    if ref.get("optional"):
-                        break
-                    return env, f'{kind} "{ref.get("name")}" not found'
-                for k, v in (source.get("data") or {}).items():
+                found = source(src[ref_field], resource, kind)
+                if found is None:
+                    break
+                for k, v in (found.get("data") or {}).items():
                     env[prefix + k] = value(v)
         for e in spec.get("env") or []:
             name = e.get("name", "")
@@ -499,19 +516,14 @@ class Kubelet:
             vf = e["valueFrom"]
             keyed = next((src for src in _ENV_SOURCES if src[1] in vf), None)
             if keyed is not None:
-                _, ref_field, key, kind, kind_name, value = keyed
+                _, ref_field, resource, kind, kind_name, value = keyed
                 ref = vf[ref_field]
-                source = store.try_get(key, ns, ref.get("name", ""))
-                if source is None:
-                    if ref.get("optional"):
-                        continue
-                    return env, f'{kind} "{ref.get("name")}" not found'
-                data = source.get("data") or {}
-                if ref.get("key") not in data:
-                    if ref.get("optional"):
-                        continue
-                    return env, f"couldn't find key {ref.get('key')} in {kind_name} {ns}/{ref.get('name')}"
-                env[name] = value(data[ref["key"]])
+                found = source(ref, resource, kind)
+                data = (found or {}).get("data") or {}
+                if ref.get("key") in data:
+                    env[name] = value(data[ref["key"]])
+                elif found is not None and not ref.get("optional"):
+                    raise _MissingEnvSource(f"couldn't find key {ref.get('key')} in {kind_name} {ns}/{ref.get('name')}")
             elif "fieldRef" in vf:
                 path = vf["fieldRef"].get("fieldPath", "")
                 rt = self.runtime(pod)
@@ -525,7 +537,6 @@ class Kubelet:
                 kind, _, r = res.partition(".")
                 val = ((spec.get("resources") or {}).get(kind) or {}).get(r)
                 env[name] = str(int(parse_quantity(val))) if val is not None else "0"
-        return env, None
 
     @staticmethod
     def _expand(value: str, env: dict[str, str]) -> str:
