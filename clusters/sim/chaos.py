@@ -13,12 +13,13 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from clusters.sim.controllers.common import delete_pod
+from clusters.sim.controllers.common import ControlPlane, delete_pod
 from clusters.sim.controllers.quantity import parse_quantity
 from clusters.sim.store import Obj, StoreError, match_labels
 
 if TYPE_CHECKING:
-    from clusters.sim.cluster import SimCluster
+    from clusters.sim.controllers.kubelet import Kubelet
+    from clusters.sim.nodes import NodeFleet
 
 FINALIZER = "chaos-mesh/records"
 KINDS = ("podchaos", "networkchaos", "iochaos", "stresschaos", "timechaos", "kernelchaos")
@@ -55,13 +56,18 @@ def parse_size(text: Any, limit: float) -> float:
 
 
 class ChaosController:
-    def __init__(self, cluster: SimCluster) -> None:
-        self.cluster = cluster
+    """Chaos Mesh's controller manager: it reads pods' memory limits from the `kubelet` and writes
+    its disk and kernel faults' lines through the `nodes`."""
+
+    def __init__(self, control: ControlPlane, kubelet: Kubelet, nodes: NodeFleet) -> None:
+        self.control = control
+        self.kubelet = kubelet
+        self.nodes = nodes
         self.state: dict[str, Any] = {"effects": {}, "images": {}}
 
     # -- reconcile ------------------------------------------------------------------------------
     def reconcile(self, now: float) -> None:
-        store = self.cluster.store
+        store = self.control.store
         effects: dict[str, list[dict[str, Any]]] = {}
         for kind in KINDS:
             key = f"{kind}.chaos-mesh.org"
@@ -75,7 +81,7 @@ class ChaosController:
         self.state["effects"] = effects
 
     def _sync(self, key: str, kind: str, obj: Obj, now: float, effects: dict[str, list[dict[str, Any]]]) -> None:
-        store = self.cluster.store
+        store = self.control.store
         meta = obj["metadata"]
         ns, name = meta["namespace"], meta["name"]
         status = copy.deepcopy(obj.get("status") or {})
@@ -95,7 +101,7 @@ class ChaosController:
             def fin(o: Obj) -> None:
                 o["metadata"].setdefault("finalizers", []).append(FINALIZER)
             store.mutate(key, ns, name, fin)
-            self.cluster.events.record(obj, "Normal", "FinalizerInited", "Finalizer has been inited", "initFinalizers")
+            self.control.events.record(obj, "Normal", "FinalizerInited", "Finalizer has been inited", "initFinalizers")
             obj = store.get(key, ns, name)
         spec = obj.get("spec") or {}
         start = _ts(meta.get("creationTimestamp"))
@@ -105,7 +111,7 @@ class ChaosController:
         if expired and duration is not None:
             pass
         elif duration is not None:
-            self.cluster.wake_at(start + duration)
+            self.control.wake_at(start + duration)
         want_run = not expired and not paused
         if not records and want_run:
             targets = self._select(ns, spec.get("selector") or {}, spec.get("mode", "one"), spec.get("value"))
@@ -138,7 +144,7 @@ class ChaosController:
                 if rec["phase"] == "Injected" and self._same_pod(meta, rec):
                     effects.setdefault(rec["id"], []).append({"kind": kind, "spec": spec, "selectorKey": rec["selectorKey"],
                                                               "chaos": f"{ns}/{name}"})
-        stamp = self.cluster.clock.rfc3339(now)
+        stamp = self.control.clock.rfc3339(now)
         injected = bool(records) and all(r["phase"] == "Injected" for r in records)
         recovered = bool(records) and all(r["phase"] == "Not Injected" for r in records)
         status["conditions"] = [
@@ -159,7 +165,7 @@ class ChaosController:
         if selected is None:
             return True  # selected before uids were kept (an older checkpoint)
         ns, name = pid.split("/", 1)
-        pod = self.cluster.store.try_get("pods", ns, name)
+        pod = self.control.store.try_get("pods", ns, name)
         return pod is not None and pod["metadata"].get("uid") == selected
 
     def _record(self, rid: str, selector_key: str, now: float) -> dict[str, Any]:
@@ -167,11 +173,11 @@ class ChaosController:
                 "events": []}
 
     def _apply(self, kind: str, chaos: Obj, rec: dict[str, Any], now: float) -> None:
-        store, kubelet = self.cluster.store, self.cluster.kubelet
+        store, kubelet = self.control.store, self.kubelet
         spec = chaos.get("spec") or {}
         parts = rec["id"].split("/")
         ns, pod_name = parts[0], parts[1]
-        stamp = self.cluster.clock.rfc3339(now)
+        stamp = self.control.clock.rfc3339(now)
         pod = store.try_get("pods", ns, pod_name)
         if pod is not None:
             if kind == "podchaos" and spec.get("action") == "pod-kill":
@@ -189,14 +195,14 @@ class ChaosController:
         rec["phase"] = "Injected"
         rec["injectedCount"] += 1
         rec["events"].append({"operation": "Apply", "timestamp": stamp, "type": "Succeeded"})
-        self.cluster.events.record(chaos, "Normal", "Applied", f"Successfully apply chaos for {rec['id']}", "records")
+        self.control.events.record(chaos, "Normal", "Applied", f"Successfully apply chaos for {rec['id']}", "records")
         if kind == "kernelchaos":
             self._kernel_lines(chaos, rec)
 
     def _recover(self, kind: str, chaos: Obj, records: list[dict[str, Any]], now: float) -> None:
-        store = self.cluster.store
+        store = self.control.store
         spec = chaos.get("spec") or {}
-        stamp = self.cluster.clock.rfc3339(now)
+        stamp = self.control.clock.rfc3339(now)
         for rec in records:
             if rec["phase"] != "Injected":
                 continue
@@ -212,7 +218,7 @@ class ChaosController:
             rec["phase"] = "Not Injected"
             rec["recoveredCount"] += 1
             rec["events"].append({"operation": "Recover", "timestamp": stamp, "type": "Succeeded"})
-            self.cluster.events.record(chaos, "Normal", "Recovered", f"Successfully recover chaos for {rec['id']}", "records")
+            self.control.events.record(chaos, "Normal", "Recovered", f"Successfully recover chaos for {rec['id']}", "records")
         # the finalizer path writes the records back before dropping it
         key = f"{chaos['kind'].lower()}.chaos-mesh.org"
         try:
@@ -226,7 +232,7 @@ class ChaosController:
 
     # -- selection ------------------------------------------------------------------------------
     def _select(self, chaos_ns: str, sel: dict[str, Any], mode: str, value: Any) -> list[Obj]:
-        store = self.cluster.store
+        store = self.control.store
         namespaces = sel.get("namespaces")
         candidates = []
         explicit = sel.get("pods") or {}
@@ -258,7 +264,7 @@ class ChaosController:
                 continue
             candidates.append(pod)
         candidates.sort(key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))
-        rng = self.cluster.rng
+        rng = self.control.rng
         n = len(candidates)
         if not n:
             return []
@@ -354,7 +360,7 @@ class ChaosController:
                 if methods and not ops & set(methods):
                     continue
                 percent = float(spec.get("percent", 100) or 100) / 100.0
-                if self.cluster.rng.random() >= 1 - (1 - percent) ** max(1.0, count):
+                if self.control.rng.random() >= 1 - (1 - percent) ** max(1.0, count):
                     continue
                 action = spec.get("action")
                 if action == "fault":
@@ -366,7 +372,7 @@ class ChaosController:
                 if op not in kernel_callchain_ops(req):
                     continue
                 prob = float(req.get("probability", 100) or 100) / 100.0
-                if self.cluster.rng.random() < 1 - (1 - prob) ** max(1.0, count):
+                if self.control.rng.random() < 1 - (1 - prob) ** max(1.0, count):
                     failtype = int(req.get("failtype", 0))
                     if failtype != 0:
                         self._kernel_lines_for(pod, op)
@@ -401,8 +407,8 @@ class ChaosController:
                 out["cpu"] = out.get("cpu", 0.0) + int(cpu.get("workers", 1)) * float(cpu.get("load", 100)) / 100.0
             if "memory" in st:
                 mem = st["memory"] or {}
-                p = self.cluster.store.try_get("pods", namespace, pod)
-                limit = self.cluster.kubelet.memory_limit(p, container) if p else 0.0
+                p = self.control.store.try_get("pods", namespace, pod)
+                limit = self.kubelet.memory_limit(p, container) if p else 0.0
                 out["memory"] = out.get("memory", 0.0) + int(mem.get("workers", 1)) * parse_size(mem.get("size", "256MB"), limit)
         return out
 
@@ -417,19 +423,19 @@ class ChaosController:
 
     def _kernel_lines(self, chaos: Obj, rec: dict[str, Any]) -> None:
         ns, name = rec["id"].split("/")[:2]
-        pod = self.cluster.store.try_get("pods", ns, name)
+        pod = self.control.store.try_get("pods", ns, name)
         req = ((chaos.get("spec") or {}).get("failKernRequest") or {})
         if pod is not None and int(req.get("failtype", 0)) == 0:
-            self.cluster.nodes.kernel_log(pod["spec"].get("nodeName", ""), [
+            self.nodes.kernel_log(pod["spec"].get("nodeName", ""), [
                 "FAULT_INJECTION: forcing a failure.", "name failslab, interval 1, probability 0, space 0, times -1"])
 
     def _kernel_lines_for(self, pod: Obj, op: str) -> None:
         node = pod.get("spec", {}).get("nodeName")
         if node:
-            self.cluster.nodes.io(node, op, 4096, 1.0)
-            n = self.cluster.nodes.get(node)
+            self.nodes.io(node, op, 4096, 1.0)
+            n = self.nodes.get(node)
             if n is not None:
-                self.cluster.nodes._log_io_errors(n, n.disks[0], {"sectorStart": 2099200, "sectorCount": 8}, op, "mongod", 1)
+                self.nodes.log_io_errors(n, n.disks[0], {"sectorStart": 2099200, "sectorCount": 8}, op, "mongod", 1)
 
 
 def kernel_callchain_ops(req: dict[str, Any]) -> set[str]:

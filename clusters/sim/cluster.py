@@ -243,14 +243,15 @@ class SimCluster:
         self.control = ControlPlane(self.store, self.clock, self.rng, self.events, self.wake_at, self.touch,
                                     self.touched)
         self.logs = ContainerLogs(self)
-        self.nodes = NodeFleet(self, workers=workers)
+        self.nodes = NodeFleet(self.control, self.obs.logs, workers=workers)
         self.network = Network(self)
         self.workload = Workload(self)
         # The containers it starts are the applications' models, which see the whole cluster (DNS,
         # the other pods, the node's disks): the kubelet itself gets only how to start them.
         self.kubelet = Kubelet(self.control, self.nodes, self.logs, self.workload.forget_pod,
                                functools.partial(StartContext, self))
-        self.chaos = ChaosController(self)
+        self.nodes.kubelet = self.kubelet
+        self.chaos = ChaosController(self.control, self.kubelet, self.nodes)
         self.telemetry = Telemetry(self)
         self.controllers = build_controllers(self)
         self._ran_at: dict[int, int] = {}  # store-driven controller → resourceVersion its last run started at

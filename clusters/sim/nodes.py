@@ -13,11 +13,12 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from clusters.sim.controllers.common import CONTROLLER_MANAGER, KUBELET, delete_pod
+from clusters.sim.controllers.common import CONTROLLER_MANAGER, KUBELET, ControlPlane, delete_pod
 from clusters.sim.store import Obj
 
 if TYPE_CHECKING:
-    from clusters.sim.cluster import SimCluster
+    from clusters.sim.controllers.kubelet import Kubelet
+    from clusters.sim.observability.logs import LogStore
 
 KERNEL_VERSION = "5.15.0-1057-azure"  # block-layer error lines carry the blk_update_request prefix
 KUBELET_VERSION = "v1.29.2"
@@ -82,10 +83,16 @@ def _rfc3339(stamp: str) -> float:
 
 
 class NodeFleet:
-    """The nodes and their hardware/OS state; `state` is what checkpoints copy."""
+    """The nodes and their hardware/OS state; `state` is what checkpoints copy. It writes its
+    kernel and journal lines to Loki's `logs`, and acts through the `kubelet` (which is given the
+    fleet, so the cluster attaches it once built) on the containers of a node that powers off or
+    evicts."""
 
-    def __init__(self, cluster: SimCluster, workers: int = 3) -> None:
-        self.cluster = cluster
+    kubelet: Kubelet
+
+    def __init__(self, control: ControlPlane, logs: LogStore, workers: int = 3) -> None:
+        self.control = control
+        self.logs = logs
         names = ["sim-control-plane"] + ["sim-worker" + (str(i + 1) if i else "") for i in range(workers)]
         self.state: dict[str, Any] = {"nodes": {}, "faults": {}}
         for i, name in enumerate(names):
@@ -108,7 +115,7 @@ class NodeFleet:
     # -- objects -----------------------------------------------------------------------------
     def bootstrap(self) -> None:
         for node in self:
-            self.cluster.store.create("nodes", self._node_object(node))
+            self.control.store.create("nodes", self._node_object(node))
 
     def _node_object(self, n: NodeState) -> Obj:
         labels = {"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
@@ -122,7 +129,7 @@ class NodeFleet:
         mem_ki = int(n.memory // 1024)
         capacity = {"cpu": str(int(n.cpu)), "ephemeral-storage": "102625208Ki", "hugepages-1Gi": "0",
                     "hugepages-2Mi": "0", "memory": f"{mem_ki}Ki", "pods": "110"}
-        stamp = self.cluster.clock.rfc3339()
+        stamp = self.control.clock.rfc3339()
         cond = [("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
                 ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
                 ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
@@ -156,7 +163,7 @@ class NodeFleet:
 
     # -- faults (NodeFault objects, re-read every pass so checkpoints stay consistent) ---------
     def reconcile(self, now: float) -> None:
-        store = self.cluster.store
+        store = self.control.store
         faults: dict[str, dict[str, Any]] = {}
         with store.lock:
             for obj in store.iter_raw("nodefaults.sim.farm.io"):
@@ -191,7 +198,7 @@ class NodeFleet:
         return bool(self.fault(node, "nodeDown"))
 
     def _lifecycle(self, n: NodeState, now: float) -> None:
-        cl = self.cluster
+        cl = self.control
         stopped = self.kubelet_stopped(n.name)
         life = n.reported.setdefault("life", {})
         if stopped and "since" not in life:
@@ -201,10 +208,10 @@ class NodeFleet:
                 self.kernel_log(n.name, ["reboot: Power down"])
                 # Every process of the machine dies with it; the kubelet, once back, finds the
                 # containers gone (Terminated, reason Unknown, exit 255) and starts them again.
-                for rt in list(cl.kubelet.state["pods"].values()):
+                for rt in list(self.kubelet.state["pods"].values()):
                     if rt.node == n.name:
                         for c in list(rt.containers.values()):
-                            cl.kubelet.terminate(rt.namespace, rt.name, c.name, 255, "Unknown")
+                            self.kubelet.terminate(rt.namespace, rt.name, c.name, 255, "Unknown")
         if not stopped:
             self._pressure(n, now)
             self._report_status(n, now)
@@ -227,14 +234,14 @@ class NodeFleet:
         if last is not None and now - last < self.STATUS_REPORT_INTERVAL - 1e-9:
             return
         if last is not None:
-            stamp = self.cluster.clock.rfc3339(now)
+            stamp = self.control.clock.rfc3339(now)
 
             def beat(o: Obj) -> None:
                 for c in o["status"].get("conditions") or []:
                     c["lastHeartbeatTime"] = stamp
-            self.cluster.store.mutate("nodes", "", n.name, beat, subresource="status", manager=KUBELET)
+            self.control.store.mutate("nodes", "", n.name, beat, subresource="status", manager=KUBELET)
         n.reported["status_report"] = now
-        self.cluster.wake_at(now + self.STATUS_REPORT_INTERVAL)
+        self.control.wake_at(now + self.STATUS_REPORT_INTERVAL)
 
     EVICTION_INTERVAL = 10.0  # kubelet --eviction-monitoring-interval
     SYSTEM_MEMORY_SHARE = 0.1  # what the OS, kubelet and containerd hold: node_exporter's MemAvailable leaves it out
@@ -251,7 +258,7 @@ class NodeFleet:
 
     def memory_available(self, n: NodeState) -> float:
         """memory.available as the kubelet computes it: capacity minus the node's working set."""
-        used = sum(c.memory for rt in self.cluster.kubelet.state["pods"].values() if rt.node == n.name and not rt.evicted
+        used = sum(c.memory for rt in self.kubelet.state["pods"].values() if rt.node == n.name and not rt.evicted
                    for c in rt.containers.values())
         return max(0.0, n.memory * (1 - self.SYSTEM_MEMORY_SHARE) - used)
 
@@ -274,7 +281,7 @@ class NodeFleet:
             self._signal(n, now, "memory", self.memory_available(n) < self.memory_threshold(n))
 
     def _signal(self, n: NodeState, now: float, signal: str, under: bool) -> None:
-        cl = self.cluster
+        cl = self.control
         cond_type, taint_key, words, (ev_on, ev_off), resource = self.SIGNALS[signal]
         press = n.reported.setdefault("pressure" if signal == "disk" else f"pressure-{signal}", {})
         stamp = cl.clock.rfc3339(now)
@@ -307,7 +314,7 @@ class NodeFleet:
         cl.wake_at(now + self.EVICTION_INTERVAL)
         cl.events.record(cl.store.get("nodes", "", n.name), "Warning", "EvictionThresholdMet",
                          f"Attempting to reclaim {resource}", "kubelet", n.name)
-        victims = [p for p in cl.scan("pods") if p["spec"].get("nodeName") == n.name
+        victims = [p for p in cl.store.scan("pods") if p["spec"].get("nodeName") == n.name
                    and (p.get("status") or {}).get("phase") in ("Running", "Pending")
                    and not p["metadata"].get("deletionTimestamp")
                    and p["spec"].get("priorityClassName") not in ("system-node-critical", "system-cluster-critical")]
@@ -319,7 +326,7 @@ class NodeFleet:
                                                  p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
             disk = n.disks[0]
             avail = disk.size_bytes * max(0.0, 1 - float(self.fault(n.name, "diskFullPercent") or 0.0) / 100.0)
-            cl.kubelet.evict(victim, f"The node was low on resource: ephemeral-storage. Threshold quantity: "
+            self.kubelet.evict(victim, f"The node was low on resource: ephemeral-storage. Threshold quantity: "
                                      f"{int(disk.size_bytes * 0.1)}, available: {int(avail // 1024)}Ki. ")
             return
         self._evict_for_memory(n, victims)
@@ -329,7 +336,7 @@ class NodeFleet:
         the usage above the request, largest first; the message names the container that used most."""
         from clusters.sim.controllers.quantity import parse_quantity
 
-        kubelet = self.cluster.kubelet
+        kubelet = self.kubelet
 
         def usage(p: Obj) -> dict[str, float]:
             rt = kubelet.runtime(p)
@@ -357,7 +364,7 @@ class NodeFleet:
         kubelet.evict(victim, message)
 
     def _set_ready(self, node: str, ready: bool, now: float) -> None:
-        cl = self.cluster
+        cl = self.control
         stamp = cl.clock.rfc3339(now)
 
         def report(o: Obj) -> None:  # the kubelet's conditions, or the node controller's Unknown
@@ -389,7 +396,7 @@ class NodeFleet:
         word = "NodeReady" if ready else "NodeNotReady"
         cl.events.record(obj, "Normal", word, f"Node {node} status is now: {word}", "node-controller")
         if not ready:
-            for pod in cl.scan("pods"):
+            for pod in cl.store.scan("pods"):
                 if pod["spec"].get("nodeName") != node:
                     continue
                 cl.events.record(pod, "Warning", "NodeNotReady", "Node is not ready", "node-controller")
@@ -414,8 +421,8 @@ class NodeFleet:
         limit stays."""
         from clusters.sim.controllers.scheduler import _tolerates
 
-        cl = self.cluster
-        node = cl.raw("nodes", "", n.name) or {}
+        cl = self.control
+        node = cl.store.raw("nodes", "", n.name) or {}
         taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") == "NoExecute"]
         seen = n.reported.setdefault("noexecute", {})
         keys = {f"{t.get('key')}={t.get('value', '')}": t for t in taints}
@@ -428,7 +435,7 @@ class NodeFleet:
             first = seen.setdefault(k, now)
             stamp = t.get("timeAdded")
             added[k] = _rfc3339(stamp) if stamp else first
-        for pod in list(cl.scan("pods", None)):
+        for pod in list(cl.store.scan("pods", None)):
             if pod["spec"].get("nodeName") != n.name or pod["metadata"].get("deletionTimestamp"):
                 continue
             tolerations = pod["spec"].get("tolerations") or []
@@ -502,11 +509,11 @@ class NodeFleet:
         failed = count * frac
         if failed > 0:
             disk.errors += max(1, int(failed))
-            self._log_io_errors(n, disk, bad, op, comm, max(1, min(3, int(failed + 0.999))))
+            self.log_io_errors(n, disk, bad, op, comm, max(1, min(3, int(failed + 0.999))))
         return min(1.0, frac)
 
-    def _log_io_errors(self, n: NodeState, disk: Disk, bad: dict[str, Any], op: str, comm: str, lines: int) -> None:
-        now = self.cluster.clock.now()
+    def log_io_errors(self, n: NodeState, disk: Disk, bad: dict[str, Any], op: str, comm: str, lines: int) -> None:
+        now = self.control.clock.now()
         last = n.reported.get("io", -1e18)
         if now - last < 5.0:
             return
@@ -530,25 +537,25 @@ class NodeFleet:
     def kernel_log(self, node: str, lines: list[str]) -> None:
         """Lines as the node's kernel ring buffer prints them (dmesg timestamps since boot)."""
         n = self.state["nodes"][node]
-        now = self.cluster.clock.now()
+        now = self.control.clock.now()
         labels = {"job": "node-kernel", "node_name": node, "host": node, "unit": "kernel"}
         boot = 86400.0 * 3 + 1234.567
         for i, line in enumerate(lines):
-            t = now - self.cluster.clock.now() + now
-            up = boot + (now - self.cluster.clock.start) + i * 1e-5
+            t = now - self.control.clock.now() + now
+            up = boot + (now - self.control.clock.start) + i * 1e-5
             n.kernel_seq += 1
-            self.cluster.obs.logs.append(labels, t + i * 1e-4, f"[{up:12.6f}] {line}")
+            self.logs.append(labels, t + i * 1e-4, f"[{up:12.6f}] {line}")
 
     def journal_log(self, node: str, unit: str, lines: list[str], pid: int) -> None:
         """Lines a systemd unit of the node writes to the journal (Loki job="node-journal")."""
         from datetime import UTC, datetime
 
-        now = self.cluster.clock.now()
+        now = self.control.clock.now()
         labels = {"job": "node-journal", "node_name": node, "host": node, "unit": unit}
         stamp = datetime.fromtimestamp(now + self.clock_offset(node), UTC).strftime("%b %d %H:%M:%S")
         name = unit.removesuffix(".service")
         for i, line in enumerate(lines):
-            self.cluster.obs.logs.append(labels, now + i * 1e-4, f"{stamp} {node} {name}[{pid}]: {line}")
+            self.logs.append(labels, now + i * 1e-4, f"{stamp} {node} {name}[{pid}]: {line}")
 
     # -- what the kernel prints while a fault is active ------------------------------------------
     NET_RATELIMIT_S = 60.0  # one `net_ratelimit: N callbacks suppressed` summary a minute
@@ -565,10 +572,10 @@ class NodeFleet:
         # cgroup (the kernel prints the first rejection of each cgroup only).
         if active.get("pidMax") is not None:
             done = seen.setdefault("pids", [])
-            for rt in self.cluster.kubelet.state["pods"].values():
+            for rt in self.kubelet.state["pods"].values():
                 if rt.node != n.name:
                     continue
-                pod = self.cluster.raw("pods", rt.namespace, rt.name) or {}
+                pod = self.control.store.raw("pods", rt.namespace, rt.name) or {}
                 qos = ((pod.get("status") or {}).get("qosClass") or "BestEffort").lower()
                 parent = "/kubepods" + ("" if qos == "guaranteed" else f"/{qos}") + f"/pod{rt.uid}"
                 for c in rt.containers.values():
@@ -601,7 +608,7 @@ class NodeFleet:
                 lines.append(f"net_ratelimit: {suppressed} callbacks suppressed")
                 if corrupt:
                     lines.append(f"{dev}: hw csum failure")
-            self.cluster.wake_at(last["at"] + self.NET_RATELIMIT_S)
+            self.control.wake_at(last["at"] + self.NET_RATELIMIT_S)
         else:
             seen.pop("nic", None)
         offset = float(active.get("clockOffsetSeconds") or 0.0)
@@ -634,7 +641,7 @@ class NodeFleet:
                           for i in range(cpus)]
                 lines += [f"CPU{i}: Package temperature above threshold, cpu clock throttled (total events = {th['events']})"
                           for i in range(cpus)]
-            self.cluster.wake_at(th["at"] + self.THERMAL_RATELIMIT_S)
+            self.control.wake_at(th["at"] + self.THERMAL_RATELIMIT_S)
         elif seen.pop("thermal", None) is not None:
             lines += [f"CPU{i}: Core temperature/speed normal" for i in range(cpus)]
             lines += [f"CPU{i}: Package temperature/speed normal" for i in range(cpus)]

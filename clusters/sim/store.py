@@ -103,8 +103,13 @@ def match_labels(selector: dict[str, Any] | None, labels: dict[str, str] | None)
     for k, v in (selector.get("matchLabels") or {}).items():
         if labels.get(k) != v:
             return False
-    return all(_holds(expr.get("key"), _EXPRESSION_OPS.get(expr.get("operator"), ""), expr.get("values") or [], labels)
-               for expr in selector.get("matchExpressions") or [])
+    return all(expression_holds(expr, labels) for expr in selector.get("matchExpressions") or [])
+
+
+def expression_holds(expr: dict[str, Any], labels: dict[str, str]) -> bool:
+    """One matchExpressions requirement (In, NotIn, Exists, DoesNotExist) of a LabelSelector or a
+    node selector term against labels; an operator it does not know holds."""
+    return _holds(expr.get("key"), _EXPRESSION_OPS.get(expr.get("operator") or "", ""), expr.get("values") or [], labels)
 
 
 # A LabelSelector's matchExpressions operators as parse_label_selector names them.

@@ -8,6 +8,7 @@ checkpoint copies it; the pod's `status` is rendered from it after every pass.""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -86,6 +87,22 @@ class PodRt:
     volumes: dict[str, Any] = field(default_factory=dict)  # mountPath → data key
     evicted: str = ""  # the eviction message once the kubelet has evicted the pod
     render_key: Any = None  # what the last status was rendered from (see Kubelet._render)
+
+
+class _MissingEnvSource(Exception):
+    """A ConfigMap, Secret or key a container's environment needs is missing (and not optional)."""
+
+
+def _decoded(value: str) -> str:
+    return base64.b64decode(value).decode(errors="replace")
+
+
+# A container's environment from ConfigMaps and Secrets: (envFrom reference, valueFrom reference,
+# resource, its name in "not found" errors, its kind in missing-key errors, how a data value reads)
+_ENV_SOURCES: tuple[tuple[str, str, str, str, str, Callable[[str], str]], ...] = (
+    ("configMapRef", "configMapKeyRef", "configmaps", "configmap", "ConfigMap", str),
+    ("secretRef", "secretKeyRef", "secrets", "secret", "Secret", _decoded),
+)
 
 
 class Kubelet:
@@ -444,9 +461,8 @@ class Kubelet:
                 data = dict(cm.get("data") or {})
                 items = v["configMap"].get("items")
             elif "secret" in v:
-                import base64
                 sec = store.try_get("secrets", ns, v["secret"].get("secretName", "")) or {}
-                data = {k: base64.b64decode(val).decode(errors="replace") for k, val in (sec.get("data") or {}).items()}
+                data = {k: _decoded(val) for k, val in (sec.get("data") or {}).items()}
                 data.update(sec.get("stringData") or {})
                 items = v["secret"].get("items")
             else:
@@ -464,60 +480,50 @@ class Kubelet:
         return out
 
     def _env(self, pod: Obj, spec: dict[str, Any]) -> tuple[dict[str, str], str | None]:
-        store, ns = self.store, pod["metadata"]["namespace"]
+        """The container's environment, and why it cannot be made (CreateContainerConfigError)."""
         env: dict[str, str] = {}
-        import base64
+        try:
+            self._fill_env(env, pod, spec)
+        except _MissingEnvSource as e:
+            return env, str(e)
+        return env, None
+
+    def _fill_env(self, env: dict[str, str], pod: Obj, spec: dict[str, Any]) -> None:
+        store, ns = self.store, pod["metadata"]["namespace"]
+
+        def source(ref: dict[str, Any], resource: str, kind: str) -> Obj | None:
+            """The ConfigMap or Secret `ref` names; None when it is missing but optional."""
+            obj = store.try_get(resource, ns, ref.get("name", ""))
+            if obj is None and not ref.get("optional"):
+                raise _MissingEnvSource(f'{kind} "{ref.get("name")}" not found')
+            return obj
+
         for src in spec.get("envFrom") or []:
             prefix = src.get("prefix", "")
-            if "configMapRef" in src:
-                ref = src["configMapRef"]
-                cm = store.try_get("configmaps", ns, ref.get("name", ""))
-                if cm is None:
-                    if ref.get("optional"):
-                        continue
-                    return env, f'configmap "{ref.get("name")}" not found'
-                for k, v in (cm.get("data") or {}).items():
-                    env[prefix + k] = v
-            if "secretRef" in src:
-                ref = src["secretRef"]
-                sec = store.try_get("secrets", ns, ref.get("name", ""))
-                if sec is None:
-                    if ref.get("optional"):
-                        continue
-                    return env, f'secret "{ref.get("name")}" not found'
-                for k, v in (sec.get("data") or {}).items():
-                    env[prefix + k] = base64.b64decode(v).decode(errors="replace")
+            for ref_field, _, resource, kind, _, value in _ENV_SOURCES:
+                if ref_field not in src:
+                    continue
+                found = source(src[ref_field], resource, kind)
+                if found is None:
+                    break
+                for k, v in (found.get("data") or {}).items():
+                    env[prefix + k] = value(v)
         for e in spec.get("env") or []:
             name = e.get("name", "")
             if "value" in e or "valueFrom" not in e:
                 env[name] = self._expand(str(e.get("value", "")), env)
                 continue
             vf = e["valueFrom"]
-            if "configMapKeyRef" in vf:
-                ref = vf["configMapKeyRef"]
-                cm = store.try_get("configmaps", ns, ref.get("name", ""))
-                if cm is None:
-                    if ref.get("optional"):
-                        continue
-                    return env, f'configmap "{ref.get("name")}" not found'
-                if ref.get("key") not in (cm.get("data") or {}):
-                    if ref.get("optional"):
-                        continue
-                    return env, f"couldn't find key {ref.get('key')} in ConfigMap {ns}/{ref.get('name')}"
-                env[name] = cm["data"][ref["key"]]
-            elif "secretKeyRef" in vf:
-                ref = vf["secretKeyRef"]
-                sec = store.try_get("secrets", ns, ref.get("name", ""))
-                if sec is None:
-                    if ref.get("optional"):
-                        continue
-                    return env, f'secret "{ref.get("name")}" not found'
-                data = dict(sec.get("data") or {})
-                if ref.get("key") not in data:
-                    if ref.get("optional"):
-                        continue
-                    return env, f"couldn't find key {ref.get('key')} in Secret {ns}/{ref.get('name')}"
-                env[name] = base64.b64decode(data[ref["key"]]).decode(errors="replace")
+            keyed = next((src for src in _ENV_SOURCES if src[1] in vf), None)
+            if keyed is not None:
+                _, ref_field, resource, kind, kind_name, value = keyed
+                ref = vf[ref_field]
+                found = source(ref, resource, kind)
+                data = (found or {}).get("data") or {}
+                if ref.get("key") in data:
+                    env[name] = value(data[ref["key"]])
+                elif found is not None and not ref.get("optional"):
+                    raise _MissingEnvSource(f"couldn't find key {ref.get('key')} in {kind_name} {ns}/{ref.get('name')}")
             elif "fieldRef" in vf:
                 path = vf["fieldRef"].get("fieldPath", "")
                 rt = self.runtime(pod)
@@ -531,7 +537,6 @@ class Kubelet:
                 kind, _, r = res.partition(".")
                 val = ((spec.get("resources") or {}).get(kind) or {}).get(r)
                 env[name] = str(int(parse_quantity(val))) if val is not None else "0"
-        return env, None
 
     @staticmethod
     def _expand(value: str, env: dict[str, str]) -> str:

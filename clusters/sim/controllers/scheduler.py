@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusters.sim.controllers.common import SCHEDULER, ControlPlane, is_active, set_condition
 from clusters.sim.controllers.quantity import parse_quantity
-from clusters.sim.store import Obj, StoreError, match_labels
+from clusters.sim.store import Obj, StoreError, expression_holds, match_labels
 
 if TYPE_CHECKING:
     from clusters.sim.controllers.volumes import VolumeBinder
@@ -64,15 +64,9 @@ def _node_term_matches(term: dict[str, Any], node: Obj) -> bool:
     for expr in term.get("matchExpressions") or []:
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
         have = labels.get(key)
-        if op == "In" and have not in values:
+        if not expression_holds(expr, labels):
             return False
-        if op == "NotIn" and have in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-        if op in ("Gt", "Lt"):
+        if op in ("Gt", "Lt"):  # a node selector's own operators, on integer label values
             if have is None:
                 return False
             try:
@@ -196,13 +190,7 @@ class Scheduler:
         return []
 
     def _prefilter_volumes(self, pod: Obj) -> str | None:
-        store = self.store
-        ns = pod["metadata"]["namespace"]
-        for v in (pod.get("spec") or {}).get("volumes") or []:
-            if "persistentVolumeClaim" not in v:
-                continue
-            claim_name = v["persistentVolumeClaim"].get("claimName", "")
-            claim = store.try_get("persistentvolumeclaims", ns, claim_name)
+        for claim_name, claim in self.volumes.pod_claims(pod):
             if claim is None:
                 return f'persistentvolumeclaim "{claim_name}" not found'
             if claim.get("status", {}).get("phase") == "Bound":
@@ -215,11 +203,7 @@ class Scheduler:
 
     def _volume_node_conflict(self, pod: Obj, node: Obj) -> str | None:
         store = self.store
-        ns = pod["metadata"]["namespace"]
-        for v in (pod.get("spec") or {}).get("volumes") or []:
-            if "persistentVolumeClaim" not in v:
-                continue
-            claim = store.try_get("persistentvolumeclaims", ns, v["persistentVolumeClaim"].get("claimName", ""))
+        for _, claim in self.volumes.pod_claims(pod):
             if not claim:
                 continue
             pv_name = (claim.get("spec") or {}).get("volumeName")

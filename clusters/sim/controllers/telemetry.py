@@ -162,156 +162,149 @@ class Telemetry:
 
     def _ksm_pod(self, p: Any, t: float) -> None:
         emit = self._emit
-        if True:
-            m = p["metadata"]
-            base = KSM + (("namespace", m["namespace"]), ("pod", m["name"]), ("uid", m.get("uid", "")))
-            st = p.get("status") or {}
-            phase = st.get("phase", "Pending")
-            for ph in PHASES:
-                emit("kube_pod_status_phase", base + (("phase", ph),), t, 1.0 if ph == phase else 0.0)
-            ready = is_ready(p)
+        m = p["metadata"]
+        base = KSM + (("namespace", m["namespace"]), ("pod", m["name"]), ("uid", m.get("uid", "")))
+        st = p.get("status") or {}
+        phase = st.get("phase", "Pending")
+        for ph in PHASES:
+            emit("kube_pod_status_phase", base + (("phase", ph),), t, 1.0 if ph == phase else 0.0)
+        ready = is_ready(p)
+        for cond in ("true", "false", "unknown"):
+            emit("kube_pod_status_ready", base + (("condition", cond),), t, 1.0 if (cond == "true") == ready and cond != "unknown" else 0.0)
+        sched = next((c for c in st.get("conditions") or [] if c["type"] == "PodScheduled"), None)
+        if sched is not None:
+            emit("kube_pod_status_unschedulable", base, t, 1.0 if sched.get("reason") == "Unschedulable" else 0.0) \
+                if sched.get("reason") == "Unschedulable" else None
             for cond in ("true", "false", "unknown"):
-                emit("kube_pod_status_ready", base + (("condition", cond),), t, 1.0 if (cond == "true") == ready and cond != "unknown" else 0.0)
-            sched = next((c for c in st.get("conditions") or [] if c["type"] == "PodScheduled"), None)
-            if sched is not None:
-                emit("kube_pod_status_unschedulable", base, t, 1.0 if sched.get("reason") == "Unschedulable" else 0.0) \
-                    if sched.get("reason") == "Unschedulable" else None
-                for cond in ("true", "false", "unknown"):
-                    emit("kube_pod_status_scheduled", base + (("condition", cond),), t,
-                         1.0 if cond == sched.get("status", "").lower() else 0.0)
-            owner = (m.get("ownerReferences") or [{}])[0]
-            emit("kube_pod_info", base + (("host_ip", st.get("hostIP", "")), ("pod_ip", st.get("podIP", "")),
-                                          ("node", p["spec"].get("nodeName", "")),
-                                          ("created_by_kind", owner.get("kind", "<none>")),
-                                          ("created_by_name", owner.get("name", "<none>")),
-                                          ("priority_class", p["spec"].get("priorityClassName", "")),
-                                          ("host_network", str(bool(p["spec"].get("hostNetwork"))).lower())), t, 1.0)
-            emit("kube_pod_owner", base + (("owner_kind", owner.get("kind", "<none>")), ("owner_name", owner.get("name", "<none>")),
-                                           ("owner_is_controller", str(bool(owner.get("controller"))).lower())), t, 1.0)
-            specs = {c["name"]: c for c in p["spec"].get("containers") or []}
-            for cs in st.get("containerStatuses") or []:
-                cb = base + (("container", cs["name"]),)
-                emit("kube_pod_container_status_restarts_total", cb, t, float(cs.get("restartCount", 0)))
-                state = cs.get("state") or {}
-                emit("kube_pod_container_status_ready", cb, t, 1.0 if cs.get("ready") else 0.0)
-                emit("kube_pod_container_status_running", cb, t, 1.0 if "running" in state else 0.0)
-                emit("kube_pod_container_status_waiting", cb, t, 1.0 if "waiting" in state else 0.0)
-                emit("kube_pod_container_status_terminated", cb, t, 1.0 if "terminated" in state else 0.0)
-                if "waiting" in state:
-                    emit("kube_pod_container_status_waiting_reason", cb + (("reason", state["waiting"].get("reason", "")),), t, 1.0)
-                if "terminated" in state:
-                    emit("kube_pod_container_status_terminated_reason", cb + (("reason", state["terminated"].get("reason", "")),), t, 1.0)
-                last = (cs.get("lastState") or {}).get("terminated")
-                if last:
-                    emit("kube_pod_container_status_last_terminated_reason", cb + (("reason", last.get("reason", "")),), t, 1.0)
-                    emit("kube_pod_container_status_last_terminated_exitcode", cb, t, float(last.get("exitCode", 0)))
-                spec = specs.get(cs["name"]) or {}
-                emit("kube_pod_container_info", cb + (("image", spec.get("image", "")), ("image_spec", spec.get("image", "")),
-                                                      ("image_id", cs.get("imageID", "")), ("container_id", cs.get("containerID", ""))), t, 1.0)
-                res = spec.get("resources") or {}
-                for kind, metric in (("requests", "kube_pod_container_resource_requests"), ("limits", "kube_pod_container_resource_limits")):
-                    for r, v in (res.get(kind) or {}).items():
-                        unit = "core" if r == "cpu" else "byte"
-                        emit(metric, cb + (("node", p["spec"].get("nodeName", "")), ("resource", r.replace(".", "_").replace("/", "_")),
-                                           ("unit", unit)), t, parse_quantity(v))
+                emit("kube_pod_status_scheduled", base + (("condition", cond),), t,
+                     1.0 if cond == sched.get("status", "").lower() else 0.0)
+        owner = (m.get("ownerReferences") or [{}])[0]
+        emit("kube_pod_info", base + (("host_ip", st.get("hostIP", "")), ("pod_ip", st.get("podIP", "")),
+                                      ("node", p["spec"].get("nodeName", "")),
+                                      ("created_by_kind", owner.get("kind", "<none>")),
+                                      ("created_by_name", owner.get("name", "<none>")),
+                                      ("priority_class", p["spec"].get("priorityClassName", "")),
+                                      ("host_network", str(bool(p["spec"].get("hostNetwork"))).lower())), t, 1.0)
+        emit("kube_pod_owner", base + (("owner_kind", owner.get("kind", "<none>")), ("owner_name", owner.get("name", "<none>")),
+                                       ("owner_is_controller", str(bool(owner.get("controller"))).lower())), t, 1.0)
+        specs = {c["name"]: c for c in p["spec"].get("containers") or []}
+        for cs in st.get("containerStatuses") or []:
+            cb = base + (("container", cs["name"]),)
+            emit("kube_pod_container_status_restarts_total", cb, t, float(cs.get("restartCount", 0)))
+            state = cs.get("state") or {}
+            emit("kube_pod_container_status_ready", cb, t, 1.0 if cs.get("ready") else 0.0)
+            emit("kube_pod_container_status_running", cb, t, 1.0 if "running" in state else 0.0)
+            emit("kube_pod_container_status_waiting", cb, t, 1.0 if "waiting" in state else 0.0)
+            emit("kube_pod_container_status_terminated", cb, t, 1.0 if "terminated" in state else 0.0)
+            if "waiting" in state:
+                emit("kube_pod_container_status_waiting_reason", cb + (("reason", state["waiting"].get("reason", "")),), t, 1.0)
+            if "terminated" in state:
+                emit("kube_pod_container_status_terminated_reason", cb + (("reason", state["terminated"].get("reason", "")),), t, 1.0)
+            last = (cs.get("lastState") or {}).get("terminated")
+            if last:
+                emit("kube_pod_container_status_last_terminated_reason", cb + (("reason", last.get("reason", "")),), t, 1.0)
+                emit("kube_pod_container_status_last_terminated_exitcode", cb, t, float(last.get("exitCode", 0)))
+            spec = specs.get(cs["name"]) or {}
+            emit("kube_pod_container_info", cb + (("image", spec.get("image", "")), ("image_spec", spec.get("image", "")),
+                                                  ("image_id", cs.get("imageID", "")), ("container_id", cs.get("containerID", ""))), t, 1.0)
+            res = spec.get("resources") or {}
+            for kind, metric in (("requests", "kube_pod_container_resource_requests"), ("limits", "kube_pod_container_resource_limits")):
+                for r, v in (res.get(kind) or {}).items():
+                    unit = "core" if r == "cpu" else "byte"
+                    emit(metric, cb + (("node", p["spec"].get("nodeName", "")), ("resource", r.replace(".", "_").replace("/", "_")),
+                                       ("unit", unit)), t, parse_quantity(v))
 
     def _ksm_deployment(self, d: Any, t: float) -> None:
         emit = self._emit
-        if True:
-            m, spec, st = d["metadata"], d.get("spec") or {}, d.get("status") or {}
-            b = KSM + (("namespace", m["namespace"]), ("deployment", m["name"]))
-            emit("kube_deployment_spec_replicas", b, t, float(spec.get("replicas", 1)))
-            emit("kube_deployment_status_replicas", b, t, float(st.get("replicas", 0)))
-            emit("kube_deployment_status_replicas_ready", b, t, float(st.get("readyReplicas", 0)))
-            emit("kube_deployment_status_replicas_available", b, t, float(st.get("availableReplicas", 0)))
-            emit("kube_deployment_status_replicas_unavailable", b, t, float(st.get("unavailableReplicas", 0)))
-            emit("kube_deployment_status_replicas_updated", b, t, float(st.get("updatedReplicas", 0)))
-            emit("kube_deployment_metadata_generation", b, t, float(m.get("generation", 1)))
-            emit("kube_deployment_status_observed_generation", b, t, float(st.get("observedGeneration", 0)))
-            for c in st.get("conditions") or []:
-                for s in ("true", "false", "unknown"):
-                    emit("kube_deployment_status_condition", b + (("condition", c["type"]), ("status", s), ("reason", c.get("reason", ""))),
-                         t, 1.0 if c.get("status", "").lower() == s else 0.0)
+        m, st = d["metadata"], d.get("status") or {}
+        b = self._ksm_replicas("deployment", d, t, "kube_deployment_spec_replicas", (
+            ("kube_deployment_status_replicas", "replicas"), ("kube_deployment_status_replicas_ready", "readyReplicas"),
+            ("kube_deployment_status_replicas_available", "availableReplicas"),
+            ("kube_deployment_status_replicas_unavailable", "unavailableReplicas"),
+            ("kube_deployment_status_replicas_updated", "updatedReplicas")))
+        emit("kube_deployment_metadata_generation", b, t, float(m.get("generation", 1)))
+        emit("kube_deployment_status_observed_generation", b, t, float(st.get("observedGeneration", 0)))
+        for c in st.get("conditions") or []:
+            for s in ("true", "false", "unknown"):
+                emit("kube_deployment_status_condition", b + (("condition", c["type"]), ("status", s), ("reason", c.get("reason", ""))),
+                     t, 1.0 if c.get("status", "").lower() == s else 0.0)
+
+    def _ksm_replicas(self, label: str, obj: Any, t: float, spec_metric: str,
+                      status: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        """A workload's replica series: spec.replicas (default 1), then each (metric, status
+        field), absent counts as 0; returns the series' labels."""
+        m, st = obj["metadata"], obj.get("status") or {}
+        b = KSM + (("namespace", m["namespace"]), (label, m["name"]))
+        self._emit(spec_metric, b, t, float((obj.get("spec") or {}).get("replicas", 1)))
+        for metric, field in status:
+            self._emit(metric, b, t, float(st.get(field, 0)))
+        return b
 
     def _ksm_replicaset(self, rs: Any, t: float) -> None:
-        emit = self._emit
-        if True:
-            m, st = rs["metadata"], rs.get("status") or {}
-            b = KSM + (("namespace", m["namespace"]), ("replicaset", m["name"]))
-            emit("kube_replicaset_spec_replicas", b, t, float((rs.get("spec") or {}).get("replicas", 1)))
-            emit("kube_replicaset_status_replicas", b, t, float(st.get("replicas", 0)))
-            emit("kube_replicaset_status_ready_replicas", b, t, float(st.get("readyReplicas", 0)))
+        self._ksm_replicas("replicaset", rs, t, "kube_replicaset_spec_replicas", (
+            ("kube_replicaset_status_replicas", "replicas"), ("kube_replicaset_status_ready_replicas", "readyReplicas")))
 
     def _ksm_statefulset(self, s: Any, t: float) -> None:
-        emit = self._emit
-        if True:
-            m, st = s["metadata"], s.get("status") or {}
-            b = KSM + (("namespace", m["namespace"]), ("statefulset", m["name"]))
-            emit("kube_statefulset_replicas", b, t, float((s.get("spec") or {}).get("replicas", 1)))
-            emit("kube_statefulset_status_replicas", b, t, float(st.get("replicas", 0)))
-            emit("kube_statefulset_status_replicas_ready", b, t, float(st.get("readyReplicas", 0)))
-            emit("kube_statefulset_status_replicas_available", b, t, float(st.get("availableReplicas", 0)))
+        self._ksm_replicas("statefulset", s, t, "kube_statefulset_replicas", (
+            ("kube_statefulset_status_replicas", "replicas"), ("kube_statefulset_status_replicas_ready", "readyReplicas"),
+            ("kube_statefulset_status_replicas_available", "availableReplicas")))
 
     def _ksm_node(self, n: Any, t: float) -> None:
         emit = self._emit
-        if True:
-            m, st = n["metadata"], n.get("status") or {}
-            b = KSM + (("node", m["name"]),)
-            info = st.get("nodeInfo") or {}
-            emit("kube_node_info", b + (("kernel_version", info.get("kernelVersion", "")), ("os_image", info.get("osImage", "")),
-                                        ("container_runtime_version", info.get("containerRuntimeVersion", "")),
-                                        ("kubelet_version", info.get("kubeletVersion", "")),
-                                        ("internal_ip", next((a["address"] for a in st.get("addresses") or [] if a["type"] == "InternalIP"), "")),
-                                        ("pod_cidr", (n.get("spec") or {}).get("podCIDR", ""))), t, 1.0)
-            for c in st.get("conditions") or []:
-                for s_ in ("true", "false", "unknown"):
-                    emit("kube_node_status_condition", b + (("condition", c["type"]), ("status", s_)), t,
-                         1.0 if c.get("status", "").lower() == s_ else 0.0)
-            emit("kube_node_spec_unschedulable", b, t, 1.0 if (n.get("spec") or {}).get("unschedulable") else 0.0)
-            for taint in (n.get("spec") or {}).get("taints") or []:
-                emit("kube_node_spec_taint", b + (("key", taint.get("key", "")), ("value", taint.get("value", "")),
-                                                  ("effect", taint.get("effect", ""))), t, 1.0)
-            for kind, metric in (("allocatable", "kube_node_status_allocatable"), ("capacity", "kube_node_status_capacity")):
-                for r, v in (st.get(kind) or {}).items():
-                    if r in ("cpu", "memory", "pods", "ephemeral-storage"):
-                        unit = {"cpu": "core", "pods": "integer"}.get(r, "byte")
-                        emit(metric, b + (("resource", r.replace("-", "_")), ("unit", unit)), t, parse_quantity(v))
+        m, st = n["metadata"], n.get("status") or {}
+        b = KSM + (("node", m["name"]),)
+        info = st.get("nodeInfo") or {}
+        emit("kube_node_info", b + (("kernel_version", info.get("kernelVersion", "")), ("os_image", info.get("osImage", "")),
+                                    ("container_runtime_version", info.get("containerRuntimeVersion", "")),
+                                    ("kubelet_version", info.get("kubeletVersion", "")),
+                                    ("internal_ip", next((a["address"] for a in st.get("addresses") or [] if a["type"] == "InternalIP"), "")),
+                                    ("pod_cidr", (n.get("spec") or {}).get("podCIDR", ""))), t, 1.0)
+        for c in st.get("conditions") or []:
+            for s_ in ("true", "false", "unknown"):
+                emit("kube_node_status_condition", b + (("condition", c["type"]), ("status", s_)), t,
+                     1.0 if c.get("status", "").lower() == s_ else 0.0)
+        emit("kube_node_spec_unschedulable", b, t, 1.0 if (n.get("spec") or {}).get("unschedulable") else 0.0)
+        for taint in (n.get("spec") or {}).get("taints") or []:
+            emit("kube_node_spec_taint", b + (("key", taint.get("key", "")), ("value", taint.get("value", "")),
+                                              ("effect", taint.get("effect", ""))), t, 1.0)
+        for kind, metric in (("allocatable", "kube_node_status_allocatable"), ("capacity", "kube_node_status_capacity")):
+            for r, v in (st.get(kind) or {}).items():
+                if r in ("cpu", "memory", "pods", "ephemeral-storage"):
+                    unit = {"cpu": "core", "pods": "integer"}.get(r, "byte")
+                    emit(metric, b + (("resource", r.replace("-", "_")), ("unit", unit)), t, parse_quantity(v))
 
     def _ksm_quota(self, q: Any, t: float) -> None:
         emit = self._emit
-        if True:
-            m = q["metadata"]
-            st = q.get("status") or {}
-            hard = st.get("hard") or (q.get("spec") or {}).get("hard") or {}
-            for kind, values in (("hard", hard), ("used", st.get("used") or {})):
-                for r, v in values.items():
-                    emit("kube_resourcequota", KSM + (("namespace", m["namespace"]), ("resourcequota", m["name"]),
-                                                      ("resource", r), ("type", kind)), t, parse_quantity(v))
+        m = q["metadata"]
+        st = q.get("status") or {}
+        hard = st.get("hard") or (q.get("spec") or {}).get("hard") or {}
+        for kind, values in (("hard", hard), ("used", st.get("used") or {})):
+            for r, v in values.items():
+                emit("kube_resourcequota", KSM + (("namespace", m["namespace"]), ("resourcequota", m["name"]),
+                                                  ("resource", r), ("type", kind)), t, parse_quantity(v))
 
     def _ksm_pvc(self, c: Any, t: float) -> None:
         emit = self._emit
-        if True:
-            m = c["metadata"]
-            ph = (c.get("status") or {}).get("phase", "Pending")
-            for p_ in ("Pending", "Bound", "Lost"):
-                emit("kube_persistentvolumeclaim_status_phase", KSM + (("namespace", m["namespace"]),
-                                                                       ("persistentvolumeclaim", m["name"]), ("phase", p_)),
-                     t, 1.0 if p_ == ph else 0.0)
+        m = c["metadata"]
+        ph = (c.get("status") or {}).get("phase", "Pending")
+        for p_ in ("Pending", "Bound", "Lost"):
+            emit("kube_persistentvolumeclaim_status_phase", KSM + (("namespace", m["namespace"]),
+                                                                   ("persistentvolumeclaim", m["name"]), ("phase", p_)),
+                 t, 1.0 if p_ == ph else 0.0)
 
     def _ksm_job(self, j: Any, t: float) -> None:
         emit = self._emit
-        if True:
-            m, st = j["metadata"], j.get("status") or {}
-            b = KSM + (("namespace", m["namespace"]), ("job_name", m["name"]))
-            emit("kube_job_status_active", b, t, float(st.get("active", 0)))
-            emit("kube_job_status_succeeded", b, t, float(st.get("succeeded", 0)))
-            failed_cond = next((c for c in st.get("conditions") or [] if c["type"] == "Failed" and c["status"] == "True"), None)
-            if failed_cond:
-                for reason in ("BackoffLimitExceeded", "DeadlineExceeded", "Evicted"):
-                    emit("kube_job_status_failed", b + (("reason", reason),), t, 1.0 if failed_cond.get("reason") == reason else 0.0)
-            else:
-                emit("kube_job_status_failed", b, t, float(st.get("failed", 0)))
-            emit("kube_job_failed", b + (("condition", "true"),), t, 1.0 if failed_cond else 0.0)
+        m, st = j["metadata"], j.get("status") or {}
+        b = KSM + (("namespace", m["namespace"]), ("job_name", m["name"]))
+        emit("kube_job_status_active", b, t, float(st.get("active", 0)))
+        emit("kube_job_status_succeeded", b, t, float(st.get("succeeded", 0)))
+        failed_cond = next((c for c in st.get("conditions") or [] if c["type"] == "Failed" and c["status"] == "True"), None)
+        if failed_cond:
+            for reason in ("BackoffLimitExceeded", "DeadlineExceeded", "Evicted"):
+                emit("kube_job_status_failed", b + (("reason", reason),), t, 1.0 if failed_cond.get("reason") == reason else 0.0)
+        else:
+            emit("kube_job_status_failed", b, t, float(st.get("failed", 0)))
+        emit("kube_job_failed", b + (("condition", "true"),), t, 1.0 if failed_cond else 0.0)
 
     # -- cAdvisor -------------------------------------------------------------------------------
     def _cadvisor(self, t: float) -> None:

@@ -13,6 +13,7 @@ old pod is deleted (force-deleted when the node's kubelet is gone, or after the 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.controllers.common import CONTROLLER_MANAGER
@@ -34,6 +35,14 @@ class VolumeBinder:
         self.store, self.events, self.wake_at = cp.store, cp.events, cp.wake_at
         self.kubelet = kubelet  # keeps the attachments, so that a checkpoint holds them
         self.last_event: dict[str, float] = {}
+
+    def pod_claims(self, pod: Obj) -> Iterator[tuple[str, Obj | None]]:
+        """(claim name, the claim or None when it does not exist) for each claim a pod's volumes name."""
+        ns = pod["metadata"]["namespace"]
+        for v in (pod.get("spec") or {}).get("volumes") or []:
+            if "persistentVolumeClaim" in v:
+                name = v["persistentVolumeClaim"].get("claimName", "")
+                yield name, self.store.try_get("persistentvolumeclaims", ns, name)
 
     def storage_class(self, claim: Obj) -> Obj | None:
         store = self.store
@@ -119,12 +128,8 @@ class VolumeBinder:
 
     def bind_for_pod(self, pod: Obj, node: str) -> None:
         """The scheduler picked `node`: provision WaitForFirstConsumer claims there."""
-        store = self.store
         ns = pod["metadata"]["namespace"]
-        for v in (pod.get("spec") or {}).get("volumes") or []:
-            if "persistentVolumeClaim" not in v:
-                continue
-            claim = store.try_get("persistentvolumeclaims", ns, v["persistentVolumeClaim"].get("claimName", ""))
+        for _, claim in self.pod_claims(pod):
             if claim is None or claim.get("status", {}).get("phase") == "Bound":
                 continue
             sc = self.storage_class(claim)
@@ -135,21 +140,13 @@ class VolumeBinder:
             if sc.get("provisioner") == NETWORK_PROVISIONER:
                 self._provision_network(claim, sc, pv_name, storage)
                 continue
-            pv = {"metadata": {"name": pv_name, "annotations": {"local.path.provisioner/selected-node": node,
-                                                                "pv.kubernetes.io/provisioned-by": PROVISIONER},
-                               "finalizers": ["kubernetes.io/pv-protection"]},
-                  "spec": {"capacity": {"storage": storage}, "accessModes": (claim.get("spec") or {}).get("accessModes", ["ReadWriteOnce"]),
-                           "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy", "Delete"),
-                           "storageClassName": sc["metadata"]["name"], "volumeMode": "Filesystem",
-                           "hostPath": {"path": f"/var/local-path-provisioner/{pv_name}_{ns}_{claim['metadata']['name']}",
-                                        "type": "DirectoryOrCreate"},
-                           "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                               {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}},
-                  "status": {"phase": "Available"}}
-            try:
-                created = store.create("persistentvolumes", pv)
-            except StoreError:
-                created = store.get("persistentvolumes", "", pv_name)
+            created = self._provision(claim, sc, pv_name, storage, {
+                "local.path.provisioner/selected-node": node, "pv.kubernetes.io/provisioned-by": PROVISIONER},
+                ["kubernetes.io/pv-protection"], {
+                "hostPath": {"path": f"/var/local-path-provisioner/{pv_name}_{ns}_{claim['metadata']['name']}",
+                             "type": "DirectoryOrCreate"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}})
             self.events.record(claim, "Normal", "ExternalProvisioning",
                                        f"Waiting for a volume to be created either by the external provisioner '{PROVISIONER}' "
                                        "or manually by the system administrator. If volume creation is delayed, please verify "
@@ -158,24 +155,32 @@ class VolumeBinder:
                                        f"Successfully provisioned volume {pv_name}", f"{PROVISIONER}_local-path-provisioner")
             self._bind(claim, created)
 
-    def _provision_network(self, claim: Obj, sc: Obj, pv_name: str, storage: str) -> None:
-        store = self.store
-        ns = claim["metadata"]["namespace"]
-        handle = "vol-0" + hashlib.sha256(claim["metadata"]["uid"].encode()).hexdigest()[:16]
-        pv = {"metadata": {"name": pv_name, "annotations": {"pv.kubernetes.io/provisioned-by": NETWORK_PROVISIONER,
-                                                            "volume.kubernetes.io/provisioner-deletion-secret-name": "",
-                                                            "volume.kubernetes.io/provisioner-deletion-secret-namespace": ""},
-                           "finalizers": ["kubernetes.io/pv-protection", "external-attacher/ebs-csi-aws-com"]},
-              "spec": {"capacity": {"storage": storage}, "accessModes": (claim.get("spec") or {}).get("accessModes", ["ReadWriteOnce"]),
+    def _provision(self, claim: Obj, sc: Obj, pv_name: str, storage: str, annotations: dict[str, str],
+                   finalizers: list[str], source: dict[str, Any]) -> Obj:
+        """Create the PersistentVolume a provisioner makes for `claim` (the one made already when a
+        retry finds it): the claim's size and access modes, the class's reclaim policy, and the
+        provisioner's own annotations, finalizers and volume source."""
+        pv = {"metadata": {"name": pv_name, "annotations": annotations, "finalizers": finalizers},
+              "spec": {"capacity": {"storage": storage},
+                       "accessModes": (claim.get("spec") or {}).get("accessModes", ["ReadWriteOnce"]),
                        "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy", "Delete"),
-                       "storageClassName": sc["metadata"]["name"], "volumeMode": "Filesystem",
-                       "csi": {"driver": NETWORK_PROVISIONER, "volumeHandle": handle, "fsType": "ext4",
-                               "volumeAttributes": {"storage.kubernetes.io/csiProvisionerIdentity": "1700000000000-8081-ebs.csi.aws.com"}}},
+                       "storageClassName": sc["metadata"]["name"], "volumeMode": "Filesystem", **source},
               "status": {"phase": "Available"}}
         try:
-            created = store.create("persistentvolumes", pv)
+            return self.store.create("persistentvolumes", pv)
         except StoreError:
-            created = store.get("persistentvolumes", "", pv_name)
+            return self.store.get("persistentvolumes", "", pv_name)
+
+    def _provision_network(self, claim: Obj, sc: Obj, pv_name: str, storage: str) -> None:
+        ns = claim["metadata"]["namespace"]
+        handle = "vol-0" + hashlib.sha256(claim["metadata"]["uid"].encode()).hexdigest()[:16]
+        created = self._provision(claim, sc, pv_name, storage, {
+            "pv.kubernetes.io/provisioned-by": NETWORK_PROVISIONER,
+            "volume.kubernetes.io/provisioner-deletion-secret-name": "",
+            "volume.kubernetes.io/provisioner-deletion-secret-namespace": ""},
+            ["kubernetes.io/pv-protection", "external-attacher/ebs-csi-aws-com"], {
+            "csi": {"driver": NETWORK_PROVISIONER, "volumeHandle": handle, "fsType": "ext4",
+                    "volumeAttributes": {"storage.kubernetes.io/csiProvisionerIdentity": "1700000000000-8081-ebs.csi.aws.com"}}})
         self.events.record(claim, "Normal", "Provisioning",
                                    f'External provisioner is provisioning volume for claim "{ns}/{claim["metadata"]["name"]}"',
                                    f"{NETWORK_PROVISIONER}_ebs-csi-controller-0")

@@ -74,9 +74,31 @@ def _put_status(store: Store, key: str, obj: Obj, status: dict[str, Any]) -> Non
         pass
 
 
-class ReplicaSetController:
+class _WorkloadController:
+    """What every workload controller keeps of the ControlPlane."""
+
     def __init__(self, cp: ControlPlane) -> None:
         self.store, self.clock, self.rng, self.events, self.wake_at = cp.store, cp.clock, cp.rng, cp.events, cp.wake_at
+
+
+class _PerObjectController(_WorkloadController):
+    """A controller that syncs each object of its `resource` on its own, leaving those being
+    deleted to the garbage collector."""
+
+    resource: str
+
+    def __call__(self, now: float) -> None:
+        for obj in self.store.list(self.resource):
+            if not obj["metadata"].get("deletionTimestamp"):
+                self._sync(obj, now)
+
+    def _sync(self, obj: Obj, now: float) -> None:
+        raise NotImplementedError
+
+
+class ReplicaSetController(_WorkloadController):
+    def __init__(self, cp: ControlPlane) -> None:
+        super().__init__(cp)
         self.retry: dict[str, tuple[float, float]] = {}  # uid → (next attempt, back-off)
 
     def __call__(self, now: float) -> None:
@@ -168,9 +190,9 @@ class ReplicaSetController:
         return None
 
 
-class DeploymentController:
+class DeploymentController(_WorkloadController):
     def __init__(self, cp: ControlPlane) -> None:
-        self.store, self.clock, self.rng, self.events, self.wake_at = cp.store, cp.clock, cp.rng, cp.events, cp.wake_at
+        super().__init__(cp)
         self._seen: dict[str, tuple] = {}
         # Recreate deployments waiting for old pods to terminate: a pod's removal changes no
         # replica set, so they are synced every pass until it is done
@@ -421,19 +443,10 @@ class DeploymentController:
         _put_status(self.store, "deployments.apps", d, status)
 
 
-class StatefulSetController:
+class StatefulSetController(_PerObjectController):
+    resource = "statefulsets.apps"
     # A function of stored objects alone: the cluster skips it while nothing in the store changed.
     store_driven = True
-
-    def __init__(self, cp: ControlPlane) -> None:
-        self.store, self.clock, self.rng, self.events, self.wake_at = cp.store, cp.clock, cp.rng, cp.events, cp.wake_at
-
-    def __call__(self, now: float) -> None:
-        store = self.store
-        for sts in store.list("statefulsets.apps"):
-            if sts["metadata"].get("deletionTimestamp"):
-                continue
-            self._sync(sts, now)
 
     def _sync(self, sts: Obj, now: float) -> None:
         store, ns, name = self.store, sts["metadata"]["namespace"], sts["metadata"]["name"]
@@ -590,12 +603,9 @@ class StatefulSetController:
                 pass
 
 
-class DaemonSetController:
+class DaemonSetController(_WorkloadController):
     # A function of stored objects alone: the cluster skips it while nothing in the store changed.
     store_driven = True
-
-    def __init__(self, cp: ControlPlane) -> None:
-        self.store, self.clock, self.rng, self.events, self.wake_at = cp.store, cp.clock, cp.rng, cp.events, cp.wake_at
 
     def __call__(self, now: float) -> None:
         from clusters.sim.controllers.scheduler import _tolerates, node_affinity_ok
@@ -673,16 +683,8 @@ class DaemonSetController:
             _put_status(self.store, "daemonsets.apps", ds, status)
 
 
-class JobController:
-    def __init__(self, cp: ControlPlane) -> None:
-        self.store, self.clock, self.rng, self.events, self.wake_at = cp.store, cp.clock, cp.rng, cp.events, cp.wake_at
-
-    def __call__(self, now: float) -> None:
-        store = self.store
-        for job in store.list("jobs.batch"):
-            if job["metadata"].get("deletionTimestamp"):
-                continue
-            self._sync(job, now)
+class JobController(_PerObjectController):
+    resource = "jobs.batch"
 
     def _sync(self, job: Obj, now: float) -> None:
         store, ns, name = self.store, job["metadata"]["namespace"], job["metadata"]["name"]
@@ -803,10 +805,7 @@ def cron_matches(expr: str, t: float) -> bool:
     return True
 
 
-class CronJobController:
-    def __init__(self, cp: ControlPlane) -> None:
-        self.store, self.clock, self.rng, self.events, self.wake_at = cp.store, cp.clock, cp.rng, cp.events, cp.wake_at
-
+class CronJobController(_WorkloadController):
     def __call__(self, now: float) -> None:
         store = self.store
         for cj in store.list("cronjobs.batch"):

@@ -74,14 +74,20 @@ def parse_rfc3339(s: str) -> float | None:
         return None
 
 
-def parse_prom_time(s: str) -> float:
-    """Prometheus's parseTime: unix seconds (float) or RFC3339. Raises ValueError."""
+def _finite_float(s: str) -> float | None:
+    """`s` as a finite float (what both of Prometheus's parameter parsers try first), else None."""
     try:
         v = float(s)
-        if math.isfinite(v):
-            return v
     except ValueError:
-        pass
+        return None
+    return v if math.isfinite(v) else None
+
+
+def parse_prom_time(s: str) -> float:
+    """Prometheus's parseTime: unix seconds (float) or RFC3339. Raises ValueError."""
+    v = _finite_float(s)
+    if v is not None:
+        return v
     t = parse_rfc3339(s)
     if t is None:
         raise ValueError(f'cannot parse "{s}" to a valid timestamp')
@@ -90,12 +96,9 @@ def parse_prom_time(s: str) -> float:
 
 def parse_prom_duration(s: str) -> float:
     """Prometheus's parseDuration for API params: float seconds or a duration like 1m30s."""
-    try:
-        v = float(s)
-        if math.isfinite(v):
-            return v
-    except ValueError:
-        pass
+    v = _finite_float(s)
+    if v is not None:
+        return v
     if s and _PROM_DURATION.match(s):
         return sum(int(n) * _DURATION_UNITS[u] for n, u in _PROM_PART.findall(s))
     raise ValueError(f'cannot parse "{s}" to a valid duration')

@@ -167,20 +167,17 @@ def sprintf(fmt: str, *args: Any) -> str:
             out.append(("%" + flags + width + "s") % json.dumps(show(a)))
         elif verb == "t":
             out.append(show(bool(a)))
-        elif verb in "dxXob":
+        elif verb in "dxXobfeEgG":
+            integer = verb in "dxXob"
             try:
-                n = int(a)
+                x = int(a) if integer else float(a)
             except (TypeError, ValueError):
                 out.append(f"%!{verb}({type(a).__name__}={show(a)})")
                 continue
-            out.append(format(n, flags.replace("#", "") + width + verb) if verb != "d" else ("%" + spec + "d") % n)
-        elif verb in "feEgG":
-            try:
-                x = float(a)
-            except (TypeError, ValueError):
-                out.append(f"%!{verb}({type(a).__name__}={show(a)})")
-                continue
-            out.append(("%" + spec + verb) % x if prec is not None or verb not in "gG" else _go_float(x))
+            if integer:
+                out.append(format(x, flags.replace("#", "") + width + verb) if verb != "d" else ("%" + spec + "d") % x)
+            else:
+                out.append(("%" + spec + verb) % x if prec is not None or verb not in "gG" else _go_float(x))
         else:
             out.append(f"%!{verb}({show(a)})")
     out.append(fmt[pos:])

@@ -5,6 +5,7 @@ with Prometheus's envelope, value formats and error types."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import promql_parser as pp
@@ -142,19 +143,13 @@ class PrometheusAPI:
             if default is None:
                 raise PromQLError("bad_data", f'invalid parameter "{name}": cannot parse "" to a valid timestamp')
             return default
-        try:
-            return parse_prom_time(raw)
-        except ValueError as e:
-            raise PromQLError("bad_data", f'invalid parameter "{name}": {e}') from e
+        return _parsed(name, raw, parse_prom_time)
 
     def _lookback(self, params: dict[str, list[str]]) -> float:
         raw = first(params, "lookback_delta")
         if not raw:
             return LOOKBACK
-        try:
-            return parse_prom_duration(raw)
-        except ValueError as e:
-            raise PromQLError("bad_data", f'invalid parameter "lookback_delta": {e}') from e
+        return _parsed("lookback_delta", raw, parse_prom_duration)
 
     # --- endpoints ---------------------------------------------------------------------------
     def _query(self, params: dict[str, list[str]]) -> Response:
@@ -300,3 +295,9 @@ class PrometheusAPI:
         return {"activeTargets": active, "droppedTargets": [], "droppedTargetCounts": {}}
 
 
+def _parsed(name: str, raw: str, parse: Callable[[str], float]) -> float:
+    """Parameter `name` read by `parse`; what it cannot read is the API's bad_data error."""
+    try:
+        return parse(raw)
+    except ValueError as e:
+        raise PromQLError("bad_data", f'invalid parameter "{name}": {e}') from e

@@ -341,13 +341,7 @@ class Evaluator:
             srcs = [a.val for a in args[3:]]
             out = []
             for labels, v in vec:
-                nl = dict(labels)
-                joined = sep.join(labels.get(s, "") for s in srcs)
-                if joined:
-                    nl[dst] = joined
-                else:
-                    nl.pop(dst, None)
-                out.append((nl, v))
+                out.append((_with_label(labels, dst, sep.join(labels.get(s, "") for s in srcs)), v))
             return out
         if name == "histogram_quantile":
             return self._histogram_quantile(self._scalar(args[0], t), self._vector(args[1], t))
@@ -402,13 +396,7 @@ class Evaluator:
             if m is None:
                 out.append((labels, v))
                 continue
-            value = go_expand(repl, m)
-            nl = dict(labels)
-            if value:
-                nl[dst] = value
-            else:
-                nl.pop(dst, None)
-            out.append((nl, v))
+            out.append((_with_label(labels, dst, go_expand(repl, m)), v))
         return out
 
     def _histogram_quantile(self, q: float, vec: Vector) -> Vector:
@@ -669,3 +657,14 @@ def range_query(tsdb: TSDB, query: str, start: float, end: float, step: float,
                 entry = acc[k] = (labels, [])
             entry[1].append((t, v))
     return sorted(acc.values(), key=lambda e: sorted(e[0].items()))
+
+
+def _with_label(labels: dict[str, str], name: str, value: str) -> dict[str, str]:
+    """A copy of `labels` with `name` set to `value`, or without it when `value` is empty (as
+    label_replace and label_join leave it)."""
+    out = dict(labels)
+    if value:
+        out[name] = value
+    else:
+        out.pop(name, None)
+    return out

@@ -98,14 +98,17 @@ def instant_delta(ts: list[float], vs: list[float], is_rate: bool) -> float | No
     return dv / dt if dt else None
 
 
+def _beyond(q: float) -> float:
+    """What Prometheus's quantiles give for a φ outside [0, 1]: -Inf below, +Inf above."""
+    return -math.inf if q < 0 else math.inf
+
+
 def quantile(q: float, values: list[float]) -> float:
     """Prometheus's quantile(): linear interpolation between closest ranks."""
     if not values:
         return math.nan
-    if q < 0:
-        return -math.inf
-    if q > 1:
-        return math.inf
+    if q < 0 or q > 1:
+        return _beyond(q)
     vals = sorted(values)
     n = len(vals)
     rank = q * (n - 1)
@@ -216,10 +219,8 @@ def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
     """Prometheus's bucketQuantile over (upper bound, cumulative count) pairs."""
     if math.isnan(q):
         return math.nan
-    if q < 0:
-        return -math.inf
-    if q > 1:
-        return math.inf
+    if q < 0 or q > 1:
+        return _beyond(q)
     buckets = sorted(buckets)
     if not buckets or not math.isinf(buckets[-1][0]):
         return math.nan

@@ -108,21 +108,7 @@ class TSDB:
         """Add a sample. `labels` is a dict, or a tuple of (name, value) pairs, which a writer
         that keeps its label sets as tuples can pass without building a dict per sample."""
         alias = (metric, labels if labels.__class__ is tuple else tuple(labels.items()))  # type: ignore[union-attr]
-        s = self._alias.get(alias)
-        if s is None:
-            s = self._resolve(alias, metric, labels)
-        ts = s.ts
-        if ts and t <= ts[-1]:
-            if t == ts[-1]:
-                s.vs[-1] = value
-            return
-        ts.append(t)
-        s.vs.append(value)
-        if t > self._newest:
-            self._newest = t
-        self._appends += 1
-        if self._appends & (_TRIM_EVERY - 1) == 0:
-            self.trim(self._newest)
+        self.append_ref(self._alias.get(alias) or self._resolve(alias, metric, labels), t, value)
 
     def mark_stale(self, metric: str, labels: Labels, t: float) -> None:
         """Write Prometheus's staleness marker: the series stops being returned from `t` on,

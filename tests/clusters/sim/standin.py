@@ -7,12 +7,23 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+from kubernetes import client
+
 from clusters.sim.clock import VirtualClock
 from clusters.sim.observability import Observability
 from clusters.sim.resources import register_all
 from clusters.sim.store import Obj, ResourceType, Store, StoreError
 
 STANDIN = "tests.clusters.sim.standin:StandInCluster"  # for --cluster-factory
+
+
+def namespace_for(request: pytest.FixtureRequest, api: client.ApiClient) -> str:
+    """A namespace named after the running test, created through `api` (each API test works in
+    its own)."""
+    name = request.node.name.replace("_", "-")[:50].strip("-").lower()
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+    return name
 
 
 class StandInCluster:

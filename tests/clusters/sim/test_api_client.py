@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from clusters.sim.provider import SimHandle
 from farm.pytest_plugin import SimClusters
-from tests.clusters.sim.standin import STANDIN
+from tests.clusters.sim.standin import STANDIN, namespace_for
 
 
 class Sim:
@@ -40,9 +40,7 @@ def sim(sim_clusters: SimClusters) -> Sim:
 
 @pytest.fixture()
 def ns(sim: Sim, request: pytest.FixtureRequest) -> str:
-    name = request.node.name.replace("_", "-")[:50].strip("-").lower()
-    client.CoreV1Api(sim.api).create_namespace({"metadata": {"name": name}})
-    return name
+    return namespace_for(request, sim.api)
 
 
 def status_of(exc: ApiException) -> dict[str, Any]:

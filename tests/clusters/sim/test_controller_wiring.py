@@ -8,10 +8,6 @@ from typing import Any
 
 from clusters.sim.cluster import SimCluster
 
-# The node and chaos models run a reconcile of their own among the controllers and still hold the
-# cluster; every other controller must not.
-MODELS = {"NodeFleet", "ChaosController"}
-
 
 def _holders(cluster: SimCluster) -> set[str]:
     """Type names of the controllers (or the objects whose method a controller is) that hold
@@ -22,10 +18,14 @@ def _holders(cluster: SimCluster) -> set[str]:
 
 def test_no_controller_holds_the_whole_cluster(sim_cluster: SimCluster) -> None:
     names = {type(getattr(c, "__self__", c)).__name__ for c in sim_cluster.controllers}
-    assert {"Scheduler", "VolumeBinder", "TidbOperator", "Kubelet", "DeploymentController"} <= names
-    assert _holders(sim_cluster) == MODELS
+    assert {"Scheduler", "VolumeBinder", "TidbOperator", "Kubelet", "DeploymentController",
+            "NodeFleet", "ChaosController"} <= names
+    assert _holders(sim_cluster) == set()
     sim_cluster.checkpoint("wiring")
     sim_cluster.restore("wiring")  # rebuilds the controllers: the binder is the kubelet's again
-    assert _holders(sim_cluster) == MODELS
+    assert _holders(sim_cluster) == set()
     binder = next(c for c in sim_cluster.controllers if type(c).__name__ == "VolumeBinder")
     assert sim_cluster.kubelet.volumes is binder and binder.kubelet is sim_cluster.kubelet
+    # The node fleet and the kubelet are given each other; chaos acts through both.
+    assert sim_cluster.nodes.kubelet is sim_cluster.kubelet and sim_cluster.kubelet.nodes is sim_cluster.nodes
+    assert sim_cluster.chaos.kubelet is sim_cluster.kubelet and sim_cluster.chaos.nodes is sim_cluster.nodes

@@ -20,7 +20,7 @@ from kubernetes import client
 
 from clusters.sim.provider import SimHandle, write_kubeconfig
 from farm.pytest_plugin import SimClusters
-from tests.clusters.sim.standin import STANDIN
+from tests.clusters.sim.standin import STANDIN, namespace_for
 from tests.conftest import KUBECTLS
 
 KUBECTL = KUBECTLS["1.20"]
@@ -52,9 +52,7 @@ def kubectl(sim_clusters: SimClusters) -> Kubectl:
 
 @pytest.fixture()
 def ns(kubectl: Kubectl, request: pytest.FixtureRequest) -> str:
-    name = request.node.name.replace("_", "-")[:50].strip("-").lower()
-    client.CoreV1Api(kubectl.api).create_namespace({"metadata": {"name": name}})
-    return name
+    return namespace_for(request, kubectl.api)
 
 
 def rows(text: str) -> list[list[str]]:
