@@ -44,6 +44,17 @@ back the red herring instead of the faulty workload and the fault stayed). Each 
 policy blames the component with the most failing-pod, restart, alert and warning evidence: it is
 misled by a neighbour that crash-loops or fires alerts when it looks; the baseline, which reads
 rollout history and events, by a neighbour that was just rolled out or warns.
+
+The whole hotel-reservation application sample (54 problems, 216 trials, 563 s on an unshared
+2-core machine but for a test run beside it):
+
+    .venv/bin/python bench/noise_bench.py --problems 66 --kinds all --intensities high --workers 2
+
+    noise kind  intensity  baseline off  baseline on lost/won McNemar p  scripted off  scripted on lost/won McNemar p
+    all         high         12/54  22%    1/54   2%     11/0     0.001    12/54  22%    4/54   7%      8/0     0.008
+
+(8 of the baseline's 54 noisy mitigation verdicts changed, each because it rolled back the red
+herring instead of the faulty workload; none of the scripted agent's.)
 """
 
 from __future__ import annotations
