@@ -21,7 +21,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-
 def process_cpu(pid: int) -> float:
     """utime + stime of another process, from /proc (Linux)."""
     try:

@@ -188,8 +188,6 @@ def _is_load_generator(name: str) -> bool:
     return any(word in name for word in ("wrk", "locust", "load-generator", "loadgenerator", "ycsb"))
 
 
-
-
 def _labels_of(kube: Kube, namespace: str, workload: str) -> dict[str, str]:
     _, obj = kube.workload(namespace, workload)
     return dict(obj["spec"]["selector"].get("matchLabels", {}))

@@ -332,7 +332,6 @@ class MitigationOracle:
         check("no_pending_pods", not pending, f"pending pods: {', '.join(pending)}")
         return now
 
-
     @staticmethod
     def _restart_counts(cluster: ClusterHandle, namespace: str, ready_only: bool = False) -> dict[tuple[str, str], int]:
         """Restart counts per (pod, container); `ready_only`: of the containers ready now (a

@@ -523,7 +523,6 @@ class StatefulSetController(_PerObjectController):
                   "currentRevision": rev, "updateRevision": rev, "collisionCount": 0}
         _put_status(self.store, "statefulsets.apps", sts, status)
 
-
     def _condemn(self, sts: Obj, pods: dict[str, Obj], want: int, parallel: bool) -> bool:
         """Scale-down as the statefulset controller does it: the pods at ordinals past `replicas`
         go highest first, each deleted gracefully and waited for (OrderedReady) before the next;

@@ -1123,7 +1123,6 @@ def ping(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Resul
                               "0% packet loss\nround-trip min/avg/max = 0.080/0.101/0.122 ms\n"), ""
 
 
-
 # -- archives (what `kubectl cp` runs in the container) ----------------------------------------------
 @tool("tar")
 def tar(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Result:

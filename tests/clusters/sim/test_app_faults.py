@@ -17,8 +17,6 @@ BUGGY = "yinfangchen/hotelreservation:sha-8f3c2e1"
 pod = functools.partial(newest_pod, namespace=NS)
 
 
-
-
 def container(cluster: SimCluster, deployment: str, **fields: object) -> None:
     def edit(d: dict) -> None:
         d["spec"]["template"]["spec"]["containers"][0].update(fields)

@@ -31,8 +31,6 @@ def loki(cluster: SimCluster, query: str) -> str:
     return body.decode()
 
 
-
-
 def test_durations_parse_like_go() -> None:
     assert parse_duration("1h30m") == 5400 and parse_duration("100ms") == pytest.approx(0.1)
     assert parse_duration("-10m") == -600 and parse_duration(None) is None

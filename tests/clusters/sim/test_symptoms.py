@@ -19,8 +19,6 @@ def cluster(sim_app: Callable[..., SimCluster]) -> SimCluster:
     return sim_app("hotel-reservation", seed=7)  # this module's own seed
 
 
-
-
 def pod(cluster: SimCluster, prefix: str) -> dict:
     pods = [p for p in cluster.store.list("pods", NS) if p["metadata"]["name"].startswith(prefix + "-")
             and not p["metadata"].get("deletionTimestamp")]

@@ -83,8 +83,6 @@ PG_HBA_LINE = 128  # the docker image appends `host all all all scram-sha-256` a
 PG_CPU_PER_OP = 0.00025
 
 
-
-
 def pg_stamp(t: float) -> str:
     d = utc(t)
     return d.strftime("%Y-%m-%d %H:%M:%S.") + f"{d.microsecond // 1000:03d} UTC"
