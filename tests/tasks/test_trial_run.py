@@ -337,4 +337,4 @@ def test_a_diagnosis_only_problem_is_scored_for_its_diagnosis_alone(engine, stor
     assert trial.state == TrialState.FINISHED
     assert trial.diagnosis_passed is not None
     assert trial.mitigation_passed is None and trial.e2e_passed is None
-    assert attempt.mitigation_passed is None and attempt.mitigation_checks_json is None
+    assert attempt.mitigation_passed is None and attempt.mitigation_checks is None
