@@ -46,8 +46,8 @@ def _json_field(column: str) -> Any:
 # The result of an attempt, declared once. TrialOutcome is what the trial row copies from its
 # recording attempt so leaderboards scan one table; AttemptOutcome adds what only the attempt
 # keeps. Trial and Attempt inherit the columns; results.ledger.AttemptResult inherits the fields.
-# Adding a field to either base adds the column (results.db.add_missing_columns adds it to an
-# existing database) and the result field at once.
+# Adding a field to either base adds the column and the result field at once (and, with the
+# SCHEMA_VERSION bump results/db.py asks for, the column to existing databases).
 class TrialOutcome(SQLModel):
     end_reason: str | None = None
     diagnosis_submitted: bool | None = None

@@ -1,8 +1,7 @@
 """The result of an attempt is declared once, in results.models (TrialOutcome: what the trial row
 copies; AttemptOutcome: what only the attempt keeps); the tables and results.ledger.AttemptResult
-inherit it. These tests hold the database to the schema it had before the declarations were
-merged (a field moved between bases must not drop or retype a column) and check that rows written
-in the old layout read back the same."""
+inherit it. These tests hold the database to its schema version (a field moved between bases must
+not drop or retype a column) and check that rows written in the old layout read back the same."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from sqlmodel import Session
 
 from core.states import TrialState
 from results import ledger
-from results.db import engine_for, ensure_schema
+from results.db import SCHEMA_VERSION, engine_for, ensure_schema
 from results.ledger import AttemptResult
 from results.models import Attempt, AttemptOutcome, Sweep, Trial, TrialOutcome
 
@@ -27,9 +26,10 @@ _RESULT = {
     "tokens_out": (_I, True), "cost_usd": (_F, True), "steps": (_I, True), "tool_calls": (_I, True),
     "time_to_diagnosis_s": (_F, True), "time_to_mitigation_s": (_F, True), "error": (_V, True),
 }
-# The schema PostgreSQL held before the result was declared once (main at 14f53fb, read with
-# sqlalchemy.inspect): column order aside, it must not change.
-SCHEMA_BEFORE: dict[str, dict[str, Any]] = {
+# Schema version 3 as PostgreSQL held it before the result was declared once (main at 14f53fb,
+# read with sqlalchemy.inspect). Column order aside, only a deliberate change may alter it: one
+# that bumps results.db.SCHEMA_VERSION and writes the new version's schema here.
+SCHEMA_V3: dict[str, dict[str, Any]] = {
     "attempt": {
         "columns": {
             "id": (_I, False), "trial_id": (_V, False), "token": (_I, False), "worker": (_V, False),
@@ -98,10 +98,11 @@ def _schema(engine: sa.engine.Engine) -> dict[str, dict[str, Any]]:
     }
 
 
-def test_postgres_gets_the_schema_it_had_before(pg_url) -> None:
+def test_postgres_gets_the_schema_of_its_version(pg_url) -> None:
+    assert SCHEMA_VERSION == 3, "write the new version's schema here"
     engine = engine_for(pg_url)
     ensure_schema(engine)
-    assert _schema(engine) == SCHEMA_BEFORE
+    assert _schema(engine) == SCHEMA_V3
 
 
 def test_the_result_is_the_outcome_columns_and_nothing_else() -> None:
