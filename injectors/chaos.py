@@ -43,43 +43,39 @@ class PodFailure(PodChaosBase):
     action = "pod-failure"
 
 
-@faults.register("container-kill")
-class ContainerKill(PodChaosBase):
-    """Chaos Mesh container-kill of the selected containers: they are killed once (SIGKILL) and
-    the kubelet restarts them. Like pod-kill, a trigger: what lasts is what the restart exposes
-    (a registry that forgets, state that was only in memory), not the experiment."""
+class OneShotPodChaos(PodChaosBase):
+    """A PodChaos action that acts once, when the experiment starts: the experiment is deleted a
+    second later (kept, a pod-kill would kill again), and nothing of it stays active. A trigger:
+    what lasts is what the restart exposes."""
 
     Params = PodTargetParams
-    action = "container-kill"
     trigger = True
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
         injection = super().inject(cluster, namespace)
         cluster.advance(1)
-        super().recover(cluster, injection)  # container-kill acts once, when the experiment starts
+        super().recover(cluster, injection)
         return injection
 
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
         return False
+
+
+@faults.register("container-kill")
+class ContainerKill(OneShotPodChaos):
+    """Chaos Mesh container-kill of the selected containers: they are killed once (SIGKILL) and
+    the kubelet restarts them; what lasts is what the restart exposes (a registry that forgets,
+    state that was only in memory), not the experiment."""
+
+    action = "container-kill"
 
 
 @faults.register("pod-kill")
-class PodKill(PodChaosBase):
+class PodKill(OneShotPodChaos):
     """Kills the selected pods once; the controller brings them back. A trigger, not a lasting
     cause: used to start a metastable failure or to force a restart that exposes a latent one."""
 
-    Params = PodTargetParams
     action = "pod-kill"
-    trigger = True
-
-    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
-        injection = super().inject(cluster, namespace)
-        cluster.advance(1)
-        super().recover(cluster, injection)  # pod-kill acts at creation; keeping it would re-kill
-        return injection
-
-    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
-        return False
 
 
 class NetworkParams(Params):
