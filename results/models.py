@@ -43,13 +43,56 @@ def _json_field(column: str) -> Any:
     return Field(default=None, sa_type=JSONText, sa_column_kwargs={"name": column})
 
 
+class TrialRow(SQLModel):
+    """What makes a trial and its place in the queue: its key, state and lease."""
+
+    id: str = Field(primary_key=True)  # stable: hash of sweep id and key (results.keys.TrialKey)
+    sweep_id: str = Field(index=True, foreign_key="sweep.id")
+    key: str  # problem|agent|model|seed|noise
+    problem_id: str = Field(index=True)
+    app: str
+    layer: str
+    composition: str
+    agent: str
+    model: str  # "-" for agents that use no model
+    seed: int
+    noise: bool
+    noise_level: str | None = None  # the sweep's {intensity: ...} (farm.spec.NoiseLevel.label); NULL for true/false
+    state: str = Field(default=TrialState.PENDING, index=True)
+    # Lease and fencing: `current_attempt` is the fencing token of the attempt that may write.
+    current_attempt: int = 0
+    lease_owner: str | None = None
+    lease_expires_at: float | None = Field(default=None, index=True)
+    infra_attempts: int = 0
+    queued_at: float | None = None
+    # When a claim message for this trial was last sent to the broker, and how many were sent:
+    # the reaper re-sends one for a trial left queued with no message acted on.
+    published_at: float | None = None
+    publishes: int | None = None
+    finished_at: float | None = None
+    final_attempt: int | None = None  # the fencing token of the attempt whose result the row copied
+
+
+class AttemptRow(SQLModel):
+    """Which try of which trial, by whom, and how far it got."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    trial_id: str = Field(index=True, foreign_key="trial.id")
+    token: int  # the fencing token this attempt was given
+    worker: str
+    cluster: str
+    state: str = Field(default=AttemptState.RUNNING, index=True)
+    phase: str = "claimed"  # the last phase the attempt reached
+    started_at: float
+    ended_at: float | None = None
+
+
 # The result of an attempt, declared once. TrialOutcome is what the trial row copies from its
 # recording attempt so leaderboards scan one table; AttemptOutcome adds what only the attempt
 # keeps. Trial and Attempt inherit the columns; results.ledger.AttemptResult inherits the fields.
 # Adding a field to either base adds the column and the result field at once (and, with the
 # SCHEMA_VERSION bump results/db.py asks for, the column to existing databases).
 class TrialOutcome(SQLModel):
-    end_reason: str | None = None
     diagnosis_submitted: bool | None = None
     diagnosis_passed: bool | None = None
     diagnosis_score: float | None = None
@@ -59,6 +102,7 @@ class TrialOutcome(SQLModel):
     diagnosis_pass_rule: str | None = None  # the id of the pass rule the judge applied; NULL before v2
     mitigation_passed: bool | None = None
     judge_offline: bool | None = None
+    end_reason: str | None = None
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost_usd: float | None = None
@@ -84,45 +128,13 @@ class AttemptOutcome(TrialOutcome):
     error_phase: str | None = None
 
 
-class Trial(TrialOutcome, table=True):
-    id: str = Field(primary_key=True)  # stable: hash of sweep id and key (results.keys.TrialKey)
-    sweep_id: str = Field(index=True, foreign_key="sweep.id")
-    key: str  # problem|agent|model|seed|noise
-    problem_id: str = Field(index=True)
-    app: str
-    layer: str
-    composition: str
-    agent: str
-    model: str  # "-" for agents that use no model
-    seed: int
-    noise: bool
-    noise_level: str | None = None  # the sweep's {intensity: ...} (farm.spec.NoiseLevel.label); NULL for true/false
-    state: str = Field(default=TrialState.PENDING, index=True)
-    # Lease and fencing: `current_attempt` is the fencing token of the attempt that may write.
-    current_attempt: int = 0
-    lease_owner: str | None = None
-    lease_expires_at: float | None = Field(default=None, index=True)
-    infra_attempts: int = 0
-    queued_at: float | None = None
-    # When a claim message for this trial was last sent to the broker, and how many were sent:
-    # the reaper re-sends one for a trial left queued with no message acted on.
-    published_at: float | None = None
-    publishes: int | None = None
-    finished_at: float | None = None
-    final_attempt: int | None = None  # the fencing token of the attempt whose result this row copied
+# The row base is named last so its columns come first in the table (pydantic takes the fields
+# of the last base first): exports and `SELECT *` read key, then result.
+class Trial(TrialOutcome, TrialRow, table=True):
     e2e_passed: bool | None = None  # AttemptResult.e2e_passed, stored for SQL's sake
 
 
-class Attempt(AttemptOutcome, table=True):
-    id: int | None = Field(default=None, primary_key=True)
-    trial_id: str = Field(index=True, foreign_key="trial.id")
-    token: int  # the fencing token this attempt was given
-    worker: str
-    cluster: str
-    state: str = Field(default=AttemptState.RUNNING, index=True)
-    phase: str = "claimed"  # the last phase the attempt reached
-    started_at: float
-    ended_at: float | None = None
+class Attempt(AttemptOutcome, AttemptRow, table=True):
     e2e_passed: bool | None = None  # AttemptResult.e2e_passed, stored for SQL's sake
 
 
