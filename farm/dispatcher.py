@@ -9,7 +9,6 @@ budget. Agents that use no model run once per problem × seed (their model colum
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -25,27 +24,8 @@ from core.states import TRIAL_RESUBMITTABLE, TrialState
 from farm.agents.base import agents
 from farm.spec import NoiseLevel, SweepSpec, select_problems
 from results import ledger
+from results.keys import NO_MODEL, TrialKey
 from results.models import Attempt, InfraEvent, Sweep, Trial
-
-NO_MODEL = "-"
-
-
-@dataclass(frozen=True)
-class TrialKey:
-    problem: str
-    agent: str
-    model: str
-    seed: int
-    noise: bool
-    noise_level: str = ""  # a sweep's {intensity: ...} setting (farm.spec.NoiseLevel.label); "" for true/false
-
-    def __str__(self) -> str:
-        noise = f"noise@{self.noise_level}" if self.noise_level else "noise" if self.noise else "quiet"
-        return f"{self.problem}|{self.agent}|{self.model}|{self.seed}|{noise}"
-
-    def trial_id(self, sweep_id: str) -> str:
-        digest = hashlib.sha256(f"{sweep_id}\n{self}".encode()).hexdigest()
-        return digest[:20]
 
 
 def expand(spec: SweepSpec, problems: list[Problem]) -> Iterator[tuple[TrialKey, Problem]]:
@@ -94,10 +74,8 @@ def submit(engine: Engine, spec: SweepSpec, problems: list[Problem] | None = Non
             for tid, state in session.execute(select(col(Trial.id), col(Trial.state)).where(col(Trial.sweep_id) == sweep_id))
         }
     new_rows = [
-        {"id": tid, "sweep_id": sweep_id, "key": str(key), "problem_id": prob.id, "app": prob.app,
-         "layer": prob.layer, "composition": prob.composition, "agent": key.agent, "model": key.model,
-         "seed": key.seed, "noise": key.noise, "noise_level": key.noise_level or None, "state": TrialState.PENDING,
-         "queued_at": now,
+        {"id": tid, "sweep_id": sweep_id, **key.columns(), "app": prob.app, "layer": prob.layer,
+         "composition": prob.composition, "state": TrialState.PENDING, "queued_at": now,
          "current_attempt": 0, "infra_attempts": 0}
         for key, tid, prob in wanted if tid not in existing
     ]

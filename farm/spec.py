@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from core.errors import SpecError
 from core.states import LAYERS
 from farm.agents.base import AgentLimits
+from results.keys import noise_part
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.I)
@@ -132,10 +133,8 @@ class NoiseLevel(_Strict):
 
 
 def noise_label(setting: bool | NoiseLevel) -> str:
-    """The trial key's noise part: quiet, noise (the problem's own noises), or noise@<level>."""
-    if isinstance(setting, NoiseLevel):
-        return f"noise@{setting.label}"
-    return "noise" if setting else "quiet"
+    """The trial key's noise part for a sweep's noise setting (results.keys.noise_part)."""
+    return noise_part(setting is not False, setting.label if isinstance(setting, NoiseLevel) else "")
 
 
 class SweepSpec(_Strict):

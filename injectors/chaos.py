@@ -3,14 +3,14 @@ kills, pod failure, network delay, loss and partition, I/O latency, CPU and memo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
 from clusters.base import ClusterHandle
 from clusters.kube import Kube, Obj
 from injectors.base import Injection, faults
-from injectors.fault import Chaos, Params
+from injectors.fault import Chaos, Params, io_chaos, netem_delay, netem_share
 
 MODE = "^(one|all|fixed|fixed-percent|random-max-percent)$"
 
@@ -43,43 +43,39 @@ class PodFailure(PodChaosBase):
     action = "pod-failure"
 
 
-@faults.register("container-kill")
-class ContainerKill(PodChaosBase):
-    """Chaos Mesh container-kill of the selected containers: they are killed once (SIGKILL) and
-    the kubelet restarts them. Like pod-kill, a trigger: what lasts is what the restart exposes
-    (a registry that forgets, state that was only in memory), not the experiment."""
+class OneShotPodChaos(PodChaosBase):
+    """A PodChaos action that acts once, when the experiment starts: the experiment is deleted a
+    second later (kept, a pod-kill would kill again), and nothing of it stays active. A trigger:
+    what lasts is what the restart exposes."""
 
     Params = PodTargetParams
-    action = "container-kill"
     trigger = True
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
         injection = super().inject(cluster, namespace)
         cluster.advance(1)
-        super().recover(cluster, injection)  # container-kill acts once, when the experiment starts
+        super().recover(cluster, injection)
         return injection
 
     def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
         return False
+
+
+@faults.register("container-kill")
+class ContainerKill(OneShotPodChaos):
+    """Chaos Mesh container-kill of the selected containers: they are killed once (SIGKILL) and
+    the kubelet restarts them; what lasts is what the restart exposes (a registry that forgets,
+    state that was only in memory), not the experiment."""
+
+    action = "container-kill"
 
 
 @faults.register("pod-kill")
-class PodKill(PodChaosBase):
+class PodKill(OneShotPodChaos):
     """Kills the selected pods once; the controller brings them back. A trigger, not a lasting
     cause: used to start a metastable failure or to force a restart that exposes a latent one."""
 
-    Params = PodTargetParams
     action = "pod-kill"
-    trigger = True
-
-    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
-        injection = super().inject(cluster, namespace)
-        cluster.advance(1)
-        super().recover(cluster, injection)  # pod-kill acts at creation; keeping it would re-kill
-        return injection
-
-    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
-        return False
 
 
 class NetworkParams(Params):
@@ -125,7 +121,7 @@ class NetworkDelay(NetworkChaosBase):
     action = "delay"
 
     def action_spec(self) -> Obj:
-        return {"delay": {"latency": self.p.latency, "jitter": self.p.jitter, "correlation": "0"}}
+        return netem_delay(self.p.latency, self.p.jitter)
 
 
 class LossParams(NetworkParams):
@@ -140,7 +136,7 @@ class NetworkLoss(NetworkChaosBase):
     action = "loss"
 
     def action_spec(self) -> Obj:
-        return {"loss": {"loss": str(self.p.loss), "correlation": "0"}}
+        return netem_share("loss", self.p.loss)
 
 
 class PartitionParams(NetworkParams):
@@ -171,15 +167,8 @@ class IoLatency(Chaos):
     kind = "IOChaos"
 
     def spec(self, kube: Kube, namespace: str) -> Obj:
-        return {
-            "action": "latency",
-            "mode": self.p.mode,
-            "selector": self.selector(kube, namespace, self.p.service),
-            "volumePath": self.p.volume_path,
-            "path": f"{self.p.volume_path}/**/*",
-            "delay": self.p.delay,
-            "percent": self.p.percent,
-        }
+        return {"mode": self.p.mode, "selector": self.selector(kube, namespace, self.p.service),
+                **io_chaos("latency", self.p.volume_path, self.p.percent, delay=self.p.delay)}
 
 
 class StressParams(Params):
@@ -207,25 +196,27 @@ def stressors(p: Any) -> Obj:
     return out
 
 
-@faults.register("stress-cpu")
-class StressCpu(InPodChaos):
-    """A CPU burner inside the service's pods: it competes with the app for its CPU limit."""
-
+class StressChaos(InPodChaos):
     Params = StressParams
     kind = "StressChaos"
+    # The stressor the fault is named for, with the workers it gets when the problem sets none.
+    default_workers: ClassVar[tuple[str, int]] = ("", 0)
 
     def spec(self, kube: Kube, namespace: str) -> Obj:
-        p = self.p.model_copy(update={"cpu_workers": self.p.cpu_workers or 2})
+        field, workers = self.default_workers
+        p = self.p.model_copy(update={field: getattr(self.p, field) or workers})
         return {"mode": p.mode, "selector": self.selector(kube, namespace, p.service), "stressors": stressors(p)}
+
+
+@faults.register("stress-cpu")
+class StressCpu(StressChaos):
+    """A CPU burner inside the service's pods: it competes with the app for its CPU limit."""
+
+    default_workers = ("cpu_workers", 2)
 
 
 @faults.register("stress-memory")
-class StressMemory(InPodChaos):
+class StressMemory(StressChaos):
     """A memory hog inside the service's pods: with a memory limit, the app is OOM-killed."""
 
-    Params = StressParams
-    kind = "StressChaos"
-
-    def spec(self, kube: Kube, namespace: str) -> Obj:
-        p = self.p.model_copy(update={"memory_workers": self.p.memory_workers or 1})
-        return {"mode": p.mode, "selector": self.selector(kube, namespace, p.service), "stressors": stressors(p)}
+    default_workers = ("memory_workers", 1)

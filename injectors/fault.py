@@ -361,6 +361,23 @@ class Removal(Fault):
         return Kube.of(cluster).find(ref.kind, ref.namespace, ref.name) is None
 
 
+# Chaos Mesh action blocks, spelled once: the application faults, the node faults and the noises
+# build their experiments from them.
+def netem_delay(latency: str, jitter: str, correlation: str = "0") -> Obj:
+    """A NetworkChaos `delay` block (tc netem delay)."""
+    return {"delay": {"latency": latency, "jitter": jitter, "correlation": correlation}}
+
+
+def netem_share(action: str, percent: int, correlation: str = "0") -> Obj:
+    """A NetworkChaos `loss` or `corrupt` block: that share of packets (tc netem)."""
+    return {action: {action: str(percent), "correlation": correlation}}
+
+
+def io_chaos(action: str, volume_path: str, percent: int, **fields: Any) -> Obj:
+    """An IOChaos spec acting on that share of operations on every file under `volume_path`."""
+    return {"action": action, "volumePath": volume_path, "path": f"{volume_path}/**/*", **fields, "percent": percent}
+
+
 class Chaos(Fault):
     """A Chaos Mesh experiment. `kind` is the CR kind; `spec(kube, namespace)` its spec."""
 

@@ -14,7 +14,7 @@ from clusters.kube import Kube
 from core.errors import InjectionError
 from injectors.base import Injection, faults
 from injectors.chaos import DelayParams, NetworkChaosBase
-from injectors.fault import MISSING, Fault, Params, WorkloadParams
+from injectors.fault import MISSING, Fault, Params, WorkloadParams, netem_delay
 from injectors.workload import ContainerMutation, env_list, env_value
 
 
@@ -77,7 +77,7 @@ class LatencySpike(NetworkChaosBase):
     trigger = True
 
     def action_spec(self) -> Any:
-        return {"delay": {"latency": self.p.latency, "jitter": self.p.jitter, "correlation": "0"}}
+        return netem_delay(self.p.latency, self.p.jitter)
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
         return self.replay(cluster, namespace, self.p.duration_seconds)

@@ -14,7 +14,7 @@ from clusters.base import ClusterHandle
 from clusters.kube import Kube, KubeError, Obj
 from core.errors import InjectionError
 from injectors.base import Injection, faults
-from injectors.fault import Chaos, Fault, Params, neutral_name, require
+from injectors.fault import Chaos, Fault, Params, io_chaos, netem_share, neutral_name, require
 from injectors.jobs import run_on_node
 from injectors.objects import Ref
 
@@ -204,14 +204,7 @@ class VolumeChaos(NodeChaos):
     methods: ClassVar[list[str]] = []
 
     def node_spec(self) -> Obj:
-        return {
-            "action": "fault",
-            "volumePath": self.p.volume_path,
-            "path": f"{self.p.volume_path}/**/*",
-            "errno": self.errno,
-            "methods": list(self.methods),
-            "percent": self.p.percent,
-        }
+        return io_chaos("fault", self.p.volume_path, self.p.percent, errno=self.errno, methods=list(self.methods))
 
 
 @faults.register("volume-open-emfile")
@@ -450,14 +443,8 @@ class DiskSilentCorruption(NodeChaos):
     kind = "IOChaos"
 
     def node_spec(self) -> Obj:
-        return {
-            "action": "mistake",
-            "volumePath": self.p.volume_path,
-            "path": f"{self.p.volume_path}/**/*",
-            "methods": ["read"],
-            "percent": self.p.percent,
-            "mistake": {"filling": "random", "maxOccurrences": 1, "maxLength": self.p.max_length},
-        }
+        return io_chaos("mistake", self.p.volume_path, self.p.percent, methods=["read"],
+                        mistake={"filling": "random", "maxOccurrences": 1, "maxLength": self.p.max_length})
 
 
 class SlowDiskParams(VolumeFaultParams):
@@ -472,40 +459,40 @@ class DiskDegraded(NodeChaos):
     kind = "IOChaos"
 
     def node_spec(self) -> Obj:
-        return {"action": "latency", "volumePath": self.p.volume_path, "path": f"{self.p.volume_path}/**/*",
-                "delay": self.p.delay, "percent": self.p.percent}
+        return io_chaos("latency", self.p.volume_path, self.p.percent, delay=self.p.delay)
 
 
 class NicParams(NodeParams):
     percent: int = Field(30, ge=1, le=100)
 
 
-@faults.register("nic-packet-corruption")
-class NicPacketCorruption(SimNodeBackend, NodeChaos):
-    """The node's NIC corrupts a share of packets (bad checksums, retransmits, resets)."""
+class NicShareChaos(SimNodeBackend, NodeChaos):
+    """A share of the node's packets mishandled by its NIC: a NetworkChaos `action` on a real
+    cluster, the emulated node's `<action>Percent` in the emulator."""
 
     Params = NicParams
     kind = "NetworkChaos"
+    action: ClassVar[str] = ""
 
     def node_spec(self) -> Obj:
-        return {"action": "corrupt", "direction": "to", "corrupt": {"corrupt": str(self.p.percent), "correlation": "0"}}
+        return {"action": self.action, "direction": "to", **netem_share(self.action, self.p.percent)}
 
     def sim_spec(self) -> Obj | None:
-        return {"nic": {"corruptPercent": self.p.percent}}
+        return {"nic": {f"{self.action}Percent": self.p.percent}}
+
+
+@faults.register("nic-packet-corruption")
+class NicPacketCorruption(NicShareChaos):
+    """The node's NIC corrupts a share of packets (bad checksums, retransmits, resets)."""
+
+    action = "corrupt"
 
 
 @faults.register("nic-packet-loss")
-class NicPacketLoss(SimNodeBackend, NodeChaos):
+class NicPacketLoss(NicShareChaos):
     """The node's NIC drops a share of packets."""
 
-    Params = NicParams
-    kind = "NetworkChaos"
-
-    def node_spec(self) -> Obj:
-        return {"action": "loss", "direction": "to", "loss": {"loss": str(self.p.percent), "correlation": "0"}}
-
-    def sim_spec(self) -> Obj | None:
-        return {"nic": {"lossPercent": self.p.percent}}
+    action = "loss"
 
 
 class BandwidthParams(NodeParams):

@@ -21,7 +21,7 @@ from clusters.base import ClusterHandle
 from clusters.kube import Kube, Obj, api_for
 from core.errors import InjectionError
 from injectors.base import Injection, Noise, noises
-from injectors.fault import CHAOS_API, CHAOS_NAMESPACE, ParamsError, neutral_name
+from injectors.fault import CHAOS_API, CHAOS_NAMESPACE, ParamsError, netem_delay, netem_share, neutral_name
 from injectors.objects import Ref
 from injectors.workload import RESTARTED_AT
 
@@ -278,7 +278,7 @@ class PacketLossBurst(ChaosBurst):
         return {"loss": int(5 + 25 * intensity * rng.random())}
 
     def chaos_spec(self, event: Event) -> Obj:
-        return {"action": "loss", "direction": "to", "loss": {"loss": str(event.data["loss"]), "correlation": "0"}}
+        return {"action": "loss", "direction": "to", **netem_share("loss", event.data["loss"])}
 
 
 @noises.register("latency-burst")
@@ -292,8 +292,7 @@ class LatencyBurst(ChaosBurst):
         return {"ms": int(20 + 180 * intensity * rng.random())}
 
     def chaos_spec(self, event: Event) -> Obj:
-        return {"action": "delay", "direction": "to",
-                "delay": {"latency": f"{event.data['ms']}ms", "jitter": "5ms", "correlation": "0"}}
+        return {"action": "delay", "direction": "to", **netem_delay(f"{event.data['ms']}ms", "5ms")}
 
 
 @noises.register("cpu-spike")
@@ -548,7 +547,7 @@ class ErrorBurst(ChaosBurst):
         return {"loss": int(min(95, 40 + 55 * intensity * (0.5 + rng.random() / 2)))}
 
     def chaos_spec(self, event: Event) -> Obj:
-        return {"action": "loss", "direction": "to", "loss": {"loss": str(event.data["loss"]), "correlation": "25"}}
+        return {"action": "loss", "direction": "to", **netem_share("loss", event.data["loss"], correlation="25")}
 
 
 @noises.register("alert-burst")
@@ -567,8 +566,7 @@ class AlertBurst(ChaosBurst):
         return {"ms": int(1500 + 2500 * intensity * (0.5 + rng.random() / 2))}
 
     def chaos_spec(self, event: Event) -> Obj:
-        return {"action": "delay", "direction": "to",
-                "delay": {"latency": f"{event.data['ms']}ms", "jitter": "50ms", "correlation": "25"}}
+        return {"action": "delay", "direction": "to", **netem_delay(f"{event.data['ms']}ms", "50ms", correlation="25")}
 
 
 class EventParams(NoiseParams):

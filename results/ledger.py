@@ -18,13 +18,11 @@ No other module writes a trial's or an attempt's state (tests/architecture/test_
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
@@ -39,7 +37,7 @@ from core.states import (
     TrialState,
 )
 from results.db import execute_dml
-from results.models import Attempt, InfraEvent, Sweep, Trial, Worker
+from results.models import Attempt, AttemptOutcome, InfraEvent, Sweep, Trial, TrialOutcome, Worker
 
 DEFAULT_LEASE_S = 60.0
 
@@ -54,36 +52,9 @@ class Claim:
     cluster: str
 
 
-class AttemptResult(BaseModel):
-    """What an attempt produced; every field optional, so partial results can be saved."""
-
-    end_reason: str | None = None
-    diagnosis_submitted: bool | None = None
-    diagnosis_passed: bool | None = None
-    diagnosis_score: float | None = None
-    diagnosis_scores: dict[str, float] | None = None
-    judge: str | None = None
-    judge_offline: bool | None = None
-    diagnosis_threshold: float | None = None  # the composite a diagnosis pass needed (None: no floor)
-    diagnosis_pass_rule: str | None = None  # the id of the pass rule the judge applied
-    mitigation_passed: bool | None = None
-    mitigation_success_rate: float | None = None
-    mitigation_checks: dict[str, bool] | None = None
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    tokens_cached: int | None = None
-    cost_usd: float | None = None
-    judge_cost_usd: float | None = None
-    steps: int | None = None
-    tool_calls: int | None = None
-    tool_output_tokens: int | None = None
-    tool_tokens: dict[str, dict[str, int]] | None = None  # per tool: calls and output tokens
-    tool_mode: str | None = None
-    time_to_diagnosis_s: float | None = None
-    time_to_mitigation_s: float | None = None
-    artifacts_uri: str | None = None
-    error: str | None = None
-    error_phase: str | None = None
+class AttemptResult(AttemptOutcome):
+    """What an attempt produced; every field optional, so partial results can be saved. Its
+    fields are the result columns of results.models (declared there once)."""
 
     @property
     def e2e_passed(self) -> bool | None:
@@ -92,33 +63,19 @@ class AttemptResult(BaseModel):
         return bool(self.diagnosis_passed and self.mitigation_passed)
 
     def attempt_values(self) -> dict[str, Any]:
-        """The result as its Attempt row carries it: every field, a structured one as JSON in its
-        `<field>_json` column (ATTEMPT_COLUMNS)."""
-        vals = {column: _to_column(getattr(self, name), column) for name, column in ATTEMPT_COLUMNS.items()}
-        vals["e2e_passed"] = self.e2e_passed
-        return vals
+        """The result as its Attempt row carries it: every field (AttemptOutcome)."""
+        return self._values(AttemptOutcome)
 
     def trial_values(self) -> dict[str, Any]:
-        """The result as the trial row copies it for the leaderboards: the fields Trial has a
-        column for (TRIAL_COLUMNS)."""
-        vals = {name: _to_column(getattr(self, name), name) for name in TRIAL_COLUMNS}
+        """The result as the trial row copies it for the leaderboards (TrialOutcome)."""
+        return self._values(TrialOutcome)
+
+    def _values(self, columns: type[TrialOutcome]) -> dict[str, Any]:
+        vals = {name: getattr(self, name) for name in columns.model_fields}
+        # Error text can carry a credential a tool echoed; the row keeps it scrubbed and bounded.
+        vals["error"] = scrub(self.error)[:4000] if self.error else None
         vals["e2e_passed"] = self.e2e_passed
         return vals
-
-
-def _to_column(value: Any, column: str) -> Any:
-    if column.endswith("_json"):
-        return None if value is None else json.dumps(value, sort_keys=True)
-    if column == "error":
-        return scrub(value)[:4000] if value else None
-    return value
-
-
-# The result is declared once, in AttemptResult; the rows derive from it. Attempt keeps every
-# field (a dict one as JSON text); Trial copies those it has a column for. A test holds the SQL
-# models to it (tests/results/test_result_schema.py): same names, same types.
-ATTEMPT_COLUMNS = {name: name if name in Attempt.model_fields else f"{name}_json" for name in AttemptResult.model_fields}
-TRIAL_COLUMNS = tuple(name for name in AttemptResult.model_fields if name in Trial.model_fields)
 
 
 def _open_attempt(session: Session, trial_id: str, token: int, worker: str, cluster: str, now: float) -> Claim:

@@ -4,7 +4,12 @@ and infrastructure events that are not an attempt's result (a cluster that could
 
 from __future__ import annotations
 
-from sqlmodel import Field, SQLModel
+import json
+from typing import Any
+
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import AutoString, Field, SQLModel
 
 from core.states import AttemptState, TrialState
 
@@ -19,8 +24,29 @@ class Sweep(SQLModel, table=True):
     judge: str | None = None
 
 
-class Trial(SQLModel, table=True):
-    id: str = Field(primary_key=True)  # stable: hash of sweep id and key
+class JSONText(TypeDecorator[Any]):
+    """A structured value kept as JSON text (keys sorted, so equal values store equal text)."""
+
+    impl = AutoString
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        return None if value is None else json.dumps(value, sort_keys=True)
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> Any:
+        return None if value is None else json.loads(value)
+
+
+def _json_field(column: str) -> Any:
+    """A structured result field, stored as JSON text in `column` (the `<name>_json` the tables
+    have always used)."""
+    return Field(default=None, sa_type=JSONText, sa_column_kwargs={"name": column})
+
+
+class TrialRow(SQLModel):
+    """What makes a trial and its place in the queue: its key, state and lease."""
+
+    id: str = Field(primary_key=True)  # stable: hash of sweep id and key (results.keys.TrialKey)
     sweep_id: str = Field(index=True, foreign_key="sweep.id")
     key: str  # problem|agent|model|seed|noise
     problem_id: str = Field(index=True)
@@ -44,30 +70,12 @@ class Trial(SQLModel, table=True):
     published_at: float | None = None
     publishes: int | None = None
     finished_at: float | None = None
-    # The final result, copied from the recording attempt so leaderboards scan one table.
-    final_attempt: int | None = None
-    diagnosis_submitted: bool | None = None
-    diagnosis_passed: bool | None = None
-    diagnosis_score: float | None = None
-    # The pass threshold the judge applied; NULL on rows recorded before it was stored, and under
-    # pass rules with no composite floor (localized-and-mechanism-v2 and later).
-    diagnosis_threshold: float | None = None
-    diagnosis_pass_rule: str | None = None  # the id of the pass rule the judge applied; NULL before v2
-    mitigation_passed: bool | None = None
-    e2e_passed: bool | None = None
-    judge_offline: bool | None = None
-    end_reason: str | None = None
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    cost_usd: float | None = None
-    steps: int | None = None
-    tool_calls: int | None = None
-    time_to_diagnosis_s: float | None = None
-    time_to_mitigation_s: float | None = None
-    error: str | None = None
+    final_attempt: int | None = None  # the fencing token of the attempt whose result the row copied
 
 
-class Attempt(SQLModel, table=True):
+class AttemptRow(SQLModel):
+    """Which try of which trial, by whom, and how far it got."""
+
     id: int | None = Field(default=None, primary_key=True)
     trial_id: str = Field(index=True, foreign_key="trial.id")
     token: int  # the fencing token this attempt was given
@@ -77,35 +85,57 @@ class Attempt(SQLModel, table=True):
     phase: str = "claimed"  # the last phase the attempt reached
     started_at: float
     ended_at: float | None = None
-    end_reason: str | None = None
+
+
+# The result of an attempt, declared once. TrialOutcome is what the trial row copies from its
+# recording attempt so leaderboards scan one table; AttemptOutcome adds what only the attempt
+# keeps. Trial and Attempt inherit the columns; results.ledger.AttemptResult inherits the fields.
+# Adding a field to either base adds the column and the result field at once (and, with the
+# SCHEMA_VERSION bump results/db.py asks for, the column to existing databases).
+class TrialOutcome(SQLModel):
     diagnosis_submitted: bool | None = None
     diagnosis_passed: bool | None = None
     diagnosis_score: float | None = None
-    diagnosis_scores_json: str | None = None
-    judge: str | None = None
-    judge_offline: bool | None = None
-    diagnosis_threshold: float | None = None  # NULL on rows recorded before it was stored
+    # The pass threshold the judge applied; NULL on rows recorded before it was stored, and under
+    # pass rules with no composite floor (localized-and-mechanism-v2 and later).
+    diagnosis_threshold: float | None = None
     diagnosis_pass_rule: str | None = None  # the id of the pass rule the judge applied; NULL before v2
     mitigation_passed: bool | None = None
-    mitigation_success_rate: float | None = None
-    mitigation_checks_json: str | None = None
-    e2e_passed: bool | None = None
+    judge_offline: bool | None = None
+    end_reason: str | None = None
     tokens_in: int | None = None
     tokens_out: int | None = None
-    tokens_cached: int | None = None
     cost_usd: float | None = None
-    judge_cost_usd: float | None = None
     steps: int | None = None
     tool_calls: int | None = None
-    tool_output_tokens: int | None = None
-    # {tool name: {"calls": n, "tokens": t}}: which tools fill the agent's context; NULL on older rows.
-    tool_tokens_json: str | None = None
-    tool_mode: str | None = None  # "raw" or "summarised": how tool outputs reached the agent
     time_to_diagnosis_s: float | None = None
     time_to_mitigation_s: float | None = None
-    artifacts_uri: str | None = None
     error: str | None = None
+
+
+class AttemptOutcome(TrialOutcome):
+    diagnosis_scores: dict[str, float] | None = _json_field("diagnosis_scores_json")
+    judge: str | None = None
+    mitigation_success_rate: float | None = None
+    mitigation_checks: dict[str, bool] | None = _json_field("mitigation_checks_json")
+    tokens_cached: int | None = None
+    judge_cost_usd: float | None = None
+    tool_output_tokens: int | None = None
+    # {tool name: {"calls": n, "tokens": t}}: which tools fill the agent's context; NULL on older rows.
+    tool_tokens: dict[str, dict[str, int]] | None = _json_field("tool_tokens_json")
+    tool_mode: str | None = None  # "raw" or "summarised": how tool outputs reached the agent
+    artifacts_uri: str | None = None
     error_phase: str | None = None
+
+
+# The row base is named last so its columns come first in the table (pydantic takes the fields
+# of the last base first): exports and `SELECT *` read key, then result.
+class Trial(TrialOutcome, TrialRow, table=True):
+    e2e_passed: bool | None = None  # AttemptResult.e2e_passed, stored for SQL's sake
+
+
+class Attempt(AttemptOutcome, AttemptRow, table=True):
+    e2e_passed: bool | None = None  # AttemptResult.e2e_passed, stored for SQL's sake
 
 
 class Worker(SQLModel, table=True):

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from results.keys import noise_part
 from results.leaderboard import group_keys
 from results.report import html, plots, queries
 from results.report.trials import ArtifactReader, trial_page_name, write_trial_page
@@ -40,7 +41,7 @@ def _label(*keys: str):  # type: ignore[no-untyped-def]
         parts = []
         for k in keys:
             v = r[k]
-            parts.append(("noise" if v else "quiet") if k == "noise" else str(v))
+            parts.append(noise_part(bool(v)) if k == "noise" else str(v))
         return " / ".join(parts)
     return label
 

@@ -7,11 +7,11 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Boolean, Float, Integer, select
+from sqlalchemy import Boolean, Float, Integer, select, type_coerce
 from sqlalchemy.engine import Engine
-from sqlmodel import col
+from sqlmodel import AutoString, col
 
-from results.models import Attempt, Trial
+from results.models import Attempt, JSONText, Trial
 
 FORMATS = ("csv", "parquet")
 PARQUET_HINT = "parquet export needs pyarrow: pip install 'sre-farm[parquet]' (or pip install pyarrow)"
@@ -20,12 +20,18 @@ PARQUET_HINT = "parquet export needs pyarrow: pip install 'sre-farm[parquet]' (o
 _TRIAL, _ATTEMPT = Trial.metadata.tables["trial"], Attempt.metadata.tables["attempt"]
 
 
+def _as_stored(table: Any) -> list[Any]:
+    """The table's columns, a structured one as the JSON text it is stored as: the export is the
+    table as SQL holds it, which a notebook parses with json.loads."""
+    return [type_coerce(c, AutoString).label(c.name) if isinstance(c.type, JSONText) else c for c in table.columns]
+
+
 def _tables(engine: Engine, sweep_id: str) -> dict[str, tuple[Any, list[dict[str, Any]]]]:
     with engine.connect() as conn:
-        trials = [dict(r) for r in conn.execute(select(_TRIAL).where(col(Trial.sweep_id) == sweep_id)
+        trials = [dict(r) for r in conn.execute(select(*_as_stored(_TRIAL)).where(col(Trial.sweep_id) == sweep_id)
                                                 .order_by(col(Trial.id))).mappings()]
         attempts = [dict(r) for r in conn.execute(
-            select(_ATTEMPT, col(Trial.sweep_id)).join(Trial, col(Trial.id) == col(Attempt.trial_id))
+            select(*_as_stored(_ATTEMPT), col(Trial.sweep_id)).join(Trial, col(Trial.id) == col(Attempt.trial_id))
             .where(col(Trial.sweep_id) == sweep_id).order_by(col(Attempt.trial_id), col(Attempt.token))).mappings()]
     return {"trials": (_TRIAL, trials), "attempts": (_ATTEMPT, attempts)}
 

@@ -9,6 +9,8 @@ import json
 from html import escape
 from typing import Any
 
+from results.keys import noise_part
+
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:90em;color:#222;padding:0 1em}
 h1{margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;font-size:13px;margin:.4em 0}td,th{border:1px solid #ccc;padding:2px 6px}
@@ -52,7 +54,7 @@ def rate_table(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> str:
               "mean tokens", "mean cost"]
     body = []
     for r in rows:
-        body.append([fmt(r[k]) if k != "noise" else ("noise" if r[k] else "quiet") for k in keys] + [
+        body.append([fmt(r[k]) if k != "noise" else noise_part(bool(r[k])) for k in keys] + [
             fmt(r["n"]), fmt(r["infra_failed"]), fmt(r["cost_capped"]),
             fmt(r["diagnosis_rate"], "pct"), fmt((r["diagnosis_lo"], r["diagnosis_hi"]), "ci"),
             fmt(r["mitigation_rate"], "pct"), fmt((r["mitigation_lo"], r["mitigation_hi"]), "ci"),

@@ -139,7 +139,7 @@ def token_usage(engine: Engine, sweep_id: str) -> list[dict[str, Any]]:
 def tool_tokens(engine: Engine, sweep_id: str) -> dict[str, Any]:
     """Tool output tokens per tool and per tool mode, from each attempt's recorded per-tool
     counts (attempts recorded before those were stored count as `not_recorded`)."""
-    stmt = (select(col(Attempt.tool_tokens_json), col(Attempt.tool_mode), col(Attempt.tool_calls), col(Attempt.tool_output_tokens),
+    stmt = (select(col(Attempt.tool_tokens), col(Attempt.tool_mode), col(Attempt.tool_calls), col(Attempt.tool_output_tokens),
                    col(Attempt.state), col(Trial.e2e_passed), col(Trial.state))
             .join(Trial, col(Trial.id) == col(Attempt.trial_id)).where(col(Trial.sweep_id) == sweep_id))
     per_tool: dict[str, dict[str, int]] = defaultdict(lambda: {"calls": 0, "tokens": 0})
@@ -147,11 +147,11 @@ def tool_tokens(engine: Engine, sweep_id: str) -> dict[str, Any]:
         lambda: {"attempts": 0, "tool_calls": 0, "tokens": 0, "trials": 0, "e2e": 0})
     not_recorded = 0
     with engine.connect() as conn:
-        for tt_json, mode, calls, tokens, a_state, e2e, t_state in conn.execute(stmt):
-            if tt_json is None:
+        for recorded, mode, calls, tokens, a_state, e2e, t_state in conn.execute(stmt):
+            if recorded is None:
                 not_recorded += 1
             else:
-                for name, entry in json.loads(tt_json).items():
+                for name, entry in recorded.items():
                     per_tool[name]["calls"] += int(entry.get("calls", 0))
                     per_tool[name]["tokens"] += int(entry.get("tokens", 0))
             m = per_mode[mode or "not recorded"]

@@ -11,6 +11,7 @@ from farm import dispatcher
 from farm.spec import SweepSpec, select_problems
 from results import ledger, progress
 from results.db import engine_for
+from results.keys import TrialKey
 from results.models import Trial
 
 
@@ -28,8 +29,8 @@ def test_expansion_counts_and_stable_keys(sqlite_url):
     assert len(keys) == 2 * 2 * 2 + 2 * 2 * 2 * 2 == len(set(keys))
     assert "hr-geo-image-tag-wrong|baseline|-|0|quiet" in keys
     assert "hr-geo-image-tag-wrong|react|openai/b|1|noise" in keys
-    first = dispatcher.TrialKey("p", "a", "-", 0, False).trial_id("s")
-    assert first == dispatcher.TrialKey("p", "a", "-", 0, False).trial_id("s") != dispatcher.TrialKey(
+    first = TrialKey("p", "a", "-", 0, False).trial_id("s")
+    assert first == TrialKey("p", "a", "-", 0, False).trial_id("s") != TrialKey(
         "p", "a", "-", 1, False).trial_id("s")
 
 
@@ -98,5 +99,5 @@ def test_noise_levels_are_trials_of_their_own_and_old_keys_stay(db_url):
     assert rows["hr-geo-image-tag-wrong|baseline|-|0|noise@high"] == (True, "high")
     assert rows["hr-geo-image-tag-wrong|baseline|-|0|noise@0.3:error-burst"] == (True, "0.3:error-burst")
     # the keys of true/false trials are those a sweep submitted before levels existed
-    assert dispatcher.TrialKey("p", "a", "-", 0, True).trial_id("s") == dispatcher.TrialKey(
-        "p", "a", "-", 0, True, "").trial_id("s") != dispatcher.TrialKey("p", "a", "-", 0, True, "high").trial_id("s")
+    assert TrialKey("p", "a", "-", 0, True).trial_id("s") == TrialKey(
+        "p", "a", "-", 0, True, "").trial_id("s") != TrialKey("p", "a", "-", 0, True, "high").trial_id("s")

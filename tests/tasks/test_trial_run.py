@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -97,8 +98,7 @@ def _docs(attempt: Attempt) -> dict[str, object]:
 
 
 def test_deploy_failures_retry_then_infra_failed_and_resubmission_runs_it_again(engine, store):
-    owner = _owner(engine, store, "deploy:2")
-    try:
+    with closing(_owner(engine, store, "deploy:2")) as owner:
         spec = _spec("deploy-fails", max_infra_attempts=2)
         dispatcher.submit(engine, spec)
         assert _attempt_once(engine, owner, "deploy-fails") == "infra_retry"
@@ -123,15 +123,12 @@ def test_deploy_failures_retry_then_infra_failed_and_resubmission_runs_it_again(
         assert [a.state for a in attempts] == [AttemptState.INFRA_ERROR] * 2 + [AttemptState.RECORDED]
         (row,) = leaderboard.compute(engine, "deploy-fails")
         assert (row["n"], row["infra_failed"]) == (1, 0)
-    finally:
-        owner.close()
 
 
 def test_a_step_that_finds_its_lease_gone_writes_nothing_and_frees_the_worker(engine, store):
     """The failure policy every worker applies (farm.trial.worker.step): a zombie, its trial
     reaped while it ran, stops at its next step, records nothing and resets its cluster."""
-    owner = _owner(engine, store, "")
-    try:
+    with closing(_owner(engine, store, "")) as owner:
         dispatcher.submit(engine, _spec("zombie"))
         claimed = ledger.claim_next(engine, "zombie", owner.name, owner.cluster.ref, owner.lease_s)
         assert claimed is not None
@@ -147,13 +144,10 @@ def test_a_step_that_finds_its_lease_gone_writes_nothing_and_frees_the_worker(en
         assert attempt.state == AttemptState.LOST and attempt.phase == "deploy"
         # The next claim runs it whole.
         assert _attempt_once(engine, owner, "zombie") == StepOutcome.RECORDED
-    finally:
-        owner.close()
 
 
 def test_inject_failure_is_retried_and_never_counted_against_the_agent(engine, store):
-    owner = _owner(engine, store, "inject:1")
-    try:
+    with closing(_owner(engine, store, "inject:1")) as owner:
         dispatcher.submit(engine, _spec("inject-fails", max_infra_attempts=3))
         assert _attempt_once(engine, owner, "inject-fails") == "infra_retry"
         assert _attempt_once(engine, owner, "inject-fails") == "recorded"
@@ -165,13 +159,10 @@ def test_inject_failure_is_retried_and_never_counted_against_the_agent(engine, s
         assert trial.infra_attempts == 1
         (row,) = leaderboard.compute(engine, "inject-fails")
         assert (row["n"], row["infra_failed"]) == (1, 0)
-    finally:
-        owner.close()
 
 
 def test_failed_reset_keeps_the_result_records_an_event_and_replaces_the_cluster(engine, store):
-    owner = _owner(engine, store, "reset:1")
-    try:
+    with closing(_owner(engine, store, "reset:1")) as owner:
         dispatcher.submit(engine, _spec("reset-fails", seeds=2))
         first = owner.cluster
         assert _attempt_once(engine, owner, "reset-fails") == "recorded"
@@ -189,13 +180,10 @@ def test_failed_reset_keeps_the_result_records_an_event_and_replaces_the_cluster
             EVENT_RESET_FAILED: 1, EVENT_CLUSTER_REPLACED: 1}
         (row,) = leaderboard.compute(engine, "reset-fails")
         assert (row["n"], row["infra_failed"], row["reset_failures"]) == (2, 0, 1)
-    finally:
-        owner.close()
 
 
 def test_worker_without_a_clean_cluster_takes_no_trial(engine, store, monkeypatch):
-    owner = _owner(engine, store, "reset:1,reopen:1")
-    try:
+    with closing(_owner(engine, store, "reset:1,reopen:1")) as owner:
         dispatcher.submit(engine, _spec("reset-lost", seeds=2))
         assert _attempt_once(engine, owner, "reset-lost") == "recorded"
         assert not owner.ready and owner.cluster is None and "no replacement" in owner.broken
@@ -207,8 +195,6 @@ def test_worker_without_a_clean_cluster_takes_no_trial(engine, store, monkeypatc
         monkeypatch.setattr("farm.owner.REPLACE_EVERY_S", 0.0)
         assert owner.try_replace() and owner.ready  # the plan's one refusal is spent
         assert _attempt_once(engine, owner, "reset-lost") == "recorded"
-    finally:
-        owner.close()
 
 
 # -- what a session produced, however it ended --------------------------------------------------
@@ -226,12 +212,9 @@ def _probe(llm, **options: object) -> dict[str, object]:
 
 
 def _single(engine, store, spec: SweepSpec) -> tuple[Trial, Attempt, dict[str, object]]:
-    owner = _owner(engine, store, "")
-    try:
+    with closing(_owner(engine, store, "")) as owner:
         dispatcher.submit(engine, spec)
         _attempt_once(engine, owner, spec.name)
-    finally:
-        owner.close()
     (trial,), (attempt,) = _rows(engine, spec.name)
     return trial, attempt, _docs(attempt)
 
@@ -337,4 +320,4 @@ def test_a_diagnosis_only_problem_is_scored_for_its_diagnosis_alone(engine, stor
     assert trial.state == TrialState.FINISHED
     assert trial.diagnosis_passed is not None
     assert trial.mitigation_passed is None and trial.e2e_passed is None
-    assert attempt.mitigation_passed is None and attempt.mitigation_checks_json is None
+    assert attempt.mitigation_passed is None and attempt.mitigation_checks is None

@@ -25,6 +25,16 @@ def chaos(cluster: SimCluster, kind: str, name: str, spec: dict) -> dict:
                                                              "metadata": {"name": name, "namespace": NS}, "spec": spec})
 
 
+def paused_user(cluster: SimCluster, name: str, duration: str) -> dict:
+    """A pod-failure experiment on the user service, 30 s on: its container is the pause image."""
+    chaos(cluster, "PodChaos", name, {"action": "pod-failure", "mode": "all", "duration": duration,
+                                      "selector": {"labelSelectors": {"io.kompose.service": "user"}}})
+    cluster.advance(30)
+    p = pod(cluster, "user")
+    assert p["spec"]["containers"][0]["image"] == "gcr.io/google-containers/pause:latest"
+    return p
+
+
 def loki(cluster: SimCluster, query: str) -> str:
     status, _, body = cluster.obs.loki_app("GET", "/loki/api/v1/query_range", {"query": [query], "limit": ["50"]}, b"")
     assert status == 200, body
@@ -55,11 +65,7 @@ def test_pod_kill_with_label_selector_records_and_recreates(cluster: SimCluster)
 
 
 def test_pod_failure_pauses_the_container_until_the_chaos_is_deleted(cluster: SimCluster) -> None:
-    chaos(cluster, "PodChaos", "fail-user", {"action": "pod-failure", "mode": "all", "duration": "10m",
-                                             "selector": {"labelSelectors": {"io.kompose.service": "user"}}})
-    cluster.advance(30)
-    p = pod(cluster, "user")
-    assert p["spec"]["containers"][0]["image"] == "gcr.io/google-containers/pause:latest"
+    p = paused_user(cluster, "fail-user", "10m")
     assert p["status"]["containerStatuses"][0]["restartCount"] == 1
     assert cluster.kubelet.listening(p) == set()
     cluster.store.delete("podchaos.chaos-mesh.org", NS, "fail-user")
@@ -333,11 +339,7 @@ def test_modes_apply_within_the_label_selector(cluster: SimCluster) -> None:
 
 
 def test_duration_ends_pod_failure_by_itself_and_keeps_the_record(cluster: SimCluster) -> None:
-    chaos(cluster, "PodChaos", "brief", {"action": "pod-failure", "mode": "all", "duration": "60s",
-                                         "selector": {"labelSelectors": {"io.kompose.service": "user"}}})
-    cluster.advance(30)
-    p = pod(cluster, "user")
-    assert p["spec"]["containers"][0]["image"] == "gcr.io/google-containers/pause:latest"
+    paused_user(cluster, "brief", "60s")
     cluster.advance(45)  # past the duration: recovered without anyone deleting the experiment
     obj = cluster.store.get("podchaos.chaos-mesh.org", NS, "brief")
     (rec,) = obj["status"]["experiment"]["containerRecords"]

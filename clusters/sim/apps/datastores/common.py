@@ -9,7 +9,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from clusters.sim.apps.base import (
     IMAGES,
@@ -18,7 +18,7 @@ from clusters.sim.apps.base import (
     Started,
     normalize_image,
 )
-from clusters.sim.apps.graph import DataStore, StoreReply
+from clusters.sim.apps.graph import Address, DataStore, StoreReply
 from clusters.sim.controllers.quantity import parse_quantity
 
 if TYPE_CHECKING:
@@ -176,6 +176,22 @@ class StoreModel(DataStore):
     per-step accounting (CPU, memory), and the image's shell for commands it does not model."""
 
     entry: tuple[str, ...] = ()  # programs the image's entrypoint runs besides its own server
+    # What a client library reports when the container runs no server of this model (its shell,
+    # a client) and the connection drops.
+    closed_error: ClassVar[str] = "EOF"
+
+    def serve(self, cluster: Any, rt: PodRt, c: Ctr, command: str, write: bool, rate: float, dt: float,
+              address: Address) -> StoreReply:
+        now = cluster.clock.now()
+        inst = self.own_instance(c, now)
+        if inst is None:
+            return StoreReply(0.0, 0.0, self.closed_error)
+        return self.serve_running(cluster, rt, c, inst, command, write, rate, dt, address, now)
+
+    def serve_running(self, cluster: Any, rt: PodRt, c: Ctr, inst: dict[str, Any], command: str, write: bool,
+                      rate: float, dt: float, address: Address, now: float) -> StoreReply:
+        """`serve` for a container that runs this model's server (`inst`, stamped with `now`)."""
+        return StoreReply()
 
     def missing_executable(self, spec: dict[str, Any], info: Any) -> str | None:
         argv = list(spec.get("command") or [])

@@ -350,12 +350,8 @@ class Kafka(StoreModel):
         write_log(cluster, rt, c, lines, now)
         return rec
 
-    def serve(self, cluster: Any, rt: PodRt, c: Ctr, command: str, write: bool, rate: float, dt: float,
-              address: Address) -> StoreReply:
-        now = cluster.clock.now()
-        inst = self.own_instance(c, now)
-        if inst is None:
-            return StoreReply(0.0, 0.0, "EOF")
+    def serve_running(self, cluster: Any, rt: PodRt, c: Ctr, inst: dict[str, Any], command: str, write: bool,
+                      rate: float, dt: float, address: Address, now: float) -> StoreReply:
         parts = command.split()
         verb = parts[0].lower() if parts else ""
         if verb not in ("produce", "consume") or len(parts) < 2:

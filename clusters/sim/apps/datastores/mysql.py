@@ -413,6 +413,8 @@ class MySQL(StoreModel):
     """The `mysql` image (5.6, 5.7, 8.x): docker-entrypoint.sh's MYSQL_* variables and init scripts,
     mysqld's error log, accounts and grants, InnoDB's reaction to I/O errors, the `mysql` client."""
 
+    closed_error = "Lost connection to MySQL server during query"
+
     name = "mysql"
     protocol = "mysql"
     images = ("mysql",)
@@ -634,12 +636,8 @@ class MySQL(StoreModel):
             queue_log(inst, f"auth/{address.user}", [("Note", err.msg)])
         return err.msg
 
-    def serve(self, cluster: Any, rt: PodRt, c: Ctr, command: str, write: bool, rate: float, dt: float,
-              address: Address) -> StoreReply:
-        now = cluster.clock.now()
-        inst = self.own_instance(c, now)
-        if inst is None:
-            return StoreReply(0.0, 0.0, "Lost connection to MySQL server during query")
+    def serve_running(self, cluster: Any, rt: PodRt, c: Ctr, inst: dict[str, Any], command: str, write: bool,
+                      rate: float, dt: float, address: Address, now: float) -> StoreReply:
         verb, tables = sql_shape(command)
         write = write or verb in ("INSERT", "UPDATE", "DELETE", "REPLACE")
         n, acc = self.count_requests(inst, rate, dt)

@@ -654,6 +654,9 @@ class PostgreSQL(StoreModel):
     """The `postgres` image: docker-entrypoint.sh (initdb, POSTGRES_* variables, init scripts), the
     postmaster's log, pg_hba's verdicts, a capacity-bound server whose disk can fail under it."""
 
+    closed_error = ("server closed the connection unexpectedly\n\tThis probably means the server terminated "
+                    "abnormally\n\tbefore or while processing the request.")
+
     name = "postgres"
     protocol = "postgres"
     images = ("postgres",)
@@ -900,13 +903,8 @@ class PostgreSQL(StoreModel):
             queue_log(inst, f"auth/{user}/{db}/{err}", server)
         return err
 
-    def serve(self, cluster: Any, rt: PodRt, c: Ctr, command: str, write: bool, rate: float, dt: float,
-              address: Address) -> StoreReply:
-        now = cluster.clock.now()
-        inst = self.own_instance(c, now)
-        if inst is None:
-            return StoreReply(0.0, 0.0, "server closed the connection unexpectedly\n\tThis probably means the server "
-                                        "terminated abnormally\n\tbefore or while processing the request.")
+    def serve_running(self, cluster: Any, rt: PodRt, c: Ctr, inst: dict[str, Any], command: str, write: bool,
+                      rate: float, dt: float, address: Address, now: float) -> StoreReply:
         if inst.get("state") == "recovering":
             return StoreReply(0.0, 0.001, "FATAL:  the database system is in recovery mode")
         verb, tables = sql_shape(command)

@@ -284,12 +284,8 @@ class Redis(StoreModel):
             return wrong
         return None
 
-    def serve(self, cluster: Any, rt: PodRt, c: Ctr, command: str, write: bool, rate: float, dt: float,
-              address: Address) -> StoreReply:
-        now = cluster.clock.now()
-        inst = self.own_instance(c, now)
-        if inst is None:
-            return StoreReply(0.0, 0.0, "EOF")
+    def serve_running(self, cluster: Any, rt: PodRt, c: Ctr, inst: dict[str, Any], command: str, write: bool,
+                      rate: float, dt: float, address: Address, now: float) -> StoreReply:
         verb = (command.split() or ["GET"])[0].upper()
         write = write or verb in REDIS_WRITES
         n, acc = self.count_requests(inst, rate, dt)
