@@ -1,4 +1,6 @@
-"""The fluid request model for applications declared as call graphs (clusters/sim/apps/graph.py).
+"""The fluid request model of every application the emulated cluster serves, each declared as a
+call graph (clusters/sim/apps/graph.py; hotel-reservation's in apps/hotel.py, with its cache,
+token bucket, retries, Go runtime, Consul discovery and Jaeger tracer as declared features).
 Every 5 s step, per namespace:
 
 1. the load generators (Locust, wrk2) offer their request mix at the entry service;
@@ -19,6 +21,7 @@ Nothing is scripted: a symptom appears only when its cause is in the cluster."""
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -115,8 +118,10 @@ class CallGraphFlow:
             return app
         return None
 
-    def client_target(self, conn: Any) -> tuple[str, AppGraph] | None:
-        """The namespace and graph a load generator's connection reaches, if it reaches one."""
+    def client_target(self, conn: Any, home: str = "") -> tuple[str, AppGraph] | None:
+        """The namespace and graph a load generator's connection reaches, if it reaches one; else the
+        graph of the namespace its Service is in, or of `home` (where the client runs) when its
+        host resolves to nothing: the requests it keeps sending fail there."""
         for tg in conn.targets:
             if tg.error:
                 continue
@@ -124,10 +129,10 @@ class CallGraphFlow:
             if isinstance(inst, dict) and inst.get("kind") == "graph" and inst.get("app") in GRAPHS:
                 return tg.pod["metadata"]["namespace"], GRAPHS[inst["app"]]
         svc = conn.service if getattr(conn, "service", None) is not None else None
-        if svc is not None:
-            ns = svc["metadata"]["namespace"]
+        ns = svc["metadata"]["namespace"] if svc is not None else home
+        if ns:
             for graph in GRAPHS.values():
-                if graph.name == ns and graph.engine == "callgraph":
+                if graph.name == ns:
                     return ns, graph
         return None
 
@@ -155,15 +160,18 @@ class CallGraphFlow:
                 rate_in = lam.get((svc_name, op), 0.0)
                 if rate_in <= 0:
                     continue
+                through = 1.0  # a sequential handler's requests still going after its earlier calls
                 for call in calls:
                     peer = svc.peer(call.peer)
                     f_prev = edges.get(self._edge_key(svc_name, op, call), 0.0)
                     amp = sum(f_prev ** k for k in range(self._attempts(svc, peer, groups.get(svc_name) or [])))
-                    r = rate_in * call.share * hooks.call_share(self, ns, svc, op, call) * amp
+                    r = rate_in * through * call.share * hooks.call_share(self, ns, svc, op, call) * amp
                     if call.on_miss:
                         r *= misses.get((svc_name, call.on_miss), 1.0)
                     if peer.service:
                         lam[(peer.service, call.op)] = lam.get((peer.service, call.op), 0.0) + r
+                        if svc.sequential and call.on_error != "ignore":
+                            through *= st["prev"].get((peer.service, call.op), 1.0)
                     else:
                         key = (svc_name, call.peer, call.op, call.write)
                         store_load[key] = store_load.get(key, 0.0) + r
@@ -218,6 +226,7 @@ class CallGraphFlow:
             if insts:
                 self._cpu(insts, served, svc, dt, cpu_factor)
         st["prev"] = succ
+        st["errors"] = err  # what a failing request is answered with (an HTTP client in a pod reads it)
         self._account_topics(ns, app, consumers, store_load, succ, dt)
         # 3. what the clients see, and the consequences
         for rt, c, conn, _ in clients:
@@ -320,8 +329,10 @@ class CallGraphFlow:
         total = q["q"] + arrivals
         served = min(total, mu * dt)
         rest = total - served
-        if svc.limit is None:
-            queue_cap = mu * svc.timeout  # past its callers' deadline a queued request is abandoned
+        if svc.limit is None and svc.backlog:
+            queue_cap = svc.backlog * len(insts)
+        elif svc.limit is None:
+            queue_cap = mu * (svc.timeout or 0.0)  # past its callers' deadline a queued request is abandoned
         q["q"] = min(rest, queue_cap)
         q["served"] = served
         rejected = rest - q["q"]
@@ -350,7 +361,7 @@ class CallGraphFlow:
                 c.instance["rps"] = per / dt
                 svc.runtime.served(c.instance["go"], per)
                 used += per * c.instance.get("gc_cost", 0.0)
-            self.w.charge(rt, c, per, used / nodes.cpu_factor(rt.node), dt, 800, 2400)
+            self.w.charge(rt, c, per, used / nodes.cpu_factor(rt.node), dt, svc.rx_bytes, svc.tx_bytes)
 
     # -- calls -------------------------------------------------------------------------------------
     def _edge(self, ns: str, app: AppGraph, svc: Service, op: str, call: Call, insts: list,
@@ -373,19 +384,22 @@ class CallGraphFlow:
             timed_out += e.timed_out
             why = why or e.error
         ok, latency = ok_sum / len(insts), lat_sum / len(insts)
+        if peer.retry is not None and peer.retry.gave_up and ok < 0.5 and why and "DeadlineExceeded" in why:
+            why = peer.retry.gave_up
         # what the next step's offered load is amplified by: the share of single attempts that failed
         self.state[ns]["edges"][key] = attempt_fail / len(insts) if peer.retry is not None else 1.0 - ok
         if peer.retry is not None and peer.retry.metrics is not None:
-            self._retry_metrics(ns, app, svc, peer, call_rate * dt, ok, attempt_fail / len(insts), timed_out / len(insts))
+            self._retry_metrics(ns, app, svc, peer, call_rate * dt, ok, attempt_fail / len(insts), timed_out / len(insts),
+                                self._attempts(svc, peer, insts))
         return Edge(ok, latency, why if ok < 0.999 else None)
 
     def _retry_metrics(self, ns: str, app: AppGraph, svc: Service, peer: Peer, n: float, ok: float, f: float,
-                       timed_out: float) -> None:
+                       timed_out: float, tries: int) -> None:
         """The client's own counters of a retrying call, and the deadline's toll on the callee's queue."""
         assert peer.retry is not None and peer.retry.metrics is not None
         job, instance, prefix = peer.retry.metrics
         labels = (("namespace", ns), ("job", job), ("instance", instance))
-        attempts = n * sum(f ** k for k in range(peer.retry.attempts))
+        attempts = n * sum(f ** k for k in range(tries))  # the policy the program runs with
         self.w.inc(f"{svc.name}_requests_total", labels, n)
         self.w.inc(f"{prefix}_attempts_total", labels, attempts)
         self.w.inc(f"{prefix}_timeouts_total", labels, attempts * timed_out)
@@ -420,8 +434,9 @@ class CallGraphFlow:
         if busy < 1.0:
             return Edge(e.ok, e.latency * (1.0 + busy ** peer.pool / (1.0 - busy)), e.error)
         served = 1.0 / busy
-        return Edge(e.ok * served, e.latency * served + svc.timeout * (1.0 - served),
-                    self.logger(svc, rt.name).pool_exhausted(peer, svc.timeout))
+        timeout = svc.timeout or 0.0
+        return Edge(e.ok * served, e.latency * served + timeout * (1.0 - served),
+                    self.logger(svc, rt.name).pool_exhausted(peer, timeout))
 
     def _call_from(self, ns: str, app: AppGraph, svc: Service, rt: PodRt, c: Ctr, peer: Peer, call: Call,
                    succ: dict, lat: dict, err: dict, store_rate: float, dt: float) -> Edge:
@@ -536,7 +551,7 @@ class CallGraphFlow:
                 return 1.0, 0.001, None  # a server the emulated cluster does not model in detail
             address = Address(addr["host"], addr["port"], addr["user"], addr["password"], addr["database"], addr["raw"],
                               client=caller_ip)
-            refused = model.authenticate(inst, address)
+            refused = None if peer.session else model.authenticate(inst, address)
             if refused:
                 return 0.0, 0.0, refused
             reply = model.serve(self.cluster, trt, target_ctr, call.op, call.write, rate, dt, address)
@@ -615,8 +630,11 @@ class CallGraphFlow:
             total_n += n
             total_fail += bad
             total_lat += n * min(latency, timeout)
+            entry = app.services.get(route.service)
+            if entry is not None and entry.http_metrics and reach > 0:
+                self._http_server(ns, entry, route, good, n * reach * (1 - pto) * (1 - s), latency)
             if kind == "wrk2":
-                self._wrk2(ns, rt, inst, route.name, n, reach, pto, s, latency, timeout)
+                self._wrk2(ns, rt, inst, route.url_path, n, reach, pto, s, latency, timeout)
             elif sidecar:
                 labels = (("namespace", rt.namespace), ("job", f"locust-{rt.namespace}"), ("pod", rt.name), ("method", route.method),
                           ("name", route.name))
@@ -667,6 +685,15 @@ class CallGraphFlow:
         rnd["connect"] += connect
         rnd["lat_sum"] += (good + bad) * latency
 
+    def _http_server(self, ns: str, svc: Service, route: Any, good: float, bad: float, latency: float) -> None:
+        """The entry server's own request histogram (OpenTelemetry's HTTP server semantic conventions)."""
+        base = (("namespace", ns), ("job", svc.http_metrics), ("service_name", svc.name),
+                ("http_request_method", route.method), ("http_route", route.url_path))
+        for count, code in ((good, "200"), (bad, "500")):
+            if count > 1e-9:
+                self.w.observe("http_server_request_duration_seconds", base + (("http_response_status_code", code),),
+                               HTTP_BUCKETS, count, latency, 0.0015)
+
     def _span_metrics(self, ns: str, svc: Service, op: str, n: float, ok: float, latency: float) -> None:
         if n <= 0:
             return
@@ -707,7 +734,7 @@ class CallGraphFlow:
                 if c.state != "running":
                     continue
                 t = now + self.cluster.nodes.clock_offset(rt.node)
-                lines, stderr, code = self.logger(svc, rt.name).crash(t, op, why)
+                lines, stderr, code = self.logger(svc, rt.name).crash(t, op, svc.peer(call.peer), why)
                 self.cluster.kubelet.terminate(rt.namespace, rt.name, c.name, code, "Error", lines, stderr)
 
     def _os_limits(self, rt: PodRt, c: Ctr, now: float) -> None:
@@ -722,8 +749,9 @@ class CallGraphFlow:
             return
         t = now + nodes.clock_offset(rt.node)
         log = self.logger(svc, rt.name)
-        if nodes.fd_exhausted(rt.node) and svc.ports and self.w._log_once(f"fd/{rt.namespace}/{rt.name}", LOG_EVERY, now):
-            self.cluster.logs.write(pod, c.name, log.accept_error(t, svc.ports[0]), now, stream="stderr")
+        ports = c.instance.get("ports") or svc.ports  # a program that reads its port from its config listens there
+        if nodes.fd_exhausted(rt.node) and ports and self.w._log_once(f"fd/{rt.namespace}/{rt.name}", LOG_EVERY, now):
+            self.cluster.logs.write(pod, c.name, log.accept_error(t, ports[0]), now, stream="stderr")
             n = nodes.get(rt.node)
             if n is not None and "fd" not in n.reported:
                 n.reported["fd"] = now
@@ -766,7 +794,7 @@ class CallGraphFlow:
             return lat.get((svc_name, op), 0.001)
         rt, c = insts[len(spans) % len(insts)]
         pod = self.w._pod(rt.namespace, rt.name)
-        if pod is None or not self._exporter_ok(app, pod):
+        if pod is None or not isinstance(c.instance, dict) or not self._exporter_ok(app, pod, c.instance):
             return lat.get((svc_name, op), 0.001)
         skew = self.cluster.nodes.clock_offset(rt.node) + self.cluster.chaos.time_offset(pod, c.name)
         span_id = hashlib.sha256(f"{trace_id}/{len(spans)}".encode()).hexdigest()[:16]
@@ -816,12 +844,13 @@ class CallGraphFlow:
                     break
         return duration
 
-    def _exporter_ok(self, app: AppGraph, pod: dict) -> bool:
+    def _exporter_ok(self, app: AppGraph, pod: dict, inst: dict) -> bool:
         """Spans reach Jaeger only while the pod can resolve its trace exporter and it has endpoints."""
         key = ("exporter", pod["metadata"]["uid"])
         cache = self.w._conn_cache
         if key not in cache:
-            host = app.trace_host or ("otel-collector" if app.span_metrics else "jaeger")
+            exporter = inst["peers"].get(app.trace_peer) if app.trace_peer else None
+            host = exporter["host"] if exporter else app.trace_host or ("otel-collector" if app.span_metrics else "jaeger")
             svc, e = self.cluster.network.lookup(pod, host)
             ok = False
             if svc is not None and not e:
@@ -851,7 +880,7 @@ class TraceFormat:
                                       {"key": "otel.status_code", "type": "string", "value": "OK" if ok else "ERROR"}]
         if route is not None:
             return tags + [{"key": "http.request.method", "type": "string", "value": route.method},
-                           {"key": "url.path", "type": "string", "value": route.name},
+                           {"key": "url.path", "type": "string", "value": route.url_path},
                            {"key": "http.response.status_code", "type": "int64", "value": 200 if ok else 500}]
         return tags + [{"key": "rpc.system" if protocol in ("grpc", "thrift") else "network.protocol.name",
                         "type": "string", "value": protocol}]
@@ -887,8 +916,11 @@ def jaeger_span(trace_id: str, span_id: str, parent: str | None, op: str, start:
 
 
 def _p_timeout(latency: float, timeout: float | None) -> float:
-    from clusters.sim.workload import p_timeout
-    return p_timeout(latency, timeout)
+    """The share of calls of this mean latency that outlast the deadline."""
+    if not timeout:
+        return 0.0
+    x = (latency - timeout) / (0.12 * timeout)
+    return 1.0 if x > 40 else 0.0 if x < -40 else 1.0 / (1.0 + math.exp(-x))
 
 
 def _locust_error(why: str, reach: float) -> str:

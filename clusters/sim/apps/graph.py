@@ -1,7 +1,9 @@
 """Applications declared as call graphs: each service says how the farm's manifests run it, which
 peers it dials (and where their addresses come from), which operations it serves and what each
-calls. `GraphService` is the one container model for all of them (start-up checks, ports,
-memory); `clusters/sim/callgraph.py` is the fluid request model that walks the graphs.
+calls. `GraphService` is the container model for all of them (start-up checks, ports, memory)
+but an application whose start-up it cannot describe (hotel's config.json, flags and seeding:
+`AppGraph.own_model`), whose own model hands the engine the same instance; `clusters/sim/callgraph.py`
+is the fluid request model that walks the graphs.
 
 A graph describes the code, never the deployment: addresses are read from the container's
 environment or mounted config at start, exactly where the real program reads them, so a wrong
@@ -50,6 +52,9 @@ class Retry:
     multiplier: float = 2.0
     env: tuple[str, str, str, str] | None = None
     metrics: tuple[str, str, str] | None = None
+    # what the client reports when most calls ran out of attempts on their deadline (hotel's search
+    # answers "search dependency unavailable" instead of the last attempt's DeadlineExceeded)
+    gave_up: str = ""
 
     def read(self, env: dict[str, str]) -> dict[str, float]:
         """The policy the program runs with, its knobs read from its environment at start."""
@@ -121,6 +126,7 @@ class Peer:
     cache: Cache | None = None  # this store is a cache in front of another (see Call.on_miss)
     retry: Retry | None = None  # this client's own deadline and retries, instead of the service's
     discovery: bool = False  # resolved through the service's registry (Service.registry), not DNS
+    session: bool = False  # authenticates once, at start (mgo's session): later calls are only authorized
 
 
 @dataclass(frozen=True)
@@ -149,7 +155,12 @@ class Service:
     latency: float = 0.002  # service time per request, seconds
     memory: float = 40 * 2**20  # resident set at idle, bytes
     memory_per_rps: float = 30_000.0
-    timeout: float = 10.0  # the client deadline of its outgoing calls, seconds
+    timeout: float | None = 10.0  # the client deadline of its outgoing calls, seconds (None: it sets none)
+    backlog: float = 0.0  # requests each pod parks before refusing more; 0: what its callers' deadline leaves
+    sequential: bool = False  # a failed call ends the request: later calls see only what earlier ones let through
+    rx_bytes: float = 800.0  # bytes received and sent per request
+    tx_bytes: float = 2400.0
+    http_metrics: str = ""  # the job of the http_server_request_duration_seconds its HTTP server exports
     attempts: int = 1  # tries per outgoing call (1 = no retry)
     start_s: float = 1.0  # time to become ready
     background: bool = False  # its ops run as a loop of its own (a Kafka consumer), not on requests
@@ -179,6 +190,11 @@ class Route:
     script: str = ""  # the load generator script that sends it (file name); empty: the default mix
     timeout: float | None = None  # the client's own timeout for this request (Locust's `timeout=`), seconds
     target: str = ""  # host:port of an absolute URL the client calls instead of its own host
+    path: str = ""  # the URL path, where the name the client reports is not it (hotel's `HTTP GET /hotels`)
+
+    @property
+    def url_path(self) -> str:
+        return self.path or self.name
 
 
 def client_routes(graph: AppGraph, instance: dict[str, Any]) -> tuple[Route, ...]:
@@ -198,9 +214,10 @@ class AppGraph:
     trace_host: str = ""  # where the services send spans; default otel-collector (span_metrics) or jaeger
     hooks: Any = None  # app-specific behaviour (feature flags, ...): see callgraph.GraphHooks
     tracer: Any = None  # how its spans are tagged (callgraph.TraceFormat); default OpenTelemetry's
-    # what serves its requests: the call-graph engine (clusters/sim/callgraph.py) with GraphService
-    # containers, or "hotel", hotel-reservation's own model (clusters/sim/workload.py, apps/hotel.py)
-    engine: str = "callgraph"
+    trace_peer: str = ""  # the peer whose address (config, flags) is its trace exporter, instead of trace_host
+    # True: a container model of its own starts its programs (hotel's HotelService: its config.json,
+    # flags and start-up lines) and hands the engine the same instance GraphService would
+    own_model: bool = False
     order: list[str] = field(default_factory=list)  # callers before callees, computed
 
     def __post_init__(self) -> None:
@@ -217,9 +234,9 @@ def graph_app(graph: AppGraph) -> AppGraph:
 
 
 def identify(container: dict[str, Any]) -> tuple[AppGraph, Service] | None:
-    """The graph service a container runs, for the graphs the call-graph engine serves."""
+    """The graph service a container runs, for the graphs whose programs GraphService starts."""
     for graph in GRAPHS.values():
-        if graph.engine != "callgraph":
+        if graph.own_model:
             continue
         name = graph.identify(container)
         if name is not None and name in graph.services:

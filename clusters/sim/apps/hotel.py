@@ -1,8 +1,9 @@
 """hotel-reservation (DeathStarBench, Go + gRPC): the eight services of one image, selected by the
 binary the manifest runs, with their config.json, start-up sequence (config, Mongo seeding with
-admin:admin for geo and rate, Jaeger agent, Consul registration), the log lines they print, and
-the call graph the fluid workload walks (ports, stores, memcached in front of MongoDB, the
-search→rate retry policy and rate's token bucket and queue, declared as graph features), and the
+admin:admin for geo and rate, Jaeger agent, Consul registration) and the log lines they print;
+and the call graph the call-graph engine (clusters/sim/callgraph.py) serves their requests by
+(ports, Consul discovery, stores, memcached in front of MongoDB, the search→rate retry policy and
+rate's token bucket and queue, the Jaeger Go client's spans, declared as graph features), and the
 Go runtime (apps/goruntime.py: tune's `GC` over GOGC, GOMEMLIMIT, GOMAXPROCS) that sets each
 binary's memory and the CPU its collector takes."""
 
@@ -12,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from clusters.sim.apps import graph
 from clusters.sim.apps.base import (
     AppModel,
     Exited,
@@ -22,9 +24,10 @@ from clusters.sim.apps.base import (
     register_image,
     zerolog,
 )
-from clusters.sim.apps.goruntime import HOTEL_GO, go_gc_percent, go_live, go_rss
+from clusters.sim.apps.goruntime import HOTEL_GO, go_gc_percent
 from clusters.sim.apps.graph import AppGraph, Cache, Call, Peer, RateLimit, Retry, Route, Service, graph_app
 from clusters.sim.apps.stores import authenticate, authorize
+from clusters.sim.callgraph import CallGraphFlow, GraphHooks, OpEffect, TraceFormat
 
 IMAGES = ("yinfangchen/hotelreservation", "deathstarbench/hotel-reservation", "ghcr.io/sregym/hotel-reservation",
           "igorrudyk1/hotelreservation")
@@ -79,7 +82,8 @@ _RPC = {"search": "/search.Search/Nearby", "geo": "/geo.Geo/Nearby", "rate": "/r
 # retry policy on rate (newest SREGym search) and rate's token bucket and queue in front of its handler.
 JOB = "hotel-reservation-application"
 RATE_RETRY = Retry(3, 0.75, 0.05, 2.0, env=("RATE_RPC_MAX_ATTEMPTS", "RATE_RPC_TIMEOUT_MS", "RATE_RPC_INITIAL_BACKOFF_MS",
-                                            "RATE_RPC_BACKOFF_MULTIPLIER"), metrics=(JOB, "search:9092", "search_rate"))
+                                            "RATE_RPC_BACKOFF_MULTIPLIER"), metrics=(JOB, "search:9092", "search_rate"),
+                   gave_up="rpc error: code = Unavailable desc = search dependency unavailable")
 RATE_LIMIT = RateLimit(20.0, 256.0, error="rpc error: code = ResourceExhausted desc = rate request queue is full",
                        env=("RATE_BACKEND_QPS_LIMIT", "RATE_QUEUE_CAPACITY"), metrics=(JOB, "rate:9091", "rate"))
 # Distinct keys each binary caches in its memcached; reservation's checks always meet some new ones.
@@ -87,7 +91,13 @@ CACHES = {"rate": Cache(80.0), "profile": Cache(80.0), "reservation": Cache(3000
 
 
 def _rpc_peers(*services: str, retry: dict[str, Retry] | None = None) -> tuple[Peer, ...]:
-    return tuple(Peer(name, "grpc", service=name, retry=(retry or {}).get(name)) for name in services)
+    """The services a binary calls, found by their Consul names (the `consul` peer is its agent)."""
+    return tuple(Peer(name, "grpc", service=name, retry=(retry or {}).get(name), discovery=True) for name in services)
+
+
+# Every binary's Consul agent and Jaeger agent, at the config.json addresses (or -consuladdr/-jaegeraddr).
+_AGENTS = (Peer("consul", "http", config=(f"{WORKDIR}/config.json", ("consulAddress",)), default=CONFIG["consulAddress"]),
+           Peer("jaeger", "udp", config=(f"{WORKDIR}/config.json", ("jaegerAddress",)), default=CONFIG["jaegerAddress"]))
 
 
 def _stores(svc: str) -> tuple[Peer, ...]:
@@ -99,8 +109,9 @@ def _stores(svc: str) -> tuple[Peer, ...]:
         out.append(Peer("memcached", "memcached", config=(f"{WORKDIR}/config.json", (info.memc_key,)),
                         default=CONFIG[info.memc_key], cache=CACHES[svc]))
     if info.mongo_key:
+        # mgo dials (and, as admin for geo and rate, authenticates) once at start; requests reuse the session
         out.append(Peer("mongodb", "mongo", config=(f"{WORKDIR}/config.json", (info.mongo_key,)),
-                        default=CONFIG[info.mongo_key], at_start=True))
+                        default=CONFIG[info.mongo_key], at_start=True, session=True))
     return tuple(out)
 
 
@@ -109,8 +120,12 @@ def _service(name: str, ops: dict[str, tuple[Call, ...]], peers: tuple[Peer, ...
     info = SERVICES[name]
     port = int(CONFIG[info.port_key])
     names = {"consul": info.consul or "", "db": info.db, "port": CONFIG[info.port_key]}
-    return Service(name, "go", (port,) + ((info.metrics_port,) if info.metrics_port else ()), ops, peers,
-                   cpu=cpu, latency=latency, names={k: v for k, v in names.items() if v}, limit=limit, runtime=HOTEL_GO)
+    # No deadline on its calls (search's on rate is its own Retry) and a backlog bounded only by the
+    # heap it fills; a handler returns at its first failed call, so later calls see only the rest.
+    return Service(name, "go-zerolog", (port,) + ((info.metrics_port,) if info.metrics_port else ()), ops,
+                   peers + _AGENTS, cpu=cpu, latency=latency, names={k: v for k, v in names.items() if v}, limit=limit,
+                   runtime=HOTEL_GO, registry=graph.Registry("consul", info.consul or ""), timeout=None, backlog=100000.0,
+                   sequential=True, rx_bytes=600.0, tx_bytes=1800.0, http_metrics=JOB if name == "frontend" else "")
 
 
 def _identify(container: dict[str, Any]) -> str | None:
@@ -119,6 +134,70 @@ def _identify(container: dict[str, Any]) -> str | None:
     argv = list(container.get("command") or []) + list(container.get("args") or [])
     binary = argv[0].rsplit("/", 1)[-1] if argv else None
     return binary if binary in SERVICES else None
+
+
+class JaegerGo(TraceFormat):
+    """The services' tracer, Jaeger's Go client (jaeger-client-go 2.30): `component` tags instead of
+    OpenTelemetry's attributes, errors logged as (error, message), no spans for the stores, and
+    JAEGER_SAMPLE_RATIO on the frontend switching sampling off."""
+
+    error_event = ("error", "message")
+    store_spans = False
+    sample_env = "JAEGER_SAMPLE_RATIO"
+
+    def server_tags(self, route: Any, protocol: str, ok: bool) -> list[dict[str, Any]]:
+        tags: list[dict[str, Any]] = [{"key": "span.kind", "type": "string", "value": "server"}]
+        if route is None:
+            return tags + [{"key": "component", "type": "string", "value": "gRPC"}]
+        return tags + [{"key": "component", "type": "string", "value": "net/http"},
+                       {"key": "http.method", "type": "string", "value": route.method},
+                       {"key": "http.url", "type": "string", "value": route.url_path},
+                       {"key": "http.status_code", "type": "int64", "value": 200 if ok else 500},
+                       {"key": "sampler.type", "type": "string", "value": "probabilistic"},
+                       {"key": "sampler.param", "type": "float64", "value": 1}]
+
+    def client_tags(self, peer: Peer) -> list[dict[str, Any]]:
+        return [{"key": "span.kind", "type": "string", "value": "client"},
+                {"key": "component", "type": "string", "value": "gRPC"}]
+
+    def process_tags(self, rt: Any) -> list[dict[str, Any]]:
+        return [{"key": "hostname", "type": "string", "value": rt.name},
+                {"key": "ip", "type": "string", "value": rt.ip},
+                {"key": "jaeger.version", "type": "string", "value": "Go-2.30.0"}]
+
+
+# A latent bug of the frontend: with SEARCH_BACKEND_VERSION=true it asks a search-v2 backend that
+# does not exist and answers /hotels with a 500.
+LATENT_ENV = "SEARCH_BACKEND_VERSION"
+
+
+def _latent(c: Any) -> bool:
+    return bool(c.instance.get("env", {}).get(LATENT_ENV) == "true")
+
+
+class HotelHooks(GraphHooks):
+    def op_effect(self, flow: CallGraphFlow, ns: str, svc: Service, op: str, insts: list) -> OpEffect | None:
+        if svc.name != "frontend" or op != "HTTP GET /hotels":
+            return None
+        bad = sum(1 for _, c in insts if _latent(c))
+        return OpEffect(fail=bad / len(insts), error="internal server error") if bad else None
+
+    def step(self, flow: CallGraphFlow, ns: str, groups: dict[str, list], lam: dict, now: float, dt: float) -> None:
+        if lam.get(("frontend", "HTTP GET /hotels"), 0.0) <= 0:
+            return
+        for rt, c in groups.get("frontend") or []:
+            if not _latent(c) or not flow.w._log_once(f"{rt.namespace}/{rt.name}/latent", 15.0, now):
+                continue
+            pod = flow.w._pod(rt.namespace, rt.name)
+            if pod is not None:
+                flow.cluster.logs.write(pod, c.name, zerolog(
+                    now + flow.cluster.nodes.clock_offset(rt.node), "ERR", "services/frontend/server.go:187",
+                    "search backend unavailable: upstream search-v2 returned no results; responding 500"), now)
+
+
+def _store_calls(*calls: Call) -> tuple[Call, ...]:
+    """Any memcached error but a miss, and a failed Mongo read, make the handler log.Panic."""
+    return tuple(Call(c.peer, c.op, on_error="crash", write=c.write, on_miss=c.on_miss) for c in calls)
 
 
 HOTEL = graph_app(AppGraph("hotel-reservation", {
@@ -132,45 +211,26 @@ HOTEL = graph_app(AppGraph("hotel-reservation", {
     "search": _service("search", {_RPC["search"]: (Call("geo", _RPC["geo"]), Call("rate", _RPC["rate"]))},
                        _rpc_peers("geo", "rate", retry={"rate": RATE_RETRY}), 0.0008, 0.0008),
     "geo": _service("geo", {_RPC["geo"]: ()}, _stores("geo"), 0.0006, 0.0009),
-    "rate": _service("rate", {_RPC["rate"]: (Call("memcached", "memcached_get_multi_rate"),
-                                             Call("mongodb", "mongo_rate", on_miss="memcached"))}, _stores("rate"),
-                   0.0008, 0.0010, limit=RATE_LIMIT),
-    "profile": _service("profile", {_RPC["profile"]: (Call("memcached", "memcached_get_profile"),
-                                                      Call("mongodb", "mongo_profile", on_miss="memcached"))},
+    "rate": _service("rate", {_RPC["rate"]: _store_calls(Call("memcached", "memcached_get_multi_rate"),
+                                                         Call("mongodb", "mongo_rate", on_miss="memcached"))},
+                     _stores("rate"), 0.0008, 0.0010, limit=RATE_LIMIT),
+    "profile": _service("profile", {_RPC["profile"]: _store_calls(Call("memcached", "memcached_get_profile"),
+                                                                  Call("mongodb", "mongo_profile", on_miss="memcached"))},
                         _stores("profile"), 0.0009, 0.0012),
     "reservation": _service("reservation", {
-        _RPC["check"]: (Call("memcached", "memcached_reserve_get_multi_number"),
-                        Call("mongodb", "mongodb_capacity_get_multi_number", on_miss="memcached")),
-        _RPC["reserve"]: (Call("memcached", "memcached_reserve_get_multi_number"),
-                          Call("mongodb", "mongo_reservation_insert", write=True))},
+        _RPC["check"]: _store_calls(Call("memcached", "memcached_reserve_get_multi_number"),
+                                    Call("mongodb", "mongodb_capacity_get_multi_number", on_miss="memcached")),
+        _RPC["reserve"]: _store_calls(Call("memcached", "memcached_reserve_get_multi_number"),
+                                      Call("mongodb", "mongo_reservation_insert", write=True))},
         _stores("reservation"), 0.0010, 0.0013),
     "recommendation": _service("recommendation", {_RPC["recommend"]: ()}, _stores("recommendation"), 0.0006, 0.0008),
     "user": _service("user", {_RPC["user"]: ()}, _stores("user"), 0.0004, 0.0006),
-}, (Route("HTTP GET /hotels", "GET", "frontend", "HTTP GET /hotels", 0.60),
-    Route("HTTP GET /recommendations", "GET", "frontend", "HTTP GET /recommendations", 0.39),
-    Route("HTTP POST /user", "POST", "frontend", "HTTP POST /user", 0.005),
-    Route("HTTP POST /reservation", "POST", "frontend", "HTTP POST /reservation", 0.005)),
-    _identify, trace_host="jaeger", engine="hotel"))
+}, (Route("HTTP GET /hotels", "GET", "frontend", "HTTP GET /hotels", 0.60, path="/hotels"),
+    Route("HTTP GET /recommendations", "GET", "frontend", "HTTP GET /recommendations", 0.39, path="/recommendations"),
+    Route("HTTP POST /user", "POST", "frontend", "HTTP POST /user", 0.005, path="/user"),
+    Route("HTTP POST /reservation", "POST", "frontend", "HTTP POST /reservation", 0.005, path="/reservation")),
+    _identify, trace_host="jaeger", trace_peer="jaeger", tracer=JaegerGo(), hooks=HotelHooks(), own_model=True))
 
-# The graph as the hotel request model (clusters/sim/workload.py) walks it: (service, operation) →
-# calls in order, each (target, operation, how): "consul" dials the Consul name of the target,
-# "memc"/"mongo" the address in config.json.
-_HOW = {"memcached": ("memcached", "memc"), "mongo": ("mongodb", "mongo")}
-
-
-def _walked(svc: Service, call: Call) -> tuple[str, str, str]:
-    peer = svc.peer(call.peer)
-    if peer.service:
-        return peer.service, call.op, "consul"
-    target, how = _HOW[peer.protocol]
-    return target, call.op, how
-
-
-OPS: dict[tuple[str, str], list[tuple[str, str, str]]] = {
-    (svc.name, op): [_walked(svc, call) for call in calls] for svc in HOTEL.services.values() for op, calls in svc.ops.items()}
-ROUTES = tuple((r.name, r.share) for r in HOTEL.routes)
-CPU_PER_REQUEST = {svc.name: svc.cpu for svc in HOTEL.services.values()}
-SERVICE_TIME = {svc.name: svc.latency for svc in HOTEL.services.values()}
 CALLER = {"frontend": "cmd/frontend/main.go", "search": "cmd/search/main.go", "geo": "cmd/geo/main.go",
           "profile": "cmd/profile/main.go", "rate": "cmd/rate/main.go", "recommendation": "cmd/recommendation/main.go",
           "reservation": "cmd/reservation/main.go", "user": "cmd/user/main.go"}
@@ -182,6 +242,14 @@ def split_addr(addr: str) -> tuple[str, int]:
         return host or addr, int(port)
     except ValueError:
         return addr, 0
+
+
+def _address(addr: str, user: str = "", db: str = "") -> dict[str, Any]:
+    """A config.json address as the engine dials it; geo's and rate's mgo sessions are admin:admin
+    against the admin database, reading their own."""
+    host, port = split_addr(addr)
+    raw = f"mongodb://{user}:{user}@{addr}/{db}?authSource=admin" if user else addr
+    return {"host": host, "port": port, "user": user, "password": user, "database": db, "raw": raw}
 
 
 @app_model
@@ -246,9 +314,15 @@ class HotelService(AppModel):
             if a in ("-jaegeraddr", "--jaegeraddr") and i + 1 < len(argv):
                 cfg["jaegerAddress"] = argv[i + 1]
         port = int(cfg.get(svc.port_key, "0") or 0)
-        inst: dict[str, Any] = {"kind": "hotel", "svc": b, "cfg": cfg, "port": port, "env": dict(ctx.env),
-                                "consul_cache": {}, "cache_items": 0.0, "started": ctx.now,
-                                "go": go}
+        ports = [port] + ([svc.metrics_port] if svc.metrics_port else [])
+        peers = {"consul": _address(cfg["consulAddress"]), "jaeger": _address(cfg["jaegerAddress"])}
+        if svc.memc_key:
+            peers["memcached"] = _address(cfg[svc.memc_key])
+        if svc.mongo_key:
+            peers["mongodb"] = _address(cfg[svc.mongo_key], "admin" if svc.auth else "", svc.db)
+        # the call-graph engine's instance, as GraphService would make it from the declaration
+        inst: dict[str, Any] = {"kind": "graph", "app": HOTEL.name, "svc": b, "peers": peers, "env": dict(ctx.env),
+                                "started": ctx.now, "leak": 0.0, "go": go, "ports": ports, "discovered": {}}
         if svc.mongo_key:
             addr = cfg[svc.mongo_key]
             L("INF", f"Read database URL: {addr}", 0.001)
@@ -290,7 +364,6 @@ class HotelService(AppModel):
                 return Exited(1, log, after=after)
             target = next(tg for tg in conn.targets if not tg.error)
             ctx.cluster.workload.consul_register(target.pod, svc.consul, ctx.pod, port)
-            inst["consul_pod"] = (target.pod["metadata"]["namespace"], target.pod["metadata"]["name"])
             L("INF", "Successfully registered in consul", 0.08, where=f"services/{b}/server.go:92")
         else:
             L("INF", "Initializing gRPC clients...", 0.08, where="services/frontend/server.go:58")
@@ -298,14 +371,13 @@ class HotelService(AppModel):
             L("INF", f"Serving http at port: {port}", 0.1, where="services/frontend/server.go:101")
         declared = HOTEL.services[b].limit
         if declared is not None:
-            limit = declared.read(ctx.env)
-            inst["qps_limit"], inst["queue_capacity"] = limit["qps"], limit["queue"]
-            L("INF", f"rate backend qps limit {inst['qps_limit']:g}, queue capacity {inst['queue_capacity']:g}", 0.09,
+            limit = inst["limit"] = declared.read(ctx.env)
+            L("INF", f"rate backend qps limit {limit['qps']:g}, queue capacity {limit['queue']:g}", 0.09,
               where="services/rate/server.go:71")
-        if b == "search":
-            inst["policy"] = RATE_RETRY.read(ctx.env)
-        ports = {port} | ({svc.metrics_port} if svc.metrics_port else set())
-        return Started(log, ports, inst, ready_after=0.0)
+        retries = {p.name: p.retry.read(ctx.env) for p in HOTEL.services[b].peers if p.retry is not None}
+        if retries:
+            inst["retry"] = retries
+        return Started(log, set(ports), inst, ready_after=0.0)
 
     def mongo_check(self, ctx: StartContext, addr: str, svc: Svc, write: bool) -> tuple[str, float] | None:
         """None if the service can seed and read its database at start; else (panic message, seconds)."""
@@ -336,7 +408,7 @@ class HotelService(AppModel):
         rt = (instance or {}).get("go")
         if rt is None:
             return self.memory_base + 40_000 * load_rps
-        return go_rss(rt, go_live(rt, load_rps, instance.get("queued", 0.0)))
+        return HOTEL_GO.rss(rt, load_rps, instance.get("queued", 0.0))
 
 
 # -- known builds -----------------------------------------------------------------------------
@@ -367,7 +439,7 @@ def buggy_build_tick(cluster: Any, now: float, dt: float) -> None:
     counters = cluster.workload.state["counters"]
     for rt, c in list(cluster.kubelet.running()):
         inst = c.instance
-        if not isinstance(inst, dict) or inst.get("kind") != "hotel":
+        if not isinstance(inst, dict) or inst.get("kind") != "graph" or inst.get("app") != HOTEL.name:
             continue
         share = BUGGY_BUILDS.get(normalize_image(c.image)[1], {}).get(inst["svc"])
         if not share:

@@ -10,7 +10,7 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from clusters.sim.apps.base import Exited
+from clusters.sim.apps.base import Exited, zerolog
 
 if TYPE_CHECKING:
     from clusters.sim.apps.graph import Address, Peer, Service
@@ -53,7 +53,7 @@ class LogFormat:
     def call_error(self, t: float, op: str, peer: Peer, callee_op: str, err: str) -> str:
         return self.line(t, "error", f"{op}: {callee_op} failed: {err}")
 
-    def crash(self, t: float, op: str, err: str) -> tuple[list[str], list[str], int]:
+    def crash(self, t: float, op: str, peer: Peer, err: str) -> tuple[list[str], list[str], int]:
         return [self.line(t, "fatal", f"{op}: {err}")], [], self.exit_code
 
     def accept_error(self, t: float, port: int) -> str:
@@ -101,7 +101,7 @@ class GoLogrus(LogFormat):
         what = "failed to connect to database" if peer.protocol in ("postgres", "mysql") else f"failed to connect to {peer.name}"
         return Exited(1, [self.line(t + after, "fatal", f"{what}: {err}")], after=after)
 
-    def crash(self, t: float, op: str, err: str) -> tuple[list[str], list[str], int]:
+    def crash(self, t: float, op: str, peer: Peer, err: str) -> tuple[list[str], list[str], int]:
         return [self.line(t, "panic", err)], [f"panic: {err}", "", "goroutine 82 [running]:",
                                             f"main.(*{self.service.replace('-', '')}).{op.rsplit('/', 1)[-1]}(...)"], 2
 
@@ -113,6 +113,48 @@ class GoLogrus(LogFormat):
     def thread_exhausted(self, t: float) -> tuple[list[str], int]:
         return ["runtime: failed to create new OS thread (have 11 already; errno=11)",
                 "runtime: may need to increase max user processes (ulimit -u)", "fatal error: newosproc"], 2
+
+
+class GoZerolog(LogFormat):
+    """DeathStarBench hotel-reservation's Go services: zerolog's console writer
+    (`2026-01-05T09:00:00Z ERR services/search/server.go:171 > msg`), the handlers' log.Panic on a
+    store error, and the accept loops of net/http (frontend) and grpc-go (the others)."""
+
+    exit_code = 2
+    LEVELS = {"debug": "DBG", "info": "INF", "warn": "WRN", "error": "ERR", "fatal": "FTL", "panic": "PNC"}
+    # a store's error in the handler: (line of services/<svc>/server.go, the message log.Panic gets)
+    STORE_PANICS = {"memcached": (133, "Tried to get hotelId [{id}], but got memmcached error = {err}"),
+                    "mongo": (118, "Tried to find hotelId [{id}], but got error: {err}")}
+
+    def line(self, t: float, level: str, msg: str, **fields: Any) -> str:
+        return zerolog(t, self.LEVELS.get(level, "INF"), fields.get("where", f"cmd/{self.service}/main.go"), msg)
+
+    def call_error(self, t: float, op: str, peer: Peer, callee_op: str, err: str) -> str:
+        if self.service == "frontend":
+            return self.line(t, "error", f"SearchHandler {op.split()[-1]}: {err}", where="services/frontend/server.go:233")
+        method = callee_op.rsplit("/", 1)[-1]
+        tried = " after retries" if peer.retry is not None else ""
+        return self.line(t, "error", f"{peer.name} {method} failed{tried}: {err}", where=f"services/{self.service}/server.go:171")
+
+    def crash(self, t: float, op: str, peer: Peer, err: str) -> tuple[list[str], list[str], int]:
+        at, text = self.STORE_PANICS.get(peer.protocol, (118, "Tried to find hotelId [{id}], but got error: {err}"))
+        msg = text.format(id=1 + int(t) % 80, err=err)
+        return ([self.line(t, "panic", msg, where=f"services/{self.service}/server.go:{at}")],
+                [f"panic: {msg}", "", "goroutine 1843 [running]:",
+                 "github.com/rs/zerolog.(*Logger).Panic.func1({0xc0003c2000, 0x9a})",
+                 "\t/go/pkg/mod/github.com/rs/zerolog@v1.26.1/log.go:359 +0x2d"], 2)
+
+    def accept_error(self, t: float, port: int) -> str:
+        stamp = datetime.fromtimestamp(t, UTC).strftime("%Y/%m/%d %H:%M:%S")
+        if self.service == "frontend":
+            return f"{stamp} http: Accept error: accept tcp [::]:{port}: accept4: too many open files; retrying in 1s"
+        return (f"WARNING: {stamp} [core] [Server #1] grpc: Server.Serve failed to accept: accept tcp [::]:{port}: "
+                "accept4: too many open files; retrying in 1s")
+
+    def thread_exhausted(self, t: float) -> tuple[list[str], int]:
+        return [f"runtime: failed to create new OS thread (have {9 + int(t) % 7} already; errno=11)",
+                "runtime: may need to increase max user processes (ulimit -u)", "fatal error: newosproc", "",
+                "runtime stack:", "runtime.throw({0x9a8f3e?, 0x0?})", "\t/usr/local/go/src/runtime/panic.go:1047 +0x5d"], 2
 
 
 class DotNet(LogFormat):
@@ -324,7 +366,7 @@ class CppBoost(LogFormat):
         return Exited(1, [self.line(t, "error", f"Cannot open the config file {path}" if key == "" else
                                     f"[json.exception.type_error.302] type must be string, but is null ({key})")], after=0.2)
 
-    def crash(self, t: float, op: str, err: str) -> tuple[list[str], list[str], int]:
+    def crash(self, t: float, op: str, peer: Peer, err: str) -> tuple[list[str], list[str], int]:
         return ([self.line(t, "error", err, where=f"{op}Handler.h:120:{op}")],
                 ["terminate called after throwing an instance of 'my_social_network::ServiceException'"], 134)
 
@@ -414,5 +456,5 @@ class Nginx(LogFormat):
 LOGGERS: dict[str, type[LogFormat]] = {
     "go": GoLogrus, "dotnet": DotNet, "node": NodePino, "nextjs": NextJs, "java": JavaLog4j, "spring": SpringBoot,
     "python": PythonLogging, "cpp": CppBoost, "envoy": Envoy, "rust": RustTracing, "php": PhpLog, "ruby": RubyLog,
-    "nginx": Nginx, "generic": LogFormat,
+    "nginx": Nginx, "generic": LogFormat, "go-zerolog": GoZerolog,
 }

@@ -207,6 +207,7 @@ def expand_shell_vars(script: str) -> str:
 
 
 MONGO_CAPACITY = 3000.0  # operations per second one mongod serves before queueing (the workload's figure)
+MONGO_READS = {"find", "aggregate", "count", "distinct", "getmore", "find_one", "count_documents"}
 MONGO_WRITES = {"insert", "update", "delete", "findandmodify", "findoneandupdate", "replace", "bulkwrite", "upsert",
                 "createindex", "insert_one", "insert_many", "update_one", "update_many", "delete_one", "delete_many"}
 
@@ -421,6 +422,8 @@ class MongoDB(DataStore):
         op = words[0].lower() if words else "find"
         db = words[1].split(".")[0] if len(words) > 1 else (address.database or "test")
         write = write or op in MONGO_WRITES
+        if op not in MONGO_WRITES and op not in MONGO_READS:  # a span name (hotel's `mongo_rate`): the driver's own command
+            op = "insert" if write else "find"
         err = authorize(inst, address.user or None, auth_source(address), db, write, op)
         if err:
             return StoreReply(0.0, 0.001, err)
@@ -431,7 +434,52 @@ class MongoDB(DataStore):
         return StoreReply(1.0, 0.002 / max(0.05, 1 - util) + inst.get("io_delay", 0.0), None)
 
     def tick(self, cluster: Any, rt: Any, c: Any, now: float, dt: float) -> None:
-        """Nothing here: the workload's store pass ticks every `mongo` instance (hotel's and the graphs')."""
+        """The step's reads and writes on /data/db: an I/O delay Chaos Mesh injects slows every
+        query (and mongod says so), a checkpoint writes each minute, and an I/O error or a failing
+        disk makes WiredTiger abort the process."""
+        inst = c.instance
+        if not isinstance(inst, dict) or inst.get("kind") != "mongo":
+            return
+        w = cluster.workload
+        load = inst.pop("load", 0.0)
+        io = inst.pop("io", {"read": 0.0, "write": 0.0})
+        reads, writes = io["read"] * 0.05, io["write"]  # the WiredTiger cache serves most reads
+        podobj = w._pod(rt.namespace, rt.name) or {}
+        delay = cluster.chaos.io_delay(podobj, c.name, "/data/db")
+        inst["io_delay"] = delay
+        if delay > 0:
+            n = cluster.nodes.get(rt.node)
+            if n is not None:
+                n.disks[0].io_time += min(dt, (reads + writes + 4) * delay)
+            if w._log_once(f"slowio/{rt.namespace}/{rt.name}", 15.0, now) and podobj:
+                t0 = now + cluster.nodes.clock_offset(rt.node)
+                ms = int(delay * 1000) + 3
+                cluster.logs.write(podobj, c.name, [
+                    mongo_log(t0, "I", "COMMAND", 51803, f"conn{3 + int(now) % 40}", "Slow query",
+                              {"type": "command", "ns": "local.oplog", "command": {"find": "inventory"},
+                               "planSummary": "COLLSCAN", "durationMillis": ms,
+                               "storage": {"data": {"bytesRead": 4096, "timeReadingMicros": ms * 1000}}}),
+                    mongo_log(t0, "I", "STORAGE", 22430, "Checkpointer", "WiredTiger message",
+                              {"message": f"[{int(t0)}:0][1:0x7f3c2d1fe700], WT_SESSION.checkpoint: "
+                                          f"[WT_VERB_CHECKPOINT_PROGRESS] Checkpoint has been running for "
+                                          f"{max(1, int(delay * 40))} seconds and wrote: 40 pages (1 MB)"})], now)
+        if now - inst.get("last_checkpoint", now) >= 60.0:
+            inst["last_checkpoint"] = now
+            writes += 40
+        t = now + cluster.nodes.clock_offset(rt.node)
+        for op, count in (("read", reads), ("write", writes)):
+            if count <= 0:
+                continue
+            errno = cluster.chaos.io_error(podobj, c.name, "/data/db", op, count)
+            frac = cluster.nodes.io(rt.node, op, 4096, count) if rt.volumes else 0.0
+            if errno or (frac > 0 and cluster.rng.random() < 1 - (1 - frac) ** max(1.0, count)):
+                ctx_name = "Checkpointer" if op == "write" else "conn" + str(3 + int(now) % 40)
+                file = "collection-0-4587235146126372893.wt" if op == "read" else "WiredTiger.wt"
+                cluster.kubelet.terminate(rt.namespace, rt.name, c.name, 14, "Error",
+                                          wiredtiger_failure(t, file, op, errno or 5, ctx_name))
+                return
+        c.cpu_seconds += load * dt * 0.0003
+        c.memory = self.memory(inst, load) + c.__dict__.get("_stress_mem", 0.0)
 
 
 def authenticate(instance: dict[str, Any] | None, user: str, pwd: str, authdb: str = "admin") -> str | None:
@@ -537,4 +585,7 @@ class Memcached(DataStore):
         return StoreReply(1.0, 0.0003, None)
 
     def tick(self, cluster: Any, rt: Any, c: Any, now: float, dt: float) -> None:
-        """Nothing here: the workload's store pass ticks every `memcached` instance."""
+        """Its memory follows the items it holds."""
+        if not isinstance(c.instance, dict) or c.instance.get("kind") != "memcached":
+            return
+        c.memory = self.memory(c.instance, 0.0) + c.__dict__.get("_stress_mem", 0.0)

@@ -102,7 +102,7 @@ def http_answer(cluster: SimCluster, found: Dialed, method: str, target: str) ->
     kind = inst.get("kind") if isinstance(inst, dict) else None
     if kind == "mongo":
         return Answer(200, "It looks like you are trying to access MongoDB over HTTP on the native driver port.\n")
-    if kind == "hotel":
+    if kind == "graph" and inst.get("app") == "hotel-reservation":
         return _hotel(cluster, found, inst, method, path, query)
     if kind == "graph":
         return _graph(cluster, found, inst, method, path)
@@ -123,9 +123,9 @@ def _hotel(cluster: SimCluster, found: Dialed, inst: Any, method: str, path: str
     if svc != "frontend":
         return Answer(0, reset=True)  # the other services speak gRPC only
     ns = found.pod["metadata"]["namespace"] if found.pod else ""
-    group = cluster.workload.state.get("groups", {}).get(ns, {})
-    succ = group.get("_succ", {})
-    errors = group.get("_err", {})
+    flow = cluster.workload.graphs.state.get(ns, {})
+    succ = flow.get("prev", {})
+    errors = flow.get("errors", {})
 
     def arg(name: str) -> str:
         return (query.get(name) or [""])[0]

@@ -1,8 +1,9 @@
 """The call-graph engine's declared mechanisms, each on a small application of its own (`depot`):
 a cache in front of a store (reads reach the store only on a miss), a token bucket with a queue in
-front of a handler, a client's own deadline and retries with backoff, the Go runtime's collector
-and heap (GOGC, GOMEMLIMIT), service discovery through Consul with each pod's cached answers, and
-a tracer that tags spans its own way."""
+front of a handler, a client's own deadline and retries with backoff (and what it reports when
+they run out), the Go runtime's collector and heap (GOGC, GOMEMLIMIT), service discovery through
+Consul with each pod's cached answers, a tracer that tags spans its own way, and a handler that
+returns at its first failed call."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from farm.pytest_plugin import SimClusters
 
 NS = "depot"
 IMAGE = "example.com/depot"
-register_image(IMAGE, tags=("1.0.0-api", "1.0.0-stock"))
+register_image(IMAGE, tags=("1.0.0-api", "1.0.0-stock", "1.0.0-price"))
 
 
 class JaegerGo(TraceFormat):
@@ -78,6 +79,27 @@ DISCOVERED = _app("depot-discovered", {"registry": Registry("consul"), "peers": 
                   {"registry": Registry("consul", "srv-stock"), "peers": (Peer("consul", "http", env="CONSUL_ADDR"),)},
                   api_peer={"discovery": True})
 TRACED = _app("depot-traced", {}, tracer=JaegerGo(), trace_host="jaeger")
+GAVE_UP = _app("depot-gave-up", {}, api_peer={"env": "STOCK_ADDR", "required": True, "retry": Retry(
+    3, 0.1, 0.05, 2.0, gave_up="rpc error: code = Unavailable desc = stock dependency unavailable")})
+
+
+def _two_calls(name: str, sequential: bool) -> AppGraph:
+    """api asks stock, then price, for every request."""
+    services = {
+        "api": Service("api", "go", (8080,), {"GET /items": (Call("stock", "stock.Stock/Get"), Call("price", "price.Price/Get"))},
+                       peers=(Peer("stock", "grpc", service="stock", env="STOCK_ADDR", required=True),
+                              Peer("price", "grpc", service="price", env="PRICE_ADDR", required=True)),
+                       cpu=0.0002, latency=0.001, sequential=sequential),
+        "stock": Service("stock", "go", (9090,), {"stock.Stock/Get": ()}, cpu=0.0002, latency=0.002),
+        "price": Service("price", "go", (9091,), {"price.Price/Get": ()}, cpu=0.0002, latency=0.002),
+    }
+    return graph_app(AppGraph(name, services, (Route("/items", "GET", "api", "GET /items", 1.0),),
+                              lambda c: image_suffix(c, IMAGE) if any(
+                                  e.get("name") == "APP" and e.get("value") == name for e in c.get("env") or []) else None))
+
+
+SEQUENTIAL = _two_calls("depot-sequential", True)
+CONCURRENT = _two_calls("depot-concurrent", False)
 
 
 def _deployment(name: str, image: str, port: int, env: dict[str, str], memory: str = "") -> dict:
@@ -258,3 +280,33 @@ def test_a_declared_tracer_tags_spans_its_own_way_and_its_sampling_can_be_switch
     count = cluster.obs.traces.span_count
     cluster.advance(60)
     assert cluster.obs.traces.span_count == count
+
+
+def test_a_client_whose_retries_ran_out_on_their_deadline_says_what_it_declared(cluster: SimCluster) -> None:
+    _deploy(cluster, GAVE_UP)
+    cluster.store.create("networkchaos.chaos-mesh.org", {
+        "apiVersion": "chaos-mesh.org/v1alpha1", "kind": "NetworkChaos", "metadata": {"name": "slow", "namespace": NS},
+        "spec": {"action": "delay", "mode": "all", "delay": {"latency": "80ms"},
+                 "selector": {"namespaces": [NS], "labelSelectors": {"app": "stock"}}}})
+    cluster.advance(30)
+    assert _window(cluster, 60) < 0.2
+    log = _log(cluster, "api")
+    assert "stock dependency unavailable" in log and "DeadlineExceeded" not in log
+
+
+@pytest.mark.parametrize(("app", "price_share"), [(SEQUENTIAL, 0.01), (CONCURRENT, 0.99)])
+def test_a_sequential_handler_makes_no_later_call_once_an_earlier_one_failed(cluster: SimCluster, app: AppGraph,
+                                                                              price_share: float) -> None:
+    cluster.apply([_deployment("price", f"{IMAGE}:1.0.0-price", 9091, {"APP": app.name}), _service("price", 9091)], NS)
+    _deploy(cluster, app, api_env={"PRICE_ADDR": "price:9091"})
+    cluster.store.delete("deployments.apps", NS, "stock")
+    cluster.advance(30)
+    requests = _counter(cluster, "traces_span_metrics_calls_total", service_name="api")
+    priced = _counter(cluster, "traces_span_metrics_calls_total", service_name="price")
+    assert _window(cluster, 60) < 0.01  # every request needs stock
+    requests = _counter(cluster, "traces_span_metrics_calls_total", service_name="api") - requests
+    priced = _counter(cluster, "traces_span_metrics_calls_total", service_name="price") - priced
+    if app.services["api"].sequential:
+        assert priced < requests * price_share  # the handler returned at stock's error
+    else:
+        assert priced > requests * price_share  # price is asked all the same
