@@ -1,9 +1,9 @@
-"""Validation: the symptom comparison and the leak check on the real API (stand-in cluster),
-harmless changes that must not validate, and the whole catalog on the full emulated cluster (slow)."""
+"""Validation: the symptom comparison and the leak check on the real API (stand-in cluster), and
+harmless changes that must not validate. The whole catalog on the full emulated cluster (slow) is in
+test_catalog_validates_kubectl_1_20.py and _1_33.py (catalog_validation.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,18 +15,15 @@ from farm.problems.catalog import load_catalog
 from farm.problems.validate import (
     AgentView,
     Evidence,
-    Validator,
     is_error_line,
     leaks,
     oracle_blind_to,
     symptom_differences,
     symptom_evidence,
 )
-from farm.pytest_plugin import SimClusters
 from injectors.base import Injection, faults
 from injectors.fault import Fault, Mutation, WorkloadParams
 from injectors.objects import Ref
-from tests.clusters.sim.servedtools import KUBECTLS, VERSIONS
 
 QUIET = {"pods": {"geo-1": {"phase": "Running", "ready": True, "restarts": 0, "waiting": []}},
          "warnings": [], "alerts": [], "error_lines": 2, "error_spans": 0}
@@ -144,28 +141,6 @@ def test_leak_check_catches_an_agent_that_reaches_the_farm_namespace(sim_api: Cl
         view.close()
         for kind in ("RoleBinding", "Role", "Pod"):
             kube.delete(kind, CHAOS_NAMESPACE, "peek" if kind != "Pod" else "helper")
-
-
-# The emulated cluster models every application of the catalog: every problem that needs no real
-# cluster must validate (sorted by application, so that each deploys once).
-PROBLEMS = [p.id for p in sorted(load_catalog().select(), key=lambda p: (p.app, p.id)) if not p.needs_real_cluster]
-
-
-@pytest.fixture(scope="module")
-def validator(sim_clusters: SimClusters) -> Iterator[Validator]:
-    with Validator(sim_clusters.served(seed=1)) as v:
-        yield v
-
-
-# The reference mitigations run with each kubectl an agent may bring (clients differ in what they
-# send); the steps before the mitigation run no kubectl, and both share one deployment per app.
-@pytest.mark.slow
-@pytest.mark.parametrize("problem_id", PROBLEMS)
-@pytest.mark.parametrize("version", VERSIONS)
-def test_every_modelled_problem_validates_on_the_emulated_cluster(validator, version: str, problem_id: str) -> None:  # type: ignore[no-untyped-def]
-    result = validator.validate(load_catalog().get(problem_id), kubectl=str(KUBECTLS[version]))
-    failed = [f"{s.name}: {s.detail[:300]}" for s in result.steps if not s.ok]
-    assert result.passed, failed
 
 
 # -- harmless changes must not validate -----------------------------------------------------
