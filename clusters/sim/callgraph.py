@@ -164,7 +164,8 @@ class CallGraphFlow:
                 for call in calls:
                     peer = svc.peer(call.peer)
                     f_prev = edges.get(self._edge_key(svc_name, op, call), 0.0)
-                    amp = sum(f_prev ** k for k in range(self._attempts(svc, peer, groups.get(svc_name) or [])))
+                    tries = self._attempts(svc, peer, groups.get(svc_name) or [])
+                    amp = 1.0 if tries == 1 else sum(f_prev ** k for k in range(tries))
                     r = rate_in * through * call.share * hooks.call_share(self, ns, svc, op, call) * amp
                     if call.on_miss:
                         r *= misses.get((svc_name, call.on_miss), 1.0)
@@ -440,7 +441,6 @@ class CallGraphFlow:
 
     def _call_from(self, ns: str, app: AppGraph, svc: Service, rt: PodRt, c: Ctr, peer: Peer, call: Call,
                    succ: dict, lat: dict, err: dict, store_rate: float, dt: float) -> Edge:
-        log = self.logger(svc, rt.name)
         pod = self.w._pod(rt.namespace, rt.name) if peer.discovery else None
         if peer.discovery:
             if pod is None:
@@ -452,24 +452,28 @@ class CallGraphFlow:
         else:
             addr = c.instance["peers"].get(peer.name)
             if addr is None:
-                return Edge(0.0, 0.0, log.client_error(peer.protocol, "missing address", peer.name, 0, call.op))
+                e = self.logger(svc, rt.name).client_error(peer.protocol, "missing address", peer.name, 0, call.op)
+                return Edge(0.0, 0.0, e)
             pod = self.w._pod(rt.namespace, rt.name)
             if pod is None:
                 return Edge(1.0, 0.0, None)
             if addr["host"] in ("localhost", "127.0.0.1", "::1"):  # nothing of its own listens there
                 e = f"dial tcp 127.0.0.1:{addr['port']}: connect: connection refused"
-                return Edge(0.0, 0.0, log.client_error(peer.protocol, e, addr["host"], addr["port"], call.op))
+                return Edge(0.0, 0.0, self.logger(svc, rt.name).client_error(peer.protocol, e, addr["host"], addr["port"],
+                                                                             call.op))
             conn = self.w._connect(pod, addr["host"], addr["port"])
         policy = (c.instance.get("retry") or {}).get(peer.name) if peer.retry is not None else None
         timeout = (policy["timeout"] or None) if policy is not None else svc.timeout
         if conn.error or not conn.targets:
             e = conn.error or f"dial tcp {addr['host']}:{addr['port']}: connect: connection refused"
-            return Edge(0.0, 0.0, log.client_error(peer.protocol, e, addr["host"], addr["port"], call.op))
+            return Edge(0.0, 0.0, self.logger(svc, rt.name).client_error(peer.protocol, e, addr["host"], addr["port"],
+                                                                         call.op))
         n = len(conn.targets)
         ok, latency, why, timed_out = 0.0, 0.0, None, 0.0
         for tg in conn.targets:
             if tg.error:
-                why = why or log.client_error(peer.protocol, tg.error, addr["host"], addr["port"], call.op)
+                why = why or self.logger(svc, rt.name).client_error(peer.protocol, tg.error, addr["host"], addr["port"],
+                                                                    call.op)
                 continue
             t_ok, t_lat, t_err = self._target(app, svc, peer, call, tg, addr, succ, lat, err, store_rate / n, dt, rt.ip)
             net = 2 * tg.delay_ms / 1000.0 + tg.loss * 0.6  # retransmits cost ~200 ms RTO each
@@ -477,14 +481,14 @@ class CallGraphFlow:
             lost = min(1.0, tg.loss ** 2 * 3)
             t_ok *= 1.0 - lost
             if lost > 0.3 and t_err is None:
-                t_err = log.deadline(peer.protocol)
+                t_err = self.logger(svc, rt.name).deadline(peer.protocol)
             pto = _p_timeout(t_lat, timeout)
             if pto > 0.01 and timeout:
                 t_ok *= 1.0 - pto
                 t_lat = min(t_lat, timeout)
                 timed_out += pto
                 if pto > 0.5:
-                    t_err = log.deadline(peer.protocol)
+                    t_err = self.logger(svc, rt.name).deadline(peer.protocol)
             ok += t_ok
             latency += t_lat
             why = why or t_err
@@ -537,17 +541,16 @@ class CallGraphFlow:
             if tc.state == "running" and tc.stage == "run" and tg.port in tc.ports:
                 target_ctr = tc
                 break
-        log = self.logger(svc, "")
         if trt is None or target_ctr is None:  # (a running target container has a runtime)
-            return 0.0, 0.0, log.client_error(peer.protocol, f"dial tcp {tg.pod.get('status', {}).get('podIP', '')}:"
-                                                               f"{tg.port}: connect: connection refused",
-                                              addr["host"], addr["port"], call.op)
+            dial = f"dial tcp {tg.pod.get('status', {}).get('podIP', '')}:{tg.port}: connect: connection refused"
+            return 0.0, 0.0, self.logger(svc, "").client_error(peer.protocol, dial, addr["host"], addr["port"], call.op)
         inst = target_ctr.instance
         if peer.protocol in STORE_PROTOCOLS:
             model = store_model(target_ctr)
             if model is None:
                 if isinstance(inst, dict) and inst.get("kind") == "graph":
-                    return 0.0, 0.0, log.client_error(peer.protocol, "EOF", addr["host"], addr["port"], call.op)
+                    return 0.0, 0.0, self.logger(svc, "").client_error(peer.protocol, "EOF", addr["host"], addr["port"],
+                                                                       call.op)
                 return 1.0, 0.001, None  # a server the emulated cluster does not model in detail
             address = Address(addr["host"], addr["port"], addr["user"], addr["password"], addr["database"], addr["raw"],
                               client=caller_ip)
@@ -800,7 +803,7 @@ class CallGraphFlow:
         span_id = hashlib.sha256(f"{trace_id}/{len(spans)}".encode()).hexdigest()[:16]
         duration = max(lat.get((svc_name, op), 0.001), 0.0002)
         tracer: TraceFormat = app.tracer or OTEL
-        kind = next((p.protocol for s in app.services.values() for p in s.peers if p.service == svc_name), "grpc")
+        kind = app.callee_protocol.get(svc_name, "grpc")
         tags = tracer.server_tags(route if depth == 0 else None, kind, ok)
         span = jaeger_span(trace_id, span_id, parent, op, start + skew, duration, tags,
                            None if ok else (*tracer.error_event, err.get((svc_name, op), "internal error")),

@@ -15,10 +15,19 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlparse
 
-from clusters.sim.apps.base import AppModel, Exited, StartContext, Started, app_model, normalize_image
+from clusters.sim.apps.base import (
+    AppModel,
+    Exited,
+    StartContext,
+    Started,
+    app_model,
+    model_named,
+    normalize_image,
+)
 from clusters.sim.apps.logformats import LOGGERS, LogFormat
 
 if TYPE_CHECKING:
@@ -172,10 +181,18 @@ class Service:
     on_start: Callable[[StartContext, dict[str, Any]], Exited | None] | None = None  # reads its own config
 
     def peer(self, name: str) -> Peer:
+        found = self._peers_by_name.get(name)
+        if found is None:
+            raise KeyError(f"{self.name} has no peer {name}")
+        return found
+
+    @cached_property
+    def _peers_by_name(self) -> dict[str, Peer]:
+        # the engine asks for a call's peer per call, pod and step; a declaration never changes
+        index: dict[str, Peer] = {}
         for p in self.peers:
-            if p.name == name:
-                return p
-        raise KeyError(f"{self.name} has no peer {name}")
+            index.setdefault(p.name, p)  # the first of a name, as a scan would find it
+        return index
 
 
 @dataclass(frozen=True)
@@ -222,6 +239,16 @@ class AppGraph:
 
     def __post_init__(self) -> None:
         self.order = _topological(self)
+
+    @cached_property
+    def callee_protocol(self) -> dict[str, str]:
+        """Each called service's protocol, as the first of its callers (in declaration order) dials it."""
+        found: dict[str, str] = {}
+        for s in self.services.values():
+            for p in s.peers:
+                if p.service:
+                    found.setdefault(p.service, p.protocol)
+        return found
 
 
 GRAPHS: dict[str, AppGraph] = {}
@@ -380,7 +407,6 @@ class DataStore(AppModel):
 
 
 def store_model(c: Ctr) -> DataStore | None:
-    from clusters.sim.apps.base import model_named
     m = model_named(c.model)
     return m if isinstance(m, DataStore) else None
 

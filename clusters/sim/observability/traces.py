@@ -121,8 +121,9 @@ class TraceStore:
     def _tags(self, raw: Any) -> tuple[Tag, ...]:
         if not raw:
             return ()
-        tags = tuple(self._intern((t.get("key", ""), t.get("type", "string"), t.get("value"))) for t in raw)
-        interned: tuple[Tag, ...] = self._intern(tags)
+        intern = self._intern
+        tags = tuple([intern((t.get("key", ""), t.get("type", "string"), t.get("value"))) for t in raw])
+        interned: tuple[Tag, ...] = intern(tags)
         return interned
 
     def _compact(self, span: dict[str, Any]) -> StoredSpan:
