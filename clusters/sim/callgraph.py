@@ -130,11 +130,8 @@ class CallGraphFlow:
                 return tg.pod["metadata"]["namespace"], GRAPHS[inst["app"]]
         svc = conn.service if getattr(conn, "service", None) is not None else None
         ns = svc["metadata"]["namespace"] if svc is not None else home
-        if ns:
-            for graph in GRAPHS.values():
-                if graph.name == ns:
-                    return ns, graph
-        return None
+        graph = GRAPHS.get(ns) if ns else None  # an application's graph is named as its namespace
+        return (ns, graph) if graph is not None else None
 
     # -- one namespace ---------------------------------------------------------------------------
     def _namespace(self, ns: str, app: AppGraph, groups: dict[str, list], clients: list, now: float, dt: float) -> None:
@@ -446,7 +443,7 @@ class CallGraphFlow:
             if pod is None:
                 return Edge(1.0, 0.0, None)
             conn = self._discover(app, svc, rt, c, pod, peer)
-            addr: dict[str, Any] = {"host": conn.host, "port": conn.port, "user": "", "password": "", "database": "", "raw": ""}
+            addr: dict[str, Any] = Address(conn.host, conn.port).entry()
             if conn.error:
                 return Edge(0.0, 0.0, conn.error)
         else:
@@ -552,8 +549,7 @@ class CallGraphFlow:
                     return 0.0, 0.0, self.logger(svc, "").client_error(peer.protocol, "EOF", addr["host"], addr["port"],
                                                                        call.op)
                 return 1.0, 0.001, None  # a server the emulated cluster does not model in detail
-            address = Address(addr["host"], addr["port"], addr["user"], addr["password"], addr["database"], addr["raw"],
-                              client=caller_ip)
+            address = Address(**addr, client=caller_ip)
             refused = None if peer.session else model.authenticate(inst, address)
             if refused:
                 return 0.0, 0.0, refused

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from clusters.sim.apps.base import fluid_ticks, mongo_log
+from clusters.sim.apps.base import fluid_ticks
 from clusters.sim.apps.graph import store_model
 from clusters.sim.callgraph import CallGraphFlow
 from clusters.sim.controllers.quantity import parse_quantity
@@ -343,4 +343,4 @@ def _le(b: float) -> str:
     return f"{b:f}".rstrip("0").rstrip(".")
 
 
-__all__ = ["Workload", "mongo_log"]
+__all__ = ["Workload"]

@@ -303,6 +303,12 @@ class Address:
     raw: str = ""
     client: str = ""  # the dialling pod's IP, as the server sees it (MySQL's 'user'@'10.244.1.7')
 
+    def entry(self) -> dict[str, Any]:
+        """The address as a container's instance keeps it (`peers`): instances are plain data,
+        checkpointed with the cluster; `Address(**entry, client=...)` reads it back."""
+        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password,
+                "database": self.database, "raw": self.raw}
+
 
 def parse_address(value: str, protocol: str) -> Address | None:
     """host:port, scheme://[user:pass@]host[:port][/db], or the key=value DSNs of libpq
@@ -455,10 +461,8 @@ class GraphService(AppModel):
                     return log.exit_bad_address(t, p, raw)
                 continue
             if p.suffix_env:
-                addr = Address(addr.host + ctx.env.get(p.suffix_env, ""), addr.port, addr.user, addr.password,
-                               addr.database, addr.raw)
-            peers[p.name] = {"host": addr.host, "port": addr.port, "user": addr.user, "password": addr.password,
-                             "database": addr.database, "raw": addr.raw}
+                addr = replace(addr, host=addr.host + ctx.env.get(p.suffix_env, ""))
+            peers[p.name] = addr.entry()
             if p.at_start:
                 refused = self._dial_at_start(ctx, p, addr)
                 if refused is not None:

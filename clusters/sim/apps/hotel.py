@@ -249,7 +249,7 @@ def _address(addr: str, user: str = "", db: str = "") -> dict[str, Any]:
     against the admin database, reading their own."""
     host, port = split_addr(addr)
     raw = f"mongodb://{user}:{user}@{addr}/{db}?authSource=admin" if user else addr
-    return {"host": host, "port": port, "user": user, "password": user, "database": db, "raw": raw}
+    return graph.Address(host, port, user, user, db, raw).entry()
 
 
 @app_model
