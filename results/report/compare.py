@@ -36,23 +36,6 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
     return min(1.0, 2 * tail / (1 << n))  # exact integers: no underflow for large n
 
 
-def bootstrap_diff(a_only: int, b_only: int, pairs: int, seed: int = 0,
-                   samples: int = BOOTSTRAP_SAMPLES) -> tuple[float | None, float | None]:
-    """95% percentile interval of the mean paired difference (B − A). A pair's difference is +1
-    (only B passed), −1 (only A) or 0, so resampling pairs is a multinomial draw over those three
-    counts: the same distribution as resampling indexes, at a cost independent of `pairs`."""
-    if pairs == 0:
-        return None, None
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    p = np.array([b_only, a_only, pairs - a_only - b_only], dtype=float) / pairs
-    draws = rng.multinomial(pairs, p, size=samples)
-    diffs = (draws[:, 0] - draws[:, 1]) / pairs
-    lo, hi = np.percentile(diffs, [2.5, 97.5])
-    return float(lo), float(hi)
-
-
 def _outcomes(engine: Engine, sweep_id: str, keys: tuple[str, ...]) -> dict[tuple[Any, ...], dict[str, Any]]:
     cols = [getattr(Trial, c) for c in dict.fromkeys(PAIR_ON + keys)]
     stmt = select(*cols, col(Trial.diagnosis_passed), col(Trial.mitigation_passed), col(Trial.e2e_passed)).where(
