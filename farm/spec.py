@@ -27,10 +27,18 @@ import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from core.errors import SpecError
 from core.states import LAYERS
@@ -43,6 +51,16 @@ _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
 # A key part: no '|' (the key's separator), no spaces.
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+=,\[\]-]{0,79}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _check_label(v: str) -> str:
+    if not _LABEL.match(v):
+        raise ValueError("must be letters, digits, '.', '_', '-', '+', '@', '[', ']', '=', ',', '/' or ':', "
+                         "at most 80 characters (a part of the trial key: no '|', no spaces)")
+    return v
+
+
+Label = Annotated[str, AfterValidator(_check_label)]
 
 
 class _Strict(BaseModel):
@@ -76,20 +94,12 @@ class AgentEntry(_Strict):
     options: dict[str, Any] = {}
     # The variant's name in trial keys and tables; None: the agent's name, or, for an agent listed
     # more than once, one made from what differs (SweepSpec._variant_labels fills it in).
-    label: str | None = None
+    label: Label | None = None
 
     @property
     def key_name(self) -> str:
         """What trial keys and tables call this entry."""
         return self.label or self.name
-
-    @field_validator("label")
-    @classmethod
-    def _label(cls, v: str | None) -> str | None:
-        if v is not None and not _LABEL.match(v):
-            raise ValueError("must be letters, digits, '.', '_', '-', '+', '@', '[', ']', '=' or ':', "
-                             "at most 80 characters")
-        return v
 
     @field_validator("options")
     @classmethod
@@ -190,11 +200,11 @@ class ModelEntry(_Strict):
     keys and tables (default: the name), so one model may be listed twice with other settings."""
 
     name: str
-    label: str | None = None
+    label: Label | None = None
     api_base: str | None = None  # an OpenAI-compatible endpoint (vLLM, ollama, llama.cpp, a proxy)
     api_key_env: str | None = None  # the environment variable holding its key (never the key itself)
     temperature: float | None = Field(None, ge=0, le=2)
-    reasoning_effort: str | None = None
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
     max_tokens: int | None = Field(None, gt=0)  # per completion
     price: Price | None = None  # for a model litellm has no price for (or to override its price)
     concurrency: int | None = Field(None, ge=1)  # calls at once to this model, across the farm
@@ -210,25 +220,11 @@ class ModelEntry(_Strict):
             raise ValueError(f"'{v}' is not a litellm model string (like openai/gpt-4o)")
         return v
 
-    @field_validator("label")
-    @classmethod
-    def _label(cls, v: str | None) -> str | None:
-        if v is not None and not _LABEL.match(v):
-            raise ValueError("must be letters, digits and '._:/@+=-', at most 80 characters")
-        return v
-
     @field_validator("api_key_env")
     @classmethod
     def _env(cls, v: str | None) -> str | None:
         if v is not None and not _ENV_NAME.match(v):
             raise ValueError("must name an environment variable (like OPENAI_API_KEY), not hold a key")
-        return v
-
-    @field_validator("reasoning_effort")
-    @classmethod
-    def _effort(cls, v: str | None) -> str | None:
-        if v is not None and v not in ("minimal", "low", "medium", "high"):
-            raise ValueError("must be minimal, low, medium or high")
         return v
 
     def call_options(self) -> dict[str, Any]:
@@ -272,18 +268,12 @@ class SweepSpec(_Strict):
             raise ValueError("must be lowercase letters, digits, '.', '_' or '-', at most 63 characters")
         return v
 
-    @field_validator("agents", mode="before")
+    @field_validator("agents", "models", mode="before")
     @classmethod
-    def _agent_strings(cls, v: Any) -> Any:
+    def _name_strings(cls, v: Any) -> Any:
+        """A bare string in agents or models is an entry with only its name."""
         if isinstance(v, list):
             return [{"name": a} if isinstance(a, str) else a for a in v]
-        return v
-
-    @field_validator("models", mode="before")
-    @classmethod
-    def _model_strings(cls, v: Any) -> Any:
-        if isinstance(v, list):
-            return [{"name": m} if isinstance(m, str) else m for m in v]
         return v
 
     @field_validator("models")

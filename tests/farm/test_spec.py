@@ -73,7 +73,7 @@ MALFORMED = [
     ("key as api_key_env", _with(models=[{"name": "openai/gpt-4o", "api_key_env": "sk-abc123"}]), None,
      "models[0].api_key_env", "environment variable"),
     ("bad reasoning effort", _with(models=[{"name": "openai/o3", "reasoning_effort": "max"}]), None,
-     "models[0].reasoning_effort", "minimal, low"),
+     "models[0].reasoning_effort", "'minimal', 'low'"),
     ("negative price", _with(models=[{"name": "openai/x", "price": {"input_per_mtok": -1, "output_per_mtok": 1}}]),
      None, "models[0].price.input_per_mtok", "greater than or equal"),
     ("unpriced model under a cost cap", _with(agents=["react"], models=["openai/my-local-model"], cost_cap_usd=10),
