@@ -452,7 +452,7 @@ def check_against_catalog(spec: SweepSpec, path: str | None) -> None:
 def is_priced(model: ModelEntry, agent: AgentEntry | None = None) -> bool:
     """Whether the trials of `agent` with `model` have a price to charge: the model entry's, the
     agent's `price` option (per token, as LLMClient reads it), or litellm's table."""
-    from farm.llm.pricing import has_price
+    from core.pricing import has_price
 
     return model.price is not None or (agent is not None and "price" in agent.options) or has_price(model.name)
 

@@ -210,11 +210,12 @@ def _per_problem(engine: Engine, sweep_id: str | None,
 
 
 def _priced_models(engine: Engine, sweep_id: str | None) -> dict[tuple[str, str, str], bool]:
-    """(sweep, agent label, model label) -> whether those trials had a price to charge
-    (farm.spec.is_priced: the model entry's, the agent's price option, or litellm's table)."""
-    from pydantic import ValidationError
+    """(sweep, agent label, model label) -> whether those trials had a price to charge: the model
+    entry's `price`, the agent's `price` option, or litellm's table (farm.spec.is_priced's rule,
+    read here from the spec as recorded, whose entries carry their labels)."""
+    import json
 
-    from farm.spec import SweepSpec, is_priced
+    from core.pricing import has_price
 
     stmt = select(col(Sweep.id), col(Sweep.spec_json))
     if sweep_id:
@@ -223,12 +224,17 @@ def _priced_models(engine: Engine, sweep_id: str | None) -> dict[tuple[str, str,
     with engine.connect() as conn:
         for sid, spec_json in conn.execute(stmt):
             try:
-                spec = SweepSpec.model_validate_json(spec_json)
-            except ValidationError:
-                continue  # a sweep recorded by another version: its rows stay unmarked
-            for m in spec.models:
-                for a in spec.agents:
-                    out[(sid, a.key_name, m.key_name)] = is_priced(m, a)
+                spec = json.loads(spec_json)
+            except ValueError:
+                continue  # unreadable: its rows stay unmarked
+            entries = [{"name": e} if isinstance(e, str) else e for e in (spec.get("agents") or [])]
+            for m in spec.get("models") or []:
+                model = {"name": m} if isinstance(m, str) else m
+                for a in entries:
+                    priced = (model.get("price") is not None or "price" in (a.get("options") or {})
+                              or has_price(str(model.get("name"))))
+                    agent = str(a.get("label") or a.get("name"))
+                    out[(sid, agent, str(model.get("label") or model.get("name")))] = priced
     return out
 
 
