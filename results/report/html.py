@@ -50,12 +50,12 @@ def table(header: list[str], rows: list[list[str]], numeric_from: int = 1) -> st
 
 
 def rate_table(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> str:
-    header = [*keys, "n", "infra", "capped", "diagnosis", "95% CI", "mitigation", "95% CI", "E2E", "95% CI", "P(M|D)",
+    header = [*keys, "n", "infra", "of which provider", "agent errors", "capped", "diagnosis", "95% CI", "mitigation", "95% CI", "E2E", "95% CI", "P(M|D)",
               "mean tokens", "mean cost"]
     body = []
     for r in rows:
         body.append([fmt(r[k]) if k != "noise" else noise_part(bool(r[k])) for k in keys] + [
-            fmt(r["n"]), fmt(r["infra_failed"]), fmt(r["cost_capped"]),
+            fmt(r["n"]), fmt(r["infra_failed"]), fmt(r["provider_failed"]), fmt(r["agent_errors"]), fmt(r["cost_capped"]),
             fmt(r["diagnosis_rate"], "pct"), fmt((r["diagnosis_lo"], r["diagnosis_hi"]), "ci"),
             fmt(r["mitigation_rate"], "pct"), fmt((r["mitigation_lo"], r["mitigation_hi"]), "ci"),
             fmt(r["e2e_rate"], "pct"), fmt((r["e2e_lo"], r["e2e_hi"]), "ci"),
