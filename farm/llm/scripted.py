@@ -291,6 +291,8 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 llm.max_in_flight = max(llm.max_in_flight, llm.in_flight)
             try:
                 self._answer(request, turn)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client gave up first (its timeout): nothing to answer
             finally:
                 with llm._lock:
                     llm.in_flight -= 1
