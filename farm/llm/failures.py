@@ -40,7 +40,8 @@ _UNKNOWN_MODEL_WORDS = re.compile(r"(?i)model[^.]{0,80}(does not exist|not found
                                   r"llm provider not provided|unknown model|invalid model")
 
 _DROPPED_WORDS = re.compile(r"(?i)connection error|connection reset|connection aborted|remoteprotocolerror|"
-                            r"peer closed|incomplete (chunked )?read|server disconnected|broken pipe")
+                            r"peer closed|incomplete (chunked )?read|server disconnected|broken pipe|"
+                            r"stream ended before")
 _UNPARSEABLE_WORDS = re.compile(r"(?i)received response - <apiresponse \[2\d\d|jsondecodeerror|unterminated string|"
                                 r"expecting value|expecting property name|invalid control character")
 

@@ -95,3 +95,17 @@ def test_the_schedule_is_per_model_and_replaced_between_runs(provider: FaultyPro
     assert _client(provider, "a").complete(MSG).message["content"] == "OK"
     with pytest.raises(ValueError, match="unknown fault 'typo'"):
         provider.set_schedule({"a": ["typo"]})
+
+
+def test_a_dropped_stream_is_a_connection_failure(provider: FaultyProvider) -> None:
+    """A caller that streams (a proxy forwarding an agent's streamed call) meets the same classification."""
+    from farm.llm.client import load_litellm
+    from farm.llm.failures import classify
+
+    litellm = load_litellm()
+    provider.set_schedule({"streamed": "drop"})
+    with pytest.raises(Exception) as err:  # noqa: B017, PT011 - whatever litellm raises is what is classified
+        list(litellm.completion(model="openai/streamed", api_base=provider.url, api_key="k", messages=MSG,
+                                max_retries=0, stream=True))
+    failure = classify(err.value)
+    assert (failure.kind, failure.provider, failure.transient) == ("connection", True, True), failure
