@@ -223,15 +223,20 @@ def sweep_submit(
     the trials the model provider or other infrastructure failed)."""
     from farm import dispatcher
     from results.db import default_url, engine_for
-    from tasks.trial import send_claims
 
     s = _load_spec(spec, preflight)
     engine = engine_for(default_url())
-    sub = dispatcher.submit(engine, s)
+    _queue(engine, dispatcher.submit(engine, s))
+
+
+def _queue(engine, sub) -> None:  # type: ignore[no-untyped-def]
+    """Send a claim for each trial of the submission `sub` that is to run and not running."""
     from sqlmodel import Session, select
 
     from core.states import TrialState
+    from farm import dispatcher
     from results.models import Trial
+    from tasks.trial import send_claims
 
     with Session(engine) as session:
         keys = dict(session.exec(select(Trial.id, Trial.key).where(Trial.sweep_id == sub.sweep_id)).all())
@@ -245,6 +250,40 @@ def sweep_submit(
         _fail(f"cannot reach the broker at {os.environ.get('FARM_BROKER_URL', 'redis://127.0.0.1:6379/0')}: {exc}", 1)
     console.print(f"sweep {sub.sweep_id}: {sub.total} trials ({sub.created} new), {sub.done} already done, "
                   f"{len(to_send)} queued")
+
+
+@sweep_app.command("retry")
+def sweep_retry(
+    sweep_id: str,
+    errors: Annotated[bool, typer.Option("--errors", help="Also run again the finished trials whose session ended "
+                                                          "in an agent error (agent_error): their result is "
+                                                          "withdrawn, their attempts stay on record.")] = False,
+    preflight: Annotated[bool, typer.Option("--preflight/--no-preflight", help=PREFLIGHT_HELP)] = True,
+) -> None:
+    """Queue again the sweep's trials that ended without a result (infra_failed, provider failures
+    included; cancelled; skipped by the cost cap), from the spec on record: a resubmission without
+    the spec file."""
+    from core.errors import InputError
+    from farm import dispatcher
+    from results import ledger
+
+    engine = _read_engine()
+    try:
+        s = dispatcher.spec_of(engine, sweep_id)
+    except KeyError:
+        _fail(f"no sweep '{sweep_id}'")
+    if preflight:
+        from farm.llm.preflight import preflight as check
+        from farm.llm.preflight import uses_of
+
+        try:
+            check(uses_of(s))
+        except InputError as exc:
+            _fail(str(exc), EXIT_BAD_INPUT)
+    if errors:
+        again = ledger.rerun_agent_errors(engine, sweep_id)
+        console.print(f"sweep {sweep_id}: {len(again)} trial(s) that ended in an agent error will run again")
+    _queue(engine, dispatcher.submit(engine, s))
 
 
 @sweep_app.command("status")
