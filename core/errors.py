@@ -84,6 +84,13 @@ class ProviderError(InfrastructureError):
         self.kind, self.model, self.transient = kind, model, transient
         super().__init__(message)
 
+    def __reduce__(self) -> tuple[object, ...]:  # keyword-only fields survive pickling (process pools)
+        return (_provider_error, (str(self), self.kind, self.model, self.transient))
+
+
+def _provider_error(message: str, kind: str, model: str, transient: bool) -> ProviderError:
+    return ProviderError(message, kind=kind, model=model, transient=transient)
+
 
 class ToolError(FarmError):
     """A tool call failed; the message goes back to the agent as the tool's result."""

@@ -52,7 +52,10 @@ class LLMError(FarmError):
 
     def __init__(self, message: str, kind: str = "bad_request") -> None:
         self.kind = kind
-        super().__init__(message)
+        super().__init__(message, kind)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 @dataclass(frozen=True)

@@ -109,3 +109,14 @@ def test_a_dropped_stream_is_a_connection_failure(provider: FaultyProvider) -> N
                                 max_retries=0, stream=True))
     failure = classify(err.value)
     assert (failure.kind, failure.provider, failure.transient) == ("connection", True, True), failure
+
+
+def test_the_errors_survive_pickling() -> None:
+    """Across a process pool they keep what the trial runner reads (kind, transient, phase)."""
+    import pickle
+
+    provider = pickle.loads(pickle.dumps(ProviderError("m: down", kind="overloaded", model="m", transient=True)))
+    assert (str(provider), provider.kind, provider.model, provider.transient, provider.phase) == (
+        "m: down", "overloaded", "m", True, "provider")
+    agent = pickle.loads(pickle.dumps(LLMError("too long", "context_length")))
+    assert (str(agent), agent.kind) == ("too long", "context_length")
