@@ -1,11 +1,12 @@
 """Pre-flight: before a sweep writes anything, every model it will call is checked, so a typo or a
 missing key fails in seconds with one clear error instead of burning every trial.
 
-For each model (with the options its agent entry gives it: api_base, api_key, ...):
+For each model (with the options a trial calls it with: its agent entry's, then its model entry's
+api_base, api_key_env, ...):
 1. litellm knows it (its provider and its entry in litellm's model list), or an api_base names the
    server that answers for it;
-2. its credentials are present (the provider's environment variable, e.g. ANTHROPIC_API_KEY),
-   unless an api_base names an OpenAI-compatible server that needs none;
+2. its credentials are present (its api_key_env, else the provider's environment variable, e.g.
+   ANTHROPIC_API_KEY), unless an api_base names an OpenAI-compatible server that needs none;
 3. one tiny request is answered (`request=False` skips it), through LLMClient as trials call it.
 """
 
@@ -20,8 +21,8 @@ from core.errors import InputError, ProviderError
 from farm.llm.failures import LLMError
 
 PROMPT = [{"role": "user", "content": "This is a connectivity check. Reply with the single word OK."}]
-# Options of an agent entry that change how a model is reached (and so what is checked).
-REACH_OPTIONS = ("api_base", "api_key")
+# Options that change how a model is reached (and so what is checked).
+REACH_OPTIONS = ("api_base", "api_key", "api_key_env")
 
 
 class PreflightError(InputError):
@@ -38,12 +39,17 @@ class PreflightError(InputError):
 class ModelUse:
     """A model as the sweep will call it: its name, the options that say how, and who calls it."""
 
-    model: str
+    model: str  # the litellm model string
     options: Mapping[str, Any] = field(default_factory=dict)
     used_by: str = ""
+    label: str | None = None  # the model entry's label, when it has one
 
     def reach(self) -> tuple[str, tuple[tuple[str, str], ...]]:
         return self.model, tuple((k, str(self.options[k])) for k in REACH_OPTIONS if self.options.get(k))
+
+    def describe(self) -> str:
+        name = f"{self.label} = {self.model}" if self.label and self.label != self.model else self.model
+        return name + (f" ({self.used_by})" if self.used_by else "")
 
 
 def uses_of(spec: Any) -> list[ModelUse]:
@@ -51,12 +57,17 @@ def uses_of(spec: Any) -> list[ModelUse]:
     agent entry that uses one, with that entry's options, and the judge."""
     from farm.agents.base import agents
 
+    pairs = None if spec.pairs is None else {(p.agent, p.model) for p in spec.pairs}
     seen: dict[Any, ModelUse] = {}
     for entry in spec.agents:
         if entry.name not in agents or not getattr(agents.factory(entry.name), "uses_model", True):
             continue
         for model in spec.models:
-            use = ModelUse(model, dict(entry.options), f"agent {entry.name}")
+            if pairs is not None and (entry.key_name, model.key_name) not in pairs:
+                continue
+            # As farm.trial.spec gives a trial its options: the agent's, then the model entry's.
+            options = {**entry.options, **model.call_options()}
+            use = ModelUse(model.name, options, f"agent {entry.key_name}", model.key_name)
             seen.setdefault(use.reach(), use)
     if spec.judge:
         judge_base = os.environ.get("FARM_JUDGE_API_BASE")
@@ -90,6 +101,9 @@ def _missing_credentials(model: str, options: Mapping[str, Any]) -> str | None:
 
     if options.get("api_key"):
         return None
+    if options.get("api_key_env"):
+        env_name = str(options["api_key_env"])
+        return None if os.environ.get(env_name) else f"no credentials: {env_name} (its api_key_env) is not set"
     if options.get("api_base") and model.startswith(("openai/", "hosted_vllm/")):
         return None  # a local OpenAI-compatible server (LLMClient sends a placeholder key)
     litellm = load_litellm()
@@ -107,7 +121,8 @@ def _answers(model: str, options: Mapping[str, Any], timeout_s: float) -> str | 
     """Why one tiny request to `model` was not answered, or None."""
     from farm.llm.client import LLMClient
 
-    client = LLMClient(model, api_base=options.get("api_base"), api_key=options.get("api_key"),
+    key = options.get("api_key") or (os.environ.get(str(options["api_key_env"])) if options.get("api_key_env") else None)
+    client = LLMClient(model, api_base=options.get("api_base"), api_key=key,
                        max_backoff_retries=2, max_backoff_s=5.0, request_timeout_s=timeout_s)
     try:
         client.complete(PROMPT, max_tokens=8)
@@ -133,7 +148,7 @@ def preflight(uses: Iterable[ModelUse], *, request: bool = True, timeout_s: floa
     for use in uses:
         why = check_model(use, request=request, timeout_s=timeout_s)
         if why:
-            failures.append((use.model + (f" ({use.used_by})" if use.used_by else ""), why))
+            failures.append((use.describe(), why))
         checked.append(use)
     if failures:
         raise PreflightError(failures)

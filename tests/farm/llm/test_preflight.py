@@ -77,3 +77,21 @@ def test_farm_run_stops_before_writing_anything(tmp_path: Path) -> None:
     said = " ".join(run.stderr.split())
     assert "model 'openai/gpt-4oo (agent react)': litellm does not know this openai model" in said, said
     assert not out.exists()  # nothing written: no database, no artifacts folder
+
+
+def test_a_model_entry_is_checked_with_its_own_endpoint_and_key_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    with FaultyProvider() as fp:
+        spec = SweepSpec.model_validate({
+            "name": "pf-entries", "problems": {"ids": [PROBLEM]}, "agents": ["react"],
+            "models": [{"name": "openai/qwen", "label": "qwen-t0", "api_base": fp.url, "api_key_env": "QWEN_KEY"}]})
+        (use,) = uses_of(spec)
+        assert (use.model, use.label, use.options["api_base"]) == ("openai/qwen", "qwen-t0", fp.url)
+        monkeypatch.delenv("QWEN_KEY", raising=False)
+        with pytest.raises(PreflightError) as err:
+            preflight([use], timeout_s=5)
+        assert "model 'qwen-t0 = openai/qwen (agent react)': no credentials: QWEN_KEY (its api_key_env) is not set" \
+            in str(err.value)
+        monkeypatch.setenv("QWEN_KEY", "sk-test-not-a-real-key")
+        preflight([use], timeout_s=5)
+        (request,) = fp.requests
+    assert request["authorized"] and request["body"]["model"] == "qwen"
