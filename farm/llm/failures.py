@@ -39,6 +39,8 @@ _CONTEXT_WORDS = re.compile(r"(?i)context.length|context.window|maximum context|
 _UNKNOWN_MODEL_WORDS = re.compile(r"(?i)model[^.]{0,80}(does not exist|not found|unknown|not supported|is invalid)|"
                                   r"llm provider not provided|unknown model|invalid model")
 
+_MISSING_KEY_WORDS = re.compile(r"(?i)missing credentials|missing \w+ api key|api_key client option must be set|"
+                                r"no api key provided")
 _DROPPED_WORDS = re.compile(r"(?i)connection error|connection reset|connection aborted|remoteprotocolerror|"
                             r"peer closed|incomplete (chunked )?read|server disconnected|broken pipe|"
                             r"stream ended before")
@@ -92,7 +94,8 @@ def _kind(exc: BaseException, status: int | None, text: str) -> str:
         return "context_length"
     if isinstance(exc, litellm.ContentPolicyViolationError):
         return "content_policy"
-    if isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError) or status in (401, 403):
+    if isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError) or status in (401, 403) \
+            or _MISSING_KEY_WORDS.search(text):  # the OpenAI SDK without a key: a "500" of litellm's making
         return "auth"
     if isinstance(exc, litellm.NotFoundError) or status == 404 or (
             status in (None, 400) and _UNKNOWN_MODEL_WORDS.search(text)):

@@ -120,3 +120,13 @@ def test_the_errors_survive_pickling() -> None:
         "m: down", "overloaded", "m", True, "provider")
     agent = pickle.loads(pickle.dumps(LLMError("too long", "context_length")))
     assert (str(agent), agent.kind) == ("too long", "context_length")
+
+
+def test_a_missing_key_or_provider_fails_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What litellm raises without a key or without a provider prefix: infrastructure, not retried."""
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    for model, kind in (("openai/gpt-4o", "auth"), ("anthropic/claude-sonnet-4-5", "auth"), ("gpt4o", "unknown_model")):
+        with pytest.raises(ProviderError) as err:
+            LLMClient(model, max_backoff_retries=3, request_timeout_s=5).complete(MSG)
+        assert (err.value.kind, err.value.transient) == (kind, False), (model, str(err.value))
