@@ -56,6 +56,8 @@ def test_provider_failures_are_infrastructure_and_a_rerun_retries_them(tmp_path:
         first = farm_run(spec, out, "--no-preflight")
         assert first.returncode == 3, first.stdout[-3000:] + first.stderr[-3000:]
         assert "2 trial(s) failed on the model provider" in " ".join(first.stderr.split())
+        # The progress bar's last state says them apart: provider failures, other infrastructure, agent errors.
+        assert "provider-failed 2, infra-failed 0, agent errors 1" in first.stdout, first.stdout[-3000:]
         trials, attempts = _rows(out)
         by_trial = {m: [a for a in attempts if a.trial_id == t.id] for m, t in trials.items()}
         assert trials["openai/steady"].state == TrialState.FINISHED
