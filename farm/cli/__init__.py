@@ -223,7 +223,10 @@ def sweep_submit(
                                             "the keys live only on the workers.")] = True,
 ) -> None:
     """Expand a sweep into trials and queue those not yet done (resubmitting resumes, and runs again
-    the trials the model provider or other infrastructure failed)."""
+    the trials the model provider or other infrastructure failed).
+
+    Exit codes: 0 queued; 1 the broker cannot be reached; 2 bad input or a model failed pre-flight
+    (nothing written)."""
     from farm import dispatcher
     from results.db import default_url, engine_for
 
