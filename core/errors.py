@@ -9,7 +9,9 @@ FarmError
 │   ├── ClusterUnavailable  the cluster cannot be reached or created
 │   ├── DeployError         the application did not come up (names the pods that are not ready)
 │   ├── InjectionError      a fault or noise could not be planted or recovered
-│   └── ResetError          the cluster could not be returned to a clean state
+│   ├── ResetError          the cluster could not be returned to a clean state
+│   └── ProviderError       the model provider failed the agent (auth, unknown model, rate limit,
+│                           5xx, overload, timeout, dropped connection): not the agent's fault
 ├── ToolError               returned to the agent as an observation; never ends a trial
 ├── LimitReached            a per-trial limit (steps, wall time, tokens, cost) ended the session
 └── LeaseLost               this attempt no longer owns its trial (fencing); it must not write
@@ -69,6 +71,25 @@ class InjectionError(InfrastructureError):
 
 class ResetError(InfrastructureError):
     phase = "reset"
+
+
+class ProviderError(InfrastructureError):
+    """A model call failed on the provider's side, after the client's own retries. `kind` names
+    how (farm.llm.failures.PROVIDER_KINDS); `transient` says whether trying again later may help
+    (a rate limit, a 5xx) or not before the user changes something (credentials, the model name)."""
+
+    phase = "provider"
+
+    def __init__(self, message: str, *, kind: str, model: str, transient: bool) -> None:
+        self.kind, self.model, self.transient = kind, model, transient
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:  # keyword-only fields survive pickling (process pools)
+        return (_provider_error, (str(self), self.kind, self.model, self.transient))
+
+
+def _provider_error(message: str, kind: str, model: str, transient: bool) -> ProviderError:
+    return ProviderError(message, kind=kind, model=model, transient=transient)
 
 
 class ToolError(FarmError):

@@ -41,6 +41,10 @@ ATTEMPT_OPEN = frozenset({AttemptState.RUNNING})
 END_SUBMITTED = "submitted"
 END_AGENT_STOPPED = "agent_stopped"
 END_AGENT_ERROR = "agent_error"
+# The agent's conversation outgrew the model's context window: its own error (it must manage its
+# context), labelled apart from other agent errors. A provider failure is no end reason: the
+# attempt is an infrastructure error (core.errors.ProviderError) and the trial is retried.
+END_CONTEXT_LENGTH = "context_length"
 LIMIT_STEPS = "limit_steps"
 LIMIT_WALL_TIME = "limit_wall_time"
 LIMIT_TOKENS = "limit_tokens"

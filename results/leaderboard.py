@@ -8,9 +8,12 @@ the terminal table shows those clustered intervals once a problem has more than 
 Every row names its sweep; without a sweep the leaderboard groups by sweep, never pooling two.
 A model without a known price (litellm's table or the sweep's `price:`) is marked `priced` false:
 its cost is recorded as 0, not measured.
-Never in n, counted apart: infrastructure failures (`infra_failed`), trials the sweep's cost cap
-kept from running or cut short (`cost_capped`); clusters that could not be reset after a trial
-(`reset_failures`, events: the trial's own result stands and is in n).
+Never in n, counted apart: infrastructure failures (`infra_failed`; of those, `provider_failed`
+were given up because the model provider failed the agent: a re-run retries them), trials the
+sweep's cost cap kept from running or cut short (`cost_capped`); clusters that could not be reset
+after a trial (`reset_failures`, events: the trial's own result stands and is in n).
+In n, counted apart as well: `agent_errors`, sessions that ended in the agent's own error (it
+crashed, or its conversation outgrew the model's context window).
 Diagnosis-only problems (no fix an agent could make from its scope) are in n and in the
 diagnosis rate, but their mitigation is not scored: `mitigation_n` counts the trials whose
 mitigation was, and the mitigation and E2E rates and P(M|D) are over those alone.
@@ -25,10 +28,12 @@ from typing import Any
 
 from sqlalchemy import Integer, case, cast, func, select
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import aliased
 from sqlmodel import col
 
-from core.states import EVENT_RESET_FAILED, TrialState
-from results.models import InfraEvent, Sweep, Trial
+from core.errors import ProviderError
+from core.states import END_AGENT_ERROR, END_CONTEXT_LENGTH, EVENT_RESET_FAILED, TrialState
+from results.models import Attempt, InfraEvent, Sweep, Trial
 from results.stats import cluster_bootstrap, common_k, mean_over_problems
 
 # What `--by` may combine (comma-separated, any subset, in the order given): the name a user
@@ -51,7 +56,7 @@ GROUPINGS: dict[str, tuple[str, ...]] = {
 }
 
 COLUMNS = [
-    "n", "infra_failed", "cost_capped", "reset_failures", "diagnosis_rate", "diagnosis_lo", "diagnosis_hi",
+    "n", "infra_failed", "provider_failed", "agent_errors", "cost_capped", "reset_failures", "diagnosis_rate", "diagnosis_lo", "diagnosis_hi",
     "mitigation_n", "mitigation_rate", "mitigation_lo", "mitigation_hi", "e2e_rate", "e2e_lo", "e2e_hi",
     "p_mitigation_given_diagnosis", "mean_tokens", "mean_tokens_in", "mean_tokens_out",
     "mean_cost_usd", "total_cost_usd", "mean_time_to_diagnosis_s", "mean_time_to_mitigation_s",
@@ -91,6 +96,37 @@ def _as_int(column: Any) -> Any:
     return func.coalesce(func.sum(cast(column, Integer)), 0)
 
 
+# The attempt a trial's row points at (its latest): for an infra_failed trial, the one that gave it up.
+_last = aliased(Attempt, name="last_attempt")
+_LAST_ATTEMPT = (col(_last.trial_id) == col(Trial.id)) & (col(_last.token) == col(Trial.current_attempt))
+
+
+def _given_up_by_provider() -> Any:
+    """1 for a trial given up because the model provider failed (its last attempt's phase)."""
+    return case(((col(Trial.state) == TrialState.INFRA_FAILED) & (col(_last.error_phase) == ProviderError.phase), 1),
+                else_=0)
+
+
+def _agent_error() -> Any:
+    """1 for a finished trial whose session ended in the agent's own error."""
+    return case(((col(Trial.state) == TrialState.FINISHED)
+                 & col(Trial.end_reason).in_([END_AGENT_ERROR, END_CONTEXT_LENGTH]), 1), else_=0)
+
+
+def failure_counts(engine: Engine, sweep_id: str) -> dict[str, int]:
+    """Trials of the sweep that the model provider failed (infra_failed, outside n), that other
+    infrastructure failed, and that ended in the agent's own error (finished, in n)."""
+    stmt = (select(func.coalesce(func.sum(_given_up_by_provider()), 0),
+                   func.coalesce(func.sum(case((col(Trial.state) == TrialState.INFRA_FAILED, 1), else_=0)), 0),
+                   func.coalesce(func.sum(_agent_error()), 0),
+                   func.coalesce(func.sum(case((col(Trial.end_reason) == END_CONTEXT_LENGTH, 1), else_=0)), 0))
+            .select_from(Trial).outerjoin(_last, _LAST_ATTEMPT).where(col(Trial.sweep_id) == sweep_id))
+    with engine.connect() as conn:
+        provider, infra, agent, context = (int(v) for v in conn.execute(stmt).one())
+    return {"provider_failed": provider, "infra_failed_other": infra - provider, "agent_errors": agent,
+            "context_length": context}
+
+
 def _grouping(sweep_id: str | None, by: str) -> tuple[str, ...]:
     """The trial columns a leaderboard groups on: `by`'s, with the sweep first when no sweep is
     named (two sweeps' trials are never pooled)."""
@@ -126,6 +162,8 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
             *keys,
             func.sum(case((done, 1), else_=0)).label("n"),
             func.sum(case((col(Trial.state) == TrialState.INFRA_FAILED, 1), else_=0)).label("infra_failed"),
+            func.sum(_given_up_by_provider()).label("provider_failed"),
+            func.sum(_agent_error()).label("agent_errors"),
             func.sum(case((col(Trial.state) == TrialState.SKIPPED_COST_CAP, 1), else_=0)).label("cost_capped"),
             func.coalesce(func.sum(resets.c.resets), 0).label("reset_failures"),
             _as_int(of_done(col(Trial.diagnosis_passed))).label("diag"),
@@ -148,6 +186,7 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
         )
         .select_from(Trial)
         .outerjoin(resets, resets.c.trial_id == col(Trial.id))
+        .outerjoin(_last, _LAST_ATTEMPT)
         .where(col(Trial.state).in_([TrialState.FINISHED, TrialState.INFRA_FAILED, TrialState.SKIPPED_COST_CAP]))
         .group_by(*keys)
         .order_by(*keys)
@@ -163,6 +202,7 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
             row: dict[str, Any] = {"sweep": sweep_id} if sweep_id else {}
             row.update({("sweep" if k == "sweep_id" else k): r[k] for k in names})
             row["n"], row["infra_failed"] = n, int(r["infra_failed"] or 0)
+            row["provider_failed"], row["agent_errors"] = int(r["provider_failed"] or 0), int(r["agent_errors"] or 0)
             row["cost_capped"], row["reset_failures"] = int(r["cost_capped"] or 0), int(r["reset_failures"] or 0)
             mit_n = int(r["mit_n"] or 0)
             row["mitigation_n"] = mit_n
@@ -318,8 +358,8 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
         names = ["sweep", *names]
     for k in names:
         table.add_column(k)
-    for heading in ("n", "infra", "capped", "diagnosis", "mitigation", "E2E", "E2E pass@k", "P(M|D)", "tokens",
-                    "cost $", "TTD s", "TTM s"):
+    for heading in ("n", "infra", "agent err", "capped", "diagnosis", "mitigation", "E2E", "E2E pass@k", "P(M|D)",
+                    "tokens", "cost $", "TTD s", "TTM s"):
         table.add_column(heading, justify="right")
     for r in rows:
         def num(v: float | None, fmt: str) -> str:
@@ -327,8 +367,11 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
         k_seeds = r.get("k")
         table.add_row(
             *[str(r[name]) for name in names],
-            # infra: trials given up on infrastructure, then (+N) resets that failed after a result
-            str(r["n"]), str(r["infra_failed"]) + (f" (+{r['reset_failures']} reset)" if r["reset_failures"] else ""),
+            # infra: trials given up on infrastructure (N of them by the model provider), then (+N)
+            # resets that failed after a result; agent err: in n, the agent's own errors
+            str(r["n"]), str(r["infra_failed"]) + (f" ({r['provider_failed']} provider)" if r["provider_failed"] else "")
+            + (f" (+{r['reset_failures']} reset)" if r["reset_failures"] else ""),
+            str(r["agent_errors"]),
             str(r["cost_capped"]),
             pct(r["diagnosis_rate"]) + ci(r, "diagnosis"),
             pct(r["mitigation_rate"]) + ci(r, "mitigation")

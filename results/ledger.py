@@ -29,6 +29,7 @@ from sqlmodel import Session, col
 
 from core.secrets import scrub
 from core.states import (
+    END_AGENT_ERROR,
     LIMIT_SWEEP_COST,
     TRIAL_CLAIMABLE,
     TRIAL_OPEN,
@@ -344,6 +345,26 @@ def revive(engine: Engine, trial_ids: list[str]) -> None:
                             .values(state=TrialState.PENDING, queued_at=now, infra_attempts=0,
                                     finished_at=None, error=None, end_reason=None))
         session.commit()
+
+
+def rerun_agent_errors(engine: Engine, sweep_id: str) -> list[str]:
+    """`farm sweep retry --errors`: the sweep's finished trials whose session ended in the agent's
+    own error (agent_error: a crash, or a provider failure recorded as one before the farm told
+    them apart) are wanted again. Their result is withdrawn (the row goes pending, its copied
+    result cleared); their attempts stay on record. Returns their ids."""
+    now = time.time()
+    cleared = {name: None for name in TrialOutcome.model_fields} | {"e2e_passed": None}
+    with Session(engine) as session:
+        ids = list(session.execute(select(col(Trial.id)).where(
+            col(Trial.sweep_id) == sweep_id, col(Trial.state) == TrialState.FINISHED,
+            col(Trial.end_reason) == END_AGENT_ERROR)).scalars())
+        for i in range(0, len(ids), 500):
+            session.execute(update(Trial).where(col(Trial.id).in_(ids[i : i + 500]),
+                                                col(Trial.state) == TrialState.FINISHED)
+                            .values(state=TrialState.PENDING, queued_at=now, infra_attempts=0, finished_at=None,
+                                    final_attempt=None, **cleared))
+        session.commit()
+    return ids
 
 
 def mark_queued(engine: Engine, trial_ids: list[str]) -> None:

@@ -1,5 +1,6 @@
-"""Progress of a sweep as `farm sweep status --watch` shows it: trial counts, rates so far,
-cost against the cap and an ETA, all read from the rows, refreshed until the sweep is finished."""
+"""Progress of a sweep as `farm sweep status --watch` shows it: trial counts, provider failures
+and agent errors apart, rates so far, cost against the cap and an ETA, all read from the rows,
+refreshed until the sweep is finished."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def snapshot(engine: Engine, sweep_id: str, now: float | None = None) -> dict[st
         lo, hi = leaderboard.wilson(int(count), int(n))
         rates[metric] = {"rate": int(count) / n if n else None, "lo": lo, "hi": hi}
     spent = sweep_cost(engine, sweep_id)
-    return {"sweep": sweep_id, "counts": counts, "total": total, "done": done, "finished": n,
+    return {"sweep": sweep_id, "counts": counts, "failures": leaderboard.failure_counts(engine, sweep_id),
+            "total": total, "done": done, "finished": n,
             "settled": remaining == 0, "rates": rates, "cost_usd": spent, "cost_cap_usd": cap,
             "eta_s": eta, "elapsed_s": now - submitted_at}
 
@@ -67,6 +69,9 @@ def render(snap: dict[str, Any]) -> str:
 
     counts = ", ".join(f"{k} {v}" for k, v in snap["counts"].items() if v)
     lines = [f"sweep {snap['sweep']}: {snap['done']}/{snap['total']} done — {counts}"]
+    failed = snap["failures"]
+    if failed["provider_failed"] or failed["agent_errors"]:
+        lines.append(failures_line(failed))
     r = snap["rates"]
     lines.append(f"so far over {snap['finished']} finished: diagnosis {pct(r['diagnosis']['rate'])}, "
                  f"mitigation {pct(r['mitigation']['rate'])}, E2E {pct(r['e2e']['rate'])}")
@@ -82,6 +87,17 @@ def render(snap: dict[str, Any]) -> str:
         tail = f"ETA {_duration(eta)}"
     lines.append(f"{cost}; {tail}")
     return "\n".join(lines)
+
+
+def failures_line(failed: dict[str, int]) -> str:
+    """Provider failures (outside n, a re-run retries them) and agent errors (in n), apart."""
+    parts = []
+    if failed["provider_failed"]:
+        parts.append(f"provider failures {failed['provider_failed']} (not counted; re-run to retry)")
+    if failed["agent_errors"]:
+        context = f", {failed['context_length']} of them context length" if failed["context_length"] else ""
+        parts.append(f"agent errors {failed['agent_errors']} (counted{context})")
+    return "; ".join(parts)
 
 
 def _duration(seconds: float) -> str:

@@ -39,6 +39,15 @@ _mount("farm.cli.cluster", "cluster", "Clusters owned by workers: list, create, 
 _mount("farm.cli.sim", "sim", "The emulated cluster, by hand: sim up.")
 
 
+# Exit codes of `farm run` and `farm sweep submit` (README "Exit codes"): 0 every trial done and
+# none left to the model provider; 1 the farm itself failed; 2 bad input, nothing written (the
+# spec, or a model that failed pre-flight); 3 trials the model provider failed are left
+# (infra_failed, not counted): run the same command again to retry them.
+EXIT_FARM_FAILED, EXIT_BAD_INPUT, EXIT_PROVIDER_FAILURES = 1, 2, 3
+PREFLIGHT_HELP = ("Check every model of the spec before anything is written: known to litellm (or given an "
+                  "api_base), credentials present, one tiny request answered.")
+
+
 def _fail(message: str, code: int = 2) -> None:
     err.print(f"[red]error:[/red] {message}")
     raise typer.Exit(code)
@@ -66,14 +75,24 @@ def _check_by(by: str, option: str = "--by") -> None:
         _fail(str(exc).replace("--by", option, 1))
 
 
-def _load_spec(path: Path):  # type: ignore[no-untyped-def]
+def _load_spec(path: Path, preflight: bool = False):  # type: ignore[no-untyped-def]
+    """The spec at `path`, and with `preflight` its models checked; one clear error and exit code
+    2 otherwise, before anything is written."""
     from core.errors import InputError
     from farm.spec import load_spec
 
     try:
-        return load_spec(path)
+        spec = load_spec(path)
+        if preflight:
+            from farm.llm.preflight import preflight as check
+            from farm.llm.preflight import uses_of
+
+            uses = check(uses_of(spec))
+            if uses:
+                console.print(f"pre-flight: {len(uses)} model(s) answered: " + ", ".join(sorted({u.model for u in uses})))
+        return spec
     except InputError as exc:
-        _fail(str(exc))
+        _fail(str(exc), EXIT_BAD_INPUT)
 
 
 @app.command()
@@ -83,18 +102,22 @@ def run(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the database, artifacts and leaderboard.")] = Path("farm-out"),
     by: Annotated[str, typer.Option(help="Leaderboard grouping: any combination of agent, model, layer, noise, "
                                          "problem, app, composition, seed.")] = "agent,model",
+    preflight: Annotated[bool, typer.Option("--preflight/--no-preflight", help=PREFLIGHT_HELP)] = True,
 ) -> None:
-    """Run a sweep on the embedded default: local workers, emulated clusters, SQLite, local artifacts."""
+    """Run a sweep on the embedded default: local workers, emulated clusters, SQLite, local artifacts.
+
+    Exit codes: 0 every trial done; 1 the farm failed; 2 bad input or a model failed pre-flight
+    (nothing written); 3 trials the model provider failed are left (not counted): run it again."""
     _check_by(by)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from core.states import TRIAL_DONE, TrialState
     from farm import dispatcher
     from farm.runner import run_sweep
-    from results import leaderboard
+    from results import leaderboard, progress
     from results.db import engine_for
 
-    s = _load_spec(spec)
+    s = _load_spec(spec, preflight)
     out.mkdir(parents=True, exist_ok=True)
     db_url = os.environ.get("FARM_DATABASE_URL") or f"sqlite:///{(out / 'farm.sqlite').resolve()}"
     engine = engine_for(db_url)
@@ -108,8 +131,10 @@ def run(
 
             def show(counts: dict[str, int]) -> None:
                 done = sum(n for st, n in counts.items() if st in TRIAL_DONE)
+                failed = leaderboard.failure_counts(engine, sub.sweep_id)
                 detail = (f"running {counts.get(TrialState.RUNNING, 0)}, "
-                          f"infra-failed {counts.get(TrialState.INFRA_FAILED, 0)}")
+                          f"provider-failed {failed['provider_failed']}, "
+                          f"infra-failed {failed['infra_failed_other']}, agent errors {failed['agent_errors']}")
                 if counts.get(TrialState.SKIPPED_COST_CAP):
                     detail += f", skipped (cost cap) {counts[TrialState.SKIPPED_COST_CAP]}"
                 bar.update(task, completed=done, detail=detail)
@@ -117,7 +142,7 @@ def run(
             try:
                 run_sweep(sub.sweep_id, db_url, out, workers, cluster_options=s.cluster.model_dump(), progress=show)
             except RuntimeError as exc:
-                _fail(str(exc), code=1)
+                _fail(str(exc), code=EXIT_FARM_FAILED)
     rows = leaderboard.compute(engine, sub.sweep_id, by)
     console.print(leaderboard.render(rows, by))
     # The sweep's own CSV, and the folder's: every sweep run into it, one row group per sweep, so
@@ -125,6 +150,13 @@ def run(
     path = leaderboard.write_csv(rows, by, out / f"leaderboard-{sub.sweep_id}.csv")
     leaderboard.write_csv(leaderboard.compute(engine, None, by), by, out / "leaderboard.csv")
     console.print(f"leaderboard written to {path} (every sweep in {out}: {out / 'leaderboard.csv'})")
+    failed = leaderboard.failure_counts(engine, sub.sweep_id)
+    if failed["agent_errors"]:
+        console.print(progress.failures_line({**failed, "provider_failed": 0}))
+    if failed["provider_failed"]:
+        err.print(f"[yellow]{failed['provider_failed']} trial(s) failed on the model provider[/yellow] and are not "
+                  "counted in n (see `farm sweep status`): run the same command again to retry them")
+        raise typer.Exit(EXIT_PROVIDER_FAILURES)
 
 
 @app.command()
@@ -185,19 +217,32 @@ def _schema_or_exit() -> None:
 
 
 @sweep_app.command("submit")
-def sweep_submit(spec: Annotated[Path, typer.Argument(help="Sweep spec (YAML).")]) -> None:
-    """Expand a sweep into trials and queue those not yet done (resubmitting resumes)."""
+def sweep_submit(
+    spec: Annotated[Path, typer.Argument(help="Sweep spec (YAML).")],
+    preflight: Annotated[bool, typer.Option("--preflight/--no-preflight", help=PREFLIGHT_HELP + " Skip it when "
+                                            "the keys live only on the workers.")] = True,
+) -> None:
+    """Expand a sweep into trials and queue those not yet done (resubmitting resumes, and runs again
+    the trials the model provider or other infrastructure failed).
+
+    Exit codes: 0 queued; 1 the broker cannot be reached; 2 bad input or a model failed pre-flight
+    (nothing written)."""
     from farm import dispatcher
     from results.db import default_url, engine_for
-    from tasks.trial import send_claims
 
-    s = _load_spec(spec)
+    s = _load_spec(spec, preflight)
     engine = engine_for(default_url())
-    sub = dispatcher.submit(engine, s)
+    _queue(engine, dispatcher.submit(engine, s))
+
+
+def _queue(engine, sub) -> None:  # type: ignore[no-untyped-def]
+    """Send a claim for each trial of the submission `sub` that is to run and not running."""
     from sqlmodel import Session, select
 
     from core.states import TrialState
+    from farm import dispatcher
     from results.models import Trial
+    from tasks.trial import send_claims
 
     with Session(engine) as session:
         keys = dict(session.exec(select(Trial.id, Trial.key).where(Trial.sweep_id == sub.sweep_id)).all())
@@ -211,6 +256,40 @@ def sweep_submit(spec: Annotated[Path, typer.Argument(help="Sweep spec (YAML).")
         _fail(f"cannot reach the broker at {os.environ.get('FARM_BROKER_URL', 'redis://127.0.0.1:6379/0')}: {exc}", 1)
     console.print(f"sweep {sub.sweep_id}: {sub.total} trials ({sub.created} new), {sub.done} already done, "
                   f"{len(to_send)} queued")
+
+
+@sweep_app.command("retry")
+def sweep_retry(
+    sweep_id: str,
+    errors: Annotated[bool, typer.Option("--errors", help="Also run again the finished trials whose session ended "
+                                                          "in an agent error (agent_error): their result is "
+                                                          "withdrawn, their attempts stay on record.")] = False,
+    preflight: Annotated[bool, typer.Option("--preflight/--no-preflight", help=PREFLIGHT_HELP)] = True,
+) -> None:
+    """Queue again the sweep's trials that ended without a result (infra_failed, provider failures
+    included; cancelled; skipped by the cost cap), from the spec on record: a resubmission without
+    the spec file."""
+    from core.errors import InputError
+    from farm import dispatcher
+    from results import ledger
+
+    engine = _read_engine()
+    try:
+        s = dispatcher.spec_of(engine, sweep_id)
+    except KeyError:
+        _fail(f"no sweep '{sweep_id}'")
+    if preflight:
+        from farm.llm.preflight import preflight as check
+        from farm.llm.preflight import uses_of
+
+        try:
+            check(uses_of(s))
+        except InputError as exc:
+            _fail(str(exc), EXIT_BAD_INPUT)
+    if errors:
+        again = ledger.rerun_agent_errors(engine, sweep_id)
+        console.print(f"sweep {sweep_id}: {len(again)} trial(s) that ended in an agent error will run again")
+    _queue(engine, dispatcher.submit(engine, s))
 
 
 @sweep_app.command("status")
@@ -229,7 +308,7 @@ def sweep_status(
         return _watch(sweep_id, interval, json_out)
 
     from farm import dispatcher
-    from results import ledger, progress
+    from results import leaderboard, ledger, progress
 
     engine = _read_engine()
     ledger.reap(engine)  # a status check also requeues trials of lost workers in the ledger
@@ -240,7 +319,8 @@ def sweep_status(
         _fail(f"no sweep '{sweep_id}'")
     waiting = ledger.long_queued(engine, sweep_id, queued_long_s)
     if json_out:
-        console.print_json(json.dumps({"sweep": sweep_id, "trials": counts, **infra, "queued_long": {
+        console.print_json(json.dumps({"sweep": sweep_id, "trials": counts, **infra,
+                                       "failures": leaderboard.failure_counts(engine, sweep_id), "queued_long": {
             "count": waiting.count, "oldest_s": waiting.oldest_s, "never_published": waiting.never_published,
             "republished": waiting.republished, "healthy_workers": waiting.healthy_workers,
             "why": waiting.why() if waiting.count else None}}))
@@ -249,6 +329,9 @@ def sweep_status(
     console.print(f"sweep {sweep_id}: {total} trials — " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
     if waiting.count:
         console.print(f"queued for long: {waiting.count} trial(s), the oldest {waiting.oldest_s:.0f} s: {waiting.why()}")
+    failed = leaderboard.failure_counts(engine, sweep_id)
+    if failed["provider_failed"] or failed["agent_errors"]:
+        console.print(progress.failures_line(failed))
     if infra["infra_errors"]:
         console.print("infrastructure errors (attempts retried or given up): "
                       + ", ".join(f"{phase} {n}" for phase, n in sorted(infra["infra_errors"].items())))

@@ -1,6 +1,8 @@
 """The one place the farm calls litellm.completion. Every call goes through `LLMClient.complete`,
-which takes a farm-wide concurrency slot for the model, backs off on rate limits (honouring
-Retry-After, bounded), records usage (tokens in/out/cached) and cost (litellm's price table; a
+which takes a farm-wide concurrency slot for the model, backs off on rate limits and the
+provider's other transient failures (5xx, overload, timeouts, dropped connections; honouring
+Retry-After, bounded), raises what farm.llm.failures makes of a failure that persists
+(core.errors.ProviderError, infrastructure; or LLMError, the agent's own, e.g. context length), records usage (tokens in/out/cached) and cost (litellm's price table; a
 model without a price costs 0 and is flagged `priced=False`), and enforces the trial's token and
 cost budgets and the sweep's cost cap by raising core.errors.LimitReached.
 
@@ -24,9 +26,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.errors import FarmError, LimitReached
-from core.secrets import scrub
+from core.errors import LimitReached, ProviderError
 from core.states import LIMIT_COST, LIMIT_TOKENS, LIMIT_WALL_TIME
+from farm.llm.failures import LLMError, classify, error_for
 from farm.llm.limits import LocalSemaphore, RedisSemaphore, Slot, SweepLedger, redis_url_from
 
 if TYPE_CHECKING:
@@ -51,8 +53,8 @@ def load_litellm() -> Any:
         return litellm
 
 
-class LLMError(FarmError):
-    """A model call failed for a reason other than a limit (bad request, auth, provider down)."""
+__all__ = ["Budget", "Call", "LLMClient", "LLMError", "ProviderError", "Totals", "load_litellm", "parse_arguments",
+           "price_tokens"]
 
 
 @dataclass
@@ -120,11 +122,6 @@ def _retry_after(exc: Exception) -> float | None:
     except ValueError:
         when = email.utils.parsedate_to_datetime(value)
         return max(0.0, when.timestamp() - time.time()) if when else None
-
-
-def _is_rate_limit(exc: Exception) -> bool:
-    litellm = load_litellm()
-    return isinstance(exc, litellm.RateLimitError) or getattr(exc, "status_code", None) == 429
 
 
 def _as_dict(obj: Any) -> Any:
@@ -206,9 +203,9 @@ class LLMClient:
         api_key = opts.get("api_key")
         if api_key is None and opts.get("api_key_env"):
             api_key = os.environ.get(str(opts["api_key_env"]))
-            if not api_key:
-                raise LLMError(f"{name}: the environment variable {opts['api_key_env']} (the model's "
-                               "api_key_env) is not set in the worker")
+            if not api_key:  # the worker's setup, not the agent, is wrong: infrastructure
+                raise ProviderError(f"{name}: the environment variable {opts['api_key_env']} (the model's "
+                                    "api_key_env) is not set in the worker", kind="auth", model=name, transient=False)
         extra = {k: opts[k] for k in ("reasoning_effort", "max_tokens") if opts.get(k) is not None}
         return cls(
             name,
@@ -281,8 +278,10 @@ class LLMClient:
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
                  deadline: float | None = None, **overrides: Any) -> Call:
-        """One chat completion, with backoff on rate limits; raises LimitReached or LLMError.
-        `deadline` (time.monotonic()) bounds the wait for a concurrency slot and for backoff."""
+        """One chat completion, with backoff on the provider's transient failures; raises
+        LimitReached, ProviderError (the provider failed: infrastructure) or LLMError (the agent's
+        own request failed, e.g. context length). `deadline` (time.monotonic()) bounds the wait
+        for a concurrency slot and for backoff."""
         litellm = load_litellm()
         self.check_budget()
         kwargs = self._kwargs(messages, tools, overrides)
@@ -294,22 +293,27 @@ class LLMClient:
                 response = litellm.completion(**kwargs)
                 break
             except Exception as exc:
-                if not _is_rate_limit(exc) or retries >= self.max_backoff_retries:
-                    if _is_rate_limit(exc):
-                        raise LLMError(f"{self.model}: still rate-limited after {retries} retries") from None
-                    raise LLMError(f"{self.model}: {type(exc).__name__}: {scrub(str(exc))[:500]}") from None
+                failure = classify(exc)
+                if not failure.transient or retries >= self.max_backoff_retries:
+                    raise error_for(failure, self.model, retries) from None
                 wait = _retry_after(exc)
                 if wait is None:
                     wait = min(self.max_backoff_s, 2.0 ** retries) * (0.5 + random.random() / 2)
                 wait = min(wait, self.max_backoff_s)
                 if deadline is not None and time.monotonic() + wait > deadline:
-                    raise LimitReached(LIMIT_WALL_TIME, f"rate-limited by {self.model} past the deadline") from None
+                    # The provider, not the agent, would use up the session's time: infrastructure.
+                    raise ProviderError(f"{self.model}: {failure.meaning} (HTTP {failure.status}); the backoff "
+                                        f"would run past the session's deadline after {retries} retries",
+                                        kind=failure.kind, model=self.model, transient=True) from None
                 retries += 1
             finally:
                 if slot is not None:
                     slot.release()
             self.waits.append(wait)
             self._sleep(wait)
+        if not getattr(response, "choices", None):  # an answer with nothing to read: the provider's failure
+            raise ProviderError(f"{self.model}: the provider's answer was not a completion: it has no choices",
+                                kind="bad_response", model=self.model, transient=True)
         choice = response.choices[0]
         tokens_in, tokens_out, cached = _usage_numbers(getattr(response, "usage", None))
         cost, priced = self._cost(response)

@@ -11,7 +11,14 @@ from typing import Any
 
 from core.errors import InfrastructureError, LimitReached
 from core.secrets import scrub
-from core.states import END_AGENT_ERROR, END_AGENT_STOPPED, END_SUBMITTED, LIMIT_STEPS, LIMIT_WALL_TIME
+from core.states import (
+    END_AGENT_ERROR,
+    END_AGENT_STOPPED,
+    END_CONTEXT_LENGTH,
+    END_SUBMITTED,
+    LIMIT_STEPS,
+    LIMIT_WALL_TIME,
+)
 from farm.agents.base import AgentContext, AgentResult
 from farm.llm.client import LLMClient, LLMError, parse_arguments
 from farm.llm.condense import stub
@@ -155,7 +162,13 @@ def run_session(ctx: AgentContext, body: Callable[[Session], None], *, agent_nam
         session.transcript.event(f"session ended: {exc}")
         reason = exc.reason
     except InfrastructureError:
-        raise  # the MCP server or cluster failed, not the agent: the trial runner reports it apart
+        # The MCP server, the cluster or the model provider (ProviderError) failed, not the agent:
+        # the trial runner reports it apart and the trial is retried.
+        raise
+    except LLMError as exc:  # the agent's own request failed (its context outgrew the model's window, ...)
+        session.transcript.event(f"{agent_name} failed: {exc}", kind=exc.kind)
+        reason = END_CONTEXT_LENGTH if exc.kind == "context_length" else END_AGENT_ERROR
+        error = f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # noqa: BLE001 - any failure ends the session, never the worker
         session.transcript.event(f"{agent_name} failed: {type(exc).__name__}: {exc}")
         reason, error = END_AGENT_ERROR, f"{type(exc).__name__}: {exc}"

@@ -11,6 +11,12 @@ test can answer a tool call from the tool results the agent sent back). A turn i
     status: 429, retry_after: 0.2        an HTTP error (any status) instead of a completion
     raw: "not json"                      the assistant content verbatim (malformed judge replies)
     finish_reason: "stop"
+    error: {type, code, message}         the error object sent with a non-200 status
+    body: "{not a completion"            the HTTP 200 response body verbatim
+    drop: true                           close the connection halfway through the answer
+    delay: 2.5                           seconds to wait before answering
+
+farm.llm.faulty builds on it: a provider that fails on a schedule a test sets.
 
 Without a `usage` override, prompt tokens are estimated at one per four characters of the request's
 messages and tools, and cached tokens are the estimate of the longest message prefix shared with the
@@ -65,7 +71,10 @@ class Turn(BaseModel):
     retry_after: float | None = None
     raw: str | None = None
     finish_reason: str | None = None
-    delay: float = 0.0  # seconds to wait before answering (concurrency tests)
+    delay: float = 0.0  # seconds to wait before answering (concurrency tests, timeouts)
+    error: dict[str, Any] | None = None  # the error object of a non-200 answer (default: from status)
+    body: str | None = None  # a 200 answer's body verbatim (a provider that answers garbage)
+    drop: bool = False  # close the connection halfway through the answer (a dropped stream)
 
 
 Respond = Callable[[dict[str, Any]], "Turn | dict[str, Any]"]
@@ -282,6 +291,8 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 llm.max_in_flight = max(llm.max_in_flight, llm.in_flight)
             try:
                 self._answer(request, turn)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client gave up first (its timeout): nothing to answer
             finally:
                 with llm._lock:
                     llm.in_flight -= 1
@@ -292,10 +303,22 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             if turn.status != 200:
                 headers = {"Retry-After": f"{turn.retry_after:g}"} if turn.retry_after is not None else {}
                 kind = "rate_limit_error" if turn.status == 429 else "server_error"
-                self._send_json(turn.status, {"error": {"message": turn.content or f"scripted {turn.status}",
-                                                        "type": kind, "code": str(turn.status)}}, headers)
+                error = turn.error or {"message": turn.content or f"scripted {turn.status}", "type": kind,
+                                       "code": str(turn.status)}
+                self._send_json(turn.status, {"error": error}, headers)
+                return
+            if turn.body is not None:
+                data = turn.body.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
                 return
             completion = llm.completion(request, turn)
+            if turn.drop:
+                self._drop(request, completion)
+                return
             if not request.get("stream"):
                 self._send_json(200, completion)
                 return
@@ -310,6 +333,28 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
             self.close_connection = True
+
+        def _drop(self, request: dict[str, Any], completion: dict[str, Any]) -> None:
+            """Start the answer, then close the connection halfway through it."""
+            import socket
+
+            self.send_response(200)
+            if request.get("stream"):
+                chunks = _stream_chunks(completion, False)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for chunk in chunks[: max(1, len(chunks) // 2)]:
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            else:
+                data = json.dumps(completion).encode()
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     return Handler
 

@@ -269,6 +269,7 @@ def checked_answers(reply: JudgeReply, diagnosis: str) -> list[ChecklistAnswer]:
 
 def _llm_judge(diagnosis: str, truth: GroundTruth, model: str, api_base: str | None,
                max_attempts: int, ledger: SweepLedger | None = None) -> DiagnosisVerdict:
+    from core.errors import ProviderError
     from farm.llm.client import LLMClient, LLMError
     from farm.llm.limits import SweepLedger
 
@@ -282,7 +283,7 @@ def _llm_judge(diagnosis: str, truth: GroundTruth, model: str, api_base: str | N
     for _attempt in range(max_attempts):
         try:
             call = client.complete(messages)
-        except LLMError as exc:  # the judge is down: not the agent's fault, and no other judge stands in
+        except (ProviderError, LLMError) as exc:  # the judge is down: not the agent's fault, and no other judge stands in
             raise JudgeError(f"judge {model} is unavailable: {exc}") from exc
         content = call.message.get("content")
         try:

@@ -3,8 +3,9 @@ A `TrialRun` lives on the worker that owns the cluster, between the steps of its
 worker drives it and what a failed step means is farm/trial/worker.py.
 
 Every step first checks that the attempt still holds its lease (LeaseLost otherwise: a zombie
-stops without writing). Deploy, inject and oracle failures are infrastructure errors: the trial
-is retried elsewhere and never counted against the agent. A reset that fails after `record` leaves
+stops without writing). Deploy, inject and oracle failures, and a model provider failing the agent
+(core.errors.ProviderError, phase `provider`), are infrastructure errors: the trial is retried
+elsewhere and never counted against the agent. A reset that fails after `record` leaves
 the result standing (farm/owner.py records it and replaces the cluster). Whatever ends an attempt,
 what it produced so far is written to the artifact store, and a running session is checkpointed.
 """
@@ -20,7 +21,7 @@ from typing import Any, cast
 from sqlalchemy.engine import Engine
 
 from clusters.base import ClusterHandle
-from core.errors import InfrastructureError, LeaseLost
+from core.errors import InfrastructureError, LeaseLost, ProviderError
 from core.events import (
     Abandoned,
     AgentCrashed,
@@ -341,8 +342,10 @@ class TrialRun:
             self.save_artifacts(snapshot=True)
         except Exception as save_exc:  # the ledger update below matters more
             log.warning("artifact save failed after infrastructure error: %s", save_exc)
-        return ledger.infra_failure(self.engine, self.claim, phase, str(exc), self.spec.max_infra_attempts,
-                                    partial=self.result)
+        # A provider that refused the credentials or does not know the model fails every attempt
+        # alike until the user changes something: given up at once (a re-run retries it).
+        attempts = 1 if isinstance(exc, ProviderError) and not exc.transient else self.spec.max_infra_attempts
+        return ledger.infra_failure(self.engine, self.claim, phase, str(exc), attempts, partial=self.result)
 
     def abandon(self, why: str) -> None:
         self._event(Abandoned(why=why))

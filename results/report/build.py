@@ -220,9 +220,19 @@ def _infrastructure(engine: Engine, sweep_id: str, info: dict[str, Any]) -> str:
     def counts(d: dict[str, int]) -> str:
         return html.table(["", "count"], [[html.fmt(k), html.fmt(v)] for k, v in sorted(d.items())]) if d else "<p>none</p>"
 
-    return ("<p>Never counted against an agent: trials infrastructure failed (deploy, inject, oracle), trials the "
-            "sweep's cost cap kept from running or cut short, attempts lost with their worker.</p>"
-            f"<p>spent {html.fmt(spent, 'usd')}" + (f" of a {html.fmt(cap, 'usd')} cap" if cap is not None else
+    from results.leaderboard import failure_counts
+
+    failed = failure_counts(engine, sweep_id)
+    return ("<p>Never counted against an agent: trials infrastructure failed (deploy, inject, oracle, or the model "
+            "provider: phase <code>provider</code>), trials the sweep's cost cap kept from running or cut short, "
+            "attempts lost with their worker.</p>"
+            + html.table(["", "trials"], [
+                ["given up because the model provider failed (not counted; a re-run retries them)",
+                 html.fmt(failed["provider_failed"])],
+                ["given up on other infrastructure (not counted)", html.fmt(failed["infra_failed_other"])],
+                ["ended in the agent's own error (counted in n)", html.fmt(failed["agent_errors"])],
+                ["… of which its conversation outgrew the model's context", html.fmt(failed["context_length"])]])
+            + f"<p>spent {html.fmt(spent, 'usd')}" + (f" of a {html.fmt(cap, 'usd')} cap" if cap is not None else
                                                       " (no cap)") + "</p>"
             "<h3>Trials by state</h3>" + counts(infra["trial_states"])
             + "<h3>Attempts by state</h3>" + counts(infra["attempt_states"])

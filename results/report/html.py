@@ -53,7 +53,7 @@ def rate_table(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> str:
     """Rates per group. The 95% intervals resample problems where a problem has repeated trials
     (seeds: results/stats.py), and are Wilson's per-trial ones otherwise; an unpriced model's cost
     is marked."""
-    header = [*keys, "n", "infra", "capped", "diagnosis", "95% CI", "mitigation", "95% CI", "E2E", "95% CI",
+    header = [*keys, "n", "infra", "of which provider", "agent errors", "capped", "diagnosis", "95% CI", "mitigation", "95% CI", "E2E", "95% CI",
               "E2E pass@k", "E2E pass^k", "P(M|D)", "mean tokens", "mean cost"]
     body = []
     clustered = unpriced = False
@@ -68,7 +68,7 @@ def rate_table(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> str:
 
         unpriced |= r.get("priced") is False
         body.append([fmt(r[k]) if k != "noise" else noise_part(bool(r[k])) for k in keys] + [
-            fmt(r["n"]), fmt(r["infra_failed"]), fmt(r["cost_capped"]),
+            fmt(r["n"]), fmt(r["infra_failed"]), fmt(r["provider_failed"]), fmt(r["agent_errors"]), fmt(r["cost_capped"]),
             fmt(r["diagnosis_rate"], "pct"), interval("diagnosis"),
             fmt(r["mitigation_rate"], "pct"), interval("mitigation"),
             fmt(r["e2e_rate"], "pct"), interval("e2e"),

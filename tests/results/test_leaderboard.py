@@ -146,3 +146,39 @@ def test_the_leaderboard_says_which_pass_rule_scored_and_flags_a_mix(db_url):
     console.print(leaderboard.render(list(rows.values()), "agent,model"))
     assert "pass rule localized-and-mechanism-v2" in console.export_text()
     assert "diagnosis_pass_rule" in leaderboard.header("agent,model")
+
+
+def test_provider_failures_and_agent_errors_are_counted_apart(db_url):
+    """Through the ledger's own writes: what the last attempt of an infra_failed trial failed on
+    decides whether it is a provider failure; agent errors are finished trials, in n."""
+    from core.states import END_AGENT_ERROR, END_CONTEXT_LENGTH, END_SUBMITTED
+    from farm import dispatcher
+    from farm.spec import SweepSpec
+    from results import ledger
+
+    engine = engine_for(db_url)
+    spec = SweepSpec.model_validate({"name": "pf", "problems": {"ids": ["hr-frontend-service-targetport-wrong"]},
+                                     "agents": ["baseline"], "seeds": 6})
+    ids = dispatcher.submit(engine, spec).to_run
+
+    def attempt(tid: str, *, fail: str | None = None, end: str | None = None, max_attempts: int = 1) -> None:
+        c = ledger.claim(engine, tid, "w", "sim:sim")
+        assert c is not None
+        if fail:
+            ledger.infra_failure(engine, c, fail, f"{fail} failed", max_attempts)
+        else:
+            ledger.record(engine, c, ledger.AttemptResult(end_reason=end, diagnosis_passed=False))
+
+    attempt(ids[0], fail="provider")  # given up on the provider
+    attempt(ids[1], fail="provider", max_attempts=2)  # the provider, then the deploy, gave it up
+    attempt(ids[1], fail="deploy", max_attempts=2)
+    attempt(ids[2], end=END_AGENT_ERROR)
+    attempt(ids[3], end=END_CONTEXT_LENGTH)
+    attempt(ids[4], fail="provider")  # given up on the provider, then a re-run recorded it
+    ledger.revive(engine, [ids[4]])
+    attempt(ids[4], end=END_SUBMITTED)
+    attempt(ids[5], end=END_SUBMITTED)
+    (row,) = leaderboard.compute(engine, "pf")
+    assert (row["n"], row["infra_failed"], row["provider_failed"], row["agent_errors"]) == (4, 2, 1, 2)
+    assert leaderboard.failure_counts(engine, "pf") == {"provider_failed": 1, "infra_failed_other": 1,
+                                                        "agent_errors": 2, "context_length": 1}

@@ -67,3 +67,25 @@ def test_watch_stops_when_the_sweep_is_settled(sqlite_url):
     assert not shown[0]["settled"]
     with pytest.raises(KeyError):
         progress.snapshot(engine, "nope")
+
+
+def test_provider_failures_and_agent_errors_show_apart(sqlite_url):
+    from core.states import END_AGENT_ERROR, END_CONTEXT_LENGTH
+
+    engine = engine_for(sqlite_url)
+    now = time.time()
+    with Session(engine) as s:
+        s.add(Sweep(id="pf", spec_json="{}", created_at=now, updated_at=now))
+        for i in range(4):
+            s.add(Trial(id=f"p{i}", sweep_id="pf", key=str(i), problem_id="p", app="a", layer="os",
+                        composition="single", agent="react", model="m", seed=i, noise=False))
+        s.commit()
+    for tid, phase in (("p0", "provider"), ("p1", "deploy")):
+        ledger.infra_failure(engine, ledger.claim(engine, tid, "w1", "sim:sim"), phase, "down", max_attempts=1)
+    for tid, end in (("p2", END_AGENT_ERROR), ("p3", END_CONTEXT_LENGTH)):
+        ledger.record(engine, ledger.claim(engine, tid, "w1", "sim:sim"), AttemptResult(end_reason=end))
+    snap = progress.snapshot(engine, "pf")
+    assert snap["failures"] == {"provider_failed": 1, "infra_failed_other": 1, "agent_errors": 2, "context_length": 1}
+    text = progress.render(snap)
+    assert "provider failures 1 (not counted; re-run to retry)" in text
+    assert "agent errors 2 (counted, 1 of them context length)" in text

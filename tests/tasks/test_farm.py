@@ -270,7 +270,8 @@ def test_cost_cap_stops_handing_out_trials(tmp_path, redis_prefix, pg_url, s3_en
                  "the sweep to settle", detail=lambda: _counts(engine, sweep_name))
         assert _counts(engine, sweep_name) == {TrialState.FINISHED: 1, TrialState.SKIPPED_COST_CAP: 3}
         trials, attempts = _final_rows(engine, sweep_name)
-        assert len(attempts) == 1 and len(llm.requests) == 2  # nothing past the cap was deployed or run
+        # Pre-flight's one tiny request, then the trial's two: nothing past the cap was deployed or run.
+        assert len(attempts) == 1 and len(llm.requests) == 1 + 2
         assert SweepLedger(sweep_name, None, REDIS_URL).spent() == pytest.approx(2 * PER_CALL)
         status = farm_cmd(env, "sweep", "status", sweep_name)
         assert "finished 1, skipped_cost_cap 3" in status.stdout and "of a $0.2000 cap" in status.stdout

@@ -7,9 +7,11 @@ import json
 
 import pytest
 
+from core.errors import ProviderError
 from core.states import (
     END_AGENT_ERROR,
     END_AGENT_STOPPED,
+    END_CONTEXT_LENGTH,
     END_SUBMITTED,
     LIMIT_COST,
     LIMIT_STEPS,
@@ -85,9 +87,25 @@ def test_model_that_stops_without_tools_and_a_failing_model() -> None:
     with IncidentMCP() as srv, ScriptedLLM([{"content": "I cannot help with that."}]) as llm:
         stopped = ReactAgent().run(ctx_for(srv, llm))
     assert stopped.end_reason == END_AGENT_STOPPED and stopped.steps == 1
-    with IncidentMCP() as srv, ScriptedLLM([{"status": 400, "content": "model not found"}]) as llm:
+    # A request the provider rejects is the agent's own error; a model the provider does not know
+    # is the provider's failure (infrastructure: the trial runner retries it, n does not count it).
+    with IncidentMCP() as srv, ScriptedLLM([{"status": 400, "content": "messages[2]: tool_call_id missing"}]) as llm:
         failed = ReactAgent().run(ctx_for(srv, llm))
-    assert failed.end_reason == END_AGENT_ERROR and "model not found" in (failed.error or "")
+    assert failed.end_reason == END_AGENT_ERROR and "tool_call_id missing" in (failed.error or "")
+    with IncidentMCP() as srv, ScriptedLLM([{"status": 400, "content": "model not found"}]) as llm:
+        with pytest.raises(ProviderError) as err:
+            ReactAgent().run(ctx_for(srv, llm))
+    assert err.value.kind == "unknown_model" and err.value.phase == "provider"
+
+
+def test_a_conversation_longer_than_the_context_is_the_agents_own_error() -> None:
+    from farm.llm.faulty import FaultyProvider
+
+    with IncidentMCP() as srv, FaultyProvider({"*": [None, "context_length"]}, answer=lambda r: {
+            "content": "pods first", "tool_calls": [{"name": "kubectl", "arguments": {"command": "get pods"}}]}) as llm:
+        result = ReactAgent().run(ctx_for(srv, llm))
+    assert result.end_reason == END_CONTEXT_LENGTH and result.steps == 1 and result.tool_calls == 1
+    assert "context window" in (result.error or "")
 
 
 def test_malformed_and_unknown_tool_calls_come_back_as_observations() -> None:
