@@ -80,7 +80,10 @@ def _as_int(column: Any) -> Any:
     return func.coalesce(func.sum(cast(column, Integer)), 0)
 
 
-def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model") -> list[dict[str, Any]]:
+def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model",
+            where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The leaderboard grouped by `by`; `where` keeps only the trials whose grouping columns (by
+    their `--by` names, e.g. {"layer": "os"}) have those values."""
     names = group_keys(by)
     keys = [getattr(Trial, k) for k in names]
     done = col(Trial.state) == TrialState.FINISHED
@@ -131,6 +134,8 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
     )
     if sweep_id:
         stmt = stmt.where(col(Trial.sweep_id) == sweep_id)
+    for name, value in (where or {}).items():
+        stmt = stmt.where(getattr(Trial, GROUP_COLUMNS[name]) == value)
     rows: list[dict[str, Any]] = []
     with engine.connect() as conn:
         for r in conn.execute(stmt).mappings():

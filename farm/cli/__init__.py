@@ -37,6 +37,7 @@ _mount("farm.cli.problems", "problems", "The problem catalog: list, show, valida
 _mount("farm.cli.judge", "judge", "The diagnosis judge: agreement with labelled diagnoses.")
 _mount("farm.cli.cluster", "cluster", "Clusters owned by workers: list, create, delete.")
 _mount("farm.cli.sim", "sim", "The emulated cluster, by hand: sim up.")
+_mount("farm.cli.view", "view", "A live web view of sweeps: leaderboards, trials, transcripts, errors.")
 
 
 def _fail(message: str, code: int = 2) -> None:
