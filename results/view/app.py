@@ -133,7 +133,7 @@ class View:
             "sweep.html", info=info, by=by, names=names, rows=rows, extras=extras, rules=rules,
             link=link, sort_link=sort_link, flt=flt, values=values, groupings=list(leaderboard.GROUPINGS),
             heatmap=self._heatmap(sweep_id, where, base), spec=json.dumps(info["spec"], indent=2),
-            noise_name=lambda r: "noise" if r else "quiet", **self._progress(sweep_id))
+            noise_name=lambda r: "noise" if r else "quiet", by_name=BY_NAME, **self._progress(sweep_id))
 
     def _heatmap(self, sweep_id: str, where: dict[str, Any], base: dict[str, str]) -> dict[str, Any]:
         rows = [r for r in leaderboard.compute(self.engine, sweep_id, "problem,agent,model", where=where) if r["n"]]

@@ -48,6 +48,7 @@ class Recorded:
     trials: dict[str, dict] = field(default_factory=dict)  # trial id -> key parts and result
     infra_failed: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
+    lost: str = ""  # the trial whose first attempt was lost with its worker
 
 
 def add_sweep(engine, sweep_id: str, cap: float | None = None) -> None:
@@ -127,6 +128,7 @@ def record_sweep(engine, store: LocalArtifactStore, sweep_id: str, seed: int = 3
             assert lost is not None
             time.sleep(0.05)
             assert tid in ledger.reap(engine)
+            out.lost = tid
         d = rng.random() < 0.6
         m = rng.random() < (0.7 if d else 0.2)
         cost = ODD_COST if n == leave_pending + 2 else round(rng.uniform(0.01, 0.3), 6)
