@@ -77,6 +77,7 @@ def view(
     if not local and not token:
         token = secrets.token_urlsafe(24)
     allowed = ["127.0.0.1", "localhost"] if local and host != "::1" else None
+    _catalog()  # read once before serving, so no visitor waits for it
     web = create_app(engine, token=token, ground_truth=_ground_truth, allowed_hosts=allowed)
     # Bind first, so a port in use is one line and port 0 reports the port it got.
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)

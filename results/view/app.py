@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -29,7 +30,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from core.states import TrialState
+from core.states import TRIAL_DONE, TrialState
 from results import leaderboard, progress
 from results.db import redact_url
 from results.report import queries as report_queries
@@ -47,6 +48,16 @@ KNOWN = set(leaderboard.COLUMNS)
 BY_NAME = {column: name for name, column in leaderboard.GROUP_COLUMNS.items()}
 HEATMAP_PROBLEMS = 400
 LIVE_MS = 2000
+FILTER_MENUS = ("agent", "model", "layer", "app", "composition", "problem")
+# A page's independent queries run side by side: on a large sweep each is a scan of its own, and
+# the database serves them on as many cores as it has.
+_queries = ThreadPoolExecutor(max_workers=6, thread_name_prefix="view-query")
+
+
+def together(**calls: Callable[[], Any]) -> dict[str, Any]:
+    """Run the calls at once; their results by name (the first exception is raised)."""
+    futures = {name: _queries.submit(call) for name, call in calls.items()}
+    return {name: f.result() for name, f in futures.items()}
 
 
 def _environment() -> Environment:
@@ -77,20 +88,21 @@ class View:
         rows = queries.sweeps(self.engine)
         return self._fragment("sweeps_table.html", all(r["settled"] for r in rows), sweeps=rows)
 
-    def _sweep_or_404(self, sweep_id: str) -> dict[str, Any]:
-        try:
-            return report_queries.sweep_info(self.engine, sweep_id)
-        except KeyError:
-            raise HTTPException(404, f"no sweep '{sweep_id}' in the database") from None
+    def _sweep_or_404(self, sweep_id: str) -> None:
+        if not report_queries.exists(self.engine, sweep_id):
+            raise HTTPException(404, f"no sweep '{sweep_id}' in the database")
+
+    def _progress_calls(self, sweep_id: str) -> dict[str, Callable[[], Any]]:
+        """The queries of the progress block (none of them may call `together`: a task that waits
+        on the pool it runs in could wait forever)."""
+        return {"snap": lambda: progress.snapshot(self.engine, sweep_id),
+                "recent_errors": lambda: queries.failed_attempts(self.engine, sweep_id, per_page=5, counted=False)[0]}
 
     def _progress(self, sweep_id: str) -> dict[str, Any]:
-        snap = progress.snapshot(self.engine, sweep_id)
-        recent, _ = queries.failed_attempts(self.engine, sweep_id, per_page=5)
-        return {"snap": snap, "recent_errors": recent, "sweep_id": sweep_id}
+        return {"sweep_id": sweep_id, **together(**self._progress_calls(sweep_id))}
 
     def sweep(self, request: Request) -> Response:
         sweep_id = request.path_params["sweep"]
-        info = self._sweep_or_404(sweep_id)
         by = request.query_params.get("by", "agent,model")
         try:
             names = leaderboard.group_keys(by)
@@ -98,7 +110,13 @@ class View:
             raise queries.BadQuery(str(exc)) from None
         flt = queries.TrialFilter.parse(request.query_params)
         where = {k: v for k, v in flt.equal.items() if k in leaderboard.GROUP_COLUMNS}
-        rows = leaderboard.compute(self.engine, sweep_id, by, where=where)
+        base = {k: v for k, v in flt.params().items() if k in leaderboard.GROUP_COLUMNS}
+        self._sweep_or_404(sweep_id)
+        got = together(rows=lambda: leaderboard.compute(self.engine, sweep_id, by, where=where),
+                       heatmap=lambda: self._heatmap(sweep_id, where, base),
+                       values=lambda: queries.distinct_values(self.engine, sweep_id, FILTER_MENUS),
+                       info=lambda: report_queries.sweep_info(self.engine, sweep_id), **self._progress_calls(sweep_id))
+        info, rows = got["info"], got["rows"]
         q = flt.q.casefold()
         if q:
             rows = [r for r in rows if q in " ".join(str(r.get(k)) for k in names).casefold()]
@@ -110,7 +128,6 @@ class View:
             rows = sorted(present, key=lambda r: r[sort], reverse=descending) + [r for r in rows if r.get(sort) is None]
         extras = [k for k in (rows[0] if rows else {}) if k not in KNOWN and k not in names]
         rules = sorted({str(r["diagnosis_pass_rule"]) for r in rows if r.get("diagnosis_pass_rule")})
-        base = {k: v for k, v in flt.params().items() if k in leaderboard.GROUP_COLUMNS}
 
         def link(row: dict[str, Any], **extra: Any) -> str:
             params = dict(base)
@@ -127,13 +144,12 @@ class View:
                 params["desc"] = "1"
             return "?" + urlencode(params)
 
-        values = {name: queries.distinct_values(self.engine, sweep_id, name)
-                  for name in ("agent", "model", "layer", "app", "composition", "problem")}
         return self.render(
             "sweep.html", info=info, by=by, names=names, rows=rows, extras=extras, rules=rules,
-            link=link, sort_link=sort_link, flt=flt, values=values, groupings=list(leaderboard.GROUPINGS),
-            heatmap=self._heatmap(sweep_id, where, base), spec=json.dumps(info["spec"], indent=2),
-            noise_name=lambda r: "noise" if r else "quiet", by_name=BY_NAME, **self._progress(sweep_id))
+            link=link, sort_link=sort_link, flt=flt, values=got["values"], groupings=list(leaderboard.GROUPINGS),
+            heatmap=got["heatmap"], spec=json.dumps(info["spec"], indent=2),
+            noise_name=lambda r: "noise" if r else "quiet", by_name=BY_NAME, sweep_id=sweep_id, snap=got["snap"],
+            recent_errors=got["recent_errors"])
 
     def _heatmap(self, sweep_id: str, where: dict[str, Any], base: dict[str, str]) -> dict[str, Any]:
         rows = [r for r in leaderboard.compute(self.engine, sweep_id, "problem,agent,model", where=where) if r["n"]]
@@ -184,7 +200,9 @@ class View:
         sort = request.query_params.get("sort", "key")
         descending = request.query_params.get("desc") == "1"
         page, per_page = self._page(request)
-        rows, total = queries.trials(self.engine, sweep_id, flt, sort, descending, page, per_page)
+        got = together(listed=lambda: queries.trials(self.engine, sweep_id, flt, sort, descending, page, per_page),
+                       values=lambda: queries.distinct_values(self.engine, sweep_id, FILTER_MENUS[:-2] + ("problem", "state")))
+        rows, total = got["listed"]
         pages = max(1, -(-total // per_page))
 
         def at(**changes: Any) -> str:
@@ -195,10 +213,8 @@ class View:
         def sort_link(column: str) -> str:
             return at(sort=column, desc="1" if sort == column and not descending else "", page=1)
 
-        values = {name: queries.distinct_values(self.engine, sweep_id, name)
-                  for name in ("agent", "model", "layer", "app", "problem", "state")}
         return self.render("trials.html", sweep_id=sweep_id, rows=rows, total=total, page=page, pages=pages, at=at,
-                           sort_link=sort_link, flt=flt, sort=sort, descending=descending, values=values,
+                           sort_link=sort_link, flt=flt, sort=sort, descending=descending, values=got["values"],
                            sorts=queries.SORTS, outcomes=queries.OUTCOMES, outcome_values=queries.OUTCOME_VALUES,
                            context=flt.query_string())
 
@@ -250,22 +266,27 @@ class View:
         phase = request.query_params.get("phase") or None
         page, per_page = self._page(request)
         rows, total = queries.failed_attempts(self.engine, sweep_id, phase, page, per_page)
+        assert total is not None
         return {"sweep_id": sweep_id, "attempts": rows, "total": total, "phase": phase, "page": page,
                 "pages": max(1, -(-total // per_page))}
+
+    def _settled(self, sweep_id: str) -> bool:
+        return not any(n for state, n in progress.status(self.engine, sweep_id).items() if state not in TRIAL_DONE)
 
     def errors(self, request: Request) -> Response:
         sweep_id = request.path_params["sweep"]
         self._sweep_or_404(sweep_id)
-        infra = report_queries.infrastructure(self.engine, sweep_id)
-        return self.render("errors.html", infra=infra, events=queries.infra_events(self.engine, sweep_id),
-                           settled=progress.snapshot(self.engine, sweep_id)["settled"],
-                           live_url=f"/sweeps/{sweep_id}/errors/live?{request.url.query}", **self._errors(request, sweep_id))
+        got = together(infra=lambda: report_queries.infrastructure(self.engine, sweep_id),
+                       events=lambda: queries.infra_events(self.engine, sweep_id),
+                       settled=lambda: self._settled(sweep_id), errors=lambda: self._errors(request, sweep_id))
+        return self.render("errors.html", infra=got["infra"], events=got["events"], settled=got["settled"],
+                           live_url=f"/sweeps/{sweep_id}/errors/live?{request.url.query}", **got["errors"])
 
     def errors_live(self, request: Request) -> Response:
         sweep_id = request.path_params["sweep"]
         self._sweep_or_404(sweep_id)
-        return self._fragment("errors_table.html", progress.snapshot(self.engine, sweep_id)["settled"],
-                              **self._errors(request, sweep_id))
+        got = together(settled=lambda: self._settled(sweep_id), errors=lambda: self._errors(request, sweep_id))
+        return self._fragment("errors_table.html", got["settled"], **got["errors"])
 
     def compare(self, request: Request) -> Response:
         from results.report.compare import compare

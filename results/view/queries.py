@@ -142,12 +142,16 @@ def sweep_ids(engine: Engine) -> list[str]:
         return list(conn.execute(select(col(Sweep.id)).order_by(col(Sweep.created_at).desc())).scalars())
 
 
-def distinct_values(engine: Engine, sweep_id: str, name: str, limit: int = 500) -> list[Any]:
-    """The values a grouping column takes in the sweep, for the filter menus."""
-    column = getattr(Trial, EQUAL_FILTERS[name])
+def distinct_values(engine: Engine, sweep_id: str, names: tuple[str, ...]) -> dict[str, list[Any]]:
+    """The values each named column takes in the sweep, for the filter menus: one scan for all of
+    them (the distinct combinations), not one per column."""
+    columns = [getattr(Trial, EQUAL_FILTERS[n]) for n in names]
+    seen: dict[str, set[Any]] = {n: set() for n in names}
     with engine.connect() as conn:
-        return list(conn.execute(select(column).where(col(Trial.sweep_id) == sweep_id).distinct()
-                                 .order_by(column).limit(limit)).scalars())
+        for row in conn.execute(select(*columns).where(col(Trial.sweep_id) == sweep_id).distinct()):
+            for name, value in zip(names, row, strict=True):
+                seen[name].add(value)
+    return {n: sorted(v for v in seen[n] if v is not None) for n in names}
 
 
 def trials(engine: Engine, sweep_id: str, flt: TrialFilter, sort: str = "key", descending: bool = False,
@@ -194,16 +198,17 @@ def neighbours(engine: Engine, t: dict[str, Any], flt: TrialFilter) -> tuple[str
 
 
 def failed_attempts(engine: Engine, sweep_id: str, phase: str | None = None, page: int = 1,
-                    per_page: int = 100) -> tuple[list[dict[str, Any]], int]:
+                    per_page: int = 100, counted: bool = True) -> tuple[list[dict[str, Any]], int | None]:
     """Attempts of the sweep that ended without a result (infrastructure errors, lost, superseded,
-    cut by the cost cap) and recorded attempts that carry an error, newest first."""
+    cut by the cost cap) and recorded attempts that carry an error, newest first; and how many
+    there are (None when not `counted`)."""
     where = [col(Trial.sweep_id) == sweep_id,
              or_(col(Attempt.state).in_(list(FAILED_ATTEMPTS)), col(Attempt.error).is_not(None))]
     if phase:
         where.append(col(Attempt.error_phase) == phase)
     with engine.connect() as conn:
-        total = int(conn.execute(select(func.count()).select_from(Attempt)
-                                 .join(Trial, col(Trial.id) == col(Attempt.trial_id)).where(*where)).scalar_one())
+        total = int(conn.execute(select(func.count()).select_from(Attempt).join(Trial, col(Trial.id) == col(Attempt.trial_id))
+                                 .where(*where)).scalar_one()) if counted else None
         rows = [dict(r) for r in conn.execute(
             select(col(Attempt.trial_id), col(Attempt.token), col(Attempt.state), col(Attempt.phase),
                    col(Attempt.error_phase), col(Attempt.error), col(Attempt.worker), col(Attempt.cluster),

@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = ("hr-geo-image-tag-wrong", "hr-geo-scaled-to-zero", "hr-geo-liveness-probe-wrong-port")
 AGENTS = (("baseline", "-"), ("react", "openai/a"))
 ODD_COST = 0.11483750000000001  # what float sums leave; the view must read $0.1148
+last_pid = 0  # the process id of the last `farm view` started (the bench reads its memory)
 
 
 @dataclass
@@ -156,6 +157,8 @@ def farm_view(db_url: str, *args: str, env: dict[str, str] | None = None) -> Ite
     proc = subprocess.Popen([sys.executable, "-m", "farm.cli", "view", "--db", db_url, "--port", "0", *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "COLUMNS": "400", **(env or {})})
+    global last_pid
+    last_pid = proc.pid
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
