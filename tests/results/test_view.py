@@ -258,3 +258,21 @@ def test_cli_says_in_one_line_what_is_wrong(tmp_path):
     down = view("--db", "postgresql://postgres@127.0.0.1:1/farm")
     assert down.returncode == 1 and "cannot be reached" in down.stderr and "Traceback" not in down.stderr
     assert "127.0.0.1:1" in down.stderr
+
+
+def test_the_view_reads_through_a_session_that_cannot_write(db_url, tmp_path):
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    from results.db import read_only_engine
+
+    engine = engine_for(db_url)
+    record_sweep(engine, LocalArtifactStore(tmp_path / "a"), "alpha", seeds=1)
+    reader = read_only_engine(db_url)
+    with reader.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM trial")).scalar_one() == 12
+    with pytest.raises(DBAPIError, match="read-only|readonly"), reader.begin() as conn:
+        conn.execute(text("UPDATE sweep SET cancelled = true"))
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT cancelled FROM sweep")).scalar_one() in (False, 0)
+    reader.dispose()
