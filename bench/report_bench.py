@@ -65,7 +65,7 @@ def fill(url: str, n: int) -> None:
                          "diagnosis_threshold": 0.7, "tokens_in": tin, "tokens_out": tin // 20,
                          "tokens_cached": tin // 3, "cost_usd": tin * 3e-6, "tool_calls": 20,
                          "tool_output_tokens": sum(v["tokens"] for v in per_tool.values()),
-                         "tool_tokens_json": json.dumps(per_tool), "tool_mode": mode,
+                         "tool_tokens": per_tool, "tool_mode": mode,  # the mapped attribute: stored as JSON text
                          "error_phase": "deploy" if state == "infra_failed" else None})
     with engine.begin() as conn:
         for i in range(0, n, 5000):
@@ -81,6 +81,22 @@ def render(url: str, out: str, queue: mp.Queue) -> None:
     t0 = time.perf_counter()
     index = build_report(engine_for(url), "bench", out)
     queue.put((time.perf_counter() - t0, index.stat().st_size, len(list((Path(out) / "trials").iterdir()))))
+
+
+def _result(proc: mp.process.BaseProcess, queue: mp.Queue, timeout: float = 600.0) -> tuple[float, int, int]:
+    """The rendering process's figures; SystemExit as soon as it dies without them (a traceback
+    of its own is above), instead of waiting out the timeout."""
+    import queue as queues
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return queue.get(timeout=0.5)  # type: ignore[no-any-return]
+        except queues.Empty:
+            if not proc.is_alive():
+                raise SystemExit(f"report_bench: the rendering process exited with code {proc.exitcode}") from None
+    proc.kill()
+    raise SystemExit(f"report_bench: no report after {timeout:.0f} s")
 
 
 def main() -> None:
@@ -103,7 +119,7 @@ def main() -> None:
             queue = ctx.Queue()
             proc = ctx.Process(target=render, args=(url, tmp, queue))
             proc.start()
-            seconds, size, pages = queue.get(timeout=600)
+            seconds, size, pages = _result(proc, queue)
             proc.join()
             peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         print(f"report of {args.trials:,d} trials: rendered in {seconds:.1f} s (target < 30 s), "

@@ -29,15 +29,20 @@ from results.models import Attempt, InfraEvent, Sweep, Trial
 
 
 def expand(spec: SweepSpec, problems: list[Problem]) -> Iterator[tuple[TrialKey, Problem]]:
+    """Every trial of the sweep. Keys name agents and models by their labels (an agent's variant,
+    a model listed with other settings); `pairs`, when given, keeps only those agent × model pairs."""
+    pairs = None if spec.pairs is None else {(p.agent, p.model) for p in spec.pairs}
     for problem in problems:
         for entry in spec.agents:
             uses_model = getattr(agents.factory(entry.name), "uses_model", True)
-            models = spec.models if uses_model else [NO_MODEL]
+            models = [m.key_name for m in spec.models] if uses_model else [NO_MODEL]
             for model in models:
+                if pairs is not None and uses_model and (entry.key_name, model) not in pairs:
+                    continue
                 for seed in spec.seeds:
                     for noise in spec.noise:
                         level = noise.label if isinstance(noise, NoiseLevel) else ""
-                        yield TrialKey(problem.id, entry.name, model, seed, noise is not False, level), problem
+                        yield TrialKey(problem.id, entry.key_name, model, seed, noise is not False, level), problem
 
 
 @dataclass

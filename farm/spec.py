@@ -3,7 +3,11 @@
     name: hotel-smoke
     problems: {ids: [...], tags: [...], layers: [...], apps: [...]}   # all given filters hold
     agents: [baseline, {name: react, tool_mode: summarised, options: {...}}]
-    models: [openai/gpt-4o]          # litellm model strings
+                                     # an agent listed twice is two variants: each gets a label
+                                     # (`label:` or one made from what differs), part of the trial key
+    models: [openai/gpt-4o, {name: openai/qwen2.5, api_base: http://127.0.0.1:8000/v1,
+             price: {input_per_mtok: 0.1, output_per_mtok: 0.2}}]   # litellm strings or ModelEntry
+    pairs: [{agent: react, model: openai/gpt-4o}]   # optional: only these agent × model pairs
     seeds: 3                         # or an explicit list [0, 1, 2]
     noise: [false, true]             # or a single bool; {intensity: high} (low, medium, high or 0..1,
                                      # optionally kinds: [...]) adds confounding ambient noise
@@ -23,10 +27,18 @@ import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from core.errors import SpecError
 from core.states import LAYERS
@@ -36,6 +48,19 @@ from results.keys import noise_part
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.I)
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
+# A key part: no '|' (the key's separator), no spaces.
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+=,\[\]-]{0,79}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _check_label(v: str) -> str:
+    if not _LABEL.match(v):
+        raise ValueError("must be letters, digits, '.', '_', '-', '+', '@', '[', ']', '=', ',', '/' or ':', "
+                         "at most 80 characters (a part of the trial key: no '|', no spaces)")
+    return v
+
+
+Label = Annotated[str, AfterValidator(_check_label)]
 
 
 class _Strict(BaseModel):
@@ -67,6 +92,14 @@ class AgentEntry(_Strict):
     name: str
     tool_mode: str | None = None  # None: the agent's own preference (stratus: summarised)
     options: dict[str, Any] = {}
+    # The variant's name in trial keys and tables; None: the agent's name, or, for an agent listed
+    # more than once, one made from what differs (SweepSpec._variant_labels fills it in).
+    label: Label | None = None
+
+    @property
+    def key_name(self) -> str:
+        """What trial keys and tables call this entry."""
+        return self.label or self.name
 
     @field_validator("options")
     @classmethod
@@ -132,16 +165,93 @@ class NoiseLevel(_Strict):
         return str(self.intensity) + (":" + "+".join(self.kinds) if self.kinds else "")
 
 
+def _variant_label(name: str, differing: dict[str, Any]) -> str:
+    """`react[tool_mode=summarised]`: the agent's name and the settings that set it apart; a short
+    hash when those do not fit a key part."""
+    import hashlib
+    import json
+
+    parts = ",".join(f"{k}={v}" for k, v in differing.items() if v is not None)
+    label = f"{name}[{parts}]" if parts else name
+    if not _LABEL.match(label):
+        digest = hashlib.sha256(json.dumps(differing, sort_keys=True, default=str).encode()).hexdigest()[:8]
+        label = f"{name}@{digest}"
+    return label
+
+
 def noise_label(setting: bool | NoiseLevel) -> str:
     """The trial key's noise part for a sweep's noise setting (results.keys.noise_part)."""
     return noise_part(setting is not False, setting.label if isinstance(setting, NoiseLevel) else "")
+
+
+class Price(_Strict):
+    """What a model costs, in USD per million tokens (as providers quote it)."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+    def per_token(self) -> dict[str, float]:
+        """litellm's custom_cost_per_token form (farm.llm.client.LLMClient's `price` option)."""
+        return {"input_cost_per_token": self.input_per_mtok / 1e6, "output_cost_per_token": self.output_per_mtok / 1e6}
+
+
+class ModelEntry(_Strict):
+    """One model of a sweep: a litellm model string and how to call it. `label` names it in trial
+    keys and tables (default: the name), so one model may be listed twice with other settings."""
+
+    name: str
+    label: Label | None = None
+    api_base: str | None = None  # an OpenAI-compatible endpoint (vLLM, ollama, llama.cpp, a proxy)
+    api_key_env: str | None = None  # the environment variable holding its key (never the key itself)
+    temperature: float | None = Field(None, ge=0, le=2)
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    max_tokens: int | None = Field(None, gt=0)  # per completion
+    price: Price | None = None  # for a model litellm has no price for (or to override its price)
+    concurrency: int | None = Field(None, ge=1)  # calls at once to this model, across the farm
+
+    @property
+    def key_name(self) -> str:
+        return self.label or self.name
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _MODEL.match(v):
+            raise ValueError(f"'{v}' is not a litellm model string (like openai/gpt-4o)")
+        return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env(cls, v: str | None) -> str | None:
+        if v is not None and not _ENV_NAME.match(v):
+            raise ValueError("must name an environment variable (like OPENAI_API_KEY), not hold a key")
+        return v
+
+    def call_options(self) -> dict[str, Any]:
+        """The options farm.llm.client.LLMClient reads for this model (none of them a secret)."""
+        out: dict[str, Any] = {}
+        for key in ("api_base", "api_key_env", "temperature", "reasoning_effort", "max_tokens"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        if self.price is not None:
+            out["price"] = self.price.per_token()
+        return out
+
+
+class Pair(_Strict):
+    """One agent × model combination a sweep runs (agent and model by their labels)."""
+
+    agent: str
+    model: str
 
 
 class SweepSpec(_Strict):
     name: str
     problems: ProblemSelection
     agents: list[AgentEntry] = Field(min_length=1)
-    models: list[str] = []
+    models: list[ModelEntry] = []
+    pairs: list[Pair] | None = None  # None: every agent with every model
     seeds: list[int] = [0]
     noise: list[bool | NoiseLevel] = [False]
     limits: Limits = Limits()
@@ -158,22 +268,46 @@ class SweepSpec(_Strict):
             raise ValueError("must be lowercase letters, digits, '.', '_' or '-', at most 63 characters")
         return v
 
-    @field_validator("agents", mode="before")
+    @field_validator("agents", "models", mode="before")
     @classmethod
-    def _agent_strings(cls, v: Any) -> Any:
+    def _name_strings(cls, v: Any) -> Any:
+        """A bare string in agents or models is an entry with only its name."""
         if isinstance(v, list):
             return [{"name": a} if isinstance(a, str) else a for a in v]
         return v
 
     @field_validator("models")
     @classmethod
-    def _models(cls, v: list[str]) -> list[str]:
-        for m in v:
-            if not _MODEL.match(m):
-                raise ValueError(f"'{m}' is not a litellm model string (like openai/gpt-4o)")
-        if len(set(v)) != len(v):
-            raise ValueError("lists a model twice")
+    def _models(cls, v: list[ModelEntry]) -> list[ModelEntry]:
+        seen: set[str] = set()
+        for i, m in enumerate(v):
+            if m.key_name in seen:
+                raise _FieldError(f"models[{i}]", f"lists '{m.key_name}' twice; give the second a label "
+                                                  f"(e.g. label: {m.name}@t0.7)")
+            seen.add(m.key_name)
         return v
+
+    @model_validator(mode="after")
+    def _variant_labels(self) -> SweepSpec:
+        """An agent listed more than once is several variants: each is named by its label, or by
+        what differs between the entries (tool_mode and options), so trial keys tell them apart."""
+        by_name: dict[str, list[AgentEntry]] = {}
+        for entry in self.agents:
+            by_name.setdefault(entry.name, []).append(entry)
+        for name, entries in by_name.items():
+            if len(entries) < 2:
+                continue
+            settings = [{"tool_mode": e.tool_mode, **e.options} for e in entries]
+            differing = sorted({k for s in settings for k in s if any(s.get(k) != t.get(k) for t in settings)})
+            for entry, setting in zip(entries, settings, strict=True):
+                if entry.label is None:
+                    entry.label = _variant_label(name, {k: setting.get(k) for k in differing})
+        labels = [e.key_name for e in self.agents]
+        for i, label in enumerate(labels):
+            if labels.index(label) != i:
+                raise _FieldError(f"agents[{i}]", f"two agent entries are both '{label}' (same agent, same "
+                                                  "settings, or the same label): give each a distinct label")
+        return self
 
     @field_validator("seeds", mode="before")
     @classmethod
@@ -220,9 +354,21 @@ class SweepSpec(_Strict):
 
     @model_validator(mode="after")
     def _cross(self) -> SweepSpec:
+        names = {m.name for m in self.models} | {m.key_name for m in self.models}
         for model in self.concurrency:
-            if model not in self.models:
+            if model not in names:
                 raise _FieldError(f"concurrency.{model}", "names a model that is not in models")
+        if self.pairs is not None:
+            agents = {e.key_name for e in self.agents}
+            models = {m.key_name for m in self.models}
+            for i, pair in enumerate(self.pairs):
+                if pair.agent not in agents:
+                    raise _FieldError(f"pairs[{i}].agent", f"'{pair.agent}' is not an agent label of agents "
+                                                           f"(known: {', '.join(sorted(agents))})")
+                if pair.model not in models:
+                    raise _FieldError(f"pairs[{i}].model", f"'{pair.model}' is not a model label of models "
+                                                           f"(known: {', '.join(sorted(models))})")
+
         if self.judge is not None and not _MODEL.match(self.judge):
             raise _FieldError("judge", f"'{self.judge}' is not a litellm model string")
         return self
@@ -281,6 +427,16 @@ def check_against_catalog(spec: SweepSpec, path: str | None) -> None:
             raise SpecError(path, f"agents[{i}].name", f"unknown agent '{entry.name}' (known: {', '.join(agents.names())})")
         if getattr(agents.factory(entry.name), "uses_model", True) and not spec.models:
             raise SpecError(path, "models", f"agent '{entry.name}' needs a model, and models is empty")
+    if spec.cost_cap_usd is not None:
+        # A cap cannot hold over a model whose calls are recorded at $0 for want of a price.
+        model_agents = [e for e in spec.agents if getattr(agents.factory(e.name), "uses_model", True)]
+        for i, m in enumerate(spec.models):
+            unpriced = [e.key_name for e in model_agents if not is_priced(m, e)]
+            if unpriced:
+                raise SpecError(path, f"models[{i}].price", f"'{m.name}' has no known price (for agent "
+                                f"{', '.join(unpriced)}), so the cost cap cannot hold: give its price "
+                                "({input_per_mtok: ..., output_per_mtok: ...}, USD per million tokens; 0 for a "
+                                "free local model)")
     known = {p.id for p in catalog().problems}
     for i, pid in enumerate(spec.problems.ids):
         if pid not in known:
@@ -291,6 +447,14 @@ def check_against_catalog(spec: SweepSpec, path: str | None) -> None:
             raise SpecError(path, f"problems.apps[{i}]", f"no problem uses application '{app}'")
     if not select_problems(spec):
         raise SpecError(path, "problems", "selects no problem of the catalog")
+
+
+def is_priced(model: ModelEntry, agent: AgentEntry | None = None) -> bool:
+    """Whether the trials of `agent` with `model` have a price to charge: the model entry's, the
+    agent's `price` option (per token, as LLMClient reads it), or litellm's table."""
+    from farm.llm.pricing import has_price
+
+    return model.price is not None or (agent is not None and "price" in agent.options) or has_price(model.name)
 
 
 def select_problems(spec: SweepSpec) -> list[Any]:

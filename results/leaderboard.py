@@ -1,7 +1,13 @@
 """Leaderboards: aggregates computed by SQL over finished trial rows, grouped by agent × model,
 layer, noise or problem; 95% Wilson intervals from those counts; CSV that pandas reads.
 
-pass@1 over seeds is the mean success over a group's trials (each seed is one sample).
+pass@1 over seeds is the mean success over a group's trials (each seed is one sample). Seeds of one
+problem are not independent, so beside the per-trial Wilson intervals each group has pass@k and
+pass^k over its problems' seeds and 95% intervals from a bootstrap over problems (results/stats.py);
+the terminal table shows those clustered intervals once a problem has more than one trial.
+Every row names its sweep; without a sweep the leaderboard groups by sweep, never pooling two.
+A model without a known price (litellm's table or the sweep's `price:`) is marked `priced` false:
+its cost is recorded as 0, not measured.
 Never in n, counted apart: infrastructure failures (`infra_failed`), trials the sweep's cost cap
 kept from running or cut short (`cost_capped`); clusters that could not be reset after a trial
 (`reset_failures`, events: the trial's own result stands and is in n).
@@ -22,12 +28,13 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col
 
 from core.states import EVENT_RESET_FAILED, TrialState
-from results.models import InfraEvent, Trial
+from results.models import InfraEvent, Sweep, Trial
+from results.stats import cluster_bootstrap, common_k, mean_over_problems
 
 # What `--by` may combine (comma-separated, any subset, in the order given): the name a user
 # types -> the trial column it groups on.
 GROUP_COLUMNS: dict[str, str] = {
-    "agent": "agent", "model": "model", "layer": "layer", "noise": "noise", "problem": "problem_id",
+    "sweep": "sweep_id", "agent": "agent", "model": "model", "layer": "layer", "noise": "noise", "problem": "problem_id",
     "app": "app", "composition": "composition", "seed": "seed",
 }
 
@@ -49,7 +56,11 @@ COLUMNS = [
     "p_mitigation_given_diagnosis", "mean_tokens", "mean_tokens_in", "mean_tokens_out",
     "mean_cost_usd", "total_cost_usd", "mean_time_to_diagnosis_s", "mean_time_to_mitigation_s",
     "offline_judge", "diagnosis_pass_rule",
+    "problems", "k", "diagnosis_pass_at_k", "diagnosis_pass_hat_k", "e2e_pass_at_k", "e2e_pass_hat_k",
+    "diagnosis_cluster_lo", "diagnosis_cluster_hi", "mitigation_cluster_lo", "mitigation_cluster_hi",
+    "e2e_cluster_lo", "e2e_cluster_hi", "priced",
 ]
+BOOTSTRAP_SEED = 0
 
 
 def group_keys(by: str) -> tuple[str, ...]:
@@ -80,11 +91,21 @@ def _as_int(column: Any) -> Any:
     return func.coalesce(func.sum(cast(column, Integer)), 0)
 
 
-def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model",
-            where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The leaderboard grouped by `by`; `where` keeps only the trials whose grouping columns (by
-    their `--by` names, e.g. {"layer": "os"}) have those values."""
+def _grouping(sweep_id: str | None, by: str) -> tuple[str, ...]:
+    """The trial columns a leaderboard groups on: `by`'s, with the sweep first when no sweep is
+    named (two sweeps' trials are never pooled)."""
     names = group_keys(by)
+    if sweep_id is None and "sweep_id" not in names:
+        names = ("sweep_id", *names)
+    return names
+
+
+def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model",
+            k: int | None = None, where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One row per group. `k` for pass@k and pass^k: default, per group, the number of trials every
+    one of its problems has (its seeds). `where` keeps only the trials whose grouping columns (by
+    their `--by` names, e.g. {"layer": "os"}) have those values."""
+    names = _grouping(sweep_id, by)
     keys = [getattr(Trial, k) for k in names]
     done = col(Trial.state) == TrialState.FINISHED
 
@@ -134,13 +155,16 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
     )
     if sweep_id:
         stmt = stmt.where(col(Trial.sweep_id) == sweep_id)
-    for name, value in (where or {}).items():
-        stmt = stmt.where(getattr(Trial, GROUP_COLUMNS[name]) == value)
+    filters = [getattr(Trial, GROUP_COLUMNS[name]) == value for name, value in (where or {}).items()]
+    stmt = stmt.where(*filters)
+    per_problem = _per_problem(engine, sweep_id, names, filters)
+    priced = _priced_models(engine, sweep_id)
     rows: list[dict[str, Any]] = []
     with engine.connect() as conn:
         for r in conn.execute(stmt).mappings():
             n = int(r["n"] or 0)
-            row: dict[str, Any] = {k: r[k] for k in names}
+            row: dict[str, Any] = {"sweep": sweep_id} if sweep_id else {}
+            row.update({("sweep" if k == "sweep_id" else k): r[k] for k in names})
             row["n"], row["infra_failed"] = n, int(r["infra_failed"] or 0)
             row["cost_capped"], row["reset_failures"] = int(r["cost_capped"] or 0), int(r["reset_failures"] or 0)
             mit_n = int(r["mit_n"] or 0)
@@ -158,8 +182,78 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
                 row[out] = None if r[src] is None else float(r[src])
             row["offline_judge"] = bool(r["offline"]) if r["offline"] is not None else None
             row["diagnosis_pass_rule"] = _rules(r["rule_lo"], r["rule_hi"], int(r["rule_unknown"] or 0))
+            row.update(_repeated(per_problem.get(tuple(r[k] for k in names), {}), k, priced))
             rows.append(row)
     return rows
+
+
+def _per_problem(engine: Engine, sweep_id: str | None, names: tuple[str, ...],
+                 filters: list[Any] | None = None) -> dict[tuple[Any, ...], dict[tuple[Any, ...], list[int]]]:
+    """Per group, per (sweep, agent, model, problem): [trials, diagnoses passed, mitigation-scored trials,
+    E2E passed, mitigations passed], over finished trials: what pass@k and the clustered intervals are computed from."""
+    done = col(Trial.state) == TrialState.FINISHED
+    scored = col(Trial.mitigation_passed).is_not(None)
+    extra = [c for c in ("sweep_id", "agent", "model", "problem_id") if c not in names]
+    stmt = (
+        select(*[getattr(Trial, c) for c in names], *[getattr(Trial, c) for c in extra],
+               func.count().label("n"), _as_int(col(Trial.diagnosis_passed)).label("diag"),
+               func.sum(case((scored, 1), else_=0)).label("mit_n"), _as_int(col(Trial.e2e_passed)).label("e2e"),
+               _as_int(col(Trial.mitigation_passed)).label("mit"))
+        .where(done, *(filters or [])).group_by(*[getattr(Trial, c) for c in (*names, *extra)])
+    )
+    if sweep_id:
+        stmt = stmt.where(col(Trial.sweep_id) == sweep_id)
+    out: dict[tuple[Any, ...], dict[tuple[Any, ...], list[int]]] = {}
+    with engine.connect() as conn:
+        for r in conn.execute(stmt).mappings():
+            cell = (r["sweep_id"], r["agent"], r["model"], r["problem_id"])
+            out.setdefault(tuple(r[c] for c in names), {})[cell] = [
+                int(r["n"] or 0), int(r["diag"] or 0), int(r["mit_n"] or 0), int(r["e2e"] or 0), int(r["mit"] or 0)]
+    return out
+
+
+def _priced_models(engine: Engine, sweep_id: str | None) -> dict[tuple[str, str, str], bool]:
+    """(sweep, agent label, model label) -> whether those trials had a price to charge
+    (farm.spec.is_priced: the model entry's, the agent's price option, or litellm's table)."""
+    from pydantic import ValidationError
+
+    from farm.spec import SweepSpec, is_priced
+
+    stmt = select(col(Sweep.id), col(Sweep.spec_json))
+    if sweep_id:
+        stmt = stmt.where(col(Sweep.id) == sweep_id)
+    out: dict[tuple[str, str, str], bool] = {}
+    with engine.connect() as conn:
+        for sid, spec_json in conn.execute(stmt):
+            try:
+                spec = SweepSpec.model_validate_json(spec_json)
+            except ValidationError:
+                continue  # a sweep recorded by another version: its rows stay unmarked
+            for m in spec.models:
+                for a in spec.agents:
+                    out[(sid, a.key_name, m.key_name)] = is_priced(m, a)
+    return out
+
+
+def _repeated(cells: dict[tuple[Any, ...], list[int]], k: int | None,
+              priced: dict[tuple[str, str, str], bool]) -> dict[str, Any]:
+    """pass@k, pass^k and problem-clustered intervals of one group (a problem under two agents,
+    models or sweeps of the group is two clusters: its trials there are different experiments)."""
+    diag = [(n, d) for n, d, _, _, _ in cells.values()]
+    e2e = [(m, e) for _, _, m, e, _ in cells.values() if m]
+    mit = [(m, p) for _, _, m, _, p in cells.values() if m]
+    kk = k if k is not None else common_k(diag)
+    out: dict[str, Any] = {"problems": len({cell[3] for cell in cells}), "k": kk or None}
+    for name, counts in (("diagnosis", diag), ("e2e", e2e)):
+        out[f"{name}_pass_at_k"] = mean_over_problems(counts, kk, "at") if kk else None
+        out[f"{name}_pass_hat_k"] = mean_over_problems(counts, kk, "hat") if kk else None
+        lo, hi = cluster_bootstrap([(c, n) for n, c in counts], seed=BOOTSTRAP_SEED)
+        out[f"{name}_cluster_lo"], out[f"{name}_cluster_hi"] = lo, hi
+    out["mitigation_cluster_lo"], out["mitigation_cluster_hi"] = cluster_bootstrap([(c, n) for n, c in mit],
+                                                                                   seed=BOOTSTRAP_SEED)
+    marks = [priced.get(cell[:3], False) for cell in cells if cell[2] != "-"]
+    out["priced"] = all(marks) if marks else None
+    return out
 
 
 def _rules(lo: str | None, hi: str | None, unknown: int) -> str | None:
@@ -174,7 +268,7 @@ def _rules(lo: str | None, hi: str | None, unknown: int) -> str | None:
 
 
 def header(by: str) -> list[str]:
-    return list(group_keys(by)) + COLUMNS
+    return ["sweep"] + [k for k in group_keys(by) if k != "sweep_id"] + COLUMNS
 
 
 def write_csv(rows: list[dict[str, Any]], by: str, path: str | Path) -> Path:
@@ -191,40 +285,57 @@ def write_csv(rows: list[dict[str, Any]], by: str, path: str | Path) -> Path:
 
 
 def render(rows: list[dict[str, Any]], by: str) -> Any:
-    """A rich Table for the terminal."""
+    """A rich Table for the terminal. Intervals are the problem-clustered ones where a problem has
+    repeated trials (seeds), Wilson's otherwise; a cost marked * is of a model without a price."""
     from rich.table import Table
 
     def pct(v: float | None) -> str:
         return "–" if v is None else f"{100 * v:.1f}%"
 
-    def ci(lo: float | None, hi: float | None) -> str:
+    def ci(r: dict[str, Any], name: str) -> str:
+        clustered = (r.get("k") or 0) > 1
+        lo, hi = (r.get(f"{name}_cluster_lo"), r.get(f"{name}_cluster_hi")) if clustered else \
+            (r.get(f"{name}_lo"), r.get(f"{name}_hi"))
         return "" if lo is None or hi is None else f" [{100 * lo:.0f}–{100 * hi:.0f}]"
 
     offline = any(r.get("offline_judge") for r in rows)
     rules = sorted({str(r["diagnosis_pass_rule"]) for r in rows if r.get("diagnosis_pass_rule")})
-    said = [("diagnosis judged by the offline judge" if offline else ""),
+    sweeps = sorted({str(r.get("sweep")) for r in rows if r.get("sweep")})
+    said = [("sweep " + ", ".join(sweeps) if len(sweeps) == 1 else ""),
+            ("diagnosis judged by the offline judge" if offline else ""),
             ("pass rule " + "; ".join(rules) if rules else "")]
-    table = Table(title="Leaderboard" + (f" ({', '.join(s for s in said if s)})" if any(said) else ""))
-    names = group_keys(by)
+    clustered = any((r.get("k") or 0) > 1 for r in rows)
+    unpriced = any(r.get("priced") is False for r in rows)
+    notes = [("intervals: 95% bootstrap over problems" if clustered else "intervals: 95% Wilson"),
+             ("* unpriced model: cost recorded as 0, not measured" if unpriced else "")]
+    table = Table(title="Leaderboard" + (f" ({', '.join(s for s in said if s)})" if any(said) else ""),
+                  caption="; ".join(n for n in notes if n))
+    names = [k for k in group_keys(by) if k != "sweep_id"]
+    if len(sweeps) != 1:
+        names = ["sweep", *names]
     for k in names:
         table.add_column(k)
-    for heading in ("n", "infra", "capped", "diagnosis", "mitigation", "E2E", "P(M|D)", "tokens", "cost $", "TTD s",
-                "TTM s"):
+    for heading in ("n", "infra", "capped", "diagnosis", "mitigation", "E2E", "E2E pass@k", "P(M|D)", "tokens",
+                    "cost $", "TTD s", "TTM s"):
         table.add_column(heading, justify="right")
     for r in rows:
         def num(v: float | None, fmt: str) -> str:
             return "–" if v is None else format(v, fmt)
+        k_seeds = r.get("k")
         table.add_row(
-            *[str(r[k]) for k in names],
+            *[str(r[name]) for name in names],
             # infra: trials given up on infrastructure, then (+N) resets that failed after a result
             str(r["n"]), str(r["infra_failed"]) + (f" (+{r['reset_failures']} reset)" if r["reset_failures"] else ""),
             str(r["cost_capped"]),
-            pct(r["diagnosis_rate"]) + ci(r["diagnosis_lo"], r["diagnosis_hi"]),
-            pct(r["mitigation_rate"]) + ci(r["mitigation_lo"], r["mitigation_hi"])
+            pct(r["diagnosis_rate"]) + ci(r, "diagnosis"),
+            pct(r["mitigation_rate"]) + ci(r, "mitigation")
             + (f" of {r['mitigation_n']}" if r["mitigation_n"] != r["n"] else ""),
-            pct(r["e2e_rate"]) + ci(r["e2e_lo"], r["e2e_hi"]),
+            pct(r["e2e_rate"]) + ci(r, "e2e"),
+            "–" if not k_seeds or k_seeds < 2 or r.get("e2e_pass_at_k") is None
+            else f"{pct(r['e2e_pass_at_k'])} (k={k_seeds})",
             pct(r["p_mitigation_given_diagnosis"]),
-            num(r["mean_tokens"], ".0f"), num(r["mean_cost_usd"], ".4f"),
+            num(r["mean_tokens"], ".0f"),
+            num(r["mean_cost_usd"], ".4f") + ("*" if r.get("priced") is False else ""),
             num(r["mean_time_to_diagnosis_s"], ".0f"), num(r["mean_time_to_mitigation_s"], ".0f"),
         )
     return table

@@ -133,8 +133,11 @@ def run(
                 _interrupted()
     rows = leaderboard.compute(engine, sub.sweep_id, by)
     console.print(leaderboard.render(rows, by))
-    path = leaderboard.write_csv(rows, by, out / "leaderboard.csv")
-    console.print(f"leaderboard written to {path}")
+    # The sweep's own CSV, and the folder's: every sweep run into it, one row group per sweep, so
+    # a second sweep run into the same folder adds to it instead of replacing the first.
+    path = leaderboard.write_csv(rows, by, out / f"leaderboard-{sub.sweep_id}.csv")
+    leaderboard.write_csv(leaderboard.compute(engine, None, by), by, out / "leaderboard.csv")
+    console.print(f"leaderboard written to {path} (every sweep in {out}: {out / 'leaderboard.csv'})")
 
 
 @app.command()
@@ -304,17 +307,24 @@ def sweep_cancel(sweep_id: str) -> None:
 
 @app.command()
 def leaderboard(
-    sweep: Annotated[str | None, typer.Option("--sweep", help="Only this sweep.")] = None,
-    by: Annotated[str, typer.Option("--by", help="Any combination of agent, model, layer, noise, problem, app, "
-                                                 "composition, seed.")] = "agent,model",
+    sweep: Annotated[str | None, typer.Option("--sweep", help="Only this sweep (default: every sweep, "
+                                                             "one row group per sweep).")] = None,
+    by: Annotated[str, typer.Option("--by", help="Any combination of sweep, agent, model, layer, noise, problem, "
+                                                 "app, composition, seed.")] = "agent,model",
+    k: Annotated[int | None, typer.Option("--k", min=1, help="k of pass@k and pass^k (default: the seeds "
+                                                             "every problem of a group has).")] = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="Write the leaderboard as CSV here.")] = None,
     db: Annotated[str | None, typer.Option("--db", help="Database URL (default FARM_DATABASE_URL).")] = None,
 ) -> None:
-    """Success rates with 95% Wilson intervals, P(M|D), tokens, cost and times, from SQL."""
+    """Success rates with 95% intervals, pass@k, P(M|D), tokens, cost and times, from SQL. Sweeps are
+    never pooled: without --sweep every row names its sweep."""
     from results import leaderboard as lb
 
     _check_by(by)
-    rows = lb.compute(_read_engine(db, offers_db=True), sweep, by)
+    engine = _sweep_engine(db, sweep) if sweep else _read_engine(db, offers_db=True)
+    rows = lb.compute(engine, sweep, by, k=k)
+    if not rows:
+        _fail("no trials in the database yet" if sweep is None else f"sweep '{sweep}' has no trials yet", code=1)
     console.print(lb.render(rows, by))
     if csv:
         console.print(f"written to {lb.write_csv(rows, by, csv)}")

@@ -7,7 +7,10 @@ cost budgets and the sweep's cost cap by raising core.errors.LimitReached.
 Options read from AgentContext.options (all optional): api_base, api_key (prefer the provider's
 environment variable), temperature, sweep_id, sweep_cost_cap, redis_url, concurrency (an int for
 this model, or {model: int}), price ({input_cost_per_token, output_cost_per_token}) for models
-litellm has no price for, max_backoff_retries, max_backoff_s, request_timeout_s.
+litellm has no price for, max_backoff_retries, max_backoff_s, request_timeout_s; and from a sweep's
+model entry (farm.spec.ModelEntry.call_options): api_key_env (the variable the key is read from, in
+the worker, at call time: a key is never in an option, the spec or the database), reasoning_effort and
+max_tokens (per completion).
 """
 
 from __future__ import annotations
@@ -200,10 +203,17 @@ class LLMClient:
         conc = opts.get("concurrency")
         if isinstance(conc, dict):
             conc = conc.get(name)
+        api_key = opts.get("api_key")
+        if api_key is None and opts.get("api_key_env"):
+            api_key = os.environ.get(str(opts["api_key_env"]))
+            if not api_key:
+                raise LLMError(f"{name}: the environment variable {opts['api_key_env']} (the model's "
+                               "api_key_env) is not set in the worker")
+        extra = {k: opts[k] for k in ("reasoning_effort", "max_tokens") if opts.get(k) is not None}
         return cls(
             name,
             api_base=opts.get("api_base"),
-            api_key=opts.get("api_key"),
+            api_key=api_key,
             temperature=opts.get("temperature"),
             budget=Budget(max_tokens=ctx.limits.max_tokens, max_cost_usd=ctx.limits.max_cost_usd),
             ledger=ledger,
@@ -213,6 +223,7 @@ class LLMClient:
             max_backoff_retries=int(opts.get("max_backoff_retries", 6)),
             max_backoff_s=float(opts.get("max_backoff_s", 60.0)),
             request_timeout_s=float(opts.get("request_timeout_s", 600.0)),
+            extra=extra,
         )
 
     # -- limits ----------------------------------------------------------------------------------

@@ -54,14 +54,29 @@ def load_trial_spec(engine: Engine, trial_id: str) -> TrialSpec:
         sweep = session.get(Sweep, trial.sweep_id)
         assert sweep is not None
     spec = SweepSpec.model_validate(json.loads(sweep.spec_json))
-    entry = next((a for a in spec.agents if a.name == trial.agent), None)
+    # The row names the agent and the model by their labels (variants); the spec says what they are.
+    entry = next((a for a in spec.agents if a.key_name == trial.agent), None)
+    agent = entry.name if entry else trial.agent
+    model_entry = next((m for m in spec.models if m.key_name == trial.model), None)
+    model = None if trial.model == "-" else (model_entry.name if model_entry else trial.model)
+    options = dict(entry.options if entry else {})
+    if model_entry is not None:
+        # The model's own settings (endpoint, temperature, price, ...) win over an agent option of
+        # the same name: they are what the sweep says of that model.
+        options.update(model_entry.call_options())
+    concurrency = dict(spec.concurrency)
+    for m in spec.models:
+        if m.concurrency is not None:
+            concurrency[m.name] = m.concurrency
+    if model_entry is not None and model_entry.key_name in concurrency:
+        concurrency.setdefault(model_entry.name, concurrency[model_entry.key_name])
     return TrialSpec(
         trial_id=trial.id, sweep_id=trial.sweep_id, key=trial.key, problem_id=trial.problem_id,
-        agent=trial.agent, agent_options=entry.options if entry else {},
-        tool_mode=_tool_mode(trial.agent, entry.tool_mode if entry else None),
-        model=None if trial.model == "-" else trial.model, seed=trial.seed, noise=trial.noise,
+        agent=agent, agent_options=options,
+        tool_mode=_tool_mode(agent, entry.tool_mode if entry else None),
+        model=model, seed=trial.seed, noise=trial.noise,
         noise_level=trial.noise_level or "",
         limits=AgentLimits(**spec.limits.model_dump()), judge=spec.judge,
         max_infra_attempts=spec.max_infra_attempts, cost_cap_usd=spec.cost_cap_usd,
-        concurrency=spec.concurrency,
+        concurrency=concurrency,
     )

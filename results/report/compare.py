@@ -1,7 +1,7 @@
 """Paired comparison of two sweeps on the trials they share: the same problem, agent, model, seed
 and noise, finished in both. Per group (`--by`), for diagnosis, mitigation and E2E: both rates,
-their difference (B − A) with a seeded bootstrap 95% interval over the pairs, and McNemar's exact
-test on the discordant pairs."""
+their difference (B − A) with a seeded 95% bootstrap interval that resamples problems (a problem's
+seeds are not independent pairs: results/stats.py), and McNemar's exact test on the discordant pairs."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from sqlmodel import col
 from core.states import TrialState
 from results.leaderboard import group_keys
 from results.models import Trial
+from results.stats import cluster_bootstrap
 
 PAIR_ON = ("problem_id", "agent", "model", "seed", "noise")
 OUTCOMES = ("diagnosis", "mitigation", "e2e")
@@ -33,23 +34,6 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
     k = min(a_only, b_only)
     tail = sum(math.comb(n, i) for i in range(k + 1))
     return min(1.0, 2 * tail / (1 << n))  # exact integers: no underflow for large n
-
-
-def bootstrap_diff(a_only: int, b_only: int, pairs: int, seed: int = 0,
-                   samples: int = BOOTSTRAP_SAMPLES) -> tuple[float | None, float | None]:
-    """95% percentile interval of the mean paired difference (B − A). A pair's difference is +1
-    (only B passed), −1 (only A) or 0, so resampling pairs is a multinomial draw over those three
-    counts: the same distribution as resampling indexes, at a cost independent of `pairs`."""
-    if pairs == 0:
-        return None, None
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    p = np.array([b_only, a_only, pairs - a_only - b_only], dtype=float) / pairs
-    draws = rng.multinomial(pairs, p, size=samples)
-    diffs = (draws[:, 0] - draws[:, 1]) / pairs
-    lo, hi = np.percentile(diffs, [2.5, 97.5])
-    return float(lo), float(hi)
 
 
 def _outcomes(engine: Engine, sweep_id: str, keys: tuple[str, ...]) -> dict[tuple[Any, ...], dict[str, Any]]:
@@ -101,7 +85,12 @@ def _paired_stats(groups: Pairs, keys: tuple[str, ...], seed: int) -> list[dict[
             b_only = sum(1 for x, y in scored if y and not x)
             rate_a = sum(x for x, _ in scored) / n if n else None
             rate_b = sum(y for _, y in scored) / n if n else None
-            lo, hi = bootstrap_diff(a_only, b_only, n, seed)
+            clusters: dict[Any, list[int]] = {}
+            for (x, y) in ((x, y) for x, y in pairs if x[passed] is not None and y[passed] is not None):
+                cell = clusters.setdefault(x["problem_id"], [0, 0])
+                cell[0] += int(bool(y[passed])) - int(bool(x[passed]))
+                cell[1] += 1
+            lo, hi = cluster_bootstrap([(d, m) for d, m in clusters.values()], seed, BOOTSTRAP_SAMPLES)
             rows.append({**dict(zip(keys, group, strict=True)), "metric": metric, "pairs": n,
                          "rate_a": rate_a, "rate_b": rate_b,
                          "diff": None if n == 0 else (b_only - a_only) / n, "diff_lo": lo, "diff_hi": hi,
@@ -133,7 +122,7 @@ def render(rows: list[dict[str, Any]], by: str, sweep_a: str, sweep_b: str) -> A
     table = Table(title=f"Paired comparison: {sweep_b} (B) − {sweep_a} (A), on the trials both finished")
     for k in group_keys(by):
         table.add_column(k)
-    for c in ("metric", "pairs", "A", "B", "B − A [95% bootstrap]", "A only", "B only", "McNemar p"):
+    for c in ("metric", "pairs", "A", "B", "B − A [95% bootstrap over problems]", "A only", "B only", "McNemar p"):
         table.add_column(c, justify="right")
     for r in rows:
         diff = "–" if r["diff"] is None else (f"{100 * r['diff']:+.1f} pp [{100 * r['diff_lo']:+.1f}, "

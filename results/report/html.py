@@ -50,17 +50,37 @@ def table(header: list[str], rows: list[list[str]], numeric_from: int = 1) -> st
 
 
 def rate_table(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> str:
-    header = [*keys, "n", "infra", "capped", "diagnosis", "95% CI", "mitigation", "95% CI", "E2E", "95% CI", "P(M|D)",
-              "mean tokens", "mean cost"]
+    """Rates per group. The 95% intervals resample problems where a problem has repeated trials
+    (seeds: results/stats.py), and are Wilson's per-trial ones otherwise; an unpriced model's cost
+    is marked."""
+    header = [*keys, "n", "infra", "capped", "diagnosis", "95% CI", "mitigation", "95% CI", "E2E", "95% CI",
+              "E2E pass@k", "E2E pass^k", "P(M|D)", "mean tokens", "mean cost"]
     body = []
+    clustered = unpriced = False
     for r in rows:
+        k = r.get("k") or 0
+        clustered |= k > 1
+
+        def interval(name: str, r: dict[str, Any] = r, k: int = k) -> str:
+            ends = (r.get(f"{name}_cluster_lo"), r.get(f"{name}_cluster_hi")) if k > 1 else \
+                (r.get(f"{name}_lo"), r.get(f"{name}_hi"))
+            return fmt(ends, "ci")
+
+        unpriced |= r.get("priced") is False
         body.append([fmt(r[k]) if k != "noise" else noise_part(bool(r[k])) for k in keys] + [
             fmt(r["n"]), fmt(r["infra_failed"]), fmt(r["cost_capped"]),
-            fmt(r["diagnosis_rate"], "pct"), fmt((r["diagnosis_lo"], r["diagnosis_hi"]), "ci"),
-            fmt(r["mitigation_rate"], "pct"), fmt((r["mitigation_lo"], r["mitigation_hi"]), "ci"),
-            fmt(r["e2e_rate"], "pct"), fmt((r["e2e_lo"], r["e2e_hi"]), "ci"),
-            fmt(r["p_mitigation_given_diagnosis"], "pct"), fmt(r["mean_tokens"]), fmt(r["mean_cost_usd"], "usd")])
-    return table(header, body, numeric_from=len(keys))
+            fmt(r["diagnosis_rate"], "pct"), interval("diagnosis"),
+            fmt(r["mitigation_rate"], "pct"), interval("mitigation"),
+            fmt(r["e2e_rate"], "pct"), interval("e2e"),
+            (fmt(r.get("e2e_pass_at_k"), "pct") + f" (k={k})") if k > 1 else "–",
+            (fmt(r.get("e2e_pass_hat_k"), "pct") + f" (k={k})") if k > 1 else "–",
+            fmt(r["p_mitigation_given_diagnosis"], "pct"), fmt(r["mean_tokens"]),
+            fmt(r["mean_cost_usd"], "usd") + (" (unpriced)" if r.get("priced") is False else "")])
+    note = ("95% intervals from a bootstrap over problems (a problem's seeds are not independent)" if clustered
+            else "95% Wilson intervals (one trial per problem)")
+    if unpriced:
+        note += "; an unpriced model's cost is recorded as 0, not measured"
+    return table(header, body, numeric_from=len(keys)) + f'<p class="note">{escape(note)}.</p>'
 
 
 def page(title: str, sections: list[tuple[str, str]], meta: list[tuple[str, str]]) -> str:

@@ -126,13 +126,13 @@ class View:
                 raise queries.BadQuery(f"the leaderboard has no column '{sort}'")
             present = [r for r in rows if r.get(sort) is not None]
             rows = sorted(present, key=lambda r: r[sort], reverse=descending) + [r for r in rows if r.get(sort) is None]
-        extras = [k for k in (rows[0] if rows else {}) if k not in KNOWN and k not in names]
+        extras = [k for k in (rows[0] if rows else {}) if k not in KNOWN and k not in names and k != "sweep"]
         rules = sorted({str(r["diagnosis_pass_rule"]) for r in rows if r.get("diagnosis_pass_rule")})
 
         def link(row: dict[str, Any], **extra: Any) -> str:
             params = dict(base)
             for column in names:
-                value = row.get(column)
+                value = row.get("sweep" if column == "sweep_id" else column)
                 if value is not None:
                     params[BY_NAME.get(column, column)] = str(value).lower() if isinstance(value, bool) else str(value)
             params.update({k: str(v) for k, v in extra.items()})

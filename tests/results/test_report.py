@@ -221,12 +221,14 @@ def test_paired_comparison_on_shared_trials(db_url, tmp_path):
 
 
 def test_bootstrap_interval_covers_like_the_index_bootstrap():
-    # Against the textbook bootstrap (resampling pair indexes) on the same counts.
+    # With one pair per problem, resampling problems is the textbook bootstrap over pair indexes.
     import numpy as np
 
+    from results.stats import cluster_bootstrap
+
     a_only, b_only, n = 7, 19, 60
-    lo, hi = cmp.bootstrap_diff(a_only, b_only, n, seed=1)
     diffs = np.array([1] * b_only + [-1] * a_only + [0] * (n - a_only - b_only))
+    lo, hi = cluster_bootstrap([(float(d), 1) for d in diffs], seed=1, samples=cmp.BOOTSTRAP_SAMPLES)
     rng = np.random.default_rng(2)
     boots = diffs[rng.integers(0, n, size=(20_000, n))].mean(axis=1)
     ref_lo, ref_hi = np.percentile(boots, [2.5, 97.5])

@@ -152,7 +152,8 @@ def test_by_is_checked_before_any_trial_runs(sweep, tmp_path):
     import pandas as pd
 
     frame = pd.read_csv(tmp_path / "lb.csv")
-    assert list(frame.columns[:2]) == ["agent", "noise"] and int(frame["n"].sum()) == 8 and len(frame) == 4
+    assert list(frame.columns[:3]) == ["sweep", "agent", "noise"] and int(frame["n"].sum()) == 8 and len(frame) == 4
+    assert set(frame["sweep"]) == {SWEEP}
     same = farm("compare", SWEEP, SWEEP, "--by", "agent,noise", "--csv", str(tmp_path / "paired.csv"), "--db", sweep["db"])
     assert same.returncode == 0, same.stderr
     paired = pd.read_csv(tmp_path / "paired.csv")

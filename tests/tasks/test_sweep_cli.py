@@ -104,7 +104,7 @@ def test_reading_finds_the_database_farm_run_wrote(tmp_path, monkeypatch):
     ledger.record(engine, c, ledger.AttemptResult(diagnosis_passed=True, mitigation_passed=False))
     board = runner.invoke(app, ["leaderboard", "--sweep", "local", "--csv", "lb.csv"])
     assert board.exit_code == 0, board.output
-    assert (tmp_path / "lb.csv").read_text().splitlines()[1].startswith("baseline,-,1,0,0,0,1.0")
+    assert (tmp_path / "lb.csv").read_text().splitlines()[1].startswith("local,baseline,-,1,0,0,0,1.0")
     status = runner.invoke(app, ["sweep", "status", "local"])
     assert "4 trials — pending 3, finished 1" in status.output, status.output
 
