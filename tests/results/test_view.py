@@ -276,3 +276,24 @@ def test_the_view_reads_through_a_session_that_cannot_write(db_url, tmp_path):
     with engine.connect() as conn:
         assert conn.execute(text("SELECT cancelled FROM sweep")).scalar_one() in (False, 0)
     reader.dispose()
+
+
+def test_a_trial_page_reads_its_artifacts_from_s3(sqlite_url, s3_env):
+    """Artifacts in an S3-compatible server (moto, over HTTP): the page renders them and serves
+    the raw JSON, as for a local folder."""
+    import os
+
+    from results.artifacts import S3ArtifactStore
+
+    store = S3ArtifactStore("farm-view-artifacts", "runs")
+    store.ensure_bucket()
+    engine = engine_for(sqlite_url)
+    alpha = record_sweep(engine, store, "alpha", seeds=1)
+    tid = next(t for t in alpha.trials if t != alpha.lost)  # recorded by its first attempt
+    aws = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+    with farm_view(sqlite_url, env=aws) as url, httpx.Client(base_url=url, timeout=60) as http:
+        page = http.get(f"/trials/{tid}").text
+        assert "s3://farm-view-artifacts/runs/alpha/" in page
+        assert "image tag that does not exist" in page and "ImagePullBackOff" in page and "pods_ready" in page
+        raw = http.get(f"/trials/{tid}/attempts/1/diagnosis.json")
+        assert raw.status_code == 200 and "image tag that does not exist" in raw.json()["text"]

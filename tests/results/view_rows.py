@@ -30,7 +30,7 @@ from core.artifacts import (
 )
 from core.states import TrialState
 from results import ledger
-from results.artifacts import LocalArtifactStore
+from results.artifacts import ArtifactStore
 from results.keys import TrialKey
 from results.ledger import AttemptResult
 from results.models import Sweep, Trial
@@ -70,7 +70,7 @@ def add_trial(engine, sweep_id: str, problem: str, agent: str, model: str, seed:
     return tid
 
 
-def write_artifacts(store: LocalArtifactStore, sweep_id: str, tid: str, token: int, d: bool, m: bool,
+def write_artifacts(store: ArtifactStore, sweep_id: str, tid: str, token: int, d: bool, m: bool,
                     diagnosis: str) -> str:
     prefix = f"{sweep_id}/{tid}/attempt-{token}"
     answers = [ChecklistAnswer(id="L1", dimension="localization", question="Does it name the faulty component?",
@@ -100,7 +100,7 @@ def write_artifacts(store: LocalArtifactStore, sweep_id: str, tid: str, token: i
     return store.base_uri(prefix)
 
 
-def record_sweep(engine, store: LocalArtifactStore, sweep_id: str, seed: int = 3, seeds: int = 3, cap: float = 50.0,
+def record_sweep(engine, store: ArtifactStore, sweep_id: str, seed: int = 3, seeds: int = 3, cap: float = 50.0,
                  leave_pending: int = 0) -> Recorded:
     """PROBLEMS × AGENTS × seeds × noise trials, recorded with seeded outcomes; one infra-failed
     trial, one lost attempt (then recorded) and `leave_pending` trials left to run."""
@@ -139,7 +139,7 @@ def record_sweep(engine, store: LocalArtifactStore, sweep_id: str, seed: int = 3
     return out
 
 
-def record_one(engine, store: LocalArtifactStore, sweep_id: str, tid: str, d: bool, m: bool, cost: float,
+def record_one(engine, store: ArtifactStore, sweep_id: str, tid: str, d: bool, m: bool, cost: float,
                diagnosis: str) -> None:
     c = ledger.claim(engine, tid, "w1", "sim:sim")
     assert c is not None
