@@ -173,3 +173,24 @@ def execute_dml(session: Session, statement: Executable) -> CursorResult[Any]:
     """Run an UPDATE or INSERT in the session. Its result is a CursorResult, which has the
     rowcount (SQLModel's Session.execute is typed as returning a plain Result)."""
     return cast(CursorResult[Any], session.execute(statement))
+
+
+def read_only_engine(url: str) -> Engine:
+    """An engine for a reader that must never write nor slow the writers: PostgreSQL sessions in
+    read-only mode, SQLite opened read-only without the writers' BEGIN IMMEDIATE (readers of a WAL
+    database take no lock). ConfigurationError when the database is not one a farm made."""
+    from sqlalchemy.engine import make_url
+
+    if url.startswith("sqlite"):
+        path = make_url(url).database
+        if not path or not Path(path).is_file():
+            raise ConfigurationError(f"no farm database at {path or url}")
+        engine = create_engine(f"sqlite:///file:{Path(path).resolve()}?mode=ro&uri=true",
+                               connect_args={"timeout": 60, "check_same_thread": False})
+    else:
+        engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5,
+                               connect_args={"options": "-c default_transaction_read_only=on"})
+    version = schema_version(engine)
+    if version is None:
+        raise ConfigurationError(f"{redact_url(url)} holds no farm tables (no farm_schema): run a sweep into it first")
+    return engine

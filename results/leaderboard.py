@@ -137,9 +137,10 @@ def _grouping(sweep_id: str | None, by: str) -> tuple[str, ...]:
 
 
 def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model",
-            k: int | None = None) -> list[dict[str, Any]]:
+            k: int | None = None, where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row per group. `k` for pass@k and pass^k: default, per group, the number of trials every
-    one of its problems has (its seeds)."""
+    one of its problems has (its seeds). `where` keeps only the trials whose grouping columns (by
+    their `--by` names, e.g. {"layer": "os"}) have those values."""
     names = _grouping(sweep_id, by)
     keys = [getattr(Trial, k) for k in names]
     done = col(Trial.state) == TrialState.FINISHED
@@ -193,7 +194,9 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
     )
     if sweep_id:
         stmt = stmt.where(col(Trial.sweep_id) == sweep_id)
-    per_problem = _per_problem(engine, sweep_id, names)
+    filters = [getattr(Trial, GROUP_COLUMNS[name]) == value for name, value in (where or {}).items()]
+    stmt = stmt.where(*filters)
+    per_problem = _per_problem(engine, sweep_id, names, filters)
     priced = _priced_models(engine, sweep_id)
     rows: list[dict[str, Any]] = []
     with engine.connect() as conn:
@@ -224,8 +227,8 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
     return rows
 
 
-def _per_problem(engine: Engine, sweep_id: str | None,
-                 names: tuple[str, ...]) -> dict[tuple[Any, ...], dict[tuple[Any, ...], list[int]]]:
+def _per_problem(engine: Engine, sweep_id: str | None, names: tuple[str, ...],
+                 filters: list[Any] | None = None) -> dict[tuple[Any, ...], dict[tuple[Any, ...], list[int]]]:
     """Per group, per (sweep, agent, model, problem): [trials, diagnoses passed, mitigation-scored trials,
     E2E passed, mitigations passed], over finished trials: what pass@k and the clustered intervals are computed from."""
     done = col(Trial.state) == TrialState.FINISHED
@@ -236,7 +239,7 @@ def _per_problem(engine: Engine, sweep_id: str | None,
                func.count().label("n"), _as_int(col(Trial.diagnosis_passed)).label("diag"),
                func.sum(case((scored, 1), else_=0)).label("mit_n"), _as_int(col(Trial.e2e_passed)).label("e2e"),
                _as_int(col(Trial.mitigation_passed)).label("mit"))
-        .where(done).group_by(*[getattr(Trial, c) for c in (*names, *extra)])
+        .where(done, *(filters or [])).group_by(*[getattr(Trial, c) for c in (*names, *extra)])
     )
     if sweep_id:
         stmt = stmt.where(col(Trial.sweep_id) == sweep_id)

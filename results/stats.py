@@ -54,6 +54,9 @@ def cluster_bootstrap(clusters: Sequence[tuple[float, int]], seed: int = 0,
     clusters = [(float(s), int(n)) for s, n in clusters if n > 0]
     if not clusters:
         return None, None
+    if len(clusters) == 1:  # every resample is that one cluster: its rate, without drawing any
+        rate = clusters[0][0] / clusters[0][1]
+        return rate, rate
     import numpy as np
 
     sums = np.array([s for s, _ in clusters])

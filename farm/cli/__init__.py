@@ -21,7 +21,8 @@ _PROJECT_KUBECTL = Path(__file__).resolve().parents[2] / ".tools" / "kubectl-roo
 if shutil.which("kubectl") is None and (_PROJECT_KUBECTL / "kubectl").exists():
     os.environ["PATH"] = f"{_PROJECT_KUBECTL}{os.pathsep}{os.environ.get('PATH', '')}"
 
-app = typer.Typer(help="An evaluation farm for AI SRE agents.", no_args_is_help=True, add_completion=False)
+app = typer.Typer(help="An evaluation farm for AI SRE agents. A service that cannot be reached is one line; "
+                       "--debug (with any command) shows its traceback.", no_args_is_help=True, add_completion=False)
 sweep_app = typer.Typer(help="Sweeps on the farm (broker + database from the environment).", no_args_is_help=True)
 app.add_typer(sweep_app, name="sweep")
 # Leaderboards are wide: when output is not a terminal (CI logs, pipes), do not wrap at 80.
@@ -37,6 +38,7 @@ _mount("farm.cli.problems", "problems", "The problem catalog: list, show, valida
 _mount("farm.cli.judge", "judge", "The diagnosis judge: agreement with labelled diagnoses.")
 _mount("farm.cli.cluster", "cluster", "Clusters owned by workers: list, create, delete.")
 _mount("farm.cli.sim", "sim", "The emulated cluster, by hand: sim up.")
+_mount("farm.cli.view", "view", "A live web view of sweeps: leaderboards, trials, transcripts, errors.")
 
 
 # Exit codes of `farm run` and `farm sweep submit` (README "Exit codes"): 0 every trial done and
@@ -49,19 +51,28 @@ PREFLIGHT_HELP = ("Check every model of the spec before anything is written: kno
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[red]error:[/red] {message}")
+    err.print(f"[red]error:[/red] {message}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
 
 
-def _read_engine(db: str | None = None):  # type: ignore[no-untyped-def]
+def _interrupted() -> None:
+    """Ctrl-C in a command: say what was kept and how to go on (click would print "Aborted!")."""
+    from farm.cli.errors import interrupted
+
+    err.print(interrupted(sys.argv), highlight=False, soft_wrap=True)
+    raise typer.Exit(130)
+
+
+def _read_engine(db: str | None = None, offers_db: bool = False):  # type: ignore[no-untyped-def]
     """The engine of an existing database, for commands that only read (or change existing rows):
-    they must not leave a fresh ./farm-out behind when there is nothing to read."""
+    they must not leave a fresh ./farm-out behind when there is nothing to read. `offers_db`: the
+    command has a --db option (the hint names it only then)."""
     from results.db import engine_for, existing_url
 
     url = db or existing_url()
     if url is None:
-        _fail("no farm database: set FARM_DATABASE_URL (or pass --db), or run `farm run` here first "
-              "(it writes farm-out/farm.sqlite)")
+        _fail("no farm database: set FARM_DATABASE_URL" + (" (or pass --db)" if offers_db else "")
+              + ", or run `farm run` here first (it writes farm-out/farm.sqlite)")
     return engine_for(url)
 
 
@@ -143,6 +154,8 @@ def run(
                 run_sweep(sub.sweep_id, db_url, out, workers, cluster_options=s.cluster.model_dump(), progress=show)
             except RuntimeError as exc:
                 _fail(str(exc), code=EXIT_FARM_FAILED)
+            except KeyboardInterrupt:
+                _interrupted()
     rows = leaderboard.compute(engine, sub.sweep_id, by)
     console.print(leaderboard.render(rows, by))
     # The sweep's own CSV, and the folder's: every sweep run into it, one row group per sweep, so
@@ -250,10 +263,7 @@ def _queue(engine, sub) -> None:  # type: ignore[no-untyped-def]
                                                            Trial.state == TrialState.RUNNING)).all())
     to_send = [t for t in sub.to_run if t not in running]
     dispatcher.mark_queued(engine, to_send)
-    try:
-        send_claims(to_send, keys)
-    except Exception as exc:  # kombu's connection errors: say where we tried
-        _fail(f"cannot reach the broker at {os.environ.get('FARM_BROKER_URL', 'redis://127.0.0.1:6379/0')}: {exc}", 1)
+    send_claims(to_send, keys)  # a broker that cannot be reached: main() says which, in one line
     console.print(f"sweep {sub.sweep_id}: {sub.total} trials ({sub.created} new), {sub.done} already done, "
                   f"{len(to_send)} queued")
 
@@ -362,6 +372,8 @@ def _watch(sweep_id: str, interval: float, json_out: bool) -> None:
         progress.watch(engine, sweep_id, interval, show)
     except KeyError:
         _fail(f"no sweep '{sweep_id}'")
+    except KeyboardInterrupt:
+        _interrupted()
 
 
 @sweep_app.command("cancel")
@@ -392,7 +404,7 @@ def leaderboard(
     from results import leaderboard as lb
 
     _check_by(by)
-    engine = _sweep_engine(db, sweep) if sweep else _read_engine(db)
+    engine = _sweep_engine(db, sweep) if sweep else _read_engine(db, offers_db=True)
     rows = lb.compute(engine, sweep, by, k=k)
     if not rows:
         _fail("no trials in the database yet" if sweep is None else f"sweep '{sweep}' has no trials yet", code=1)
@@ -405,7 +417,7 @@ def _sweep_engine(db: str | None, *sweeps: str):  # type: ignore[no-untyped-def]
     """The database holding every one of `sweeps`, or a clear error before any work."""
     from results.report.queries import exists
 
-    engine = _read_engine(db)
+    engine = _read_engine(db, offers_db=True)
     for s in sweeps:
         if not exists(engine, s):
             _fail(f"no sweep '{s}' in the database")
@@ -489,8 +501,20 @@ def flower(
 
 
 def main() -> None:
+    from farm.cli.errors import debug_requested, explain, interrupted
+
+    debug = debug_requested(sys.argv)
     try:
         app()
     except KeyboardInterrupt:
+        err.print(interrupted(sys.argv), highlight=False, soft_wrap=True)
         sys.exit(130)
+    except Exception as exc:
+        line = None if debug else explain(exc, sys.argv)
+        if line is None:
+            raise
+        from rich.markup import escape
+
+        err.print(f"[red]error:[/red] {escape(line)} (--debug shows the traceback)", highlight=False, soft_wrap=True)
+        sys.exit(1)
 

@@ -30,7 +30,8 @@ table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;paddin
 th{background:#f3f3f3}pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;padding:6px;
 font-size:12px;margin:2px 0}.pass{color:#2a7a2a;font-weight:600}.fail{color:#b22;font-weight:600}
 .step{border-left:3px solid #ccc;padding-left:8px;margin:8px 0}.agent{border-color:#4c72b0}
-.system{border-color:#aaa}.user{border-color:#55a868}details summary{cursor:pointer}"""
+.system{border-color:#aaa}.user{border-color:#55a868}details summary{cursor:pointer}
+.beside{display:flex;gap:1em;align-items:flex-start}.beside>div{flex:1}q{background:#fff6d5}"""
 
 
 class ArtifactReader:
@@ -87,14 +88,24 @@ def _pre(text: Any, limit: int | None = None) -> str:
     return f"<pre>{escape(s + cut)}</pre>"
 
 
-def _trajectory(traj: dict[str, Any] | None) -> str:
+def _matches(step: dict[str, Any], query: str) -> bool:
+    return query.casefold() in json.dumps(step, default=str).casefold()
+
+
+def trajectory_html(traj: dict[str, Any] | None, query: str = "") -> str:
+    """The ATIF trajectory, each tool call and its observation collapsible; with `query`, only the
+    steps whose text contains it (case-insensitive)."""
     if not traj:
         return "<p>No ATIF trajectory recorded for this attempt.</p>"
+    steps = traj.get("steps") or []
+    shown = [s for s in steps if _matches(s, query)] if query else steps
     parts = [f"<p>{escape(str(traj.get('schema_version', '')))} · session {escape(str(traj.get('session_id', '')))}"
-             f" · {len(traj.get('steps') or [])} steps</p>"]
+             f" · {len(steps)} steps</p>"]
+    if query:
+        parts.append(f'<p class="matches">{len(shown)} of {len(steps)} steps contain “{escape(query)}”</p>')
     if traj.get("notes"):
         parts.append(f"<p><b>notes:</b> {escape(str(traj['notes']))}</p>")
-    for step in traj.get("steps") or []:
+    for step in shown:
         source = str(step.get("source", ""))
         head = f"#{step.get('step_id')} {escape(source)}"
         if step.get("model_name"):
@@ -109,8 +120,8 @@ def _trajectory(traj: dict[str, Any] | None) -> str:
         if step.get("reasoning_content"):
             body.append(f"<details><summary>reasoning</summary>{_pre(step['reasoning_content'], OUTPUT_CHARS)}</details>")
         for call in step.get("tool_calls") or []:
-            body.append(f"<div>→ <code>{escape(str(call.get('function_name')))}</code> "
-                        f"{_pre(call.get('arguments'))}</div>")
+            body.append(f'<details class="call"><summary>→ <code>{escape(str(call.get("function_name")))}</code>'
+                        f"</summary>{_pre(call.get('arguments'))}</details>")
         for res in (step.get("observation") or {}).get("results") or []:
             content = res.get("content") or ""
             if content:
@@ -130,11 +141,15 @@ def _unreadable(what: str, exc: UnreadableArtifact) -> str:
     return f"<p>The {escape(what)} recorded cannot be read: {escape(str(exc))}</p>"
 
 
-def _tool_calls(calls: list[ToolCall] | UnreadableArtifact | None) -> str:
+def tool_calls_html(calls: list[ToolCall] | UnreadableArtifact | None, query: str = "") -> str:
+    """The tool calls the interface recorded; with `query`, only those whose name, arguments,
+    output or error contain it."""
     if calls is None:
         return "<p>No tool calls recorded.</p>"
     if isinstance(calls, UnreadableArtifact):
         return _unreadable("tool calls", calls)
+    if query:
+        calls = [c for c in calls if query.casefold() in c.model_dump_json().casefold()]
     rows = ["<table><tr><th>#</th><th>tool</th><th>arguments</th><th>tokens</th><th>error</th><th>output</th></tr>"]
     for c in calls:
         rows.append(
@@ -145,7 +160,9 @@ def _tool_calls(calls: list[ToolCall] | UnreadableArtifact | None) -> str:
     return "".join(rows)
 
 
-def _verdicts(verdicts: Verdicts | UnreadableArtifact | None) -> str:
+def verdicts_html(verdicts: Verdicts | UnreadableArtifact | None, ground_truth: dict[str, Any] | None = None) -> str:
+    """The judge's answers with the quotes they rest on, beside the problem's ground truth when
+    given, and the mitigation oracle's checks."""
     if verdicts is None or (not isinstance(verdicts, UnreadableArtifact)
                             and verdicts.diagnosis is None and verdicts.mitigation is None):
         return "<p>No verdicts recorded (the attempt did not reach the oracle).</p>"
@@ -155,19 +172,26 @@ def _verdicts(verdicts: Verdicts | UnreadableArtifact | None) -> str:
     d = verdicts.diagnosis
     if d is not None:
         rule = d.pass_rule
+        threshold = "none (the pass rule has no composite floor)" if d.threshold is None and rule else d.threshold
         parts.append(f"<p>diagnosis {_verdict(d.passed)} · judge {escape(d.judge)}"
-                     f"{' (offline)' if d.offline else ''} · composite {d.composite}"
-                     f" · threshold {d.threshold} · pass rule "
-                     f"{escape(json.dumps(rule) if rule is not None else 'not recorded')}</p>")
+                     f"{' (offline)' if d.offline else ''} · composite {d.composite:.3g}"
+                     f" · threshold {escape(str(threshold))} · pass rule "
+                     f"{escape(rule if rule is not None else 'not recorded')}</p>")
+        answers = ""
         if d.answers:
-            parts.append("<table><tr><th>id</th><th>question</th><th>answer</th><th>judge's quoted evidence</th></tr>")
-            for a in d.answers:
-                parts.append(f"<tr><td>{escape(a.id)}</td><td>{escape(a.question)}</td>"
-                             f"<td>{_verdict(a.answer)}</td><td>{escape(a.evidence)}</td></tr>")
-            parts.append("</table>")
+            answers = ("<table><tr><th>id</th><th>question</th><th>answer</th><th>quote from the diagnosis</th>"
+                       "<th>judge's evidence</th></tr>"
+                       + "".join(f"<tr><td>{escape(a.id)}</td><td>{escape(a.question)}</td><td>{_verdict(a.answer)}</td>"
+                                 f"<td>{'<q>' + escape(a.quote) + '</q>' if a.quote else ''}</td>"
+                                 f"<td>{escape(a.evidence)}</td></tr>" for a in d.answers) + "</table>")
+        if ground_truth is not None:
+            parts.append(f'<div class="beside"><div>{answers}</div><div><h4>ground truth</h4>'
+                         f"{ground_truth_html(ground_truth)}</div></div>")
+        else:
+            parts.append(answers)
     m = verdicts.mitigation
     if m is not None:
-        parts.append(f"<p>mitigation {_verdict(m.passed)} · {escape(m.detail)}</p>")
+        parts.append(f"<p>mitigation {_verdict(m.passed)}{' · ' + escape(m.detail) if m.detail else ''}</p>")
         if m.checks:
             parts.append("<table><tr><th>check</th><th>held</th></tr>"
                          + "".join(f"<tr><td>{escape(k)}</td><td>{_verdict(v)}</td></tr>"
@@ -175,7 +199,26 @@ def _verdicts(verdicts: Verdicts | UnreadableArtifact | None) -> str:
     return "".join(parts)
 
 
-def _snapshot(snap: Any) -> str:
+def ground_truth_html(gt: dict[str, Any]) -> str:
+    """A problem's ground truth (core.problem.GroundTruth as a dict) as a two-column table."""
+    rows = []
+    for name in ("component", "component_kind", "fault_type", "mechanism", "symptom", "affected", "details"):
+        value = gt.get(name)
+        if value in (None, "", [], {}):
+            continue
+        if isinstance(value, dict):
+            text = "; ".join(f"{k}: {v}" for k, v in value.items())
+        elif isinstance(value, list):
+            text = ", ".join(map(str, value))
+        else:
+            text = str(value)
+        rows.append(f"<tr><td>{escape(name)}</td><td>{escape(text)}</td></tr>")
+    also = "".join(f"<h4>also</h4>{ground_truth_html(a)}" for a in gt.get("also") or [])
+    return f'<table class="truth">{"".join(rows)}</table>{also}'
+
+
+def snapshot_html(snap: Any) -> str:
+    """A summary of the cluster snapshot: per kind, how many objects and their names and status."""
     if snap is None:
         return "<p>No cluster snapshot recorded.</p>"
     if isinstance(snap, dict) and "error" in snap and len(snap) == 1:
@@ -211,38 +254,44 @@ def write_trial_page(out_dir: Path, trial: dict[str, Any], reader: ArtifactReade
             f"{_verdict(trial['e2e_passed'])} · tokens in/out {trial['tokens_in']}/{trial['tokens_out']} · cost "
             f"{escape(str(trial['cost_usd']))} · end {escape(str(trial['end_reason']))}</p>"
             '<p><a href="../index.html">back to the report</a></p>')
-    sections = []
-    for a in trial["attempts"]:
-        uri = a.get("artifacts_uri")
-        title = (f"attempt {a['token']} · {escape(str(a['state']))} · worker {escape(str(a['worker']))}"
-                 + (f" · infrastructure error in {escape(str(a['error_phase']))}" if a.get("error_phase") else ""))
-        if not uri:
-            sections.append(f"<h2>{title}</h2><p>No artifacts recorded.</p>")
-            continue
-        links = _raw_links(out_dir, trial["id"], a["token"], uri, reader)
-        diag = reader.record(uri, "diagnosis", SubmittedDiagnosis)
-        body = [f"<h2>{title}</h2><p>artifacts: {escape(uri)}</p><p>raw JSON: {links}</p>"]
-        if a.get("error"):
-            body.append(f"<p><b>error:</b> {escape(str(a['error']))}</p>")
-        if isinstance(diag, UnreadableArtifact):
-            submitted = _unreadable("diagnosis", diag)
-        else:
-            submitted = _pre(diag.text or "(none)") if diag is not None else "<p>not recorded</p>"
-        body.append("<h3>Diagnosis submitted</h3>" + submitted)
-        verdicts = reader.record(uri, "verdicts", Verdicts)
-        if isinstance(verdicts, Verdicts) and verdicts.diagnosis is not None and verdicts.diagnosis.pass_rule:
-            reader.pass_rules[verdicts.diagnosis.pass_rule] += 1
-        body.append("<h3>Verdicts</h3>" + _verdicts(verdicts))
-        body.append("<h3>Trajectory (ATIF)</h3>" + _trajectory(reader.read(uri, "trajectory.atif")))
-        body.append("<h3>Tool calls (as the interface recorded them)</h3>"
-                    + _tool_calls(reader.record(uri, "tool_calls", list[ToolCall])))
-        body.append("<h3>Cluster snapshot</h3>" + _snapshot(reader.read(uri, "cluster_snapshot")))
-        sections.append("".join(body))
+    sections = [attempt_html(a, reader, _raw_links(out_dir, trial["id"], a["token"], a["artifacts_uri"], reader)
+                             if a.get("artifacts_uri") else "") for a in trial["attempts"]]
     if not trial["attempts"]:
         sections.append("<p>This trial never started (no attempt).</p>")
     page.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(trial['key'])}</title>"
                     f"<style>{STYLE}</style></head><body>{head}{''.join(sections)}</body></html>")
     return page
+
+
+def attempt_html(a: dict[str, Any], reader: ArtifactReader, raw_links: str, query: str = "",
+                 ground_truth: dict[str, Any] | None = None) -> str:
+    """One attempt: its error, the diagnosis submitted, the verdicts (beside the ground truth when
+    given), the trajectory and tool calls (only what contains `query`, when given), the cluster
+    snapshot. `raw_links` is the HTML that links the raw JSON documents."""
+    uri = a.get("artifacts_uri")
+    title = (f"attempt {a['token']} · {escape(str(a['state']))} · worker {escape(str(a['worker']))}"
+             + (f" · infrastructure error in {escape(str(a['error_phase']))}" if a.get("error_phase") else ""))
+    body = [f'<h2 id="attempt-{a["token"]}">{title}</h2>']
+    if a.get("error"):
+        body.append(f"<p><b>error:</b> {escape(str(a['error']))}</p>")
+    if not uri:
+        return "".join(body) + "<p>No artifacts recorded.</p>"
+    body.append(f"<p>artifacts: {escape(uri)}</p><p>raw JSON: {raw_links or 'none found'}</p>")
+    diag = reader.record(uri, "diagnosis", SubmittedDiagnosis)
+    if isinstance(diag, UnreadableArtifact):
+        submitted = _unreadable("diagnosis", diag)
+    else:
+        submitted = _pre(diag.text or "(none)") if diag is not None else "<p>not recorded</p>"
+    body.append("<h3>Diagnosis submitted</h3>" + submitted)
+    verdicts = reader.record(uri, "verdicts", Verdicts)
+    if isinstance(verdicts, Verdicts) and verdicts.diagnosis is not None and verdicts.diagnosis.pass_rule:
+        reader.pass_rules[verdicts.diagnosis.pass_rule] += 1
+    body.append("<h3>Verdicts</h3>" + verdicts_html(verdicts, ground_truth))
+    body.append("<h3>Trajectory (ATIF)</h3>" + trajectory_html(reader.read(uri, "trajectory.atif"), query))
+    body.append("<h3>Tool calls (as the interface recorded them)</h3>"
+                + tool_calls_html(reader.record(uri, "tool_calls", list[ToolCall]), query))
+    body.append("<h3>Cluster snapshot</h3>" + snapshot_html(reader.read(uri, "cluster_snapshot")))
+    return "".join(body)
 
 
 def _raw_links(out_dir: Path, trial_id: str, token: int, uri: str, reader: ArtifactReader) -> str:

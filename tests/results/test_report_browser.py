@@ -131,7 +131,7 @@ def test_the_report_loads_in_chromium_with_every_figure(sweep):
         browser.load((rep / link).as_uri())
         assert browser.errors() == []
         trial = browser.evaluate("document.body.innerText")
-        for needed in ("Trajectory (ATIF)", "submit_diagnosis", "get pods", "judge's quoted evidence",
+        for needed in ("Trajectory (ATIF)", "submit_diagnosis", "get pods", "quote from the diagnosis", "judge's evidence",
                        "Cluster snapshot", "deployments"):
             assert needed in trial, needed
     print(f"screenshot: {shot}")
