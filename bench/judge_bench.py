@@ -27,7 +27,12 @@ sys.path.insert(0, str(ROOT))
 
 LABELS = [ROOT / "tests/farm/oracles/diagnosis_labels.jsonl", ROOT / "tests/farm/oracles/diagnosis_labels_heldout.jsonl",
           ROOT / "tests/farm/oracles/diagnosis_labels_fresh.jsonl"]
-KAPPA_TARGET, FOOLED_TARGET = 0.9, 0.01
+KAPPA_TARGET, QUESTION_TARGET, ERROR_TARGET, FOOLED_TARGET = 0.9, 0.8, 0.05, 0.01
+
+
+def default_labels() -> list[Path]:
+    """The shipped sets and the blind-labelled tuning sets under tests/farm/oracles/labels/."""
+    return [p for p in LABELS if p.exists()] + sorted((ROOT / "tests/farm/oracles/labels").glob("*.jsonl"))
 
 
 def attack_results() -> dict[str, list[str]]:
@@ -46,26 +51,41 @@ def attack_results() -> dict[str, list[str]]:
     return fooled
 
 
+def label_figures(paths: list[Path]) -> tuple[dict[str, object], dict[str, object]]:
+    """Per labels file: the offline judge's agreement (kappa, per-question kappa, false passes and
+    fails); and across the files, the labellers' agreement with each other on lines they share."""
+    from farm.cli.judge import agreement, labeller_agreement, load_labels
+
+    figures: dict[str, object] = {}
+    rows = []
+    for path in paths:
+        result = agreement(path, None)
+        figures[path.name] = {k: result[k] for k in ("n", "accuracy", "kappa", "false_pass", "false_fail",
+                                                      "false_pass_rate", "false_fail_rate", "false_pass_share",
+                                                      "false_fail_share")} | {
+            "questions": {q: r["kappa"] for q, r in result["questions"].items()},
+            "disagreements": [line["id"] for line in result["lines"] if line["label"] != line["judge"]]}
+        for row in load_labels(path):  # a file's lines without a labeller are the file's
+            rows.append(row if row.labeller else row.model_copy(update={"labeller": path.stem}))
+    return figures, labeller_agreement(rows)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--labels", action="append", type=Path, help="labelled JSONL (repeatable); default: the "
-                                                                     "shipped set and its held-out part")
+                                                                     "shipped sets")
+    parser.add_argument("--no-attacks", action="store_true", help="skip the attacks over the catalog")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args()
 
-    from farm.cli.judge import agreement
     from farm.oracles.diagnosis import PASS_RULE
     from farm.problems.catalog import load_catalog
 
     started = time.process_time()
-    out: dict[str, object] = {"pass_rule": PASS_RULE.id, "labels": {}, "attacks": {}}
-    for path in args.labels or [p for p in LABELS if p.exists()]:
-        result = agreement(path, None)
-        out["labels"][path.name] = {k: result[k] for k in ("n", "accuracy", "kappa")} | {  # type: ignore[index]
-            "questions": {q: r["kappa"] for q, r in result["questions"].items()},
-            "disagreements": [line["id"] for line in result["lines"] if line["label"] != line["judge"]]}
+    out: dict[str, object] = {"pass_rule": PASS_RULE.id, "labels": {}, "labellers": {}, "attacks": {}}
+    out["labels"], out["labellers"] = label_figures(args.labels or default_labels())
     n_problems = len(load_catalog().problems)
-    for family, ids in attack_results().items():
+    for family, ids in ({} if args.no_attacks else attack_results()).items():
         out["attacks"][family] = {"fooled": len(ids), "of": n_problems, "share": round(len(ids) / n_problems, 4),  # type: ignore[index]
                                   "problems": ids}
     out["cpu_s"] = round(time.process_time() - started, 2)
@@ -77,9 +97,21 @@ def main() -> int:
         ok = "meets" if r["kappa"] >= KAPPA_TARGET else "MISSES"
         print(f"  {name}: n={r['n']} accuracy {r['accuracy']:.3f} kappa {r['kappa']:.3f} ({ok} the {KAPPA_TARGET} "
               "target)")
-        print("    per question: " + "  ".join(f"{q} {k:.2f}" for q, k in r["questions"].items()))
+        low = [q for q in PASS_RULE.required if r["questions"].get(q, 1.0) < QUESTION_TARGET]
+        print("    per question: " + "  ".join(f"{q} {k:.2f}" for q, k in r["questions"].items())
+              + (f"  (below {QUESTION_TARGET} on deciding questions: {', '.join(low)})" if low else ""))
+        print(f"    false passes {r['false_pass']} ({100 * r['false_pass_rate']:.1f}% of failing lines, "
+              f"{100 * r['false_pass_share']:.1f}% of all), false fails {r['false_fail']} "
+              f"({100 * r['false_fail_rate']:.1f}% of passing lines, {100 * r['false_fail_share']:.1f}% of all); "
+              f"target <= {100 * ERROR_TARGET:.0f}%")
         if r["disagreements"]:
             print(f"    disagrees on: {', '.join(r['disagreements'])}")
+    for pair, r in out["labellers"].items():  # type: ignore[attr-defined]
+        print(f"  labellers {pair}: {r['n']} shared lines, agreement {r['agreement']:.3f}, kappa {r['kappa']:.3f}; "
+              "per question: " + "  ".join(f"{q} {k:.2f}" for q, k in r["questions"].items()))
+    if args.no_attacks:
+        print(f"CPU {out['cpu_s']} s")
+        return 0
     print(f"attacks over the whole catalog ({n_problems} problems):")
     for family, r in out["attacks"].items():  # type: ignore[attr-defined]
         ok = "meets" if r["share"] <= FOOLED_TARGET else "MISSES"
