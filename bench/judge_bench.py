@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 LABELS = [ROOT / "tests/farm/oracles/diagnosis_labels.jsonl", ROOT / "tests/farm/oracles/diagnosis_labels_heldout.jsonl",
-          ROOT / "tests/farm/oracles/diagnosis_labels_fresh.jsonl"]
+          ROOT / "tests/farm/oracles/diagnosis_labels_fresh.jsonl",
+          ROOT / "tests/farm/oracles/diagnosis_labels_failure_classes.jsonl"]
 KAPPA_TARGET, QUESTION_TARGET, ERROR_TARGET, FOOLED_TARGET = 0.9, 0.8, 0.05, 0.01
 
 
@@ -37,14 +38,14 @@ def default_labels() -> list[Path]:
 
 def attack_results() -> dict[str, list[str]]:
     from farm.oracles.attacks import ATTACK_NODE, FAMILIES, attacks
-    from farm.oracles.claims import app_object_names
     from farm.oracles.diagnosis import judge_diagnosis
+    from farm.oracles.inventory import app_inventory
     from farm.problems.catalog import load_catalog
 
     fooled: dict[str, list[str]] = {f: [] for f in FAMILIES}
     for problem in load_catalog().problems:
         truth = problem.ground_truth.filled(node=ATTACK_NODE)
-        names = app_object_names(problem.app)
+        names = app_inventory(problem.app)
         for family, texts in attacks(problem, truth).items():
             if any(judge_diagnosis(t, truth, None, components=names).passed for t in texts):
                 fooled[family].append(problem.id)

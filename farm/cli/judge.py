@@ -85,12 +85,12 @@ def load_labels(path: Path) -> list[LabelledDiagnosis]:
     return rows
 
 
-def _truth(row: LabelledDiagnosis, path: Path, catalog: Any = None) -> tuple[GroundTruth, tuple[str, ...]]:
+def _truth(row: LabelledDiagnosis, path: Path, catalog: Any = None) -> tuple[GroundTruth, dict[str, str]]:
     """The ground truth a line is judged against (placeholders filled as a trial fills them) and the
-    object names of its application (none for an inline ground truth)."""
+    inventory of its application (none for an inline ground truth)."""
     if row.ground_truth is not None:
-        return row.ground_truth.filled(**row.fill), ()
-    from farm.oracles.claims import app_object_names
+        return row.ground_truth.filled(**row.fill), {}
+    from farm.oracles.inventory import app_inventory
     from farm.problems.catalog import load_catalog
 
     try:
@@ -102,7 +102,7 @@ def _truth(row: LabelledDiagnosis, path: Path, catalog: Any = None) -> tuple[Gro
     if left:
         raise InputError(f"{path}: {row.id}: field 'fill': problem '{row.problem}' needs a value for "
                          f"{', '.join('{' + p + '}' for p in sorted(left))} (what injection fills in a trial)")
-    return truth, tuple(sorted(app_object_names(problem.app)))
+    return truth, app_inventory(problem.app)
 
 
 def cohen_kappa(a: list[bool], b: list[bool]) -> float:

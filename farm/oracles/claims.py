@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cache
+
+from farm.oracles.vocabulary import families_of, kinds_in
 
 # Words that make a clause a hedge: the author does not commit to what the clause names.
 HEDGES = (r"\bpossibl[ey]\b", r"\bmight\b", r"\bmay (?:be|have|also)\b", r"\bcould (?:be|have|also)\b",
@@ -77,6 +78,21 @@ _CLAUSE = re.compile(r";\s*|,\s+and\s+(?=(?:the |its |a |an )?[\w.-]+'s\b|(?:it|
 # A cause part about a setting rather than a component: 'the flag X is on, so payment fails'.
 _SETTING = re.compile(r"\bflags?\b|\bflagd\b|\bconfig|\bsetting\b|\benv\b|\bvariable\b|\bswitch\b|"
                       r"\bdefaultvariant\b|=|\bis (?:on|enabled)\b|\benabled\b|\bswitched on\b")
+# What follows these is cleared, not blamed ('X rather than Y', 'X, not because of Y').
+_CONTRAST = re.compile(r"\s+rather than\s+|\s+as opposed to\s+|,?\s+and not\s+(?=(?:a|an|the|in|on|at|because)\b)|"
+                       r",?\s+not because of\s+|,?\s+not due to\s+|\s+instead of (?=(?:a|an)\s)", re.I)
+# A ranked list of candidate causes commits to none of them, its first included.
+_RANKED = re.compile("|".join((
+    r"\b(?:second|third|next|other|less) (?:most )?likely\b", r"\bmost likely first\b", r"\branked\b",
+    r"\bin (?:decreasing |descending )?order of (?:likelihood|probability|confidence)\b",
+    r"\b(?:candidate|possible|potential) (?:root )?causes\b", r"\balternative (?:causes?|explanations?|hypothes[ie]s)\b",
+    r"\bhypothes[ie]s\s*(?:\d|#|:)")))
+_RANK_ITEM = re.compile("|".join((
+    r"\blikely\b", r"\blikelihood\b", r"\bprobability\b", r"\bconfidence\b", r"^\W*(?:\d+[.):]|#\d|\(\w\))\s*",
+    r"\bcandidate", r"\bhypothes", r"\balternative")))
+_PART = re.compile(r",\s*|\s+and\s+|\s+with\s+|\s+while\s+")
+_FAILS = re.compile(r"\bcrash|\bfail|\berror|\brestart|\bdown\b|\bslow|\b5\d\d\b|\btim(?:es|ed|ing)? ?out|"
+                    r"\bunavailable\b|\bpanic|\bhangs?\b|\bstall")
 _PRONOUN = re.compile(r"^\W*(?:\S+\s+){0,2}(?:its|their|it|they|the pods?'s?|the container's)\b")
 _SEGMENT = re.compile(r",\s*|\s+with\s+|\s+while\s+|\s+and\s+(?=(?:the )?(?:\S+ ){0,3}(?:downstream|callers?|only)\b)")
 _SENTENCE = re.compile(r"(?<=[^.][.!?])\s+(?=\S)|\n+|(?<=:)\s+(?=-)")
@@ -90,6 +106,10 @@ COMMON_HYPHEN_PARTS = {"crash", "loop", "loops", "looping", "back", "off", "back
                        "on", "knock", "so", "called", "per", "second", "minute", "time", "e", "g", "i", "x", "user",
                        "visible", "facing", "wide", "free", "based", "bound", "like", "grained", "run", "away",
                        "pre", "post", "by", "fail", "fast", "safe", "open", "loaded", "term", "half", "all", "full"}
+# Hyphenated fault words a component name is not made of ('out-of-memory', 'file-descriptor').
+_KIND_HYPHEN_WORDS = COMMON_HYPHEN_PARTS | {"file", "descriptor", "descriptors", "anti", "affinity", "pid", "fd",
+                                            "disk", "oom", "killed", "io", "gc", "dev", "mode", "feature", "flag",
+                                            "command", "line", "retry", "storm", "node", "cpu", "mem", "soft"}
 NOT_NAMES = {"the", "a", "an", "this", "that", "its", "each", "every", "one", "which", "whole", "same", "other",
              "k8s", "kubernetes", "backend", "upstream", "downstream", "affected", "faulty", "healthy", "new", "old",
              "failing", "broken", "target", "calling", "called", "dependent", "all", "some", "any", "no", "to", "of",
@@ -123,9 +143,14 @@ def aliases(component: str) -> set[str]:
     return {a for a in out if a}
 
 
+# Kubernetes' suffixes of a workload's ReplicaSet and pod names ('geo-7c9d5b8f4-q8wzt', 'mongodb-0'):
+# a hash in its alphabet (no vowels, so no English word), or anything with a digit.
+POD_SUFFIX = r"(?:-(?:[a-z0-9]*\d[a-z0-9]*|[bcdfghjklmnpqrstvwxz2456789]{5,10})){0,2}"
+
+
 def _name_pattern(name: str) -> str:
     # a pod name with its hash suffix counts; 'geo' inside 'mongodb-geo' or 'geo-db' does not
-    return r"(?<![a-z0-9_-])" + re.escape(name) + r"(?:-[a-z0-9]*\d[a-z0-9]*){0,2}(?![a-z0-9_]|-[a-z])"
+    return r"(?<![a-z0-9_-])" + re.escape(name) + POD_SUFFIX + r"(?![a-z0-9_]|-[a-z])"
 
 
 def mentions(text: str, names: set[str]) -> bool:
@@ -192,10 +217,13 @@ def split_clauses(text: str) -> list[tuple[str, int]]:
 class Reader:
     """Reads diagnoses against a fixed set of component names (the ground truth's and the app's)."""
 
-    def __init__(self, names: dict[str, set[str]], families: dict[str, tuple[str, ...]], gt: Iterable[str] = (),
+    def __init__(self, names: dict[str, set[str]], gt: Iterable[str] = (),
                  shaped: bool = True) -> None:
         self.names = names  # component -> its aliases
-        self.families = families
+        # masked out before fault words are read: names, but not a kind's name ('quota', 'resourcequota')
+        every = sorted({a for al in names.values() for a in al if a and ("-" in a or not kinds_in(a))},
+                       key=len, reverse=True)
+        self._all_names = re.compile("|".join(_name_pattern(a) for a in every)) if every else None
         self.gt = set(gt)  # the components the ground truth names (a list of those is no stuffing)
         # without the application's names, names shaped like components (hyphenated ids) stand in
         self.shaped = shaped
@@ -210,9 +238,11 @@ class Reader:
             if at is not None:
                 found[comp] = at
         kinds = "|".join(KIND_WORDS)
+        # 'deployment/x' names an object; 'pod anti-affinity' names one only if the inventory knows it
         shaped = [(m.start(3), m.group(3)) for m in
                   re.finditer(rf"\b({kinds})(/| )([a-z][a-z0-9.-]*[a-z0-9])", text)
-                  if m.group(2) == "/" or re.search(r"[-\d]", m.group(3))]
+                  if m.group(2) == "/" or (re.search(r"[-\d]", m.group(3))
+                                           and (self.shaped or self.known_as(m.group(3))))]
         shaped += [(m.start(), m.group(0)) for m in NODE_NAME.finditer(text)]
         if self.shaped:
             shaped += [(m.start(1), m.group(1)) for m in re.finditer(rf"\b([a-z][a-z0-9-]*-[a-z0-9-]*[a-z0-9]) "
@@ -246,18 +276,22 @@ class Reader:
         return None
 
     def families_in(self, text: str) -> set[str]:
-        """Fault families whose words the text uses, outside component names (post-storage-service
-        is no storage fault)."""
-        masked = re.sub(r"[a-z0-9]+(?:-[a-z0-9]+)+", " ", text)
-        return {f for f, words in self.families.items()
-                if any(re.search(r"(?<![a-z0-9])" + re.escape(w), masked) for w in words)}
+        """Fault kinds (farm.oracles.vocabulary) whose words the text uses outside component names
+        (post-storage-service is no storage fault), and outside hyphenated identifiers."""
+        masked = self._all_names.sub(" ", text) if self._all_names else text
+        masked = re.sub(r"[a-z0-9]+(?:-[a-z0-9]+)*-[a-z0-9]*\d[a-z0-9]*", " ", masked)  # ids: srv-geo-7c9d5
+        if self.shaped:  # without the inventory, any hyphenated name may be a component
+            masked = re.sub(r"(?<![a-z0-9])[a-z][a-z0-9]*(?:-[a-z0-9]+)+", lambda m: m.group(0) if set(
+                m.group(0).split("-")) <= _KIND_HYPHEN_WORDS else " ", masked)
+        return kinds_in(masked)
 
     def read(self, diagnosis: str) -> Claims:
         claims = Claims(clauses=[])
         doubt = _DOUBT.search(norm(diagnosis))
         if doubt:
             claims.doubt = doubt.group(0)
-        for quote, _ in split_clauses(diagnosis):
+        ranked = bool(_RANKED.search(norm(diagnosis)))
+        for quote, cleared in _contrasted(split_clauses(diagnosis)):
             text = norm(quote)
             clause = Clause(quote=quote, text=text)
             clause.cause, clause.effect = _cause_and_effect(text)
@@ -269,13 +303,14 @@ class Reader:
             # Hedges and lists are read where the clause names its cause (a list of victims is fine).
             where = clause.cause if clause.explicit else text
             named = [c for c in comps if self._in(where, c)]
-            fams = self.families_in(where)
+            fams = families_of(self.families_in(where))
             listed = len(set(named) - self.gt) >= 2 and _run_of_names(where, [comps[c] for c in named]) >= 4 \
                 and not _DOWNSTREAM.search(where)
             alternatives = " or " in f" {where} " and (len(named) >= 2 or len(fams) >= 2)
-            clause.exonerating = bool(_EXONERATE.search(text))
-            clause.hedged = (bool(_HEDGE.search(text)) or listed or alternatives or len(fams) >= 3
-                             or bool(claims.doubt))
+            clause.exonerating = cleared or bool(_EXONERATE.search(text))
+            clause.hedged = (bool(_HEDGE.search(text)) or listed or alternatives or bool(claims.doubt)
+                             or (len(fams) >= 4 and where.count(",") >= 3)  # a list of fault kinds
+                             or (ranked and bool(_RANK_ITEM.search(text))))
             claims.clauses.append(clause)
             for comp, at in comps.items():
                 claims.roles.setdefault(comp, {}).setdefault(self._role(clause, comp, at, text), []).append(quote)
@@ -334,7 +369,10 @@ class Reader:
                 return "victim"
         if _DOWNSTREAM.search(text):
             return "victim"
-        if FAULTY.search(text) or self.families_in(text):
+        # a fault named elsewhere in the clause is not this component's when its own part says it only
+        # fails ('threads cannot be created and ts-travel-service crash-loops')
+        near = next((p for p in _PART.split(text) if self._in(p, comp)), text)
+        if FAULTY.search(text) or (self.families_in(text) and (self.families_in(near) or not _FAILS.search(near))):
             return "asserted"
         return "mentioned"
 
@@ -367,6 +405,17 @@ class Reader:
                 return True
             return False
         return comp in part
+
+
+def _contrasted(clauses: list[tuple[str, int]]) -> list[tuple[str, bool]]:
+    """Clauses with what a contrast clears cut off as clauses of their own: 'a bug in the build
+    rather than a misconfiguration of geo' blames the build and clears geo's configuration."""
+    out: list[tuple[str, bool]] = []
+    for quote, _ in clauses:
+        parts = _CONTRAST.split(quote)
+        out.append((parts[0], False))
+        out += [(p.strip(), True) for p in parts[1:] if len(p.strip()) >= 2]
+    return out
 
 
 def _run_of_names(text: str, starts: list[int]) -> int:
@@ -411,31 +460,3 @@ def _cause_and_effect(text: str) -> tuple[str, str]:
             return text[first.end():later.start()], text[:first.start()] + " " + text[later.end():]
         return text[first.end():], text[:first.start()]
     return text[:first.start()], text[first.end():]  # 'A, so B'
-
-
-@cache
-def app_object_names(app: str) -> frozenset[str]:
-    """Every object name an application's manifests and catalog problems name (workloads,
-    services, config maps, secrets, policies), for recognising a bare name like 'rate'."""
-    import yaml  # type: ignore[import-untyped]
-
-    from injectors.topology import APPS_DIR
-
-    names: set[str] = set()
-    for path in sorted((APPS_DIR / app / "manifests").glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if isinstance(doc, dict) and (doc.get("metadata") or {}).get("name"):
-                names.add(str(doc["metadata"]["name"]).lower())
-    try:
-        from farm.problems.catalog import load_catalog
-
-        for p in load_catalog().problems:
-            if p.app != app:
-                continue
-            for gt in [p.ground_truth, *p.ground_truth.also]:
-                for c in [gt.component, *gt.affected]:
-                    if "{" not in c and " " not in c:
-                        names.add(c.lower().split("/", 1)[-1])
-    except Exception:  # the catalog is an extra source of names, not a requirement
-        pass
-    return frozenset(n for n in names if len(n) > 1)

@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,6 +29,7 @@ from core.artifacts import ChecklistAnswer, DiagnosisVerdict, Dimension
 from core.errors import InfrastructureError
 from core.problem import GroundTruth
 from farm.oracles.claims import KIND_WORDS, ROOT_MARKER, Claims, Clause, Reader, aliases, mentions, norm
+from farm.oracles.vocabulary import fault_type
 
 if TYPE_CHECKING:
     from farm.llm.limits import SweepLedger
@@ -111,12 +112,14 @@ def _verdict(judge: str, offline: bool, answers: list[ChecklistAnswer], submitte
 
 def judge_diagnosis(diagnosis: str | None, truth: GroundTruth, model: str | None, *,
                     api_base: str | None = None, max_attempts: int = MAX_ATTEMPTS,
-                    ledger: SweepLedger | None = None, components: Iterable[str] = ()) -> DiagnosisVerdict:
+                    ledger: SweepLedger | None = None,
+                    components: Iterable[str] | Mapping[str, str] = ()) -> DiagnosisVerdict:
     """Score `diagnosis` against `truth`. model None means the deterministic offline judge; the judge
     model's endpoint may be given as api_base (or FARM_JUDGE_API_BASE). The judge's calls are
     charged to `ledger` (never refused by its cap: a finished trial is always judged). `components`
-    are the application's object names, which let the offline judge recognise a bare name as a
-    component. Raises JudgeError when the judge model gives no usable answer."""
+    are the application's object names, or its inventory (farm.oracles.inventory: object name ->
+    owning component), which let the offline judge recognise a bare name, a container or a claim as
+    a component. Raises JudgeError when the judge model gives no usable answer."""
     judge_name = model or "offline"
     if diagnosis is None or not diagnosis.strip():
         answers = [ChecklistAnswer(id=q.id, dimension=q.dimension, question=q.text, answer=False,
@@ -300,65 +303,6 @@ def _llm_judge(diagnosis: str, truth: GroundTruth, model: str, api_base: str | N
 
 # -- the offline judge ---------------------------------------------------------------------
 
-FAULT_FAMILIES: dict[str, tuple[str, ...]] = {
-    "misconfiguration": ("misconfig", "wrong value", "incorrect value", "typo", "wrong port", "incorrect port",
-                         "wrong env", "environment variable", "env var", "configmap", "config map", "wrong image",
-                         "bad image", "image tag", "wrong selector", "selector", "wrong target", "targetport",
-                         "target port", "wrong setting", "invalid value", "misspel", "configuration"),
-    "resource-limit": ("oom", "out of memory", "memory limit", "cpu limit", "throttl", "resource quota", "quota",
-                       "insufficient memory", "insufficient cpu", "resource limit", "oomkilled", "memory=", "cpu="),
-    "network": ("packet loss", "network partition", "network delay", "network latency", "dns",
-                "network policy", "dropped packets", "bandwidth", "networkchaos", "packet"),
-    "disk-io": ("disk", "i/o error", "io error", "eio", "bad sector", "sector", "filesystem", "storage",
-                "read error", "write error", "iochaos"),
-    "code-bug": ("bug", "code change", "regression", "null pointer", "nil pointer", "logic error", "buggy",
-                 "exception in the code", "faulty code", "new release"),
-    "credentials": ("password", "credential", "authentication", "auth fail", "unauthorized", "permission denied"),
-    "node": ("node failure", "node down", "node is down", "notready", "not ready node", "kernel", "hardware",
-             "cordon", "drained"),
-    "overload": ("retry storm", "metastable", "overload", "thundering herd", "load spike", "traffic spike",
-                 "saturat", "connection pool"),
-    "clock": ("clock skew", "time drift", "clock drift", "ntp", "timechaos"),
-    "feature-flag": ("feature flag", "flagd", "toggle", "defaultvariant", "variant", "feature switch"),
-    "exhaustion": ("file descriptor", "too many open files", "pid limit", "pids", "fork", "exhaust", "gc pause",
-                   "garbage collect", "heap", "thrash"),
-    "scheduling": ("unschedulable", "cannot be scheduled", "failedscheduling", "taint",
-                   "affinity", "nodeselector", "node selector"),
-    "admission": ("webhook", "admission", "failurepolicy"),
-    "corruption": ("corrupt", "checksum", "data corruption", "torn write"),
-}
-# Families that describe the same fault in other words (a wrong limit is a misconfiguration too).
-COMPATIBLE: dict[str, set[str]] = {
-    "misconfiguration": {"credentials", "network"},
-    "resource-limit": {"misconfiguration", "overload"},
-    "network": {"misconfiguration"},
-    "disk-io": {"node"},
-    "code-bug": set(),
-    "credentials": {"misconfiguration"},
-    "node": {"disk-io", "resource-limit", "network", "corruption", "exhaustion", "clock"},
-    "overload": {"resource-limit", "misconfiguration"},
-    "clock": {"node"},
-    "feature-flag": {"misconfiguration", "code-bug"},
-    "exhaustion": {"resource-limit", "node", "overload"},
-    "scheduling": {"resource-limit", "node", "misconfiguration"},
-    "admission": {"misconfiguration"},
-    "corruption": {"disk-io"},
-}
-FAULT_TYPE_ALIASES = {"flag": "feature-flag", "feature": "feature-flag", "fd": "exhaustion", "pid": "exhaustion",
-                      "gc": "exhaustion", "exhaustion": "exhaustion", "thrash": "exhaustion",
-                      "scheduling": "scheduling", "unschedulable": "scheduling", "admission": "admission",
-                      "webhook": "admission", "corruption": "corruption", "kubelet": "node", "quota": "resource-limit",
-                      "missing": "misconfiguration", "object": "misconfiguration", "pod": "node",
-                      "queueing": "overload", "queue": "overload", "contention": "resource-limit",
-                      "throttling": "resource-limit", "full": "disk-io", "skew": "clock","config": "misconfiguration", "misconfig": "misconfiguration", "resource": "resource-limit",
-                      "limit": "resource-limit", "memory": "resource-limit", "cpu": "resource-limit",
-                      "oom": "resource-limit", "network": "network", "dns": "network", "disk": "disk-io",
-                      "io": "disk-io", "storage": "disk-io", "code": "code-bug", "bug": "code-bug",
-                      "auth": "credentials", "credential": "credentials", "secret": "credentials",
-                      "node": "node", "kernel": "node", "hardware": "node", "metastable": "overload",
-                      "overload": "overload", "retry": "overload", "load": "overload", "clock": "clock",
-                      "time": "clock", "operator": "misconfiguration", "selector": "misconfiguration",
-                      "port": "misconfiguration", "image": "misconfiguration"}
 IMPACT_CLASSES: dict[str, tuple[str, ...]] = {
     "errors": ("500", "5xx", "502", "503", "504", "error", "fail", "unavailable", "refus", "reject", "broken"),
     "latency": ("latency", "slow", "timeout", "timing out", "timed out", "p99", "p95", "delay", "lag"),
@@ -399,24 +343,6 @@ def _stems(text: str, exclude: set[str]) -> set[str]:
     return {w[:5] for w in words if w not in STOPWORDS and w not in GENERIC and w not in exclude and len(w) > 2}
 
 
-def _family(fault_type: str) -> str | None:
-    """The fault family of a ground truth's fault_type, matched on whole words (so that 'admission'
-    is not read as 'io')."""
-    ft = fault_type.lower().strip()
-    if ft in FAULT_FAMILIES:
-        return ft
-    words = [w for w in re.split(r"[^a-z]+", ft) if w]
-    for w in reversed(words):  # the last word names the family: operator-misconfiguration, disk-full
-        if w in FAULT_FAMILIES:
-            return w
-        if w in FAULT_TYPE_ALIASES:
-            return FAULT_TYPE_ALIASES[w]
-    for key in FAULT_FAMILIES:
-        if key in ft:
-            return key
-    return None
-
-
 def _short(span: str) -> str:
     return span if len(span) <= 300 else span[:297] + "..."
 
@@ -426,14 +352,14 @@ class OfflineJudge:
     ground truth's names, values and vocabulary. Lenient on wording (aliases, stems, synonym
     families), strict on commitment and substance (which component, which mechanism, which value)."""
 
-    def __init__(self, truth: GroundTruth, components: Iterable[str] = ()) -> None:
+    def __init__(self, truth: GroundTruth, components: Iterable[str] | Mapping[str, str] = ()) -> None:
         self.truth = truth
         self.roots = [truth, *truth.also]
         self.root_keys = list(dict.fromkeys(r.component.lower() for r in self.roots))
         self.affected_keys = [a.lower() for r in self.roots for a in r.affected if a.lower() not in self.root_keys]
         names = {k: aliases(k) for k in self.root_keys + self.affected_keys}
         for r in self.roots:  # the object a policy, config or quota fault is, by its own name and kind
-            keys = OBJECT_KEYS.get(r.component_kind, ()) + (("flag",) if _family(r.fault_type) == "feature-flag" else ())
+            keys = OBJECT_KEYS.get(r.component_kind, ()) + (("flag",) if r.fault_type == "feature-flag" else ())
             extra = {norm(v) for key, v in r.details.items() if key.lower() in keys}
             extra |= {re.sub(r"\[.*$", "", e) for e in extra if e.startswith("spec.")}  # spec.tikv.tolerations
             extra |= KIND_ALIASES.get(r.component_kind, set())
@@ -441,15 +367,23 @@ class OfflineJudge:
                 r.component_kind, set())}
         gt_names = set(names)
         known = set().union(*names.values())
-        for c in components:
-            c = c.lower()
+        owner_of = {k.lower(): v.lower() for k, v in components.items()} if isinstance(components, Mapping) \
+            else {c.lower(): c.lower() for c in components}
+        for c in sorted(set(owner_of.values())):
             if c not in known and not mentions(c, known):
                 names[c] = aliases(c)
-        self.reader = Reader(names, FAULT_FAMILIES, gt=gt_names, shaped=not components)
+        for name, owner in owner_of.items():  # a container or claim names the workload that owns it
+            key = owner if owner in names else next((k for k, al in names.items() if owner in al), None)
+            if name != owner and key is not None and name not in known:
+                names[key] |= aliases(name)
+        self.reader = Reader(names, gt=gt_names, shaped=not components)
         # Names the ground truth's own account uses (the policy, config map or caller of the fault)
         # are part of the story, not components blamed besides it.
         self.story = norm(" ".join(f"{r.mechanism} {r.symptom} {' '.join(r.details.values())}" for r in self.roots))
-        self.families = {f for r in self.roots if (f := _family(r.fault_type))}
+        self.types = [fault_type(r.fault_type) for r in self.roots]
+        typed = [t for t in self.types if t is not None]
+        self.families: set[str] = set().union(*(t.core for t in typed))  # the faults' own kinds
+        self.allowed: set[str] = set().union(*(t.allowed for t in typed))
 
     def answer(self, diagnosis: str) -> list[ChecklistAnswer]:
         claims = self.reader.read(diagnosis)
@@ -529,7 +463,7 @@ class OfflineJudge:
             for f in self.reader.families_in(where):
                 (hedged_over if c.hedged else claimed).setdefault(f, c.quote)
         told = self.reader.families_in(self.story)  # the ground truth's own account says so
-        allowed = set(self.families).union(*(COMPATIBLE.get(f, set()) for f in self.families)) | told
+        allowed = self.allowed | told
         # a paraphrase may name a compatible family; an alternative hedged over must be the fault's own
         wrong = sorted({f for f in claimed if f not in allowed} | {f for f in hedged_over
                                                                   if f not in self.families | told}) \
@@ -600,8 +534,9 @@ class OfflineJudge:
             if len(cause) < 3:
                 cause = whole
             n_cause, n_all = len(cause & have), len(whole & have)
-            fam = _family(r.fault_type)
-            fam_hit = bool(fam) and any(w in text for w in FAULT_FAMILIES.get(fam or "", ()))
+            ft = fault_type(r.fault_type)
+            kinds = self.reader.families_in(text)
+            fam_hit = ft is not None and bool(kinds & ft.core)
             detail_hit = self._detail(committed, [r], names_count=False) is not None
             # the cause's own words must be there: effects alone ('crash-loops', 'cannot connect') are symptoms
             # the cause's own words must be there, or its concrete value: effects alone ('crash-loops',
@@ -609,6 +544,12 @@ class OfflineJudge:
             ok = ((n_cause >= 1 and ((n_cause >= 2 and n_cause >= 0.3 * len(cause)) or
                                      (n_all >= 3 and n_all >= 0.35 * len(whole)) or (n_all >= 2 and fam_hit)))
                   or (detail_hit and n_all >= 1))
+            # shared words are not the mechanism: a fault type known by its kind needs that kind named
+            # ('OOMKilled' on a GC-thrash truth shares 'memory limit' but is another mechanism) or its value
+            if ok and ft is not None and ft.required and not fam_hit and not detail_hit:
+                ok = False
+                reasons.append(f"{r.component}: names none of the {r.fault_type} mechanism's kinds "
+                               f"({', '.join(sorted(ft.core))})")
             ok_all = ok_all and ok
             reasons.append(f"{r.component}: {n_cause}/{len(cause)} of the cause's words, {n_all}/{len(whole)} "
                            "of the mechanism's")

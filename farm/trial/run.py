@@ -217,8 +217,8 @@ class TrialRun:
 
     def oracle(self) -> None:
         from farm.llm.limits import SweepLedger, redis_url_from
-        from farm.oracles.claims import app_object_names
         from farm.oracles.diagnosis import judge_diagnosis
+        from farm.oracles.inventory import app_inventory
 
         self._enter("oracle")
         if self.noise_runner is not None:
@@ -232,7 +232,7 @@ class TrialRun:
         spend = SweepLedger(self.spec.sweep_id, self.spec.cost_cap_usd,
                             redis_url_from({"redis_url": self.redis_url})) if self.spec.judge else None
         self.diagnosis = judge_diagnosis(text, self.injection.ground_truth(), self.spec.judge, ledger=spend,
-                                         components=app_object_names(self.problem.app))
+                                         components=app_inventory(self.problem.app))
         # A diagnosis-only problem has no fix an agent could make: its mitigation is not scored
         # (NULL, never a failure), and its rows are counted apart in the leaderboard.
         self.mitigation = None if self.problem.diagnosis_only else self.mitigation_oracle.evaluate(
