@@ -49,7 +49,7 @@ _EXONERATE = re.compile(r"\bnot (?:the )?(?:root )?(?:cause|culprit|problem|issu
 REACH = re.compile(r"(?:connect(?:ion)? to|connect with|reach|talk to|calls? to|dial(?:s|ing)?|points? (?:at|to)|"
                    r"pointing (?:at|to)|instead of|lookups? of|resolve|send(?:s|ing)? (?:traffic )?to|"
                    r"forwards? to|write to|read from|reads from|against|from its|to its|of its|on its|"
-                   r"in front of|via)\s+(?:the |its |a )?(?:\S+ ){0,1}$")
+                   r"in front of|via|past|beyond|exceeding)\s+(?:the |its |a )?(?:\S+ ){0,1}$")
 # 'A because B': B is the cause. 'A, so B': A is.
 _BACKWARD = re.compile(r"\bbecause(?: of)?\b|\bdue to\b|\bcaused by\b|\bstems? from\b|\btriggered by\b|"
                        r"\bresults? from\b|\bowing to\b|\bas a (?:result|consequence) of\b|\bdriven by\b")
@@ -61,7 +61,7 @@ ROOT_MARKER = _ROOT = re.compile(r"\broot[- ]?cause[sd]?\b\s*(?:is|are|was|:|=|-
                    r"\bthe (?:problem|issue|fault|trigger) (?:is|was|:)|\bblame\b|\borigin(?:ates)?\b\s*(?:is|in|:)?|"
                    r"\bcause:\s*")
 # Said of a component, these make it the one at fault even without a connective.
-FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bmisconfigur|\bresponsible\b|\bis broken\b|\bthe source\b|"
+FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|\bmisconfigur|\bresponsible\b|\bis broken\b|\bthe source\b|"
                     r"\bwrong(?:ly)?\b|\bincorrect\b|\bbad\b|\binvalid\b|\bmissing\b|\bremoved\b|\bchanged\b|"
                     r"\bset to\b|\bis (?:set|pinned|rolled|scaled|capped|cut|limited)\b|\bdoes not exist\b|"
                     r"\bnonexistent\b|\bmistyped\b|\btypo\b|\bdenies\b|\bblocks?\b|\b(?:doesn't|does not|no longer) exists?\b|"
@@ -90,6 +90,13 @@ _RANKED = re.compile("|".join((
 _RANK_ITEM = re.compile("|".join((
     r"\blikely\b", r"\blikelihood\b", r"\bprobability\b", r"\bconfidence\b", r"^\W*(?:\d+[.):]|#\d|\(\w\))\s*",
     r"\bcandidate", r"\bhypothes", r"\balternative")))
+# Investigation notes: without a root cause named, they commit to none.
+_NOTES = re.compile(r"^\W*(?:still )?investigating\b|\bnext steps? (?:is|are|will be|:)?\s*(?:to )?(?:check|look|verify|"
+                    r"confirm|inspect|investigate)|\bneeds? (?:more|further) investigation\b|\bno conclusion\b")
+# Markdown or 'Label:' headings; under those of evidence, timeline or fix, names are shown, not blamed.
+_HEADING = re.compile(r"^[ \t]*(?:#{1,6}[^\n]*|\*\*[^*\n]{2,40}\*\*:?[ \t]*|[A-Z][A-Za-z /]{2,30}:[ \t]*)$", re.M)
+_EVIDENCE_HEADING = re.compile(r"evidence|observ|timeline|finding|investigat|logs?\b|metrics|traces?\b|symptom|"
+                               r"impact|recommend|fix|remediat|next step|mitigat|action|verification|signals|data")
 _PART = re.compile(r",\s*|\s+and\s+|\s+with\s+|\s+while\s+")
 _FAILS = re.compile(r"\bcrash|\bfail|\berror|\brestart|\bdown\b|\bslow|\b5\d\d\b|\btim(?:es|ed|ing)? ?out|"
                     r"\bunavailable\b|\bpanic|\bhangs?\b|\bstall")
@@ -172,6 +179,7 @@ class Clause:
     exonerating: bool = False
     explicit: bool = False  # carries a root-cause marker or a causal connective
     backward: bool = False  # 'A because B': the cause comes last
+    evidence: bool = False  # under a heading of evidence, timeline or fix: shows, does not blame
     cause: str = ""  # the part that names the cause ('' when the clause has no causal structure)
     effect: str = ""
 
@@ -291,9 +299,15 @@ class Reader:
         if doubt:
             claims.doubt = doubt.group(0)
         ranked = bool(_RANKED.search(norm(diagnosis)))
-        for quote, cleared in _contrasted(split_clauses(diagnosis)):
-            text = norm(quote)
+        if not claims.doubt and not _ROOT.search(norm(diagnosis)):
+            notes = _NOTES.search(norm(diagnosis))  # investigation notes that name no cause commit to none
+            claims.doubt = notes.group(0) if notes else ""
+        sections = [(m.start(), bool(_EVIDENCE_HEADING.search(m.group(0).lower())))
+                    for m in _HEADING.finditer(diagnosis)]
+        for quote, cleared, at in _contrasted(split_clauses(diagnosis)):
+            text = self._calls_as_calls(norm(quote))
             clause = Clause(quote=quote, text=text)
+            clause.evidence = next((ev for start, ev in reversed(sections) if start <= at), False)
             clause.cause, clause.effect = _cause_and_effect(text)
             clause.explicit = bool(clause.cause or clause.effect)
             back, fwd = _BACKWARD.search(text), _FORWARD.search(text)
@@ -316,6 +330,16 @@ class Reader:
                 claims.roles.setdefault(comp, {}).setdefault(self._role(clause, comp, at, text), []).append(quote)
         self._lead(claims)
         return claims
+
+    def _calls_as_calls(self, text: str) -> str:
+        """'search -> geo' between two components is a call, not a consequence."""
+        if "->" not in text and "→" not in text:
+            return text
+
+        def edge(m: re.Match[str]) -> str:
+            return m.group(1) + " calls " + m.group(2) if self.known_as(m.group(1)) and self.known_as(m.group(2)) \
+                else m.group(0)
+        return re.sub(r"([a-z][a-z0-9-]*)\s*(?:->|→)\s*([a-z][a-z0-9-]*)", edge, text)
 
     def _lead(self, claims: Claims) -> None:
         """A terse diagnosis states its culprit first without saying 'root cause' ('memcached-rate has
@@ -341,6 +365,8 @@ class Reader:
             return "exonerated"
         if clause.hedged:
             return "hedged"
+        if clause.evidence and not _ROOT.search(text):
+            return "mentioned"  # what an evidence section shows is not what the author blames
         opened = text.rfind("(", 0, at)
         if opened > text.rfind(")", 0, at) and (
                 any(a < at for c, a in self._components_in(text).items() if c != comp)
@@ -407,14 +433,19 @@ class Reader:
         return comp in part
 
 
-def _contrasted(clauses: list[tuple[str, int]]) -> list[tuple[str, bool]]:
-    """Clauses with what a contrast clears cut off as clauses of their own: 'a bug in the build
-    rather than a misconfiguration of geo' blames the build and clears geo's configuration."""
-    out: list[tuple[str, bool]] = []
-    for quote, _ in clauses:
+def _contrasted(clauses: list[tuple[str, int]]) -> list[tuple[str, bool, int]]:
+    """Clauses (span, cleared, offset) with what a contrast clears cut off as clauses of their own:
+    'a bug in the build rather than a misconfiguration of geo' blames the build and clears geo's
+    configuration; 'not mongodb-rate: its CPU limit...' clears mongodb-rate only."""
+    out: list[tuple[str, bool, int]] = []
+    for quote, at in clauses:
         parts = _CONTRAST.split(quote)
-        out.append((parts[0], False))
-        out += [(p.strip(), True) for p in parts[1:] if len(p.strip()) >= 2]
+        head = re.match(r"(not\s+[^:—]+?)\s*(?::|—|\s-\s)\s*(\S.*)$", parts[0], re.I | re.S)
+        if head:
+            out += [(head.group(1), True, at), (head.group(2), False, at)]
+        else:
+            out.append((parts[0], bool(re.match(r"not\s", parts[0], re.I)), at))
+        out += [(p.strip(), True, at) for p in parts[1:] if len(p.strip()) >= 2]
     return out
 
 

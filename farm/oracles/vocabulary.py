@@ -126,7 +126,7 @@ KINDS: dict[str, Kind] = {
         "traffic spike", "saturat", "connection pool", "queue", "backlog", "spike", "amplif", "too much load",
         "cannot keep up", "can't keep up", "more than it serves", "never drains", "doesn't drain", "does not drain")),
     "state-loss": Kind("state-loss", (
-        "state$", "in memory", "in-memory", "came back empty", "empty catalog", "empty service catalog",
+        "lost state", "state lost", "state is lost", "state was lost", "in memory", "in-memory", "came back empty", "empty catalog", "empty service catalog",
         "catalog is empty", "lost its state", "lost its catalog", "lost its registrations",
         "lost all registrations", "lost every registration", "registration", "re register", "reregister",
         "deregister", "wiped", "data loss", "lost data", "restarted empty", "ephemeral", "dev mode", "dev agent",
