@@ -61,7 +61,7 @@ ROOT_MARKER = _ROOT = re.compile(r"\broot[- ]?cause[sd]?\b\s*(?:is|are|was|:|=|-
                    r"\bthe (?:problem|issue|fault|trigger) (?:is|was|:)|\bblame\b|\borigin(?:ates)?\b\s*(?:is|in|:)?|"
                    r"\bcause:\s*")
 # Said of a component, these make it the one at fault even without a connective.
-FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|\bmisconfigur|\bresponsible\b|\bis broken\b|\bthe source\b|"
+FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|\bdying\b|\bdegraded\b|\bmisconfigur|\bresponsible\b|\bis broken\b|\bthe source\b|"
                     r"\bwrong(?:ly)?\b|\bincorrect\b|\bbad\b|\binvalid\b|\bmissing\b|\bremoved\b|\bchanged\b|"
                     r"\bset to\b|\bis (?:set|pinned|rolled|scaled|capped|cut|limited)\b|\bdoes not exist\b|"
                     r"\bnonexistent\b|\bmistyped\b|\btypo\b|\bdenies\b|\bblocks?\b|\b(?:doesn't|does not|no longer) exists?\b|"
@@ -97,6 +97,12 @@ _NOTES = re.compile(r"^\W*(?:still )?investigating\b|\bnext steps? (?:is|are|wil
 _HEADING = re.compile(r"^[ \t]*(?:#{1,6}[^\n]*|\*\*[^*\n]{2,40}\*\*:?[ \t]*|[A-Z][A-Za-z /]{2,30}:[ \t]*)$", re.M)
 _EVIDENCE_HEADING = re.compile(r"evidence|observ|timeline|finding|investigat|logs?\b|metrics|traces?\b|symptom|"
                                r"impact|recommend|fix|remediat|next step|mitigat|action|verification|signals|data")
+# A component followed by these is quoted as a source of evidence.
+_EVIDENCE_VERB = re.compile(r"[a-z0-9.:/'-]*\s*(?:\([^)]*\)\s*)?(?:'s\s+)?(?:(?:own\s+)?(?:traces?|logs?|metrics|spans?|"
+                            r"events?|dashboards?|status|output)\s+)?(?:logs?|shows?|showed|reports?|reported|says|said|"
+                            r"prints?|emits?|records?|lists?|displays?|confirms?)\b(?!\s+(?:no|nothing)\b)")
+_NEGATED = re.compile(r"\b(?:not|isn't|aren't|wasn't|weren't|never|without|no sign of|no evidence of|nothing points to|"
+                      r"rules? out|ruled out|rather than)\s+(?:(?:a|an|the|any|really|its|their)\s+)?[\w/-]+(?:\s+[\w/-]+)?")
 _PART = re.compile(r",\s*|\s+and\s+|\s+with\s+|\s+while\s+")
 _FAILS = re.compile(r"\bcrash|\bfail|\berror|\brestart|\bdown\b|\bslow|\b5\d\d\b|\btim(?:es|ed|ing)? ?out|"
                     r"\bunavailable\b|\bpanic|\bhangs?\b|\bstall")
@@ -287,6 +293,7 @@ class Reader:
         """Fault kinds (farm.oracles.vocabulary) whose words the text uses outside component names
         (post-storage-service is no storage fault), and outside hyphenated identifiers."""
         masked = self._all_names.sub(" ", text) if self._all_names else text
+        masked = _NEGATED.sub(" ", masked)  # 'the llm pod isn't overloaded' claims no overload
         masked = re.sub(r"[a-z0-9]+(?:-[a-z0-9]+)*-[a-z0-9]*\d[a-z0-9]*", " ", masked)  # ids: srv-geo-7c9d5
         if self.shaped:  # without the inventory, any hyphenated name may be a component
             masked = re.sub(r"(?<![a-z0-9])[a-z][a-z0-9]*(?:-[a-z0-9]+)+", lambda m: m.group(0) if set(
@@ -341,11 +348,21 @@ class Reader:
                 else m.group(0)
         return re.sub(r"([a-z][a-z0-9-]*)\s*(?:->|→)\s*([a-z][a-z0-9-]*)", edge, text)
 
+    @staticmethod
+    def resolve(claims: Claims, roots: Iterable[str]) -> None:
+        """Implicated components are blamed only when the text blames none of `roots` (the ground
+        truth's root components): beside a named cause they are the failure propagating."""
+        blamed = any(claims.has(r, "asserted") or claims.has(r, "implicated") for r in roots)
+        for comp, roles in claims.roles.items():
+            weak = roles.pop("implicated", [])
+            if weak:
+                roles.setdefault("asserted" if comp in roots or not blamed else "victim", []).extend(weak)
+
     def _lead(self, claims: Claims) -> None:
         """A terse diagnosis states its culprit first without saying 'root cause' ('memcached-rate has
         no endpoints. rate panics.'): when nothing is asserted, the first component of the first
         committed clause is, if that clause names it as the subject of what is wrong."""
-        if claims.doubt or any(r.get("asserted") for r in claims.roles.values()):
+        if claims.doubt or any(r.get("asserted") or r.get("implicated") for r in claims.roles.values()):
             return
         first = next((c for c in claims.clauses if not c.hedged and not c.exonerating), None)
         if first is None or _DOWNSTREAM.search(first.text):
@@ -361,6 +378,19 @@ class Reader:
         roles.setdefault("asserted", []).insert(0, first.quote)
 
     def _role(self, clause: Clause, comp: str, at: int, text: str) -> str:
+        """The component's role in the clause. 'implicated' is a weak 'asserted': the component sits
+        where a cause goes, but its own part says only that it fails ('checkout can't publish, so
+        accounting stalls'); whether that blames it depends on the rest of the text (resolve)."""
+        role = self._role_by_position(clause, comp, at, text)
+        if role != "asserted":
+            return role
+        if _EVIDENCE_VERB.match(text[at:at + 120]) and not _ROOT.search(text):
+            return "mentioned"  # 'tidb-controller-manager logs ...', 'jaeger traces show ...'
+        near = next((p for p in _PART.split(text) if self._in(p, comp)), text)
+        strong = _ROOT.search(text) or FAULTY.search(near) or self.families_in(near)
+        return "asserted" if strong else "implicated"
+
+    def _role_by_position(self, clause: Clause, comp: str, at: int, text: str) -> str:
         if clause.exonerating:
             return "exonerated"
         if clause.hedged:

@@ -387,6 +387,7 @@ class OfflineJudge:
 
     def answer(self, diagnosis: str) -> list[ChecklistAnswer]:
         claims = self.reader.read(diagnosis)
+        self.reader.resolve(claims, self.root_keys)
         out = self._answers(claims)
         return [ChecklistAnswer(id=q.id, dimension=q.dimension, question=q.text, answer=out[q.id][0],
                                 quote=_short(out[q.id][1]) if out[q.id][0] else "", evidence=out[q.id][2])

@@ -47,7 +47,8 @@ KINDS: dict[str, Kind] = {
         "throttl", "millicore", "cpu request", "cpu cap")),
     "cpu-speed": Kind("resource-limit", (
         "cpus run slow", "cpu runs slow", "cores run", "cpus run", "slow cpu", "slow core", "cpu speed",
-        "of their speed", "of its speed", "of normal speed", "clock speed", "cpu frequency", "frequency", "thermal",
+        "of their speed", "of its speed", "fraction of their clock", "fraction of its clock", "processors run",
+        "processors are running", "processors are slow", "of normal speed", "clock speed", "cpu frequency", "frequency", "thermal",
         "underclock", "cpu throttl", "throttl", "cpu slow", "cpus are slow", "cores are slow")),
     "requests": Kind("resource-limit", (
         "cpu request", "memory request", "resource request", "requests too", "requests only", "limitrange",
@@ -66,7 +67,7 @@ KINDS: dict[str, Kind] = {
         "interface errors")),
     "disk-io": Kind("disk", (
         "disk", "i/o error", "io error", "eio", "bad sector", "sector", "filesystem", "storage", "read error",
-        "write error", "iochaos", "i/o latency", "io latency", "slow i/o", "i/o delay", "io delay", "i/o is",
+        "write error", "iochaos", "drive$", "drives$", "ssd", "nvme", "block device", "dying disk", "i/o latency", "io latency", "slow i/o", "i/o delay", "io delay", "i/o is",
         "i/o on", "i/o takes", "slow disk", "iops", "iowait", "io wait", "i/o wait", "blk update request")),
     "disk-full": Kind("disk", (
         "disk full", "disk is full", "full disk", "no space", "enospc", "diskpressure", "disk pressure",
@@ -78,7 +79,8 @@ KINDS: dict[str, Kind] = {
         "faulty code", "new release", "index out of range", "off by one", "bad build", "broken build",
         "faulty build", "code defect", "code path", "software defect", "out of bounds")),
     "credentials": Kind("credentials", (
-        "password", "credential", "authenticat", "auth fail", "unauthorized", "access denied", "login fail",
+        "password", "credential", "authentication fail", "authentication error", "failed authentication",
+        "authentication failed", "auth fail", "auth error", "bad login", "unauthorized", "access denied", "login fail",
         "wrong user", "user was dropped", "user admin was dropped", "secret rotated", "rotated")),
     "permissions": Kind("credentials", (
         "rbac", "forbidden", "403", "permission", "role$", "roles$", "rolebinding", "role binding", "not allowed to",
@@ -86,16 +88,17 @@ KINDS: dict[str, Kind] = {
     "certificate": Kind("credentials", (
         "certificate", "cert$", "certs$", "x509", "tls", "notafter", "not after")),
     "node-down": Kind("node", (
-        "node failure", "node down", "node is down", "node died", "node dead", "notready", "not ready", "node crash",
+        "node failure", "node down", "node is down", "node died", "node dead", "notready$", "node not ready", "node is not ready", "node crash",
         "node lost", "node unreachable", "powered off", "node failed", "node went down", "runtime stopped",
-        "kubelet stopped", "evict", "node outage", "lost the node", "node went away")),
+        "kubelet stopped", "eviction", "evicts", "evicting", "node outage", "lost the node", "node went away")),
     "kubelet": Kind("node", (
         "kubelet", "eviction threshold", "evictionhard", "eviction hard", "memory pressure", "memorypressure",
-        "eviction", "evict")),
+        "eviction", "evicts", "evicting")),
     "kernel": Kind("node", (
         "kernel", "slab", "page allocation", "allocation fail", "ext4", "hardware", "firmware", "dmesg")),
     "clock": Kind("clock", (
-        "clock", "time skew", "time drift", "ntp", "timechaos", "timestamp", "system time", "wall time",
+        "clock skew", "clock is", "clock drift", "system clock", "node clock", "node's clock", "clock behind",
+        "clock ahead", "clocks", "time skew", "time drift", "ntp", "timechaos", "timestamp", "system time", "wall time",
         "hours behind", "hours ahead", "years ahead", "years behind", "time is off", "wrong time", "time offset",
         "skew")),
     "flag": Kind("feature-flag", (
@@ -163,12 +166,12 @@ FAULT_TYPES: dict[str, FaultType] = {
     "missing-object": _ft("missing", "config network"),
     "feature-flag": FaultType(frozenset({"flag", "config"}), frozenset({"code-bug"}), required=False),
     "code-bug": _ft("code-bug", "config"),
-    "credentials": _ft("credentials", "config permissions"),
+    "credentials": _ft("credentials", "config permissions missing"),
     "stale-credentials": _ft("credentials", "config permissions"),
     "permissions": _ft("permissions", "config credentials missing"),
     "certificate": _ft("certificate", "config credentials admission"),
     "admission": _ft("admission", "config network certificate"),
-    "quota": _ft("quota", "config requests"),
+    "quota": _ft("quota", "config requests permissions missing"),
     "scheduling": _ft("scheduling", "config requests cpu-limit memory missing"),
     "resource-limit": _ft("memory cpu-limit requests", "config scheduling overload quota missing"),
     "resource-requests": _ft("requests cpu-limit", "config scheduling memory missing"),
