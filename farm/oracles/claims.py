@@ -31,7 +31,7 @@ HEDGES = (r"\bpossibl[ey]\b", r"\bmight\b", r"\bmay (?:be|have|also)\b", r"\bcou
           r"\bto be (?:confirmed|determined)\b", r"\btbd\b", r"\band/or\b", r"\bany of\b", r"\bamong (?:the )?(?:candidates|suspects|possibilities|options)\b",
           r"\bsome combination\b", r"\bunclear\b", r"\bcannot (?:yet )?(?:tell|say)\b", r"\bwe think\b",
           r"\bit seems\b", r"\bseems? to\b", r"\bappears? to\b", r"\bpending confirmation\b",
-          r"\bcheck(?:ed|ing)? (?:whether|if)\b", r"\bnot (?:yet )?(?:clear|known|determined|identified)\b")
+          r"\bcheck(?:ed|ing)? (?:whether|if)\b", r"\bnot (?:yet )?(?:clear|known|determined|identified)\b", r"\?\W*$")
 _HEDGE = re.compile("|".join(HEDGES))
 # A text saying so commits to no root cause at all, whatever else it lists.
 _DOUBT = re.compile(r"(?:root cause|the cause|culprit)[^.;]{0,60}?(?:still being confirmed|not (?:yet )?(?:been )?"
@@ -44,7 +44,9 @@ _EXONERATE = re.compile(r"\bnot (?:the )?(?:root )?(?:cause|culprit|problem|issu
                         r"\bnot responsible\b|\bnot to blame\b|\bnot involved\b|\b(?:is|are|was|were|looks?|"
                         r"seems?) (?:fine|ok|okay|healthy|normal|unaffected)\b|\bruled out\b|\bred herring\b|"
                         r"\bunrelated\b|\binnocent\b|\bnothing wrong with\b|\bexcluded\b|\bisn't (?:the )?"
-                        r"(?:cause|problem|issue)\b|\bnot broken\b|(?<!not )(?<!un)\bhealthy\b")
+                        r"(?:cause|problem|issue)\b|\bnot broken\b|(?<!not )(?<!un)\bhealthy\b|"
+                        r"\b(?:isn't|is not|wasn't|was not|aren't|are not)\s+(?:the\s+)?(?:overloaded|crashing|failing|"
+                        r"broken|down|saturated|throttled|starved|leaking|at fault|culprit)\b")
 # A component after these is what something else tried to reach, not a component blamed.
 REACH = re.compile(r"(?:connect(?:ion)? to|connect with|reach|talk to|calls? to|dial(?:s|ing)?|points? (?:at|to)|"
                    r"pointing (?:at|to)|instead of|lookups? of|resolve|send(?:s|ing)? (?:traffic )?to|"
@@ -68,13 +70,14 @@ FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|
                     r"\b(?:was|were|got|been) (?:set|pinned|rolled|scaled|capped|cut|limited|lowered|raised|dropped|"
                     r"deleted|removed|changed|killed|restarted|rotated)\b|\bdropped\b|\bdeleted\b|\blost\b|\bcaps?\b|"
                     r"\blowered\b|\braised\b|\bcut to\b|\bno endpoints\b|\bexpired\b|\brefuses\b|\brejects\b|\bexceeds?\b|"
-                    r"\b(?:has|have|sets?|uses?|runs?|carries|requests?|asks for|gained|starts with)\b[^,;]*?(?:=|\\d)|"
+                    r"\b(?:has|have|sets?|uses?|runs?|carries|requests?|asks for|gained|starts with|forwards?|maps?|points?|"
+                    r"routes?|targets?|sends?)\b[^,;]*?(?:=|\\d)|"
                     r"\bis (?:on|enabled|at)\b|\bswitched on\b")
 _DOWNSTREAM = re.compile(r"\bdownstream\b|\bcallers?\b|\bvictims?\b|\bsymptoms?\b|\bonly (?:fail|error|break)|"
                          r"\bfail(?:s|ing)? only\b|\bknock-on\b|\bcascad|\bsecondary\b|\bin turn\b|\bconsequence\b|"
                          r"\baffected\b|\bimpact(?:ed)?\b|\bas well\b|\bdependents?\b|\bupstream of\b|"
                          r"\bpropagat|\bbecause of it\b|\bfollow(?:s|ed)? from\b|\bon (?:that|the|this) node\b")
-_CLAUSE = re.compile(r";\s*|,\s+and\s+(?=(?:the |its |a |an )?[\w.-]+'s\b|(?:it|they|the|a|an|also|separately)\b)|,\s+but\s+|\s+but\s+|,\s+(?=not\b)|\s+whereas\s+|\s+although\s+|\s+though\s+")
+_CLAUSE = re.compile(r";\s*|,\s+and\s+(?=(?:the |its |a |an )?[\w.-]+'s\b|(?:it|they|the|a|an|also|separately)\b)|,\s+but\s+|\s+but\s+|,\s+(?=not\b)|\s+whereas\s+|\s+although\s+|\s+though\s+|\s+[—–]\s+")
 # A cause part about a setting rather than a component: 'the flag X is on, so payment fails'.
 _SETTING = re.compile(r"\bflags?\b|\bflagd\b|\bconfig|\bsetting\b|\benv\b|\bvariable\b|\bswitch\b|"
                       r"\bdefaultvariant\b|=|\bis (?:on|enabled)\b|\benabled\b|\bswitched on\b")
@@ -91,20 +94,27 @@ _RANK_ITEM = re.compile("|".join((
     r"\blikely\b", r"\blikelihood\b", r"\bprobability\b", r"\bconfidence\b", r"^\W*(?:\d+[.):]|#\d|\(\w\))\s*",
     r"\bcandidate", r"\bhypothes", r"\balternative")))
 # Investigation notes: without a root cause named, they commit to none.
+_CLEARED_THEN = re.compile(r"(?:isn't|is not|wasn't|was not|aren't|are not|not)\s+(?:\w+\s+){0,3}?(?:at fault|the cause|"
+                           r"the culprit|the problem|the issue|to blame|involved|responsible)\s*:\s+", re.I)
 _NOTES = re.compile(r"^\W*(?:still )?investigating\b|\bnext steps? (?:is|are|will be|:)?\s*(?:to )?(?:check|look|verify|"
                     r"confirm|inspect|investigate)|\bneeds? (?:more|further) investigation\b|\bno conclusion\b")
 # Markdown or 'Label:' headings; under those of evidence, timeline or fix, names are shown, not blamed.
-_HEADING = re.compile(r"^[ \t]*(?:#{1,6}[^\n]*|\*\*[^*\n]{2,40}\*\*:?[ \t]*|[A-Z][A-Za-z /]{2,30}:[ \t]*)$", re.M)
+_HEADING = re.compile(r"^[ \t]*(?:#{1,6}[^\n]*$|\*\*[^*\n]{2,40}\*\*:?|[A-Z][A-Za-z /()]{2,30}:[ \t]*$)", re.M)
+_CLEARED_HEADING = re.compile(r"ruled out|rule out|excluded|not the cause|non-causes|red herrings?|what it is not|"
+                               r"what it isn't|healthy|innocent|eliminated|dismissed")
 _EVIDENCE_HEADING = re.compile(r"evidence|observ|timeline|finding|investigat|logs?\b|metrics|traces?\b|symptom|"
                                r"impact|recommend|fix|remediat|next step|mitigat|action|verification|signals|data")
 # A component followed by these is quoted as a source of evidence.
-_EVIDENCE_VERB = re.compile(r"[a-z0-9.:/'-]*\s*(?:\([^)]*\)\s*)?(?:'s\s+)?(?:(?:own\s+)?(?:traces?|logs?|metrics|spans?|"
+_EVIDENCE_VERB = re.compile(r"[a-z0-9.:/'-]*(?:\s*\([^)]*\))?\s+(?:own\s+)?(?:(?:traces?|logs?|metrics|spans?|"
                             r"events?|dashboards?|status|output)\s+)?(?:logs?|shows?|showed|reports?|reported|says|said|"
                             r"prints?|emits?|records?|lists?|displays?|confirms?)\b(?!\s+(?:no|nothing)\b)")
 _NEGATED = re.compile(r"\b(?:not|isn't|aren't|wasn't|weren't|never|without|no sign of|no evidence of|nothing points to|"
                       r"rules? out|ruled out|rather than)\s+(?:(?:a|an|the|any|really|its|their)\s+)?[\w/-]+(?:\s+[\w/-]+)?")
 _PART = re.compile(r",\s*|\s+and\s+|\s+with\s+|\s+while\s+")
-_FAILS = re.compile(r"\bcrash|\bfail|\berror|\brestart|\bdown\b|\bslow|\b5\d\d\b|\btim(?:es|ed|ing)? ?out|"
+# Pod states: what a component shows, not what is wrong with it.
+_STATUS = re.compile(r"\b(?:pending|crashloopbackoff|imagepullbackoff|errimagepull|terminating|unknown|evicted|"
+                     r"containercreating|init:\S+|not ready|notready|oomkilled|completed|error|running|\d+/\d+)\b")
+_FAILS = re.compile(r"\bpending\b|\bimagepullbackoff\b|\berrimagepull\b|\bterminating\b|\bevicted\b|\bcrash|\bfail|\berror|\brestart|\bdown\b|\bslow|\b5\d\d\b|\btim(?:es|ed|ing)? ?out|"
                     r"\bunavailable\b|\bpanic|\bhangs?\b|\bstall")
 _PRONOUN = re.compile(r"^\W*(?:\S+\s+){0,2}(?:its|their|it|they|the pods?'s?|the container's)\b")
 _SEGMENT = re.compile(r",\s*|\s+with\s+|\s+while\s+|\s+and\s+(?=(?:the )?(?:\S+ ){0,3}(?:downstream|callers?|only)\b)")
@@ -232,13 +242,15 @@ class Reader:
     """Reads diagnoses against a fixed set of component names (the ground truth's and the app's)."""
 
     def __init__(self, names: dict[str, set[str]], gt: Iterable[str] = (),
-                 shaped: bool = True) -> None:
+                 shaped: bool = True, refs: dict[str, re.Pattern[str]] | None = None) -> None:
         self.names = names  # component -> its aliases
         # masked out before fault words are read: names, but not a kind's name ('quota', 'resourcequota')
         every = sorted({a for al in names.values() for a in al if a and ("-" in a or not kinds_in(a))},
                        key=len, reverse=True)
         self._all_names = re.compile("|".join(_name_pattern(a) for a in every)) if every else None
-        self.gt = set(gt)  # the components the ground truth names (a list of those is no stuffing)
+        self.gt = set(gt)
+        # how a text refers to a component by its kind alone ('the Service'), once it has named it
+        self.refs = refs or {}  # the components the ground truth names (a list of those is no stuffing)
         # without the application's names, names shaped like components (hyphenated ids) stand in
         self.shaped = shaped
 
@@ -309,12 +321,17 @@ class Reader:
         if not claims.doubt and not _ROOT.search(norm(diagnosis)):
             notes = _NOTES.search(norm(diagnosis))  # investigation notes that name no cause commit to none
             claims.doubt = notes.group(0) if notes else ""
-        sections = [(m.start(), bool(_EVIDENCE_HEADING.search(m.group(0).lower())))
+        sections = [(m.start(), "cleared" if _CLEARED_HEADING.search(m.group(0).lower()) else
+                     "evidence" if _EVIDENCE_HEADING.search(m.group(0).lower()) else "")
                     for m in _HEADING.finditer(diagnosis)]
+        named = norm(diagnosis)
+        refs = [(p, comp) for comp, p in self.refs.items() if mentions(named, self.names.get(comp, {comp}))]
         for quote, cleared, at in _contrasted(split_clauses(diagnosis)):
-            text = self._calls_as_calls(norm(quote))
+            text = self._calls_as_calls(norm(self._by_ref(quote, refs)))
             clause = Clause(quote=quote, text=text)
-            clause.evidence = next((ev for start, ev in reversed(sections) if start <= at), False)
+            section = next((kind for start, kind in reversed(sections) if start <= at), "")
+            clause.evidence = section == "evidence"
+            cleared = cleared or section == "cleared"
             clause.cause, clause.effect = _cause_and_effect(text)
             clause.explicit = bool(clause.cause or clause.effect)
             back, fwd = _BACKWARD.search(text), _FORWARD.search(text)
@@ -337,6 +354,21 @@ class Reader:
                 claims.roles.setdefault(comp, {}).setdefault(self._role(clause, comp, at, text), []).append(quote)
         self._lead(claims)
         return claims
+
+    @staticmethod
+    def _by_ref(quote: str, refs: list[tuple[re.Pattern[str], str]]) -> str:
+        for pattern, comp in refs:
+            quote = pattern.sub(f"the {comp} ", quote)
+        return quote
+
+    def _quoted_output(self, quote: str, comp: str) -> bool:
+        """Every mention of `comp` in `quote` is inside a code span that quotes more than a name."""
+        spans = [m for m in re.finditer(r"`([^`]+)`", quote) if " " in m.group(1).strip()]
+        if not spans or comp not in self.names:
+            return False
+        low = quote.lower()
+        hits = [m.start() for a in self.names[comp] for m in re.finditer(_name_pattern(a), low)]
+        return bool(hits) and all(any(sp.start() < h < sp.end() for sp in spans) for h in hits)
 
     def _calls_as_calls(self, text: str) -> str:
         """'search -> geo' between two components is a call, not a consequence."""
@@ -384,9 +416,11 @@ class Reader:
         role = self._role_by_position(clause, comp, at, text)
         if role != "asserted":
             return role
+        if self._quoted_output(clause.quote, comp):
+            return "mentioned"  # inside a quoted log line, command or trace
         if _EVIDENCE_VERB.match(text[at:at + 120]) and not _ROOT.search(text):
             return "mentioned"  # 'tidb-controller-manager logs ...', 'jaeger traces show ...'
-        near = next((p for p in _PART.split(text) if self._in(p, comp)), text)
+        near = _STATUS.sub(" ", next((p for p in _PART.split(text) if self._in(p, comp)), text))
         strong = _ROOT.search(text) or FAULTY.search(near) or self.families_in(near)
         return "asserted" if strong else "implicated"
 
@@ -406,7 +440,9 @@ class Reader:
             return "mentioned"
         possessive = bool(re.match(r"[a-z0-9.:/-]*'s\b", text[at:at + 80].split(" ", 1)[0] + " "))
         if REACH.search(text[max(0, at - 40):at]) and not possessive:
-            return "target"
+            # what was reached failing is the cause: 'FailedCreate because the call to the webhook times out'
+            in_cause = clause.backward and self._mentioned_in(clause.cause, comp) and _FAILS.search(clause.cause)
+            return "implicated" if in_cause else "target"
         if possessive and not _DOWNSTREAM.search(text) and self._subject(clause, comp):
             return "asserted"  # "geo's GEO_DB_PORT is 27018", "node sim-worker2's clock is 8 years ahead"
         if clause.cause or clause.effect:
@@ -445,6 +481,11 @@ class Reader:
             return bool(named) and named[0][1] == comp
         return False
 
+    def _mentioned_in(self, part: str, comp: str) -> bool:
+        """`comp` named in `part`, as a target or otherwise."""
+        at = self._at(part, comp)
+        return at is not None and at >= 0
+
     def _at(self, part: str, comp: str) -> int | None:
         if comp in self.names:
             return _mention_at(_WORD_USES.sub(lambda m: " " * len(m.group(0)), part), self.names[comp])
@@ -469,6 +510,10 @@ def _contrasted(clauses: list[tuple[str, int]]) -> list[tuple[str, bool, int]]:
     configuration; 'not mongodb-rate: its CPU limit...' clears mongodb-rate only."""
     out: list[tuple[str, bool, int]] = []
     for quote, at in clauses:
+        cleared = _CLEARED_THEN.search(quote)
+        if cleared:  # 'the provisioner isn't at fault: TidbCluster basic sets ...'
+            out.append((quote[:cleared.end()].rstrip(": "), True, at))
+            quote = quote[cleared.end():]
         parts = _CONTRAST.split(quote)
         head = re.match(r"(not\s+[^:—]+?)\s*(?::|—|\s-\s)\s*(\S.*)$", parts[0], re.I | re.S)
         if head:

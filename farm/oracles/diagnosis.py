@@ -329,9 +329,21 @@ OBJECT_KEYS: dict[str, tuple[str, ...]] = {
 # Naming the kind of a one-of-a-kind object of the namespace names the object.
 KIND_ALIASES: dict[str, set[str]] = {
     "ResourceQuota": {"resourcequota", "resource quota", "quota"},
-    "ValidatingWebhookConfiguration": {"validatingwebhookconfiguration", "validating webhook", "admission webhook"},
+    "ValidatingWebhookConfiguration": {"validatingwebhookconfiguration", "validating webhook", "admission webhook",
+                                       "webhook configuration"},
     "TidbCluster": {"tidbcluster", "tidb cluster"},
+    "RoleBinding": {"rolebinding", "role binding", "rbac grant", "rbac binding"},
 }
+# A text that has named an object may go on calling it by its kind alone ('the Service maps port 9090
+# to 9999'); capitalised, as Kubernetes spells the kind, that is the object, not any service.
+KIND_REFERENCES: dict[str, str] = {
+    "Service": r"Service(?! account)", "ConfigMap": r"(?:ConfigMap|config map)", "Secret": r"Secret",
+    "NetworkPolicy": r"(?:NetworkPolicy|network policy)", "TidbCluster": r"(?:TidbCluster|cluster spec)",
+    "ResourceQuota": r"(?:ResourceQuota|quota)", "ValidatingWebhookConfiguration": r"webhook",
+    "Role": r"Role", "RoleBinding": r"(?:RoleBinding|binding)"}
+# Ways of naming the same setting, folded before a mechanism's words are compared.
+MECHANISM_SYNONYMS = ((r"\bcontainer[- ]port\b|\btarget[- ]port\b", "targetport"),
+                      (r"\bnothing (?:is )?listen", "not listen"), (r"\bdoes(?:n't| not) listen", "not listen"))
 # Detail keys that locate the fault rather than describe what was changed.
 LOCATOR_KEYS = {"node", "container", "namespace"}
 _TRIVIAL_VALUES = {"on", "off", "true", "false", "yes", "no", "none", "null", "0", "1"}
@@ -339,7 +351,10 @@ _NO_QUOTE = ""
 
 
 def _stems(text: str, exclude: set[str]) -> set[str]:
-    words = re.findall(r"[a-z][a-z0-9_]+", text.lower())
+    text = text.lower()
+    for pattern, same in MECHANISM_SYNONYMS:
+        text = re.sub(pattern, same, text)
+    words = re.findall(r"[a-z][a-z0-9_]+", text)
     return {w[:5] for w in words if w not in STOPWORDS and w not in GENERIC and w not in exclude and len(w) > 2}
 
 
@@ -376,7 +391,12 @@ class OfflineJudge:
             key = owner if owner in names else next((k for k, al in names.items() if owner in al), None)
             if name != owner and key is not None and name not in known:
                 names[key] |= aliases(name)
-        self.reader = Reader(names, gt=gt_names, shaped=not components)
+        refs = {r.component.lower(): re.compile(r"\b(?:[Tt]he|[Ii]ts|[Tt]his|[Tt]hat)\s+" + KIND_REFERENCES[r.component_kind]
+                                                + r"\b") for r in self.roots if r.component_kind in KIND_REFERENCES}
+        self.reader = Reader(names, gt=gt_names, shaped=not components, refs=refs)
+        # a flag lives in flagd's config: naming its home is naming the flag, not blaming flagd
+        self.flag_homes = {k for k in names if k.startswith("flagd")} if any(
+            r.fault_type == "feature-flag" for r in self.roots) else set()
         # Names the ground truth's own account uses (the policy, config map or caller of the fault)
         # are part of the story, not components blamed besides it.
         self.story = norm(" ".join(f"{r.mechanism} {r.symptom} {' '.join(r.details.values())}" for r in self.roots))
@@ -415,7 +435,7 @@ class OfflineJudge:
 
         # the components blamed or hedged over that the ground truth does not list
         outside = [k for k in claims.roles if k not in gt and (claims.has(k, "asserted") or claims.has(k, "hedged"))
-                   and (not self._in_story(k) or self._root_marked(claims, k))]
+                   and (not self._in_story(k) or self._root_marked(claims, k)) and not self._flag_home(claims, k)]
         # an affected component the ground truth's details name was changed itself (one release, three images)
         # one the ground truth's account names as failing may be said to fail, not named the root cause
         victims_blamed = [k for k in self.affected_keys if claims.has(k, "asserted") and not self._in_details(k)
@@ -510,6 +530,11 @@ class OfflineJudge:
         out["S3"] = (s3 and bool(impact), impact, "impact " + ("consistent with" if s3 else "not matching")
                      + " the symptom")
         return out
+
+    def _flag_home(self, claims: Claims, name: str) -> bool:
+        """`name` is flagd or its config, named only as where a flag is set."""
+        quotes = claims.roles[name].get("asserted", []) + claims.roles[name].get("hedged", [])
+        return name in self.flag_homes and all(re.search(r"\bflags?\b|variant", q.lower()) for q in quotes)
 
     def _in_story(self, name: str) -> bool:
         return mentions(self.story, aliases(name)) or name in self.story
