@@ -71,7 +71,7 @@ FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|
                     r"deleted|removed|changed|killed|restarted|rotated)\b|\bdropped\b|\bdeleted\b|\blost\b|\bcaps?\b|"
                     r"\blowered\b|\braised\b|\bcut to\b|\bno endpoints\b|\bexpired\b|\brefuses\b|\brejects\b|\bexceeds?\b|"
                     r"\b(?:has|have|sets?|uses?|runs?|carries|requests?|asks for|gained|starts with|forwards?|maps?|points?|"
-                    r"routes?|targets?|sends?)\b[^,;]*?(?:=|\\d)|"
+                    r"routes?|targets?|sends?)\b[^,;]*?(?:=|\d)|"
                     r"\bis (?:on|enabled|at)\b|\bswitched on\b")
 _DOWNSTREAM = re.compile(r"\bdownstream\b|\bcallers?\b|\bvictims?\b|\bsymptoms?\b|\bonly (?:fail|error|break)|"
                          r"\bfail(?:s|ing)? only\b|\bknock-on\b|\bcascad|\bsecondary\b|\bin turn\b|\bconsequence\b|"
@@ -96,6 +96,11 @@ _RANK_ITEM = re.compile("|".join((
 # Investigation notes: without a root cause named, they commit to none.
 _CLEARED_THEN = re.compile(r"(?:isn't|is not|wasn't|was not|aren't|are not|not)\s+(?:\w+\s+){0,3}?(?:at fault|the cause|"
                            r"the culprit|the problem|the issue|to blame|involved|responsible)\s*:\s+", re.I)
+# An item of a list of candidates that says what became of it: ruled out, or confirmed.
+_ITEM = re.compile(r"^\s*(?:\d+[.):]|[-*•]|#\d)\s+")
+_ITEM_VERDICT = re.compile(r"(?P<no>\bruled out\b|\bexcluded\b|\brejected\b|\bunlikely\b|\?\s*(?:\*\*)?no\b|"
+                           r"[—–:]\s*(?:\*\*)?no\b)|(?P<yes>\bconfirmed\b|\?\s*(?:\*\*)?yes\b|[—–:]\s*(?:\*\*)?yes\b)",
+                           re.I)
 _NOTES = re.compile(r"^\W*(?:still )?investigating\b|\bnext steps? (?:is|are|will be|:)?\s*(?:to )?(?:check|look|verify|"
                     r"confirm|inspect|investigate)|\bneeds? (?:more|further) investigation\b|\bno conclusion\b")
 # Markdown or 'Label:' headings; under those of evidence, timeline or fix, names are shown, not blamed.
@@ -110,6 +115,8 @@ _EVIDENCE_VERB = re.compile(r"[a-z0-9.:/'-]*(?:\s*\([^)]*\))?\s+(?:own\s+)?(?:(?
                             r"prints?|emits?|records?|lists?|displays?|confirms?)\b(?!\s+(?:no|nothing)\b)")
 _NEGATED = re.compile(r"\b(?:not|isn't|aren't|wasn't|weren't|never|without|no sign of|no evidence of|nothing points to|"
                       r"rules? out|ruled out|rather than)\s+(?:(?:a|an|the|any|really|its|their)\s+)?[\w/-]+(?:\s+[\w/-]+)?")
+# A component named as the source of the data quoted ('jaeger traces of /hotels show ...').
+_SOURCE = re.compile(r"[a-z0-9.:/'-]*\s+(?:traces?|logs?|metrics|spans?|dashboards?|queries|query|ui|graphs?)\b")
 _PART = re.compile(r",\s*|\s+and\s+|\s+with\s+|\s+while\s+")
 # Pod states: what a component shows, not what is wrong with it.
 _STATUS = re.compile(r"\b(?:pending|crashloopbackoff|imagepullbackoff|errimagepull|terminating|unknown|evicted|"
@@ -306,6 +313,7 @@ class Reader:
         (post-storage-service is no storage fault), and outside hyphenated identifiers."""
         masked = self._all_names.sub(" ", text) if self._all_names else text
         masked = _NEGATED.sub(" ", masked)  # 'the llm pod isn't overloaded' claims no overload
+        masked = re.sub(r"[a-z0-9]+(?:_[a-z0-9]+)+", " ", masked)  # metric and variable names: evidence
         masked = re.sub(r"[a-z0-9]+(?:-[a-z0-9]+)*-[a-z0-9]*\d[a-z0-9]*", " ", masked)  # ids: srv-geo-7c9d5
         if self.shaped:  # without the inventory, any hyphenated name may be a component
             masked = re.sub(r"(?<![a-z0-9])[a-z][a-z0-9]*(?:-[a-z0-9]+)+", lambda m: m.group(0) if set(
@@ -327,6 +335,10 @@ class Reader:
         named = norm(diagnosis)
         refs = [(p, comp) for comp, p in self.refs.items() if mentions(named, self.names.get(comp, {comp}))]
         for quote, cleared, at in _contrasted(split_clauses(diagnosis)):
+            line = diagnosis[diagnosis.rfind("\n", 0, at) + 1:(diagnosis + "\n").find("\n", at)]
+            verdict = _ITEM_VERDICT.search(line) if _ITEM.match(line) else None
+            cleared = cleared or bool(verdict and verdict.lastgroup == "no")
+            picked = bool(verdict and verdict.lastgroup == "yes")
             text = self._calls_as_calls(norm(self._by_ref(quote, refs)))
             clause = Clause(quote=quote, text=text)
             section = next((kind for start, kind in reversed(sections) if start <= at), "")
@@ -348,7 +360,7 @@ class Reader:
             clause.exonerating = cleared or bool(_EXONERATE.search(text))
             clause.hedged = (bool(_HEDGE.search(text)) or listed or alternatives or bool(claims.doubt)
                              or (len(fams) >= 4 and where.count(",") >= 3)  # a list of fault kinds
-                             or (ranked and bool(_RANK_ITEM.search(text))))
+                             or (ranked and bool(_RANK_ITEM.search(text)))) and not (picked and not _HEDGE.search(text))
             claims.clauses.append(clause)
             for comp, at in comps.items():
                 claims.roles.setdefault(comp, {}).setdefault(self._role(clause, comp, at, text), []).append(quote)
@@ -418,9 +430,10 @@ class Reader:
             return role
         if self._quoted_output(clause.quote, comp):
             return "mentioned"  # inside a quoted log line, command or trace
-        if _EVIDENCE_VERB.match(text[at:at + 120]) and not _ROOT.search(text):
+        if (_EVIDENCE_VERB.match(text[at:at + 120]) or _SOURCE.match(text[at:at + 60])) and not _ROOT.search(text):
             return "mentioned"  # 'tidb-controller-manager logs ...', 'jaeger traces show ...'
-        near = _STATUS.sub(" ", next((p for p in _PART.split(text) if self._in(p, comp)), text))
+        near = next((p for p in _PART.split(text) if self._in(p, comp)), text)
+        near = _STATUS.sub(" ", re.sub(r"`[^`]*\s[^`]*`", " ", near))  # pod states and quoted output show
         strong = _ROOT.search(text) or FAULTY.search(near) or self.families_in(near)
         return "asserted" if strong else "implicated"
 
@@ -432,7 +445,10 @@ class Reader:
         if clause.evidence and not _ROOT.search(text):
             return "mentioned"  # what an evidence section shows is not what the author blames
         opened = text.rfind("(", 0, at)
-        if opened > text.rfind(")", 0, at) and (
+        closed = text.find(")", at)
+        example = opened > text.rfind(")", 0, at) and (len(text[opened:closed if closed > 0 else None].split()) <= 8
+                                                       or re.search(r"\b(?:among|e\.g\.|including|such as)\b", text[opened:]))
+        if example and (
                 any(a < at for c, a in self._components_in(text).items() if c != comp)
                 or re.search(r"\b(?:pods|services|workloads|deployments|them|those|these)\s*$", text[:opened])):
             return "mentioned"  # '... its pods (geo among them) are evicted': an example, not the culprit

@@ -478,9 +478,11 @@ class OfflineJudge:
             if c.exonerating:
                 continue
             where = c.text if c.hedged else (c.cause if c.explicit else c.text)
-            if not c.hedged and not c.explicit and not any(
-                    claims.has(k, "asserted") and c.quote in claims.roles[k]["asserted"] for k in claims.roles):
-                continue  # a clause that blames nothing claims no fault type
+            blames = any(claims.has(k, "asserted") and c.quote in claims.roles[k]["asserted"] for k in claims.roles)
+            # a clause that blames nothing claims no fault type; nor does a cause part about victims
+            victims = [k for k in claims.roles if self.reader._in(where, k) and not claims.has(k, "asserted")]
+            if not c.hedged and not blames and (not c.explicit or victims):
+                continue
             for f in self.reader.families_in(where):
                 (hedged_over if c.hedged else claimed).setdefault(f, c.quote)
         told = self.reader.families_in(self.story)  # the ground truth's own account says so
@@ -534,7 +536,7 @@ class OfflineJudge:
     def _flag_home(self, claims: Claims, name: str) -> bool:
         """`name` is flagd or its config, named only as where a flag is set."""
         quotes = claims.roles[name].get("asserted", []) + claims.roles[name].get("hedged", [])
-        return name in self.flag_homes and all(re.search(r"\bflags?\b|variant", q.lower()) for q in quotes)
+        return name in self.flag_homes and all(re.search(r"flag|variant", q.lower()) for q in quotes)
 
     def _in_story(self, name: str) -> bool:
         return mentions(self.story, aliases(name)) or name in self.story

@@ -54,7 +54,7 @@ KINDS: dict[str, Kind] = {
         "cpu request", "memory request", "resource request", "requests too", "requests only", "limitrange",
         "limit range", "requests 1m", "request of 1m")),
     "contention": Kind("resource-limit", (
-        "stress", "noisy neighbo", "cpu burner", "burner", "contention", "cpu hog", "starv", "competing for cpu",
+        "stress", "noisy neighbo", "cpu burner", "burner", "contention", "cpu hog", "starved by", "competing for cpu",
         "cpu hungry", "stressor")),
     "network": Kind("network", (
         "packet loss", "network partition", "partition", "network delay", "network latency", "netem", "dns",
@@ -117,7 +117,8 @@ KINDS: dict[str, Kind] = {
     "scheduling": Kind("scheduling", (
         "unschedulable", "cannot be scheduled", "can't be scheduled", "failedscheduling", "taint", "affinity",
         "nodeselector", "node selector", "toleration", "podantiaffinity", "antiaffinity", "nodeaffinity",
-        "podaffinity", "no node", "didn't match", "scheduler", "schedul")),
+        "podaffinity", "no node", "didn't match", "scheduler", "unschedul", "scheduling fail", "failed to schedule",
+        "could not be scheduled", "cannot schedule", "can't schedule", "not be scheduled", "fit on any node")),
     "admission": Kind("admission", (
         "admission webhook", "validating webhook", "validatingwebhook", "mutating webhook", "webhook",
         "failurepolicy", "failure policy", "admission controller", "admission control", "failed calling webhook")),
