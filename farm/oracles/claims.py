@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from farm.oracles.vocabulary import families_of, kinds_in
+from farm.oracles.vocabulary import SYMPTOM_KINDS, families_of, kinds_in
 
 # Words that make a clause a hedge: the author does not commit to what the clause names.
 HEDGES = (r"\bpossibl[ey]\b", r"\bmight\b", r"\bmay (?:be|have|also)\b", r"\bcould (?:be|have|also)\b",
@@ -46,7 +46,7 @@ _EXONERATE = re.compile(r"\bnot (?:the )?(?:root )?(?:cause|culprit|problem|issu
                         r"\bunrelated\b|\binnocent\b|\bnothing wrong with\b|\bexcluded\b|\bisn't (?:the )?"
                         r"(?:cause|problem|issue)\b|\bnot broken\b|(?<!not )(?<!un)\bhealthy\b|"
                         r"\b(?:isn't|is not|wasn't|was not|aren't|are not)\s+(?:the\s+)?(?:overloaded|crashing|failing|"
-                        r"broken|down|saturated|throttled|starved|leaking|at fault|culprit)\b")
+                        r"broken|down|saturated|throttled|starved|leaking|at fault|culprit)\b|\busage (?:is|was|looks) (?:low|normal|fine)\b")
 # A component after these is what something else tried to reach, not a component blamed.
 REACH = re.compile(r"(?:connect(?:ion)? to|connect with|reach|talk to|calls? to|dial(?:s|ing)?|points? (?:at|to)|"
                    r"pointing (?:at|to)|instead of|lookups? of|resolve|send(?:s|ing)? (?:traffic )?to|"
@@ -70,8 +70,10 @@ FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|
                     r"\b(?:was|were|got|been) (?:set|pinned|rolled|scaled|capped|cut|limited|lowered|raised|dropped|"
                     r"deleted|removed|changed|killed|restarted|rotated)\b|\bdropped\b|\bdeleted\b|\blost\b|\bcaps?\b|"
                     r"\blowered\b|\braised\b|\bcut to\b|\bno endpoints\b|\bexpired\b|\brefuses\b|\brejects\b|\bexceeds?\b|"
-                    r"\b(?:has|have|sets?|uses?|runs?|carries|requests?|asks for|gained|starts with|forwards?|maps?|points?|"
-                    r"routes?|targets?|sends?)\b[^,;]*?(?:=|\d)|"
+                    r"\b(?:has|have|sets?|uses?|runs?|carries|requests?|asks for|gained|starts with)\b[^,;]*?(?:=|\b\d|\bv\d)|"
+                    r"\b(?:forwards?|points?|maps?|routes?|targets?|sends?)\b[^,;]{0,30}?\bport\b[^,;]*?\d|"
+                    r"\bwith no (?:\w+ )?(?:server|listener|process)\b|\bnothing (?:is )?listen|\bdeny[- ]all\b|"
+                    r"\b(?:delete|fix|remove|revert) (?:or \w+ )?(?:the|its)\b|"
                     r"\bis (?:on|enabled|at)\b|\bswitched on\b")
 _DOWNSTREAM = re.compile(r"\bdownstream\b|\bcallers?\b|\bvictims?\b|\bsymptoms?\b|\bonly (?:fail|error|break)|"
                          r"\bfail(?:s|ing)? only\b|\bknock-on\b|\bcascad|\bsecondary\b|\bin turn\b|\bconsequence\b|"
@@ -101,7 +103,8 @@ _ITEM = re.compile(r"^\s*(?:\d+[.):]|[-*•]|#\d)\s+")
 _ITEM_VERDICT = re.compile(r"(?P<no>\bruled out\b|\bexcluded\b|\brejected\b|\bunlikely\b|\?\s*(?:\*\*)?no\b|"
                            r"[—–:]\s*(?:\*\*)?no\b)|(?P<yes>\bconfirmed\b|\?\s*(?:\*\*)?yes\b|[—–:]\s*(?:\*\*)?yes\b)",
                            re.I)
-_NOTES = re.compile(r"^\W*(?:still )?investigating\b|\bnext steps? (?:is|are|will be|:)?\s*(?:to )?(?:check|look|verify|"
+_NOTES = re.compile(r"^\W*(?:still )?investigating\b|\bnotes so far\b|\bneeds? to (?:check|verify|confirm|look)\b|"
+                    r"\bbefore concluding\b|\bnot (?:yet )?concluded\b|\bnext steps? (?:is|are|will be|:)?\s*(?:to )?(?:check|look|verify|"
                     r"confirm|inspect|investigate)|\bneeds? (?:more|further) investigation\b|\bno conclusion\b")
 # Markdown or 'Label:' headings; under those of evidence, timeline or fix, names are shown, not blamed.
 _HEADING = re.compile(r"^[ \t]*(?:#{1,6}[^\n]*$|\*\*[^*\n]{2,40}\*\*:?|[A-Z][A-Za-z /()]{2,30}:[ \t]*$)", re.M)
@@ -416,6 +419,8 @@ class Reader:
             return
         comp = named[0][1]
         roles = claims.roles[comp]
+        if roles.get("exonerated"):  # 'the geo spec itself looks fine'
+            return
         for role in ("mentioned", "victim"):
             if first.quote in roles.get(role, []):
                 roles[role].remove(first.quote)
@@ -434,7 +439,7 @@ class Reader:
             return "mentioned"  # 'tidb-controller-manager logs ...', 'jaeger traces show ...'
         near = next((p for p in _PART.split(text) if self._in(p, comp)), text)
         near = _STATUS.sub(" ", re.sub(r"`[^`]*\s[^`]*`", " ", near))  # pod states and quoted output show
-        strong = _ROOT.search(text) or FAULTY.search(near) or self.families_in(near)
+        strong = _ROOT.search(text) or FAULTY.search(near) or self.families_in(near) - SYMPTOM_KINDS
         return "asserted" if strong else "implicated"
 
     def _role_by_position(self, clause: Clause, comp: str, at: int, text: str) -> str:

@@ -572,9 +572,10 @@ class OfflineJudge:
             ok = ((n_cause >= 1 and ((n_cause >= 2 and n_cause >= 0.3 * len(cause)) or
                                      (n_all >= 3 and n_all >= 0.35 * len(whole)) or (n_all >= 2 and fam_hit)))
                   or (detail_hit and n_all >= 1))
-            # shared words are not the mechanism: a fault type known by its kind needs that kind named
-            # ('OOMKilled' on a GC-thrash truth shares 'memory limit' but is another mechanism) or its value
-            if ok and ft is not None and ft.required and not fam_hit and not detail_hit:
+            # shared words, even a value it shares ('limit memory=160Mi' on a memory stressor), are not the
+            # mechanism: a fault type known by its kind needs that kind named ('OOMKilled' on a GC-thrash
+            # truth shares 'memory limit' but is another mechanism)
+            if ok and ft is not None and ft.required and not fam_hit:
                 ok = False
                 reasons.append(f"{r.component}: names none of the {r.fault_type} mechanism's kinds "
                                f"({', '.join(sorted(ft.core))})")

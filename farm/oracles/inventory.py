@@ -9,7 +9,7 @@ the workload that owns it, and a word that names no object of the inventory ('an
 
 Owners: a workload owns its containers (and init containers) and the PersistentVolumeClaims it
 mounts; every other object (Service, ConfigMap, Secret, NetworkPolicy, Role...) is its own component,
-and so are the components the catalog's ground truths name. Pod and ReplicaSet names are not listed:
+and so are the components the catalog's ground truths name and the cluster's own (CLUSTER_OBJECTS). Pod and ReplicaSet names are not listed:
 they are the owner's name with Kubernetes' hash suffixes, which the reader recognises
 (farm.oracles.claims.POD_SUFFIX).
 """
@@ -20,6 +20,10 @@ from functools import cache
 from typing import Any
 
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
+# The cluster's own components a diagnosis may blame besides the application's (the kubelet and the
+# container runtime are the node's, so they are not here).
+CLUSTER_OBJECTS = ("kube-proxy", "coredns", "kube-dns", "kube-apiserver", "kube-scheduler", "kube-controller-manager",
+                   "calico", "cilium", "flannel", "metrics-server", "ingress-nginx")
 
 
 def _pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
@@ -75,6 +79,8 @@ def app_inventory(app: str) -> dict[str, str]:
                         own[n] = n
     except Exception:  # the catalog is an extra source of names, not a requirement
         pass
+    for n in CLUSTER_OBJECTS:
+        own.setdefault(n, n)
     for n, owners in owned.items():
         if n not in own and len(owners) == 1 and "-" in n:
             own[n] = next(iter(owners))

@@ -176,7 +176,7 @@ FAULT_TYPES: dict[str, FaultType] = {
     "scheduling": _ft("scheduling", "config requests cpu-limit memory missing"),
     "resource-limit": _ft("memory cpu-limit requests", "config scheduling overload quota missing"),
     "resource-requests": _ft("requests cpu-limit", "config scheduling memory missing"),
-    "resource-contention": _ft("contention cpu-limit", "memory cpu-speed overload"),
+    "resource-contention": _ft("contention", "cpu-limit memory cpu-speed overload"),
     "cpu-throttling": _ft("cpu-speed", "cpu-limit contention kernel"),
     "gc-thrash": _ft("gc", "memory cpu-limit overload"),
     "queueing": _ft("overload", "config cpu-limit"),
@@ -192,7 +192,7 @@ FAULT_TYPES: dict[str, FaultType] = {
     "pid-exhaustion": _ft("pid", "kernel config memory"),
     "clock-skew": _ft("clock", "kernel certificate"),
     "node-failure": _ft("node-down", "kubelet kernel"),
-    "kubelet": _ft("kubelet node-down", "config memory kernel"),
+    "kubelet": _ft("kubelet node-down", "config kernel"),
     "pod-failure": _ft("pod-failure", "node-down"),
 }
 
@@ -209,6 +209,11 @@ _BY_WORD = {"flag": "feature-flag", "feature": "feature-flag", "fd": "fd-exhaust
             "metastable": "retry-storm", "queue": "queueing", "corruption": "data-corruption", "full": "disk-full",
             "contention": "resource-contention", "throttling": "cpu-throttling", "unschedulable": "scheduling",
             "taint": "scheduling", "quota": "quota", "state": "state-loss", "missing": "missing-object"}
+
+
+# Kinds whose words also describe what a victim goes through (it retries, its queue backs up): they
+# do not by themselves make a component the one at fault.
+SYMPTOM_KINDS = {"overload"}
 
 
 def fault_type(name: str) -> FaultType | None:
