@@ -335,8 +335,8 @@ class Reader:
         sections = [(m.start(), "cleared" if _CLEARED_HEADING.search(m.group(0).lower()) else
                      "evidence" if _EVIDENCE_HEADING.search(m.group(0).lower()) else "")
                     for m in _HEADING.finditer(diagnosis)]
-        named = norm(diagnosis)
-        refs = [(p, comp) for comp, p in self.refs.items() if mentions(named, self.names.get(comp, {comp}))]
+        whole = norm(diagnosis)
+        refs = [(p, comp) for comp, p in self.refs.items() if mentions(whole, self.names.get(comp, {comp}))]
         for quote, cleared, at in _contrasted(split_clauses(diagnosis)):
             line = diagnosis[diagnosis.rfind("\n", 0, at) + 1:(diagnosis + "\n").find("\n", at)]
             verdict = _ITEM_VERDICT.search(line) if _ITEM.match(line) else None
