@@ -8,6 +8,9 @@ kept from running or cut short (`cost_capped`); clusters that could not be reset
 Diagnosis-only problems (no fix an agent could make from its scope) are in n and in the
 diagnosis rate, but their mitigation is not scored: `mitigation_n` counts the trials whose
 mitigation was, and the mitigation and E2E rates and P(M|D) are over those alone.
+A diagnosis passes by the verdict its trial recorded, or, with `judge` given, by that judge's
+verdict from `farm judge rescore` (results.models.DiagnosisVerdictRow; a trial it has not judged
+counts as not diagnosed, and `unjudged` says how many); `diagnosis_judge` names which.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col
 
 from core.states import EVENT_RESET_FAILED, TrialState
-from results.models import InfraEvent, Trial
+from results.models import DiagnosisVerdictRow, InfraEvent, Trial
 
 # What `--by` may combine (comma-separated, any subset, in the order given): the name a user
 # types -> the trial column it groups on.
@@ -48,7 +51,7 @@ COLUMNS = [
     "mitigation_n", "mitigation_rate", "mitigation_lo", "mitigation_hi", "e2e_rate", "e2e_lo", "e2e_hi",
     "p_mitigation_given_diagnosis", "mean_tokens", "mean_tokens_in", "mean_tokens_out",
     "mean_cost_usd", "total_cost_usd", "mean_time_to_diagnosis_s", "mean_time_to_mitigation_s",
-    "offline_judge", "diagnosis_pass_rule",
+    "offline_judge", "diagnosis_pass_rule", "diagnosis_judge", "unjudged",
 ]
 
 
@@ -80,7 +83,10 @@ def _as_int(column: Any) -> Any:
     return func.coalesce(func.sum(cast(column, Integer)), 0)
 
 
-def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model") -> list[dict[str, Any]]:
+def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model",
+            judge: str | None = None) -> list[dict[str, Any]]:
+    """The leaderboard rows; with `judge`, diagnoses pass by that judge's rescored verdicts (under
+    the current pass rule) instead of the recorded ones."""
     names = group_keys(by)
     keys = [getattr(Trial, k) for k in names]
     done = col(Trial.state) == TrialState.FINISHED
@@ -89,9 +95,23 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
         # Figures come from finished trials only, whatever an unfinished row may still carry.
         return case((done, column), else_=None)
 
-    both = case((done & col(Trial.diagnosis_passed) & col(Trial.mitigation_passed), 1), else_=0)
+    verdicts = None
+    passed: Any = col(Trial.diagnosis_passed)
+    offline: Any = col(Trial.judge_offline)
+    rule: Any = col(Trial.diagnosis_pass_rule)
+    if judge is not None:
+        from farm.oracles.diagnosis import PASS_RULE
+
+        verdicts = (select(col(DiagnosisVerdictRow.trial_id).label("trial_id"),
+                           col(DiagnosisVerdictRow.passed).label("passed"),
+                           col(DiagnosisVerdictRow.offline).label("offline"),
+                           col(DiagnosisVerdictRow.pass_rule).label("pass_rule"))
+                    .where(col(DiagnosisVerdictRow.judge) == judge, col(DiagnosisVerdictRow.pass_rule) == PASS_RULE.id)
+                    .subquery())
+        passed, offline, rule = verdicts.c.passed, verdicts.c.offline, verdicts.c.pass_rule
+    both = case((done & passed & col(Trial.mitigation_passed), 1), else_=0)
     scored = done & col(Trial.mitigation_passed).is_not(None)  # a diagnosis-only trial's mitigation is NULL
-    diag_scored = case((scored & col(Trial.diagnosis_passed), 1), else_=0)
+    diag_scored = case((scored & passed, 1), else_=0)
     resets = (
         select(col(InfraEvent.trial_id).label("trial_id"), func.count().label("resets"))
         .where(col(InfraEvent.kind) == EVENT_RESET_FAILED, col(InfraEvent.trial_id).is_not(None))
@@ -105,7 +125,7 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
             func.sum(case((col(Trial.state) == TrialState.INFRA_FAILED, 1), else_=0)).label("infra_failed"),
             func.sum(case((col(Trial.state) == TrialState.SKIPPED_COST_CAP, 1), else_=0)).label("cost_capped"),
             func.coalesce(func.sum(resets.c.resets), 0).label("reset_failures"),
-            _as_int(of_done(col(Trial.diagnosis_passed))).label("diag"),
+            _as_int(of_done(passed)).label("diag"),
             _as_int(of_done(col(Trial.mitigation_passed))).label("mit"),
             _as_int(of_done(col(Trial.e2e_passed))).label("e2e"),
             func.coalesce(func.sum(both), 0).label("both"),
@@ -118,10 +138,10 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
             func.coalesce(func.sum(of_done(col(Trial.cost_usd))), 0).label("total_cost_usd"),
             func.avg(of_done(col(Trial.time_to_diagnosis_s))).label("ttd"),
             func.avg(of_done(col(Trial.time_to_mitigation_s))).label("ttm"),
-            func.max(cast(of_done(col(Trial.judge_offline)), Integer)).label("offline"),
-            func.min(of_done(col(Trial.diagnosis_pass_rule))).label("rule_lo"),
-            func.max(of_done(col(Trial.diagnosis_pass_rule))).label("rule_hi"),
-            func.sum(case((done & col(Trial.diagnosis_pass_rule).is_(None), 1), else_=0)).label("rule_unknown"),
+            func.max(cast(of_done(offline), Integer)).label("offline"),
+            func.min(of_done(rule)).label("rule_lo"),
+            func.max(of_done(rule)).label("rule_hi"),
+            func.sum(case((done & rule.is_(None), 1), else_=0)).label("rule_unknown"),
         )
         .select_from(Trial)
         .outerjoin(resets, resets.c.trial_id == col(Trial.id))
@@ -129,6 +149,8 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
         .group_by(*keys)
         .order_by(*keys)
     )
+    if verdicts is not None:
+        stmt = stmt.outerjoin(verdicts, verdicts.c.trial_id == col(Trial.id))
     if sweep_id:
         stmt = stmt.where(col(Trial.sweep_id) == sweep_id)
     rows: list[dict[str, Any]] = []
@@ -152,7 +174,10 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
                              ("mean_time_to_mitigation_s", "ttm")):
                 row[out] = None if r[src] is None else float(r[src])
             row["offline_judge"] = bool(r["offline"]) if r["offline"] is not None else None
-            row["diagnosis_pass_rule"] = _rules(r["rule_lo"], r["rule_hi"], int(r["rule_unknown"] or 0))
+            unjudged = int(r["rule_unknown"] or 0)
+            row["diagnosis_pass_rule"] = _rules(r["rule_lo"], r["rule_hi"], 0 if judge else unjudged)
+            row["diagnosis_judge"] = judge or "recorded"
+            row["unjudged"] = unjudged if judge else 0
             rows.append(row)
     return rows
 
@@ -197,7 +222,11 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
 
     offline = any(r.get("offline_judge") for r in rows)
     rules = sorted({str(r["diagnosis_pass_rule"]) for r in rows if r.get("diagnosis_pass_rule")})
-    said = [("diagnosis judged by the offline judge" if offline else ""),
+    rejudged = sorted({str(r["diagnosis_judge"]) for r in rows if r.get("diagnosis_judge") not in (None, "recorded")})
+    unjudged = sum(int(r.get("unjudged") or 0) for r in rows)
+    said = [("diagnosis judged again by " + ", ".join(rejudged) + (f", {unjudged} trial(s) it has not judged count "
+                                                                   "as not diagnosed" if unjudged else "")
+             if rejudged else "diagnosis judged by the offline judge" if offline else "diagnosis verdicts as recorded"),
             ("pass rule " + "; ".join(rules) if rules else "")]
     table = Table(title="Leaderboard" + (f" ({', '.join(s for s in said if s)})" if any(said) else ""))
     names = group_keys(by)

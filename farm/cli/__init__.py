@@ -297,12 +297,15 @@ def leaderboard(
                                                  "composition, seed.")] = "agent,model",
     csv: Annotated[Path | None, typer.Option("--csv", help="Write the leaderboard as CSV here.")] = None,
     db: Annotated[str | None, typer.Option("--db", help="Database URL (default FARM_DATABASE_URL).")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="Diagnoses pass by this judge's verdicts from "
+                                                              "`farm judge rescore` (a model, or 'offline') "
+                                                              "instead of the recorded ones.")] = None,
 ) -> None:
     """Success rates with 95% Wilson intervals, P(M|D), tokens, cost and times, from SQL."""
     from results import leaderboard as lb
 
     _check_by(by)
-    rows = lb.compute(_read_engine(db), sweep, by)
+    rows = lb.compute(_read_engine(db), sweep, by, judge=judge)
     console.print(lb.render(rows, by))
     if csv:
         console.print(f"written to {lb.write_csv(rows, by, csv)}")

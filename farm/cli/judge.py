@@ -1,6 +1,8 @@
-"""`farm judge`: how far a diagnosis judge agrees with human labels.
+"""`farm judge`: how far a diagnosis judge agrees with human labels, and judging a finished sweep
+again.
 
     farm judge agree LABELS.jsonl --judge MODEL|offline [--api-base URL] [--json]
+    farm judge rescore --sweep S [--judge MODEL|offline] [--api-base URL] [--db URL]
 
 LABELS.jsonl holds one labelled diagnosis per line, a JSON object with:
     id            a name for the line (optional; defaults to the line number)
@@ -15,10 +17,15 @@ LABELS.jsonl holds one labelled diagnosis per line, a JSON object with:
     labeller      optional: who labelled the line (lines of two labellers with the same id give their
                   inter-labeller agreement, bench/judge_bench.py)
 Prints the judge's accuracy and Cohen's kappa against `label` (and, where lines carry `answers`,
-per-question accuracy and kappa), and the pass rule the labels are compared under. Lines citing a
+per-question accuracy and kappa), false passes and fails, the judge's tokens and cost, and the pass
+rule the labels are compared under. Lines citing a
 problem are judged knowing the application's object names, as a trial's diagnosis is. Example:
 tests/farm/oracles/diagnosis_labels.jsonl. The judge itself is the diagnosis oracle,
 farm/oracles/diagnosis.py (`judge_diagnosis`).
+
+`rescore` judges every finished trial of a sweep again from its recorded diagnosis (no trial is
+run) and keeps each verdict with its judge and pass rule beside the recorded one
+(farm/oracles/rescore.py); `farm leaderboard --judge J` then reads those verdicts.
 """
 
 from __future__ import annotations
@@ -227,3 +234,44 @@ def agree(labels: Path = typer.Argument(..., help="JSONL file of labelled diagno
     for line in disagreements:
         typer.echo(f"  disagrees on {line['id']}: human {'pass' if line['label'] else 'fail'}, judge "
                    f"{'pass' if line['judge'] else 'fail'} (composite {line['composite']:.2f})")
+
+
+@app.command()
+def rescore(sweep: str = typer.Option(..., "--sweep", help="the finished sweep whose diagnoses to judge again"),
+            judge: str = typer.Option("offline", "--judge", help="a litellm model string, or 'offline'"),
+            api_base: str | None = typer.Option(None, "--api-base", help="endpoint of the judge model"),
+            db: str | None = typer.Option(None, "--db", help="database URL (default FARM_DATABASE_URL or "
+                                                             "farm-out/farm.sqlite)")) -> None:
+    """Judge a finished sweep's diagnoses again, keeping the recorded verdicts."""
+    from farm.oracles.diagnosis import JudgeError
+    from farm.oracles.rescore import rescore as judge_again
+    from results.db import engine_for, existing_url
+
+    url = db or existing_url()
+    if url is None:
+        typer.echo("error: no farm database: set FARM_DATABASE_URL or pass --db", err=True)
+        raise typer.Exit(2)
+    try:
+        result = judge_again(engine_for(url), sweep, None if judge == "offline" else judge, api_base)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except JudgeError as exc:
+        typer.echo(f"error: {exc} (the trials judged before it are kept)", err=True)
+        raise typer.Exit(1) from None
+    judged = result.judged
+    passed = sum(j["passed"] for j in judged)
+    typer.echo(f"sweep {sweep}: {len(judged)} finished trial(s) judged again by {result.judge} "
+               f"(pass rule {result.pass_rule}): {passed} pass; judge spend {result.tokens} tokens, "
+               f"${result.cost_usd:.4f}")
+    recorded = [j for j in judged if j["recorded"] is not None]
+    if recorded:
+        before = sum(bool(j["recorded"]) for j in recorded)
+        judges = sorted({f"{j['recorded_judge'] or '?'} ({j['recorded_rule'] or 'pre-v2'})" for j in recorded})
+        typer.echo(f"  recorded verdicts ({', '.join(judges)}): {before} pass; {len(result.changed)} verdict(s) "
+                   f"changed; Cohen's kappa between the two {cohen_kappa([bool(j['recorded']) for j in recorded], [j['passed'] for j in recorded]):.3f}")
+    for j in result.changed:
+        typer.echo(f"  {j['trial']} ({j['problem']}, {j['agent']}/{j['model']}): recorded "
+                   f"{'pass' if j['recorded'] else 'fail'}, now {'pass' if j['passed'] else 'fail'}")
+    for trial_id, why in result.skipped:
+        typer.echo(f"  skipped {trial_id}: {why}")

@@ -84,6 +84,23 @@ SCHEMA_V3: dict[str, dict[str, Any]] = {
 }
 
 
+# Version 4 adds the diagnosis verdicts of `farm judge rescore`, one per trial, judge and pass rule.
+SCHEMA_V4: dict[str, dict[str, Any]] = {
+    **SCHEMA_V3,
+    "diagnosis_verdict": {
+        "columns": {
+            "id": (_I, False), "sweep_id": (_V, False), "trial_id": (_V, False), "attempt_token": (_I, False),
+            "judge": (_V, False), "offline": (_B, False), "pass_rule": (_V, False), "submitted": (_B, False),
+            "passed": (_B, False), "score": (_F, False), "answers_json": (_V, True), "tokens_in": (_I, False),
+            "tokens_out": (_I, False), "cost_usd": (_F, False), "judged_at": (_F, False),
+        },
+        "primary_key": ("id",),
+        "indexes": [(("sweep_id",), False), (("trial_id",), False), (("trial_id", "judge", "pass_rule"), True)],
+        "foreign_keys": [(("sweep_id",), "sweep", ("id",)), (("trial_id",), "trial", ("id",))],
+    },
+}
+
+
 def _schema(engine: sa.engine.Engine) -> dict[str, dict[str, Any]]:
     insp = sa.inspect(engine)
     return {
@@ -99,10 +116,10 @@ def _schema(engine: sa.engine.Engine) -> dict[str, dict[str, Any]]:
 
 
 def test_postgres_gets_the_schema_of_its_version(pg_url) -> None:
-    assert SCHEMA_VERSION == 3, "write the new version's schema here"
+    assert SCHEMA_VERSION == 4, "write the new version's schema here"
     engine = engine_for(pg_url)
     ensure_schema(engine)
-    assert _schema(engine) == SCHEMA_V3
+    assert _schema(engine) == SCHEMA_V4
 
 
 def test_the_result_is_the_outcome_columns_and_nothing_else() -> None:
