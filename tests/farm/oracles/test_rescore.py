@@ -101,6 +101,11 @@ def test_rescore_judges_the_recorded_diagnoses_again_beside_the_recorded_verdict
     assert again[0]["diagnosis_rate"] == 2 / 4 and again[0]["unjudged"] == 1
     assert again[0]["diagnosis_judge"] == "offline" and again[0]["diagnosis_pass_rule"] == PASS_RULE.id
 
+    from results.report.build import build_report
+
+    page = Path(build_report(engine, "sw", tmp_path / "report", drill_down=False)).read_text()
+    assert "judged again" in page and "openai/judge-model (" + PASS_RULE.id + "): 2 of 3 trial(s) pass" in page
+
 
 def test_rescore_of_an_unknown_sweep_is_a_clear_error(db_url) -> None:
     engine_for(db_url)
