@@ -400,10 +400,15 @@ class Reader:
         """Implicated components are blamed only when the text blames none of `roots` (the ground
         truth's root components): beside a named cause they are the failure propagating."""
         blamed = any(claims.has(r, "asserted") or claims.has(r, "implicated") for r in roots)
+        # a text that names another root cause outright ('Root cause: payment is unreachable') makes a
+        # ground-truth root it only implicates ('checkout crash-loops because...') a victim too
+        named_other = any(comp not in roots and any(_ROOT.search(norm(q)) for q in roles.get("asserted", []))
+                          for comp, roles in claims.roles.items())
         for comp, roles in claims.roles.items():
             weak = roles.pop("implicated", [])
             if weak:
-                roles.setdefault("asserted" if comp in roots or not blamed else "victim", []).extend(weak)
+                blame = (comp in roots and not named_other) or not blamed
+                roles.setdefault("asserted" if blame else "victim", []).extend(weak)
 
     def _lead(self, claims: Claims) -> None:
         """A terse diagnosis states its culprit first without saying 'root cause' ('memcached-rate has
