@@ -501,6 +501,13 @@ class OfflineJudge:
         else:
             out["C3"] = (True, mech_quote or anchor, f"claims {', '.join(sorted(claimed)) or 'no other fault type'}")
 
+        # C1 is the mechanism of the fault the text blames: told of another component, or beside a
+        # wrong fault type, the same words describe another failure
+        if c1 and not root_anchor:
+            out["C1"] = (False, "", "states the mechanism's words but blames no faulty component of the ground truth")
+        elif c1 and wrong:
+            out["C1"] = (False, "", f"the mechanism it asserts is of another fault type ({wrong[0]})")
+
         # S1: nothing outside the ground truth blamed, no victim made a root cause
         if outside or victims_blamed:
             bad = (outside or victims_blamed)[0]
