@@ -156,7 +156,7 @@ DATA_STORES = ("mongo", "redis", "memcached", "mysql", "postgres", "tidb", "kafk
 _WORD_USES = re.compile(r"(?:error|success|request|failure|retry|drop|loss|hit|miss|sample|exchange|heart|frame|"
                         r"bit|baud|refresh|sampling) rate\b|\brate (?:limit|of)\b|\bfor user\b|\bdb user\b|"
                         r"\buser (?:root|name|otelu|\"|')|\bmemory profile\b|\bhotel search\b|\bsearch(?:es)? for\b|"
-                        r"\ban ad\b|\bthe user\b(?! service| deployment| pod| server|'s)|\buser(?:'s)? (?:session|login|request)")
+                        r"\ban ad\b|\bthe user\b(?![- ]service| deployment| pod| server|'s|-)|\buser(?:'s)? (?:session|login|request)")
 
 
 def norm(text: str) -> str:
