@@ -62,6 +62,10 @@ _FORWARD = re.compile(r",? so\b|\btherefore\b|\bwhich (?:makes|causes|breaks|mea
 ROOT_MARKER = _ROOT = re.compile(r"\broot[- ]?cause[sd]?\b\s*(?:is|are|was|:|=|-)?|\bculprit\b\s*(?:is|:)?|\bthe cause\b\s*(?:is|:)?|"
                    r"\bthe (?:problem|issue|fault|trigger) (?:is|was|:)|\bblame\b|\borigin(?:ates)?\b\s*(?:is|in|:)?|"
                    r"\bcause:\s*")
+# A cause named besides another: 'a separate bug', 'additionally', 'a second root cause'.
+EXTRA_CAUSE = re.compile(r"\b(?:a |an )?(?:separate|independent|second|another|additional) (?:\w+ )?(?:bug|fault|"
+                         r"problem|issue|root cause|cause|failure)\b|\badditionally\b|\balso needs fixing\b|"
+                         r"\btwo (?:separate |independent )?(?:problems|faults|issues|root causes)\b")
 # Said of a component, these make it the one at fault even without a connective.
 FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|\bdying\b|\bdegraded\b|\bmisconfigur|\bresponsible\b|\bis broken\b|\bthe source\b|"
                     r"\bwrong(?:ly)?\b|\bincorrect\b|\bbad\b|\binvalid\b|\bmissing\b|\bremoved\b|\bchanged\b|"
@@ -444,7 +448,8 @@ class Reader:
             return "mentioned"  # 'tidb-controller-manager logs ...', 'jaeger traces show ...'
         near = next((p for p in _PART.split(text) if self._in(p, comp)), text)
         near = _STATUS.sub(" ", re.sub(r"`[^`]*\s[^`]*`", " ", near))  # pod states and quoted output show
-        strong = _ROOT.search(text) or FAULTY.search(near) or self.families_in(near) - SYMPTOM_KINDS
+        strong = (_ROOT.search(text) or EXTRA_CAUSE.search(text) or FAULTY.search(near)
+                  or self.families_in(near) - SYMPTOM_KINDS)
         return "asserted" if strong else "implicated"
 
     def _role_by_position(self, clause: Clause, comp: str, at: int, text: str) -> str:

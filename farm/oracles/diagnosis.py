@@ -28,7 +28,17 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from core.artifacts import ChecklistAnswer, DiagnosisVerdict, Dimension
 from core.errors import InfrastructureError
 from core.problem import GroundTruth
-from farm.oracles.claims import KIND_WORDS, ROOT_MARKER, Claims, Clause, Reader, aliases, mentions, norm
+from farm.oracles.claims import (
+    EXTRA_CAUSE,
+    KIND_WORDS,
+    ROOT_MARKER,
+    Claims,
+    Clause,
+    Reader,
+    aliases,
+    mentions,
+    norm,
+)
 from farm.oracles.vocabulary import fault_type
 
 if TYPE_CHECKING:
@@ -550,8 +560,9 @@ class OfflineJudge:
 
     @staticmethod
     def _root_marked(claims: Claims, name: str) -> bool:
-        """Asserted in a clause that says 'root cause' outright."""
-        return any(ROOT_MARKER.search(norm(q)) for q in claims.roles[name].get("asserted", []))
+        """Asserted in a clause that says 'root cause' outright, or names it a cause besides another."""
+        return any(ROOT_MARKER.search(norm(q)) or EXTRA_CAUSE.search(norm(q))
+                   for q in claims.roles[name].get("asserted", []))
 
     def _in_details(self, name: str) -> bool:
         return any(mentions(norm(v), aliases(name)) for r in self.roots for v in r.details.values())
