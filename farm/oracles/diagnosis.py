@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from core.artifacts import ChecklistAnswer, DiagnosisVerdict, Dimension
+from core.artifacts import ChecklistAnswer, DiagnosisVerdict, Dimension, StructuredDiagnosis
 from core.errors import InfrastructureError
 from core.problem import GroundTruth
 from farm.oracles.claims import (
@@ -123,13 +123,28 @@ def _verdict(judge: str, offline: bool, answers: list[ChecklistAnswer], submitte
 def judge_diagnosis(diagnosis: str | None, truth: GroundTruth, model: str | None, *,
                     api_base: str | None = None, max_attempts: int = MAX_ATTEMPTS,
                     ledger: SweepLedger | None = None,
-                    components: Iterable[str] | Mapping[str, str] = ()) -> DiagnosisVerdict:
+                    components: Iterable[str] | Mapping[str, str] = (),
+                    structured: StructuredDiagnosis | None = None) -> DiagnosisVerdict:
     """Score `diagnosis` against `truth`. model None means the deterministic offline judge; the judge
     model's endpoint may be given as api_base (or FARM_JUDGE_API_BASE). The judge's calls are
     charged to `ledger` (never refused by its cap: a finished trial is always judged). `components`
     are the application's object names, or its inventory (farm.oracles.inventory: object name ->
     owning component), which let the offline judge recognise a bare name, a container or a claim as
-    a component. Raises JudgeError when the judge model gives no usable answer."""
+    a component. `structured` fields, when the agent gave them, are judged exactly beside the text
+    (farm.oracles.structured) and reported as the verdict's own metrics; the pass is the text's.
+    Raises JudgeError when the judge model gives no usable answer."""
+    verdict = _judge_text(diagnosis, truth, model, api_base, max_attempts, ledger, components)
+    if structured is not None and (structured.root_causes or structured.fault_type or structured.affected):
+        from farm.oracles.structured import score_structured
+
+        inventory = dict(components) if isinstance(components, Mapping) else {c: c for c in components}
+        verdict.structured = score_structured(structured, truth, inventory)
+    return verdict
+
+
+def _judge_text(diagnosis: str | None, truth: GroundTruth, model: str | None, api_base: str | None,
+                max_attempts: int, ledger: SweepLedger | None,
+                components: Iterable[str] | Mapping[str, str]) -> DiagnosisVerdict:
     judge_name = model or "offline"
     if diagnosis is None or not diagnosis.strip():
         answers = [ChecklistAnswer(id=q.id, dimension=q.dimension, question=q.text, answer=False,

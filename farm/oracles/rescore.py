@@ -90,7 +90,7 @@ def rescore(engine: Engine, sweep_id: str, judge: str | None, api_base: str | No
             out.skipped.append((trial.id, "injections.json does not say which node the fault landed on"))
             continue
         verdict = judge_diagnosis(submitted.text, truth, judge, api_base=api_base,
-                                  components=app_inventory(problem.app))
+                                  components=app_inventory(problem.app), structured=submitted.structured)
         out.tokens += verdict.tokens_in + verdict.tokens_out
         out.cost_usd += verdict.cost_usd
         row = DiagnosisVerdictRow(

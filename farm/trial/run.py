@@ -231,8 +231,9 @@ class TrialRun:
         # An LLM judge spends the sweep's money too: its calls go on the sweep's ledger.
         spend = SweepLedger(self.spec.sweep_id, self.spec.cost_cap_usd,
                             redis_url_from({"redis_url": self.redis_url})) if self.spec.judge else None
+        structured = self.interface.record.structured if self.interface else None
         self.diagnosis = judge_diagnosis(text, self.injection.ground_truth(), self.spec.judge, ledger=spend,
-                                         components=app_inventory(self.problem.app))
+                                         components=app_inventory(self.problem.app), structured=structured)
         # A diagnosis-only problem has no fix an agent could make: its mitigation is not scored
         # (NULL, never a failure), and its rows are counted apart in the leaderboard.
         self.mitigation = None if self.problem.diagnosis_only else self.mitigation_oracle.evaluate(
