@@ -52,6 +52,7 @@ COLUMNS = [
     "p_mitigation_given_diagnosis", "mean_tokens", "mean_tokens_in", "mean_tokens_out",
     "mean_cost_usd", "total_cost_usd", "mean_time_to_diagnosis_s", "mean_time_to_mitigation_s",
     "offline_judge", "diagnosis_pass_rule", "diagnosis_judge", "unjudged",
+    "structured_n", "rca_top1_rate", "rca_top3_rate", "fault_type_n", "fault_type_rate",
 ]
 
 
@@ -142,6 +143,12 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
             func.min(of_done(rule)).label("rule_lo"),
             func.max(of_done(rule)).label("rule_hi"),
             func.sum(case((done & rule.is_(None), 1), else_=0)).label("rule_unknown"),
+            # structured diagnoses, scored exactly: over the trials that gave root causes / a fault type
+            func.sum(case((done & col(Trial.rca_top1).is_not(None), 1), else_=0)).label("structured_n"),
+            _as_int(of_done(col(Trial.rca_top1))).label("top1"),
+            _as_int(of_done(col(Trial.rca_top3))).label("top3"),
+            func.sum(case((done & col(Trial.fault_type_correct).is_not(None), 1), else_=0)).label("fault_type_n"),
+            _as_int(of_done(col(Trial.fault_type_correct))).label("fault_type"),
         )
         .select_from(Trial)
         .outerjoin(resets, resets.c.trial_id == col(Trial.id))
@@ -177,6 +184,11 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
             unjudged = int(r["rule_unknown"] or 0)
             row["diagnosis_pass_rule"] = _rules(r["rule_lo"], r["rule_hi"], 0 if judge else unjudged)
             row["diagnosis_judge"] = judge or "recorded"
+            sn, fn = int(r["structured_n"] or 0), int(r["fault_type_n"] or 0)
+            row["structured_n"], row["fault_type_n"] = sn, fn
+            row["rca_top1_rate"] = int(r["top1"] or 0) / sn if sn else None
+            row["rca_top3_rate"] = int(r["top3"] or 0) / sn if sn else None
+            row["fault_type_rate"] = int(r["fault_type"] or 0) / fn if fn else None
             row["unjudged"] = unjudged if judge else 0
             rows.append(row)
     return rows
@@ -232,8 +244,9 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
     names = group_keys(by)
     for k in names:
         table.add_column(k)
+    structured = any(r.get("structured_n") or r.get("fault_type_n") for r in rows)
     for heading in ("n", "infra", "capped", "diagnosis", "mitigation", "E2E", "P(M|D)", "tokens", "cost $", "TTD s",
-                "TTM s"):
+                    "TTM s", *(("RCA top-1/top-3", "fault type") if structured else ())):
         table.add_column(heading, justify="right")
     for r in rows:
         def num(v: float | None, fmt: str) -> str:
@@ -250,5 +263,7 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
             pct(r["p_mitigation_given_diagnosis"]),
             num(r["mean_tokens"], ".0f"), num(r["mean_cost_usd"], ".4f"),
             num(r["mean_time_to_diagnosis_s"], ".0f"), num(r["mean_time_to_mitigation_s"], ".0f"),
+            *((f"{pct(r['rca_top1_rate'])} / {pct(r['rca_top3_rate'])} of {r['structured_n']}",
+               f"{pct(r['fault_type_rate'])} of {r['fault_type_n']}") if structured else ()),
         )
     return table

@@ -102,6 +102,10 @@ class TrialOutcome(SQLModel):
     # pass rules with no composite floor (localized-and-mechanism-v2 and later).
     diagnosis_threshold: float | None = None
     diagnosis_pass_rule: str | None = None  # the id of the pass rule the judge applied; NULL before v2
+    # The structured diagnosis judged exactly (farm.oracles.structured); NULL when not given.
+    rca_top1: bool | None = None
+    rca_top3: bool | None = None
+    fault_type_correct: bool | None = None
     mitigation_passed: bool | None = None
     judge_offline: bool | None = None
     end_reason: str | None = None

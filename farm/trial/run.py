@@ -243,6 +243,9 @@ class TrialRun:
         r.diagnosis_threshold, r.diagnosis_pass_rule = self.diagnosis.threshold, self.diagnosis.pass_rule
         r.diagnosis_scores, r.judge, r.judge_offline = self.diagnosis.scores, self.diagnosis.judge, self.diagnosis.offline
         r.judge_cost_usd = self.diagnosis.cost_usd
+        if self.diagnosis.structured is not None:
+            s = self.diagnosis.structured
+            r.rca_top1, r.rca_top3, r.fault_type_correct = s.top1, s.top3, s.fault_type
         if self.mitigation is None:
             return
         r.mitigation_passed = self.mitigation.passed

@@ -146,3 +146,21 @@ def test_the_leaderboard_says_which_pass_rule_scored_and_flags_a_mix(db_url):
     console.print(leaderboard.render(list(rows.values()), "agent,model"))
     assert "pass rule localized-and-mechanism-v2" in console.export_text()
     assert "diagnosis_pass_rule" in leaderboard.header("agent,model")
+
+
+def test_structured_diagnoses_have_rates_of_their_own(db_url):
+    engine = engine_for(db_url)
+    now = time.time()
+    with Session(engine) as s:
+        s.add(Sweep(id="st", spec_json="{}", created_at=now, updated_at=now))
+        for i, (top1, top3, ft) in enumerate([(True, True, True), (False, True, False), (False, False, None),
+                                              (None, None, None)]):
+            s.add(Trial(id=f"s{i}", sweep_id="st", key=str(i), problem_id="p", app="a", layer="application",
+                        composition="single", agent="react", model="m", seed=i, noise=False,
+                        state=TrialState.FINISHED, diagnosis_passed=True, rca_top1=top1, rca_top3=top3,
+                        fault_type_correct=ft))
+        s.commit()
+    row = leaderboard.compute(engine, "st")[0]
+    assert row["n"] == 4 and row["structured_n"] == 3 and row["fault_type_n"] == 2  # the text-only trial is not in them
+    assert row["rca_top1_rate"] == pytest.approx(1 / 3) and row["rca_top3_rate"] == pytest.approx(2 / 3)
+    assert row["fault_type_rate"] == pytest.approx(1 / 2)
