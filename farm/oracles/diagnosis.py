@@ -180,6 +180,10 @@ the ground truth, and no when it asserts no root cause at all. A diagnosis that 
 "still being confirmed") is no for L1.
 - Naming the faulty component with "users see errors" is not a mechanism: C1 needs how the root cause produces \
 the failure.
+- Read it as an SRE does: evidence it quotes (pod, ReplicaSet, claim or volume names, log lines, kubectl output) is \
+not blame; describing how the failure propagates ("... and the frontend passes the error on") does not blame the \
+victims; "X rather than Y" or "Y is not at fault" clears Y; a ranked list of candidate causes commits to none of \
+them unless it picks one and rules the others out.
 - Every yes needs "quote": words copied verbatim from the diagnosis (at most 40 words) that support it. A yes \
 without such a quote counts as no. For a no, quote may be empty.
 
