@@ -373,6 +373,8 @@ KIND_REFERENCES: dict[str, str] = {
 # Ways of naming the same setting, folded before a mechanism's words are compared.
 MECHANISM_SYNONYMS = ((r"\bcontainer[- ]port\b|\btarget[- ]port\b", "targetport"),
                       (r"\bnothing (?:is )?listen", "not listen"), (r"\bdoes(?:n't| not) listen", "not listen"))
+# Kinds of objects that share a name with the workload they serve but are objects of their own.
+OWN_OBJECT_KINDS = {"Service", "NetworkPolicy", "ConfigMap", "Secret"}
 # Detail keys that locate the fault rather than describe what was changed.
 LOCATOR_KEYS = {"node", "container", "namespace"}
 _TRIVIAL_VALUES = {"on", "off", "true", "false", "yes", "no", "none", "null", "0", "1"}
@@ -437,6 +439,7 @@ class OfflineJudge:
     def answer(self, diagnosis: str) -> list[ChecklistAnswer]:
         claims = self.reader.read(diagnosis)
         self.reader.resolve(claims, self.root_keys)
+        self._other_kind(claims)
         out = self._answers(claims)
         return [ChecklistAnswer(id=q.id, dimension=q.dimension, question=q.text, answer=out[q.id][0],
                                 quote=_short(out[q.id][1]) if out[q.id][0] else "", evidence=out[q.id][2])
@@ -568,6 +571,22 @@ class OfflineJudge:
         out["S3"] = (s3 and bool(impact), impact, "impact " + ("consistent with" if s3 else "not matching")
                      + " the symptom")
         return out
+
+    def _other_kind(self, claims: Claims) -> None:
+        """A root that is an object of its own (a Service, a policy, a config) blamed outright as the
+        workload of the same name ('Root cause: user-service Deployment's config' when the Service
+        is at fault) is another, healthy object blamed: it is not the root asserted."""
+        for r in self.roots:
+            key = r.component.lower()
+            if r.component_kind not in OWN_OBJECT_KINDS or not claims.has(key, "asserted"):
+                continue
+            names = "|".join(re.escape(a) for a in sorted(self.reader.names[key], key=len, reverse=True))
+            workload = re.compile(rf"(?:{names})(?:'s)? (?:deployment|pod|container|process|server|code)\b")
+            quotes = claims.roles[key]["asserted"]
+            wrong = [q for q in quotes if ROOT_MARKER.search(norm(q)) and workload.search(norm(q))]
+            if wrong and not any(ROOT_MARKER.search(norm(q)) for q in quotes if q not in wrong):
+                claims.roles[key] = {"mentioned": quotes}
+                claims.roles.setdefault(f"{key} (its workload)", {}).setdefault("asserted", []).extend(wrong)
 
     def _flag_home(self, claims: Claims, name: str) -> bool:
         """`name` is flagd or its config, named only as where a flag is set."""
