@@ -111,7 +111,10 @@ _NOTES = re.compile(r"^\W*(?:still )?investigating\b|\bnotes so far\b|\bneeds? t
                     r"\bbefore concluding\b|\bnot (?:yet )?concluded\b|\bnext steps? (?:is|are|will be|:)?\s*(?:to )?(?:check|look|verify|"
                     r"confirm|inspect|investigate)|\bneeds? (?:more|further) investigation\b|\bno conclusion\b")
 # Markdown or 'Label:' headings; under those of evidence, timeline or fix, names are shown, not blamed.
-_HEADING = re.compile(r"^[ \t]*(?:#{1,6}[^\n]*$|\*\*[^*\n]{2,40}\*\*:?|[A-Z][A-Za-z /()]{2,30}:[ \t]*$)", re.M)
+_HEADING = re.compile(r"^[ \t]*(?:#{1,6}[^\n]*$|\*\*[^*\n]{2,40}\*\*:?|[A-Z][A-Za-z /()]{2,30}:[ \t]*$|"
+                      r"(?:Observations?|Evidence|Symptoms?|Findings|Notes?|Timeline|Logs?|Metrics|Traces?|Impact|"
+                      r"Fix|Recommended fix|Remediation|Next steps?|Ruled out|Root cause|Cause|Conclusion|Diagnosis|"
+                      r"Mechanism|Summary)\s*:)", re.M)
 _CLEARED_HEADING = re.compile(r"ruled out|rule out|excluded|not the cause|non-causes|red herrings?|what it is not|"
                                r"what it isn't|healthy|innocent|eliminated|dismissed")
 _EVIDENCE_HEADING = re.compile(r"evidence|observ|timeline|finding|investigat|logs?\b|metrics|traces?\b|symptom|"
@@ -244,7 +247,13 @@ def split_clauses(text: str) -> list[tuple[str, int]]:
         got.append((span[last:], start + last))
         return got
 
+    sentences: list[tuple[str, int]] = []
     for sentence, s0 in pieces(text, 0, _SENTENCE):
+        if sentences and re.fullmatch(r"\s*(?:\d+|[a-z])[.)]", sentences[-1][0]):  # '1.' opens the item after it
+            sentences[-1] = (text[sentences[-1][1]:s0 + len(sentence)], sentences[-1][1])
+        else:
+            sentences.append((sentence, s0))
+    for sentence, s0 in sentences:
         for clause, c0 in pieces(sentence, s0, _CLAUSE):
             stripped = clause.strip().rstrip(".")
             if len(stripped) >= 2:
