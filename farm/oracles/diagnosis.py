@@ -507,7 +507,7 @@ class OfflineJudge:
         claimed: dict[str, str] = {}
         hedged_over: dict[str, str] = {}
         for c in claims.clauses:
-            if c.exonerating:
+            if c.exonerating or EXTRA_CAUSE.search(c.text):  # an extra cause costs S1, not the fault's type
                 continue
             where = c.text if c.hedged else (c.cause if c.explicit else c.text)
             blames = any(claims.has(k, "asserted") and c.quote in claims.roles[k]["asserted"] for k in claims.roles)
