@@ -1,17 +1,19 @@
 """How far the offline diagnosis judge can be trusted (targets: Cohen's kappa >= 0.9 against the
-human labels, and every attack family fools at most 1% of the catalog).
+human labels on pass/fail and >= 0.8 on every question that decides a pass, false passes and false
+fails each <= 5%, and every attack family fools at most 1% of the catalog).
 
-Prints the offline judge's agreement with the labelled diagnoses (accuracy, kappa, per-question
-kappa), for the main set and, separately, for a second set written after the judge had been tuned
-on the main one. The second set is no longer independent: its first run scored kappa 0.74 (5 of 41
-lines disagreed, all correct diagnoses the judge failed) and the judge was then fixed from those 5
-lines. A third, fresh set (diagnosis_labels_fresh.jsonl, 30 lines) was written after the last change
-to the judge and never tuned on: it is the figure to quote for agreement on unseen wording (on its
-first and only run: accuracy 0.967, kappa 0.933). Then, for each attack family
-of farm.oracles.attacks (stuffed lists, hedges, bare component naming) generated over every problem
-of the catalog, how many problems it fools (any of the family's texts passes) and which.
+Prints, per labels file, the offline judge's accuracy, kappa, per-question kappa, false passes (of
+the lines people failed) and false fails (of the lines they passed), and where two labellers
+answered the same line their own kappa. The default files: the shipped set, its held-out part and a
+fresh set (all written before issue 22 and tuned on, so no longer independent), the failure classes
+of issue 22 written by the judge's author (tests of the judge, tuned on), and the blind-labelled
+tuning set under tests/farm/oracles/labels/ (two labellers who never saw the judge; tuned on).
+Agreement on text the judge was never tuned on is measured with --labels on a held-out file. Then,
+for each attack family of farm.oracles.attacks (stuffed lists, hedges, bare component naming)
+generated over every problem of the catalog, how many problems it fools (any of the family's texts
+passes) and which.
 
-    .venv/bin/python bench/judge_bench.py [--labels FILE ...] [--json]
+    .venv/bin/python bench/judge_bench.py [--labels FILE ...] [--no-attacks] [--json]
 """
 
 from __future__ import annotations
