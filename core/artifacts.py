@@ -26,6 +26,27 @@ class ChecklistAnswer(BaseModel):
     evidence: str = ""  # why the judge answered so, in one line
 
 
+class StructuredDiagnosis(BaseModel):
+    """The optional structured part of a diagnosis, beside its text: the root-cause objects ranked
+    most likely first (at most three), a fault type of the published taxonomy (the catalog's fault
+    types, farm.oracles.vocabulary.FAULT_TYPES), and the affected components."""
+
+    root_causes: list[str] = []
+    fault_type: str | None = None
+    affected: list[str] = []
+
+
+class StructuredScore(BaseModel):
+    """A structured diagnosis judged exactly, as AIOpsLab and ITBench score localization: the true
+    root cause first (top-1) or among the first three (top-3; every root of a concurrent fault),
+    the fault type, and whether every affected component is listed. None: not given."""
+
+    top1: bool | None = None
+    top3: bool | None = None
+    fault_type: bool | None = None
+    affected: bool | None = None
+
+
 class DiagnosisVerdict(BaseModel):
     judge: str  # litellm model string, or "offline"
     offline: bool
@@ -40,6 +61,7 @@ class DiagnosisVerdict(BaseModel):
     threshold: float | None = None  # the composite a pass needed (rules before v2; None: no composite floor)
     pass_rule: str | None = None  # the id of the pass rule this verdict was judged by
     pass_rule_text: str = ""  # that rule in one paragraph
+    structured: StructuredScore | None = None  # the structured fields, when the agent gave any
 
 
 class MitigationVerdict(BaseModel):
@@ -62,6 +84,7 @@ class SubmittedDiagnosis(BaseModel):
 
     version: Literal[1] = 1
     text: str | None = None
+    structured: StructuredDiagnosis | None = None
     submitted_at: float | None = None
     mitigation_submitted_at: float | None = None
 

@@ -25,8 +25,10 @@ from results import models  # noqa: F401  (registers the tables)
 # The schema this code writes. Bump it with every change to results/models.py; a change that is
 # more than new nullable columns gets its step in `_MIGRATIONS`.
 # 1: the tables as first released; 2: trial.published_at and trial.publishes (the reaper's);
-# 3: trial.noise_level, {attempt,trial}.diagnosis_pass_rule, attempt.tool_tokens_json and tool_mode.
-SCHEMA_VERSION = 3
+# 3: trial.noise_level, {attempt,trial}.diagnosis_pass_rule, attempt.tool_tokens_json and tool_mode;
+# 4: the diagnosis_verdict table (diagnoses judged again by `farm judge rescore`) and
+#    {attempt,trial}.rca_top1, rca_top3 and fault_type_correct (structured diagnoses).
+SCHEMA_VERSION = 4
 # Any constant shared by every farm process: the key of the advisory lock schema changes take.
 _PG_SCHEMA_LOCK = 0x5F4E_5343  # "_NSC"
 

@@ -6,6 +6,9 @@ problem are not independent, so beside the per-trial Wilson intervals each group
 pass^k over its problems' seeds and 95% intervals from a bootstrap over problems (results/stats.py);
 the terminal table shows those clustered intervals once a problem has more than one trial.
 Every row names its sweep; without a sweep the leaderboard groups by sweep, never pooling two.
+A diagnosis passes by the verdict its trial recorded, or, with `judge` given, by that judge's
+verdict from `farm judge rescore` (results.models.DiagnosisVerdictRow; a trial it has not judged
+counts as not diagnosed, and `unjudged` says how many); `diagnosis_judge` names which.
 A model without a known price (litellm's table or the sweep's `price:`) is marked `priced` false:
 its cost is recorded as 0, not measured.
 Never in n, counted apart: infrastructure failures (`infra_failed`; of those, `provider_failed`
@@ -33,7 +36,7 @@ from sqlmodel import col
 
 from core.errors import ProviderError
 from core.states import END_AGENT_ERROR, END_CONTEXT_LENGTH, EVENT_RESET_FAILED, TrialState
-from results.models import Attempt, InfraEvent, Sweep, Trial
+from results.models import Attempt, DiagnosisVerdictRow, InfraEvent, Sweep, Trial
 from results.stats import cluster_bootstrap, common_k, mean_over_problems
 
 # What `--by` may combine (comma-separated, any subset, in the order given): the name a user
@@ -64,6 +67,7 @@ COLUMNS = [
     "problems", "k", "diagnosis_pass_at_k", "diagnosis_pass_hat_k", "e2e_pass_at_k", "e2e_pass_hat_k",
     "diagnosis_cluster_lo", "diagnosis_cluster_hi", "mitigation_cluster_lo", "mitigation_cluster_hi",
     "e2e_cluster_lo", "e2e_cluster_hi", "priced",
+    "diagnosis_judge", "unjudged", "structured_n", "rca_top1_rate", "rca_top3_rate", "fault_type_n", "fault_type_rate",
 ]
 BOOTSTRAP_SEED = 0
 
@@ -137,10 +141,13 @@ def _grouping(sweep_id: str | None, by: str) -> tuple[str, ...]:
 
 
 def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model",
-            k: int | None = None, where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+            k: int | None = None, where: dict[str, Any] | None = None, judge: str | None = None,
+            pass_rule: str | None = None) -> list[dict[str, Any]]:
     """One row per group. `k` for pass@k and pass^k: default, per group, the number of trials every
     one of its problems has (its seeds). `where` keeps only the trials whose grouping columns (by
-    their `--by` names, e.g. {"layer": "os"}) have those values."""
+    their `--by` names, e.g. {"layer": "os"}) have those values. With `judge`, diagnoses pass by that
+    judge's verdicts from `farm judge rescore` under `pass_rule` (the current rule's id, which the
+    caller names: results does not know the judge) instead of the recorded ones."""
     names = _grouping(sweep_id, by)
     keys = [getattr(Trial, k) for k in names]
     done = col(Trial.state) == TrialState.FINISHED
@@ -149,9 +156,15 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
         # Figures come from finished trials only, whatever an unfinished row may still carry.
         return case((done, column), else_=None)
 
-    both = case((done & col(Trial.diagnosis_passed) & col(Trial.mitigation_passed), 1), else_=0)
+    verdicts = _rejudged(judge, pass_rule)
+    passed: Any = col(Trial.diagnosis_passed)
+    offline: Any = col(Trial.judge_offline)
+    rule: Any = col(Trial.diagnosis_pass_rule)
+    if verdicts is not None:
+        passed, offline, rule = verdicts.c.passed, verdicts.c.offline, verdicts.c.pass_rule
+    both = case((done & passed & col(Trial.mitigation_passed), 1), else_=0)
     scored = done & col(Trial.mitigation_passed).is_not(None)  # a diagnosis-only trial's mitigation is NULL
-    diag_scored = case((scored & col(Trial.diagnosis_passed), 1), else_=0)
+    diag_scored = case((scored & passed, 1), else_=0)
     resets = (
         select(col(InfraEvent.trial_id).label("trial_id"), func.count().label("resets"))
         .where(col(InfraEvent.kind) == EVENT_RESET_FAILED, col(InfraEvent.trial_id).is_not(None))
@@ -167,7 +180,7 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
             func.sum(_agent_error()).label("agent_errors"),
             func.sum(case((col(Trial.state) == TrialState.SKIPPED_COST_CAP, 1), else_=0)).label("cost_capped"),
             func.coalesce(func.sum(resets.c.resets), 0).label("reset_failures"),
-            _as_int(of_done(col(Trial.diagnosis_passed))).label("diag"),
+            _as_int(of_done(passed)).label("diag"),
             _as_int(of_done(col(Trial.mitigation_passed))).label("mit"),
             _as_int(of_done(col(Trial.e2e_passed))).label("e2e"),
             func.coalesce(func.sum(both), 0).label("both"),
@@ -180,10 +193,16 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
             func.coalesce(func.sum(of_done(col(Trial.cost_usd))), 0).label("total_cost_usd"),
             func.avg(of_done(col(Trial.time_to_diagnosis_s))).label("ttd"),
             func.avg(of_done(col(Trial.time_to_mitigation_s))).label("ttm"),
-            func.max(cast(of_done(col(Trial.judge_offline)), Integer)).label("offline"),
-            func.min(of_done(col(Trial.diagnosis_pass_rule))).label("rule_lo"),
-            func.max(of_done(col(Trial.diagnosis_pass_rule))).label("rule_hi"),
-            func.sum(case((done & col(Trial.diagnosis_pass_rule).is_(None), 1), else_=0)).label("rule_unknown"),
+            func.max(cast(of_done(offline), Integer)).label("offline"),
+            func.min(of_done(rule)).label("rule_lo"),
+            func.max(of_done(rule)).label("rule_hi"),
+            func.sum(case((done & rule.is_(None), 1), else_=0)).label("rule_unknown"),
+            # structured diagnoses, scored exactly: over the trials that gave root causes / a fault type
+            func.sum(case((done & col(Trial.rca_top1).is_not(None), 1), else_=0)).label("structured_n"),
+            _as_int(of_done(col(Trial.rca_top1))).label("top1"),
+            _as_int(of_done(col(Trial.rca_top3))).label("top3"),
+            func.sum(case((done & col(Trial.fault_type_correct).is_not(None), 1), else_=0)).label("fault_type_n"),
+            _as_int(of_done(col(Trial.fault_type_correct))).label("fault_type"),
         )
         .select_from(Trial)
         .outerjoin(resets, resets.c.trial_id == col(Trial.id))
@@ -192,11 +211,13 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
         .group_by(*keys)
         .order_by(*keys)
     )
+    if verdicts is not None:
+        stmt = stmt.outerjoin(verdicts, verdicts.c.trial_id == col(Trial.id))
     if sweep_id:
         stmt = stmt.where(col(Trial.sweep_id) == sweep_id)
     filters = [getattr(Trial, GROUP_COLUMNS[name]) == value for name, value in (where or {}).items()]
     stmt = stmt.where(*filters)
-    per_problem = _per_problem(engine, sweep_id, names, filters)
+    per_problem = _per_problem(engine, sweep_id, names, filters, verdicts)
     priced = _priced_models(engine, sweep_id)
     rows: list[dict[str, Any]] = []
     with engine.connect() as conn:
@@ -221,26 +242,51 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
                              ("mean_time_to_mitigation_s", "ttm")):
                 row[out] = None if r[src] is None else float(r[src])
             row["offline_judge"] = bool(r["offline"]) if r["offline"] is not None else None
-            row["diagnosis_pass_rule"] = _rules(r["rule_lo"], r["rule_hi"], int(r["rule_unknown"] or 0))
+            unjudged = int(r["rule_unknown"] or 0)
+            row["diagnosis_pass_rule"] = _rules(r["rule_lo"], r["rule_hi"], 0 if judge else unjudged)
             row.update(_repeated(per_problem.get(tuple(r[k] for k in names), {}), k, priced))
+            row["diagnosis_judge"] = judge or "recorded"
+            row["unjudged"] = unjudged if judge else 0
+            sn, fn = int(r["structured_n"] or 0), int(r["fault_type_n"] or 0)
+            row["structured_n"], row["fault_type_n"] = sn, fn
+            row["rca_top1_rate"] = int(r["top1"] or 0) / sn if sn else None
+            row["rca_top3_rate"] = int(r["top3"] or 0) / sn if sn else None
+            row["fault_type_rate"] = int(r["fault_type"] or 0) / fn if fn else None
             rows.append(row)
     return rows
 
 
-def _per_problem(engine: Engine, sweep_id: str | None, names: tuple[str, ...],
-                 filters: list[Any] | None = None) -> dict[tuple[Any, ...], dict[tuple[Any, ...], list[int]]]:
+def _rejudged(judge: str | None, pass_rule: str | None) -> Any:
+    """The verdicts `farm judge rescore` recorded for `judge` under `pass_rule`, one per trial, as a
+    subquery (trial_id, passed, offline, pass_rule); None without a judge."""
+    if judge is None:
+        return None
+    if pass_rule is None:
+        raise ValueError("a leaderboard by a judge's rescored verdicts needs the pass rule they were judged by")
+    return (select(col(DiagnosisVerdictRow.trial_id).label("trial_id"), col(DiagnosisVerdictRow.passed).label("passed"),
+                   col(DiagnosisVerdictRow.offline).label("offline"),
+                   col(DiagnosisVerdictRow.pass_rule).label("pass_rule"))
+            .where(col(DiagnosisVerdictRow.judge) == judge, col(DiagnosisVerdictRow.pass_rule) == pass_rule)
+            .subquery())
+
+
+def _per_problem(engine: Engine, sweep_id: str | None, names: tuple[str, ...], filters: list[Any] | None = None,
+                 verdicts: Any = None) -> dict[tuple[Any, ...], dict[tuple[Any, ...], list[int]]]:
     """Per group, per (sweep, agent, model, problem): [trials, diagnoses passed, mitigation-scored trials,
     E2E passed, mitigations passed], over finished trials: what pass@k and the clustered intervals are computed from."""
     done = col(Trial.state) == TrialState.FINISHED
     scored = col(Trial.mitigation_passed).is_not(None)
+    passed = col(Trial.diagnosis_passed) if verdicts is None else verdicts.c.passed
     extra = [c for c in ("sweep_id", "agent", "model", "problem_id") if c not in names]
     stmt = (
         select(*[getattr(Trial, c) for c in names], *[getattr(Trial, c) for c in extra],
-               func.count().label("n"), _as_int(col(Trial.diagnosis_passed)).label("diag"),
+               func.count().label("n"), _as_int(passed).label("diag"),
                func.sum(case((scored, 1), else_=0)).label("mit_n"), _as_int(col(Trial.e2e_passed)).label("e2e"),
                _as_int(col(Trial.mitigation_passed)).label("mit"))
         .where(done, *(filters or [])).group_by(*[getattr(Trial, c) for c in (*names, *extra)])
     )
+    if verdicts is not None:
+        stmt = stmt.outerjoin(verdicts, verdicts.c.trial_id == col(Trial.id))
     if sweep_id:
         stmt = stmt.where(col(Trial.sweep_id) == sweep_id)
     out: dict[tuple[Any, ...], dict[tuple[Any, ...], list[int]]] = {}
@@ -347,8 +393,12 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
     offline = any(r.get("offline_judge") for r in rows)
     rules = sorted({str(r["diagnosis_pass_rule"]) for r in rows if r.get("diagnosis_pass_rule")})
     sweeps = sorted({str(r.get("sweep")) for r in rows if r.get("sweep")})
+    rejudged = sorted({str(r["diagnosis_judge"]) for r in rows if r.get("diagnosis_judge") not in (None, "recorded")})
+    unjudged = sum(int(r.get("unjudged") or 0) for r in rows)
     said = [("sweep " + ", ".join(sweeps) if len(sweeps) == 1 else ""),
-            ("diagnosis judged by the offline judge" if offline else ""),
+            ("diagnosis judged again by " + ", ".join(rejudged) + (f", {unjudged} trial(s) it has not judged count "
+                                                                   "as not diagnosed" if unjudged else "")
+             if rejudged else "diagnosis judged by the offline judge" if offline else "diagnosis verdicts as recorded"),
             ("pass rule " + "; ".join(rules) if rules else "")]
     clustered = any((r.get("k") or 0) > 1 for r in rows)
     unpriced = any(r.get("priced") is False for r in rows)
@@ -361,8 +411,9 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
         names = ["sweep", *names]
     for k in names:
         table.add_column(k)
+    structured = any(r.get("structured_n") or r.get("fault_type_n") for r in rows)
     for heading in ("n", "infra", "agent err", "capped", "diagnosis", "mitigation", "E2E", "E2E pass@k", "P(M|D)",
-                    "tokens", "cost $", "TTD s", "TTM s"):
+                    "tokens", "cost $", "TTD s", "TTM s", *(("RCA top-1/top-3", "fault type") if structured else ())):
         table.add_column(heading, justify="right")
     for r in rows:
         def num(v: float | None, fmt: str) -> str:
@@ -386,5 +437,7 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
             num(r["mean_tokens"], ".0f"),
             num(r["mean_cost_usd"], ".4f") + ("*" if r.get("priced") is False else ""),
             num(r["mean_time_to_diagnosis_s"], ".0f"), num(r["mean_time_to_mitigation_s"], ".0f"),
+            *((f"{pct(r['rca_top1_rate'])} / {pct(r['rca_top3_rate'])} of {r['structured_n']}",
+               f"{pct(r['fault_type_rate'])} of {r['fault_type_n']}") if structured else ()),
         )
     return table

@@ -1,12 +1,14 @@
 """SQL tables: sweeps, trials (one row per problem × agent × model × seed × noise, carrying the
-final result once one attempt recorded it), attempts (every try, including lost ones), workers,
-and infrastructure events that are not an attempt's result (a cluster that could not be reset)."""
+final result once one attempt recorded it), attempts (every try, including lost ones), diagnosis
+verdicts of a finished sweep judged again, workers, and infrastructure events that are not an
+attempt's result (a cluster that could not be reset)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from sqlalchemy import UniqueConstraint
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import AutoString, Field, SQLModel
@@ -100,6 +102,10 @@ class TrialOutcome(SQLModel):
     # pass rules with no composite floor (localized-and-mechanism-v2 and later).
     diagnosis_threshold: float | None = None
     diagnosis_pass_rule: str | None = None  # the id of the pass rule the judge applied; NULL before v2
+    # The structured diagnosis judged exactly (farm.oracles.structured); NULL when not given.
+    rca_top1: bool | None = None
+    rca_top3: bool | None = None
+    fault_type_correct: bool | None = None
     mitigation_passed: bool | None = None
     judge_offline: bool | None = None
     end_reason: str | None = None
@@ -136,6 +142,31 @@ class Trial(TrialOutcome, TrialRow, table=True):
 
 class Attempt(AttemptOutcome, AttemptRow, table=True):
     e2e_passed: bool | None = None  # AttemptResult.e2e_passed, stored for SQL's sake
+
+
+class DiagnosisVerdictRow(SQLModel, table=True):
+    """A finished trial's diagnosis judged again (`farm judge rescore`): one row per trial, judge and
+    pass rule, beside the verdict the trial recorded, which is never overwritten. Judging again with
+    the same judge and rule replaces that row."""
+
+    __tablename__ = "diagnosis_verdict"
+    __table_args__ = (UniqueConstraint("trial_id", "judge", "pass_rule"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    sweep_id: str = Field(index=True, foreign_key="sweep.id")
+    trial_id: str = Field(index=True, foreign_key="trial.id")
+    attempt_token: int  # the recording attempt whose diagnosis was judged
+    judge: str  # a litellm model, or "offline"
+    offline: bool
+    pass_rule: str
+    submitted: bool
+    passed: bool
+    score: float  # the composite
+    answers: dict[str, bool] | None = _json_field("answers_json")
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    judged_at: float
 
 
 class Worker(SQLModel, table=True):

@@ -398,6 +398,9 @@ def leaderboard(
                                                              "every problem of a group has).")] = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="Write the leaderboard as CSV here.")] = None,
     db: Annotated[str | None, typer.Option("--db", help="Database URL (default FARM_DATABASE_URL).")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="Diagnoses pass by this judge's verdicts from "
+                                                              "`farm judge rescore` (a model, or 'offline') "
+                                                              "instead of the recorded ones.")] = None,
 ) -> None:
     """Success rates with 95% intervals, pass@k, P(M|D), tokens, cost and times, from SQL. Sweeps are
     never pooled: without --sweep every row names its sweep."""
@@ -405,7 +408,9 @@ def leaderboard(
 
     _check_by(by)
     engine = _sweep_engine(db, sweep) if sweep else _read_engine(db, offers_db=True)
-    rows = lb.compute(engine, sweep, by, k=k)
+    from farm.oracles.diagnosis import PASS_RULE
+
+    rows = lb.compute(engine, sweep, by, k=k, judge=judge, pass_rule=PASS_RULE.id)
     if not rows:
         _fail("no trials in the database yet" if sweep is None else f"sweep '{sweep}' has no trials yet", code=1)
     console.print(lb.render(rows, by))

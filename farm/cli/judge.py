@@ -1,6 +1,8 @@
-"""`farm judge`: how far a diagnosis judge agrees with human labels.
+"""`farm judge`: how far a diagnosis judge agrees with human labels, and judging a finished sweep
+again.
 
     farm judge agree LABELS.jsonl --judge MODEL|offline [--api-base URL] [--json]
+    farm judge rescore --sweep S [--judge MODEL|offline] [--api-base URL] [--db URL]
 
 LABELS.jsonl holds one labelled diagnosis per line, a JSON object with:
     id            a name for the line (optional; defaults to the line number)
@@ -12,11 +14,18 @@ LABELS.jsonl holds one labelled diagnosis per line, a JSON object with:
     label         true when a human judged the diagnosis correct (pass), false otherwise
     answers       optional human answers to the checklist, {"L1": true, ..., "S3": false}
     tags          optional words that group lines in the report (e.g. adversarial, hedge, terse)
+    labeller      optional: who labelled the line (lines of two labellers with the same id give their
+                  inter-labeller agreement, bench/judge_bench.py)
 Prints the judge's accuracy and Cohen's kappa against `label` (and, where lines carry `answers`,
-per-question accuracy and kappa), and the pass rule the labels are compared under. Lines citing a
+per-question accuracy and kappa), false passes and fails, the judge's tokens and cost, and the pass
+rule the labels are compared under. Lines citing a
 problem are judged knowing the application's object names, as a trial's diagnosis is. Example:
 tests/farm/oracles/diagnosis_labels.jsonl. The judge itself is the diagnosis oracle,
 farm/oracles/diagnosis.py (`judge_diagnosis`).
+
+`rescore` judges every finished trial of a sweep again from its recorded diagnosis (no trial is
+run) and keeps each verdict with its judge and pass rule beside the recorded one
+(farm/oracles/rescore.py); `farm leaderboard --judge J` then reads those verdicts.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ class LabelledDiagnosis(BaseModel):
     label: bool
     answers: dict[str, bool] = {}
     tags: list[str] = []
+    labeller: str | None = None
 
     @model_validator(mode="after")
     def _one_truth(self) -> LabelledDiagnosis:
@@ -82,12 +92,12 @@ def load_labels(path: Path) -> list[LabelledDiagnosis]:
     return rows
 
 
-def _truth(row: LabelledDiagnosis, path: Path, catalog: Any = None) -> tuple[GroundTruth, tuple[str, ...]]:
+def _truth(row: LabelledDiagnosis, path: Path, catalog: Any = None) -> tuple[GroundTruth, dict[str, str]]:
     """The ground truth a line is judged against (placeholders filled as a trial fills them) and the
-    object names of its application (none for an inline ground truth)."""
+    inventory of its application (none for an inline ground truth)."""
     if row.ground_truth is not None:
-        return row.ground_truth.filled(**row.fill), ()
-    from farm.oracles.claims import app_object_names
+        return row.ground_truth.filled(**row.fill), {}
+    from farm.oracles.inventory import app_inventory
     from farm.problems.catalog import load_catalog
 
     try:
@@ -99,7 +109,7 @@ def _truth(row: LabelledDiagnosis, path: Path, catalog: Any = None) -> tuple[Gro
     if left:
         raise InputError(f"{path}: {row.id}: field 'fill': problem '{row.problem}' needs a value for "
                          f"{', '.join('{' + p + '}' for p in sorted(left))} (what injection fills in a trial)")
-    return truth, tuple(sorted(app_object_names(problem.app)))
+    return truth, app_inventory(problem.app)
 
 
 def cohen_kappa(a: list[bool], b: list[bool]) -> float:
@@ -141,20 +151,57 @@ def agreement(path: Path, judge: str | None, api_base: str | None = None) -> dic
             if ans.id in row.answers:
                 by_question[ans.id].append((row.answers[ans.id], ans.answer))
         per_line.append({"id": row.id, "label": row.label, "judge": verdict.passed, "tags": row.tags,
+                         "labeller": row.labeller,
                          "composite": verdict.composite, "judge_name": verdict.judge,
                          "answers": {a.id: a.answer for a in verdict.answers},
                          "evidence": {a.id: a.evidence for a in verdict.answers if a.id in row.answers
                                       and row.answers[a.id] != a.answer}})
     n = len(rows)
+    false_pass = sum(m and not h for h, m in zip(human, machine, strict=True))
+    false_fail = sum(h and not m for h, m in zip(human, machine, strict=True))
     return {
         "judge": judge or "offline", "n": n, "pass_rule": PASS_RULE.id, "pass_rule_text": PASS_RULE.text,
         "accuracy": round(sum(h == m for h, m in zip(human, machine, strict=True)) / n, 4),
         "kappa": round(cohen_kappa(human, machine), 4),
+        # as shares of all lines, and of the lines the humans failed (passed) respectively
+        "false_pass": false_pass, "false_fail": false_fail,
+        "false_pass_share": round(false_pass / n, 4), "false_fail_share": round(false_fail / n, 4),
+        "false_pass_rate": round(false_pass / max(1, n - sum(human)), 4),
+        "false_fail_rate": round(false_fail / max(1, sum(human)), 4),
         "questions": {q: {"n": len(p), "accuracy": round(sum(h == m for h, m in p) / len(p), 4),
                           "kappa": round(cohen_kappa([h for h, _ in p], [m for _, m in p]), 4)}
                       for q, p in by_question.items() if p},
         "tokens": int(tokens), "cost_usd": round(cost, 6), "lines": per_line,
     }
+
+
+def labeller_agreement(rows: list[LabelledDiagnosis]) -> dict[str, Any]:
+    """How far the labellers agree with each other: over every line id labelled by two labellers
+    (lines without a labeller count as one labeller per file, named by the caller), Cohen's kappa
+    on pass/fail and per question, per pair of labellers. Empty when no id is labelled twice."""
+    from farm.oracles.diagnosis import QUESTION_IDS
+
+    by_id: dict[str, dict[str, LabelledDiagnosis]] = {}
+    for row in rows:
+        by_id.setdefault(str(row.id), {})[row.labeller or "?"] = row
+    pairs: dict[tuple[str, str], list[tuple[LabelledDiagnosis, LabelledDiagnosis]]] = {}
+    for labelled in by_id.values():
+        names = sorted(labelled)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                pairs.setdefault((a, b), []).append((labelled[a], labelled[b]))
+    out: dict[str, Any] = {}
+    for (a, b), both in sorted(pairs.items()):
+        questions = {}
+        for q in QUESTION_IDS:
+            shared = [(x.answers[q], y.answers[q]) for x, y in both if q in x.answers and q in y.answers]
+            if shared:
+                questions[q] = round(cohen_kappa([x for x, _ in shared], [y for _, y in shared]), 4)
+        out[f"{a}~{b}"] = {"n": len(both), "kappa": round(cohen_kappa([x.label for x, _ in both],
+                                                                       [y.label for _, y in both]), 4),
+                           "agreement": round(sum(x.label == y.label for x, y in both) / len(both), 4),
+                           "questions": questions}
+    return out
 
 
 @app.command()
@@ -178,9 +225,53 @@ def agree(labels: Path = typer.Argument(..., help="JSONL file of labelled diagno
         return
     typer.echo(f"judge {result['judge']}: {result['n']} labelled diagnoses, accuracy {result['accuracy']:.3f}, "
                f"Cohen's kappa {result['kappa']:.3f} (pass rule {result['pass_rule']})")
+    typer.echo(f"  false passes {result['false_pass']} ({100 * result['false_pass_rate']:.1f}% of the failing lines), "
+               f"false fails {result['false_fail']} ({100 * result['false_fail_rate']:.1f}% of the passing lines)")
+    typer.echo(f"  judge spend: {result['tokens']} tokens, ${result['cost_usd']:.4f}")
     for q, r in result["questions"].items():
         typer.echo(f"  {q}: n={r['n']} accuracy {r['accuracy']:.3f} kappa {r['kappa']:.3f}")
     disagreements = [line for line in result["lines"] if line["label"] != line["judge"]]
     for line in disagreements:
         typer.echo(f"  disagrees on {line['id']}: human {'pass' if line['label'] else 'fail'}, judge "
                    f"{'pass' if line['judge'] else 'fail'} (composite {line['composite']:.2f})")
+
+
+@app.command()
+def rescore(sweep: str = typer.Option(..., "--sweep", help="the finished sweep whose diagnoses to judge again"),
+            judge: str = typer.Option("offline", "--judge", help="a litellm model string, or 'offline'"),
+            api_base: str | None = typer.Option(None, "--api-base", help="endpoint of the judge model"),
+            db: str | None = typer.Option(None, "--db", help="database URL (default FARM_DATABASE_URL or "
+                                                             "farm-out/farm.sqlite)")) -> None:
+    """Judge a finished sweep's diagnoses again, keeping the recorded verdicts."""
+    from farm.oracles.diagnosis import JudgeError
+    from farm.oracles.rescore import rescore as judge_again
+    from results.db import engine_for, existing_url
+
+    url = db or existing_url()
+    if url is None:
+        typer.echo("error: no farm database: set FARM_DATABASE_URL or pass --db", err=True)
+        raise typer.Exit(2)
+    try:
+        result = judge_again(engine_for(url), sweep, None if judge == "offline" else judge, api_base)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except JudgeError as exc:
+        typer.echo(f"error: {exc} (the trials judged before it are kept)", err=True)
+        raise typer.Exit(1) from None
+    judged = result.judged
+    passed = sum(j["passed"] for j in judged)
+    typer.echo(f"sweep {sweep}: {len(judged)} finished trial(s) judged again by {result.judge} "
+               f"(pass rule {result.pass_rule}): {passed} pass; judge spend {result.tokens} tokens, "
+               f"${result.cost_usd:.4f}")
+    recorded = [j for j in judged if j["recorded"] is not None]
+    if recorded:
+        before = sum(bool(j["recorded"]) for j in recorded)
+        judges = sorted({f"{j['recorded_judge'] or '?'} ({j['recorded_rule'] or 'pre-v2'})" for j in recorded})
+        typer.echo(f"  recorded verdicts ({', '.join(judges)}): {before} pass; {len(result.changed)} verdict(s) "
+                   f"changed; Cohen's kappa between the two {cohen_kappa([bool(j['recorded']) for j in recorded], [j['passed'] for j in recorded]):.3f}")
+    for j in result.changed:
+        typer.echo(f"  {j['trial']} ({j['problem']}, {j['agent']}/{j['model']}): recorded "
+                   f"{'pass' if j['recorded'] else 'fail'}, now {'pass' if j['passed'] else 'fail'}")
+    for trial_id, why in result.skipped:
+        typer.echo(f"  skipped {trial_id}: {why}")

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from core.artifacts import Mutation, ToolCall
+from core.artifacts import Mutation, StructuredDiagnosis, ToolCall
 
 RECORD_VERSION = 1
 
@@ -24,6 +24,7 @@ class SessionRecord(BaseModel):
     started_at: float | None = None  # cluster time when the server started
     tool_calls: list[ToolCall] = []
     diagnosis: str | None = None  # the last submitted diagnosis
+    structured: StructuredDiagnosis | None = None  # its structured fields, when given
     diagnosis_at: float | None = None
     diagnoses_submitted: int = 0
     mitigation_at: float | None = None  # when submit_mitigation was called

@@ -25,8 +25,8 @@ from mcp.server.mcpserver.exceptions import ToolError as McpToolError
 from mcp_types import CallToolResult, TextContent
 
 from clusters.base import ClusterHandle
-from core.artifacts import Mutation, ToolCall
-from core.errors import ToolError
+from core.artifacts import Mutation, StructuredDiagnosis, ToolCall
+from core.errors import InputError, ToolError
 from core.secrets import hide_path, hide_secret, scrub
 from core.states import LIMIT_COST, LIMIT_STEPS, LIMIT_TOKENS, LIMIT_WALL_TIME
 from farm.interface import undo as undo_mod
@@ -368,10 +368,18 @@ class AgentInterface:
             return await self._invoke("wait", {"seconds": seconds}, lambda i: self._wait(seconds),
                                       timeout_s=self.wait_deadline_s(seconds))
 
-        async def submit_diagnosis(text: str) -> CallToolResult:
+        async def submit_diagnosis(text: str, root_causes: list[str] | None = None, fault_type: str | None = None,
+                                   affected: list[str] | None = None) -> CallToolResult:
             """Submit the diagnosis in prose: the faulty component, the mechanism with the concrete
-            detail (key, value, port, limit), and what is affected. Submitting again replaces it."""
-            return await self._invoke("submit_diagnosis", {"text": text}, lambda i: self._diagnose(text))
+            detail (key, value, port, limit), and what is affected. Submitting again replaces it.
+            Optionally also structured: root_causes (the faulty objects by name, most likely first,
+            at most 3), fault_type (one of the taxonomy: see the error a wrong one gets) and affected
+            (the components that fail only downstream); these are scored exactly, on their own."""
+            args: dict[str, Any] = {"text": text}
+            args |= {k: v for k, v in (("root_causes", root_causes), ("fault_type", fault_type),
+                                       ("affected", affected)) if v is not None}
+            return await self._invoke("submit_diagnosis", args,
+                                      lambda i: self._diagnose(text, root_causes, fault_type, affected))
 
         async def submit_mitigation() -> CallToolResult:
             """Declare the incident mitigated. Ends the session: no further changes are accepted."""
@@ -443,7 +451,18 @@ class AgentInterface:
         now = datetime.fromtimestamp(self._now(), UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         return f"waited {seconds:g} s; cluster time is now {now}"
 
-    def _diagnose(self, text: str) -> str:
+    def _diagnose(self, text: str, root_causes: list[str] | None = None, fault_type: str | None = None,
+                  affected: list[str] | None = None) -> str:
+        structured = None
+        if root_causes is not None or fault_type is not None or affected is not None:
+            from farm.oracles.structured import check_structured
+
+            structured = StructuredDiagnosis(root_causes=[scrub(n.strip()) for n in root_causes or []],
+                                             fault_type=fault_type, affected=[scrub(n.strip()) for n in affected or []])
+            try:
+                check_structured(structured)
+            except InputError as exc:
+                raise ToolError(f"{exc} (the diagnosis was not recorded)") from None
         if not text or not text.strip():
             raise ToolError("the diagnosis is empty; describe the root cause in prose")
         if len(text.strip()) > MAX_DIAGNOSIS_CHARS:
@@ -453,6 +472,7 @@ class AgentInterface:
             if self.record.end_reason is not None:  # a limit fired while this call waited its turn
                 raise ToolError(f"{SESSION_ENDED}{self.record.end_reason}; the diagnosis was not recorded")
             self.record.diagnosis = scrub(text.strip())
+            self.record.structured = structured
             self.record.diagnosis_at = self._now()
             self.record.diagnoses_submitted += 1
         return f"diagnosis recorded ({len(text.strip())} characters)"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from core.problem import GroundTruth, Problem
-from farm.oracles.claims import app_object_names
+from farm.oracles.inventory import app_object_names
 
 FAMILIES = ("stuffed", "hedge", "bare")
 FAULT_KINDS = ("misconfiguration", "wrong image tag", "wrong port", "wrong selector", "missing environment variable",

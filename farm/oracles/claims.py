@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cache
+
+from farm.oracles.vocabulary import SYMPTOM_KINDS, families_of, kinds_in
 
 # Words that make a clause a hedge: the author does not commit to what the clause names.
 HEDGES = (r"\bpossibl[ey]\b", r"\bmight\b", r"\bmay (?:be|have|also)\b", r"\bcould (?:be|have|also)\b",
@@ -30,7 +31,7 @@ HEDGES = (r"\bpossibl[ey]\b", r"\bmight\b", r"\bmay (?:be|have|also)\b", r"\bcou
           r"\bto be (?:confirmed|determined)\b", r"\btbd\b", r"\band/or\b", r"\bany of\b", r"\bamong (?:the )?(?:candidates|suspects|possibilities|options)\b",
           r"\bsome combination\b", r"\bunclear\b", r"\bcannot (?:yet )?(?:tell|say)\b", r"\bwe think\b",
           r"\bit seems\b", r"\bseems? to\b", r"\bappears? to\b", r"\bpending confirmation\b",
-          r"\bcheck(?:ed|ing)? (?:whether|if)\b", r"\bnot (?:yet )?(?:clear|known|determined|identified)\b")
+          r"\bcheck(?:ed|ing)? (?:whether|if)\b", r"\bnot (?:yet )?(?:clear|known|determined|identified)\b", r"\?\W*$")
 _HEDGE = re.compile("|".join(HEDGES))
 # A text saying so commits to no root cause at all, whatever else it lists.
 _DOUBT = re.compile(r"(?:root cause|the cause|culprit)[^.;]{0,60}?(?:still being confirmed|not (?:yet )?(?:been )?"
@@ -43,12 +44,14 @@ _EXONERATE = re.compile(r"\bnot (?:the )?(?:root )?(?:cause|culprit|problem|issu
                         r"\bnot responsible\b|\bnot to blame\b|\bnot involved\b|\b(?:is|are|was|were|looks?|"
                         r"seems?) (?:fine|ok|okay|healthy|normal|unaffected)\b|\bruled out\b|\bred herring\b|"
                         r"\bunrelated\b|\binnocent\b|\bnothing wrong with\b|\bexcluded\b|\bisn't (?:the )?"
-                        r"(?:cause|problem|issue)\b|\bnot broken\b|(?<!not )(?<!un)\bhealthy\b")
+                        r"(?:cause|problem|issue)\b|\bnot broken\b|(?<!not )(?<!un)\bhealthy\b|"
+                        r"\b(?:isn't|is not|wasn't|was not|aren't|are not)\s+(?:the\s+)?(?:overloaded|crashing|failing|"
+                        r"broken|down|saturated|throttled|starved|leaking|at fault|culprit)\b|\busage (?:is|was|looks) (?:low|normal|fine)\b")
 # A component after these is what something else tried to reach, not a component blamed.
 REACH = re.compile(r"(?:connect(?:ion)? to|connect with|reach|talk to|calls? to|dial(?:s|ing)?|points? (?:at|to)|"
                    r"pointing (?:at|to)|instead of|lookups? of|resolve|send(?:s|ing)? (?:traffic )?to|"
                    r"forwards? to|write to|read from|reads from|against|from its|to its|of its|on its|"
-                   r"in front of|via)\s+(?:the |its |a )?(?:\S+ ){0,1}$")
+                   r"in front of|via|past|beyond|exceeding)\s+(?:the |its |a )?(?:\S+ ){0,1}$")
 # 'A because B': B is the cause. 'A, so B': A is.
 _BACKWARD = re.compile(r"\bbecause(?: of)?\b|\bdue to\b|\bcaused by\b|\bstems? from\b|\btriggered by\b|"
                        r"\bresults? from\b|\bowing to\b|\bas a (?:result|consequence) of\b|\bdriven by\b")
@@ -59,24 +62,77 @@ _FORWARD = re.compile(r",? so\b|\btherefore\b|\bwhich (?:makes|causes|breaks|mea
 ROOT_MARKER = _ROOT = re.compile(r"\broot[- ]?cause[sd]?\b\s*(?:is|are|was|:|=|-)?|\bculprit\b\s*(?:is|:)?|\bthe cause\b\s*(?:is|:)?|"
                    r"\bthe (?:problem|issue|fault|trigger) (?:is|was|:)|\bblame\b|\borigin(?:ates)?\b\s*(?:is|in|:)?|"
                    r"\bcause:\s*")
+# A cause named besides another: 'a separate bug', 'additionally', 'a second root cause'.
+EXTRA_CAUSE = re.compile(r"\b(?:a |an )?(?:separate|independent|second|another|additional) (?:\w+ )?(?:bug|fault|"
+                         r"problem|issue|root cause|cause|failure)\b|\badditionally\b|\balso needs fixing\b|"
+                         r"\btwo (?:separate |independent )?(?:problems|faults|issues|root causes)\b")
 # Said of a component, these make it the one at fault even without a connective.
-FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bmisconfigur|\bresponsible\b|\bis broken\b|\bthe source\b|"
+FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|\bdying\b|\bdegraded\b|\bmisconfigur|\bresponsible\b|\bis broken\b|\bthe source\b|"
                     r"\bwrong(?:ly)?\b|\bincorrect\b|\bbad\b|\binvalid\b|\bmissing\b|\bremoved\b|\bchanged\b|"
                     r"\bset to\b|\bis (?:set|pinned|rolled|scaled|capped|cut|limited)\b|\bdoes not exist\b|"
                     r"\bnonexistent\b|\bmistyped\b|\btypo\b|\bdenies\b|\bblocks?\b|\b(?:doesn't|does not|no longer) exists?\b|"
                     r"\b(?:was|were|got|been) (?:set|pinned|rolled|scaled|capped|cut|limited|lowered|raised|dropped|"
                     r"deleted|removed|changed|killed|restarted|rotated)\b|\bdropped\b|\bdeleted\b|\blost\b|\bcaps?\b|"
                     r"\blowered\b|\braised\b|\bcut to\b|\bno endpoints\b|\bexpired\b|\brefuses\b|\brejects\b|\bexceeds?\b|"
-                    r"\b(?:has|have|sets?|uses?|runs?|carries|requests?|asks for|gained|starts with)\b[^,;]*?(?:=|\\d)|"
+                    r"\b(?:has|have|sets?|uses?|runs?|carries|requests?|asks for|gained|starts with)\b[^,;]*?(?:=|\b\d|\bv\d)|"
+                    r"\b(?:forwards?|points?|maps?|routes?|targets?|sends?)\b[^,;]{0,30}?\bport\b[^,;]*?\d|"
+                    r"\bwith no (?:\w+ )?(?:server|listener|process)\b|\bnothing (?:is )?listen|\bdeny[- ]all\b|"
+                    r"\b(?:delete|fix|remove|revert) (?:or \w+ )?(?:the|its)\b|"
                     r"\bis (?:on|enabled|at)\b|\bswitched on\b")
 _DOWNSTREAM = re.compile(r"\bdownstream\b|\bcallers?\b|\bvictims?\b|\bsymptoms?\b|\bonly (?:fail|error|break)|"
                          r"\bfail(?:s|ing)? only\b|\bknock-on\b|\bcascad|\bsecondary\b|\bin turn\b|\bconsequence\b|"
                          r"\baffected\b|\bimpact(?:ed)?\b|\bas well\b|\bdependents?\b|\bupstream of\b|"
                          r"\bpropagat|\bbecause of it\b|\bfollow(?:s|ed)? from\b|\bon (?:that|the|this) node\b")
-_CLAUSE = re.compile(r";\s*|,\s+and\s+(?=(?:the |its |a |an )?[\w.-]+'s\b|(?:it|they|the|a|an|also|separately)\b)|,\s+but\s+|\s+but\s+|,\s+(?=not\b)|\s+whereas\s+|\s+although\s+|\s+though\s+")
+_CLAUSE = re.compile(r";\s*|,\s+and\s+(?=(?:the |its |a |an )?[\w.-]+'s\b|(?:it|they|the|a|an|also|separately)\b)|,\s+but\s+|\s+but\s+|,\s+(?=not\b)|\s+whereas\s+|\s+although\s+|\s+though\s+|\s+[—–]\s+")
 # A cause part about a setting rather than a component: 'the flag X is on, so payment fails'.
 _SETTING = re.compile(r"\bflags?\b|\bflagd\b|\bconfig|\bsetting\b|\benv\b|\bvariable\b|\bswitch\b|"
                       r"\bdefaultvariant\b|=|\bis (?:on|enabled)\b|\benabled\b|\bswitched on\b")
+# What follows these is cleared, not blamed ('X rather than Y', 'X, not because of Y').
+_CONTRAST = re.compile(r"\s+rather than\s+|\s+as opposed to\s+|,?\s+and not\s+(?=(?:a|an|the|in|on|at|because)\b)|"
+                       r",?\s+not because of\s+|,?\s+not due to\s+|\s+instead of (?=(?:a|an)\s)", re.I)
+# A ranked list of candidate causes commits to none of them, its first included.
+_RANKED = re.compile("|".join((
+    r"\b(?:second|third|next|other|less) (?:most )?likely\b", r"\bmost likely first\b", r"\branked\b",
+    r"\bin (?:decreasing |descending )?order of (?:likelihood|probability|confidence)\b",
+    r"\b(?:candidate|possible|potential) (?:root )?causes\b", r"\balternative (?:causes?|explanations?|hypothes[ie]s)\b",
+    r"\bhypothes[ie]s\s*(?:\d|#|:)")))
+_RANK_ITEM = re.compile("|".join((
+    r"\blikely\b", r"\blikelihood\b", r"\bprobability\b", r"\bconfidence\b", r"^\W*(?:\d+[.):]|#\d|\(\w\))\s*",
+    r"\bcandidate", r"\bhypothes", r"\balternative")))
+# Investigation notes: without a root cause named, they commit to none.
+_CLEARED_THEN = re.compile(r"(?:isn't|is not|wasn't|was not|aren't|are not|not)\s+(?:\w+\s+){0,3}?(?:at fault|the cause|"
+                           r"the culprit|the problem|the issue|to blame|involved|responsible)\s*:\s+", re.I)
+# An item of a list of candidates that says what became of it: ruled out, or confirmed.
+_ITEM = re.compile(r"^\s*(?:\d+[.):]|[-*•]|#\d)\s+")
+_ITEM_VERDICT = re.compile(r"(?P<no>\bruled out\b|\bexcluded\b|\brejected\b|\bunlikely\b|\?\s*(?:\*\*)?no\b|"
+                           r"[—–:]\s*(?:\*\*)?no\b)|(?P<yes>\bconfirmed\b|\?\s*(?:\*\*)?yes\b|[—–:]\s*(?:\*\*)?yes\b)",
+                           re.I)
+_NOTES = re.compile(r"^\W*(?:still )?investigating\b|\bnotes so far\b|\bneeds? to (?:check|verify|confirm|look)\b|"
+                    r"\bbefore concluding\b|\bnot (?:yet )?concluded\b|\bnext steps? (?:is|are|will be|:)?\s*(?:to )?(?:check|look|verify|"
+                    r"confirm|inspect|investigate)|\bneeds? (?:more|further) investigation\b|\bno conclusion\b")
+# Markdown or 'Label:' headings; under those of evidence, timeline or fix, names are shown, not blamed.
+_HEADING = re.compile(r"^[ \t]*(?:#{1,6}[^\n]*$|\*\*[^*\n]{2,40}\*\*:?|[A-Z][A-Za-z /()]{2,30}:[ \t]*$|"
+                      r"(?:Observations?|Evidence|Symptoms?|Findings|Notes?|Timeline|Logs?|Metrics|Traces?|Impact|"
+                      r"Fix|Recommended fix|Remediation|Next steps?|Ruled out|Root cause|Cause|Conclusion|Diagnosis|"
+                      r"Mechanism|Summary)\s*:)", re.M)
+_CLEARED_HEADING = re.compile(r"ruled out|rule out|excluded|not the cause|non-causes|red herrings?|what it is not|"
+                               r"what it isn't|healthy|innocent|eliminated|dismissed")
+_EVIDENCE_HEADING = re.compile(r"evidence|observ|timeline|finding|investigat|logs?\b|metrics|traces?\b|symptom|"
+                               r"impact|recommend|fix|remediat|next step|mitigat|action|verification|signals|data")
+# A component followed by these is quoted as a source of evidence.
+_EVIDENCE_VERB = re.compile(r"[a-z0-9.:/'-]*(?:\s*\([^)]*\))?\s+(?:own\s+)?(?:(?:traces?|logs?|metrics|spans?|"
+                            r"events?|dashboards?|status|output)\s+)?(?:logs?|shows?|showed|reports?|reported|says|said|"
+                            r"prints?|emits?|records?|lists?|displays?|confirms?)\b(?!\s+(?:no|nothing)\b)")
+_NEGATED = re.compile(r"\b(?:not|isn't|aren't|wasn't|weren't|never|without|no sign of|no evidence of|nothing points to|"
+                      r"rules? out|ruled out|rather than)\s+(?:(?:a|an|the|any|really|its|their)\s+)?[\w/-]+(?:\s+[\w/-]+)?")
+# A component named as the source of the data quoted ('jaeger traces of /hotels show ...').
+_SOURCE = re.compile(r"[a-z0-9.:/'-]*\s+(?:traces?|logs?|metrics|spans?|dashboards?|queries|query|ui|graphs?)\b")
+_PART = re.compile(r",\s*|\s+and\s+|\s+with\s+|\s+while\s+")
+# Pod states: what a component shows, not what is wrong with it.
+_STATUS = re.compile(r"\b(?:pending|crashloopbackoff|imagepullbackoff|errimagepull|terminating|unknown|evicted|"
+                     r"containercreating|init:\S+|not ready|notready|oomkilled|completed|error|running|\d+/\d+)\b")
+_FAILS = re.compile(r"\bpending\b|\bimagepullbackoff\b|\berrimagepull\b|\bterminating\b|\bevicted\b|\bcrash|\bfail|\berror|\brestart|\bdown\b|\bslow|\b5\d\d\b|\btim(?:es|ed|ing)? ?out|"
+                    r"\bunavailable\b|\bpanic|\bhangs?\b|\bstall")
 _PRONOUN = re.compile(r"^\W*(?:\S+\s+){0,2}(?:its|their|it|they|the pods?'s?|the container's)\b")
 _SEGMENT = re.compile(r",\s*|\s+with\s+|\s+while\s+|\s+and\s+(?=(?:the )?(?:\S+ ){0,3}(?:downstream|callers?|only)\b)")
 _SENTENCE = re.compile(r"(?<=[^.][.!?])\s+(?=\S)|\n+|(?<=:)\s+(?=-)")
@@ -90,6 +146,10 @@ COMMON_HYPHEN_PARTS = {"crash", "loop", "loops", "looping", "back", "off", "back
                        "on", "knock", "so", "called", "per", "second", "minute", "time", "e", "g", "i", "x", "user",
                        "visible", "facing", "wide", "free", "based", "bound", "like", "grained", "run", "away",
                        "pre", "post", "by", "fail", "fast", "safe", "open", "loaded", "term", "half", "all", "full"}
+# Hyphenated fault words a component name is not made of ('out-of-memory', 'file-descriptor').
+_KIND_HYPHEN_WORDS = COMMON_HYPHEN_PARTS | {"file", "descriptor", "descriptors", "anti", "affinity", "pid", "fd",
+                                            "disk", "oom", "killed", "io", "gc", "dev", "mode", "feature", "flag",
+                                            "command", "line", "retry", "storm", "node", "cpu", "mem", "soft"}
 NOT_NAMES = {"the", "a", "an", "this", "that", "its", "each", "every", "one", "which", "whole", "same", "other",
              "k8s", "kubernetes", "backend", "upstream", "downstream", "affected", "faulty", "healthy", "new", "old",
              "failing", "broken", "target", "calling", "called", "dependent", "all", "some", "any", "no", "to", "of",
@@ -103,7 +163,7 @@ DATA_STORES = ("mongo", "redis", "memcached", "mysql", "postgres", "tidb", "kafk
 _WORD_USES = re.compile(r"(?:error|success|request|failure|retry|drop|loss|hit|miss|sample|exchange|heart|frame|"
                         r"bit|baud|refresh|sampling) rate\b|\brate (?:limit|of)\b|\bfor user\b|\bdb user\b|"
                         r"\buser (?:root|name|otelu|\"|')|\bmemory profile\b|\bhotel search\b|\bsearch(?:es)? for\b|"
-                        r"\ban ad\b|\bthe user\b(?! service| deployment| pod| server|'s)|\buser(?:'s)? (?:session|login|request)")
+                        r"\ban ad\b|\bthe user\b(?![- ]service| deployment| pod| server|'s|-)|\buser(?:'s)? (?:session|login|request)")
 
 
 def norm(text: str) -> str:
@@ -123,9 +183,14 @@ def aliases(component: str) -> set[str]:
     return {a for a in out if a}
 
 
+# Kubernetes' suffixes of a workload's ReplicaSet and pod names ('geo-7c9d5b8f4-q8wzt', 'mongodb-0'):
+# a hash in its alphabet (no vowels, so no English word), or anything with a digit.
+POD_SUFFIX = r"(?:-(?:[a-z0-9]*\d[a-z0-9]*|[bcdfghjklmnpqrstvwxz2456789]{5,10})){0,2}"
+
+
 def _name_pattern(name: str) -> str:
     # a pod name with its hash suffix counts; 'geo' inside 'mongodb-geo' or 'geo-db' does not
-    return r"(?<![a-z0-9_-])" + re.escape(name) + r"(?:-[a-z0-9]*\d[a-z0-9]*){0,2}(?![a-z0-9_]|-[a-z])"
+    return r"(?<![a-z0-9_-])" + re.escape(name) + POD_SUFFIX + r"(?![a-z0-9_]|-[a-z])"
 
 
 def mentions(text: str, names: set[str]) -> bool:
@@ -147,6 +212,7 @@ class Clause:
     exonerating: bool = False
     explicit: bool = False  # carries a root-cause marker or a causal connective
     backward: bool = False  # 'A because B': the cause comes last
+    evidence: bool = False  # under a heading of evidence, timeline or fix: shows, does not blame
     cause: str = ""  # the part that names the cause ('' when the clause has no causal structure)
     effect: str = ""
 
@@ -181,7 +247,13 @@ def split_clauses(text: str) -> list[tuple[str, int]]:
         got.append((span[last:], start + last))
         return got
 
+    sentences: list[tuple[str, int]] = []
     for sentence, s0 in pieces(text, 0, _SENTENCE):
+        if sentences and re.fullmatch(r"\s*(?:\d+|[a-z])[.)]", sentences[-1][0]):  # '1.' opens the item after it
+            sentences[-1] = (text[sentences[-1][1]:s0 + len(sentence)], sentences[-1][1])
+        else:
+            sentences.append((sentence, s0))
+    for sentence, s0 in sentences:
         for clause, c0 in pieces(sentence, s0, _CLAUSE):
             stripped = clause.strip().rstrip(".")
             if len(stripped) >= 2:
@@ -192,11 +264,16 @@ def split_clauses(text: str) -> list[tuple[str, int]]:
 class Reader:
     """Reads diagnoses against a fixed set of component names (the ground truth's and the app's)."""
 
-    def __init__(self, names: dict[str, set[str]], families: dict[str, tuple[str, ...]], gt: Iterable[str] = (),
-                 shaped: bool = True) -> None:
+    def __init__(self, names: dict[str, set[str]], gt: Iterable[str] = (),
+                 shaped: bool = True, refs: dict[str, re.Pattern[str]] | None = None) -> None:
         self.names = names  # component -> its aliases
-        self.families = families
-        self.gt = set(gt)  # the components the ground truth names (a list of those is no stuffing)
+        # masked out before fault words are read: names, but not a kind's name ('quota', 'resourcequota')
+        every = sorted({a for al in names.values() for a in al if a and ("-" in a or not kinds_in(a))},
+                       key=len, reverse=True)
+        self._all_names = re.compile("|".join(_name_pattern(a) for a in every)) if every else None
+        self.gt = set(gt)
+        # how a text refers to a component by its kind alone ('the Service'), once it has named it
+        self.refs = refs or {}  # the components the ground truth names (a list of those is no stuffing)
         # without the application's names, names shaped like components (hyphenated ids) stand in
         self.shaped = shaped
 
@@ -210,9 +287,11 @@ class Reader:
             if at is not None:
                 found[comp] = at
         kinds = "|".join(KIND_WORDS)
+        # 'deployment/x' names an object; 'pod anti-affinity' names one only if the inventory knows it
         shaped = [(m.start(3), m.group(3)) for m in
                   re.finditer(rf"\b({kinds})(/| )([a-z][a-z0-9.-]*[a-z0-9])", text)
-                  if m.group(2) == "/" or re.search(r"[-\d]", m.group(3))]
+                  if m.group(2) == "/" or (re.search(r"[-\d]", m.group(3))
+                                           and (self.shaped or self.known_as(m.group(3))))]
         shaped += [(m.start(), m.group(0)) for m in NODE_NAME.finditer(text)]
         if self.shaped:
             shaped += [(m.start(1), m.group(1)) for m in re.finditer(rf"\b([a-z][a-z0-9-]*-[a-z0-9-]*[a-z0-9]) "
@@ -246,20 +325,41 @@ class Reader:
         return None
 
     def families_in(self, text: str) -> set[str]:
-        """Fault families whose words the text uses, outside component names (post-storage-service
-        is no storage fault)."""
-        masked = re.sub(r"[a-z0-9]+(?:-[a-z0-9]+)+", " ", text)
-        return {f for f, words in self.families.items()
-                if any(re.search(r"(?<![a-z0-9])" + re.escape(w), masked) for w in words)}
+        """Fault kinds (farm.oracles.vocabulary) whose words the text uses outside component names
+        (post-storage-service is no storage fault), and outside hyphenated identifiers."""
+        masked = self._all_names.sub(" ", text) if self._all_names else text
+        masked = _NEGATED.sub(" ", masked)  # 'the llm pod isn't overloaded' claims no overload
+        masked = re.sub(r"[a-z0-9]+(?:_[a-z0-9]+)+", " ", masked)  # metric and variable names: evidence
+        masked = re.sub(r"[a-z0-9]+(?:-[a-z0-9]+)*-[a-z0-9]*\d[a-z0-9]*", " ", masked)  # ids: srv-geo-7c9d5
+        if self.shaped:  # without the inventory, any hyphenated name may be a component
+            masked = re.sub(r"(?<![a-z0-9])[a-z][a-z0-9]*(?:-[a-z0-9]+)+", lambda m: m.group(0) if set(
+                m.group(0).split("-")) <= _KIND_HYPHEN_WORDS else " ", masked)
+        return kinds_in(masked)
 
     def read(self, diagnosis: str) -> Claims:
         claims = Claims(clauses=[])
         doubt = _DOUBT.search(norm(diagnosis))
         if doubt:
             claims.doubt = doubt.group(0)
-        for quote, _ in split_clauses(diagnosis):
-            text = norm(quote)
+        ranked = bool(_RANKED.search(norm(diagnosis)))
+        if not claims.doubt and not _ROOT.search(norm(diagnosis)):
+            notes = _NOTES.search(norm(diagnosis))  # investigation notes that name no cause commit to none
+            claims.doubt = notes.group(0) if notes else ""
+        sections = [(m.start(), "cleared" if _CLEARED_HEADING.search(m.group(0).lower()) else
+                     "evidence" if _EVIDENCE_HEADING.search(m.group(0).lower()) else "")
+                    for m in _HEADING.finditer(diagnosis)]
+        whole = norm(diagnosis)
+        refs = [(p, comp) for comp, p in self.refs.items() if mentions(whole, self.names.get(comp, {comp}))]
+        for quote, cleared, at in _contrasted(split_clauses(diagnosis)):
+            line = diagnosis[diagnosis.rfind("\n", 0, at) + 1:(diagnosis + "\n").find("\n", at)]
+            verdict = _ITEM_VERDICT.search(line) if _ITEM.match(line) else None
+            cleared = cleared or bool(verdict and verdict.lastgroup == "no")
+            picked = bool(verdict and verdict.lastgroup == "yes")
+            text = self._calls_as_calls(norm(self._by_ref(quote, refs)))
             clause = Clause(quote=quote, text=text)
+            section = next((kind for start, kind in reversed(sections) if start <= at), "")
+            clause.evidence = section == "evidence"
+            cleared = cleared or section == "cleared"
             clause.cause, clause.effect = _cause_and_effect(text)
             clause.explicit = bool(clause.cause or clause.effect)
             back, fwd = _BACKWARD.search(text), _FORWARD.search(text)
@@ -269,24 +369,65 @@ class Reader:
             # Hedges and lists are read where the clause names its cause (a list of victims is fine).
             where = clause.cause if clause.explicit else text
             named = [c for c in comps if self._in(where, c)]
-            fams = self.families_in(where)
+            fams = families_of(self.families_in(where))
             listed = len(set(named) - self.gt) >= 2 and _run_of_names(where, [comps[c] for c in named]) >= 4 \
                 and not _DOWNSTREAM.search(where)
             alternatives = " or " in f" {where} " and (len(named) >= 2 or len(fams) >= 2)
-            clause.exonerating = bool(_EXONERATE.search(text))
-            clause.hedged = (bool(_HEDGE.search(text)) or listed or alternatives or len(fams) >= 3
-                             or bool(claims.doubt))
+            clause.exonerating = cleared or bool(_EXONERATE.search(text))
+            clause.hedged = (bool(_HEDGE.search(text)) or listed or alternatives or bool(claims.doubt)
+                             or (len(fams) >= 4 and where.count(",") >= 3)  # a list of fault kinds
+                             or (ranked and bool(_RANK_ITEM.search(text)))) and not (picked and not _HEDGE.search(text))
             claims.clauses.append(clause)
             for comp, at in comps.items():
                 claims.roles.setdefault(comp, {}).setdefault(self._role(clause, comp, at, text), []).append(quote)
         self._lead(claims)
         return claims
 
+    @staticmethod
+    def _by_ref(quote: str, refs: list[tuple[re.Pattern[str], str]]) -> str:
+        for pattern, comp in refs:
+            quote = pattern.sub(f"the {comp} ", quote)
+        return quote
+
+    def _quoted_output(self, quote: str, comp: str) -> bool:
+        """Every mention of `comp` in `quote` is inside a code span that quotes more than a name."""
+        spans = [m for m in re.finditer(r"`([^`]+)`", quote) if " " in m.group(1).strip()]
+        if not spans or comp not in self.names:
+            return False
+        low = quote.lower()
+        hits = [m.start() for a in self.names[comp] for m in re.finditer(_name_pattern(a), low)]
+        return bool(hits) and all(any(sp.start() < h < sp.end() for sp in spans) for h in hits)
+
+    def _calls_as_calls(self, text: str) -> str:
+        """'search -> geo' between two components is a call, not a consequence."""
+        if "->" not in text and "→" not in text:
+            return text
+
+        def edge(m: re.Match[str]) -> str:
+            return m.group(1) + " calls " + m.group(2) if self.known_as(m.group(1)) and self.known_as(m.group(2)) \
+                else m.group(0)
+        return re.sub(r"([a-z][a-z0-9-]*)\s*(?:->|→)\s*([a-z][a-z0-9-]*)", edge, text)
+
+    @staticmethod
+    def resolve(claims: Claims, roots: Iterable[str]) -> None:
+        """Implicated components are blamed only when the text blames none of `roots` (the ground
+        truth's root components): beside a named cause they are the failure propagating."""
+        blamed = any(claims.has(r, "asserted") or claims.has(r, "implicated") for r in roots)
+        # a text that names another root cause outright ('Root cause: payment is unreachable') makes a
+        # ground-truth root it only implicates ('checkout crash-loops because...') a victim too
+        named_other = any(comp not in roots and any(_ROOT.search(norm(q)) for q in roles.get("asserted", []))
+                          for comp, roles in claims.roles.items())
+        for comp, roles in claims.roles.items():
+            weak = roles.pop("implicated", [])
+            if weak:
+                blame = (comp in roots and not named_other) or not blamed
+                roles.setdefault("asserted" if blame else "victim", []).extend(weak)
+
     def _lead(self, claims: Claims) -> None:
         """A terse diagnosis states its culprit first without saying 'root cause' ('memcached-rate has
         no endpoints. rate panics.'): when nothing is asserted, the first component of the first
         committed clause is, if that clause names it as the subject of what is wrong."""
-        if claims.doubt or any(r.get("asserted") for r in claims.roles.values()):
+        if claims.doubt or any(r.get("asserted") or r.get("implicated") for r in claims.roles.values()):
             return
         first = next((c for c in claims.clauses if not c.hedged and not c.exonerating), None)
         if first is None or _DOWNSTREAM.search(first.text):
@@ -296,18 +437,42 @@ class Reader:
             return
         comp = named[0][1]
         roles = claims.roles[comp]
+        if roles.get("exonerated"):  # 'the geo spec itself looks fine'
+            return
         for role in ("mentioned", "victim"):
             if first.quote in roles.get(role, []):
                 roles[role].remove(first.quote)
         roles.setdefault("asserted", []).insert(0, first.quote)
 
     def _role(self, clause: Clause, comp: str, at: int, text: str) -> str:
+        """The component's role in the clause. 'implicated' is a weak 'asserted': the component sits
+        where a cause goes, but its own part says only that it fails ('checkout can't publish, so
+        accounting stalls'); whether that blames it depends on the rest of the text (resolve)."""
+        role = self._role_by_position(clause, comp, at, text)
+        if role != "asserted":
+            return role
+        if self._quoted_output(clause.quote, comp):
+            return "mentioned"  # inside a quoted log line, command or trace
+        if (_EVIDENCE_VERB.match(text[at:at + 120]) or _SOURCE.match(text[at:at + 60])) and not _ROOT.search(text):
+            return "mentioned"  # 'tidb-controller-manager logs ...', 'jaeger traces show ...'
+        near = next((p for p in _PART.split(text) if self._in(p, comp)), text)
+        near = _STATUS.sub(" ", re.sub(r"`[^`]*\s[^`]*`", " ", near))  # pod states and quoted output show
+        strong = (_ROOT.search(text) or EXTRA_CAUSE.search(text) or FAULTY.search(near)
+                  or self.families_in(near) - SYMPTOM_KINDS)
+        return "asserted" if strong else "implicated"
+
+    def _role_by_position(self, clause: Clause, comp: str, at: int, text: str) -> str:
         if clause.exonerating:
             return "exonerated"
         if clause.hedged:
             return "hedged"
+        if clause.evidence and not _ROOT.search(text):
+            return "mentioned"  # what an evidence section shows is not what the author blames
         opened = text.rfind("(", 0, at)
-        if opened > text.rfind(")", 0, at) and (
+        closed = text.find(")", at)
+        example = opened > text.rfind(")", 0, at) and (len(text[opened:closed if closed > 0 else None].split()) <= 8
+                                                       or re.search(r"\b(?:among|e\.g\.|including|such as)\b", text[opened:]))
+        if example and (
                 any(a < at for c, a in self._components_in(text).items() if c != comp)
                 or re.search(r"\b(?:pods|services|workloads|deployments|them|those|these)\s*$", text[:opened])):
             return "mentioned"  # '... its pods (geo among them) are evicted': an example, not the culprit
@@ -315,7 +480,9 @@ class Reader:
             return "mentioned"
         possessive = bool(re.match(r"[a-z0-9.:/-]*'s\b", text[at:at + 80].split(" ", 1)[0] + " "))
         if REACH.search(text[max(0, at - 40):at]) and not possessive:
-            return "target"
+            # what was reached failing is the cause: 'FailedCreate because the call to the webhook times out'
+            in_cause = clause.backward and self._mentioned_in(clause.cause, comp) and _FAILS.search(clause.cause)
+            return "implicated" if in_cause else "target"
         if possessive and not _DOWNSTREAM.search(text) and self._subject(clause, comp):
             return "asserted"  # "geo's GEO_DB_PORT is 27018", "node sim-worker2's clock is 8 years ahead"
         if clause.cause or clause.effect:
@@ -334,7 +501,10 @@ class Reader:
                 return "victim"
         if _DOWNSTREAM.search(text):
             return "victim"
-        if FAULTY.search(text) or self.families_in(text):
+        # a fault named elsewhere in the clause is not this component's when its own part says it only
+        # fails ('threads cannot be created and ts-travel-service crash-loops')
+        near = next((p for p in _PART.split(text) if self._in(p, comp)), text)
+        if FAULTY.search(text) or (self.families_in(text) and (self.families_in(near) or not _FAILS.search(near))):
             return "asserted"
         return "mentioned"
 
@@ -350,6 +520,11 @@ class Reader:
                            if self._at(clause.effect, c) is not None)
             return bool(named) and named[0][1] == comp
         return False
+
+    def _mentioned_in(self, part: str, comp: str) -> bool:
+        """`comp` named in `part`, as a target or otherwise."""
+        at = self._at(part, comp)
+        return at is not None and at >= 0
 
     def _at(self, part: str, comp: str) -> int | None:
         if comp in self.names:
@@ -367,6 +542,26 @@ class Reader:
                 return True
             return False
         return comp in part
+
+
+def _contrasted(clauses: list[tuple[str, int]]) -> list[tuple[str, bool, int]]:
+    """Clauses (span, cleared, offset) with what a contrast clears cut off as clauses of their own:
+    'a bug in the build rather than a misconfiguration of geo' blames the build and clears geo's
+    configuration; 'not mongodb-rate: its CPU limit...' clears mongodb-rate only."""
+    out: list[tuple[str, bool, int]] = []
+    for quote, at in clauses:
+        cleared = _CLEARED_THEN.search(quote)
+        if cleared:  # 'the provisioner isn't at fault: TidbCluster basic sets ...'
+            out.append((quote[:cleared.end()].rstrip(": "), True, at))
+            quote = quote[cleared.end():]
+        parts = _CONTRAST.split(quote)
+        head = re.match(r"(not\s+[^:—]+?)\s*(?::|—|\s-\s)\s*(\S.*)$", parts[0], re.I | re.S)
+        if head:
+            out += [(head.group(1), True, at), (head.group(2), False, at)]
+        else:
+            out.append((parts[0], bool(re.match(r"not\s", parts[0], re.I)), at))
+        out += [(p.strip(), True, at) for p in parts[1:] if len(p.strip()) >= 2]
+    return out
 
 
 def _run_of_names(text: str, starts: list[int]) -> int:
@@ -411,31 +606,3 @@ def _cause_and_effect(text: str) -> tuple[str, str]:
             return text[first.end():later.start()], text[:first.start()] + " " + text[later.end():]
         return text[first.end():], text[:first.start()]
     return text[:first.start()], text[first.end():]  # 'A, so B'
-
-
-@cache
-def app_object_names(app: str) -> frozenset[str]:
-    """Every object name an application's manifests and catalog problems name (workloads,
-    services, config maps, secrets, policies), for recognising a bare name like 'rate'."""
-    import yaml  # type: ignore[import-untyped]
-
-    from injectors.topology import APPS_DIR
-
-    names: set[str] = set()
-    for path in sorted((APPS_DIR / app / "manifests").glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if isinstance(doc, dict) and (doc.get("metadata") or {}).get("name"):
-                names.add(str(doc["metadata"]["name"]).lower())
-    try:
-        from farm.problems.catalog import load_catalog
-
-        for p in load_catalog().problems:
-            if p.app != app:
-                continue
-            for gt in [p.ground_truth, *p.ground_truth.also]:
-                for c in [gt.component, *gt.affected]:
-                    if "{" not in c and " " not in c:
-                        names.add(c.lower().split("/", 1)[-1])
-    except Exception:  # the catalog is an extra source of names, not a requirement
-        pass
-    return frozenset(n for n in names if len(n) > 1)

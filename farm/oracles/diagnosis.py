@@ -19,16 +19,27 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from core.artifacts import ChecklistAnswer, DiagnosisVerdict, Dimension
+from core.artifacts import ChecklistAnswer, DiagnosisVerdict, Dimension, StructuredDiagnosis
 from core.errors import InfrastructureError
 from core.problem import GroundTruth
-from farm.oracles.claims import KIND_WORDS, ROOT_MARKER, Claims, Clause, Reader, aliases, mentions, norm
+from farm.oracles.claims import (
+    EXTRA_CAUSE,
+    KIND_WORDS,
+    ROOT_MARKER,
+    Claims,
+    Clause,
+    Reader,
+    aliases,
+    mentions,
+    norm,
+)
+from farm.oracles.vocabulary import fault_type
 
 if TYPE_CHECKING:
     from farm.llm.limits import SweepLedger
@@ -111,12 +122,29 @@ def _verdict(judge: str, offline: bool, answers: list[ChecklistAnswer], submitte
 
 def judge_diagnosis(diagnosis: str | None, truth: GroundTruth, model: str | None, *,
                     api_base: str | None = None, max_attempts: int = MAX_ATTEMPTS,
-                    ledger: SweepLedger | None = None, components: Iterable[str] = ()) -> DiagnosisVerdict:
+                    ledger: SweepLedger | None = None,
+                    components: Iterable[str] | Mapping[str, str] = (),
+                    structured: StructuredDiagnosis | None = None) -> DiagnosisVerdict:
     """Score `diagnosis` against `truth`. model None means the deterministic offline judge; the judge
     model's endpoint may be given as api_base (or FARM_JUDGE_API_BASE). The judge's calls are
     charged to `ledger` (never refused by its cap: a finished trial is always judged). `components`
-    are the application's object names, which let the offline judge recognise a bare name as a
-    component. Raises JudgeError when the judge model gives no usable answer."""
+    are the application's object names, or its inventory (farm.oracles.inventory: object name ->
+    owning component), which let the offline judge recognise a bare name, a container or a claim as
+    a component. `structured` fields, when the agent gave them, are judged exactly beside the text
+    (farm.oracles.structured) and reported as the verdict's own metrics; the pass is the text's.
+    Raises JudgeError when the judge model gives no usable answer."""
+    verdict = _judge_text(diagnosis, truth, model, api_base, max_attempts, ledger, components)
+    if structured is not None and (structured.root_causes or structured.fault_type or structured.affected):
+        from farm.oracles.structured import score_structured
+
+        inventory = dict(components) if isinstance(components, Mapping) else {c: c for c in components}
+        verdict.structured = score_structured(structured, truth, inventory)
+    return verdict
+
+
+def _judge_text(diagnosis: str | None, truth: GroundTruth, model: str | None, api_base: str | None,
+                max_attempts: int, ledger: SweepLedger | None,
+                components: Iterable[str] | Mapping[str, str]) -> DiagnosisVerdict:
     judge_name = model or "offline"
     if diagnosis is None or not diagnosis.strip():
         answers = [ChecklistAnswer(id=q.id, dimension=q.dimension, question=q.text, answer=False,
@@ -152,6 +180,10 @@ the ground truth, and no when it asserts no root cause at all. A diagnosis that 
 "still being confirmed") is no for L1.
 - Naming the faulty component with "users see errors" is not a mechanism: C1 needs how the root cause produces \
 the failure.
+- Read it as an SRE does: evidence it quotes (pod, ReplicaSet, claim or volume names, log lines, kubectl output) is \
+not blame; describing how the failure propagates ("... and the frontend passes the error on") does not blame the \
+victims; "X rather than Y" or "Y is not at fault" clears Y; a ranked list of candidate causes commits to none of \
+them unless it picks one and rules the others out.
 - Every yes needs "quote": words copied verbatim from the diagnosis (at most 40 words) that support it. A yes \
 without such a quote counts as no. For a no, quote may be empty.
 
@@ -301,65 +333,6 @@ def _llm_judge(diagnosis: str, truth: GroundTruth, model: str, api_base: str | N
 
 # -- the offline judge ---------------------------------------------------------------------
 
-FAULT_FAMILIES: dict[str, tuple[str, ...]] = {
-    "misconfiguration": ("misconfig", "wrong value", "incorrect value", "typo", "wrong port", "incorrect port",
-                         "wrong env", "environment variable", "env var", "configmap", "config map", "wrong image",
-                         "bad image", "image tag", "wrong selector", "selector", "wrong target", "targetport",
-                         "target port", "wrong setting", "invalid value", "misspel", "configuration"),
-    "resource-limit": ("oom", "out of memory", "memory limit", "cpu limit", "throttl", "resource quota", "quota",
-                       "insufficient memory", "insufficient cpu", "resource limit", "oomkilled", "memory=", "cpu="),
-    "network": ("packet loss", "network partition", "network delay", "network latency", "dns",
-                "network policy", "dropped packets", "bandwidth", "networkchaos", "packet"),
-    "disk-io": ("disk", "i/o error", "io error", "eio", "bad sector", "sector", "filesystem", "storage",
-                "read error", "write error", "iochaos"),
-    "code-bug": ("bug", "code change", "regression", "null pointer", "nil pointer", "logic error", "buggy",
-                 "exception in the code", "faulty code", "new release"),
-    "credentials": ("password", "credential", "authentication", "auth fail", "unauthorized", "permission denied"),
-    "node": ("node failure", "node down", "node is down", "notready", "not ready node", "kernel", "hardware",
-             "cordon", "drained"),
-    "overload": ("retry storm", "metastable", "overload", "thundering herd", "load spike", "traffic spike",
-                 "saturat", "connection pool"),
-    "clock": ("clock skew", "time drift", "clock drift", "ntp", "timechaos"),
-    "feature-flag": ("feature flag", "flagd", "toggle", "defaultvariant", "variant", "feature switch"),
-    "exhaustion": ("file descriptor", "too many open files", "pid limit", "pids", "fork", "exhaust", "gc pause",
-                   "garbage collect", "heap", "thrash"),
-    "scheduling": ("unschedulable", "cannot be scheduled", "failedscheduling", "taint",
-                   "affinity", "nodeselector", "node selector"),
-    "admission": ("webhook", "admission", "failurepolicy"),
-    "corruption": ("corrupt", "checksum", "data corruption", "torn write"),
-}
-# Families that describe the same fault in other words (a wrong limit is a misconfiguration too).
-COMPATIBLE: dict[str, set[str]] = {
-    "misconfiguration": {"credentials", "network"},
-    "resource-limit": {"misconfiguration", "overload"},
-    "network": {"misconfiguration"},
-    "disk-io": {"node"},
-    "code-bug": set(),
-    "credentials": {"misconfiguration"},
-    "node": {"disk-io", "resource-limit", "network", "corruption", "exhaustion", "clock"},
-    "overload": {"resource-limit", "misconfiguration"},
-    "clock": {"node"},
-    "feature-flag": {"misconfiguration", "code-bug"},
-    "exhaustion": {"resource-limit", "node", "overload"},
-    "scheduling": {"resource-limit", "node", "misconfiguration"},
-    "admission": {"misconfiguration"},
-    "corruption": {"disk-io"},
-}
-FAULT_TYPE_ALIASES = {"flag": "feature-flag", "feature": "feature-flag", "fd": "exhaustion", "pid": "exhaustion",
-                      "gc": "exhaustion", "exhaustion": "exhaustion", "thrash": "exhaustion",
-                      "scheduling": "scheduling", "unschedulable": "scheduling", "admission": "admission",
-                      "webhook": "admission", "corruption": "corruption", "kubelet": "node", "quota": "resource-limit",
-                      "missing": "misconfiguration", "object": "misconfiguration", "pod": "node",
-                      "queueing": "overload", "queue": "overload", "contention": "resource-limit",
-                      "throttling": "resource-limit", "full": "disk-io", "skew": "clock","config": "misconfiguration", "misconfig": "misconfiguration", "resource": "resource-limit",
-                      "limit": "resource-limit", "memory": "resource-limit", "cpu": "resource-limit",
-                      "oom": "resource-limit", "network": "network", "dns": "network", "disk": "disk-io",
-                      "io": "disk-io", "storage": "disk-io", "code": "code-bug", "bug": "code-bug",
-                      "auth": "credentials", "credential": "credentials", "secret": "credentials",
-                      "node": "node", "kernel": "node", "hardware": "node", "metastable": "overload",
-                      "overload": "overload", "retry": "overload", "load": "overload", "clock": "clock",
-                      "time": "clock", "operator": "misconfiguration", "selector": "misconfiguration",
-                      "port": "misconfiguration", "image": "misconfiguration"}
 IMPACT_CLASSES: dict[str, tuple[str, ...]] = {
     "errors": ("500", "5xx", "502", "503", "504", "error", "fail", "unavailable", "refus", "reject", "broken"),
     "latency": ("latency", "slow", "timeout", "timing out", "timed out", "p99", "p95", "delay", "lag"),
@@ -386,9 +359,23 @@ OBJECT_KEYS: dict[str, tuple[str, ...]] = {
 # Naming the kind of a one-of-a-kind object of the namespace names the object.
 KIND_ALIASES: dict[str, set[str]] = {
     "ResourceQuota": {"resourcequota", "resource quota", "quota"},
-    "ValidatingWebhookConfiguration": {"validatingwebhookconfiguration", "validating webhook", "admission webhook"},
+    "ValidatingWebhookConfiguration": {"validatingwebhookconfiguration", "validating webhook", "admission webhook",
+                                       "webhook configuration"},
     "TidbCluster": {"tidbcluster", "tidb cluster"},
+    "RoleBinding": {"rolebinding", "role binding", "rbac grant", "rbac binding"},
 }
+# A text that has named an object may go on calling it by its kind alone ('the Service maps port 9090
+# to 9999'); capitalised, as Kubernetes spells the kind, that is the object, not any service.
+KIND_REFERENCES: dict[str, str] = {
+    "Service": r"Service(?! account)", "ConfigMap": r"(?:ConfigMap|config map)", "Secret": r"Secret",
+    "NetworkPolicy": r"(?:NetworkPolicy|network policy)", "TidbCluster": r"(?:TidbCluster|cluster spec)",
+    "ResourceQuota": r"(?:ResourceQuota|quota)", "ValidatingWebhookConfiguration": r"webhook",
+    "Role": r"Role", "RoleBinding": r"(?:RoleBinding|binding)"}
+# Ways of naming the same setting, folded before a mechanism's words are compared.
+MECHANISM_SYNONYMS = ((r"\bcontainer[- ]port\b|\btarget[- ]port\b", "targetport"),
+                      (r"\bnothing (?:is )?listen", "not listen"), (r"\bdoes(?:n't| not) listen", "not listen"))
+# Kinds of objects that share a name with the workload they serve but are objects of their own.
+OWN_OBJECT_KINDS = {"Service", "NetworkPolicy", "ConfigMap", "Secret"}
 # Detail keys that locate the fault rather than describe what was changed.
 LOCATOR_KEYS = {"node", "container", "namespace"}
 _TRIVIAL_VALUES = {"on", "off", "true", "false", "yes", "no", "none", "null", "0", "1"}
@@ -396,26 +383,11 @@ _NO_QUOTE = ""
 
 
 def _stems(text: str, exclude: set[str]) -> set[str]:
-    words = re.findall(r"[a-z][a-z0-9_]+", text.lower())
+    text = text.lower()
+    for pattern, same in MECHANISM_SYNONYMS:
+        text = re.sub(pattern, same, text)
+    words = re.findall(r"[a-z][a-z0-9_]+", text)
     return {w[:5] for w in words if w not in STOPWORDS and w not in GENERIC and w not in exclude and len(w) > 2}
-
-
-def _family(fault_type: str) -> str | None:
-    """The fault family of a ground truth's fault_type, matched on whole words (so that 'admission'
-    is not read as 'io')."""
-    ft = fault_type.lower().strip()
-    if ft in FAULT_FAMILIES:
-        return ft
-    words = [w for w in re.split(r"[^a-z]+", ft) if w]
-    for w in reversed(words):  # the last word names the family: operator-misconfiguration, disk-full
-        if w in FAULT_FAMILIES:
-            return w
-        if w in FAULT_TYPE_ALIASES:
-            return FAULT_TYPE_ALIASES[w]
-    for key in FAULT_FAMILIES:
-        if key in ft:
-            return key
-    return None
 
 
 def _short(span: str) -> str:
@@ -427,14 +399,14 @@ class OfflineJudge:
     ground truth's names, values and vocabulary. Lenient on wording (aliases, stems, synonym
     families), strict on commitment and substance (which component, which mechanism, which value)."""
 
-    def __init__(self, truth: GroundTruth, components: Iterable[str] = ()) -> None:
+    def __init__(self, truth: GroundTruth, components: Iterable[str] | Mapping[str, str] = ()) -> None:
         self.truth = truth
         self.roots = [truth, *truth.also]
         self.root_keys = list(dict.fromkeys(r.component.lower() for r in self.roots))
         self.affected_keys = [a.lower() for r in self.roots for a in r.affected if a.lower() not in self.root_keys]
         names = {k: aliases(k) for k in self.root_keys + self.affected_keys}
         for r in self.roots:  # the object a policy, config or quota fault is, by its own name and kind
-            keys = OBJECT_KEYS.get(r.component_kind, ()) + (("flag",) if _family(r.fault_type) == "feature-flag" else ())
+            keys = OBJECT_KEYS.get(r.component_kind, ()) + (("flag",) if r.fault_type == "feature-flag" else ())
             extra = {norm(v) for key, v in r.details.items() if key.lower() in keys}
             extra |= {re.sub(r"\[.*$", "", e) for e in extra if e.startswith("spec.")}  # spec.tikv.tolerations
             extra |= KIND_ALIASES.get(r.component_kind, set())
@@ -442,18 +414,33 @@ class OfflineJudge:
                 r.component_kind, set())}
         gt_names = set(names)
         known = set().union(*names.values())
-        for c in components:
-            c = c.lower()
+        owner_of = {k.lower(): v.lower() for k, v in components.items()} if isinstance(components, Mapping) \
+            else {c.lower(): c.lower() for c in components}
+        for c in sorted(set(owner_of.values())):
             if c not in known and not mentions(c, known):
                 names[c] = aliases(c)
-        self.reader = Reader(names, FAULT_FAMILIES, gt=gt_names, shaped=not components)
+        for name, owner in owner_of.items():  # a container or claim names the workload that owns it
+            key = owner if owner in names else next((k for k, al in names.items() if owner in al), None)
+            if name != owner and key is not None and name not in known:
+                names[key] |= aliases(name)
+        refs = {r.component.lower(): re.compile(r"\b(?:[Tt]he|[Ii]ts|[Tt]his|[Tt]hat)\s+" + KIND_REFERENCES[r.component_kind]
+                                                + r"\b") for r in self.roots if r.component_kind in KIND_REFERENCES}
+        self.reader = Reader(names, gt=gt_names, shaped=not components, refs=refs)
+        # a flag lives in flagd's config: naming its home is naming the flag, not blaming flagd
+        self.flag_homes = {k for k in names if k.startswith("flagd")} if any(
+            r.fault_type == "feature-flag" for r in self.roots) else set()
         # Names the ground truth's own account uses (the policy, config map or caller of the fault)
         # are part of the story, not components blamed besides it.
         self.story = norm(" ".join(f"{r.mechanism} {r.symptom} {' '.join(r.details.values())}" for r in self.roots))
-        self.families = {f for r in self.roots if (f := _family(r.fault_type))}
+        self.types = [fault_type(r.fault_type) for r in self.roots]
+        typed = [t for t in self.types if t is not None]
+        self.families: set[str] = set().union(*(t.core for t in typed))  # the faults' own kinds
+        self.allowed: set[str] = set().union(*(t.allowed for t in typed))
 
     def answer(self, diagnosis: str) -> list[ChecklistAnswer]:
         claims = self.reader.read(diagnosis)
+        self.reader.resolve(claims, self.root_keys)
+        self._other_kind(claims)
         out = self._answers(claims)
         return [ChecklistAnswer(id=q.id, dimension=q.dimension, question=q.text, answer=out[q.id][0],
                                 quote=_short(out[q.id][1]) if out[q.id][0] else "", evidence=out[q.id][2])
@@ -481,7 +468,7 @@ class OfflineJudge:
 
         # the components blamed or hedged over that the ground truth does not list
         outside = [k for k in claims.roles if k not in gt and (claims.has(k, "asserted") or claims.has(k, "hedged"))
-                   and (not self._in_story(k) or self._root_marked(claims, k))]
+                   and (not self._in_story(k) or self._root_marked(claims, k)) and not self._flag_home(claims, k)]
         # an affected component the ground truth's details name was changed itself (one release, three images)
         # one the ground truth's account names as failing may be said to fail, not named the root cause
         victims_blamed = [k for k in self.affected_keys if claims.has(k, "asserted") and not self._in_details(k)
@@ -521,16 +508,18 @@ class OfflineJudge:
         claimed: dict[str, str] = {}
         hedged_over: dict[str, str] = {}
         for c in claims.clauses:
-            if c.exonerating:
+            if c.exonerating or EXTRA_CAUSE.search(c.text):  # an extra cause costs S1, not the fault's type
                 continue
             where = c.text if c.hedged else (c.cause if c.explicit else c.text)
-            if not c.hedged and not c.explicit and not any(
-                    claims.has(k, "asserted") and c.quote in claims.roles[k]["asserted"] for k in claims.roles):
-                continue  # a clause that blames nothing claims no fault type
+            blames = any(claims.has(k, "asserted") and c.quote in claims.roles[k]["asserted"] for k in claims.roles)
+            # a clause that blames nothing claims no fault type; nor does a cause part about victims
+            victims = [k for k in claims.roles if self.reader._in(where, k) and not claims.has(k, "asserted")]
+            if not c.hedged and not blames and (not c.explicit or victims):
+                continue
             for f in self.reader.families_in(where):
                 (hedged_over if c.hedged else claimed).setdefault(f, c.quote)
         told = self.reader.families_in(self.story)  # the ground truth's own account says so
-        allowed = set(self.families).union(*(COMPATIBLE.get(f, set()) for f in self.families)) | told
+        allowed = self.allowed | told
         # a paraphrase may name a compatible family; an alternative hedged over must be the fault's own
         wrong = sorted({f for f in claimed if f not in allowed} | {f for f in hedged_over
                                                                   if f not in self.families | told}) \
@@ -544,6 +533,13 @@ class OfflineJudge:
             out["C3"] = (False, "", "a fault type the judge has no vocabulary for, and no mechanism stated")
         else:
             out["C3"] = (True, mech_quote or anchor, f"claims {', '.join(sorted(claimed)) or 'no other fault type'}")
+
+        # C1 is the mechanism of the fault the text blames: told of another component, or beside a
+        # wrong fault type, the same words describe another failure
+        if c1 and not root_anchor:
+            out["C1"] = (False, "", "states the mechanism's words but blames no faulty component of the ground truth")
+        elif c1 and wrong:
+            out["C1"] = (False, "", f"the mechanism it asserts is of another fault type ({wrong[0]})")
 
         # S1: nothing outside the ground truth blamed, no victim made a root cause
         if outside or victims_blamed:
@@ -577,13 +573,35 @@ class OfflineJudge:
                      + " the symptom")
         return out
 
+    def _other_kind(self, claims: Claims) -> None:
+        """A root that is an object of its own (a Service, a policy, a config) blamed outright as the
+        workload of the same name ('Root cause: user-service Deployment's config' when the Service
+        is at fault) is another, healthy object blamed: it is not the root asserted."""
+        for r in self.roots:
+            key = r.component.lower()
+            if r.component_kind not in OWN_OBJECT_KINDS or not claims.has(key, "asserted"):
+                continue
+            names = "|".join(re.escape(a) for a in sorted(self.reader.names[key], key=len, reverse=True))
+            workload = re.compile(rf"(?:{names})(?:'s)? (?:deployment|pod|container|process|server|code)\b")
+            quotes = claims.roles[key]["asserted"]
+            wrong = [q for q in quotes if ROOT_MARKER.search(norm(q)) and workload.search(norm(q))]
+            if wrong and not any(ROOT_MARKER.search(norm(q)) for q in quotes if q not in wrong):
+                claims.roles[key] = {"mentioned": quotes}
+                claims.roles.setdefault(f"{key} (its workload)", {}).setdefault("asserted", []).extend(wrong)
+
+    def _flag_home(self, claims: Claims, name: str) -> bool:
+        """`name` is flagd or its config, named only as where a flag is set."""
+        quotes = claims.roles[name].get("asserted", []) + claims.roles[name].get("hedged", [])
+        return name in self.flag_homes and all(re.search(r"flag|variant", q.lower()) for q in quotes)
+
     def _in_story(self, name: str) -> bool:
         return mentions(self.story, aliases(name)) or name in self.story
 
     @staticmethod
     def _root_marked(claims: Claims, name: str) -> bool:
-        """Asserted in a clause that says 'root cause' outright."""
-        return any(ROOT_MARKER.search(norm(q)) for q in claims.roles[name].get("asserted", []))
+        """Asserted in a clause that says 'root cause' outright, or names it a cause besides another."""
+        return any(ROOT_MARKER.search(norm(q)) or EXTRA_CAUSE.search(norm(q))
+                   for q in claims.roles[name].get("asserted", []))
 
     def _in_details(self, name: str) -> bool:
         return any(mentions(norm(v), aliases(name)) for r in self.roots for v in r.details.values())
@@ -601,8 +619,9 @@ class OfflineJudge:
             if len(cause) < 3:
                 cause = whole
             n_cause, n_all = len(cause & have), len(whole & have)
-            fam = _family(r.fault_type)
-            fam_hit = bool(fam) and any(w in text for w in FAULT_FAMILIES.get(fam or "", ()))
+            ft = fault_type(r.fault_type)
+            kinds = self.reader.families_in(text)
+            fam_hit = ft is not None and bool(kinds & ft.core)
             detail_hit = self._detail(committed, [r], names_count=False) is not None
             # the cause's own words must be there: effects alone ('crash-loops', 'cannot connect') are symptoms
             # the cause's own words must be there, or its concrete value: effects alone ('crash-loops',
@@ -610,6 +629,13 @@ class OfflineJudge:
             ok = ((n_cause >= 1 and ((n_cause >= 2 and n_cause >= 0.3 * len(cause)) or
                                      (n_all >= 3 and n_all >= 0.35 * len(whole)) or (n_all >= 2 and fam_hit)))
                   or (detail_hit and n_all >= 1))
+            # shared words, even a value it shares ('limit memory=160Mi' on a memory stressor), are not the
+            # mechanism: a fault type known by its kind needs that kind named ('OOMKilled' on a GC-thrash
+            # truth shares 'memory limit' but is another mechanism)
+            if ok and ft is not None and ft.required and not fam_hit:
+                ok = False
+                reasons.append(f"{r.component}: names none of the {r.fault_type} mechanism's kinds "
+                               f"({', '.join(sorted(ft.core))})")
             ok_all = ok_all and ok
             reasons.append(f"{r.component}: {n_cause}/{len(cause)} of the cause's words, {n_all}/{len(whole)} "
                            "of the mechanism's")

@@ -73,7 +73,8 @@ class AttemptArtifacts:
         # What the agent changed, with the captured objects an undo would restore: the cluster
         # snapshot shows the end state, this shows how it got there (exec included, undo-less).
         self.put("mutations", [m.model_dump() for m in mutations])
-        self.put("diagnosis", SubmittedDiagnosis(text=rec.diagnosis, submitted_at=rec.diagnosis_at,
+        self.put("diagnosis", SubmittedDiagnosis(text=rec.diagnosis, structured=rec.structured,
+                                                 submitted_at=rec.diagnosis_at,
                                                  mitigation_submitted_at=rec.mitigation_at))
 
     def checkpoint(self, run: TrialRun, calls: list[Any], mutations: list[Any], usage: dict[str, Any]) -> None:

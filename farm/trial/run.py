@@ -218,8 +218,8 @@ class TrialRun:
 
     def oracle(self) -> None:
         from farm.llm.limits import SweepLedger, redis_url_from
-        from farm.oracles.claims import app_object_names
         from farm.oracles.diagnosis import judge_diagnosis
+        from farm.oracles.inventory import app_inventory
 
         self._enter("oracle")
         if self.noise_runner is not None:
@@ -232,8 +232,9 @@ class TrialRun:
         # An LLM judge spends the sweep's money too: its calls go on the sweep's ledger.
         spend = SweepLedger(self.spec.sweep_id, self.spec.cost_cap_usd,
                             redis_url_from({"redis_url": self.redis_url})) if self.spec.judge else None
+        structured = self.interface.record.structured if self.interface else None
         self.diagnosis = judge_diagnosis(text, self.injection.ground_truth(), self.spec.judge, ledger=spend,
-                                         components=app_object_names(self.problem.app))
+                                         components=app_inventory(self.problem.app), structured=structured)
         # A diagnosis-only problem has no fix an agent could make: its mitigation is not scored
         # (NULL, never a failure), and its rows are counted apart in the leaderboard.
         self.mitigation = None if self.problem.diagnosis_only else self.mitigation_oracle.evaluate(
@@ -243,6 +244,9 @@ class TrialRun:
         r.diagnosis_threshold, r.diagnosis_pass_rule = self.diagnosis.threshold, self.diagnosis.pass_rule
         r.diagnosis_scores, r.judge, r.judge_offline = self.diagnosis.scores, self.diagnosis.judge, self.diagnosis.offline
         r.judge_cost_usd = self.diagnosis.cost_usd
+        if self.diagnosis.structured is not None:
+            s = self.diagnosis.structured
+            r.rca_top1, r.rca_top3, r.fault_type_correct = s.top1, s.top3, s.fault_type
         if self.mitigation is None:
             return
         r.mitigation_passed = self.mitigation.passed

@@ -146,6 +146,11 @@ def build_report(engine: Engine, sweep_id: str, out_dir: str | Path, compare_wit
             ("sweep created", escape(dt.datetime.fromtimestamp(info["created_at"], dt.UTC).strftime("%Y-%m-%d %H:%M UTC"))),
             ("spec", html.spec_block(info["spec"])),
             ("source", "every figure is computed from the recorded trial and attempt rows")]
+    if info.get("rejudged"):
+        meta.insert(3, ("judged again", "; ".join(
+            f"{escape(str(v['judge']))} ({escape(str(v['pass_rule']))}): {v['passed']} of {v['trials']} trial(s) pass"
+            for v in info["rejudged"]) + " (`farm judge rescore`; this report's figures use the recorded verdicts, "
+            "`farm leaderboard --judge` the others)"))
     if info["mitigation_not_scored"] is not None:
         meta.insert(3, ("diagnosis-only trials", f"{info['mitigation_not_scored']} trial(s) whose problem scores no "
                                                  "mitigation (as recorded)"))

@@ -119,7 +119,8 @@ def render(rows: list[dict[str, Any]], by: str, sweep_a: str, sweep_b: str) -> A
     def pct(v: float | None) -> str:
         return "–" if v is None else f"{100 * v:.1f}%"
 
-    table = Table(title=f"Paired comparison: {sweep_b} (B) − {sweep_a} (A), on the trials both finished")
+    table = Table(title=f"Paired comparison: {sweep_b} (B) − {sweep_a} (A), on the trials both finished "
+                        "(diagnosis verdicts as recorded)")
     for k in group_keys(by):
         table.add_column(k)
     for c in ("metric", "pairs", "A", "B", "B − A [95% bootstrap over problems]", "A only", "B only", "McNemar p"):

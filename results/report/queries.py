@@ -14,7 +14,7 @@ from sqlmodel import col
 
 from core.states import AttemptState, TrialState
 from results import leaderboard
-from results.models import Attempt, InfraEvent, Sweep, Trial
+from results.models import Attempt, DiagnosisVerdictRow, InfraEvent, Sweep, Trial
 
 DONE = col(Trial.state) == TrialState.FINISHED
 
@@ -43,6 +43,11 @@ def sweep_info(engine: Engine, sweep_id: str) -> dict[str, Any]:
             rules = [(r, int(n)) for r, n in conn.execute(
                 select(rule_col, func.count()).join(Trial, col(Trial.id) == col(Attempt.trial_id)).where(recorded)
                 .group_by(rule_col)).all()]
+        rejudged = conn.execute(  # `farm judge rescore`'s verdicts, beside the recorded ones
+            select(col(DiagnosisVerdictRow.judge), col(DiagnosisVerdictRow.pass_rule), func.count(),
+                   func.sum(cast(col(DiagnosisVerdictRow.passed), Integer)))
+            .where(col(DiagnosisVerdictRow.sweep_id) == sweep_id)
+            .group_by(col(DiagnosisVerdictRow.judge), col(DiagnosisVerdictRow.pass_rule))).all()
         scored_col = _optional(Trial, "mitigation_scored")
         not_scored = None if scored_col is None else int(conn.execute(
             select(func.count()).where(col(Trial.sweep_id) == sweep_id, scored_col.is_(False))).scalar_one())
@@ -52,6 +57,7 @@ def sweep_info(engine: Engine, sweep_id: str) -> dict[str, Any]:
         "spec_judge": sweep["judge"], "cost_cap_usd": sweep["cost_cap_usd"],
         "judges": [{"judge": j, "offline": o, "threshold": t, "attempts": int(n)} for j, o, t, n in judges],
         "pass_rules": rules, "mitigation_not_scored": not_scored,
+        "rejudged": [{"judge": j, "pass_rule": r, "trials": int(n), "passed": int(p or 0)} for j, r, n, p in rejudged],
     }
 
 

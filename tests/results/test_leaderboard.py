@@ -182,3 +182,21 @@ def test_provider_failures_and_agent_errors_are_counted_apart(db_url):
     assert (row["n"], row["infra_failed"], row["provider_failed"], row["agent_errors"]) == (4, 2, 1, 2)
     assert leaderboard.failure_counts(engine, "pf") == {"provider_failed": 1, "infra_failed_other": 1,
                                                         "agent_errors": 2, "context_length": 1}
+
+
+def test_structured_diagnoses_have_rates_of_their_own(db_url):
+    engine = engine_for(db_url)
+    now = time.time()
+    with Session(engine) as s:
+        s.add(Sweep(id="st", spec_json="{}", created_at=now, updated_at=now))
+        for i, (top1, top3, ft) in enumerate([(True, True, True), (False, True, False), (False, False, None),
+                                              (None, None, None)]):
+            s.add(Trial(id=f"s{i}", sweep_id="st", key=str(i), problem_id="p", app="a", layer="application",
+                        composition="single", agent="react", model="m", seed=i, noise=False,
+                        state=TrialState.FINISHED, diagnosis_passed=True, rca_top1=top1, rca_top3=top3,
+                        fault_type_correct=ft))
+        s.commit()
+    row = leaderboard.compute(engine, "st")[0]
+    assert row["n"] == 4 and row["structured_n"] == 3 and row["fault_type_n"] == 2  # the text-only trial is not in them
+    assert row["rca_top1_rate"] == pytest.approx(1 / 3) and row["rca_top3_rate"] == pytest.approx(2 / 3)
+    assert row["fault_type_rate"] == pytest.approx(1 / 2)

@@ -84,6 +84,27 @@ SCHEMA_V3: dict[str, dict[str, Any]] = {
 }
 
 
+# Version 4 adds the diagnosis verdicts of `farm judge rescore`, one per trial, judge and pass rule,
+# and the structured diagnosis's exact scores on attempts and trials.
+_STRUCTURED = {"rca_top1": (_B, True), "rca_top3": (_B, True), "fault_type_correct": (_B, True)}
+SCHEMA_V4: dict[str, dict[str, Any]] = {
+    **SCHEMA_V3,
+    "attempt": SCHEMA_V3["attempt"] | {"columns": SCHEMA_V3["attempt"]["columns"] | _STRUCTURED},
+    "trial": SCHEMA_V3["trial"] | {"columns": SCHEMA_V3["trial"]["columns"] | _STRUCTURED},
+    "diagnosis_verdict": {
+        "columns": {
+            "id": (_I, False), "sweep_id": (_V, False), "trial_id": (_V, False), "attempt_token": (_I, False),
+            "judge": (_V, False), "offline": (_B, False), "pass_rule": (_V, False), "submitted": (_B, False),
+            "passed": (_B, False), "score": (_F, False), "answers_json": (_V, True), "tokens_in": (_I, False),
+            "tokens_out": (_I, False), "cost_usd": (_F, False), "judged_at": (_F, False),
+        },
+        "primary_key": ("id",),
+        "indexes": [(("sweep_id",), False), (("trial_id",), False), (("trial_id", "judge", "pass_rule"), True)],
+        "foreign_keys": [(("sweep_id",), "sweep", ("id",)), (("trial_id",), "trial", ("id",))],
+    },
+}
+
+
 def _schema(engine: sa.engine.Engine) -> dict[str, dict[str, Any]]:
     insp = sa.inspect(engine)
     return {
@@ -99,10 +120,10 @@ def _schema(engine: sa.engine.Engine) -> dict[str, dict[str, Any]]:
 
 
 def test_postgres_gets_the_schema_of_its_version(pg_url) -> None:
-    assert SCHEMA_VERSION == 3, "write the new version's schema here"
+    assert SCHEMA_VERSION == 4, "write the new version's schema here"
     engine = engine_for(pg_url)
     ensure_schema(engine)
-    assert _schema(engine) == SCHEMA_V3
+    assert _schema(engine) == SCHEMA_V4
 
 
 def test_the_result_is_the_outcome_columns_and_nothing_else() -> None:
@@ -119,6 +140,7 @@ def _full_result() -> AttemptResult:
         "end_reason": "submitted", "diagnosis_submitted": True, "diagnosis_passed": True, "diagnosis_score": 0.8,
         "diagnosis_scores": {"localization": 1.0}, "judge": "offline", "judge_offline": True,
         "diagnosis_threshold": 0.5, "diagnosis_pass_rule": "rule-v2", "mitigation_passed": False,
+        "rca_top1": False, "rca_top3": True, "fault_type_correct": True,
         "mitigation_success_rate": 0.4, "mitigation_checks": {"fault_resolved": False}, "tokens_in": 11,
         "tokens_out": 12, "tokens_cached": 3, "cost_usd": 0.25, "judge_cost_usd": 0.01, "steps": 7, "tool_calls": 6,
         "tool_output_tokens": 900, "tool_tokens": {"kubectl": {"calls": 6, "tokens": 900}}, "tool_mode": "raw",

@@ -361,3 +361,25 @@ def test_an_application_with_an_operator_namespace_reaches_both_and_nothing_else
             assert is_error and "hotel-ops" in text and "kube-system" in text
     finally:
         iface.stop()
+
+
+def test_a_structured_diagnosis_is_recorded_beside_the_text_and_a_wrong_one_refused(fresh: ClusterHandle) -> None:
+    iface = AgentInterface(fresh, NS, "t-structured")
+    url, token = iface.start()
+    try:
+        with ToolClient(url, token) as tools:
+            text, is_error = tools.call("submit_diagnosis", text="geo's probe port is wrong",
+                                        root_causes=["geo-7c9d5b8f4-q8wzt", "mongodb-geo"], fault_type="gc-trash")
+            assert is_error and "fault_type 'gc-trash' is not in the taxonomy" in text and "misconfiguration" in text
+            assert iface.record.diagnosis is None  # nothing half-recorded
+            text, is_error = tools.call("submit_diagnosis", text="geo's probe port is wrong",
+                                        root_causes=["geo-7c9d5b8f4-q8wzt"], fault_type="misconfiguration",
+                                        affected=["search", "frontend"])
+            assert not is_error, text
+            _, is_error = tools.call("submit_diagnosis", text="prose alone is still fine")
+            assert not is_error
+    finally:
+        iface.stop()
+    assert iface.record.diagnosis == "prose alone is still fine" and iface.record.structured is None
+    call = [c for c in iface.record.tool_calls if c.name == "submit_diagnosis"][1]
+    assert call.args["root_causes"] == ["geo-7c9d5b8f4-q8wzt"] and call.args["fault_type"] == "misconfiguration"

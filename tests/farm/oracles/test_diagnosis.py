@@ -148,7 +148,7 @@ def _stated(gt: GroundTruth) -> str:
 def test_offline_judge_over_the_whole_catalog() -> None:
     """Every catalog problem: its own ground truth stated as a diagnosis passes; the diagnosis of a
     problem with another faulty component of the same app (almost always) fails."""
-    from farm.oracles.claims import app_object_names
+    from farm.oracles.inventory import app_object_names
     from farm.problems.catalog import load_catalog
 
     problems = load_catalog().problems
@@ -345,7 +345,7 @@ def test_a_line_citing_a_node_level_problem_needs_its_placeholder_filled(tmp_pat
 
 def test_no_attack_family_fools_more_than_one_percent_of_the_catalog() -> None:
     from farm.oracles.attacks import ATTACK_NODE, FAMILIES, attacks
-    from farm.oracles.claims import app_object_names
+    from farm.oracles.inventory import app_object_names
     from farm.problems.catalog import load_catalog
 
     problems = load_catalog().problems

@@ -1,0 +1,71 @@
+"""The offline judge's knowledge of a problem: every fault type of the catalog has a vocabulary,
+the inventory maps what a diagnosis quotes (containers, claims, pods) to the component that owns
+it, and the failure classes of issue 22 are read as an SRE reads them, in both directions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.problem import GroundTruth
+from farm.cli.judge import agreement, load_labels
+from farm.oracles.diagnosis import judge_diagnosis
+from farm.oracles.inventory import app_inventory
+from farm.oracles.vocabulary import FAULT_TYPES, KINDS, fault_type, kinds_in
+from farm.problems.catalog import load_catalog
+
+FAILURE_CLASSES = Path(__file__).with_name("diagnosis_labels_failure_classes.jsonl")
+
+
+def test_every_catalog_fault_type_has_a_vocabulary() -> None:
+    used = {gt.fault_type for p in load_catalog().problems for gt in [p.ground_truth, *p.ground_truth.also]}
+    assert used <= set(FAULT_TYPES), sorted(used - set(FAULT_TYPES))
+    for name, ft in FAULT_TYPES.items():
+        assert ft.core and ft.allowed <= set(KINDS), name
+
+
+def test_kinds_are_read_by_meaning_not_by_a_stray_keyword() -> None:
+    assert "admission" not in kinds_in("rate's admission queue is full")  # a queue, not a webhook
+    assert "overload" in kinds_in("rate's admission queue is full")
+    assert "cpu-speed" in kinds_in("the cpus run slow on that node")
+    assert "fd" in kinds_in("the node's file-descriptor limit is 2048")
+    assert "state-loss" in kinds_in("consul came back empty after the restart")
+    assert "gc" in kinds_in("the go garbage collector runs back to back")
+    assert "scheduling" in kinds_in("a required podAntiAffinity keeps it pending")
+    assert kinds_in("requests are served from the statefulset") == set()  # 'state' only as a word
+    assert fault_type("disk-io-latency") is FAULT_TYPES["disk-io"] and fault_type("weird") is None
+
+
+def test_the_inventory_maps_containers_and_claims_to_their_workload() -> None:
+    inv = app_inventory("hotel-reservation")
+    assert inv["geo-pvc"] == "mongodb-geo" and inv["hotel-reserv-geo-mongo"] == "mongodb-geo"
+    assert inv["hotel-reserv-geo"] == "geo" and inv["geo"] == "geo" and inv["frontend"] == "frontend"
+    assert "webhook" not in app_inventory("astronomy-shop")  # a one-word container name is no name
+
+
+def test_a_quoted_claim_or_pod_name_blames_no_new_component() -> None:
+    truth = load_catalog().get("hr-mongodb-reservation-io-latency").ground_truth
+    text = ("Root cause: I/O on mongodb-reservation's /data/db (claim reservation-pvc, pod mongodb-reservation-"
+            "6b8f9d7c5-xkqzt) is delayed by about 1 s per operation, so reservation's calls time out.")
+    v = judge_diagnosis(text, truth, None, components=app_inventory("hotel-reservation"))
+    assert v.passed, [(a.id, a.evidence) for a in v.answers if not a.answer]
+
+
+def test_a_wrong_mechanism_sharing_the_truths_words_fails_c1() -> None:
+    truth = GroundTruth(component="rate", component_kind="Deployment", fault_type="gc-thrash",
+                        mechanism="rate's GOMEMLIMIT of 20MiB is below its live heap at the memory limit of 24Mi, so "
+                                  "the Go garbage collector runs back to back and rate cannot keep up.",
+                        details={"GOMEMLIMIT": "20MiB"}, affected=["search"], symptom="searches fail")
+    oom = "Root cause: rate's memory limit is too low, so rate is OOMKilled at the limit and search fails."
+    gc = "Root cause: rate's garbage collector runs back to back at its memory limit, so it cannot keep up and search fails."
+    assert {a.id: a.answer for a in judge_diagnosis(oom, truth, None).answers}["C1"] is False
+    assert judge_diagnosis(gc, truth, None).passed
+
+
+def test_the_failure_classes_are_judged_as_labelled() -> None:
+    rows = load_labels(FAILURE_CLASSES)
+    assert {r.label for r in rows} == {True, False} and len(rows) >= 20
+    result = agreement(FAILURE_CLASSES, None)
+    wrong = [(line["id"], line["evidence"]) for line in result["lines"]
+             if line["label"] != line["judge"] or line["evidence"]]
+    assert not wrong, json.dumps(wrong, indent=1)
