@@ -485,11 +485,14 @@ class NonFix(NamedTuple):
     """Something an agent could do, with its own token, that silences or props up the incident
     without fixing it: the oracle must fail it. `full`: judged by the whole verdict over its
     window (what it games is measured there: the clients' figures), not by the checks that no
-    waiting changes."""
+    waiting changes; `keeps_fault`: it moves or works around the injected cause without touching
+    it, so failing is not enough: the fault's own check must be among the failures."""
 
     name: str
     apply: Callable[[Any], None]  # given the agent's Kube
     full: bool = False
+    # It leaves the injected cause as it was: the fault's own check must still find it.
+    keeps_fault: bool = False
 
 
 def non_fixes(injection: Any, app: Any, kube: Any, deployed: dict[str, Any] | None = None) -> list[NonFix]:
@@ -595,7 +598,7 @@ def _reordering(injection: Any, app: Any, kube: Any) -> NonFix | None:
             agent.replace(kind, ns, obj)
 
     what = ", ".join(r.split("/", 2)[2] for r in [*services, *workloads])
-    return NonFix(f"reorder the lists of {what}", apply)
+    return NonFix(f"reorder the lists of {what}", apply, keeps_fault=True)
 
 
 def _reverse_keeping_names(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -649,7 +652,8 @@ def _flood(app: Any, kube: Any, deployed: dict[str, Any]) -> NonFix:
             spec["serviceName"] = clone["metadata"]["name"]
         agent.create(kind, app.namespace, clone)
 
-    return NonFix(f"a second Service {direct} and an own {lg} x{FLOOD_REPLICAS} against it", apply, full=True)
+    return NonFix(f"a second Service {direct} and an own {lg} x{FLOOD_REPLICAS} against it", apply, full=True,
+                  keeps_fault=True)
 
 
 def _rename_container(kube: Any, kind: str, namespace: str, name: str, index: int) -> None:
@@ -961,7 +965,7 @@ class Validator:
                 verdict = oracle.evaluate(self.cluster, ns, state["baseline"], injection)
                 if verdict.passed:
                     raise StepFailed("the mitigation oracle passes with the fault in place")
-                state["success_rate"] = verdict.success_rate
+                state["success_rate"], state["checks"] = verdict.success_rate, dict(verdict.checks)
                 blind = oracle_blind_to(verdict.checks, state.get("evidence", []))
                 if blind:
                     raise StepFailed("the oracle fails only on the fault's own check, yet the agent's tools show "
@@ -981,6 +985,7 @@ class Validator:
                 passed = []
                 # The clients' figure with the fault in place: traffic of the agent's own must not lift it.
                 success_before = state.get("success_rate") or 0.0
+                fault_seen = state.get("checks", {}).get("fault_resolved") is False
                 try:
                     for i, nf in enumerate(candidates):
                         if i:
@@ -991,6 +996,8 @@ class Validator:
                         verdict = oracle.evaluate(self.cluster, ns, state["baseline"], injection, fail_fast=not nf.full)
                         if verdict.passed:
                             passed.append(nf.name)
+                        elif nf.keeps_fault and fault_seen and verdict.checks.get("fault_resolved") is not False:
+                            passed.append(f"{nf.name} (the fault's own check lost the fault)")
                         elif nf.full and (verdict.success_rate or 0.0) > success_before + FLOOD_LIFT:
                             passed.append(f"{nf.name} (lifted the client success rate from {success_before:.3f} "
                                           f"to {verdict.success_rate:.3f})")

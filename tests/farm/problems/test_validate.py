@@ -230,8 +230,36 @@ def test_non_fixes_are_generated_from_the_faulted_workload_and_fail(validator) -
     (step,) = [s for s in result.steps if s.name == "non_fixes"]
     assert step.ok, step.detail
     for name in ("scale geo to zero", "delete deployment geo", "pause geo with its previous pods serving",
-                 "rename geo's container", "stop the load generator"):
+                 "rename geo's container", "stop the load generator", "reorder the lists of frontend, geo",
+                 "a second Service frontend-direct and an own wrk2-load x3 against it"):
         assert name in step.detail, step.detail
+
+
+@pytest.mark.slow
+def test_a_fault_check_by_list_position_fails_validation(validator, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 23: the targetPort check as it was (the port at the index it was planted at) is fooled
+    by a port inserted first; the reorder non-fix catches it."""
+    from injectors.app_config import ServiceWrongTargetPort
+    from injectors.fault import Mutation
+
+    monkeypatch.setattr(ServiceWrongTargetPort, "is_active", Mutation.is_active)
+    result = validator.validate(load_catalog().get("hr-frontend-service-targetport-wrong"))
+    failed = next(s for s in result.steps if not s.ok)
+    assert failed.name == "non_fixes" and "reorder the lists of frontend (the fault's own check lost the fault)" \
+        in failed.detail, failed
+
+
+@pytest.mark.slow
+def test_a_client_figure_summed_over_the_namespace_fails_validation(validator, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 23: the client side as it was (every pod of the namespace that exports the metric) is
+    lifted by the agent's own load generator; the flood non-fix catches it."""
+    import farm.oracles.mitigation
+
+    monkeypatch.setattr(farm.oracles.mitigation, "scoped", lambda query, pods: query)
+    result = validator.validate(load_catalog().get("hr-frontend-service-targetport-wrong"))
+    failed = next(s for s in result.steps if not s.ok)
+    assert failed.name == "non_fixes" and "own wrk2-load x3 against it (lifted the client success rate from 0.000" \
+        in failed.detail, failed
 
 
 @pytest.mark.slow
