@@ -139,3 +139,4 @@ def test_an_honest_fix_on_the_reordered_list_passes_with_the_attack_left_running
     verdict = oracle.evaluate(cluster, NS, baseline, injection)
     assert verdict.passed, verdict
     assert injection.active(cluster) == [False]
+
