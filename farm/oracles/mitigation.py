@@ -19,8 +19,7 @@ After a window of cluster time it requires, each as a named check:
   injected value still in the template, found by what identifies it, never by its place in a
   list or its name alone: a container by its index, name or program, a Service port by its
   number and name); a fix that leaves the injected cause in place fails whatever the metrics
-  say; for
-  metastable problems the trigger is replayed and the system must recover by itself;
+  say; for metastable problems the trigger is replayed and the system must recover by itself;
 - surviving a restart: once everything else holds, the oracle restarts the faulted workloads
   itself (a rollout restart with the farm's credentials) and requires the checks to hold again.
 """
@@ -128,12 +127,14 @@ def scoped(query: str, pods: Iterable[str]) -> str:
                   query)
 
 
+_TOKEN_VOLUME = "kube-api-access-"  # the service account token volume admission adds to every pod
+
+
 def _program(spec: dict[str, Any]) -> str:
     """What decides where a pod's requests go and what it reports: its containers' programs and
     settings, its name resolution. A pod that only claims the generator's ReplicaSet as its owner
     (ownerReferences are the creator's to write) does not run the generator's own program."""
-    def own(items: Any) -> list[Any]:
-        # The service account token volume admission adds to every pod is not the template's.
+    def own(items: Any) -> list[Any]:  # the template's own, without the token volume
         return [i for i in items or [] if not str(i.get("name", "")).startswith(_TOKEN_VOLUME)]
 
     def container(c: dict[str, Any]) -> dict[str, Any]:
@@ -145,9 +146,6 @@ def _program(spec: dict[str, Any]) -> str:
         "initContainers": [container(c) for c in spec.get("initContainers") or []],
         "volumes": own(spec.get("volumes")), "hostAliases": spec.get("hostAliases"),
         "dnsConfig": spec.get("dnsConfig"), "hostNetwork": spec.get("hostNetwork")}), sort_keys=True)
-
-
-_TOKEN_VOLUME = "kube-api-access-"
 
 
 def _inputs(spec: dict[str, Any]) -> list[tuple[str, str]]:
