@@ -180,9 +180,6 @@ class MitigationOracle:
     def __init__(self, app: Application, problem: Problem) -> None:
         self.app, self.problem = app, problem
         self.spec = problem.oracle
-        # The load generator's pods seen during the current verdict: one replaced in the window
-        # (a node drained) still reported for the part of the window it ran.
-        self._generator_pods: set[str] = set()
 
     # -- cluster access --------------------------------------------------------------------
     # Plain JSON on the handle's shared ApiClient: typed models cost a validation and a
@@ -229,8 +226,10 @@ class MitigationOracle:
     def _rates(self, cluster: ClusterHandle, window: float, baseline: Baseline | None = None
                ) -> tuple[float | None, float | None]:
         """The clients' success rate and request rate over the window, as the farm's own load
-        generator reports them (no pod of it: no figures)."""
-        pods = self._load_generator_pods(cluster, baseline) | self._generator_pods
+        generator reports them (no pod of it: no figures). Its pods as they are now: a name is
+        the series' only tie to its pod, and a name freed earlier in the window (a generator pod
+        deleted) is anyone's to take, while one held now is the generator's alone."""
+        pods = self._load_generator_pods(cluster, baseline)
         if not pods:
             return None, None
         w = _window(window)
@@ -287,7 +286,6 @@ class MitigationOracle:
         workloads = self._workloads(cluster, namespace)
         lg = workloads.get(("Deployment", self.app.load_generator)) or workloads.get(
             ("StatefulSet", self.app.load_generator))
-        self._generator_pods = set()
         try:
             rate = self._rates(cluster, self.spec.window_seconds)[1]
         except (httpx.HTTPError, RuntimeError, ValueError, KeyError):
@@ -348,10 +346,8 @@ class MitigationOracle:
 
         restarts0 = self._restart_counts(cluster, namespace, ready_only=True)
         dips: list[str] = []
-        self._generator_pods = self._load_generator_pods(cluster, baseline)
         for i in range(WINDOW_SAMPLES):
             cluster.advance(self.spec.window_seconds / WINDOW_SAMPLES)
-            self._generator_pods |= self._load_generator_pods(cluster, baseline)
             if i < WINDOW_SAMPLES - 1:
                 sample: dict[str, bool] = {}
                 reasons: list[str] = []
@@ -558,7 +554,6 @@ class MitigationOracle:
             broken.append("the fault affects the running system again")
         cluster.advance(RESTART_WINDOW_S)
         try:
-            self._generator_pods |= self._load_generator_pods(cluster, baseline)
             success, rate = self._rates(cluster, RESTART_WINDOW_S, baseline)
         except (httpx.HTTPError, RuntimeError, ValueError, KeyError):
             success = rate = None
@@ -605,7 +600,6 @@ class MitigationOracle:
         problem_injection.replay_trigger(cluster, namespace, REPLAY_TRIGGER_S)
         cluster.advance(self.spec.window_seconds)
         try:
-            self._generator_pods |= self._load_generator_pods(cluster, baseline)
             success, rate = self._rates(cluster, self.spec.window_seconds, baseline)
         except (httpx.HTTPError, RuntimeError, ValueError, KeyError):
             return False
