@@ -8,8 +8,8 @@ pods serving, renaming its container, stopping the load generator, reordering ev
 fault sits in (a spare port first in the Services, containers, env and ports reversed), and a
 second Service in front of the entry pods with an own load generator flooding it, judged over
 the full window: the farm's client figures must not rise above what the same window shows
-without it; each done with the agent's own token
-on a rewound copy of the incident) → the reference mitigation (kubectl through the
+without it; each done with the agent's own token on a rewound copy of the incident) → the
+reference mitigation (kubectl through the
 agent's checked tool and token; never a farm step) → the oracle passes → recover leaves the
 cluster as deployed. A diagnosis-only problem stops after the non-fix step: its mitigation is
 not scored.
@@ -487,12 +487,11 @@ class NonFix(NamedTuple):
     without fixing it: the oracle must fail it. `full`: judged by the whole verdict over its
     window (what it games is measured there: the clients' figures), not by the checks that no
     waiting changes; `keeps_fault`: it moves or works around the injected cause without touching
-    it, so failing is not enough: the fault's own check must be among the failures."""
+    it, so failing is not enough: the fault's own check must still find the cause right after."""
 
     name: str
     apply: Callable[[Any], None]  # given the agent's Kube
     full: bool = False
-    # It leaves the injected cause as it was: the fault's own check must still find it.
     keeps_fault: bool = False
 
 
@@ -506,7 +505,7 @@ def non_fixes(injection: Any, app: Any, kube: Any, deployed: dict[str, Any] | No
     reorder = _reordering(injection, app, kube)
     if reorder is not None:
         out.append(reorder)
-    out.append(_flood(app, kube, deployed or {}))
+    out.append(_flood(app, deployed or {}))
     return out
 
 
@@ -611,7 +610,7 @@ def _reverse_keeping_names(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(env, key=lambda e: -first[e.get("name")])
 
 
-def _flood(app: Any, kube: Any, deployed: dict[str, Any]) -> NonFix:
+def _flood(app: Any, deployed: dict[str, Any]) -> NonFix:
     """Issue 23's attack: a second Service in front of the entry pods (with the ports as
     deployed, so that it works whatever the fault did to the entry Service) and an own load
     generator against it: the farm's generator copied under another name, same image, pod
