@@ -9,9 +9,8 @@ fault sits in (a spare port first in the Services, containers, env and ports rev
 second Service in front of the entry pods with an own load generator flooding it, judged over
 the full window: the farm's client figures must not rise above what the same window shows
 without it; each done with the agent's own token on a rewound copy of the incident) → the
-reference mitigation (kubectl through the
-agent's checked tool and token; never a farm step) → the oracle passes → recover leaves the
-cluster as deployed. A diagnosis-only problem stops after the non-fix step: its mitigation is
+reference mitigation (kubectl through the agent's checked tool and token; never a farm step) →
+the oracle passes → recover leaves the cluster as deployed. A diagnosis-only problem stops after the non-fix step: its mitigation is
 not scored.
 
 Problems of one application share a deployment: it is checkpointed once (emulated cluster) and
