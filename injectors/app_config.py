@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
+from clusters.base import ClusterHandle
 from clusters.kube import Kube, Obj
 from core.errors import InjectionError
-from injectors.base import faults
+from injectors.base import Injection, faults
 from injectors.fault import (
     MISSING,
     ConfigMapKeyMutation,
@@ -20,7 +21,10 @@ from injectors.fault import (
     Params,
     Removal,
     WorkloadParams,
+    appended,
+    contains,
     get_path,
+    has_run,
     require,
 )
 from injectors.objects import Ref
@@ -141,6 +145,25 @@ class ConfigMapDrift(ConfigMapKeyMutation):
             return json.dumps(doc, indent=2)
         raise InjectionError("configmap-drift needs value, replace or json_path")
 
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        """The drifted setting is still in the text, however the rest was edited or reformatted:
+        a replaced-in string more often than before, the JSON value at its path, the whole value
+        up to white space."""
+        if not isinstance(current, str):
+            return False
+        before = injection.saved["before"] if isinstance(injection.saved["before"], str) else ""
+        if self.p.replace:
+            return any(current.count(new) > before.count(new) for new in self.p.replace.values())
+        if self.p.json_path:
+            try:
+                node: Any = json.loads(current)
+                for key in self.p.json_path:
+                    node = node[key]
+            except (ValueError, KeyError, IndexError, TypeError):
+                return False
+            return bool(node == self.p.json_value)
+        return " ".join(current.split()) == " ".join(str(self.p.value).split())
+
 
 # -- services -------------------------------------------------------------------------------
 
@@ -174,30 +197,79 @@ class ServiceMissing(Removal):
         return Ref("Service", namespace, self.p.service)
 
 
-@faults.register("service-wrong-port")
-class ServiceWrongPort(ServiceMutation):
-    """The Service's port no longer matches what clients dial."""
+class ServicePortMutation(ServiceMutation):
+    """One field of one Service port, planted at `port_index` and from then on found by what
+    identifies a port (its number and its name), never by its place in the list: a port
+    inserted before it, or the list reordered, neither moves nor hides the fault."""
 
     Params = ServicePortParams
+    field: ClassVar[str] = ""
 
     def path(self, obj: Obj) -> list[Any]:
-        return ["spec", "ports", self.p.port_index, "port"]
+        return ["spec", "ports", self.p.port_index, self.field]
 
     def mutate(self, before: Any, obj: Obj) -> Any:
         return self.p.port
+
+    def identity(self, obj: Obj, path: list[Any]) -> dict[str, Any]:
+        """The other ports as they were, so that one which had the injected value all along (a
+        second port of the Service) is not taken for the fault."""
+        ports = obj["spec"]["ports"]
+        return {"other_ports": [_port_key(p) | {self.field: p.get(self.field)}
+                                for i, p in enumerate(ports) if i != self.p.port_index]}
+
+    def _planted(self, ports: list[Obj], injection: Injection) -> list[Obj]:
+        """The ports that carry the injected value and did not carry it before the injection."""
+        had = [{k: v for k, v in o.items() if k != self.field} for o in injection.saved.get("other_ports", [])
+               if str(o.get(self.field)) == str(self.p.port)]
+        return [p for p in ports if str(p.get(self.field)) == str(self.p.port) and _port_key(p) not in had]
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        _, obj = self._current(Kube.of(cluster), injection)
+        if obj is None:
+            return False
+        return bool(self._planted((obj.get("spec") or {}).get("ports") or [], injection))
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        kube = Kube.of(cluster)
+        ref, obj = self._current(kube, injection)
+        if obj is None:
+            return
+        planted = self._planted((obj.get("spec") or {}).get("ports") or [], injection)
+        if not planted:
+            return
+        for port in planted:
+            if injection.saved["before"] == MISSING:
+                port.pop(self.field, None)
+            else:
+                port[self.field] = injection.saved["before"]
+        self._write(kube, ref, obj)
+
+
+def _port_key(port: Obj) -> dict[str, Any]:
+    return {"name": port.get("name") or "", "port": port.get("port"), "protocol": port.get("protocol") or "TCP"}
+
+
+@faults.register("service-wrong-port")
+class ServiceWrongPort(ServicePortMutation):
+    """The Service's port no longer matches what clients dial. In place while a port carries the
+    wrong number, or none carries the number the clients dial."""
+
+    field = "port"
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        if super().is_active(cluster, injection):
+            return True
+        _, obj = self._current(Kube.of(cluster), injection)
+        ports = ((obj or {}).get("spec") or {}).get("ports") or []
+        return obj is not None and not any(p.get("port") == injection.saved["before"] for p in ports)
 
 
 @faults.register("service-wrong-target-port")
-class ServiceWrongTargetPort(ServiceMutation):
+class ServiceWrongTargetPort(ServicePortMutation):
     """The Service forwards to a port the pods do not listen on."""
 
-    Params = ServicePortParams
-
-    def path(self, obj: Obj) -> list[Any]:
-        return ["spec", "ports", self.p.port_index, "targetPort"]
-
-    def mutate(self, before: Any, obj: Obj) -> Any:
-        return self.p.port
+    field = "targetPort"
 
 
 @faults.register("service-wrong-selector")
@@ -270,6 +342,11 @@ class CommandWrongBinary(ContainerMutation):
     def mutate(self, before: Any, obj: Obj) -> Any:
         return list(self.p.command)
 
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        """The wrong binary still starts: the injected words begin the list, whatever follows."""
+        run = list(injection.saved["after"])
+        return isinstance(current, list) and current[:len(run)] == run
+
 
 class ArgsParams(WorkloadParams):
     args: list[str]
@@ -286,6 +363,10 @@ class ContainerArgsChanged(ContainerMutation):
     def mutate(self, before: Any, obj: Obj) -> Any:
         current = [] if before == MISSING else list(before)
         return [*current, *self.p.args] if self.p.append else list(self.p.args)
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        """The injected arguments, in their order, anywhere among the current ones."""
+        return has_run(current, appended(injection))
 
 
 # -- probes -----------------------------------------------------------------------------------
@@ -332,6 +413,12 @@ class ProbeMisconfigured(ContainerMutation):
             "failureThreshold": self.p.failure_threshold,
         }
 
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        """The probe still checks the wrong port or path, whatever its timings are now."""
+        after = injection.saved["after"]
+        action = {k: after[k] for k in ("httpGet", "tcpSocket") if k in after}
+        return isinstance(current, dict) and contains(current, action)
+
 
 # -- init containers and sidecars ------------------------------------------------------------
 
@@ -362,7 +449,14 @@ class InitContainerHang(Mutation):
         ]
 
     def still_in_place(self, current: Any, injection: Any) -> bool:
-        return any(c.get("name") == self.p.container_name for c in (current if current != MISSING else []))
+        """An init container still waits for the host that never answers: by its name, or by what
+        it runs, whatever it is called now."""
+        target = (f"{self.p.wait_for} {self.p.port}", f"{self.p.wait_for}:{self.p.port}")
+        for c in current if isinstance(current, list) else []:
+            words = " ".join(str(w) for w in [*(c.get("command") or []), *(c.get("args") or [])])
+            if c.get("name") == self.p.container_name or any(t in words for t in target):
+                return True
+        return False
 
 
 class SidecarParams(WorkloadParams):
@@ -395,4 +489,13 @@ class SidecarPortConflict(Mutation):
         return [*before, sidecar]
 
     def still_in_place(self, current: Any, injection: Any) -> bool:
-        return any(c.get("name") == self.p.sidecar_name for c in (current if current != MISSING else []))
+        """The sidecar is still in the pod: by its name, or by what it runs (its image's
+        repository, or the listen address that takes the application's port)."""
+        from injectors.workload import repository
+
+        sidecar = injection.saved["after"][-1]
+        for c in current if isinstance(current, list) else []:
+            if c.get("name") == sidecar["name"] or repository(c.get("image") or "") == repository(sidecar["image"]) \
+                    or has_run(c.get("args") or [], sidecar["args"]):
+                return True
+        return False

@@ -11,7 +11,7 @@ from pydantic import Field
 from clusters.base import ClusterHandle
 from clusters.kube import Kube, Obj
 from injectors.base import Injection, faults
-from injectors.fault import MISSING, Creation, Mutation, Params, WorkloadParams, require
+from injectors.fault import MISSING, Creation, Mutation, Params, WorkloadParams, contains, require
 from injectors.objects import Ref, quantity
 from injectors.workload import TEMPLATE, ContainerMutation
 
@@ -37,6 +37,17 @@ class ResourceFieldMutation(ContainerMutation):
         if self.p.memory is not None:
             out["memory"] = self.p.memory
         return out
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        return injected_quantity(current, self.p)
+
+
+def injected_quantity(section: Any, p: Any) -> bool:
+    """A resources section (requests or limits) still holds one of the injected quantities,
+    whatever else in it changed since."""
+    held = section if isinstance(section, dict) else {}
+    return any(getattr(p, key) is not None and key in held and quantity(held[key]) == quantity(getattr(p, key))
+               for key in ("cpu", "memory"))
 
 
 def lower_limit(before: Any, resource: str, value: str) -> Any:
@@ -104,6 +115,9 @@ class RequestsTooLarge(ContainerMutation):
                 if key in out.get("limits", {}):
                     out["limits"][key] = value
         return out
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        return injected_quantity((current if isinstance(current, dict) else {}).get("requests"), self.p)
 
 
 @faults.register("requests-too-small")
@@ -183,6 +197,13 @@ class AntiAffinityDeadlock(Mutation):
             ]
         }
         return out
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        """The deadlocking term is still among the required ones, whatever was added beside it."""
+        term = injection.saved["after"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        terms = ((current if isinstance(current, dict) else {}).get("podAntiAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution") or []
+        return any(contains(t, term) for t in terms)
 
 
 class TaintParams(Params):
@@ -269,6 +290,13 @@ class PvcClaimMismatch(Mutation):
 
     def mutate(self, before: Any, obj: Obj) -> Any:
         return self.p.claim
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        """A volume of the template still claims the missing PVC, whatever the volume is called
+        now (renaming it, and its mounts, does not change what it claims)."""
+        _, obj = self._current(Kube.of(cluster), injection)
+        volumes = (((obj or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("volumes") or []
+        return any((v.get("persistentVolumeClaim") or {}).get("claimName") == self.p.claim for v in volumes)
 
 
 class QuotaParams(Params):

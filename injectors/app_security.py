@@ -23,6 +23,8 @@ from injectors.fault import (
     Params,
     Removal,
     WorkloadParams,
+    appended,
+    has_run,
     neutral_name,
     require,
 )
@@ -122,6 +124,10 @@ class DbTlsRequired(ContainerMutation):
             extra = ["--port", "0", "--tls-port", "6379", "--tls-cert-file", self.p.certificate_path,
                      "--tls-key-file", self.p.certificate_path, "--tls-auth-clients", "no"]
         return [*current, *extra]
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        """The TLS flags, in their order, anywhere among the current arguments."""
+        return has_run(current, appended(injection))
 
 
 # -- certificates and secrets ---------------------------------------------------------------

@@ -161,6 +161,24 @@ def contains(current: Any, wanted: Any) -> bool:
     return current == wanted
 
 
+def has_run(current: Any, run: list[Any]) -> bool:
+    """`run` appears in the list `current` as consecutive items (an injected flag pair among
+    whatever else the list holds now), each allowing what `contains` allows."""
+    if not isinstance(current, list) or not run:
+        return False
+    return any(all(contains(current[i + j], item) for j, item in enumerate(run))
+               for i in range(len(current) - len(run) + 1))
+
+
+def appended(injection: Injection) -> list[Any]:
+    """What a Mutation added to a list: the injected list less the list it extended (all of it
+    when it replaced the list)."""
+    before, after = injection.saved.get("before"), list(injection.saved.get("after") or [])
+    if isinstance(before, list) and after[:len(before)] == before:
+        return after[len(before):]
+    return after
+
+
 class Mutation(Fault):
     """Changes the fragment at `path(...)` of one object to `mutate(before)`."""
 
@@ -547,7 +565,9 @@ __all__ = [
     "ParamsError",
     "Removal",
     "WorkloadParams",
+    "appended",
     "get_path",
+    "has_run",
     "neutral_name",
     "require",
     "set_path",

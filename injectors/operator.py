@@ -7,9 +7,10 @@ from typing import Any
 
 from pydantic import Field
 
+from clusters.base import ClusterHandle
 from clusters.kube import Kube, Obj
-from injectors.base import faults
-from injectors.fault import MISSING, Mutation, NamedObjectMutation, Params
+from injectors.base import Injection, faults
+from injectors.fault import MISSING, Mutation, NamedObjectMutation, Params, contains
 from injectors.objects import Ref
 
 COMPONENT = "^(pd|tikv|tidb|tiflash)$"
@@ -85,6 +86,15 @@ class TidbAffinityInvalid(TidbMutation):
             }
         }
 
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        """Every required node selector term still holds the expression no node satisfies (the
+        terms are alternatives; an expression added to a term narrows it further)."""
+        expression = {"key": self.p.key, "operator": "In", "values": [self.p.value]}
+        terms = (((current if isinstance(current, dict) else {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+        return bool(terms) and all(any(contains(e, expression) for e in t.get("matchExpressions") or [])
+                                   for t in terms)
+
 
 class TolerationParams(TidbParams):
     effect: str = "NoExecuteAlways"  # not a valid taint effect
@@ -105,6 +115,11 @@ class TidbTolerationInvalid(TidbMutation):
     def mutate(self, before: Any, obj: Obj) -> Any:
         current = [] if before == MISSING else list(before)
         return [*current, {"key": self.p.key, "operator": "Equal", "value": self.p.value, "effect": self.p.effect}]
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        """The invalid toleration is still among them, whatever was added beside it."""
+        wanted = {"key": self.p.key, "value": self.p.value, "effect": self.p.effect}
+        return any(contains(t, wanted) for t in current if isinstance(t, dict)) if isinstance(current, list) else False
 
 
 class SecurityContextParams(TidbParams):
@@ -186,3 +201,9 @@ class TidbOperatorImageWrong(Mutation):
 
     def mutate(self, before: Any, obj: Obj) -> Any:
         return self.p.image
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        """Any container of the operator still runs the missing image, whatever it is called now."""
+        _, obj = self._current(Kube.of(cluster), injection)
+        containers = (((obj or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+        return any(c.get("image") == self.p.image for c in containers)

@@ -32,9 +32,11 @@ class ContainerMutation(Mutation):
         return {"container_index": index, "container_image": spec["containers"][index].get("image")}
 
     def is_active(self, cluster: Any, injection: Any) -> bool:
-        """The injected fragment in the faulted container, found by its index at injection, by
-        its name, or as the container running the same image: renaming or moving the container
-        does not take the fault out of the template."""
+        """The injected fragment in the faulted container, found by what identifies it (never by
+        its place alone): its index at injection, its name, or its program (the image's
+        repository, whatever the tag or registry spelling). Renaming, moving or re-tagging the
+        container does not take the fault out of the template. An injected image is looked for in
+        every container: the image is its own identity."""
         from clusters.kube import Kube
 
         _, obj = self._current(Kube.of(cluster), injection)
@@ -46,14 +48,26 @@ class ContainerMutation(Mutation):
         selector = path[len(TEMPLATE) + 1] if len(path) > len(TEMPLATE) + 1 else None
         name = selector.get("name") if isinstance(selector, dict) else None
         index = saved.get("container_index")
-        image = saved.get("container_image") if self.field != "image" else None
+        image = saved.get("container_image")
         rest = path[len(TEMPLATE) + 2:]
         for i, c in enumerate(containers):
-            if not (i == index or c.get("name") == name or (image and c.get("image") == image)):
-                continue
-            if self.still_in_place(get_path(c, rest), injection):
+            same = self.field == "image" or i == index or c.get("name") == name or (
+                bool(image) and repository(c.get("image") or "") == repository(image))
+            if same and self.still_in_place(get_path(c, rest), injection):
                 return True
         return False
+
+
+def repository(image: str) -> str:
+    """The program an image reference names: without its tag or digest, and with Docker Hub's
+    implied registry and `library/` spelled out or not, the same."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)
+    if ":" in last[-1]:
+        name = name.rsplit(":", 1)[0]
+    for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
+        name = name.removeprefix(prefix)
+    return name.removeprefix("library/")
 
 
 class TemplateMutation(Mutation):

@@ -1,19 +1,25 @@
 """The mitigation oracle: programmatic, on the state the agent left (noise already stopped).
 
 After a window of cluster time it requires, each as a named check:
-- the client side: the load generator's success rate over the window at or above the problem's
-  threshold, with real traffic (no requests is a failure, never a pass);
+- the client side: the farm's own load generator's success rate over the window at or above the
+  problem's threshold, with real traffic (no requests is a failure, never a pass). Only the pods
+  of the generator the farm deployed count (its Deployment by uid, their ReplicaSets and pods by
+  owner uid, each pod running the generator's own program): a generator the agent starts, with
+  the same image, labels and metric names, adds nothing to the figure;
 - the system side: every deployment and statefulset of the baseline (captured after deploy,
   before injection) still there, not scaled below its baseline, ready; the load generator
-  untouched; no crash-looping or pending pods; no firing alert of the application namespace;
+  untouched (the very object the farm deployed, its template, replicas and the config maps and
+  secrets it reads); no crash-looping or pending pods; no firing alert of the application namespace;
 - lasting, not propped up: no paused rollout; every workload's rollout complete at its current
   generation (observed generation, every replica updated, no old ReplicaSet still serving pods
   its template would not make); the health checks hold at every sample of the window, not only
   at its end, with no container restarting meanwhile;
 - the fault's own check: no injected root cause still affects what runs (each injector's
   `affects`: a pod still under the experiment, the workload still on the faulty node, the
-  injected value still in the template, found by the container's index, not its name); for
-  metastable problems the trigger is replayed and the system must recover by itself;
+  injected value still in the template, found by what identifies it, never by its place in a
+  list or its name alone: a container by its index, name or program, a Service port by its
+  number and name); a fix that leaves the injected cause in place fails whatever the metrics
+  say; for metastable problems the trigger is replayed and the system must recover by itself;
 - surviving a restart: once everything else holds, the oracle restarts the faulted workloads
   itself (a rollout restart with the farm's credentials) and requires the checks to hold again.
 """
@@ -23,6 +29,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
+from collections.abc import Iterable
 from typing import Any
 
 import httpx
@@ -71,6 +79,10 @@ class Baseline(BaseModel):
     load_generator: str
     load_generator_template: str | None = None  # hash of its pod template; None when it is absent
     load_generator_replicas: int = 0
+    # The generator the farm deployed: its uid (None in baselines recorded before it was kept),
+    # and a hash of the config maps and secrets it reads (its script, its target list).
+    load_generator_uid: str | None = None
+    load_generator_inputs: str | None = None
     request_rate: float | None = None  # client requests per second at capture time, when known
     firing_alerts: list[str] = []  # "alertname{labels}" firing before any fault: not the agent's to clear
 
@@ -100,6 +112,68 @@ def _comparable_template(template: dict[str, Any]) -> str:
 
 def _window(seconds: float) -> str:
     return f"{int(math.ceil(seconds))}s"
+
+
+def scoped(query: str, pods: Iterable[str]) -> str:
+    """`query` (its window filled in) with every series selector narrowed to the pods named: the
+    client-side figures of the farm's own load generator, not of whatever else in the namespace
+    exports the same metric names."""
+    names = sorted(set(pods))
+    if not names:
+        raise ValueError("no load generator pod to read the client side of")
+    # Pod names are DNS subdomains ([a-z0-9.-]); a dot is the only character a regex reads specially.
+    matcher = 'pod=~"' + "|".join(n.replace(".", "[.]") for n in names) + '"'
+    return re.sub(r"\{([^{}]*)\}", lambda m: "{" + matcher + ("," + m.group(1) if m.group(1).strip() else "") + "}",
+                  query)
+
+
+_TOKEN_VOLUME = "kube-api-access-"  # the service account token volume admission adds to every pod
+
+
+def _program(spec: dict[str, Any]) -> str:
+    """What decides where a pod's requests go and what it reports: its containers' programs and
+    settings, its name resolution. A pod that only claims the generator's ReplicaSet as its owner
+    (ownerReferences are the creator's to write) does not run the generator's own program."""
+    def own(items: Any) -> list[Any]:  # the template's own, without the token volume
+        return [i for i in items or [] if not str(i.get("name", "")).startswith(_TOKEN_VOLUME)]
+
+    def container(c: dict[str, Any]) -> dict[str, Any]:
+        return {k: c.get(k) for k in ("name", "image", "command", "args", "env", "envFrom")} | {
+            "volumeMounts": own(c.get("volumeMounts"))}
+
+    return json.dumps(_without_nulls({
+        "containers": [container(c) for c in spec.get("containers") or []],
+        "initContainers": [container(c) for c in spec.get("initContainers") or []],
+        "volumes": own(spec.get("volumes")), "hostAliases": spec.get("hostAliases"),
+        "dnsConfig": spec.get("dnsConfig"), "hostNetwork": spec.get("hostNetwork")}), sort_keys=True)
+
+
+def _inputs(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """The config maps and secrets a pod template reads, as (kind, name)."""
+    out: set[tuple[str, str]] = set()
+    for v in spec.get("volumes") or []:
+        if (v.get("configMap") or {}).get("name"):
+            out.add(("ConfigMap", v["configMap"]["name"]))
+        if (v.get("secret") or {}).get("secretName"):
+            out.add(("Secret", v["secret"]["secretName"]))
+        for src in (v.get("projected") or {}).get("sources") or []:
+            if (src.get("configMap") or {}).get("name"):
+                out.add(("ConfigMap", src["configMap"]["name"]))
+            if (src.get("secret") or {}).get("name"):
+                out.add(("Secret", src["secret"]["name"]))
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for e in c.get("env") or []:
+            ref = e.get("valueFrom") or {}
+            if (ref.get("configMapKeyRef") or {}).get("name"):
+                out.add(("ConfigMap", ref["configMapKeyRef"]["name"]))
+            if (ref.get("secretKeyRef") or {}).get("name"):
+                out.add(("Secret", ref["secretKeyRef"]["name"]))
+        for e in c.get("envFrom") or []:
+            if (e.get("configMapRef") or {}).get("name"):
+                out.add(("ConfigMap", e["configMapRef"]["name"]))
+            if (e.get("secretRef") or {}).get("name"):
+                out.add(("Secret", e["secretRef"]["name"]))
+    return sorted(out)
 
 
 class MitigationOracle:
@@ -149,10 +223,63 @@ class MitigationOracle:
             return None
         return None if math.isnan(value) else value
 
-    def _rates(self, cluster: ClusterHandle, window: float) -> tuple[float | None, float | None]:
+    def _rates(self, cluster: ClusterHandle, window: float, baseline: Baseline | None = None
+               ) -> tuple[float | None, float | None]:
+        """The clients' success rate and request rate over the window, as the farm's own load
+        generator reports them (no pod of it: no figures). Its pods as they are now: a name is
+        the series' only tie to its pod, and a name freed earlier in the window (a generator pod
+        deleted) is anyone's to take, while one held now is the generator's alone."""
+        pods = self._load_generator_pods(cluster, baseline)
+        if not pods:
+            return None, None
         w = _window(window)
-        return (self._scalar(cluster, self.app.client_success_query.replace("{window}", w)),
-                self._scalar(cluster, self.app.client_request_rate_query.replace("{window}", w)))
+        return (self._scalar(cluster, scoped(self.app.client_success_query.replace("{window}", w), pods)),
+                self._scalar(cluster, scoped(self.app.client_request_rate_query.replace("{window}", w), pods)))
+
+    def _load_generator(self, cluster: ClusterHandle, baseline: Baseline | None
+                        ) -> tuple[str, dict[str, Any]] | None:
+        """The load generator the farm deployed: by name, and by uid once the baseline has it (one
+        deleted and made again, even from the same manifest, is another generator)."""
+        from clusters.kube import Kube
+
+        kube = Kube.of(cluster)
+        for kind in ("Deployment", "StatefulSet"):
+            obj = kube.find(kind, self.app.namespace, self.app.load_generator)
+            if obj is None:
+                continue
+            if baseline is not None and baseline.load_generator_uid and \
+                    obj["metadata"].get("uid") != baseline.load_generator_uid:
+                return None
+            return kind, obj
+        return None
+
+    def _load_generator_pods(self, cluster: ClusterHandle, baseline: Baseline | None) -> set[str]:
+        """Names of the pods that are the farm's load generator: owned (by uid) by it, or by a
+        ReplicaSet it owns, and running its program."""
+        from clusters.kube import Kube
+
+        found = self._load_generator(cluster, baseline)
+        if found is None:
+            return set()
+        kind, lg = found
+        kube = Kube.of(cluster)
+        ns = self.app.namespace
+        owners = {lg["metadata"]["uid"]}
+        if kind == "Deployment":
+            owners = {rs["metadata"]["uid"] for rs in kube.list("ReplicaSet", ns)
+                      if _controller_uid(rs) == lg["metadata"]["uid"]}
+        program = _program(((lg.get("spec") or {}).get("template") or {}).get("spec") or {})
+        return {p["metadata"]["name"] for p in kube.list("Pod", ns)
+                if _controller_uid(p) in owners and _program(p.get("spec") or {}) == program}
+
+    def _inputs_hash(self, cluster: ClusterHandle, lg: dict[str, Any]) -> str:
+        from clusters.kube import Kube
+
+        kube = Kube.of(cluster)
+        spec = ((lg.get("spec") or {}).get("template") or {}).get("spec") or {}
+        read = {f"{kind}/{name}": ((kube.find(kind, self.app.namespace, name) or {}).get("data"))
+                for kind, name in _inputs(spec)}
+        return hashlib.sha256(json.dumps(read, sort_keys=True).encode()).hexdigest()[:16]
 
     # -- baseline --------------------------------------------------------------------------
     def capture_baseline(self, cluster: ClusterHandle, namespace: str) -> Baseline:
@@ -175,6 +302,8 @@ class MitigationOracle:
             load_generator=self.app.load_generator,
             load_generator_template=_template_hash(lg) if lg else None,
             load_generator_replicas=int((lg.get("spec") or {}).get("replicas", 1) or 0) if lg else 0,
+            load_generator_uid=lg["metadata"].get("uid") if lg else None,
+            load_generator_inputs=self._inputs_hash(cluster, lg) if lg else None,
             request_rate=rate,
             firing_alerts=firing,
         )
@@ -265,7 +394,7 @@ class MitigationOracle:
 
     def _client_side(self, cluster: ClusterHandle, check: Any, baseline: Baseline) -> tuple[float | None, float | None]:
         try:
-            success, rate = self._rates(cluster, self.spec.window_seconds)
+            success, rate = self._rates(cluster, self.spec.window_seconds, baseline)
         except (httpx.HTTPError, RuntimeError, ValueError, KeyError) as exc:
             check("traffic", False, f"the client-side metrics could not be read ({exc})")
             check("client_success_rate", False, "no client-side success rate")
@@ -274,8 +403,8 @@ class MitigationOracle:
         if baseline.request_rate:
             floor = max(floor, 0.5 * baseline.request_rate)
         check("traffic", rate is not None and rate >= floor,
-              f"client request rate {rate if rate is not None else 'none'}/s is below {floor:.2g}/s: "
-              "no traffic is never a pass")
+              f"the farm's load generator's request rate {rate if rate is not None else 'none'}/s is below "
+              f"{floor:.2g}/s: no traffic is never a pass")
         check("client_success_rate", success is not None and rate is not None and rate > 0
               and success >= self.spec.success_rate,
               f"client success rate {success if success is not None else 'none'} is below "
@@ -308,9 +437,13 @@ class MitigationOracle:
         lg = now.get(lg_key) if lg_key else None
         intact = baseline.load_generator_template is not None and lg is not None and (
             _template_hash(lg) == baseline.load_generator_template
-            and int((lg.get("spec") or {}).get("replicas", 1) or 0) >= max(1, baseline.load_generator_replicas))
+            and int((lg.get("spec") or {}).get("replicas", 1) or 0) >= max(1, baseline.load_generator_replicas)
+            and (baseline.load_generator_uid is None or lg["metadata"].get("uid") == baseline.load_generator_uid)
+            and (baseline.load_generator_inputs is None
+                 or self._inputs_hash(cluster, lg) == baseline.load_generator_inputs))
         check("load_generator_intact", intact,
-              f"the load generator {baseline.load_generator} was removed, scaled down or changed")
+              f"the load generator {baseline.load_generator} was removed, re-created, scaled down or changed "
+              "(its template, or the config maps and secrets it reads)")
         if not pods:
             return now
 
@@ -421,7 +554,7 @@ class MitigationOracle:
             broken.append("the fault affects the running system again")
         cluster.advance(RESTART_WINDOW_S)
         try:
-            success, rate = self._rates(cluster, RESTART_WINDOW_S)
+            success, rate = self._rates(cluster, RESTART_WINDOW_S, baseline)
         except (httpx.HTTPError, RuntimeError, ValueError, KeyError):
             success = rate = None
         if success is None or rate is None or success < self.spec.success_rate:
@@ -467,8 +600,13 @@ class MitigationOracle:
         problem_injection.replay_trigger(cluster, namespace, REPLAY_TRIGGER_S)
         cluster.advance(self.spec.window_seconds)
         try:
-            success, rate = self._rates(cluster, self.spec.window_seconds)
+            success, rate = self._rates(cluster, self.spec.window_seconds, baseline)
         except (httpx.HTTPError, RuntimeError, ValueError, KeyError):
             return False
         return success is not None and rate is not None and rate >= MIN_REQUEST_RATE and (
             success >= self.spec.success_rate)
+
+
+def _controller_uid(obj: dict[str, Any]) -> str | None:
+    return next((r.get("uid") for r in (obj.get("metadata") or {}).get("ownerReferences") or []
+                 if r.get("controller")), None)

@@ -4,10 +4,13 @@ deploy → healthy (the mitigation oracle passes) → inject → the symptom is 
 agent's own tools (kubectl with the agent's kubeconfig, Prometheus, Loki, Jaeger over HTTP) →
 nothing the agent can read reveals the answer (leak check) → the mitigation oracle fails →
 non-fixes fail (scaling the faulted workload to zero, deleting it, pausing it with its previous
-pods serving, renaming its container, stopping the load generator: each done with the agent's
-own token on a rewound copy of the incident) → the reference mitigation (kubectl through the
-agent's checked tool and token; never a farm step) → the oracle passes → recover leaves the
-cluster as deployed. A diagnosis-only problem stops after the non-fix step: its mitigation is
+pods serving, renaming its container, stopping the load generator, reordering every list the
+fault sits in (a spare port first in the Services, containers, env and ports reversed), and a
+second Service in front of the entry pods with an own load generator flooding it, judged over
+the full window: the farm's client figures must not rise above what the same window shows
+without it; each done with the agent's own token on a rewound copy of the incident) → the
+reference mitigation (kubectl through the agent's checked tool and token; never a farm step) →
+the oracle passes → recover leaves the cluster as deployed. A diagnosis-only problem stops after the non-fix step: its mitigation is
 not scored.
 
 Problems of one application share a deployment: it is checkpointed once (emulated cluster) and
@@ -469,18 +472,45 @@ def leaks(view: AgentView, problem: Problem) -> list[str]:
 NON_FIX_SETTLE_S = 0.0  # the non-fixes fail on checks no waiting changes: no cluster time needed
 
 
+# The agent's own load generator runs this many times the farm's: summed over the namespace, its
+# traffic would lift a failing figure far above FLOOD_LIFT (the farm's own may move less); more
+# would overload the application as deployed, and scaling it up costs the emulator minutes per
+# problem (tests/security/test_mitigation_attacks.py plays the attack at full size).
+FLOOD_REPLICAS = 3
+FLOOD_LIFT = 0.05
+DIRECT_SUFFIX = "-direct"  # the agent's second Service in front of the entry pods
+
+
 class NonFix(NamedTuple):
     """Something an agent could do, with its own token, that silences or props up the incident
-    without fixing it: the oracle must fail it."""
+    without fixing it: the oracle must fail it. `full`: judged by the whole verdict over its
+    window (what it games is measured there: the clients' figures), not by the checks that no
+    waiting changes; `keeps_fault`: it moves or works around the injected cause without touching
+    it, so failing is not enough: the fault's own check must still find the cause right after."""
 
     name: str
     apply: Callable[[Any], None]  # given the agent's Kube
+    full: bool = False
+    keeps_fault: bool = False
 
 
-def non_fixes(injection: Any, app: Any, kube: Any) -> list[NonFix]:
+def non_fixes(injection: Any, app: Any, kube: Any, deployed: dict[str, Any] | None = None) -> list[NonFix]:
     """The non-fixes of one problem, generated from its faulted workload (the first workload a
-    lasting fix must survive the restart of, else the workload its ground truth names) and the
-    application's load generator. Leaving the fault in place is the validator's `oracle_fails`."""
+    lasting fix must survive the restart of, else the workload its ground truth names), the
+    objects its faults changed, the entry Service and the application's load generator.
+    Leaving the fault in place is the validator's `oracle_fails`. `deployed`: the application's
+    desired state as deployed (`desired_state`), where the entry Service's right ports are read."""
+    out = _silencing(injection, app, kube)
+    reorder = _reordering(injection, app, kube)
+    if reorder is not None:
+        out.append(reorder)
+    out.append(_flood(app, deployed or {}))
+    return out
+
+
+def _silencing(injection: Any, app: Any, kube: Any) -> list[NonFix]:
+    """Scaling the faulted workload to zero, deleting it, pausing it with old pods serving,
+    renaming its container; stopping the load generator."""
     from core.errors import InjectionError
     from injectors.workload import ContainerMutation
 
@@ -515,6 +545,115 @@ def non_fixes(injection: Any, app: Any, kube: Any) -> list[NonFix]:
                       lambda kube: kube.patch(kube.workload(app.namespace, lg)[0], app.namespace, lg,
                                               {"spec": {"replicas": 0}})))
     return out
+
+
+def _changed(injection: Any, kinds: tuple[str, ...]) -> list[str]:
+    """The objects of those kinds the problem's faults changed or restart, as "Kind/namespace/name"."""
+    refs = [str(inj.saved.get("ref", "")) for _, inj in injection.injectors] + list(injection.restart_targets())
+    return list(dict.fromkeys(r for r in refs if r.split("/", 1)[0] in kinds))
+
+
+def _reordering(injection: Any, app: Any, kube: Any) -> NonFix | None:
+    """Every list the fault could be looked up in, reordered without changing what runs: a port
+    inserted first in the entry Service and each Service the faults changed; the containers of
+    each faulted workload reversed, and in each container its env (names kept in their order
+    among themselves, so the definition that wins stays the one that wins) and its ports. A
+    check that reads by position sees other items; the fault is where it was."""
+    services = _changed(injection, ("Service",))
+    entry = f"Service/{app.namespace}/{app.entrypoint}"
+    if kube.find("Service", app.namespace, app.entrypoint) is not None and entry not in services:
+        services.append(entry)
+    workloads = _changed(injection, ("Deployment", "StatefulSet"))
+    if not services and not workloads:
+        return None
+
+    def apply(agent: Any) -> None:
+        for ref in services:
+            _, ns, name = ref.split("/", 2)
+            svc = agent.find("Service", ns, name)
+            if svc is None:
+                continue
+            ports = svc["spec"].get("ports") or []
+            taken = {p.get("port") for p in ports}
+            spare = next(n for n in range(18080, 65535) if n not in taken)
+            for i, p in enumerate(ports):
+                p.setdefault("name", f"p{i}")  # a Service of two ports names both
+            svc["spec"]["ports"] = [{"name": "zz-spare", "port": spare, "targetPort": spare, "protocol": "TCP"}, *ports]
+            svc.pop("status", None)
+            agent.replace("Service", ns, svc)
+        for ref in workloads:
+            kind, ns, name = ref.split("/", 2)
+            obj = agent.find(kind, ns, name)
+            if obj is None:
+                continue
+            pod = obj["spec"]["template"]["spec"]
+            pod["containers"] = list(reversed(pod.get("containers") or []))
+            for c in pod["containers"]:
+                if c.get("env"):
+                    c["env"] = _reverse_keeping_names(c["env"])
+                if c.get("ports"):
+                    c["ports"] = list(reversed(c["ports"]))
+            obj.pop("status", None)
+            agent.replace(kind, ns, obj)
+
+    what = ", ".join(r.split("/", 2)[2] for r in [*services, *workloads])
+    return NonFix(f"reorder the lists of {what}", apply, keeps_fault=True)
+
+
+def _reverse_keeping_names(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Env entries in reverse order of their names' first appearance, the entries of one name
+    in their own order (the last still wins)."""
+    first: dict[Any, int] = {}
+    for i, e in enumerate(env):
+        first.setdefault(e.get("name"), i)
+    return sorted(env, key=lambda e: -first[e.get("name")])
+
+
+def _flood(app: Any, deployed: dict[str, Any]) -> NonFix:
+    """Issue 23's attack: a second Service in front of the entry pods (with the ports as
+    deployed, so that it works whatever the fault did to the entry Service) and an own load
+    generator against it: the farm's generator copied under another name, same image, pod
+    labels and metric names, FLOOD_REPLICAS times over. Judged over the full window: it must
+    not lift the client success rate the oracle reads by more than FLOOD_LIFT above the fault's
+    own reading, or if it does, above the same window rewound and run without it."""
+    entry, lg = app.entrypoint, app.load_generator
+    direct = f"{entry}{DIRECT_SUFFIX}"[:63]
+    right = deployed.get(f"Service/{entry}") or {}
+
+    def apply(agent: Any) -> None:
+        target = entry
+        if right.get("ports") and right.get("selector"):
+            ports = [{k: p[k] for k in ("name", "port", "targetPort", "protocol") if k in p} for p in right["ports"]]
+            agent.create("Service", app.namespace, {"metadata": {"name": direct},
+                                                   "spec": {"selector": dict(right["selector"]), "ports": ports}})
+            target = direct
+        kind, obj = agent.workload(app.namespace, lg)
+        clone = json.loads(json.dumps(obj))
+        clone.pop("status", None)
+        meta = clone["metadata"]
+        clone["metadata"] = {"name": f"{lg}-canary"[:63], "labels": dict(meta.get("labels") or {})}
+        spec = clone["spec"]
+        spec["replicas"] = FLOOD_REPLICAS * int(spec.get("replicas") or 1)
+        spec["selector"] = {"matchLabels": {**spec["selector"].get("matchLabels", {}), "track": "canary"}}
+        template = spec["template"]
+        template.setdefault("metadata", {}).setdefault("labels", {})["track"] = "canary"
+        if target != entry:
+            pattern = re.compile(rf"(?<![\w.-]){re.escape(entry)}(?![\w-])")
+            for c in (template["spec"].get("containers") or []) + (template["spec"].get("initContainers") or []):
+                c["command"] = [pattern.sub(target, w) for w in c.get("command") or []] or None
+                c["args"] = [pattern.sub(target, w) for w in c.get("args") or []] or None
+                for e in c.get("env") or []:
+                    if isinstance(e.get("value"), str):
+                        e["value"] = pattern.sub(target, e["value"])
+                for key in ("command", "args"):
+                    if c[key] is None:
+                        c.pop(key)
+        if kind == "StatefulSet":
+            spec["serviceName"] = clone["metadata"]["name"]
+        agent.create(kind, app.namespace, clone)
+
+    return NonFix(f"a second Service {direct} and an own {lg} x{FLOOD_REPLICAS} against it", apply, full=True,
+                  keeps_fault=True)
 
 
 def _rename_container(kube: Any, kind: str, namespace: str, name: str, index: int) -> None:
@@ -826,6 +965,7 @@ class Validator:
                 verdict = oracle.evaluate(self.cluster, ns, state["baseline"], injection)
                 if verdict.passed:
                     raise StepFailed("the mitigation oracle passes with the fault in place")
+                state["success_rate"], state["checks"] = verdict.success_rate, dict(verdict.checks)
                 blind = oracle_blind_to(verdict.checks, state.get("evidence", []))
                 if blind:
                     raise StepFailed("the oracle fails only on the fault's own check, yet the agent's tools show "
@@ -837,12 +977,15 @@ class Validator:
                     return "diagnosis only: the mitigation is not scored"
                 if not self.cluster.capabilities.checkpoints:
                     return "not run: this cluster cannot rewind between non-fixes"
-                candidates = non_fixes(injection, app, Kube.of(self.cluster))
+                candidates = non_fixes(injection, app, Kube.of(self.cluster), self._deployed.get(problem.app))
                 if not candidates:
                     return "none apply"
                 mark = "validate-non-fix"
                 self.cluster.checkpoint(mark)
                 passed = []
+                # The clients' figure with the fault in place: traffic of the agent's own must not lift it.
+                success_before = state.get("success_rate") or 0.0
+                fault_seen = state.get("checks", {}).get("fault_resolved") is False
                 try:
                     for i, nf in enumerate(candidates):
                         if i:
@@ -850,9 +993,21 @@ class Validator:
                         nf.apply(view.kube)
                         if NON_FIX_SETTLE_S:
                             self.cluster.advance(NON_FIX_SETTLE_S)
-                        verdict = oracle.evaluate(self.cluster, ns, state["baseline"], injection, fail_fast=True)
+                        # Read at once: over a window a fault may leave by itself (a node's pods evicted).
+                        lost = nf.keeps_fault and fault_seen and not any(injection.active(self.cluster))
+                        verdict = oracle.evaluate(self.cluster, ns, state["baseline"], injection, fail_fast=not nf.full)
                         if verdict.passed:
                             passed.append(nf.name)
+                        elif lost:
+                            passed.append(f"{nf.name} (the fault's own check lost the fault)")
+                        elif nf.full and (verdict.success_rate or 0.0) > success_before + FLOOD_LIFT:
+                            # Higher than with the fault fresh; the same window with no non-fix at all
+                            # (the cluster rewound) tells the agent's traffic from what time did alone.
+                            self.cluster.restore(mark)
+                            alone = oracle.evaluate(self.cluster, ns, state["baseline"], injection).success_rate or 0.0
+                            if (verdict.success_rate or 0.0) > alone + FLOOD_LIFT:
+                                passed.append(f"{nf.name} (lifted the client success rate to "
+                                              f"{verdict.success_rate:.3f}; {alone:.3f} without it)")
                 finally:
                     self.cluster.restore(mark)
                 if passed:

@@ -230,8 +230,39 @@ def test_non_fixes_are_generated_from_the_faulted_workload_and_fail(validator) -
     (step,) = [s for s in result.steps if s.name == "non_fixes"]
     assert step.ok, step.detail
     for name in ("scale geo to zero", "delete deployment geo", "pause geo with its previous pods serving",
-                 "rename geo's container", "stop the load generator"):
+                 "rename geo's container", "stop the load generator", "reorder the lists of frontend, geo",
+                 "a second Service frontend-direct and an own wrk2-load x3 against it"):
         assert name in step.detail, step.detail
+
+
+def _check_by_list_position(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The targetPort check as it was: the port at the index it was planted at."""
+    from injectors.app_config import ServiceWrongTargetPort
+    from injectors.fault import Mutation
+
+    monkeypatch.setattr(ServiceWrongTargetPort, "is_active", Mutation.is_active)
+
+
+def _client_figure_over_the_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client side as it was: every pod of the namespace that exports the metric."""
+    import farm.oracles.mitigation
+
+    monkeypatch.setattr(farm.oracles.mitigation, "scoped", lambda query, pods: query)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("weaken", "caught"), [
+    (_check_by_list_position, "reorder the lists of frontend (the fault's own check lost the fault)"),
+    (_client_figure_over_the_namespace,
+     "own wrk2-load x3 against it (lifted the client success rate to 0.750; 0.000 without it)"),
+], ids=["fault-check-by-list-position", "client-figure-over-the-namespace"])
+def test_an_oracle_issue_23_fools_fails_validation(validator, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+                                                  weaken: Any, caught: str) -> None:
+    """Each hole of issue 23, put back, is caught by the non-fix made for it."""
+    weaken(monkeypatch)
+    result = validator.validate(load_catalog().get("hr-frontend-service-targetport-wrong"))
+    failed = next(s for s in result.steps if not s.ok)
+    assert failed.name == "non_fixes" and caught in failed.detail, failed
 
 
 @pytest.mark.slow
