@@ -20,6 +20,21 @@ def capture(kubectl: Kubectl, parsed: Parsed, manifest: str | None) -> dict[str,
     return before
 
 
+def wrote(kubectl: Kubectl, parsed: Parsed, manifest: str | None, before: dict[str, Any]) -> bool:
+    """Whether the command changed any object it names, read back after it ran: an object came,
+    went or has a new resourceVersion. A failed command may have written part of what it was
+    asked (`delete pod a b` with no b, `taint nodes --all` refused on one node); one that
+    succeeded may have written nothing (cordoning a cordoned node)."""
+    after = capture(kubectl, parsed, manifest)
+    if set(after) != set(before):
+        return True
+    return any(_version(before[key]) != _version(after[key]) for key in before)
+
+
+def _version(obj: dict[str, Any] | None) -> str | None:
+    return None if obj is None else str((obj.get("metadata") or {}).get("resourceVersion"))
+
+
 def _controlled(obj: dict[str, Any]) -> bool:
     return any(ref.get("controller") for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
 
