@@ -361,6 +361,8 @@ def targets_of(parsed: Parsed, manifest: str | None) -> list[Target]:
         return found
     if verb in ("set", "rollout"):
         pos = pos[1:]  # set env / rollout undo: the resource follows the sub-verb
+    if verb == "create" and pflag_bool(flags.get("append-hash", "false")) is not False:
+        return []  # the name gets a hash of the content: unknown until it is created
     if verb == "create" and pos:
         created = _kind(pos[0])
         rest = pos[1:]

@@ -138,7 +138,7 @@ class AgentInterface:
         self.record.sandbox = self._kubectl.sandbox
         ep = self.cluster.endpoints
         self._telemetry = Telemetry(ep.prometheus, ep.loki, ep.jaeger, self.cluster.now, self.namespace,
-                                    self.summarised)
+                                    self.summarised, also=self.also_namespaces)
         self.record.started_at = self._now()
         self._started_mono = time.monotonic()
         self.token = secrets.token_urlsafe(32)

@@ -815,8 +815,11 @@ class KubeAPI:
         if mode == "Warn":
             req.warnings = [*req.warnings, *(f'unknown field "{f}"' for f in unknown)]
 
-    def _dry_run(self, req: Request) -> bool:
-        return "All" in req.query.get("dryRun", [])
+    def _dry_run(self, req: Request, options: dict[str, Any] | None = None) -> bool:
+        """dryRun=All in the query, or for a delete in its DeleteOptions body, where kubectl
+        sends it (`kubectl delete --dry-run=server`)."""
+        in_body = (options or {}).get("dryRun") or []
+        return "All" in req.query.get("dryRun", []) or (isinstance(in_body, list) and "All" in in_body)
 
     def _commit(self, req: Request, r: Route, current: Obj, new: Obj, *, check_rv: bool, applied: bool = False) -> Response:
         """Write an update (from PUT or PATCH) of the object or its status; `applied`: its
@@ -952,7 +955,8 @@ class KubeAPI:
     def _delete(self, req: Request, r: Route) -> Response:
         if r.sub:
             raise method_not_allowed("DELETE", f"{r.rt.plural}/{r.sub}")
-        deleted = self._delete_one(r, r.name, self._delete_options(req), self._dry_run(req))
+        opts = self._delete_options(req)
+        deleted = self._delete_one(r, r.name, opts, self._dry_run(req, opts))
         still_there = self.store.try_get(r.rt.key, self._ns(r), r.name) is not None
         if r.rt.key in ("pods", "namespaces") or still_there:
             return json_response(200, deleted)
@@ -960,7 +964,7 @@ class KubeAPI:
 
     def _deletecollection(self, req: Request, r: Route) -> Response:
         opts = self._delete_options(req)
-        dry_run = self._dry_run(req)
+        dry_run = self._dry_run(req, opts)
         names = [o["metadata"]["name"] for o in self._selected(req, r)]
         items = []
         for name in names:
