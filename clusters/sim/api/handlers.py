@@ -790,7 +790,10 @@ class KubeAPI:
         parent = self.store.get(r.rt.key, ns, r.name)
         if r.sub == "eviction":
             # the Eviction's deleteOptions, as a DELETE's: the pod terminates gracefully
-            requested = ((body or {}).get("deleteOptions") or {}).get("gracePeriodSeconds")
+            options = (body or {}).get("deleteOptions") or {}
+            requested = options.get("gracePeriodSeconds")
+            if self._dry_run(req, options):  # the disruption budget is checked, nothing deleted
+                return json_response(201, subresources.evict(self.store, parent, lambda: None))
             return json_response(201, subresources.evict(self.store, parent, lambda: delete_pod(
                 self.store, parent, None if requested is None else int(requested))))
         if r.sub == "binding":
@@ -855,7 +858,8 @@ class KubeAPI:
             body["metadata"]["namespace"] = ns
         current = self.store.get(r.rt.key, ns, r.name)
         if r.sub == "scale":
-            return json_response(200, subresources.apply_scale(self.store, r.rt, current, body, self._scale_fields(req, current)))
+            return json_response(200, subresources.apply_scale(self.store, r.rt, current, body, self._scale_fields(req, current),
+                                                               dry_run=self._dry_run(req)))
         if r.sub == "finalize":
             new = dict(current, spec=dict(current.get("spec") or {}, finalizers=(body.get("spec") or {}).get("finalizers", [])))
             return json_response(200, self.store.replace(r.rt.key, new, check_rv=False))
@@ -874,7 +878,8 @@ class KubeAPI:
         current = self.store.get(r.rt.key, ns, r.name)
         if r.sub == "scale":
             scale = apply_patch(ctype, subresources.scale_of(current), patch, "Scale")
-            return json_response(200, subresources.apply_scale(self.store, r.rt, current, scale, self._scale_fields(req, current)))
+            return json_response(200, subresources.apply_scale(self.store, r.rt, current, scale, self._scale_fields(req, current),
+                                                               dry_run=self._dry_run(req)))
         new = apply_patch(ctype, current, patch, r.rt.kind)
         if not isinstance(new.get("metadata"), dict):
             raise bad_request("the patch removed metadata")
