@@ -152,7 +152,8 @@ def test_tainting_every_node_noexecute_leaves_the_clusters_dns_running(
     dns = _coredns(cluster)
     assert dns and all(phase == "Running" for _, phase in dns), dns
     assert {node for node, _ in dns} == {"sim-control-plane"}, dns
-    assert not tools.call("undo_last")[1]
+    text, is_error = tools.call("undo_last")
+    assert not is_error, text
     with cluster.api_client() as api:
         tainted = [n["metadata"]["name"] for n in Kube(api).list("Node")
                    if any(t.get("key") == "sre" for t in n["spec"].get("taints") or [])]
@@ -169,8 +170,8 @@ def test_tainting_every_node_noexecute_leaves_the_clusters_dns_running(
 def test_the_cluster_s_own_components_are_out_of_the_agent_s_role(
         cluster: SimHandle, session: tuple[AgentInterface, ToolClient], command: str, reason: str) -> None:
     iface, tools = session
-    text, is_error = tools.call("kubectl", command=command)
-    assert is_error and reason in text.lower(), text
+    text, _ = tools.call("kubectl", command=command)  # kubectl 1.20's cordon exits 0 on a forbidden patch
+    assert reason in text.lower(), text
     assert iface.record.mutations == []
 
 
