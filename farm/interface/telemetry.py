@@ -117,7 +117,9 @@ class Telemetry:
 
     def get_alerts(self) -> str:
         alerts = self._get(self.prometheus, "/api/v1/alerts", {}, "Prometheus")["data"]["alerts"]
+        # Alerts of the session's namespaces, and the cluster's own (no namespace: a node's).
         firing = [a for a in alerts if a.get("state") == "firing"
+                  and _namespace_of({"metric": a.get("labels") or {}}) in (None, "", *self.namespaces)
                   and not visibility.labels_hidden(a.get("labels") or {})
                   and not visibility.mentions_hidden(json.dumps(a.get("annotations") or {}))]
         if not firing:

@@ -39,13 +39,13 @@ def read_objects(kubectl: str, kubeconfig: Path, namespace: str) -> list[dict[st
     return list(json.loads(out.stdout)["items"])
 
 
-def fault_time(objects: list[dict[str, Any]]) -> float | None:
-    """When the objects created last were made, if that was well after the rest: the agent's own
-    account made at injection dates the fault."""
-    created = sorted(_time(o["metadata"].get("creationTimestamp")) for o in objects)
-    if len(created) < 2 or created[-1] - created[0] <= 60:
-        return None
-    return created[-1]
+def fault_time(objects: list[dict[str, Any]], account: str = "sre-agent") -> float | None:
+    """When the agent's own account was made, if well after the application: an account made at
+    injection dates the fault."""
+    first = min((_time(o["metadata"].get("creationTimestamp")) for o in objects), default=0.0)
+    mine = [_time(o["metadata"].get("creationTimestamp")) for o in objects
+            if o.get("kind") == "ServiceAccount" and o["metadata"]["name"] == account]
+    return mine[0] if mine and mine[0] - first > 300 else None
 
 
 def tells(objects: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
@@ -58,8 +58,8 @@ def tells(objects: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
         meta = obj["metadata"]
         name = component_of(obj)
         born = _time(meta.get("creationTimestamp"))
-        if born == when:
-            continue  # the account itself
+        if obj.get("kind") == "ServiceAccount" and meta["name"] == "sre-agent":
+            continue  # the spy's own account
         wrong_generation = float("generation" in meta and obj.get("kind") not in WITH_GENERATION)
         updates = [_time(e.get("time")) for e in meta.get("managedFields") or []
                    if e.get("subresource") != "status" and e.get("time")]
