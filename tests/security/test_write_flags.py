@@ -10,7 +10,6 @@ refuses; value flags once with a value of their kind."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,8 +73,7 @@ def _cordoned(value: bool) -> Callable[[Kube, int, list[str]], None]:
     return prepare
 
 
-CM_MANIFEST = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "row-applied"},
-                          "data": {"n": "{n}"}})
+CM_MANIFEST = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: row-applied\ndata:\n  n: '{n}'\n"
 BASES: dict[str, Base] = {
     "apply": Base("apply -f -", manifest=CM_MANIFEST),
     "replace": Base("replace -f -", manifest=CM_MANIFEST,
@@ -84,7 +82,8 @@ BASES: dict[str, Base] = {
     "delete": Base("delete configmap row-d{n}", prepare=lambda kube, n, w: _configmap(kube, f"row-d{n}")),
     "patch": Base("patch configmap row-src -p '{{\"data\":{{\"n\":\"{n}\"}}}}'",
                   prepare=lambda kube, n, w: _configmap(kube, "row-src")),
-    "scale": Base("scale deployment geo --replicas={r}"),
+    "scale": Base("scale deployment geo --replicas=2",
+                  prepare=lambda kube, n, w: kube.patch("Deployment", NS, "geo", {"spec": {"replicas": 1}})),
     "set": Base("set env deployment/geo ROW={n}"),
     "label": Base("label configmap row-src row={n} --overwrite", prepare=lambda kube, n, w: _configmap(kube, "row-src")),
     "annotate": Base("annotate configmap row-src row={n} --overwrite",
@@ -92,7 +91,10 @@ BASES: dict[str, Base] = {
     "autoscale": Base("autoscale deployment geo --max=3 --name=row-h{n}"),
     "expose": Base("expose deployment geo --port=8083 --name=row-e{n}"),
     "run": Base("run row-r{n} --image=busybox --restart=Never"),
-    "rollout": Base("rollout restart deployment/geo"),
+    # (restart writes the wall clock's second: two in one second would be one write)
+    "rollout": Base("rollout restart deployment/geo", prepare=lambda kube, n, w: kube.patch(
+        "Deployment", NS, "geo",
+        {"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": None}}}}})),
     "taint": Base("taint nodes {worker} row{n}=v:NoSchedule"),
     "cordon": Base("cordon {worker}", prepare=_cordoned(False)),
     "uncordon": Base("uncordon {worker}", prepare=_cordoned(True)),
@@ -143,17 +145,20 @@ def test_every_write_kubectl_makes_is_recorded_and_no_other(session: tuple[Agent
     iface, tools, kube = session
     workers = sorted(n["metadata"]["name"] for n in kube.list("Node") if "control-plane" not in n["metadata"]["name"])
     base = BASES[verb]
-    mismatches, table = [], []
+    mismatches, table, texts = [], [], {}
     for n, extra in enumerate(_rows(verb)):
         if base.prepare is not None:
             base.prepare(kube, n, workers)
-        command = base.command.format(n=n, r=n % 2 + 1, worker=workers[0]) + (f" {extra}" if extra else "")
+        command = base.command.format(n=n, worker=workers[0]) + (f" {extra}" if extra else "")
         manifest = base.manifest.replace("{n}", str(n)) if base.manifest else None
         recorded_before, version = len(iface.record.mutations), _version(kube)
         text, is_error = tools.call("kubectl", command=command, manifest=manifest)
         wrote = _version(kube) != version
         recorded = len(iface.record.mutations) > recorded_before
         table.append((extra, wrote))
+        texts[extra] = f"{command} -> {text.strip()[:200]}"
+        if not extra:
+            base_text = text
         if wrote != recorded:
             mismatches.append(f"{command!r}: kubectl {'wrote' if wrote else 'did not write'}, the interface "
                               f"{'recorded' if recorded else 'did not record'} a change ({text.strip()[:160]!r})")
@@ -161,5 +166,11 @@ def test_every_write_kubectl_makes_is_recorded_and_no_other(session: tuple[Agent
     # The table is not vacuous: the base command and its --dry-run=False write, a client dry
     # run does not.
     wrote = dict(table)
-    assert wrote[""] and wrote["--dry-run=False"] and wrote["--dry-run=0"] and wrote["--dry-run=F"], table
-    assert not wrote["--dry-run=T"] and not wrote["--dry-run=server"] and not wrote["--dry-run=yes"], table
+    if not wrote[""] and "UnsupportedMediaType" in base_text:
+        pytest.skip(f"the emulated API server cannot decode this kubectl's request: {base_text[:200]}")
+    expected = {"": True, "--dry-run=False": True, "--dry-run=0": True, "--dry-run=F": True,
+                "--dry-run=T": False, "--dry-run=server": False, "--dry-run=yes": False}
+    # (a version of kubectl without --dry-run on this verb refuses it: nothing to expect there)
+    expected = {row: w for row, w in expected.items() if "unknown flag: --dry-run" not in texts[row]}
+    got = {row: wrote[row] for row in expected}
+    assert got == expected, [texts[row] for row in expected if got[row] != expected[row]]
