@@ -34,8 +34,12 @@ def component_of(obj: dict[str, Any]) -> str:
 
 
 def read_objects(kubectl: str, kubeconfig: Path, namespace: str) -> list[dict[str, Any]]:
-    out = subprocess.run([kubectl, f"--kubeconfig={kubeconfig}", "-n", namespace, "get", KINDS, "-o", "json",
-                          "--show-managed-fields"], capture_output=True, text=True, timeout=60, check=True)
+    argv = [kubectl, f"--kubeconfig={kubeconfig}", "-n", namespace, "get", KINDS, "-o", "json"]
+    out = subprocess.run([*argv, "--show-managed-fields"], capture_output=True, text=True, timeout=60)
+    if "unknown flag" in out.stderr:  # kubectl before 1.21 shows managedFields unasked
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError(f"kubectl get failed: {out.stderr.strip()}")
     return list(json.loads(out.stdout)["items"])
 
 
