@@ -318,15 +318,18 @@ class AgentInterface:
         )
         tools: list[tuple[Callable[..., Awaitable[CallToolResult]], str]] = []
 
-        async def kubectl(command: str, manifest: str | None = None) -> CallToolResult:
+        # A manifest may arrive as an object: the MCP SDK parses a JSON-looking string given for an
+        # argument not annotated plain `str`, so a JSON manifest sent as text arrives parsed.
+        async def kubectl(command: str, manifest: str | dict[str, Any] | list[Any] | None = None) -> CallToolResult:
             """Run one kubectl command in the incident's namespace, e.g. "get pods", "describe pod NAME",
             "logs POD --tail=50", "rollout undo deployment/NAME", "scale deployment NAME --replicas=2".
             No shell: no pipes, redirects, ';' or '&&'; no interactive verbs (exec -it, attach, edit,
             port-forward, proxy, cp); no other namespaces. For apply/create/replace pass the YAML or
             JSON in `manifest` and use "-f -". Mutating commands are recorded and can be undone
             with undo_last, except exec, which is recorded but cannot be undone."""
-            return await self._invoke("kubectl", {"command": command, "manifest": manifest},
-                                      lambda i: self._kubectl_call(i, command, manifest),
+            text = manifest if manifest is None or isinstance(manifest, str) else json.dumps(manifest)
+            return await self._invoke("kubectl", {"command": command, "manifest": text},
+                                      lambda i: self._kubectl_call(i, command, text),
                                       late=lambda: self._late_change(command))
 
         async def undo_last() -> CallToolResult:

@@ -11,6 +11,7 @@ against a trial's interface on the emulated cluster (real kubectl in its sandbox
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -85,6 +86,18 @@ def test_after_submit_mitigation_a_disguised_write_is_refused_and_not_a_step(
     # a read after the submission is still answered, and is a step
     assert not tools.call("kubectl", command="get deployment geo")[1]
     assert len(iface.record.tool_calls) == steps + 1
+
+
+def test_a_json_manifest_reaches_kubectl(cluster: SimHandle,
+                                                                    session: tuple[AgentInterface, ToolClient]) -> None:
+    """The MCP SDK parses JSON-looking strings for arguments not annotated plain `str`: a JSON
+    manifest sent as text arrives as an object, which the tool writes back as JSON."""
+    iface, tools = session
+    manifest = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-json"}, "data": {"a": "1"}})
+    text, is_error = tools.call("kubectl", command="apply -f -", manifest=manifest)
+    assert not is_error and "from-json" in text, text
+    assert [m.targets for m in iface.record.mutations] == [["configmap/from-json"]]
+    assert iface.record.tool_calls[0].args["manifest"] == manifest
 
 
 LOG_ATTACKS = [
