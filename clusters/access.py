@@ -75,20 +75,33 @@ def agent_role_rules() -> list[Rule]:
     ]
 
 
-def agent_cluster_rules() -> list[Rule]:
+# The label kubeadm (kind) puts on the nodes that run the control plane (and the legacy spelling).
+CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+
+
+def agent_cluster_rules(workers: Sequence[str]) -> list[Rule]:
     """A view of the cluster-scoped objects an SRE needs to diagnose (nodes, volumes, classes),
-    and what an SRE on call may do to a node: cordon and uncordon it, taint it (a patch). Taking
-    a workload off a broken node is the fix of every node and disk fault; deleting or replacing a
-    node, and reading pods of other namespaces, stay out of reach (so `drain` is not, and
-    deleting the workload's own pods after a cordon is how they leave)."""
+    and what an SRE on call may do to a worker node: cordon and uncordon it, taint it (a patch).
+    Taking a workload off a broken node is the fix of every node and disk fault; deleting or
+    replacing a node, and reading pods of other namespaces, stay out of reach (so `drain` is not,
+    and deleting the workload's own pods after a cordon is how they leave). The patch names the
+    worker nodes, as a shared cluster's RBAC gives an application team its node pool and never the
+    control plane: tainting every node NoExecute leaves the cluster's own components (CoreDNS
+    tolerates the control plane's taint) a node to run on."""
     return [
         policy_rule([""], ["nodes", "persistentvolumes"], READ),
-        policy_rule([""], ["nodes"], ["patch"]),
+        *([{**policy_rule([""], ["nodes"], ["patch"]), "resourceNames": sorted(workers)}] if workers else []),
         policy_rule(["storage.k8s.io"], ["storageclasses"], READ),
         policy_rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
         policy_rule(["metrics.k8s.io"], ["nodes"], READ),
         policy_rule(["coordination.k8s.io"], ["leases"], ["get"]),
     ]
+
+
+def worker_nodes(kube: Kube) -> list[str]:
+    """The nodes that do not run the control plane."""
+    return sorted(node["metadata"]["name"] for node in kube.list("Node")
+                  if not any(label in (node["metadata"].get("labels") or {}) for label in CONTROL_PLANE_LABELS))
 
 
 def refuse_protected(namespaces: Sequence[str]) -> None:
@@ -132,7 +145,7 @@ def grant_agent(kube: Kube, namespace: str, also: Sequence[str] = (), *, create_
                 "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": AGENT_ACCOUNT}, "subjects": subjects})
         _ensure(kube, f"{_RBAC_API}/clusterroles", {
             "apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRole",
-            "metadata": {"name": AGENT_CLUSTER_ROLE}, "rules": agent_cluster_rules()})
+            "metadata": {"name": AGENT_CLUSTER_ROLE}, "rules": agent_cluster_rules(worker_nodes(kube))})
         _ensure(kube, f"{_RBAC_API}/clusterrolebindings", {
             "apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRoleBinding",
             "metadata": {"name": f"{AGENT_ACCOUNT}-{namespace}"},

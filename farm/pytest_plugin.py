@@ -109,9 +109,9 @@ class SimClusters:
 
                 spec = load_application(app)
                 deploy(opened, spec, spec.namespace)
-                opened.advance(warmup)
-                if agent:
+                if agent:  # with the deploy, as a trial makes it (farm/trial/run.py)
                     opened.agent_kubeconfig(spec.namespace)
+                opened.advance(warmup)
             opened.checkpoint(BUILT)
         except BaseException:
             opened.close()

@@ -85,6 +85,28 @@ class ResourceType:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
+# The built-in kinds whose registry strategy sets metadata.generation on create (PrepareForCreate in
+# kube-apiserver's pkg/registry, v1.29): the workloads, and the few others with an observed spec.
+# A Service, ConfigMap, Pod (before 1.33), PVC, HPA or Node has none.
+GENERATION_KINDS = frozenset({
+    "deployments.apps", "replicasets.apps", "statefulsets.apps", "daemonsets.apps", "jobs.batch", "cronjobs.batch",
+    "replicationcontrollers", "poddisruptionbudgets.policy", "networkpolicies.networking.k8s.io",
+    "ingresses.networking.k8s.io", "customresourcedefinitions.apiextensions.k8s.io",
+    "validatingwebhookconfigurations.admissionregistration.k8s.io",
+    "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+    "validatingadmissionpolicies.admissionregistration.k8s.io",
+    "validatingadmissionpolicybindings.admissionregistration.k8s.io",
+    "flowschemas.flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations.flowcontrol.apiserver.k8s.io",
+})
+
+
+def has_generation(rt: ResourceType) -> bool:
+    """Built-in kinds as their strategies say; every custom resource (the custom resource
+    strategy sets it for all)."""
+    custom = "." in rt.group and not rt.group.endswith(".k8s.io")
+    return rt.key in GENERATION_KINDS or custom
+
+
 @dataclass
 class WatchEvent:
     rv: int
@@ -376,7 +398,8 @@ class Store:
             meta["uid"] = self.new_uid()
             meta["creationTimestamp"] = self.clock.rfc3339()
             meta["resourceVersion"] = str(self._next_rv())
-            if "spec" in obj:
+            meta.pop("generation", None)  # the server's to set, as rest.BeforeCreate has it
+            if has_generation(rt):
                 meta["generation"] = 1
             self._buckets[key].objects[(ns, meta["name"])] = obj
             self._emit("ADDED", key, obj)
@@ -418,6 +441,7 @@ class Store:
                 new["metadata"]["namespace"] = ns
             new["apiVersion"], new["kind"] = rt.api_version, rt.kind
             gen = cur["metadata"].get("generation")
+            new["metadata"].pop("generation", None)  # requests cannot set it (rest.BeforeUpdate)
             if gen is not None:
                 new["metadata"]["generation"] = gen + (1 if new.get("spec") != cur.get("spec") else 0)
             for k in ("deletionTimestamp", "deletionGracePeriodSeconds"):

@@ -229,7 +229,7 @@ def parse_command(command: str, namespace: str, *, virtual_time: bool = False, a
     mutating = verb in MUTATING_VERBS or verb in OPAQUE_MUTATING_VERBS or (
         verb == "rollout" and bool(positionals) and positionals[0] in MUTATING_ROLLOUT
     )
-    if flags.get("dry-run", "none") not in ("none", "false"):
+    if "dry-run" in flags and dry_run_strategy(flags["dry-run"]) != "none":
         mutating = False
     if verb == "rollout" and positionals and positionals[0] == "status" and "watch" not in flags:
         # `rollout status` watches by default; report the current status instead.
@@ -251,8 +251,34 @@ def parse_command(command: str, namespace: str, *, virtual_time: bool = False, a
     return Parsed(canonical, verb, positionals, flags, mutating, uses_stdin)
 
 
+# strconv.ParseBool's spellings, which pflag's boolean flags and kubectl's --dry-run accept.
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def pflag_bool(value: str) -> bool | None:
+    """A boolean flag's value as pflag reads it (strconv.ParseBool): None when kubectl rejects it."""
+    return True if value in _TRUE else False if value in _FALSE else None
+
+
+def dry_run_strategy(value: str) -> str:
+    """"none", "client" or "server", as kubectl's GetDryRunStrategy reads --dry-run (the same in
+    1.20 and 1.33): a boolean spelling is the deprecated form (true: client, false: none), the
+    bare flag is "unchanged" (client); anything else kubectl refuses, and so does this tool."""
+    as_bool = pflag_bool(value)
+    if as_bool is not None:
+        return "client" if as_bool else "none"
+    if value in ("client", "server", "none"):
+        return value
+    if value == "unchanged":
+        return "client"
+    raise ToolError(f'refused: --dry-run={value!r} is not a dry-run strategy: use "none", "server" or "client"')
+
+
 def _truthy(value: str) -> bool:
-    return value.strip().lower() not in ("false", "0", "f")
+    """Whether a switch the tool refuses is on: anything but pflag's false (a value kubectl would
+    reject is refused here too, with the tool's reason)."""
+    return pflag_bool(value) is not False
 
 
 def _check(verb: str, positionals: list[str], flags: dict[str, str], pairs: list[tuple[str, str]],
@@ -335,11 +361,13 @@ def targets_of(parsed: Parsed, manifest: str | None) -> list[Target]:
         return found
     if verb in ("set", "rollout"):
         pos = pos[1:]  # set env / rollout undo: the resource follows the sub-verb
+    if verb == "create" and pflag_bool(flags.get("append-hash", "false")) is not False:
+        return []  # the name gets a hash of the content: unknown until it is created
     if verb == "create" and pos:
         created = _kind(pos[0])
         rest = pos[1:]
-        if created == "secret" and rest:
-            rest = rest[1:]  # create secret generic NAME
+        if created in ("secret", "service") and rest:
+            rest = rest[1:]  # create secret generic NAME, create service clusterip NAME
         return [Target(created, rest[0])] if rest else []
     if verb == "run" and pos:
         return [Target("pod", pos[0])]
@@ -352,6 +380,8 @@ def targets_of(parsed: Parsed, manifest: str | None) -> list[Target]:
         name = flags.get("name") or (first.split("/", 1)[1] if "/" in first else (pos[1] if len(pos) > 1 else None))
         return [Target("horizontalpodautoscaler", name)] if name else []
     if verb in ("cordon", "uncordon", "drain"):
+        if not pos and flags.get("selector"):
+            return [Target("node", selector=flags["selector"])]
         return [Target("node", p.split("/", 1)[-1]) for p in pos]
     if verb in OPAQUE_MUTATING_VERBS:
         return []  # nothing to capture: what changes is inside the container
@@ -370,7 +400,7 @@ def targets_of(parsed: Parsed, manifest: str | None) -> list[Target]:
             out.append(Target(kind, word))
     if kind and not out:
         selector = flags.get("selector")
-        if selector or flags.get("all") == "true":
+        if selector or pflag_bool(flags.get("all", "false")):
             out.append(Target(kind, selector=selector, all=not selector))
     return out
 

@@ -22,7 +22,10 @@ class SessionRecord(BaseModel):
     namespace: str
     mode: str  # "raw" or "summarised"
     started_at: float | None = None  # cluster time when the server started
-    tool_calls: list[ToolCall] = []
+    tool_calls: list[ToolCall] = []  # the session's steps, in order (index = position)
+    # Calls refused because the session was over (a limit had ended it, or a change came after
+    # submit_mitigation): kept for the reader, never steps. `index` is the step each would have been.
+    refused_late: list[ToolCall] = []
     diagnosis: str | None = None  # the last submitted diagnosis
     structured: StructuredDiagnosis | None = None  # its structured fields, when given
     diagnosis_at: float | None = None

@@ -31,7 +31,7 @@ from core.secrets import hide_path, hide_secret, scrub
 from core.states import LIMIT_COST, LIMIT_STEPS, LIMIT_TOKENS, LIMIT_WALL_TIME
 from farm.interface import undo as undo_mod
 from farm.interface.client import MAX_WAIT_S, SESSION_ENDED, TOOL_TIMEOUT_S
-from farm.interface.kubectl import Kubectl, parse_command
+from farm.interface.kubectl import Kubectl, parse_command, targets_of
 from farm.interface.record import SessionRecord, count_tokens
 from farm.interface.summarise import dedupe_text
 from farm.interface.telemetry import Telemetry
@@ -47,6 +47,7 @@ TOOL_NAMES = (
     "jaeger_dependencies", "wait", "submit_diagnosis", "submit_mitigation",
 )
 MAX_DIAGNOSIS_CHARS = 4_000  # a longer diagnosis is refused, never cut: a judge reads what was sent
+_AFTER_MITIGATION = "refused: the mitigation was already submitted; no further changes are accepted"
 MAX_CONCURRENT_CALLS = 4  # tool calls of one session running at once; more wait their turn
 # Usage of the session's model calls as the worker counted them (farm.trial.checkpoint.LLMUsageTap):
 # {"tokens_in": int, "tokens_out": int, "cost_usd": float}.
@@ -137,7 +138,7 @@ class AgentInterface:
         self.record.sandbox = self._kubectl.sandbox
         ep = self.cluster.endpoints
         self._telemetry = Telemetry(ep.prometheus, ep.loki, ep.jaeger, self.cluster.now, self.namespace,
-                                    self.summarised)
+                                    self.summarised, also=self.also_namespaces)
         self.record.started_at = self._now()
         self._started_mono = time.monotonic()
         self.token = secrets.token_urlsafe(32)
@@ -185,11 +186,6 @@ class AgentInterface:
         except Exception:  # the clock's own failure must not lose the record
             return time.time()
 
-    def _reserve(self) -> int:
-        with self._lock:
-            self._next_index += 1
-            return self._next_index - 1
-
     def _append(self, index: int, name: str, args: dict[str, Any], output: str, at: float, wall_s: float,
                 error: str | None) -> ToolCall:
         call = ToolCall(index=index, name=name, args=_scrub_args(args), output=output,
@@ -201,7 +197,9 @@ class AgentInterface:
 
     def _on_rejected(self, name: str, args: dict[str, Any], message: str) -> None:
         text = scrub(message)
-        self._append(self._reserve(), name, dict(args or {}), text, self._now(), 0.0, text)
+        admitted = self._admit(name, dict(args or {}), self._now())
+        if isinstance(admitted, int):
+            self._append(admitted, name, dict(args or {}), text, self._now(), 0.0, text)
 
     # -- limits ----------------------------------------------------------------------------
     def end(self, reason: str, detail: str = "") -> None:
@@ -213,7 +211,9 @@ class AgentInterface:
                 self.record.ended_at = self._now()
 
     def _limit_passed(self, calls_before: int) -> tuple[str, str] | None:
-        """The limit this call would exceed: steps count every tool call (refused ones too)."""
+        """The limit this call would exceed: steps count every call the session took, those the
+        tool refused included (a refused command is still a turn); calls after the end are not
+        steps."""
         lim = self.limits
         if lim is None:
             return None
@@ -232,17 +232,30 @@ class AgentInterface:
                 return LIMIT_COST, f"${cost:.4f} of ${lim.max_cost_usd:g}"
         return None
 
-    def _admit(self, name: str, args: dict[str, Any], index: int, at: float) -> CallToolResult | None:
-        """Refuse (and record) a call once a limit ended the session or this call passes one."""
-        passed = self._limit_passed(index)
-        if passed is not None:
-            self.end(*passed)
-        reason, detail = self.record.end_reason, self.record.end_detail
-        if reason is None:
-            return None
-        text = (f"{SESSION_ENDED}{reason} ({detail or 'limit reached'}); this call and every later one "
-                "are refused, and nothing submitted from now on counts")
-        self._append(index, name, args, text, at, 0.0, text)
+    def _admit(self, name: str, args: dict[str, Any], at: float,
+               late: Callable[[], str | None] | None = None) -> int | CallToolResult:
+        """The step index of a call the session takes, or its refusal: once a limit ended the
+        session or this call would pass one, and for a change after submit_mitigation (`late`
+        says so). A refused call is recorded in `refused_late` and is not a step: an agent
+        that keeps calling after the end cannot add to its count."""
+        with self._lock:
+            if self.record.end_reason is None:
+                passed = self._limit_passed(self._next_index)
+                if passed is not None:
+                    self.record.end_reason, self.record.end_detail = passed[0], passed[1] or None
+                    self.record.ended_at = self._now()
+            reason, detail = self.record.end_reason, self.record.end_detail
+            if reason is not None:
+                text: str | None = (f"{SESSION_ENDED}{reason} ({detail or 'limit reached'}); this call and every "
+                                    "later one are refused, and nothing submitted from now on counts")
+            else:
+                text = late() if late is not None else None
+            if text is None:
+                self._next_index += 1
+                return self._next_index - 1
+            self.record.refused_late.append(ToolCall(
+                index=self._next_index, name=name, args=_scrub_args(args), output=text,
+                tokens=count_tokens(text), at=at, error=text))
         return _text_result(text, True)
 
     def wait_deadline_s(self, seconds: Any) -> float:
@@ -258,13 +271,14 @@ class AgentInterface:
         return asked + self.tool_timeout_s
 
     async def _invoke(self, name: str, args: dict[str, Any], fn: Callable[[int], str],
-                      timeout_s: float | None = None) -> CallToolResult:
+                      timeout_s: float | None = None, late: Callable[[], str | None] | None = None) -> CallToolResult:
         """Run a tool body in a worker thread under its deadline (the tool timeout unless given),
         record it, and turn every failure into an error result the agent can read."""
-        index, at, t0 = self._reserve(), self._now(), time.monotonic()
-        refused = self._admit(name, args, index, at)
-        if refused is not None:
-            return refused
+        at, t0 = self._now(), time.monotonic()
+        admitted = self._admit(name, args, at, late)
+        if not isinstance(admitted, int):
+            return admitted
+        index = admitted
         deadline = self.tool_timeout_s if timeout_s is None else timeout_s
         error: str | None = None
         if self._calls_running is None:
@@ -304,20 +318,25 @@ class AgentInterface:
         )
         tools: list[tuple[Callable[..., Awaitable[CallToolResult]], str]] = []
 
-        async def kubectl(command: str, manifest: str | None = None) -> CallToolResult:
+        # A manifest may arrive as an object: the MCP SDK parses a JSON-looking string given for an
+        # argument not annotated plain `str`, so a JSON manifest sent as text arrives parsed.
+        async def kubectl(command: str, manifest: str | dict[str, Any] | list[Any] | None = None) -> CallToolResult:
             """Run one kubectl command in the incident's namespace, e.g. "get pods", "describe pod NAME",
             "logs POD --tail=50", "rollout undo deployment/NAME", "scale deployment NAME --replicas=2".
             No shell: no pipes, redirects, ';' or '&&'; no interactive verbs (exec -it, attach, edit,
             port-forward, proxy, cp); no other namespaces. For apply/create/replace pass the YAML or
             JSON in `manifest` and use "-f -". Mutating commands are recorded and can be undone
             with undo_last, except exec, which is recorded but cannot be undone."""
-            return await self._invoke("kubectl", {"command": command, "manifest": manifest},
-                                      lambda i: self._kubectl_call(i, command, manifest))
+            text = manifest if manifest is None or isinstance(manifest, str) else json.dumps(manifest)
+            return await self._invoke("kubectl", {"command": command, "manifest": text},
+                                      lambda i: self._kubectl_call(i, command, text),
+                                      late=lambda: self._late_change(command))
 
         async def undo_last() -> CallToolResult:
             """Undo the most recent mutating kubectl command that has not been undone yet, by
             restoring the objects it changed as they were captured before it ran."""
-            return await self._invoke("undo_last", {}, lambda i: self._undo_last())
+            return await self._invoke("undo_last", {}, lambda i: self._undo_last(),
+                                      late=lambda: _AFTER_MITIGATION if self.finished.is_set() else None)
 
         async def prometheus_query(query: str, time: str | None = None) -> CallToolResult:
             """Evaluate an instant PromQL query. `time` is unix seconds, RFC 3339 or relative
@@ -398,14 +417,26 @@ class AgentInterface:
         assert self._telemetry is not None
         return self._telemetry
 
+    def _late_change(self, command: str) -> str | None:
+        """The refusal of a change after submit_mitigation; a command that does not parse is
+        left for the tool to refuse (as a step, like any other refusal)."""
+        if not self.finished.is_set():
+            return None
+        try:
+            parsed = parse_command(command, self.namespace, virtual_time=self.cluster.capabilities.virtual_clock,
+                                   also=self.also_namespaces)
+        except ToolError:
+            return None
+        return _AFTER_MITIGATION if parsed.mutating else None
+
     def _kubectl_call(self, index: int, command: str, manifest: str | None) -> str:
         assert self._kubectl is not None
         parsed = parse_command(command, self.namespace, virtual_time=self.cluster.capabilities.virtual_clock,
                                also=self.also_namespaces)
         if parsed.uses_stdin and not manifest:
             raise ToolError("'-f -' needs the manifest text in the 'manifest' argument")
-        if parsed.mutating and self.finished.is_set():
-            raise ToolError("refused: the mitigation was already submitted; no further changes are accepted")
+        if parsed.mutating and self.finished.is_set():  # submitted while this call waited its turn
+            raise ToolError(_AFTER_MITIGATION)
         before = undo_mod.capture(self._kubectl, parsed, manifest) if parsed.undoable else {}
         at = self._now()
         result = self._kubectl.run_tokens(parsed.tokens, stdin=manifest if parsed.uses_stdin else None)
@@ -416,13 +447,16 @@ class AgentInterface:
                     call_index=index, command=command, at=at, targets=[parsed.exec_target()], undo=None,
                     note=(f"{parsed.verb} ran a command inside the container (exit status {result.returncode}); "
                           "what it changed there cannot be captured, so it cannot be undone")))
-        if result.returncode != 0:
-            raise ToolError(result.text)
-        if parsed.undoable:
+        # What kubectl wrote is read back from the cluster, not assumed from its exit status; a
+        # command whose objects the tool cannot name counts as a write when it succeeded.
+        if parsed.undoable and (undo_mod.wrote(self._kubectl, parsed, manifest, before)
+                                if targets_of(parsed, manifest) else result.returncode == 0):
             with self._lock:
                 self.record.mutations.append(Mutation(
                     call_index=index, command=command, at=at, targets=list(before),
                     undo=undo_mod.describe_undo(before), before=before))
+        if result.returncode != 0:
+            raise ToolError(result.text)
         structured = "output" in parsed.flags
         # Structured output (json, yaml, jsonpath) is left whole: collapsing lines would corrupt it.
         return dedupe_text(result.text) if self.summarised and not structured else result.text
@@ -430,7 +464,7 @@ class AgentInterface:
     def _undo_last(self) -> str:
         assert self._kubectl is not None
         if self.finished.is_set():
-            raise ToolError("refused: the mitigation was already submitted; no further changes are accepted")
+            raise ToolError(_AFTER_MITIGATION)
         with self._lock:
             pending = [m for m in self.record.mutations if not m.undone and m.undo]
             last_index = pending[-1].call_index if pending else -1

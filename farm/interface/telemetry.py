@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from core.errors import ToolError
-from farm.interface import summarise, visibility
+from farm.interface import scope, summarise, visibility
 
 _RELATIVE = re.compile(r"^(?:now)?\s*(?:-\s*(\d+(?:\.\d+)?)\s*([smhd]))?$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -62,9 +62,10 @@ class Telemetry:
     """One session's view of the three query APIs."""
 
     def __init__(self, prometheus: str, loki: str, jaeger: str, now: Callable[[], float],
-                 namespace: str, summarised: bool, timeout_s: float = 20.0) -> None:
+                 namespace: str, summarised: bool, timeout_s: float = 20.0, also: tuple[str, ...] = ()) -> None:
         self.prometheus, self.loki, self.jaeger = prometheus, loki, jaeger
         self.now, self.namespace, self.summarised = now, namespace, summarised
+        self.namespaces = (namespace, *also)  # what every query is scoped to (farm/interface/scope.py)
         self.http = httpx.Client(timeout=timeout_s, trust_env=False)
 
     def close(self) -> None:
@@ -93,7 +94,7 @@ class Telemetry:
     # -- Prometheus ------------------------------------------------------------------------
     def _prom(self, path: str, query: str, params: dict[str, Any]) -> dict[str, Any]:
         visibility.refuse_hidden_query(query)
-        params["query"] = visibility.restrict_promql(query)
+        params["query"] = scope.scope_promql(query, self.namespaces)
         data = self._get(self.prometheus, path, params, "Prometheus")["data"]
         if isinstance(data.get("result"), list) and data.get("resultType") in ("vector", "matrix"):
             data["result"] = visibility.filter_series(data["result"])
@@ -116,7 +117,9 @@ class Telemetry:
 
     def get_alerts(self) -> str:
         alerts = self._get(self.prometheus, "/api/v1/alerts", {}, "Prometheus")["data"]["alerts"]
+        # Alerts of the session's namespaces, and the cluster's own (no namespace: a node's).
         firing = [a for a in alerts if a.get("state") == "firing"
+                  and _namespace_of({"metric": a.get("labels") or {}}) in (None, "", *self.namespaces)
                   and not visibility.labels_hidden(a.get("labels") or {})
                   and not visibility.mentions_hidden(json.dumps(a.get("annotations") or {}))]
         if not firing:
@@ -138,13 +141,14 @@ class Telemetry:
             raise ToolError("minutes must be positive")
         visibility.refuse_hidden_query(query)
         now = self.now()
-        params = {"query": query, "start": int((now - minutes * 60) * 1e9), "end": int(now * 1e9),
+        params = {"query": scope.scope_logql(query, self.namespaces),
+                  "start": int((now - minutes * 60) * 1e9), "end": int(now * 1e9),
                   "limit": 1000 if self.summarised else 100, "direction": "backward"}
         data = self._get(self.loki, "/loki/api/v1/query_range", params, "Loki")["data"]
-        # Logs of other namespaces are none of this incident's business (and the farm's own
-        # components log there), so only streams of the agent's namespace, or of none, remain.
+        # The query read only the session's streams; a stream that still names another namespace
+        # (a label_format wrote it) or the farm's machinery is dropped all the same.
         result = [r for r in visibility.filter_series(data.get("result") or [])
-                  if _namespace_of(r) in (None, "", self.namespace)]
+                  if _namespace_of(r) in (None, "", *self.namespaces)]
         if data.get("resultType") == "streams":
             for stream in result:
                 stream["values"] = visibility.filter_lines(stream.get("values") or [])
@@ -163,7 +167,9 @@ class Telemetry:
 
     def loki_labels(self) -> str:
         now = self.now()
-        span = {"start": int((now - 3600) * 1e9), "end": int(now * 1e9)}
+        # Label names and values of the session's own streams only (Loki's `query` parameter).
+        span: dict[str, Any] = {"start": int((now - 3600) * 1e9), "end": int(now * 1e9),
+                                "query": "{" + scope.logql_matcher(self.namespaces) + "}"}
         names = self._get(self.loki, "/loki/api/v1/labels", dict(span), "Loki").get("data") or []
         lines = ["Available labels:"]
         for name in names:
@@ -171,7 +177,7 @@ class Telemetry:
                 continue
             values = self._get(self.loki, f"/loki/api/v1/label/{name}/values", dict(span), "Loki").get("data") or []
             shown = [v for v in values if not visibility.mentions_hidden(v)
-                     and not (name in visibility.NAMESPACE_LABELS and v != self.namespace)]
+                     and not (name in visibility.NAMESPACE_LABELS and v not in self.namespaces)]
             more = f" (+{len(shown) - 20} more)" if len(shown) > 20 else ""
             lines.append(f"  - {name}: {', '.join(shown[:20])}{more}")
         return "\n".join(lines)

@@ -20,6 +20,33 @@ def capture(kubectl: Kubectl, parsed: Parsed, manifest: str | None) -> dict[str,
     return before
 
 
+def wrote(kubectl: Kubectl, parsed: Parsed, manifest: str | None, before: dict[str, Any]) -> bool:
+    """Whether the command changed any object it names, read back after it ran: an object came,
+    went or has a new resourceVersion. A failed command may have written part of what it was
+    asked (`delete pod a b` with no b, `taint nodes --all` refused on one node); one that
+    succeeded may have written nothing (cordoning a cordoned node)."""
+    after = capture(kubectl, parsed, manifest)
+    if set(after) != set(before):
+        return True
+    return any(_version(before[key]) != _version(after[key]) for key in before)
+
+
+def _version(obj: dict[str, Any] | None) -> str | None:
+    return None if obj is None else str((obj.get("metadata") or {}).get("resourceVersion"))
+
+
+def _node_patch(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    def fields(section: str, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
+        was, is_ = before.get(section) or {}, now.get(section) or {}
+        names = keys if keys is not None else tuple(set(was) | set(is_))
+        return {k: was.get(k) for k in names if k in was or k in is_}
+
+    meta_was, meta_now = before.get("metadata") or {}, now.get("metadata") or {}
+    meta = {part: {k: (meta_was.get(part) or {}).get(k) for k in set(meta_was.get(part) or {}) | set(meta_now.get(part) or {})}
+            for part in ("labels", "annotations")}
+    return {"metadata": meta, "spec": fields("spec", ("taints", "unschedulable"))}
+
+
 def _controlled(obj: dict[str, Any]) -> bool:
     return any(ref.get("controller") for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
 
@@ -51,6 +78,19 @@ def undo(kubectl: Kubectl, before: dict[str, Any]) -> str:
         clean = clean_for_restore(obj)
         now = kubectl.get_json(Target(kind, name))
         exists = bool(now and now[0][1] is not None)
+        if exists and _version(now[0][1]) == _version(obj):
+            continue  # unchanged since the capture (a node the command was refused on)
+        if exists and kind == "node":
+            # The agent may patch a node, never replace it: its spec, labels and annotations go
+            # back by a merge patch (null removes what the command added). The kubelet's status
+            # updates move its resourceVersion all the time: only what the agent may change counts.
+            current = now[0][1] or {}
+            patch = _node_patch(obj, current)
+            if patch == _node_patch(current, current):
+                continue
+            res = kubectl.run_tokens(["patch", "node", name, "--type=merge", "-p", json.dumps(patch)])
+            (done if res.returncode == 0 else failed).append(f"restore {key}: {res.text.strip()}")
+            continue
         if not exists and kind == "service":
             spec = clean.get("spec") or {}
             spec.pop("clusterIP", None)

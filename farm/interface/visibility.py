@@ -1,6 +1,7 @@
 """What the agent must never see in telemetry: the farm's own namespaces and the Chaos Mesh
-machinery that planted the fault. Queries that name them are refused; PromQL selectors get a
-matcher excluding them; every result is filtered once more before the agent sees it."""
+machinery that planted the fault. Queries that name them are refused; every query is scoped to
+the session's namespaces (farm/interface/scope.py); every result is filtered once more before the
+agent sees it."""
 
 from __future__ import annotations
 
@@ -35,42 +36,6 @@ def labels_hidden(labels: dict[str, Any]) -> bool:
     return any(isinstance(v, str) and _CHAOS.search(v) for v in labels.values()) or any(
         _CHAOS.search(str(k)) for k in labels
     )
-
-
-def restrict_promql(query: str) -> str:
-    """Add `namespace!~"<hidden>"` to every vector selector, so that aggregations cannot count
-    what the agent must not see. A query that does not parse is refused with the parser's reason."""
-    import promql_parser
-
-    try:
-        expr = promql_parser.parse(query)
-    except (ValueError, RuntimeError, TypeError) as exc:
-        raise ToolError(f"invalid PromQL: {exc}") from None
-    extra = f'namespace!~"{HIDDEN_NAMESPACE_PATTERN}"'
-
-    def visit(node: Any) -> Any:
-        if isinstance(node, promql_parser.VectorSelector):
-            if any(m.name == "__name__" and str(m.op) != str(promql_parser.MatchOp.Equal)
-                   for m in node.matchers.matchers):
-                raise ToolError("refused: select metrics by name (regular expressions over __name__ "
-                                "are not available)")
-            text = str(node)
-            brace = text.find("{")
-            if brace < 0:
-                return None
-            inner_start = brace + 1
-            sep = "" if text[inner_start] == "}" else ","
-            return promql_parser.parse(text[:inner_start] + extra + sep + text[inner_start:])
-        return None
-
-    try:
-        return str(promql_parser.transform(expr, pre_visit=visit))
-    except ToolError:
-        raise
-    except (ValueError, RuntimeError, TypeError):
-        # The parser could not re-render this shape; fall back to the original query, whose
-        # results are still filtered below.
-        return query
 
 
 def filter_series(result: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -113,6 +113,9 @@ class TrialRun:
 
         self._enter("deploy")
         deploy(self.cluster, self.app, self.namespace)
+        # The agent's account, roles and token exist from the deploy on, as an on-call team's do:
+        # made at injection time they would date the fault (the interface reuses them).
+        self.cluster.agent_kubeconfig(self.namespace, also=tuple(self.app.extra_namespaces))
         self.mitigation_oracle = MitigationOracle(self.app, self.problem)
         self.baseline = self.mitigation_oracle.capture_baseline(self.cluster, self.namespace)
 

@@ -790,7 +790,10 @@ class KubeAPI:
         parent = self.store.get(r.rt.key, ns, r.name)
         if r.sub == "eviction":
             # the Eviction's deleteOptions, as a DELETE's: the pod terminates gracefully
-            requested = ((body or {}).get("deleteOptions") or {}).get("gracePeriodSeconds")
+            options = (body or {}).get("deleteOptions") or {}
+            requested = options.get("gracePeriodSeconds")
+            if self._dry_run(req, options):  # the disruption budget is checked, nothing deleted
+                return json_response(201, subresources.evict(self.store, parent, lambda: None))
             return json_response(201, subresources.evict(self.store, parent, lambda: delete_pod(
                 self.store, parent, None if requested is None else int(requested))))
         if r.sub == "binding":
@@ -815,8 +818,11 @@ class KubeAPI:
         if mode == "Warn":
             req.warnings = [*req.warnings, *(f'unknown field "{f}"' for f in unknown)]
 
-    def _dry_run(self, req: Request) -> bool:
-        return "All" in req.query.get("dryRun", [])
+    def _dry_run(self, req: Request, options: dict[str, Any] | None = None) -> bool:
+        """dryRun=All in the query, or for a delete in its DeleteOptions body, where kubectl
+        sends it (`kubectl delete --dry-run=server`)."""
+        in_body = (options or {}).get("dryRun") or []
+        return "All" in req.query.get("dryRun", []) or (isinstance(in_body, list) and "All" in in_body)
 
     def _commit(self, req: Request, r: Route, current: Obj, new: Obj, *, check_rv: bool, applied: bool = False) -> Response:
         """Write an update (from PUT or PATCH) of the object or its status; `applied`: its
@@ -852,7 +858,8 @@ class KubeAPI:
             body["metadata"]["namespace"] = ns
         current = self.store.get(r.rt.key, ns, r.name)
         if r.sub == "scale":
-            return json_response(200, subresources.apply_scale(self.store, r.rt, current, body, self._scale_fields(req, current)))
+            return json_response(200, subresources.apply_scale(self.store, r.rt, current, body, self._scale_fields(req, current),
+                                                               dry_run=self._dry_run(req)))
         if r.sub == "finalize":
             new = dict(current, spec=dict(current.get("spec") or {}, finalizers=(body.get("spec") or {}).get("finalizers", [])))
             return json_response(200, self.store.replace(r.rt.key, new, check_rv=False))
@@ -871,7 +878,8 @@ class KubeAPI:
         current = self.store.get(r.rt.key, ns, r.name)
         if r.sub == "scale":
             scale = apply_patch(ctype, subresources.scale_of(current), patch, "Scale")
-            return json_response(200, subresources.apply_scale(self.store, r.rt, current, scale, self._scale_fields(req, current)))
+            return json_response(200, subresources.apply_scale(self.store, r.rt, current, scale, self._scale_fields(req, current),
+                                                               dry_run=self._dry_run(req)))
         new = apply_patch(ctype, current, patch, r.rt.kind)
         if not isinstance(new.get("metadata"), dict):
             raise bad_request("the patch removed metadata")
@@ -952,7 +960,8 @@ class KubeAPI:
     def _delete(self, req: Request, r: Route) -> Response:
         if r.sub:
             raise method_not_allowed("DELETE", f"{r.rt.plural}/{r.sub}")
-        deleted = self._delete_one(r, r.name, self._delete_options(req), self._dry_run(req))
+        opts = self._delete_options(req)
+        deleted = self._delete_one(r, r.name, opts, self._dry_run(req, opts))
         still_there = self.store.try_get(r.rt.key, self._ns(r), r.name) is not None
         if r.rt.key in ("pods", "namespaces") or still_there:
             return json_response(200, deleted)
@@ -960,7 +969,7 @@ class KubeAPI:
 
     def _deletecollection(self, req: Request, r: Route) -> Response:
         opts = self._delete_options(req)
-        dry_run = self._dry_run(req)
+        dry_run = self._dry_run(req, opts)
         names = [o["metadata"]["name"] for o in self._selected(req, r)]
         items = []
         for name in names:

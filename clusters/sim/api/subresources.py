@@ -28,8 +28,9 @@ def scale_of(obj: Obj) -> Obj:
 
 
 def apply_scale(store: Store, rt: ResourceType, current: Obj, scale: Obj,
-                stamp_fields: Callable[[Obj], None] | None = None) -> Obj:
-    """Write a Scale to its object; `stamp_fields(updated)` records who changed it (managedFields)."""
+                stamp_fields: Callable[[Obj], None] | None = None, dry_run: bool = False) -> Obj:
+    """Write a Scale to its object; `stamp_fields(updated)` records who changed it (managedFields).
+    `dry_run` (dryRun=All): validated and answered, not stored."""
     replicas = (scale.get("spec") or {}).get("replicas")
     if not isinstance(replicas, int) or replicas < 0:
         raise StoreError(422, "Invalid", f'Scale.autoscaling "{current["metadata"]["name"]}" is invalid: '
@@ -45,6 +46,11 @@ def apply_scale(store: Store, rt: ResourceType, current: Obj, scale: Obj,
         updated["metadata"]["resourceVersion"] = rv
     if stamp_fields is not None:
         stamp_fields(updated)
+    if dry_run:
+        if rv and rv != current["metadata"]["resourceVersion"]:
+            raise StoreError(409, "Conflict", f'Operation cannot be fulfilled on {rt.plural} "{current["metadata"]["name"]}": '
+                             "the object has been modified; please apply your changes to the latest version and try again")
+        return scale_of(updated)
     return scale_of(store.replace(rt.key, updated, check_rv=bool(rv)))
 
 

@@ -72,11 +72,37 @@ def test_wait_verb_is_refused_only_on_a_virtual_clock() -> None:
         ("delete pod geo-1", True),
         ("patch svc geo -p '{\"spec\":{}}'", True),
         ("delete pod geo-1 --dry-run=client", False),
+        # --dry-run as kubectl's GetDryRunStrategy reads it: a boolean spelling is the deprecated
+        # form, and strconv.ParseBool's false spellings are real writes
+        *[(f"delete pod geo-1 --dry-run={v}", True) for v in ("none", "false", "False", "FALSE", "F", "f", "0")],
+        *[(f"delete pod geo-1 --dry-run={v}", False)
+          for v in ("client", "server", "unchanged", "true", "True", "TRUE", "T", "t", "1")],
+        ("delete pod geo-1 --dry-run", False),
+        ("delete pod geo-1 --dry_run=server --dry-run=none", True),  # the last value wins, as in pflag
+        ("delete pod geo-1 --dry-run=client --dry-run=0", True),
         ("label pod geo-1 a=b", True),
     ],
 )
 def test_mutating_commands_are_recognised(command: str, mutating: bool) -> None:
     assert parse_command(command, NS).mutating is mutating
+
+
+@pytest.mark.parametrize("value", ["yes", "tRuE", "Client", "NONE", ""])
+def test_a_dry_run_kubectl_would_refuse_is_refused(value: str) -> None:
+    with pytest.raises(ToolError, match="not a dry-run strategy"):
+        parse_command(f"delete pod geo-1 --dry-run={value}", NS)
+
+
+@pytest.mark.parametrize("command", ["get pods --all-namespaces=True", "get pods -A=1", "get pods --all-namespaces=T",
+                                     "get pods --all-namespaces=yes", "logs geo-1 --follow=TRUE", "exec geo-1 -i=t -- sh"])
+def test_refused_switches_are_on_for_every_spelling_kubectl_reads_as_true(command: str) -> None:
+    with pytest.raises(ToolError, match="refused"):
+        parse_command(command, NS)
+
+
+def test_refused_switches_may_be_turned_off_in_any_false_spelling() -> None:
+    for value in ("false", "False", "FALSE", "F", "f", "0"):
+        assert parse_command(f"get pods --all-namespaces={value}", NS).verb == "get"
 
 
 def test_quoted_operators_are_arguments_not_shell() -> None:
@@ -132,6 +158,12 @@ def test_stdin_manifest_is_the_only_file() -> None:
         ("create secret generic creds --from-literal=a=b", ["secret/creds"]),
         ("patch svc geo --type=merge -p '{\"spec\":{}}'", ["service/geo"]),
         ("expose deployment geo --port=8083 --name=geo2", ["service/geo2"]),
+        ("create service clusterip geo2 --tcp=80:8083", ["service/geo2"]),
+        ("label pods --all=True tier=db", ["pod (all)"]),
+        ("label pods --all=1 tier=db", ["pod (all)"]),
+        ("label pods --all=F tier=db", []),
+        ("taint nodes --all k=v:NoExecute", ["node (all)"]),
+        ("cordon -l pool=a", ["node (pool=a)"]),
     ],
 )
 def test_targets_of_mutations(command: str, expected: list[str]) -> None:

@@ -5,23 +5,58 @@ from __future__ import annotations
 import pytest
 
 from core.errors import ToolError
-from farm.interface import summarise, visibility
+from farm.interface import scope, summarise, visibility
 from farm.interface.record import count_tokens
 
+NS = ("hotel-reservation",)
 
-def test_promql_selectors_exclude_hidden_namespaces() -> None:
-    q = visibility.restrict_promql('sum by (pod) (rate(container_cpu_usage_seconds_total{namespace="x"}[5m])) / count(up)')
-    assert q.count('namespace!~"chaos-mesh|chaos-testing|farm-.*"') == 2
+
+def test_every_promql_selector_is_scoped_to_the_session() -> None:
+    q = scope.scope_promql('sum by (pod) (rate(container_cpu_usage_seconds_total{namespace="x"}[5m])) / count(up)', NS)
+    assert q.count('namespace=~"hotel-reservation|"') == 2
     assert 'namespace="x"' in q
+    rewritten = scope.scope_promql('label_replace(kube_pod_info{namespace="kube-system"}, "namespace", "hotel-reservation", '
+                                   '"", "") or rate(x[5m:1m] offset 5m) or absent(y @ 100)', NS)
+    assert rewritten.count('namespace=~"hotel-reservation|"') == 3, rewritten
 
 
 def test_promql_refusals() -> None:
     with pytest.raises(ToolError, match="invalid PromQL"):
-        visibility.restrict_promql("sum(")
+        scope.scope_promql("sum(", NS)
     with pytest.raises(ToolError, match="__name__"):
-        visibility.restrict_promql('{__name__=~"chaos.*"}')
+        scope.scope_promql('{__name__=~"chaos.*"}', NS)
     with pytest.raises(ToolError, match="not observable"):
         visibility.refuse_hidden_query('kube_pod_info{namespace="chaos-mesh"}')
+
+
+@pytest.mark.parametrize(("query", "selectors"), [
+    ('{app="geo"}', 1),
+    ('{}', 1),
+    ('{namespace=~".+"} | label_format namespace="hotel-reservation"', 1),
+    (r"""{job=~".+"} | drop namespace | line_format "{{ regexReplaceAll \"x\" .pod \"{y}\" }}" """, 1),
+    ('sum(rate({app="a"}[5m])) / sum(rate({app="b"} |= "}{" [5m]))', 2),
+    ('{app="a"} |= `{namespace="kube-system"}`', 1),
+])
+def test_every_logql_stream_selector_is_scoped_to_the_session(query: str, selectors: int) -> None:
+    scoped = scope.scope_logql(query, NS)
+    assert scoped.count('{namespace="hotel-reservation"') == selectors, scoped
+    assert scoped.replace('{namespace="hotel-reservation", ', "{").replace('{namespace="hotel-reservation"', "{") == query
+
+
+@pytest.mark.parametrize(("query", "reason"), [
+    ('{app="a"} # comment', "comments"),
+    ('{app="a"} |= "unclosed', "not closed"),
+    ('sum(rate(x[5m]))', "stream selector"),
+])
+def test_logql_the_scoping_cannot_read_is_refused(query: str, reason: str) -> None:
+    with pytest.raises(ToolError, match=reason):
+        scope.scope_logql(query, NS)
+
+
+def test_several_namespaces_are_one_matcher() -> None:
+    assert scope.logql_matcher(("a", "b-op")) == 'namespace=~"a|b-op"'
+    with pytest.raises(ValueError):
+        scope.logql_matcher(("a|.*",))
 
 
 def test_hidden_series_and_lines_are_dropped() -> None:
