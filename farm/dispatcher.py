@@ -21,7 +21,7 @@ from sqlmodel import Session, col
 
 from core.problem import Problem
 from core.states import TRIAL_RESUBMITTABLE, TrialState
-from farm.agents.base import agents
+from farm.agents.known import agent_info
 from farm.spec import NoiseLevel, SweepSpec, select_problems
 from results import ledger
 from results.keys import NO_MODEL, TrialKey
@@ -31,7 +31,7 @@ from results.models import Attempt, InfraEvent, Sweep, Trial
 def expand(spec: SweepSpec, problems: list[Problem]) -> Iterator[tuple[TrialKey, Problem]]:
     for problem in problems:
         for entry in spec.agents:
-            uses_model = getattr(agents.factory(entry.name), "uses_model", True)
+            uses_model = agent_info(entry.name).uses_model
             models = spec.models if uses_model else [NO_MODEL]
             for model in models:
                 for seed in spec.seeds:

@@ -274,12 +274,15 @@ def catalog() -> Any:
 
 def check_against_catalog(spec: SweepSpec, path: str | None) -> None:
     """Names that must exist: problems, agents, apps; an agent that needs a model gets one."""
-    from farm.agents.base import agents
+    from core.errors import ConfigurationError
+    from farm.agents.known import agent_info
 
     for i, entry in enumerate(spec.agents):
-        if entry.name not in agents:
-            raise SpecError(path, f"agents[{i}].name", f"unknown agent '{entry.name}' (known: {', '.join(agents.names())})")
-        if getattr(agents.factory(entry.name), "uses_model", True) and not spec.models:
+        try:
+            info = agent_info(entry.name)
+        except (KeyError, ConfigurationError) as exc:
+            raise SpecError(path, f"agents[{i}].name", str(exc).strip("'\"")) from None
+        if info.uses_model and not spec.models:
             raise SpecError(path, "models", f"agent '{entry.name}' needs a model, and models is empty")
     known = {p.id for p in catalog().problems}
     for i, pid in enumerate(spec.problems.ids):

@@ -1,0 +1,112 @@
+"""One agent session's process, seen from the worker: `start(agent, ctx)` runs farm.agents.runner in
+the agent sandbox with the context on stdin; `wait(timeout)` until it exits; `stop()` kills it and
+everything it started (at a limit, a deadline, or the end of the session); `outcome()` reads what it
+answered. Its answer is the agent's word: the worker records what its interface and model proxy
+saw, and uses the answer only for the agent's own transcript."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from farm.agents.base import AgentContext
+from farm.agents.sandbox import runner_command
+
+STDERR_TAIL = 8000  # characters of the agent's stderr kept for a crash report
+MAX_ANSWER_BYTES = 64 * 1024 * 1024  # an answer with a long transcript; more is not read
+
+
+@dataclass
+class Outcome:
+    """How the process ended: `answer` is its parsed JSON line (None if it wrote none), `code` its
+    exit status (negative: killed by that signal), `stderr` the tail of what it printed."""
+
+    answer: dict[str, Any] | None
+    code: int | None
+    stderr: str
+    stopped: bool  # the worker killed it
+
+
+class AgentProcess:
+    def __init__(self, plugins: list[str], *, env: dict[str, str] | None = None,
+                 files: tuple[str, ...] = ()) -> None:
+        self.plugins, self.env, self.files = plugins, dict(env or {}), files
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started_s = 0.0  # time.monotonic() when the process was started
+        self._stdout = bytearray()
+        self._stderr = bytearray()
+        self._readers: list[threading.Thread] = []
+        self._stopped = threading.Event()
+
+    def start(self, agent: str, ctx: AgentContext) -> None:
+        argv, env = runner_command(self.plugins, env=self.env, files=self.files)
+        request = json.dumps({"agent": agent, "context": ctx.model_dump(mode="json")}).encode()
+        self.started_s = time.monotonic()
+        # Its own session and process group: stop() reaches whatever it started.
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=env, start_new_session=True, close_fds=True)
+        for stream, buf, limit in ((self.proc.stdout, self._stdout, MAX_ANSWER_BYTES),
+                                   (self.proc.stderr, self._stderr, None)):
+            reader = threading.Thread(target=_drain, args=(stream, buf, limit), daemon=True, name="agent-output")
+            reader.start()
+            self._readers.append(reader)
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(request)
+            self.proc.stdin.close()
+        except OSError:  # it died before reading its context: outcome() says how
+            pass
+
+    def wait(self, timeout: float | None) -> bool:
+        """True once the process has exited (within `timeout` seconds)."""
+        assert self.proc is not None
+        try:
+            self.proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        """Kill the process and its group (bwrap takes the sandbox's PID namespace down with it)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self._stopped.set()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            self.proc.kill()
+        self.proc.wait()
+
+    def outcome(self) -> Outcome:
+        assert self.proc is not None
+        code = self.proc.wait()
+        for reader in self._readers:
+            reader.join(timeout=5)
+        answer: dict[str, Any] | None = None
+        lines = bytes(self._stdout).strip().splitlines()
+        if lines and not self._stopped.is_set():
+            try:
+                parsed = json.loads(lines[-1])
+                answer = parsed if isinstance(parsed, dict) else None
+            except ValueError:
+                answer = None
+        return Outcome(answer, code, bytes(self._stderr).decode(errors="replace")[-STDERR_TAIL:],
+                       self._stopped.is_set())
+
+
+def _drain(stream: Any, buf: bytearray, limit: int | None) -> None:
+    while chunk := stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536):
+        if limit is None:
+            buf.extend(chunk)
+            del buf[:-STDERR_TAIL * 2]
+        elif len(buf) < limit:
+            buf.extend(chunk[: limit - len(buf)])

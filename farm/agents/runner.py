@@ -1,0 +1,64 @@
+"""The agent's own process: `python -m farm.agents.runner` reads {"agent": name, "context":
+AgentContext} on stdin, runs that agent and writes {"result": AgentResult} (or {"error", "trace"},
+or {"infrastructure_error"}) as one JSON line on stdout. `--describe` writes every agent it knows
+with what the worker needs to schedule it ({name: {"uses_model", "tool_mode"}}).
+
+The worker starts it in the agent sandbox (farm/agents/sandbox.py): only this process ever imports
+an agent plugin (the modules named in FARM_AGENT_PLUGINS). What it writes is the agent's word, not
+the farm's record: the worker keeps what its interface and model proxy saw."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import traceback
+from typing import Any, TextIO
+
+PLUGINS_ENV = "FARM_AGENT_PLUGINS"
+
+
+def load_plugins() -> None:
+    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+        importlib.import_module(module)
+
+
+def describe() -> dict[str, dict[str, Any]]:
+    from farm.agents.base import agents
+
+    return {name: {"uses_model": bool(getattr(agents.factory(name), "uses_model", True)),
+                   "tool_mode": str(getattr(agents.factory(name), "tool_mode", "raw"))} for name in agents.names()}
+
+
+def run(request: dict[str, Any]) -> dict[str, Any]:
+    from core.errors import InfrastructureError
+    from farm.agents.base import AgentContext, agents
+
+    try:
+        ctx = AgentContext.model_validate(request["context"])
+        agent = agents.create(str(request["agent"]))
+        return {"result": agent.run(ctx).model_dump(mode="json")}
+    except InfrastructureError as exc:
+        return {"infrastructure_error": f"{type(exc).__name__}: {exc}"}
+    except Exception as exc:  # an agent that crashes has failed its trial; the worker says so
+        return {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-4000:]}
+
+
+def main() -> None:
+    # The answer goes to the real stdout; whatever the agent prints goes to stderr, so it cannot
+    # garble (or forge the shape of) the one line the worker reads.
+    answer: TextIO = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    load_plugins()
+    if sys.argv[1:] == ["--describe"]:
+        payload: dict[str, Any] = describe()
+    else:
+        payload = run(json.loads(sys.stdin.read()))
+    answer.write(json.dumps(payload) + "\n")
+    answer.flush()
+
+
+if __name__ == "__main__":
+    main()
