@@ -34,6 +34,7 @@ AGENT_CODE = ("core/__init__.py", "core/errors.py", "core/states.py", "core/secr
 EMPTY_PACKAGES = ("farm/interface/__init__.py",)
 CODE_PATH = "/opt/farm-agent"  # where the copy is mounted
 PLUGIN_PATH = "/opt/agent-plugins"  # where agent plugin modules are mounted
+SITE_PATH = "/opt/site-packages"  # where the installed packages are mounted
 HOME_PATH = "/home/agent"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 
@@ -91,18 +92,19 @@ def runner_command(plugins: list[str], *, env: dict[str, str], files: tuple[str,
     the sandbox (or unconfined under the opt-out). `env` is the agent's own environment (added to
     the sandbox's fixed one); `files` are host files it needs read-only at their own path (a CLI
     agent's executable)."""
-    venv, base = Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()
-    site = Path(sysconfig.get_path("purelib")).resolve()
-    platsite = Path(sysconfig.get_path("platlib")).resolve()
+    base = Path(sys.base_prefix).resolve()
+    sites = list(dict.fromkeys(Path(sysconfig.get_path(k)).resolve() for k in ("purelib", "platlib")))
     code = agent_code()
-    python = str(venv / "bin" / "python") if (venv / "bin" / "python").exists() else sys.executable
+    # The interpreter itself (not a virtualenv's link to it, which lives in the project): `-S`
+    # skips site's .pth files (an editable install's finder points into the project).
+    python = str(Path(sys.executable).resolve())
     plugin_paths = plugin_files(plugins)
     if unsafe_opt_out():
         log.warning("FARM_UNSAFE_NO_SANDBOX is set: the agent's process runs UNCONFINED, with this worker's "
                     "files in reach; never do this on a farm that evaluates agents")
         roots = list(dict.fromkeys(str(b) for b, _ in plugin_paths))
         full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
-                "PYTHONPATH": os.pathsep.join([str(code), *roots]), "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONPATH": os.pathsep.join([str(code), *roots, *map(str, sites)]), "PYTHONDONTWRITEBYTECODE": "1",
                 "FARM_AGENT_PLUGINS": ",".join(plugins), **env}
         return [python, "-S", "-m", "farm.agents.runner"], full
     binds: list[str] = []
@@ -114,16 +116,19 @@ def runner_command(plugins: list[str], *, env: dict[str, str], files: tuple[str,
     for host in HOST_FILES:
         if os.path.exists(host):
             binds += ["--ro-bind", host, host]
-    for path in dict.fromkeys([base, venv, site, platsite]):
-        if not str(path).startswith("/usr/"):
-            binds += ["--ro-bind", str(path), str(path)]
+    if not str(base).startswith("/usr/"):
+        binds += ["--ro-bind", str(base), str(base)]
+    # The installed packages at a neutral path: a virtualenv's own path is inside the project.
+    site_paths = [f"{SITE_PATH}/{i}" for i in range(len(sites))]
+    for host_site, path in zip(sites, site_paths, strict=True):
+        binds += ["--ro-bind", str(host_site), path]
     binds += ["--ro-bind", str(code), CODE_PATH]
     for b, p in plugin_paths:
         binds += ["--ro-bind", str(p), f"{PLUGIN_PATH}/{p.relative_to(b)}"]
     for f in files:
         binds += ["--ro-bind", f, f]
-    pythonpath = os.pathsep.join(dict.fromkeys([CODE_PATH, PLUGIN_PATH, str(site), str(platsite)]))
-    fixed = {"PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": HOME_PATH, "TMPDIR": "/tmp",
+    pythonpath = os.pathsep.join([CODE_PATH, PLUGIN_PATH, *site_paths])
+    fixed = {"PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": HOME_PATH, "TMPDIR": "/tmp",
              "LANG": "C.UTF-8", "PYTHONPATH": pythonpath, "PYTHONDONTWRITEBYTECODE": "1",
              "FARM_AGENT_PLUGINS": ",".join(plugins), **env}
     setenv = [arg for k, v in fixed.items() for arg in ("--setenv", k, v)]
