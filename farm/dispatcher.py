@@ -21,7 +21,7 @@ from sqlmodel import Session, col
 
 from core.problem import Problem
 from core.states import TRIAL_RESUBMITTABLE, TrialState
-from farm.agents.known import agent_info
+from farm.agenthost.known import agent_info
 from farm.spec import NoiseLevel, SweepSpec, select_problems
 from results import ledger
 from results.keys import NO_MODEL, TrialKey

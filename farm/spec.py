@@ -275,7 +275,7 @@ def catalog() -> Any:
 def check_against_catalog(spec: SweepSpec, path: str | None) -> None:
     """Names that must exist: problems, agents, apps; an agent that needs a model gets one."""
     from core.errors import ConfigurationError
-    from farm.agents.known import agent_info
+    from farm.agenthost.known import agent_info
 
     for i, entry in enumerate(spec.agents):
         try:

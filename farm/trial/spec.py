@@ -39,7 +39,7 @@ class TrialSpec(BaseModel):
 def _tool_mode(agent: str, asked: str | None) -> str:
     if asked:
         return asked
-    from farm.agents.known import agent_info
+    from farm.agenthost.known import agent_info
 
     return agent_info(agent).tool_mode
 

@@ -18,7 +18,7 @@ from sqlmodel import Session, select
 
 from core.states import LIMIT_STEPS
 from farm.agents.base import AgentContext
-from farm.agents import process as process_mod
+from farm.agenthost import process as process_mod
 from farm.dispatcher import submit
 from farm.llm.atif import validate_atif
 from farm.llm.scripted import ScriptedLLM

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from farm.interface.sandbox import HOST_FILES, SANDBOX_UID, SandboxUnavailable, find_bwrap, unsafe_opt_out
 
-log = logging.getLogger("farm.agents.sandbox")
+log = logging.getLogger("farm.agenthost.sandbox")
 
 ROOT = Path(__file__).resolve().parents[2]
 # The farm code an agent's process may import, relative to the project root: a folder is copied

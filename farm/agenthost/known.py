@@ -60,7 +60,7 @@ def _built_in() -> dict[str, AgentInfo]:
 
 @functools.cache
 def _described(plugins: tuple[str, ...]) -> dict[str, AgentInfo]:
-    from farm.agents.sandbox import runner_command
+    from farm.agenthost.sandbox import runner_command
 
     argv, env = runner_command(list(plugins), env={})
     try:
