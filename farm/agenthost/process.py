@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from farm.agents.base import AgentContext
 from farm.agenthost.sandbox import runner_command
+from farm.agents.base import AgentContext
 
 STDERR_TAIL = 8000  # characters of the agent's stderr kept for a crash report
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # an answer with a long transcript; more is not read

@@ -19,9 +19,9 @@ from typing import Any
 
 from core.errors import InfrastructureError
 from core.states import LIMIT_WALL_TIME
-from farm.agents.base import AgentContext, AgentResult
 from farm.agenthost.known import agent_plugins
 from farm.agenthost.process import AgentProcess
+from farm.agents.base import AgentContext, AgentResult
 from farm.llm.remote import ENDPOINT_OPTION, TOKEN_OPTION
 
 # Options the worker's model client reads and the agent must not see: the provider's key and

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,8 @@ import pytest
 from sqlmodel import Session, select
 
 from core.states import LIMIT_STEPS
-from farm.agents.base import AgentContext
 from farm.agenthost import process as process_mod
+from farm.agents.base import AgentContext
 from farm.dispatcher import submit
 from farm.llm.atif import validate_atif
 from farm.llm.scripted import ScriptedLLM
@@ -26,8 +25,8 @@ from farm.oracles.diagnosis import PASS_RULE
 from farm.problems.catalog import load_catalog
 from farm.pytest_plugin import SimClusters
 from farm.spec import SweepSpec
-from farm.trial import session as session_mod
 from farm.trial import run_all, start_run
+from farm.trial import session as session_mod
 from results import ledger
 from results.artifacts import LocalArtifactStore
 from results.db import engine_for
