@@ -37,6 +37,7 @@ class AgentProcess:
     def __init__(self, plugins: list[str], *, env: dict[str, str] | None = None,
                  files: tuple[str, ...] = ()) -> None:
         self.plugins, self.env, self.files = plugins, dict(env or {}), files
+        self.key = (tuple(plugins), tuple(sorted(self.env.items())), tuple(files))
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_s = 0.0  # time.monotonic() when the process was started
         self._stdout = bytearray()
@@ -44,10 +45,9 @@ class AgentProcess:
         self._readers: list[threading.Thread] = []
         self._stopped = threading.Event()
 
-    def start(self, agent: str, ctx: AgentContext) -> None:
+    def spawn(self) -> AgentProcess:
+        """Start the process: it loads what agents need, then waits for its request."""
         argv, env = runner_command(self.plugins, env=self.env, files=self.files)
-        request = json.dumps({"agent": agent, "context": ctx.model_dump(mode="json")}).encode()
-        self.started_s = time.monotonic()
         # Its own session and process group: stop() reaches whatever it started.
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=env, start_new_session=True, close_fds=True)
@@ -56,7 +56,15 @@ class AgentProcess:
             reader = threading.Thread(target=_drain, args=(stream, buf, limit), daemon=True, name="agent-output")
             reader.start()
             self._readers.append(reader)
-        assert self.proc.stdin is not None
+        return self
+
+    def start(self, agent: str, ctx: AgentContext) -> None:
+        """Hand the (spawned) process its session."""
+        if self.proc is None:
+            self.spawn()
+        assert self.proc is not None and self.proc.stdin is not None
+        request = json.dumps({"agent": agent, "context": ctx.model_dump(mode="json")}).encode()
+        self.started_s = time.monotonic()
         try:
             self.proc.stdin.write(request)
             self.proc.stdin.close()
@@ -110,3 +118,44 @@ def _drain(stream: Any, buf: bytearray, limit: int | None) -> None:
             del buf[:-STDERR_TAIL * 2]
         elif len(buf) < limit:
             buf.extend(chunk[: limit - len(buf)])
+
+
+# One process started ahead of the next session (a worker runs one session at a time): its
+# interpreter start and imports happen while the cluster is deployed, not when the session starts.
+_spare: AgentProcess | None = None
+_spare_lock = threading.Lock()
+
+
+def prepare(plugins: list[str], *, env: dict[str, str] | None = None, files: tuple[str, ...] = ()) -> None:
+    """Start a spare process for a coming session, unless one for the same agent setup is ready."""
+    global _spare
+    wanted = AgentProcess(plugins, env=env, files=files)
+    with _spare_lock:
+        if _spare is not None and _spare.key == wanted.key and _spare.running():
+            return
+        old, _spare = _spare, wanted.spawn()
+    if old is not None:
+        old.stop()
+
+
+def take(plugins: list[str], *, env: dict[str, str] | None = None, files: tuple[str, ...] = ()) -> AgentProcess:
+    """A process for this session: the spare if it fits, else a new one; a new spare is started
+    for the session after it."""
+    global _spare
+    wanted = AgentProcess(plugins, env=env, files=files)
+    with _spare_lock:
+        spare, _spare = _spare, None
+    if spare is not None and (spare.key != wanted.key or not spare.running()):
+        spare.stop()
+        spare = None
+    proc = spare or wanted.spawn()
+    prepare(plugins, env=env, files=files)
+    return proc
+
+
+def discard_spare() -> None:
+    global _spare
+    with _spare_lock:
+        spare, _spare = _spare, None
+    if spare is not None:
+        spare.stop()

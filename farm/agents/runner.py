@@ -3,7 +3,8 @@ AgentContext} on stdin, runs that agent and writes {"result": AgentResult} (or {
 or {"infrastructure_error"}) as one JSON line on stdout. `--describe` writes every agent it knows
 with what the worker needs to schedule it ({name: {"uses_model", "tool_mode"}}).
 
-The worker starts it in the agent sandbox (farm/agents/sandbox.py): only this process ever imports
+The worker starts it in the agent sandbox ahead of the session (it imports what agents need, then
+waits for its request) (farm/agents/sandbox.py): only this process ever imports
 an agent plugin (the modules named in FARM_AGENT_PLUGINS). What it writes is the agent's word, not
 the farm's record: the worker keeps what its interface and model proxy saw."""
 
@@ -31,6 +32,16 @@ def describe() -> dict[str, dict[str, Any]]:
                    "tool_mode": str(getattr(agents.factory(name), "tool_mode", "raw"))} for name in agents.names()}
 
 
+def preload() -> None:
+    """Import what every agent needs before the session is known: the worker starts this process
+    ahead of its session (farm/agenthost/process.py), so the session waits for none of it."""
+    from farm.agents.base import agents
+
+    agents.names()  # the built-in agents (and through them the MCP client and the LLM loop)
+    import farm.interface.client  # noqa: F401
+    import farm.llm.loop  # noqa: F401
+
+
 def run(request: dict[str, Any]) -> dict[str, Any]:
     from core.errors import InfrastructureError
     from farm.agents.base import AgentContext, agents
@@ -55,7 +66,11 @@ def main() -> None:
     if sys.argv[1:] == ["--describe"]:
         payload: dict[str, Any] = describe()
     else:
-        payload = run(json.loads(sys.stdin.read()))
+        preload()
+        request = sys.stdin.read()
+        if not request.strip():
+            return  # a spare process the worker never used (it stopped, or it closed our stdin)
+        payload = run(json.loads(request))
     answer.write(json.dumps(payload) + "\n")
     answer.flush()
 

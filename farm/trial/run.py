@@ -107,8 +107,13 @@ class TrialRun:
     def deploy(self) -> None:
         from farm.deploy import deploy
         from farm.oracles.mitigation import MitigationOracle
+        from farm.trial.session import prepare_agent
 
         self._enter("deploy")
+        try:
+            prepare_agent(self.spec.agent, dict(self.spec.agent_options))  # its start-up overlaps the deploy
+        except Exception as exc:  # the session starts one itself, and reports what fails then
+            log.warning("could not start the agent's process ahead of its session: %s", exc)
         deploy(self.cluster, self.app, self.namespace)
         self.mitigation_oracle = MitigationOracle(self.app, self.problem)
         self.baseline = self.mitigation_oracle.capture_baseline(self.cluster, self.namespace)

@@ -20,7 +20,7 @@ from typing import Any
 from core.errors import InfrastructureError
 from core.states import LIMIT_WALL_TIME
 from farm.agenthost.known import agent_plugins
-from farm.agenthost.process import AgentProcess
+from farm.agenthost.process import prepare, take
 from farm.agents.base import AgentContext, AgentResult
 from farm.llm.remote import ENDPOINT_OPTION, TOKEN_OPTION
 
@@ -63,6 +63,12 @@ def cli_environment(agent: str, options: dict[str, Any]) -> tuple[dict[str, str]
     return env, ((os.path.realpath(exe),) if exe and not os.path.realpath(exe).startswith("/usr/") else ())
 
 
+def prepare_agent(agent: str, options: dict[str, Any]) -> None:
+    """Start the agent's process ahead of its session (while the cluster is deployed)."""
+    env, files = cli_environment(agent, options)
+    prepare(agent_plugins(), env=env, files=files)
+
+
 @dataclass
 class ProcessOutcome:
     result: AgentResult | None  # what the agent answered, None if it answered nothing usable
@@ -76,7 +82,7 @@ def run_agent_process(agent: str, ctx: AgentContext, interface: Any, *,
                       endpoint: tuple[str, str] | None) -> ProcessOutcome:
     """Run the agent's process until it answers, a limit ends the session or its wall time is up."""
     env, files = cli_environment(agent, ctx.options)
-    proc = AgentProcess(agent_plugins(), env=env, files=files)
+    proc = take(agent_plugins(), env=env, files=files)
     ended = threading.Event()
     interface.on_end = lambda reason, detail: ended.set()
     wall = ctx.limits.wall_time_s
