@@ -71,6 +71,15 @@ class AgentProcess:
         except OSError:  # it died before reading its context: outcome() says how
             pass
 
+    def ready(self, timeout: float) -> bool:
+        """True once the process has loaded what agents need and waits for its session."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._stdout:
+            if not self.running() or time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
     def wait(self, timeout: float | None) -> bool:
         """True once the process has exited (within `timeout` seconds)."""
         assert self.proc is not None

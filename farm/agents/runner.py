@@ -67,12 +67,18 @@ def main() -> None:
         payload: dict[str, Any] = describe()
     else:
         preload()
+        answer.write(json.dumps({"ready": True}) + "\n")  # the worker may hand it its session now
+        answer.flush()
         request = sys.stdin.read()
         if not request.strip():
             return  # a spare process the worker never used (it stopped, or it closed our stdin)
         payload = run(json.loads(request))
     answer.write(json.dumps(payload) + "\n")
     answer.flush()
+    sys.stderr.flush()
+    # Done: no interpreter teardown (seconds of freeing modules), no waiting on an agent's leftover
+    # threads; the worker reads the answer when the process is gone.
+    os._exit(0)
 
 
 if __name__ == "__main__":
