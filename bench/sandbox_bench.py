@@ -118,8 +118,7 @@ def bench_agent_start(starts: int) -> float:
     thread_ms, cold_ms, warm_ms = [], [], []
     for _ in range(starts):
         t0 = time.perf_counter()
-        done: list[Any] = []
-        thread = threading.Thread(target=lambda: done.append(agents.create("baseline")))
+        thread = threading.Thread(target=agents.create, args=("baseline",))
         thread.start()
         thread.join()
         thread_ms.append((time.perf_counter() - t0) * 1000)
