@@ -51,3 +51,17 @@ class Probe(Agent):
                            tokens_in=t.tokens_in if t else 0, tokens_out=t.tokens_out if t else 0,
                            cost_usd=t.cost_usd if t else 0.0,
                            transcript=[{"kind": "note", "text": f"probe made {calls} tool calls"}])
+
+
+@agents.register("crasher")
+class Crasher(Agent):
+    """Dies the hard way mid-session: no exception to report, no answer, a message on stderr."""
+
+    uses_model = False
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        import os
+        import sys
+
+        print("crasher: going down", file=sys.stderr, flush=True)
+        os._exit(3)
