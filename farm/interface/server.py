@@ -219,7 +219,8 @@ class AgentInterface:
             self.on_end(reason, detail)
 
     def _limit_passed(self, calls_before: int) -> tuple[str, str] | None:
-        """The limit this call would exceed: steps count every tool call (refused ones too)."""
+        """The limit this call would exceed: steps count every tool call (refused ones too) until
+        the session ends; those refused after it ended are recorded, but are no steps."""
         lim = self.limits
         if lim is None:
             return None
