@@ -17,11 +17,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from core.errors import InfrastructureError
+from core.errors import InfrastructureError, LimitReached
 from core.states import LIMIT_WALL_TIME
 from farm.agenthost.known import agent_plugins
 from farm.agenthost.process import prepare, take
 from farm.agents.base import AgentContext, AgentResult
+from farm.llm.limits import Slot
 from farm.llm.remote import ENDPOINT_OPTION, TOKEN_OPTION
 
 # Options the worker's model client reads and the agent must not see: the provider's key and
@@ -78,9 +79,41 @@ class ProcessOutcome:
     stopped: bool = False  # the worker killed it (a limit, or its wall time)
 
 
+def cli_slot(agent: str, ctx: AgentContext) -> Slot | None:
+    """A CLI agent's farm-wide concurrency slot for its model, held by the worker for the whole
+    session (its calls bypass the model proxy, which holds one per call for the other agents)."""
+    from farm.agents.base import agents
+    from farm.agents.cli_adapters import _CLIAgent
+    from farm.llm.limits import model_slots
+
+    factory = agents.factory(agent) if agent in agents else None
+    if not (isinstance(factory, type) and issubclass(factory, _CLIAgent)):
+        return None
+    slots = model_slots(ctx.options, ctx.model or f"{factory.executable}-default-model")
+    if slots is None:
+        return None
+    try:
+        return slots.acquire(timeout=max(0.0, ctx.limits.wall_time_s))
+    except TimeoutError:
+        raise LimitReached(LIMIT_WALL_TIME, "no free model slot within the wall-time limit") from None
+
+
 def run_agent_process(agent: str, ctx: AgentContext, interface: Any, *,
                       endpoint: tuple[str, str] | None) -> ProcessOutcome:
     """Run the agent's process until it answers, a limit ends the session or its wall time is up."""
+    try:
+        slot = cli_slot(agent, ctx)
+    except LimitReached as exc:
+        interface.end(exc.reason, exc.detail)
+        return ProcessOutcome(None, stopped=True)
+    try:
+        return _run(agent, ctx, interface, endpoint)
+    finally:
+        if slot is not None:
+            slot.release()
+
+
+def _run(agent: str, ctx: AgentContext, interface: Any, endpoint: tuple[str, str] | None) -> ProcessOutcome:
     env, files = cli_environment(agent, ctx.options)
     proc = take(agent_plugins(), env=env, files=files)
     ended = threading.Event()

@@ -5,12 +5,14 @@ unsafe opt-out that runs it unconfined, and the spare process a session takes.""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from core.states import END_AGENT_STOPPED, LIMIT_WALL_TIME
+from core.states import END_AGENT_STOPPED, END_SUBMITTED, LIMIT_WALL_TIME
 from farm.agenthost import process
+from farm.agenthost.sandbox import SITE_PATH
 from farm.agents.base import AgentContext, AgentLimits
 from farm.interface import AgentInterface
 from farm.pytest_plugin import SimClusters
@@ -53,8 +55,6 @@ def test_a_hung_process_is_killed_at_its_wall_time(iface: AgentInterface) -> Non
 def test_the_unsafe_opt_out_runs_the_agent_unconfined_and_says_so(iface: AgentInterface,
                                                                   monkeypatch: pytest.MonkeyPatch,
                                                                   caplog: pytest.LogCaptureFixture) -> None:
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[3]
     monkeypatch.setenv("FARM_UNSAFE_NO_SANDBOX", "1")
     with caplog.at_level(logging.WARNING, logger="farm.agenthost.sandbox"):
@@ -72,3 +72,18 @@ def test_a_session_takes_the_spare_process_and_leaves_a_new_one(iface: AgentInte
     assert out.result is not None and out.result.transcript[0]["kind"] == "found"
     assert spare.proc is not None and spare.proc.returncode == 0  # the spare ran this session
     assert process._spare is not None and process._spare is not spare
+
+
+def test_a_cli_agent_runs_its_cli_in_the_sandbox(iface: AgentInterface, tmp_path: Path) -> None:
+    # The fake claude is a Python program: in the sandbox it finds the installed packages (the MCP
+    # client) where they are mounted; a real CLI needs nothing of the sort.
+    body = (Path(__file__).resolve().parents[2] / "fakes" / "claude").read_text().split("\n", 1)[1]
+    fake = tmp_path / "claude"
+    fake.write_text(f"#!/usr/bin/env python3\nimport sys; sys.path[:0] = {[f'{SITE_PATH}/0', f'{SITE_PATH}/1']!r}\n"
+                    + body)
+    fake.chmod(0o755)
+    ctx = _ctx(iface, executable=str(fake)).model_copy(update={"model": "anthropic/claude-sonnet-4-5"})
+    out = run_agent_process("claude-code", ctx, iface, endpoint=None)
+    assert out.result is not None, (out.error, out.trace)
+    assert out.result.end_reason == END_SUBMITTED and out.result.tokens_out > 0, out.result.error
+    assert {"kubectl", "submit_diagnosis", "submit_mitigation"} <= {c.name for c in iface.record.tool_calls}
