@@ -15,8 +15,9 @@ in the spare process the worker starts ahead of the session (what a trial pays);
 agent process's start costs (measured unsandboxed: the sandbox's PID namespace hides its CPU time
 from the caller); then the wall time of MCP tool calls and model calls made from the sandboxed
 agent against the same calls made from the worker's process (model calls: through the session's
-model proxy against the worker's client calling the scripted server directly). On a loaded
-machine the figures are noise; the load average is printed with them.
+model proxy against the worker's client calling the scripted server directly). The sandboxed
+agent's calls cross the relays from its own network to the worker's loopback, as in a session.
+On a loaded machine the figures are noise; the load average is printed with them.
 
     .venv/bin/python bench/sandbox_bench.py [--calls 30] [--starts 8]
 """
@@ -96,7 +97,7 @@ def bench_kubectl(cluster: Any, app: Any, calls: int) -> None:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def _ctx(url: str = "http://127.0.0.1:9/mcp", token: str = "t", **options: Any) -> Any:
+def _ctx(url: str = "http://127.0.0.1:65531/mcp", token: str = "t", **options: Any) -> Any:
     from farm.agents.base import AgentContext
 
     return AgentContext(trial_id="bench", namespace="hotel-reservation", mcp_url=url, mcp_token=token, options=options)
@@ -175,6 +176,7 @@ def _start_cpu_ms(starts: int) -> float:
 
 def bench_agent_calls(cluster: Any, app: Any, calls: int) -> float:
     from farm.agenthost.process import AgentProcess
+    from farm.agenthost.relay import Relay
     from farm.interface import AgentInterface
     from farm.interface.client import ToolClient
     from farm.llm.client import LLMClient
@@ -200,11 +202,17 @@ def bench_agent_calls(cluster: Any, app: Any, calls: int) -> float:
                 t0 = time.perf_counter()
                 direct.complete([{"role": "user", "content": "ping"}])
                 worker_model.append((time.perf_counter() - t0) * 1000)
-            agent = AgentProcess([PLUGIN])
+            # As a session runs it: the sandbox's own network, its two endpoints relayed to the worker's.
+            agent = AgentProcess([PLUGIN]).spawn()
+            assert agent.relay_dir is not None
+            relays = [Relay(agent.relay_dir / "mcp.sock", int(url.split(":")[2].split("/")[0])).start(),
+                      Relay(agent.relay_dir / "model.sock", int(endpoint.split(":")[2].split("/")[0])).start()]
             agent.start("bench-calls", _ctx(url, token, calls=calls + 1, model_calls=calls + 1,
                                             model_endpoint=endpoint, model_token=proxy_token).model_copy(
                 update={"model": "openai/scripted-model"}))
             timings = _answered(agent)["transcript"][0]
+            for relay in relays:
+                relay.stop()
         finally:
             proxy.stop()
     boxed_tool, boxed_model = timings["tool"][1:], timings["model"][1:]  # the first call opens the connection

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from farm.agenthost.sandbox import runner_command
 from farm.agents.base import AgentContext
+from farm.interface.sandbox import unsafe_opt_out
 
 STDERR_TAIL = 8000  # characters of the agent's stderr kept for a crash report
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # an answer with a long transcript; more is not read
@@ -34,10 +38,14 @@ class Outcome:
 
 
 class AgentProcess:
+    """`isolated`: the sandbox gets a network of its own, and reaches only the session's endpoints
+    through `relay_dir` (a CLI agent, which calls its provider itself, keeps the host's network)."""
+
     def __init__(self, plugins: list[str], *, env: dict[str, str] | None = None,
-                 files: tuple[str, ...] = ()) -> None:
-        self.plugins, self.env, self.files = plugins, dict(env or {}), files
-        self.key = (tuple(plugins), tuple(sorted(self.env.items())), tuple(files))
+                 files: tuple[str, ...] = (), isolated: bool = True) -> None:
+        self.plugins, self.env, self.files, self.isolated = plugins, dict(env or {}), files, isolated
+        self.key = (tuple(plugins), tuple(sorted(self.env.items())), tuple(files), isolated)
+        self.relay_dir: Path | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_s = 0.0  # time.monotonic() when the process was started
         self._stdout = bytearray()
@@ -47,10 +55,12 @@ class AgentProcess:
 
     def spawn(self) -> AgentProcess:
         """Start the process: it loads what agents need, then waits for its request."""
-        argv, env = runner_command(self.plugins, env=self.env, files=self.files)
+        if self.isolated and not unsafe_opt_out():
+            self.relay_dir = Path(tempfile.mkdtemp(prefix="agent-endpoints-"))
+        argv, env = runner_command(self.plugins, env=self.env, files=self.files, relay_dir=self.relay_dir)
         # Its own session and process group: stop() reaches whatever it started.
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env, start_new_session=True, close_fds=True)
+                                     env=env, start_new_session=True, close_fds=True, cwd="/")
         for stream, buf, limit in ((self.proc.stdout, self._stdout, MAX_ANSWER_BYTES),
                                    (self.proc.stderr, self._stderr, None)):
             reader = threading.Thread(target=_drain, args=(stream, buf, limit), daemon=True, name="agent-output")
@@ -102,10 +112,16 @@ class AgentProcess:
         except (ProcessLookupError, PermissionError):
             self.proc.kill()
         self.proc.wait()
+        self._remove_relay_dir()
+
+    def _remove_relay_dir(self) -> None:
+        if self.relay_dir is not None:
+            shutil.rmtree(self.relay_dir, ignore_errors=True)
 
     def outcome(self) -> Outcome:
         assert self.proc is not None
         code = self.proc.wait()
+        self._remove_relay_dir()
         for reader in self._readers:
             reader.join(timeout=5)
         answer: dict[str, Any] | None = None
@@ -135,10 +151,11 @@ _spare: AgentProcess | None = None
 _spare_lock = threading.Lock()
 
 
-def prepare(plugins: list[str], *, env: dict[str, str] | None = None, files: tuple[str, ...] = ()) -> None:
+def prepare(plugins: list[str], *, env: dict[str, str] | None = None, files: tuple[str, ...] = (),
+            isolated: bool = True) -> None:
     """Start a spare process for a coming session, unless one for the same agent setup is ready."""
     global _spare
-    wanted = AgentProcess(plugins, env=env, files=files)
+    wanted = AgentProcess(plugins, env=env, files=files, isolated=isolated)
     with _spare_lock:
         if _spare is not None and _spare.key == wanted.key and _spare.running():
             return
@@ -147,18 +164,19 @@ def prepare(plugins: list[str], *, env: dict[str, str] | None = None, files: tup
         old.stop()
 
 
-def take(plugins: list[str], *, env: dict[str, str] | None = None, files: tuple[str, ...] = ()) -> AgentProcess:
+def take(plugins: list[str], *, env: dict[str, str] | None = None, files: tuple[str, ...] = (),
+         isolated: bool = True) -> AgentProcess:
     """A process for this session: the spare if it fits, else a new one; a new spare is started
     for the session after it."""
     global _spare
-    wanted = AgentProcess(plugins, env=env, files=files)
+    wanted = AgentProcess(plugins, env=env, files=files, isolated=isolated)
     with _spare_lock:
         spare, _spare = _spare, None
     if spare is not None and (spare.key != wanted.key or not spare.running()):
         spare.stop()
         spare = None
     proc = spare or wanted.spawn()
-    prepare(plugins, env=env, files=files)
+    prepare(plugins, env=env, files=files, isolated=isolated)
     return proc
 
 

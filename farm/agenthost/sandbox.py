@@ -21,6 +21,7 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
+from farm.agents.runner import RELAY_ENV
 from farm.interface.sandbox import HOST_FILES, SANDBOX_UID, SandboxUnavailable, find_bwrap, unsafe_opt_out
 
 log = logging.getLogger("farm.agenthost.sandbox")
@@ -35,6 +36,7 @@ EMPTY_PACKAGES = ("farm/interface/__init__.py",)
 CODE_PATH = "/opt/farm-agent"  # where the copy is mounted
 PLUGIN_PATH = "/opt/agent-plugins"  # where agent plugin modules are mounted
 SITE_PATH = "/opt/site-packages"  # where the installed packages are mounted
+RELAY_PATH = "/run/endpoints"  # where the Unix sockets to the session's endpoints appear
 HOME_PATH = "/home/agent"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 
@@ -87,11 +89,14 @@ def plugin_files(modules: list[str]) -> list[tuple[Path, Path]]:
     return list(dict.fromkeys(found))
 
 
-def runner_command(plugins: list[str], *, env: dict[str, str], files: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str]]:
+def runner_command(plugins: list[str], *, env: dict[str, str], files: tuple[str, ...] = (),
+                   relay_dir: Path | None = None) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of the agent's process: `python -m farm.agents.runner` in
     the sandbox (or unconfined under the opt-out). `env` is the agent's own environment (added to
     the sandbox's fixed one); `files` are host files it needs read-only at their own path (a CLI
-    agent's executable)."""
+    agent's executable). With `relay_dir` the sandbox has a network of its own with nothing on it:
+    it reaches its session's endpoints only through the Unix sockets the worker puts in that
+    folder (farm/agenthost/relay.py, farm/agents/loopback.py)."""
     base = Path(sys.base_prefix).resolve()
     sites = list(dict.fromkeys(Path(sysconfig.get_path(k)).resolve() for k in ("purelib", "platlib")))
     code = agent_code()
@@ -127,13 +132,18 @@ def runner_command(plugins: list[str], *, env: dict[str, str], files: tuple[str,
         binds += ["--ro-bind", str(p), f"{PLUGIN_PATH}/{p.relative_to(b)}"]
     for f in files:
         binds += ["--ro-bind", f, f]
+    network: list[str] = []
+    if relay_dir is not None:
+        binds += ["--bind", str(relay_dir), RELAY_PATH]
+        network = ["--unshare-net"]
+        env = {**env, RELAY_ENV: RELAY_PATH}
     pythonpath = os.pathsep.join([CODE_PATH, PLUGIN_PATH, *site_paths])
     fixed = {"PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": HOME_PATH, "TMPDIR": "/tmp",
              "LANG": "C.UTF-8", "PYTHONPATH": pythonpath, "PYTHONDONTWRITEBYTECODE": "1",
              "FARM_AGENT_PLUGINS": ",".join(plugins), **env}
     setenv = [arg for k, v in fixed.items() for arg in ("--setenv", k, v)]
     argv = [find_bwrap(), "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", *network,
             "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", HOME_PATH, *binds,
             "--chdir", HOME_PATH, "--clearenv", *setenv, "--hostname", "sandbox", "--",

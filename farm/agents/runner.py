@@ -18,6 +18,7 @@ import traceback
 from typing import Any, TextIO
 
 PLUGINS_ENV = "FARM_AGENT_PLUGINS"
+RELAY_ENV = "FARM_AGENT_RELAY"  # the folder of the sockets to its endpoints, when it has no network
 
 
 def load_plugins() -> None:
@@ -41,6 +42,11 @@ def preload() -> None:
     import farm.interface.client  # noqa: F401
     import farm.llm.loop  # noqa: F401
 
+    if os.environ.get(RELAY_ENV):
+        from farm.agents.loopback import start
+
+        start()
+
 
 def run(request: dict[str, Any]) -> dict[str, Any]:
     from core.errors import InfrastructureError
@@ -48,6 +54,14 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
 
     try:
         ctx = AgentContext.model_validate(request["context"])
+        relay = os.environ.get(RELAY_ENV)
+        if relay:  # the sandbox's own network: its endpoints through the worker's sockets
+            from farm.agents.loopback import serve
+
+            routes = {ctx.mcp_url: f"{relay}/mcp.sock"}
+            if ctx.options.get("model_endpoint"):
+                routes[str(ctx.options["model_endpoint"])] = f"{relay}/model.sock"
+            serve(routes)
         agent = agents.create(str(request["agent"]))
         return {"result": agent.run(ctx).model_dump(mode="json")}
     except InfrastructureError as exc:

@@ -16,11 +16,13 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from core.errors import InfrastructureError, LimitReached
 from core.states import LIMIT_WALL_TIME
 from farm.agenthost.known import agent_plugins
 from farm.agenthost.process import prepare, take
+from farm.agenthost.relay import Relay
 from farm.agents.base import AgentContext, AgentResult
 from farm.llm.limits import Slot
 from farm.llm.remote import ENDPOINT_OPTION, TOKEN_OPTION
@@ -49,25 +51,26 @@ def agent_view(ctx: AgentContext, endpoint: tuple[str, str] | None) -> AgentCont
     return ctx.model_copy(update={"options": options})
 
 
-def cli_environment(agent: str, options: dict[str, Any]) -> tuple[dict[str, str], tuple[str, ...]]:
+def cli_environment(agent: str, options: dict[str, Any]) -> tuple[dict[str, str], tuple[str, ...], bool]:
     """A coding-agent CLI (claude-code, codex) calls its provider itself: it is given the provider's
-    variables it names (PASS_ENV and its `pass_env` option) and its executable, read-only."""
+    variables it names (PASS_ENV and its `pass_env` option), its executable, read-only, and the
+    host's network (the last item: is it a CLI agent)."""
     from farm.agents.base import agents
     from farm.agents.cli_adapters import PASS_ENV, _CLIAgent
 
     factory = agents.factory(agent) if agent in agents else None
     if not (isinstance(factory, type) and issubclass(factory, _CLIAgent)):
-        return {}, ()
+        return {}, (), False
     names = (set(PASS_ENV) | set(options.get("pass_env", []))) - {"PATH", "HOME", "TMPDIR", "CODEX_HOME"}
     env = {n: os.environ[n] for n in sorted(names) if n in os.environ and not n.startswith("FARM_")}
     exe = shutil.which(str(options.get("executable") or factory.executable))
-    return env, ((os.path.realpath(exe),) if exe and not os.path.realpath(exe).startswith("/usr/") else ())
+    return env, ((os.path.realpath(exe),) if exe and not os.path.realpath(exe).startswith("/usr/") else ()), True
 
 
 def prepare_agent(agent: str, options: dict[str, Any]) -> None:
     """Start the agent's process ahead of its session (while the cluster is deployed)."""
-    env, files = cli_environment(agent, options)
-    prepare(agent_plugins(), env=env, files=files)
+    env, files, cli = cli_environment(agent, options)
+    prepare(agent_plugins(), env=env, files=files, isolated=not cli)
 
 
 @dataclass
@@ -114,8 +117,13 @@ def run_agent_process(agent: str, ctx: AgentContext, interface: Any, *,
 
 
 def _run(agent: str, ctx: AgentContext, interface: Any, endpoint: tuple[str, str] | None) -> ProcessOutcome:
-    env, files = cli_environment(agent, ctx.options)
-    proc = take(agent_plugins(), env=env, files=files)
+    env, files, cli = cli_environment(agent, ctx.options)
+    proc = take(agent_plugins(), env=env, files=files, isolated=not cli)
+    relays = []
+    if proc.relay_dir is not None:  # its only network paths: the MCP server and the model proxy
+        relays.append(Relay(proc.relay_dir / "mcp.sock", _port(ctx.mcp_url)).start())
+        if endpoint is not None:
+            relays.append(Relay(proc.relay_dir / "model.sock", _port(endpoint[0])).start())
     ended = threading.Event()
     interface.on_end = lambda reason, detail: ended.set()
     wall = ctx.limits.wall_time_s
@@ -132,6 +140,8 @@ def _run(agent: str, ctx: AgentContext, interface: Any, endpoint: tuple[str, str
     finally:
         proc.stop()
         interface.on_end = None
+        for relay in relays:
+            relay.stop()
     out = proc.outcome()
     if out.stopped:
         return ProcessOutcome(None, stopped=True)
@@ -147,6 +157,13 @@ def _run(agent: str, ctx: AgentContext, interface: Any, endpoint: tuple[str, str
             return ProcessOutcome(None, error=f"the agent's process answered an unreadable result: {exc}"[:2000])
     return ProcessOutcome(None, error=f"the agent's process exited with status {out.code} without a result",
                           trace=out.stderr[-4000:])
+
+
+def _port(url: str) -> int:
+    port = urlsplit(url).port
+    if port is None:
+        raise ValueError(f"no port in {url}")
+    return port
 
 
 def model_failure(failures: list[BaseException]) -> InfrastructureError | None:

@@ -6,8 +6,9 @@ each tries what an agent in the worker's process could do:
   that pass everything, then works the incident as the honest `baseline` does;
 - `snoop`: looks for what would give the answer away or reach the farm: the project's folders (the
   problem catalog with its ground truth), the farm's modules (oracles, catalog), the worker's
-  environment (database URL, provider key) and processes, and its own context's secrets; it
-  returns what it found in its transcript;
+  environment (database URL, provider key) and processes, its own context's secrets, and the
+  worker's local services (the `ports` option) and the internet; it returns what it found in its
+  transcript;
 - `looper`: calls `kubectl get pods` forever, whatever the interface answers;
 - `redteam-finder`: tries every way it knows to learn which problem it was given
   (tests/security/test_finder_agent.py).
@@ -18,6 +19,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import socket
 from typing import Any
 
 from core.states import END_AGENT_STOPPED, END_SUBMITTED
@@ -86,6 +88,13 @@ class Snoop(Agent):
             "worker_environ": _try_read(f"/proc/{ctx.options.get('worker_pid', 1)}/environ"),
             "home": os.listdir(os.path.expanduser("~")),
         }
+        found["reachable"] = []  # the worker's database, broker, Redis; the world
+        for host, port in [("127.0.0.1", int(p)) for p in ctx.options.get("ports", [])] + [("1.1.1.1", 53)]:
+            try:
+                socket.create_connection((host, port), timeout=2).close()
+                found["reachable"].append(f"{host}:{port}")
+            except OSError:
+                pass
         for module in ("farm.oracles.diagnosis", "farm.problems.catalog", "results.ledger", "farm.trial.run"):
             try:
                 __import__(module)

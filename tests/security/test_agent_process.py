@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -84,15 +85,24 @@ def test_an_agent_plugin_that_patches_the_scorers_changes_no_score(sim_clusters:
 def test_an_agent_reads_no_catalog_no_worker_environment_and_no_secret(sim_clusters: SimClusters, tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-provider-key-never-seen")
-    options = {"project": str(ROOT), "worker_pid": os.getpid(), "api_base": "http://provider.invalid/v1"}
-    trial, attempt, run = _trial(sim_clusters, tmp_path, "snoop", {"name": "snoop", "options": options})
+    with socket.socket() as listening:  # a service of the worker's on its loopback
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        options = {"project": str(ROOT), "worker_pid": os.getpid(), "api_base": "http://provider.invalid/v1",
+                   "ports": [port, 5432, 6379, 5672]}
+        trial, attempt, run = _trial(sim_clusters, tmp_path, "snoop", {"name": "snoop", "options": options})
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            pass  # not vacuous: the worker reaches it
     assert trial.end_reason == END_AGENT_STOPPED
     found = run.agent_result.transcript[0]
     assert found["kind"] == "found"
     assert found["catalog"] == [] and found["project"] == []  # the project's folders are not there
     assert "imported" not in found  # neither are the oracles, the catalog, the ledger, the trial runner
     assert found["worker_environ"] is None and str(os.getpid()) not in found["processes"]
-    assert not any(k.startswith("FARM_") and k != "FARM_AGENT_PLUGINS" for k in found["env"]), found["env"]
+    assert found["reachable"] == []  # no local service of the worker's, no internet: only its two endpoints
+    own = {"FARM_AGENT_PLUGINS", "FARM_AGENT_RELAY"}  # the sandbox's own plumbing, none of the worker's settings
+    assert not any(k.startswith("FARM_") and k not in own for k in found["env"]), found["env"]
     shown = json.dumps(found)
     for secret in (SECRET_DB, "db-password-never-seen", "sk-provider-key-never-seen", "provider.invalid"):
         assert secret not in shown
