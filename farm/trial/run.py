@@ -181,8 +181,12 @@ class TrialRun:
         failure = model_failure(proxy.failures) if proxy is not None else None
         if failure is not None:
             raise failure  # the provider failed, not the agent
-        if out.infrastructure is not None:
+        if out.infrastructure is not None and not self.interface.record.tool_calls:
+            # It never reached the interface: the farm's failure, retried. An agent that worked the
+            # incident and then claims one is not given a second try at it.
             raise InfrastructureError(f"the agent could not reach the trial: {out.infrastructure}")
+        if out.infrastructure is not None:
+            out.error = f"the agent reported an infrastructure failure after its calls: {out.infrastructure}"
         if out.result is not None:
             self.agent_result = out.result
         else:
