@@ -119,15 +119,15 @@ def run_agent_process(agent: str, ctx: AgentContext, interface: Any, *,
 def _run(agent: str, ctx: AgentContext, interface: Any, endpoint: tuple[str, str] | None) -> ProcessOutcome:
     env, files, cli = cli_environment(agent, ctx.options)
     proc = take(agent_plugins(), env=env, files=files, isolated=not cli)
-    relays = []
-    if proc.relay_dir is not None:  # its only network paths: the MCP server and the model proxy
-        relays.append(Relay(proc.relay_dir / "mcp.sock", _port(ctx.mcp_url)).start())
-        if endpoint is not None:
-            relays.append(Relay(proc.relay_dir / "model.sock", _port(endpoint[0])).start())
+    relays: list[Relay] = []
     ended = threading.Event()
     interface.on_end = lambda reason, detail: ended.set()
     wall = ctx.limits.wall_time_s
     try:
+        if proc.relay_dir is not None:  # its only network paths: the MCP server and the model proxy
+            relays.append(Relay(proc.relay_dir / "mcp.sock", _port(ctx.mcp_url)).start())
+            if endpoint is not None:
+                relays.append(Relay(proc.relay_dir / "model.sock", _port(endpoint[0])).start())
         proc.start(agent, agent_view(ctx, endpoint))
         deadline = proc.started_s + wall + wall_grace_s(wall)
         while not proc.wait(min(POLL_S, max(0.0, deadline - time.monotonic()))):
