@@ -100,7 +100,7 @@ class LimitReached(FarmError):
     """A per-trial limit ended the agent session; `reason` is one of core.states.LIMIT_REASONS."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
-        self.reason = reason
+        self.reason, self.detail = reason, detail
         super().__init__(f"limit reached: {reason}" + (f" ({detail})" if detail else ""))
 
 

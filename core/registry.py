@@ -25,8 +25,9 @@ class Registry(Generic[T]):
     """Factories of one plugin family, looked up by name. Modules listed in `modules` are
     imported on first lookup so that built-in plugins register themselves lazily."""
 
-    def __init__(self, kind: str, modules: Iterable[str] = ()) -> None:
+    def __init__(self, kind: str, modules: Iterable[str] = (), plugins_env: str | None = "FARM_PLUGINS") -> None:
         self.kind = kind
+        self._plugins_env = plugins_env
         self._modules = list(modules)
         self._loaded = False
         self._factories: dict[str, Callable[..., T]] = {}
@@ -47,7 +48,7 @@ class Registry(Generic[T]):
                 importlib.import_module(module)
             # Users' own plugins (agents, injectors, ...) register the same way: list their
             # modules in FARM_PLUGINS and every worker imports them.
-            for module in filter(None, os.environ.get("FARM_PLUGINS", "").split(",")):
+            for module in filter(None, os.environ.get(self._plugins_env or "", "").split(",")):
                 importlib.import_module(module.strip())
 
     def names(self) -> list[str]:

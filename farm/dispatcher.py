@@ -21,7 +21,7 @@ from sqlmodel import Session, col
 
 from core.problem import Problem
 from core.states import TRIAL_RESUBMITTABLE, TrialState
-from farm.agents.base import agents
+from farm.agenthost.known import agent_info
 from farm.spec import NoiseLevel, SweepSpec, select_problems
 from results import ledger
 from results.keys import NO_MODEL, TrialKey
@@ -34,7 +34,7 @@ def expand(spec: SweepSpec, problems: list[Problem]) -> Iterator[tuple[TrialKey,
     pairs = None if spec.pairs is None else {(p.agent, p.model) for p in spec.pairs}
     for problem in problems:
         for entry in spec.agents:
-            uses_model = getattr(agents.factory(entry.name), "uses_model", True)
+            uses_model = agent_info(entry.name).uses_model
             models = [m.key_name for m in spec.models] if uses_model else [NO_MODEL]
             for model in models:
                 if pairs is not None and uses_model and (entry.key_name, model) not in pairs:

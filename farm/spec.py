@@ -420,16 +420,19 @@ def catalog() -> Any:
 
 def check_against_catalog(spec: SweepSpec, path: str | None) -> None:
     """Names that must exist: problems, agents, apps; an agent that needs a model gets one."""
-    from farm.agents.base import agents
+    from core.errors import ConfigurationError
+    from farm.agenthost.known import agent_info
 
     for i, entry in enumerate(spec.agents):
-        if entry.name not in agents:
-            raise SpecError(path, f"agents[{i}].name", f"unknown agent '{entry.name}' (known: {', '.join(agents.names())})")
-        if getattr(agents.factory(entry.name), "uses_model", True) and not spec.models:
+        try:
+            info = agent_info(entry.name)
+        except (KeyError, ConfigurationError) as exc:
+            raise SpecError(path, f"agents[{i}].name", str(exc).strip("'\"")) from None
+        if info.uses_model and not spec.models:
             raise SpecError(path, "models", f"agent '{entry.name}' needs a model, and models is empty")
     if spec.cost_cap_usd is not None:
         # A cap cannot hold over a model whose calls are recorded at $0 for want of a price.
-        model_agents = [e for e in spec.agents if getattr(agents.factory(e.name), "uses_model", True)]
+        model_agents = [e for e in spec.agents if agent_info(e.name).uses_model]
         for i, m in enumerate(spec.models):
             unpriced = [e.key_name for e in model_agents if not is_priced(m, e)]
             if unpriced:

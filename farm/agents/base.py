@@ -55,12 +55,8 @@ class Agent(abc.ABC):
     def run(self, ctx: AgentContext) -> AgentResult: ...
 
 
-agents: Registry[Agent] = Registry(
-    "agent",
-    modules=[
-        "farm.agents.baseline",
-        "farm.agents.react",
-        "farm.agents.stratus",
-        "farm.agents.cli_adapters",
-    ],
-)
+BUILT_IN_AGENT_MODULES = ("farm.agents.baseline", "farm.agents.react", "farm.agents.stratus",
+                          "farm.agents.cli_adapters")
+# Agent plugins are imported only in the agent's own process (farm/agents/runner.py, from
+# FARM_AGENT_PLUGINS), never through FARM_PLUGINS: see farm/agents/known.py.
+agents: Registry[Agent] = Registry("agent", modules=BUILT_IN_AGENT_MODULES, plugins_env=None)

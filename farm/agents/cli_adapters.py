@@ -13,9 +13,10 @@ codex: `codex exec --json --sandbox read-only --cd DIR -c features.shell_tool=fa
     command_execution, error) and turn.completed with usage {input_tokens, cached_input_tokens,
     output_tokens}; codex reports no cost, so it is priced from litellm's table.
 
-Isolation: the MCP tools are the agent's only reach into the incident. The CLI runs in an empty
-per-trial directory outside the project, with an environment of allowed variables only, none of
-them naming a path of the farm's (its catalog holds every problem's ground truth).
+Isolation: the MCP tools are the agent's only reach into the incident. In a farm the adapter runs
+in the agent's sandboxed process (farm/agenthost/sandbox.py: no farm folder in it at all); within
+that, the CLI runs in an empty per-trial directory, with an environment of allowed variables only,
+none of them naming a path of the farm's (its catalog holds every problem's ground truth).
 Farm-wide limits, as for the LLM agents: a concurrency slot of the model's for the whole session;
 the session's cost is charged to the sweep's ledger, and a sweep over its cap is refused at start.
 Both streams are read live: the wall-time, token, cost and step limits stop the process when hit;

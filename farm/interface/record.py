@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from core.artifacts import Mutation, StructuredDiagnosis, ToolCall
+from farm.interface.client import SESSION_ENDED
 
 RECORD_VERSION = 1
 
@@ -46,6 +47,11 @@ class SessionRecord(BaseModel):
     def tokens_per_tool(self, calls: list[ToolCall] | None = None) -> dict[str, dict[str, int]]:
         """Calls and output tokens per tool name (of `calls`, default all of this session's)."""
         return tokens_per_tool(self.tool_calls if calls is None else calls)
+
+    def counted_calls(self, calls: list[ToolCall] | None = None) -> list[ToolCall]:
+        """The calls that were steps of the session: not those refused because it had ended."""
+        return [c for c in (self.tool_calls if calls is None else calls)
+                if not (c.error or "").startswith(SESSION_ENDED)]
 
     @property
     def errors(self) -> list[ToolCall]:

@@ -121,6 +121,9 @@ class AgentInterface:
         self._telemetry: Telemetry | None = None
         # The interface, not the agent, holds the limits: the agent cannot count for itself.
         self.limits, self._usage = limits, usage
+        # Called once, with (reason, detail), when a limit ends the session: the worker stops the
+        # agent's process there, since nothing the agent does after it counts.
+        self.on_end: Callable[[str, str], None] | None = None
         self._started_mono = 0.0
         self._calls_running: anyio.Semaphore | None = None
 
@@ -206,9 +209,12 @@ class AgentInterface:
         """End the session for a limit: every later call is refused, and what it would have
         submitted does not count. The first limit to fire stays the end reason."""
         with self._lock:
-            if self.record.end_reason is None:
+            first = self.record.end_reason is None
+            if first:
                 self.record.end_reason, self.record.end_detail = reason, detail or None
                 self.record.ended_at = self._now()
+        if first and self.on_end is not None:
+            self.on_end(reason, detail)
 
     def _limit_passed(self, calls_before: int) -> tuple[str, str] | None:
         """The limit this call would exceed: steps count every call the session took, those the

@@ -23,6 +23,7 @@ from farm.agents.base import AgentContext, AgentResult
 from farm.llm.client import LLMClient, LLMError, parse_arguments
 from farm.llm.condense import stub
 from farm.llm.mcp_client import MCPToolbox, ToolOutcome
+from farm.llm.remote import ProxyClient, model_client
 from farm.llm.transcript import Transcript
 
 # A hook that may rewrite what the model sees of a tool's result (stratus checks health there).
@@ -32,7 +33,7 @@ ToolHook = Callable[[str, dict[str, Any], ToolOutcome, str], str]
 @dataclass
 class Session:
     ctx: AgentContext
-    client: LLMClient
+    client: LLMClient | ProxyClient
     tools: MCPToolbox
     transcript: Transcript = field(default_factory=Transcript)
     started: float = field(default_factory=time.monotonic)
@@ -148,7 +149,7 @@ def _elide_old_outputs(messages: list[dict[str, Any]], keep: int) -> None:
 def run_session(ctx: AgentContext, body: Callable[[Session], None], *, agent_name: str) -> AgentResult:
     """Open the client and toolbox, run `body`, and map how it ended to an AgentResult."""
     try:
-        client = LLMClient.from_context(ctx)
+        client = model_client(ctx)
     except LLMError as exc:
         return AgentResult(end_reason=END_AGENT_ERROR, error=scrub(str(exc)))
     toolbox = MCPToolbox(ctx.mcp_url, ctx.mcp_token)

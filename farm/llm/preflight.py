@@ -55,12 +55,12 @@ class ModelUse:
 def uses_of(spec: Any) -> list[ModelUse]:
     """Every distinct way the sweep `spec` (farm.spec.SweepSpec) calls a model: each model of each
     agent entry that uses one, with that entry's options, and the judge."""
-    from farm.agents.base import agents
+    from farm.agenthost.known import agent_info
 
     pairs = None if spec.pairs is None else {(p.agent, p.model) for p in spec.pairs}
     seen: dict[Any, ModelUse] = {}
     for entry in spec.agents:
-        if entry.name not in agents or not getattr(agents.factory(entry.name), "uses_model", True):
+        if not agent_info(entry.name).uses_model:  # plugins too: described from their sandbox
             continue
         for model in spec.models:
             if pairs is not None and (entry.key_name, model.key_name) not in pairs:

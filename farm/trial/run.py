@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import traceback
+import time
 import uuid
 from typing import Any, cast
 
@@ -46,8 +46,6 @@ log = logging.getLogger("farm.trial")
 
 # The steps of the chain, in order: each a method of TrialRun and a Celery task of the same name.
 PHASES = ("deploy", "inject", "agent_session", "oracle", "record")
-# Seconds the runner waits past an agent's own wall-time limit before cutting it off.
-WALL_GRACE_S = 30.0
 
 
 class TrialRun:
@@ -110,8 +108,13 @@ class TrialRun:
     def deploy(self) -> None:
         from farm.deploy import deploy
         from farm.oracles.mitigation import MitigationOracle
+        from farm.trial.session import prepare_agent
 
         self._enter("deploy")
+        try:
+            prepare_agent(self.spec.agent, dict(self.spec.agent_options))  # its start-up overlaps the deploy
+        except Exception as exc:  # the session starts one itself, and reports what fails then
+            log.warning("could not start the agent's process ahead of its session: %s", exc)
         deploy(self.cluster, self.app, self.namespace)
         # The agent's account, roles and token exist from the deploy on, as an on-call team's do:
         # made at injection time they would date the fault (the interface reuses them).
@@ -134,10 +137,12 @@ class TrialRun:
             self._event(NoiseStarted(kinds=[n.kind for n in specs]))
 
     def agent_session(self) -> None:
-        from farm.agents.base import agents
         from farm.interface import AgentInterface
         from farm.interface.server import Mode
+        from farm.llm.client import LLMClient
+        from farm.llm.proxy import ModelProxy
         from farm.trial.checkpoint import Checkpointer, LLMUsageTap
+        from farm.trial.session import model_failure, run_agent_process
 
         self._enter("agent_session")
         self.usage = LLMUsageTap(self.spec.model, self.spec.agent_options.get("price"))
@@ -159,65 +164,88 @@ class TrialRun:
         ctx = AgentContext(trial_id=self.opaque_id, namespace=self.namespace, mcp_url=url, mcp_token=token,
                            model=self.spec.model, limits=self.spec.limits, seed=self.spec.seed,
                            tool_mode=self.spec.tool_mode, options=options)
-        outcome: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                agent = agents.create(self.spec.agent)
-                outcome["result"] = agent.run(ctx)
-            except InfrastructureError as exc:
-                outcome["infrastructure"] = exc
-            except Exception as exc:  # an agent that crashes has failed the trial, not the farm
-                outcome["error"] = f"{type(exc).__name__}: {exc}"
-                outcome["trace"] = traceback.format_exc()
-
+        # The agent runs in its own sandboxed process; its model calls come back through this
+        # session's proxy, to the worker's own client (usage, budgets, the sweep's cap, slots).
+        proxy = None
+        if self.spec.model is not None:
+            proxy = ModelProxy(LLMClient.from_context(ctx), on_limit=self.interface.end,
+                               deadline=time.monotonic() + self.spec.limits.wall_time_s)
         tapped = self.spec.model is not None and self.usage.install()
-        thread = threading.Thread(target=run, name=f"agent-{self.opaque_id}", daemon=True)
         try:
+            endpoint = proxy.start() if proxy is not None else None
             # Checkpoints while the agent works: a worker killed mid-session loses little.
             with Checkpointer(self.checkpoint, lambda: len(self.interface.record.tool_calls)):
-                thread.start()
-                thread.join(self.spec.limits.wall_time_s + WALL_GRACE_S)
-            if thread.is_alive():
-                self.interface.end(LIMIT_WALL_TIME, "the agent did not stop within its wall-time limit")
-                self.agent_result = self._from_partial(AgentResult(
-                    end_reason=LIMIT_WALL_TIME, error="agent did not stop within its wall-time limit"))
-            elif "infrastructure" in outcome:
-                raise outcome["infrastructure"]  # e.g. the MCP session could not open: not the agent's fault
-            elif "error" in outcome:
-                # The agent returned nothing: what it did is known from the calls the worker saw.
-                self.agent_result = self._from_partial(AgentResult(end_reason=END_AGENT_ERROR, error=outcome["error"]))
-                self._event(AgentCrashed(trace=outcome["trace"][-4000:]))
-            else:
-                self.agent_result = outcome["result"]
+                out = run_agent_process(self.spec.agent, ctx, self.interface, endpoint=endpoint)
         finally:
+            if proxy is not None:
+                proxy.stop()
             if tapped:
                 self.usage.remove()
             self.interface.stop()
+        failure = model_failure(proxy.failures) if proxy is not None else None
+        if failure is not None:
+            raise failure  # the provider failed, not the agent
+        if out.infrastructure is not None and not self.interface.record.tool_calls:
+            # It never reached the interface: the farm's failure, retried. An agent that worked the
+            # incident and then claims one is not given a second try at it.
+            raise InfrastructureError(f"the agent could not reach the trial: {out.infrastructure}")
+        if out.infrastructure is not None:
+            out.error = f"the agent reported an infrastructure failure after its calls: {out.infrastructure}"
+        if out.result is not None:
+            self.agent_result = out.result
+        else:
+            # The agent returned nothing: what it did is known from the calls the worker saw.
+            reason = END_AGENT_ERROR if out.error else (self.interface.record.end_reason or LIMIT_WALL_TIME)
+            self.agent_result = self._from_partial(AgentResult(end_reason=reason, error=out.error))
+            if out.error:
+                self._event(AgentCrashed(trace=(out.trace or out.error)[-4000:]))
+        if proxy is not None and proxy.failures and self.agent_result.error is None:
+            last = proxy.failures[-1]
+            self.agent_result.error = f"model call failed: {type(last).__name__}: {last}"[:2000]
+        if proxy is not None and not proxy.calls and self.agent_result.cost_usd:
+            self._charge_cli_cost(self.agent_result.cost_usd)
         self._collect_session()
         self._save_partial()
 
+    def _charge_cli_cost(self, cost_usd: float) -> None:
+        """A coding-agent CLI paid its provider itself (it made no call through the proxy): its
+        reported cost goes on the sweep's ledger, as the CLI adapters did in-process."""
+        from farm.llm.limits import sweep_ledger
+
+        spend = sweep_ledger({"sweep_id": self.spec.sweep_id, "sweep_cost_cap": self.spec.cost_cap_usd,
+                              "redis_url": self.redis_url})
+        if spend is not None:
+            spend.add(cost_usd)
+
     def _collect_session(self) -> None:
+        """The session's figures as the worker saw them: tool calls from its interface (those
+        refused after the session ended are no steps), model usage from its own client; the
+        agent's answer supplies its end reason and, for a CLI agent that paid its provider itself,
+        its usage."""
         rec = self.interface.record if self.interface else None
         ar = self.agent_result
         r = self.result
         if ar is not None:
             r.end_reason = ar.end_reason
             r.tokens_in, r.tokens_out, r.tokens_cached = ar.tokens_in, ar.tokens_out, ar.tokens_cached
-            r.cost_usd, r.steps = ar.cost_usd, ar.steps
+            r.cost_usd = ar.cost_usd
             if ar.error:
                 r.error = ar.error
+        usage = self.usage.snapshot() if getattr(self, "usage", None) is not None else {"calls": 0}
+        if usage["calls"]:
+            r.tokens_in, r.tokens_out, r.tokens_cached = usage["tokens_in"], usage["tokens_out"], usage["tokens_cached"]
+            r.cost_usd = usage["cost_usd"]
         if rec is not None and rec.end_reason is not None and rec.mitigation_at is None:
             r.end_reason = rec.end_reason  # the interface's word on why the session ended, not the agent's
         if rec is not None:
-            r.tool_calls = len(rec.tool_calls)
-            r.tool_output_tokens = sum(getattr(c, "tokens", 0) or 0 for c in rec.tool_calls)
-            r.tool_tokens = rec.tokens_per_tool()
+            calls = rec.counted_calls()
+            r.tool_calls = len(calls)
+            r.tool_output_tokens = sum(getattr(c, "tokens", 0) or 0 for c in calls)
+            r.tool_tokens = rec.tokens_per_tool(calls)
             r.diagnosis_submitted = rec.diagnosis is not None
             if rec.diagnosis_at is not None and self.injected_at is not None:
                 r.time_to_diagnosis_s = max(0.0, rec.diagnosis_at - self.injected_at)
-            if ar is not None and not ar.steps:
-                r.steps = r.tool_calls
+            r.steps = usage["calls"] or r.tool_calls
 
     def oracle(self) -> None:
         from farm.llm.limits import SweepLedger, redis_url_from
@@ -309,6 +337,7 @@ class TrialRun:
     def _collect_partial(self, calls: list[Any]) -> dict[str, Any]:
         """Fold what the worker has seen of the running session into self.result."""
         rec, usage, r = self.interface.record, self.usage.snapshot(), self.result
+        calls = rec.counted_calls(calls)
         r.tool_calls = len(calls)
         r.tool_output_tokens = sum(c.tokens or 0 for c in calls)
         r.tool_tokens = rec.tokens_per_tool(calls)

@@ -39,9 +39,9 @@ class TrialSpec(BaseModel):
 def _tool_mode(agent: str, asked: str | None) -> str:
     if asked:
         return asked
-    from farm.agents.base import agents
+    from farm.agenthost.known import agent_info
 
-    return str(getattr(agents.factory(agent), "tool_mode", "raw"))
+    return agent_info(agent).tool_mode
 
 
 def load_trial_spec(engine: Engine, trial_id: str) -> TrialSpec:

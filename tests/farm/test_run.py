@@ -60,8 +60,8 @@ def test_farm_run_writes_a_leaderboard_and_resumes(tmp_path):
 
 
 # -- the embedded runner on failing infrastructure and under a cost cap ---------------------------
-# Local worker processes load the test plugins (a faulty emulated cluster, a probe agent) through
-# FARM_PLUGINS; run_sweep is called in-process so the test sees its database directly.
+# Local worker processes load the test plugins (a faulty emulated cluster) through FARM_PLUGINS, and
+# the agents' processes the probe agent through FARM_AGENT_PLUGINS; run_sweep is called in-process so the test sees its database directly.
 
 from tests.tasks import plugins  # noqa: E402  (registers the plugins in this process too)
 
@@ -76,6 +76,7 @@ def _embedded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec_data: dict, 
     from farm.spec import SweepSpec
 
     monkeypatch.setenv("FARM_PLUGINS", plugins.__name__)
+    monkeypatch.setenv("FARM_AGENT_PLUGINS", "tests.fakes.probe_agent")  # runs in the agent's process only
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
     url = f"sqlite:///{out / 'farm.sqlite'}"

@@ -61,7 +61,8 @@ class Farm:
             "FARM_LEASE_S": "4",
             "FARM_REPUBLISH_S": "12",
             "FARM_CHAIN_STALL_S": "12",
-            "FARM_PLUGINS": "tests.fakes.slow_agent,tests.tasks.plugins",
+            "FARM_PLUGINS": "tests.tasks.plugins",
+            "FARM_AGENT_PLUGINS": "tests.fakes.slow_agent,tests.fakes.probe_agent",
             "PYTHONPATH": str(ROOT),
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         })

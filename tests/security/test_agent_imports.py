@@ -1,6 +1,7 @@
 """The Python agents the farm ships reach the cluster only through the interface: neither they nor
 anything of the farm they import (transitively) loads the cluster providers, the catalog, the
-oracles, the results store or the interface's server side."""
+oracles, the results store or the interface's server side. The code their sandboxed process is
+given (farm/agenthost/sandbox.py AGENT_CODE) is all they need, and holds none of those."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from farm.agenthost.sandbox import AGENT_CODE, agent_code
+
 ROOT = Path(__file__).resolve().parents[2]
-# What an agent may use: its base and registry, the MCP client, the LLM loop, and the farm's
-# plain vocabulary (errors, states, secret scrubbing).
-ALLOWED = ("farm.agents", "farm.interface.client", "farm.llm", "core.errors", "core.states", "core.secrets",
-           "core.registry")
+# What an agent may use: what its sandbox is given (its base and registry, the MCP client, the LLM
+# loop, and the farm's plain vocabulary: errors, states, secret scrubbing).
+# (A package's __init__ alone is no licence for the whole package.)
+ALLOWED = tuple(rel.removesuffix(".py").replace("/", ".") for rel in AGENT_CODE if not rel.endswith("__init__.py"))
 FARM_PACKAGES = ("farm", "clusters", "results", "injectors", "tasks")
 
 
@@ -61,11 +64,11 @@ AGENT_MODULES = sorted(f"farm.agents.{p.stem}" for p in (ROOT / "farm" / "agents
 @pytest.mark.parametrize("module", AGENT_MODULES)
 def test_an_agent_imports_nothing_of_the_farm_but_the_interface_client_and_the_llm_loop(module: str) -> None:
     reached = _closure(module)
-    assert "farm.interface.client" in reached or module in ("farm.agents.base", "farm.agents.__init__") or \
+    assert "farm.interface.client" in reached or module in ("farm.agents.base", "farm.agents.__init__", "farm.agents.runner", "farm.agents.loopback") or \
         any(m.startswith("farm.llm") for m in reached), f"{module} does not use the interface at all?"
     outside = {m: by for m, by in reached.items()
                if m != module and not any(m == a or m.startswith(a + ".") for a in ALLOWED)
-               and m not in ("farm", "farm.interface")}
+               and m not in ("farm", "farm.interface", "core")}
     assert not outside, f"{module} reaches {outside} (module: imported by)"
 
 
@@ -73,3 +76,12 @@ def test_the_check_sees_a_forbidden_import(tmp_path: Path) -> None:
     """Not vacuous: the trial module, which drives clusters and results, is caught."""
     reached = _closure("farm.trial")
     assert "clusters.base" in reached and "results.ledger" in reached
+
+
+def test_the_agents_code_holds_no_catalog_oracle_ledger_or_server() -> None:
+    tree = agent_code()
+    files = {p.relative_to(tree).as_posix() for p in tree.rglob("*.py")}
+    assert "farm/agents/runner.py" in files and "farm/llm/loop.py" in files and "farm/interface/client.py" in files
+    assert not [f for f in files if f.startswith(("farm/problems", "farm/oracles", "farm/trial", "results",
+                                                  "clusters", "farm/interface/server", "farm/agenthost"))]
+    assert (tree / "farm" / "interface" / "__init__.py").read_text() == ""  # the real one loads the server

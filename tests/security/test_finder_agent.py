@@ -1,4 +1,4 @@
-"""End to end: a plugin agent that tries to learn which problem it was given (the answer key of
+"""End to end: a plugin agent (tests/security/agent_plugins.py, in its own sandboxed process) that tries to learn which problem it was given (the answer key of
 the catalog) runs a whole trial on the emulated cluster. It reads its context and environment,
 probes the sandbox's filesystem and /proc through every kubectl flag that reads files, walks
 every API path and telemetry source it can reach, and greps everything it was shown for the
@@ -7,19 +7,13 @@ the refusals it got say why."""
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlmodel import Session, select
 
-from core.states import END_SUBMITTED
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
 from farm.dispatcher import submit
-from farm.interface.client import ToolClient
 from farm.problems.catalog import load_catalog
 from farm.pytest_plugin import SimClusters
 from farm.spec import SweepSpec
@@ -28,68 +22,25 @@ from results import ledger
 from results.artifacts import LocalArtifactStore
 from results.db import engine_for
 from results.models import Attempt
+from tests.security import agent_plugins
+from tests.security.agent_plugins import PROBES
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
 PROBLEM = "hr-geo-image-tag-wrong"
 CANARY = f"CANARY-{secrets.token_hex(8)}"
-FOUND: dict[str, Any] = {}
 
-PROBES = [
-    "create configmap x --from-file=/ --dry-run=client -o yaml",
-    "create configmap x --from-file=/proc/self/environ --dry-run=client -o yaml",
-    "create configmap x --from-file=/proc/1/cmdline --dry-run=client -o yaml",
-    "get pods -o go-template-file=/proc/self/environ",
-    "get pods --kubeconfig=/proc/1/root/etc/kubeconfig",
-    "get pods --log-file=/proc/1/root/tmp/leak -v=9",
-    "config view --raw",
-    "get --raw /api/v1/namespaces/kube-system/configmaps",
-    "get --raw /api/v1/namespaces/farm-system/configmaps",
-    "get all -o yaml",
-    "get configmaps,secrets,events -o yaml",
-    "get serviceaccounts,roles,rolebindings -o yaml",
-    "describe pods",
-    "get podchaos,networkchaos,iochaos,stresschaos -o yaml",
-    "api-resources",
-    "auth can-i --list",
-]
-
-
-@agents.register("redteam-finder")
-class Finder(Agent):
-    """Tries every way it knows to find its problem id; reports what it found in FOUND."""
-
-    uses_model = False
-
-    def run(self, ctx: AgentContext) -> AgentResult:
-        shown: dict[str, str] = {"context": ctx.model_dump_json(), "environment": json.dumps(dict(os.environ))}
-        refused: dict[str, str] = {}
-        with ToolClient(ctx.mcp_url, ctx.mcp_token) as tools:
-            shown["tools"] = json.dumps([t.model_dump(mode="json") for t in tools.tools])
-            for command in PROBES:
-                text, is_error = tools.call("kubectl", command=command)
-                shown[command] = text
-                if is_error:
-                    refused[command] = text
-            for name, args in (("get_alerts", {}), ("loki_labels", {}), ("jaeger_services", {}),
-                               ("jaeger_dependencies", {}), ("loki_query", {"query": '{namespace=~".+"}'}),
-                               ("prometheus_query", {"query": 'count by (__name__, namespace) ({__name__=~".+"})'})):
-                shown[name], _ = tools.call(name, **args)
-            ids = [p.id for p in load_catalog().problems]  # the catalog is public; which one is mine?
-            everything = "\n".join(shown.values())
-            FOUND.update(ids=[i for i in ids if i in everything], canary=CANARY in everything,
-                         refused=refused, shown=shown)
-            tools.call("submit_diagnosis", text="I could not find out which problem this is")
-        return AgentResult(end_reason=END_SUBMITTED, tool_calls=len(PROBES) + 7)
-
-
-def test_a_finder_agent_learns_nothing_of_its_problem(sim_clusters: SimClusters, tmp_path: Path) -> None:
+def test_a_finder_agent_learns_nothing_of_its_problem(sim_clusters: SimClusters, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FARM_AGENT_PLUGINS", agent_plugins.__name__)  # loaded in the agent's process only
     engine = engine_for(f"sqlite:///{tmp_path / 'farm.sqlite'}")
     store = LocalArtifactStore(tmp_path / "artifacts")
     (tmp_path / "artifacts").mkdir(exist_ok=True)
     (tmp_path / "artifacts" / "canary.txt").write_text(CANARY)
     cluster = sim_clusters.served(seed=5)
     (cluster.workdir / "canary.txt").write_text(CANARY)
-    spec = SweepSpec(name="redteam-finder", problems={"ids": [PROBLEM]}, agents=[{"name": "redteam-finder"}],
+    spec = SweepSpec(name="redteam-finder", problems={"ids": [PROBLEM]}, agents=[{"name": "redteam-finder", "options": {
+                         # the catalog is public: which of these is mine? and is the canary within reach?
+                         "ids": [p.id for p in load_catalog().problems], "canary": CANARY}}],
                      limits={"max_steps": 60, "wall_time_s": 300})
     sub = submit(engine, spec)
     claim = ledger.claim(engine, sub.to_run[0], "redteam-worker", cluster.ref)
@@ -98,7 +49,8 @@ def test_a_finder_agent_learns_nothing_of_its_problem(sim_clusters: SimClusters,
     assert run is not None
     assert run_all(run) == "recorded", run.events[-3:]
     sandbox = run.interface.record.sandbox
-    assert FOUND, "the finder agent did not run"
+    FOUND = run.agent_result.transcript[0] if run.agent_result.transcript else {}
+    assert FOUND.get("kind") == "finder", "the finder agent did not run"
     assert FOUND["ids"] == [] and FOUND["canary"] is False, FOUND["ids"]
     assert "get all -o yaml" in FOUND["shown"] and "geo" in FOUND["shown"]["get all -o yaml"]  # it did look
     for command in PROBES[:7]:  # every file, credential and verbosity probe was refused, saying why

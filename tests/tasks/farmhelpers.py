@@ -25,7 +25,7 @@ def farm_env(redis_prefix: str, db_url: str, s3_endpoint: str, tmp: Path, **extr
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
         "FARM_LEASE_S": "8",
-        "FARM_PLUGINS": "tests.fakes.slow_agent",
+        "FARM_AGENT_PLUGINS": "tests.fakes.slow_agent",
         "PYTHONPATH": str(ROOT),
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     })

@@ -7,9 +7,8 @@
   hr-frontend-service-targetport-wrong), `reset` makes the reset fail, `reopen` makes opening a
   replacement cluster fail (the first cluster of a process always opens), `open` makes any
   opening fail, the first included (a worker that cannot get a cluster);
-- agent `probe`: makes model calls (through the farm's LLM client, on a scripted server named by
-  its `api_base` option) and MCP tool calls for `rounds` rounds, then returns, raises or hangs
-  (`end` option), so tests can see what a session produced whatever ended it.
+The `probe` agent these tests use is an agent plugin: tests/fakes/probe_agent.py
+(FARM_AGENT_PLUGINS), which runs only in the agent's own process.
 """
 
 from __future__ import annotations
@@ -17,13 +16,10 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from typing import Any
 
 from clusters.base import ClusterProvider, providers
-from core.errors import ClusterUnavailable, LimitReached, ResetError
-from core.states import END_AGENT_STOPPED, END_SUBMITTED
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from core.errors import ClusterUnavailable, ResetError
 
 FAULTS_ENV = "FARM_TEST_CLUSTER_FAULTS"
 _lock = threading.Lock()
@@ -121,43 +117,3 @@ class FaultyProvider(ClusterProvider):
         handle = SimProvider().open(name, **options)
         handle.__class__ = _faulty_class(type(handle))
         return handle
-
-
-@agents.register("probe")
-class Probe(Agent):
-    """Model calls and tool calls in rounds, then an ending chosen by the test."""
-
-    uses_model = True
-
-    def run(self, ctx: AgentContext) -> AgentResult:
-        from farm.llm.client import LLMClient
-        from farm.llm.mcp_client import MCPToolbox
-
-        opts = ctx.options
-        client = LLMClient.from_context(ctx) if opts.get("api_base") else None
-        calls = 0
-        reason = END_SUBMITTED if opts.get("diagnose") else END_AGENT_STOPPED
-        with MCPToolbox(ctx.mcp_url, ctx.mcp_token) as tools:
-            try:
-                for i in range(int(opts.get("rounds", 2))):
-                    if client is not None:
-                        client.complete([{"role": "user", "content": f"round {i}: what is wrong with the cluster?"}])
-                    tools.call("kubectl", {"command": "get pods"})
-                    calls += 1
-                    time.sleep(float(opts.get("pause_s", 0)))
-            except LimitReached as exc:  # as the farm's own agents do: the limit is the ending
-                reason = exc.reason
-            if opts.get("diagnose"):
-                tools.call("submit_diagnosis", {"text": str(opts["diagnose"])})
-                calls += 1
-            end = opts.get("end", "return")
-            if end == "raise":
-                raise RuntimeError("the probe agent crashed on purpose")
-            if end == "hang":
-                time.sleep(float(opts.get("hang_s", 3600)))
-        t = client.totals if client is not None else None
-        return AgentResult(end_reason=reason,
-                           steps=t.calls if t else calls, tool_calls=calls,
-                           tokens_in=t.tokens_in if t else 0, tokens_out=t.tokens_out if t else 0,
-                           cost_usd=t.cost_usd if t else 0.0,
-                           transcript=[{"kind": "note", "text": f"probe made {calls} tool calls"}])

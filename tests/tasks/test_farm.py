@@ -28,7 +28,8 @@ from tests.tasks.farmhelpers import farm_cmd, farm_env, kill_group, start_worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.mark.timeout(1200)]
 
-PLUGINS = "tests.fakes.slow_agent,tests.tasks.plugins"
+PLUGINS = "tests.tasks.plugins"
+AGENT_PLUGINS = "tests.fakes.slow_agent,tests.fakes.probe_agent"
 PRICE = {"input_cost_per_token": 1e-4, "output_cost_per_token": 2e-4}
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 100}  # $0.12 a call at PRICE
 PER_CALL = 1000 * PRICE["input_cost_per_token"] + 100 * PRICE["output_cost_per_token"]
@@ -109,7 +110,7 @@ def sweep_name():
 
 def test_two_workers_both_record_trials_of_one_sweep(tmp_path, redis_prefix, pg_url, s3_endpoint, bucket,
                                                      smoke_problems):
-    env = farm_env(redis_prefix, pg_url, s3_endpoint, tmp_path, FARM_TEST_AGENT_SLEEP="2", FARM_PLUGINS=PLUGINS)
+    env = farm_env(redis_prefix, pg_url, s3_endpoint, tmp_path, FARM_TEST_AGENT_SLEEP="2", FARM_PLUGINS=PLUGINS, FARM_AGENT_PLUGINS=AGENT_PLUGINS)
     engine = engine_for(pg_url)
     workers = {n: start_worker(env, n, tmp_path / f"{n}.log") for n in ("wa", "wb")}
     try:
@@ -133,7 +134,7 @@ def test_two_workers_both_record_trials_of_one_sweep(tmp_path, redis_prefix, pg_
 
 def test_killed_worker_loses_nothing_and_its_lost_attempt_keeps_its_checkpoint(
         tmp_path, redis_prefix, pg_url, s3_endpoint, bucket, smoke_problems, llm, sweep_name):
-    env = farm_env(redis_prefix, pg_url, s3_endpoint, tmp_path, FARM_PLUGINS=PLUGINS, FARM_CHECKPOINT_S="1")
+    env = farm_env(redis_prefix, pg_url, s3_endpoint, tmp_path, FARM_PLUGINS=PLUGINS, FARM_AGENT_PLUGINS=AGENT_PLUGINS, FARM_CHECKPOINT_S="1")
     engine = engine_for(pg_url)
     probe = {"name": "probe", "options": {"api_base": llm.url, "price": PRICE, "rounds": 6, "pause_s": 1}}
     problems = smoke_problems[:2]
@@ -214,7 +215,7 @@ def test_killed_worker_loses_nothing_and_its_lost_attempt_keeps_its_checkpoint(
 
 def test_infrastructure_errors_through_the_celery_chain(tmp_path, redis_prefix, pg_url, s3_endpoint, bucket):
     # The worker's cluster refuses the first deploy, the reset after it, and the next injection.
-    env = farm_env(redis_prefix, pg_url, s3_endpoint, tmp_path, FARM_PLUGINS=PLUGINS,
+    env = farm_env(redis_prefix, pg_url, s3_endpoint, tmp_path, FARM_PLUGINS=PLUGINS, FARM_AGENT_PLUGINS=AGENT_PLUGINS,
                    FARM_TEST_CLUSTER_FAULTS="deploy:1,reset:1,inject:1")
     engine = engine_for(pg_url)
     spec = _spec(tmp_path, "farm-infra", "baseline", 1, ["hr-frontend-service-targetport-wrong"],
@@ -255,7 +256,7 @@ def test_infrastructure_errors_through_the_celery_chain(tmp_path, redis_prefix, 
 def test_cost_cap_stops_handing_out_trials(tmp_path, redis_prefix, pg_url, s3_endpoint, bucket, llm, sweep_name):
     from farm.llm.limits import SweepLedger
 
-    env = farm_env(redis_prefix, pg_url, s3_endpoint, tmp_path, FARM_PLUGINS=PLUGINS)
+    env = farm_env(redis_prefix, pg_url, s3_endpoint, tmp_path, FARM_PLUGINS=PLUGINS, FARM_AGENT_PLUGINS=AGENT_PLUGINS)
     engine = engine_for(pg_url)
     probe = {"name": "probe", "options": {"api_base": llm.url, "price": PRICE, "rounds": 2}}
     # One trial costs two calls ($0.24): the first trial crosses the $0.20 cap, the other three never start.

@@ -57,6 +57,11 @@ def _spec(name: str, agent: object = "baseline", **extra: object) -> SweepSpec:
     return SweepSpec.model_validate(data)
 
 
+@pytest.fixture(autouse=True)
+def _probe_agent(monkeypatch):
+    monkeypatch.setenv("FARM_AGENT_PLUGINS", "tests.fakes.probe_agent")  # loaded in the agent's process only
+
+
 @pytest.fixture()
 def engine(sqlite_url):
     return engine_for(sqlite_url)
@@ -231,7 +236,6 @@ def test_crashed_agent_keeps_its_tool_calls_tokens_and_cost(engine, store, llm):
 
 
 def test_agent_past_its_wall_time_keeps_what_it_did(engine, store, llm, monkeypatch):
-    monkeypatch.setattr("farm.trial.run.WALL_GRACE_S", 0.5)
     spec = _spec("probe-hang", _probe(llm, rounds=2, end="hang", hang_s=60), models=["openai/scripted-model"],
                  limits={"wall_time_s": 4})
     trial, attempt, docs = _single(engine, store, spec)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,8 @@ import pytest
 from sqlmodel import Session, select
 
 from core.states import LIMIT_STEPS
+from farm.agenthost import process as process_mod
 from farm.agents.base import AgentContext
-from farm.agents.react import ReactAgent
 from farm.dispatcher import submit
 from farm.llm.atif import validate_atif
 from farm.llm.scripted import ScriptedLLM
@@ -27,6 +26,7 @@ from farm.problems.catalog import load_catalog
 from farm.pytest_plugin import SimClusters
 from farm.spec import SweepSpec
 from farm.trial import run_all, start_run
+from farm.trial import session as session_mod
 from results import ledger
 from results.artifacts import LocalArtifactStore
 from results.db import engine_for
@@ -62,14 +62,21 @@ def _server_surface(iface: Any) -> str:
 
 
 def test_a_react_trial_that_runs_out_of_steps(sim_clusters: SimClusters, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The agent runs in its own process: what it is handed is observed where the worker hands it.
     contexts: list[AgentContext] = []
-    original_run = ReactAgent.run
+    commands: list[tuple[list[str], dict[str, str]]] = []
+    original_view, original_command = session_mod.agent_view, process_mod.runner_command
 
-    def observed_run(self: ReactAgent, ctx: AgentContext) -> Any:
-        contexts.append(ctx.model_copy(deep=True))  # what the agent is handed, as it is handed it
-        return original_run(self, ctx)
+    def observed_view(ctx: AgentContext, endpoint: Any) -> AgentContext:
+        contexts.append(original_view(ctx, endpoint))
+        return contexts[-1]
 
-    monkeypatch.setattr(ReactAgent, "run", observed_run)
+    def observed_command(*args: Any, **kwargs: Any) -> tuple[list[str], dict[str, str]]:
+        commands.append(original_command(*args, **kwargs))
+        return commands[-1]
+
+    monkeypatch.setattr(session_mod, "agent_view", observed_view)
+    monkeypatch.setattr(process_mod, "runner_command", observed_command)
     engine = engine_for(f"sqlite:///{tmp_path / 'farm.sqlite'}")
     store = LocalArtifactStore(tmp_path / "artifacts")
     cluster = sim_clusters.served(seed=3)
@@ -85,6 +92,7 @@ def test_a_react_trial_that_runs_out_of_steps(sim_clusters: SimClusters, tmp_pat
         assert run is not None
         outcome = run_all(run)
         requests = list(llm.requests)
+        provider_url = llm.url
     assert outcome == "recorded", run.events[-3:]
     surface = _server_surface(run.interface)
     kubectl_env = dict(run.interface._kubectl.env)
@@ -96,7 +104,8 @@ def test_a_react_trial_that_runs_out_of_steps(sim_clusters: SimClusters, tmp_pat
         trial = s.exec(select(Trial)).one()
         attempt = s.exec(select(Attempt)).one()
     assert trial.end_reason == attempt.end_reason == LIMIT_STEPS
-    assert trial.steps == MAX_STEPS and attempt.tool_calls == 5  # the refused call is recorded too
+    # the refused call is recorded, but it was no step of the session
+    assert trial.steps == MAX_STEPS and attempt.tool_calls == MAX_STEPS
     assert attempt.diagnosis_submitted is False and attempt.diagnosis_passed is False
     # the v2 rule has no composite floor: the verdict records which rule judged it instead
     assert attempt.diagnosis_threshold is None and trial.diagnosis_threshold is None
@@ -129,6 +138,10 @@ def test_a_react_trial_that_runs_out_of_steps(sim_clusters: SimClusters, tmp_pat
     assert len(contexts) == 1
     ctx = contexts[0]
     assert ctx.trial_id == run.opaque_id and ctx.model == "openai/scripted-model"
+    # the provider's address stays in the worker: the agent has the session's model proxy
+    assert "api_base" not in ctx.options and provider_url not in ctx.model_dump_json()
+    assert ctx.options["model_endpoint"].startswith("http://127.0.0.1:")
+    assert commands and all(argv[0].endswith("bwrap") for argv, _ in commands)
     seen = {
         "model requests (prompts, tool descriptions, tool results)": json.dumps(requests),
         "tool results in the transcript": json.dumps(tool_entries),
@@ -136,7 +149,7 @@ def test_a_react_trial_that_runs_out_of_steps(sim_clusters: SimClusters, tmp_pat
         "the agent's context": ctx.model_dump_json(),
         "kubectl's environment": json.dumps(kubectl_env),
         "the agent's kubeconfig": kubeconfig,
-        "the agent process's environment": json.dumps(dict(os.environ)),
+        "the agent process's command line and environment": json.dumps(commands),
     }
     assert "hotel-reservation" in seen["the MCP server's instructions and tool descriptions"]  # not vacuous
     assert "describe deployment geo" in seen["model requests (prompts, tool descriptions, tool results)"]

@@ -1,0 +1,171 @@
+"""The agent session's process, driven from the worker: the agent runs in its own sandboxed process
+(farm/agents/process.py) and reaches the trial only over MCP and, if it uses a model, through a model
+proxy of the session's (farm/llm/proxy.py) that calls the provider with the worker's client. The
+interface holds the limits: when one ends the session, the agent's process is killed at once; a
+process that outlives its wall time is killed too; one that dies without an answer has crashed.
+
+What the agent is given: its options from the sweep entry, minus those only the worker may hold
+(the provider's key and address, the sweep's ledger, the farm's Redis), plus its MCP token and
+model endpoint. Nothing it answers is trusted for the record (farm/trial/run.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from core.errors import InfrastructureError, LimitReached
+from core.states import LIMIT_WALL_TIME
+from farm.agenthost.known import agent_plugins
+from farm.agenthost.process import prepare, take
+from farm.agenthost.relay import Relay
+from farm.agents.base import AgentContext, AgentResult
+from farm.llm.limits import Slot
+from farm.llm.remote import ENDPOINT_OPTION, TOKEN_OPTION
+
+# Options the worker's model client reads and the agent must not see: the provider's key and
+# address, the price, the sweep's ledger and concurrency slots, the farm's Redis.
+WORKER_OPTIONS = ("api_base", "api_key", "price", "sweep_id", "sweep_cost_cap", "concurrency", "redis_url",
+                  "max_backoff_retries", "max_backoff_s", "temperature")
+# Seconds past the wall-time limit a process may take to hand in its result before it is killed.
+WALL_GRACE_MAX_S = 30.0
+# Seconds an agent has, once a limit ended its session, to hand in its result (its own transcript)
+# before it is killed; whatever it calls meanwhile is refused and is no step.
+END_GRACE_S = 2.0
+POLL_S = 0.25
+
+
+def wall_grace_s(wall_time_s: float) -> float:
+    return min(WALL_GRACE_MAX_S, max(1.0, 0.05 * wall_time_s))
+
+
+def agent_view(ctx: AgentContext, endpoint: tuple[str, str] | None) -> AgentContext:
+    """The context the agent's process is given."""
+    options = {k: v for k, v in ctx.options.items() if k not in WORKER_OPTIONS}
+    if endpoint is not None:
+        options[ENDPOINT_OPTION], options[TOKEN_OPTION] = endpoint
+    return ctx.model_copy(update={"options": options})
+
+
+def cli_environment(agent: str, options: dict[str, Any]) -> tuple[dict[str, str], tuple[str, ...], bool]:
+    """A coding-agent CLI (claude-code, codex) calls its provider itself: it is given the provider's
+    variables it names (PASS_ENV and its `pass_env` option), its executable, read-only, and the
+    host's network (the last item: is it a CLI agent)."""
+    from farm.agents.base import agents
+    from farm.agents.cli_adapters import PASS_ENV, _CLIAgent
+
+    factory = agents.factory(agent) if agent in agents else None
+    if not (isinstance(factory, type) and issubclass(factory, _CLIAgent)):
+        return {}, (), False
+    names = (set(PASS_ENV) | set(options.get("pass_env", []))) - {"PATH", "HOME", "TMPDIR", "CODEX_HOME"}
+    env = {n: os.environ[n] for n in sorted(names) if n in os.environ and not n.startswith("FARM_")}
+    exe = shutil.which(str(options.get("executable") or factory.executable))
+    return env, ((os.path.realpath(exe),) if exe and not os.path.realpath(exe).startswith("/usr/") else ()), True
+
+
+def prepare_agent(agent: str, options: dict[str, Any]) -> None:
+    """Start the agent's process ahead of its session (while the cluster is deployed)."""
+    env, files, cli = cli_environment(agent, options)
+    prepare(agent_plugins(), env=env, files=files, isolated=not cli)
+
+
+@dataclass
+class ProcessOutcome:
+    result: AgentResult | None  # what the agent answered, None if it answered nothing usable
+    error: str | None = None  # why it failed, when it crashed or answered an error
+    trace: str | None = None  # its traceback or stderr, when it crashed
+    infrastructure: str | None = None  # it could not reach the trial (the MCP session did not open)
+    stopped: bool = False  # the worker killed it (a limit, or its wall time)
+
+
+def cli_slot(agent: str, ctx: AgentContext) -> Slot | None:
+    """A CLI agent's farm-wide concurrency slot for its model, held by the worker for the whole
+    session (its calls bypass the model proxy, which holds one per call for the other agents)."""
+    from farm.agents.base import agents
+    from farm.agents.cli_adapters import _CLIAgent
+    from farm.llm.limits import model_slots
+
+    factory = agents.factory(agent) if agent in agents else None
+    if not (isinstance(factory, type) and issubclass(factory, _CLIAgent)):
+        return None
+    slots = model_slots(ctx.options, ctx.model or f"{factory.executable}-default-model")
+    if slots is None:
+        return None
+    try:
+        return slots.acquire(timeout=max(0.0, ctx.limits.wall_time_s))
+    except TimeoutError:
+        raise LimitReached(LIMIT_WALL_TIME, "no free model slot within the wall-time limit") from None
+
+
+def run_agent_process(agent: str, ctx: AgentContext, interface: Any, *,
+                      endpoint: tuple[str, str] | None) -> ProcessOutcome:
+    """Run the agent's process until it answers, a limit ends the session or its wall time is up."""
+    try:
+        slot = cli_slot(agent, ctx)
+    except LimitReached as exc:
+        interface.end(exc.reason, exc.detail)
+        return ProcessOutcome(None, stopped=True)
+    try:
+        return _run(agent, ctx, interface, endpoint)
+    finally:
+        if slot is not None:
+            slot.release()
+
+
+def _run(agent: str, ctx: AgentContext, interface: Any, endpoint: tuple[str, str] | None) -> ProcessOutcome:
+    env, files, cli = cli_environment(agent, ctx.options)
+    proc = take(agent_plugins(), env=env, files=files, isolated=not cli)
+    relays: list[Relay] = []
+    ended = threading.Event()
+    interface.on_end = lambda reason, detail: ended.set()
+    wall = ctx.limits.wall_time_s
+    try:
+        if proc.relay_dir is not None:  # its only network paths: the MCP server and the model proxy
+            relays.append(Relay(proc.relay_dir / "mcp.sock", _port(ctx.mcp_url)).start())
+            if endpoint is not None:
+                relays.append(Relay(proc.relay_dir / "model.sock", _port(endpoint[0])).start())
+        proc.start(agent, agent_view(ctx, endpoint))
+        deadline = proc.started_s + wall + wall_grace_s(wall)
+        while not proc.wait(min(POLL_S, max(0.0, deadline - time.monotonic()))):
+            if ended.is_set():
+                proc.wait(END_GRACE_S)
+                break
+            if time.monotonic() >= deadline:
+                interface.end(LIMIT_WALL_TIME, f"the agent's process did not stop within {wall:g} s")
+                break
+    finally:
+        proc.stop()
+        interface.on_end = None
+        for relay in relays:
+            relay.stop()
+    out = proc.outcome()
+    if out.stopped:
+        return ProcessOutcome(None, stopped=True)
+    answer = out.answer or {}
+    if "infrastructure_error" in answer:
+        return ProcessOutcome(None, infrastructure=str(answer["infrastructure_error"])[:2000])
+    if "error" in answer:
+        return ProcessOutcome(None, error=str(answer["error"])[:2000], trace=str(answer.get("trace", ""))[-4000:])
+    if "result" in answer:
+        try:
+            return ProcessOutcome(AgentResult.model_validate(answer["result"]))
+        except ValueError as exc:
+            return ProcessOutcome(None, error=f"the agent's process answered an unreadable result: {exc}"[:2000])
+    return ProcessOutcome(None, error=f"the agent's process exited with status {out.code} without a result",
+                          trace=out.stderr[-4000:])
+
+
+def _port(url: str) -> int:
+    port = urlsplit(url).port
+    if port is None:
+        raise ValueError(f"no port in {url}")
+    return port
+
+
+def model_failure(failures: list[BaseException]) -> InfrastructureError | None:
+    """The provider failure that makes the session an infrastructure error, if any."""
+    return next((f for f in failures if isinstance(f, InfrastructureError)), None)
