@@ -3,7 +3,7 @@
     name: hotel-smoke
     problems: {ids: [...], tags: [...], layers: [...], apps: [...]}   # all given filters hold
     agents: [baseline, {name: react, tool_mode: summarised, options: {...}}]
-    models: [openai/gpt-4o]          # litellm model strings
+    models: [openai/gpt-4o]          # litellm model strings, or local/<name> (a model the farm serves)
     seeds: 3                         # or an explicit list [0, 1, 2]
     noise: [false, true]             # or a single bool; {intensity: high} (low, medium, high or 0..1,
                                      # optionally kinds: [...]) adds confounding ambient noise
@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from core.errors import SpecError
 from core.states import LAYERS
 from farm.agents.base import AgentLimits
+from farm.llm.models import check_model
 from results.keys import noise_part
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -171,6 +172,8 @@ class SweepSpec(_Strict):
         for m in v:
             if not _MODEL.match(m):
                 raise ValueError(f"'{m}' is not a litellm model string (like openai/gpt-4o)")
+            if (why := check_model(m)) is not None:
+                raise ValueError(why)
         if len(set(v)) != len(v):
             raise ValueError("lists a model twice")
         return v
@@ -225,6 +228,8 @@ class SweepSpec(_Strict):
                 raise _FieldError(f"concurrency.{model}", "names a model that is not in models")
         if self.judge is not None and not _MODEL.match(self.judge):
             raise _FieldError("judge", f"'{self.judge}' is not a litellm model string")
+        if self.judge is not None and (why := check_model(self.judge)) is not None:
+            raise _FieldError("judge", why)
         return self
 
 

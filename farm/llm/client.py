@@ -18,6 +18,7 @@ import os
 import random
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from core.errors import FarmError, LimitReached
 from core.secrets import scrub
 from core.states import LIMIT_COST, LIMIT_TOKENS, LIMIT_WALL_TIME
 from farm.llm.limits import LocalSemaphore, RedisSemaphore, Slot, SweepLedger, redis_url_from
+from farm.llm.models import Endpoint, resolve
 
 if TYPE_CHECKING:
     from farm.agents.base import AgentContext
@@ -50,6 +52,10 @@ def load_litellm() -> Any:
 
 class LLMError(FarmError):
     """A model call failed for a reason other than a limit (bad request, auth, provider down)."""
+
+
+class ContextOverflow(LLMError):
+    """The request (prompt and room for the reply) is larger than the model's context window."""
 
 
 @dataclass
@@ -124,10 +130,29 @@ def _is_rate_limit(exc: Exception) -> bool:
     return isinstance(exc, litellm.RateLimitError) or getattr(exc, "status_code", None) == 429
 
 
+# How servers word a request too large for the context (litellm maps the providers it knows to
+# ContextWindowExceededError; llama.cpp's server, vLLM and others word it themselves).
+_OVERFLOW_WORDS = ("context window", "context length", "context_length", "maximum context", "too many tokens")
+
+
+def _is_context_overflow(exc: Exception) -> bool:
+    litellm = load_litellm()
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        return True
+    text = str(exc).lower()
+    return getattr(exc, "status_code", None) in (400, 413, 500) and any(w in text for w in _OVERFLOW_WORDS)
+
+
 def _as_dict(obj: Any) -> Any:
     if hasattr(obj, "model_dump"):
         return obj.model_dump()
     return obj
+
+
+def _arguments_text(raw: Any) -> str:
+    if isinstance(raw, dict):
+        return json.dumps(raw)
+    return str(raw) if raw else "{}"
 
 
 def _message_dict(message: Any) -> dict[str, Any]:
@@ -135,9 +160,12 @@ def _message_dict(message: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"role": "assistant", "content": msg.get("content")}
     calls = msg.get("tool_calls") or []
     if calls:
+        # A weak model's server may leave out an id or a name; the loop answers every call by its id
+        # and reports an unnamed one as an unknown tool.
         out["tool_calls"] = [
-            {"id": c["id"], "type": "function",
-             "function": {"name": c["function"]["name"], "arguments": c["function"].get("arguments") or "{}"}}
+            {"id": c.get("id") or f"call_{uuid.uuid4().hex[:16]}", "type": "function",
+             "function": {"name": (c.get("function") or {}).get("name") or "",
+                          "arguments": _arguments_text((c.get("function") or {}).get("arguments"))}}
             for c in (_as_dict(c) for c in calls)
         ]
     reasoning = msg.get("reasoning_content")
@@ -174,6 +202,7 @@ class LLMClient:
         self.max_backoff_retries, self.max_backoff_s = max_backoff_retries, max_backoff_s
         self.request_timeout_s = request_timeout_s
         self.extra = extra or {}
+        self._endpoint: Endpoint | None = None  # resolved on the first call: a local model starts its server
         self.totals = Totals()
         self._lock = threading.Lock()
         self._sleep = time.sleep  # tests can observe waits without patching the module
@@ -236,20 +265,32 @@ class LLMClient:
             raise LimitReached(LIMIT_WALL_TIME, f"no free {self.model} slot before the deadline") from None
 
     # -- the call --------------------------------------------------------------------------------
+    @property
+    def endpoint(self) -> Endpoint:
+        """Where the model is called (farm/llm/models.py); resolving a local model starts its server."""
+        with self._lock:
+            if self._endpoint is None:
+                self._endpoint = resolve(self.model, self.api_base, self._api_key)
+            return self._endpoint
+
     def _kwargs(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                 overrides: dict[str, Any]) -> dict[str, Any]:
-        kw: dict[str, Any] = {"model": self.model, "messages": messages, "timeout": self.request_timeout_s,
+        ep = self.endpoint
+        kw: dict[str, Any] = {"model": ep.litellm_model, "messages": messages, "timeout": self.request_timeout_s,
                               # our backoff is the only retry loop: the OpenAI SDK's own retries would
                               # hide 429s from the farm-wide accounting
                               "max_retries": 0, "num_retries": 0, "drop_params": True}
+        kw.update(ep.call_options)
         if tools:
             kw["tools"] = tools
+        else:
+            kw.pop("tool_choice", None)
         if self.temperature is not None:
             kw["temperature"] = self.temperature
-        if self.api_base:
-            kw["api_base"] = self.api_base
-        key = self._api_key
-        if key is None and self.api_base and self.model.startswith(("openai/", "hosted_vllm/")) \
+        if ep.api_base:
+            kw["api_base"] = ep.api_base
+        key = ep.api_key
+        if key is None and ep.api_base and ep.litellm_model.startswith(("openai/", "hosted_vllm/")) \
                 and not os.environ.get("OPENAI_API_KEY"):
             key = "no-key-needed"  # a local OpenAI-compatible server; the SDK insists on some key
         if key is not None:
@@ -260,6 +301,8 @@ class LLMClient:
 
     def _cost(self, response: Any) -> tuple[float, bool]:
         litellm = load_litellm()
+        if self.endpoint.served_locally and not self.price:
+            return 0.0, False  # no provider's price applies to the farm's own server
         try:
             if self.price:
                 return float(litellm.completion_cost(completion_response=response, model=self.model,
@@ -286,6 +329,9 @@ class LLMClient:
                 if not _is_rate_limit(exc) or retries >= self.max_backoff_retries:
                     if _is_rate_limit(exc):
                         raise LLMError(f"{self.model}: still rate-limited after {retries} retries") from None
+                    if _is_context_overflow(exc):
+                        raise ContextOverflow(f"{self.model}: the conversation no longer fits the model's context "
+                                              f"window: {scrub(str(exc))[:300]}") from None
                     raise LLMError(f"{self.model}: {type(exc).__name__}: {scrub(str(exc))[:500]}") from None
                 wait = _retry_after(exc)
                 if wait is None:
@@ -299,6 +345,8 @@ class LLMClient:
                     slot.release()
             self.waits.append(wait)
             self._sleep(wait)
+        if not getattr(response, "choices", None):
+            raise LLMError(f"{self.model}: the reply had no choices")
         choice = response.choices[0]
         tokens_in, tokens_out, cached = _usage_numbers(getattr(response, "usage", None))
         cost, priced = self._cost(response)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import InfrastructureError, LimitReached
+from core.errors import ConfigurationError, InfrastructureError, LimitReached
 from core.secrets import scrub
 from core.states import END_AGENT_ERROR, END_AGENT_STOPPED, END_SUBMITTED, LIMIT_STEPS, LIMIT_WALL_TIME
 from farm.agents.base import AgentContext, AgentResult
@@ -106,7 +106,7 @@ def converse(session: Session, messages: list[dict[str, Any]], tools: list[dict[
         for call_id, name, args in parsed:
             session.check_time()
             if name not in allowed:
-                outcome = ToolOutcome(f"error: tool '{name}' is not available here (available: "
+                outcome = ToolOutcome(f"error: tool '{name or '(no name)'}' is not available here (available: "
                                       f"{', '.join(sorted(allowed))})", True)
             elif refuse is not None and (why := refuse(name, args)) is not None:
                 outcome = ToolOutcome(why, True)
@@ -154,8 +154,10 @@ def run_session(ctx: AgentContext, body: Callable[[Session], None], *, agent_nam
     except LimitReached as exc:
         session.transcript.event(f"session ended: {exc}")
         reason = exc.reason
-    except InfrastructureError:
-        raise  # the MCP server or cluster failed, not the agent: the trial runner reports it apart
+    except (InfrastructureError, ConfigurationError):
+        # the MCP server, the cluster or the farm's own model server failed, not the agent: the
+        # trial runner reports it apart
+        raise
     except Exception as exc:  # noqa: BLE001 - any failure ends the session, never the worker
         session.transcript.event(f"{agent_name} failed: {type(exc).__name__}: {exc}")
         reason, error = END_AGENT_ERROR, f"{type(exc).__name__}: {exc}"

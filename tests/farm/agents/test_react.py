@@ -106,6 +106,32 @@ def test_malformed_and_unknown_tool_calls_come_back_as_observations() -> None:
     assert [e["is_error"] for e in result.transcript if e["role"] == "tool"] == [True, True, True]
 
 
+def test_a_context_overflow_is_an_agent_error_that_says_so() -> None:
+    # llama.cpp's server words it as OpenAI does; litellm maps it to ContextWindowExceededError
+    too_long = ("This model's maximum context length is 6144 tokens. However, you requested 6913 tokens "
+                "(6657 in the messages, 256 in the completion). Please reduce the length of the messages.")
+    plan = [{"content": "x", "tool_calls": [{"name": "get_alerts", "arguments": {}}]},
+            {"status": 400, "content": too_long}]
+    with IncidentMCP() as srv, ScriptedLLM(plan) as llm:
+        result = ReactAgent().run(ctx_for(srv, llm))
+    assert result.end_reason == END_AGENT_ERROR and result.steps == 1
+    assert "ContextOverflow" in (result.error or "") and "context window" in (result.error or "")
+    # a server that words it its own way is recognised as well
+    plan = [{"status": 400, "content": "Requested tokens (7000) exceed context window of 6144"}]
+    with IncidentMCP() as srv, ScriptedLLM(plan) as llm:
+        result = ReactAgent().run(ctx_for(srv, llm))
+    assert result.end_reason == END_AGENT_ERROR and "no longer fits" in (result.error or "")
+
+
+def test_a_tool_call_without_a_name_is_an_unknown_tool() -> None:
+    plan = [{"content": None, "tool_calls": [{"name": "", "arguments": "{}"}]}, {"content": "done"}]
+    with IncidentMCP() as srv, ScriptedLLM(plan) as llm:
+        result = ReactAgent().run(ctx_for(srv, llm))
+        last = llm.requests[-1]["body"]["messages"]
+    assert result.end_reason == END_AGENT_STOPPED and result.tool_calls == 1
+    assert "tool '(no name)' is not available" in next(m["content"] for m in last if m["role"] == "tool")
+
+
 def test_no_model_configured_is_an_agent_error_not_a_crash() -> None:
     with IncidentMCP() as srv:
         ctx = AgentContext(trial_id="t", namespace="hotel-reservation", mcp_url=srv.url, mcp_token=srv.token)
