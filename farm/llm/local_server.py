@@ -20,6 +20,7 @@ import argparse
 import atexit
 import contextlib
 import fcntl
+import hashlib
 import importlib.util
 import json
 import os
@@ -52,6 +53,13 @@ class LocalModel:
     n_ctx: int = 6144
     max_tokens: int = 256  # per reply: a weak model must not ramble through the whole window
     chat_format: str = "chatml-function-calling"
+
+    @property
+    def key(self) -> str:
+        """Names its files in the state folder: a farm with other settings for the model (another
+        version of this code on the same host) runs a server of its own instead of reusing one."""
+        digest = hashlib.sha1(repr((self.filename, self.n_ctx, self.chat_format)).encode()).hexdigest()[:8]
+        return f"{self.name}-{digest}"
 
 
 LOCAL_MODELS: dict[str, LocalModel] = {
@@ -187,7 +195,7 @@ def ensure(name: str, *, startup_timeout_s: float = 180.0) -> str:
     started if none answers. The calling process is registered as a user until it exits or calls
     `release(name)`. Raises ConfigurationError (not installed) or InfrastructureError (did not start)."""
     weights = check_installed(name)
-    paths = Paths.of(name)
+    paths = Paths.of(local_model(name).key)
     with _locked(paths.lock):
         paths.users.mkdir(exist_ok=True)
         (paths.users / str(os.getpid())).touch()
@@ -224,13 +232,13 @@ def ensure(name: str, *, startup_timeout_s: float = 180.0) -> str:
 
 def release(name: str) -> None:
     """This process no longer uses local model `name`; the server stops once no user is left."""
-    paths = Paths.of(name)
+    paths = Paths.of(local_model(name).key)
     (paths.users / str(os.getpid())).unlink(missing_ok=True)
 
 
 def running(name: str) -> dict[str, object] | None:
     """The state of the host's server for `name` if its supervisor is alive, else None."""
-    state = _read_state(Paths.of(name).state)
+    state = _read_state(Paths.of(local_model(name).key).state)
     return state if state and _alive(int(str(state["supervisor_pid"]))) else None
 
 
@@ -245,7 +253,7 @@ def _stop_supervisor(state: dict[str, object]) -> None:
 def serve(name: str, port: int, weights: Path, folder: Path, *, idle_grace_s: float, threads: int) -> int:
     """Run the llama-cpp server for `name` until no user process is alive for `idle_grace_s`."""
     model = local_model(name)
-    paths = Paths.of(name, folder)
+    paths = Paths.of(model.key, folder)
     server = subprocess.Popen(  # noqa: S603 - fixed arguments
         [sys.executable, "-m", "llama_cpp.server", "--model", str(weights), "--model_alias", name,
          "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(model.n_ctx), "--chat_format",
