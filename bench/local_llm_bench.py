@@ -1,7 +1,7 @@
 """The model the farm serves itself (local/smollm2-135m, llama-cpp-python on loopback) on this box:
 
-1. tokens/s of the server with --threads threads (default 2): prompt processing (a fresh ~1,500-token
-   prompt each round, so no cached prefix helps) and generation;
+1. tokens/s of the server (--threads threads; by default the farm's, half the cores): prompt
+   processing (a fresh ~1,500-token prompt each round, so no cached prefix helps) and generation;
 2. seconds per react session step: one react session on the real stack (a live emulated cluster
    with hotel-reservation and hr-geo-image-tag-wrong injected, the MCP agent interface, kubectl in
    its sandbox), the wall time of the session over its model calls;
@@ -10,7 +10,7 @@
    sharing the host's one model server, every cluster's |cluster time - host time| sampled each
    second while the sessions run; it stops at the first count whose worst lag passes 1 s.
 
-    .venv/bin/python bench/local_llm_bench.py [--threads 2] [--sessions 1,2,4,8] [--seconds 90]
+    .venv/bin/python bench/local_llm_bench.py [--threads 1] [--sessions 1,2,4,8] [--seconds 90]
 
 The server is this run's own (a private state folder), so --threads is what it runs with.
 """
@@ -126,20 +126,23 @@ def run_level(n: int, seconds: float, max_steps: int) -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=2, help="the model server's threads")
+    ap.add_argument("--threads", type=int, default=None, help="the model server's threads (default: the farm's)")
     ap.add_argument("--sessions", default="1,2,4,8", help="session counts to try, in order")
     ap.add_argument("--seconds", type=float, default=90.0, help="wall time of each session")
     ap.add_argument("--max-steps", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=3, help="throughput requests of each kind")
     args = ap.parse_args()
     os.environ["FARM_LOCAL_LLM_DIR"] = tempfile.mkdtemp(prefix="local-llm-bench-")
-    os.environ["FARM_LOCAL_LLM_THREADS"] = str(args.threads)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from farm.llm import local_server
 
+    if args.threads is not None:
+        os.environ["FARM_LOCAL_LLM_THREADS"] = str(args.threads)
+    threads = local_server.default_threads()
+
     t0 = time.perf_counter()
     url = local_server.ensure(NAME)
-    print(f"{MODEL}: server up in {time.perf_counter() - t0:.1f} s at {url} ({args.threads} threads, "
+    print(f"{MODEL}: server up in {time.perf_counter() - t0:.1f} s at {url} ({threads} threads, "
           f"{os.cpu_count()} cores on the box)", flush=True)
     prompt_tps, gen_tps = throughput(url, args.rounds)
     print(f"tokens/s: prompt {prompt_tps:.0f}, generation {gen_tps:.1f} (median of {args.rounds})", flush=True)

@@ -77,6 +77,20 @@ def _load_spec(path: Path):  # type: ignore[no-untyped-def]
 
 
 @app.command()
+def _check_local_models(models: list[str]) -> None:
+    """A model this host must serve (local/<name>) is installed, before anything is written."""
+    from core.errors import ConfigurationError
+    from farm.llm.local_server import check_installed
+    from farm.llm.models import LOCAL_PREFIX, is_local
+
+    for model in models:
+        if is_local(model):
+            try:
+                check_installed(model.removeprefix(LOCAL_PREFIX))
+            except ConfigurationError as exc:
+                _fail(str(exc))
+
+
 def run(
     spec: Annotated[Path, typer.Argument(help="Sweep spec (YAML).")],
     workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Local worker processes.")] = 2,
@@ -95,6 +109,7 @@ def run(
     from results.db import engine_for
 
     s = _load_spec(spec)
+    _check_local_models(s.models + ([s.judge] if s.judge else []))
     out.mkdir(parents=True, exist_ok=True)
     db_url = os.environ.get("FARM_DATABASE_URL") or f"sqlite:///{(out / 'farm.sqlite').resolve()}"
     engine = engine_for(db_url)

@@ -276,6 +276,8 @@ class LLMClient:
     def _kwargs(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                 overrides: dict[str, Any]) -> dict[str, Any]:
         ep = self.endpoint
+        if ep.adapt_messages is not None:
+            messages = ep.adapt_messages(messages)
         kw: dict[str, Any] = {"model": ep.litellm_model, "messages": messages, "timeout": self.request_timeout_s,
                               # our backoff is the only retry loop: the OpenAI SDK's own retries would
                               # hide 429s from the farm-wide accounting
