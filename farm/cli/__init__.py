@@ -76,7 +76,6 @@ def _load_spec(path: Path):  # type: ignore[no-untyped-def]
         _fail(str(exc))
 
 
-@app.command()
 def _check_local_models(models: list[str]) -> None:
     """A model this host must serve (local/<name>) is installed, before anything is written."""
     from core.errors import ConfigurationError
@@ -91,6 +90,7 @@ def _check_local_models(models: list[str]) -> None:
                 _fail(str(exc))
 
 
+@app.command()
 def run(
     spec: Annotated[Path, typer.Argument(help="Sweep spec (YAML).")],
     workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Local worker processes.")] = 2,

@@ -2,7 +2,9 @@
 which takes a farm-wide concurrency slot for the model, backs off on rate limits (honouring
 Retry-After, bounded), records usage (tokens in/out/cached) and cost (litellm's price table; a
 model without a price costs 0 and is flagged `priced=False`), and enforces the trial's token and
-cost budgets and the sweep's cost cap by raising core.errors.LimitReached.
+cost budgets and the sweep's cost cap by raising core.errors.LimitReached. farm/llm/models.py
+turns the model string into an endpoint on the first call (`local/<name>`: the farm's own server,
+started then).
 
 Options read from AgentContext.options (all optional): api_base, api_key (prefer the provider's
 environment variable), temperature, sweep_id, sweep_cost_cap, redis_url, concurrency (an int for
@@ -128,6 +130,10 @@ def _retry_after(exc: Exception) -> float | None:
 def _is_rate_limit(exc: Exception) -> bool:
     litellm = load_litellm()
     return isinstance(exc, litellm.RateLimitError) or getattr(exc, "status_code", None) == 429
+
+
+def _is_timeout(exc: Exception) -> bool:
+    return isinstance(exc, load_litellm().Timeout)
 
 
 # How servers word a request too large for the context (litellm maps the providers it knows to
@@ -331,6 +337,10 @@ class LLMClient:
                 if not _is_rate_limit(exc) or retries >= self.max_backoff_retries:
                     if _is_rate_limit(exc):
                         raise LLMError(f"{self.model}: still rate-limited after {retries} retries") from None
+                    if deadline is not None and time.monotonic() >= deadline and _is_timeout(exc):
+                        # the request's timeout was the session's remaining time: a limit, not a failure
+                        raise LimitReached(LIMIT_WALL_TIME, f"{self.model} was still answering when the "
+                                                            "wall time ran out") from None
                     if _is_context_overflow(exc):
                         raise ContextOverflow(f"{self.model}: the conversation no longer fits the model's context "
                                               f"window: {scrub(str(exc))[:300]}") from None

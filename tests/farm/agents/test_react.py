@@ -71,6 +71,17 @@ def test_wall_time_limit() -> None:
     assert 1 <= result.steps <= 3
 
 
+def test_a_reply_still_coming_when_the_wall_time_runs_out_is_the_limit() -> None:
+    # the request's timeout is the session's remaining time (at least 5 s): a slow model's last
+    # call times out at the limit, which is the wall-time limit, not an agent error
+    slow = [{"content": "thinking", "tool_calls": [{"name": "get_alerts", "arguments": {}}], "delay": 8}]
+    with IncidentMCP() as srv, ScriptedLLM(slow) as llm:
+        result = ReactAgent().run(ctx_for(srv, llm, AgentLimits(wall_time_s=2.0)))
+    assert result.end_reason == LIMIT_WALL_TIME and result.error is None and result.steps == 0
+    events = [e["content"] for e in result.transcript if e["role"] == "event"]
+    assert any("still answering when the wall time ran out" in e for e in events)
+
+
 def test_token_and_cost_limits() -> None:
     big = [{"content": "look", "tool_calls": [{"name": "get_alerts", "arguments": {}}],
             "usage": {"prompt_tokens": 4000, "completion_tokens": 100}}]
