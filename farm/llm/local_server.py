@@ -203,11 +203,12 @@ def ensure(name: str, *, startup_timeout_s: float = 180.0) -> str:
             _registered.add(name)
             atexit.register(release, name)
         state = _read_state(paths.state)
-        if state and _alive(int(str(state["supervisor_pid"]))) and _answers(str(state["url"]), name):
+        # The state is written once the server answered, and its supervisor exits when the server
+        # does: a live supervisor means a server to reuse. It is not asked again here: one busy with
+        # another worker's completion may answer late, and stopping it would cut that worker's call.
+        if state and _alive(int(str(state["supervisor_pid"]))):
             return str(state["url"])
-        if state:  # a supervisor that is gone or a server that no longer answers
-            _stop_supervisor(state)
-            paths.state.unlink(missing_ok=True)
+        paths.state.unlink(missing_ok=True)
         port = _free_port()
         url = f"http://127.0.0.1:{port}/v1"
         with open(paths.log, "ab") as log:
@@ -280,11 +281,13 @@ def serve(name: str, port: int, weights: Path, folder: Path, *, idle_grace_s: fl
             else:
                 idle_since = idle_since or time.monotonic()
                 if time.monotonic() - idle_since >= idle_grace_s:
-                    state = _read_state(paths.state)
-                    if state and state.get("supervisor_pid") == os.getpid():
-                        paths.state.unlink(missing_ok=True)
                     break
         time.sleep(1.0)
+    # No longer offered to newcomers before the server goes: one arriving now starts a new one.
+    with _locked(paths.lock):
+        state = _read_state(paths.state)
+        if state and state.get("supervisor_pid") == os.getpid():
+            paths.state.unlink(missing_ok=True)
     if server.poll() is None:
         server.terminate()
         try:

@@ -90,6 +90,7 @@ def test_a_dead_server_is_replaced(local_model_url: str, tmp_path: Path, monkeyp
     first = local_server.ensure(NAME)
     supervisor = int(str((local_server.running(NAME) or {})["supervisor_pid"]))
     os.kill(supervisor, signal.SIGTERM)
+    assert wait_until(lambda: local_server.running(NAME) is None)  # withdrawn before it stops serving
     assert wait_until(lambda: not serves(first))
     second = local_server.ensure(NAME)
     assert serves(second) and local_server.running(NAME) is not None
@@ -109,3 +110,22 @@ def test_a_model_whose_package_is_missing_says_how_to_install_it() -> None:
     ghost = local_server.LocalModel("ghost", "no_such_weights_package", "ghost.gguf")
     with pytest.raises(ConfigurationError, match=r"no_such_weights_package is not installed.*setup.sh --local"):
         local_server.weights_path(ghost)
+
+
+def test_a_worker_arriving_while_the_server_is_busy_reuses_it(local_model_url: str) -> None:
+    # the host's shared server, busy with one worker's completion while another worker asks for it:
+    # the newcomer gets the same server and the completion in flight is not cut
+    import threading
+
+    answer: dict = {}
+    body = {"model": NAME, "max_tokens": 48, "temperature": 0.7,
+            "messages": [{"role": "user", "content": "Write a long story about a pod."}]}
+    busy = threading.Thread(target=lambda: answer.update(
+        httpx.post(f"{local_model_url}/chat/completions", json=body, timeout=600).json()))
+    busy.start()
+    time.sleep(0.5)
+    worker, url = start_worker({**os.environ})
+    worker.communicate("", timeout=30)
+    busy.join(timeout=600)
+    assert url == local_model_url
+    assert answer["usage"]["completion_tokens"] > 0 and answer["choices"][0]["message"]["content"]
