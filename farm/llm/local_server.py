@@ -4,7 +4,7 @@ on a free loopback port, shared by every worker process of the host.
 A state folder per host (`FARM_LOCAL_LLM_DIR`, default a folder of the user's in the temp dir)
 holds, per model, a lock file, the running server's address (`<name>.json`), its log, and one
 file per process using it (`<name>.users/<pid>`). `ensure(name)` takes the lock, registers the
-calling process, and reuses the server if it answers, or starts a supervisor
+calling process, and reuses the server if its supervisor lives, or starts a supervisor
 (`python -m farm.llm.local_server serve NAME`) that runs the server and stops it once no
 registered process is alive any more: a farm run that ends, or a worker that dies, leaves no
 server behind, and a run that starts while one is up reuses it.
@@ -192,7 +192,7 @@ _registered: set[str] = set()
 
 def ensure(name: str, *, startup_timeout_s: float = 180.0) -> str:
     """The api_base (`http://127.0.0.1:PORT/v1`) of the host's server for local model `name`,
-    started if none answers. The calling process is registered as a user until it exits or calls
+    started if none runs. The calling process is registered as a user until it exits or calls
     `release(name)`. Raises ConfigurationError (not installed) or InfrastructureError (did not start)."""
     weights = check_installed(name)
     paths = Paths.of(local_model(name).key)
