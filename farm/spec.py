@@ -5,8 +5,9 @@
     agents: [baseline, {name: react, tool_mode: summarised, options: {...}}]
                                      # an agent listed twice is two variants: each gets a label
                                      # (`label:` or one made from what differs), part of the trial key
-    models: [openai/gpt-4o, {name: openai/qwen2.5, api_base: http://127.0.0.1:8000/v1,
-             price: {input_per_mtok: 0.1, output_per_mtok: 0.2}}]   # litellm strings or ModelEntry
+    models: [openai/gpt-4o, local/smollm2-135m, {name: openai/qwen2.5, api_base: http://127.0.0.1:8000/v1,
+             price: {input_per_mtok: 0.1, output_per_mtok: 0.2}}]   # litellm strings (local/<name>: a
+                                     # model the farm serves itself) or ModelEntry
     pairs: [{agent: react, model: openai/gpt-4o}]   # optional: only these agent × model pairs
     seeds: 3                         # or an explicit list [0, 1, 2]
     noise: [false, true]             # or a single bool; {intensity: high} (low, medium, high or 0..1,
@@ -43,6 +44,7 @@ from pydantic import (
 from core.errors import SpecError
 from core.states import LAYERS
 from farm.agents.base import AgentLimits
+from farm.llm.models import check_model
 from results.keys import noise_part
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -218,6 +220,8 @@ class ModelEntry(_Strict):
     def _name(cls, v: str) -> str:
         if not _MODEL.match(v):
             raise ValueError(f"'{v}' is not a litellm model string (like openai/gpt-4o)")
+        if (why := check_model(v)) is not None:
+            raise ValueError(why)
         return v
 
     @field_validator("api_key_env")
@@ -371,6 +375,8 @@ class SweepSpec(_Strict):
 
         if self.judge is not None and not _MODEL.match(self.judge):
             raise _FieldError("judge", f"'{self.judge}' is not a litellm model string")
+        if self.judge is not None and (why := check_model(self.judge)) is not None:
+            raise _FieldError("judge", why)
         return self
 
 

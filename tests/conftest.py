@@ -124,3 +124,25 @@ def s3_env(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     return s3_endpoint
+
+
+LOCAL_MODEL = "smollm2-135m"
+
+
+@pytest.fixture(scope="session")
+def local_model_url() -> Iterator[str]:
+    """The api_base of the host's server for local/smollm2-135m (started or reused; it stops after
+    the run once no process uses it). Not installed is a failure, not a skip: ./scripts/setup.sh
+    --dev installs it, and CI runs it. FARM_SKIP_LOCAL_MODEL=1 skips, saying so, on a developer's
+    machine that cannot build llama-cpp-python."""
+    from core.errors import ConfigurationError
+    from farm.llm import local_server
+
+    try:
+        local_server.check_installed(LOCAL_MODEL)
+    except ConfigurationError as exc:
+        if os.environ.get("FARM_SKIP_LOCAL_MODEL"):
+            pytest.skip(f"{exc} (skipped: FARM_SKIP_LOCAL_MODEL is set)")
+        pytest.fail(f"{exc}; the tests drive it (./scripts/setup.sh --dev installs it)", pytrace=False)
+    yield local_server.ensure(LOCAL_MODEL)
+    local_server.release(LOCAL_MODEL)

@@ -94,6 +94,7 @@ def _load_spec(path: Path, preflight: bool = False):  # type: ignore[no-untyped-
 
     try:
         spec = load_spec(path)
+        _check_local_models([m.name for m in spec.models] + ([spec.judge] if spec.judge else []))
         if preflight:
             from farm.llm.preflight import preflight as check
             from farm.llm.preflight import uses_of
@@ -104,6 +105,20 @@ def _load_spec(path: Path, preflight: bool = False):  # type: ignore[no-untyped-
         return spec
     except InputError as exc:
         _fail(str(exc), EXIT_BAD_INPUT)
+
+
+def _check_local_models(models: list[str]) -> None:
+    """A model this host must serve (local/<name>) is installed, before anything is written."""
+    from core.errors import ConfigurationError
+    from farm.llm.local_server import check_installed
+    from farm.llm.models import LOCAL_PREFIX, is_local
+
+    for model in models:
+        if is_local(model):
+            try:
+                check_installed(model.removeprefix(LOCAL_PREFIX))
+            except ConfigurationError as exc:
+                _fail(str(exc))
 
 
 @app.command()

@@ -4,7 +4,9 @@ provider's other transient failures (5xx, overload, timeouts, dropped connection
 Retry-After, bounded), raises what farm.llm.failures makes of a failure that persists
 (core.errors.ProviderError, infrastructure; or LLMError, the agent's own, e.g. context length), records usage (tokens in/out/cached) and cost (litellm's price table; a
 model without a price costs 0 and is flagged `priced=False`), and enforces the trial's token and
-cost budgets and the sweep's cost cap by raising core.errors.LimitReached.
+cost budgets and the sweep's cost cap by raising core.errors.LimitReached. farm/llm/models.py
+turns the model string into an endpoint on the first call (`local/<name>`: the farm's own server,
+started then).
 
 Options read from AgentContext.options (all optional): api_base, api_key (prefer the provider's
 environment variable), temperature, sweep_id, sweep_cost_cap, redis_url, concurrency (an int for
@@ -23,6 +25,7 @@ import os
 import random
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +33,7 @@ from core.errors import LimitReached, ProviderError
 from core.states import LIMIT_COST, LIMIT_TOKENS, LIMIT_WALL_TIME
 from farm.llm.failures import LLMError, classify, error_for
 from farm.llm.limits import LocalSemaphore, RedisSemaphore, Slot, SweepLedger, redis_url_from
+from farm.llm.models import Endpoint, resolve
 
 if TYPE_CHECKING:
     from farm.agents.base import AgentContext
@@ -130,14 +134,23 @@ def _as_dict(obj: Any) -> Any:
     return obj
 
 
+def _arguments_text(raw: Any) -> str:
+    if isinstance(raw, dict):
+        return json.dumps(raw)
+    return str(raw) if raw else "{}"
+
+
 def _message_dict(message: Any) -> dict[str, Any]:
     msg = _as_dict(message)
     out: dict[str, Any] = {"role": "assistant", "content": msg.get("content")}
     calls = msg.get("tool_calls") or []
     if calls:
+        # A weak model's server may leave out an id or a name; the loop answers every call by its id
+        # and reports an unnamed one as an unknown tool.
         out["tool_calls"] = [
-            {"id": c["id"], "type": "function",
-             "function": {"name": c["function"]["name"], "arguments": c["function"].get("arguments") or "{}"}}
+            {"id": c.get("id") or f"call_{uuid.uuid4().hex[:16]}", "type": "function",
+             "function": {"name": (c.get("function") or {}).get("name") or "",
+                          "arguments": _arguments_text((c.get("function") or {}).get("arguments"))}}
             for c in (_as_dict(c) for c in calls)
         ]
     reasoning = msg.get("reasoning_content")
@@ -174,6 +187,7 @@ class LLMClient:
         self.max_backoff_retries, self.max_backoff_s = max_backoff_retries, max_backoff_s
         self.request_timeout_s = request_timeout_s
         self.extra = extra or {}
+        self._endpoint: Endpoint | None = None  # resolved on the first call: a local model starts its server
         self.totals = Totals()
         self._lock = threading.Lock()
         self._sleep = time.sleep  # tests can observe waits without patching the module
@@ -244,20 +258,34 @@ class LLMClient:
             raise LimitReached(LIMIT_WALL_TIME, f"no free {self.model} slot before the deadline") from None
 
     # -- the call --------------------------------------------------------------------------------
+    @property
+    def endpoint(self) -> Endpoint:
+        """Where the model is called (farm/llm/models.py); resolving a local model starts its server."""
+        with self._lock:
+            if self._endpoint is None:
+                self._endpoint = resolve(self.model, self.api_base, self._api_key)
+            return self._endpoint
+
     def _kwargs(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                 overrides: dict[str, Any]) -> dict[str, Any]:
-        kw: dict[str, Any] = {"model": self.model, "messages": messages, "timeout": self.request_timeout_s,
+        ep = self.endpoint
+        if ep.adapt_messages is not None:
+            messages = ep.adapt_messages(messages)
+        kw: dict[str, Any] = {"model": ep.litellm_model, "messages": messages, "timeout": self.request_timeout_s,
                               # our backoff is the only retry loop: the OpenAI SDK's own retries would
                               # hide 429s from the farm-wide accounting
                               "max_retries": 0, "num_retries": 0, "drop_params": True}
+        kw.update(ep.call_options)
         if tools:
             kw["tools"] = tools
+        else:
+            kw.pop("tool_choice", None)
         if self.temperature is not None:
             kw["temperature"] = self.temperature
-        if self.api_base:
-            kw["api_base"] = self.api_base
-        key = self._api_key
-        if key is None and self.api_base and self.model.startswith(("openai/", "hosted_vllm/")) \
+        if ep.api_base:
+            kw["api_base"] = ep.api_base
+        key = ep.api_key
+        if key is None and ep.api_base and ep.litellm_model.startswith(("openai/", "hosted_vllm/")) \
                 and not os.environ.get("OPENAI_API_KEY"):
             key = "no-key-needed"  # a local OpenAI-compatible server; the SDK insists on some key
         if key is not None:
@@ -268,6 +296,8 @@ class LLMClient:
 
     def _cost(self, response: Any) -> tuple[float, bool]:
         litellm = load_litellm()
+        if self.endpoint.served_locally and not self.price:
+            return 0.0, False  # no provider's price applies to the farm's own server
         try:
             if self.price:
                 return float(litellm.completion_cost(completion_response=response, model=self.model,
@@ -294,6 +324,10 @@ class LLMClient:
                 break
             except Exception as exc:
                 failure = classify(exc)
+                if failure.kind == "timeout" and deadline is not None and time.monotonic() >= deadline:
+                    # the request's timeout was the session's remaining time: a limit, not a failure
+                    raise LimitReached(LIMIT_WALL_TIME, f"{self.model} was still answering when the "
+                                                        "wall time ran out") from None
                 if not failure.transient or retries >= self.max_backoff_retries:
                     raise error_for(failure, self.model, retries) from None
                 wait = _retry_after(exc)

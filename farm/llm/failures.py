@@ -90,7 +90,9 @@ def _kind(exc: BaseException, status: int | None, text: str) -> str:
 
     # Order matters: litellm's classes subclass each other (ContextWindowExceededError is a
     # BadRequestError; Timeout an APIConnectionError in the OpenAI SDK underneath).
-    if isinstance(exc, litellm.ContextWindowExceededError) or (status in (400, 413, 422) and _CONTEXT_WORDS.search(text)):
+    # llama.cpp's server answers an overlong prompt with a 500 that says so
+    if isinstance(exc, litellm.ContextWindowExceededError) or (status in (400, 413, 422, 500)
+                                                               and _CONTEXT_WORDS.search(text)):
         return "context_length"
     if isinstance(exc, litellm.ContentPolicyViolationError):
         return "content_policy"

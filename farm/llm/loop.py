@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import InfrastructureError, LimitReached
+from core.errors import ConfigurationError, InfrastructureError, LimitReached
 from core.secrets import scrub
 from core.states import (
     END_AGENT_ERROR,
@@ -114,7 +114,7 @@ def converse(session: Session, messages: list[dict[str, Any]], tools: list[dict[
         for call_id, name, args in parsed:
             session.check_time()
             if name not in allowed:
-                outcome = ToolOutcome(f"error: tool '{name}' is not available here (available: "
+                outcome = ToolOutcome(f"error: tool '{name or '(no name)'}' is not available here (available: "
                                       f"{', '.join(sorted(allowed))})", True)
             elif refuse is not None and (why := refuse(name, args)) is not None:
                 outcome = ToolOutcome(why, True)
@@ -162,9 +162,9 @@ def run_session(ctx: AgentContext, body: Callable[[Session], None], *, agent_nam
     except LimitReached as exc:
         session.transcript.event(f"session ended: {exc}")
         reason = exc.reason
-    except InfrastructureError:
-        # The MCP server, the cluster or the model provider (ProviderError) failed, not the agent:
-        # the trial runner reports it apart and the trial is retried.
+    except (InfrastructureError, ConfigurationError):
+        # The MCP server, the cluster, the model provider (ProviderError) or the farm's own model
+        # server failed, not the agent: the trial runner reports it apart and the trial is retried.
         raise
     except LLMError as exc:  # the agent's own request failed (its context outgrew the model's window, ...)
         session.transcript.event(f"{agent_name} failed: {exc}", kind=exc.kind)

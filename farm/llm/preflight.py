@@ -135,6 +135,10 @@ def _answers(model: str, options: Mapping[str, Any], timeout_s: float) -> str | 
 
 def check_model(use: ModelUse, *, request: bool = True, timeout_s: float = 60.0) -> str | None:
     """Why the sweep could not call this model, or None when it can."""
+    from farm.llm.models import is_local
+
+    if is_local(use.model):  # served by the farm on this host: litellm and keys do not apply
+        return _answers(use.model, use.options, timeout_s) if request else None
     for check in (_known, _missing_credentials):
         why = check(use.model, use.options)
         if why:

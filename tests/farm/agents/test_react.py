@@ -73,6 +73,17 @@ def test_wall_time_limit() -> None:
     assert 1 <= result.steps <= 3
 
 
+def test_a_reply_still_coming_when_the_wall_time_runs_out_is_the_limit() -> None:
+    # the request's timeout is the session's remaining time (at least 5 s): a slow model's last
+    # call times out at the limit, which is the wall-time limit, not an agent error
+    slow = [{"content": "thinking", "tool_calls": [{"name": "get_alerts", "arguments": {}}], "delay": 8}]
+    with IncidentMCP() as srv, ScriptedLLM(slow) as llm:
+        result = ReactAgent().run(ctx_for(srv, llm, AgentLimits(wall_time_s=2.0)))
+    assert result.end_reason == LIMIT_WALL_TIME and result.error is None and result.steps == 0
+    events = [e["content"] for e in result.transcript if e["role"] == "event"]
+    assert any("still answering when the wall time ran out" in e for e in events)
+
+
 def test_token_and_cost_limits() -> None:
     big = [{"content": "look", "tool_calls": [{"name": "get_alerts", "arguments": {}}],
             "usage": {"prompt_tokens": 4000, "completion_tokens": 100}}]
@@ -122,6 +133,32 @@ def test_malformed_and_unknown_tool_calls_come_back_as_observations() -> None:
     assert "valid number" in tool_msgs[2]  # the MCP server's own validation error
     assert result.end_reason == END_AGENT_STOPPED and result.tool_calls == 3
     assert [e["is_error"] for e in result.transcript if e["role"] == "tool"] == [True, True, True]
+
+
+def test_a_context_overflow_in_a_server_s_own_words_is_the_agent_s_context_length() -> None:
+    # llama.cpp's server words it as OpenAI does; litellm maps it to ContextWindowExceededError
+    too_long = ("This model's maximum context length is 6144 tokens. However, you requested 6913 tokens "
+                "(6657 in the messages, 256 in the completion). Please reduce the length of the messages.")
+    plan = [{"content": "x", "tool_calls": [{"name": "get_alerts", "arguments": {}}]},
+            {"status": 400, "content": too_long}]
+    with IncidentMCP() as srv, ScriptedLLM(plan) as llm:
+        result = ReactAgent().run(ctx_for(srv, llm))
+    assert result.end_reason == END_CONTEXT_LENGTH and result.steps == 1
+    assert "context window" in (result.error or "")
+    # a server that words it its own way is recognised as well
+    plan = [{"status": 400, "content": "Requested tokens (7000) exceed context window of 6144"}]
+    with IncidentMCP() as srv, ScriptedLLM(plan) as llm:
+        result = ReactAgent().run(ctx_for(srv, llm))
+    assert result.end_reason == END_CONTEXT_LENGTH and "context window" in (result.error or "")
+
+
+def test_a_tool_call_without_a_name_is_an_unknown_tool() -> None:
+    plan = [{"content": None, "tool_calls": [{"name": "", "arguments": "{}"}]}, {"content": "done"}]
+    with IncidentMCP() as srv, ScriptedLLM(plan) as llm:
+        result = ReactAgent().run(ctx_for(srv, llm))
+        last = llm.requests[-1]["body"]["messages"]
+    assert result.end_reason == END_AGENT_STOPPED and result.tool_calls == 1
+    assert "tool '(no name)' is not available" in next(m["content"] for m in last if m["role"] == "tool")
 
 
 def test_no_model_configured_is_an_agent_error_not_a_crash() -> None:
