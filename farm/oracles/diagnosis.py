@@ -39,7 +39,7 @@ from farm.oracles.claims import (
     mentions,
     norm,
 )
-from farm.oracles.vocabulary import fault_type
+from farm.oracles.vocabulary import fault_type, settings_in
 
 if TYPE_CHECKING:
     from farm.llm.limits import SweepLedger
@@ -612,6 +612,11 @@ class OfflineJudge:
         have = _stems(" ".join(c.text for c in committed), exclude)
         text = " ".join(c.text for c in committed)
         best_quote, reasons, ok_all = "", [], True
+        # only an account that names its setting tells another apart; of a concurrent problem the text
+        # names every root's settings, so it is compared with all of them
+        gt_settings = settings_in(norm(" ".join(f"{r.mechanism} {' '.join(f'{k} {v}' for k, v in r.details.items())}"
+                                                for r in self.roots)))
+        said = settings_in(text)
         for r in self.roots:
             parts = _MECH_TURN.split(r.mechanism, maxsplit=1)
             cause = _stems(parts[0], exclude)
@@ -636,6 +641,10 @@ class OfflineJudge:
                 ok = False
                 reasons.append(f"{r.component}: names none of the {r.fault_type} mechanism's kinds "
                                f"({', '.join(sorted(ft.core))})")
+            if ok and gt_settings and said and not said & gt_settings:
+                ok = False
+                reasons.append(f"{r.component}: puts the fault in {', '.join(sorted(said))}, settings the "
+                               "ground truth's account does not name")
             ok_all = ok_all and ok
             reasons.append(f"{r.component}: {n_cause}/{len(cause)} of the cause's words, {n_all}/{len(whole)} "
                            "of the mechanism's")

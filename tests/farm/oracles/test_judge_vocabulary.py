@@ -11,7 +11,7 @@ from core.problem import GroundTruth
 from farm.cli.judge import agreement, load_labels
 from farm.oracles.diagnosis import judge_diagnosis
 from farm.oracles.inventory import app_inventory
-from farm.oracles.vocabulary import FAULT_TYPES, KINDS, fault_type, kinds_in
+from farm.oracles.vocabulary import FAULT_TYPES, KINDS, fault_type, kinds_in, settings_in
 from farm.problems.catalog import load_catalog
 
 FAILURE_CLASSES = Path(__file__).with_name("diagnosis_labels_failure_classes.jsonl")
@@ -60,6 +60,19 @@ def test_a_wrong_mechanism_sharing_the_truths_words_fails_c1() -> None:
     gc = "Root cause: rate's garbage collector runs back to back at its memory limit, so it cannot keep up and search fails."
     assert {a.id: a.answer for a in judge_diagnosis(oom, truth, None).answers}["C1"] is False
     assert judge_diagnosis(gc, truth, None).passed
+
+
+def test_another_setting_of_the_right_object_is_another_mechanism() -> None:
+    truth = GroundTruth(component="cache", component_kind="Service", fault_type="misconfiguration",
+                        mechanism="The cache Service's selector app=caches matches no pod, so it has no endpoints and "
+                                  "api's cache calls fail.",
+                        details={"field": "spec.selector", "value": "caches"}, affected=["api"], symptom="errors")
+    port = ("Root cause: the cache Service is misconfigured: its targetPort does not match the port the cache "
+            "listens on, so it has no working endpoints and api's cache calls fail.")
+    selector = "Root cause: the cache Service's selector matches no pod, so it has no endpoints and api's calls fail."
+    assert {a.id: a.answer for a in judge_diagnosis(port, truth, None).answers}["C1"] is False
+    assert judge_diagnosis(selector, truth, None).passed
+    assert settings_in("podselector app=x, 1 replicaset, the pause image") == {"image"}
 
 
 def test_the_failure_classes_are_judged_as_labelled() -> None:
