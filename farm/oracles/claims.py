@@ -330,6 +330,8 @@ class Reader:
         masked = self._all_names.sub(" ", text) if self._all_names else text
         masked = _NEGATED.sub(" ", masked)  # 'the llm pod isn't overloaded' claims no overload
         masked = re.sub(r"[a-z0-9]+(?:_[a-z0-9]+)+", " ", masked)  # metric and variable names: evidence
+        # label and taint keys (node-role.kubernetes.io/control-plane) are identifiers, not fault words
+        masked = re.sub(r"[a-z0-9-]+(?:\.[a-z0-9-]+)+/[a-z0-9._-]*", " ", masked)
         masked = re.sub(r"[a-z0-9]+(?:-[a-z0-9]+)*-[a-z0-9]*\d[a-z0-9]*", " ", masked)  # ids: srv-geo-7c9d5
         if self.shaped:  # without the inventory, any hyphenated name may be a component
             masked = re.sub(r"(?<![a-z0-9])[a-z][a-z0-9]*(?:-[a-z0-9]+)+", lambda m: m.group(0) if set(

@@ -689,7 +689,8 @@ class OfflineJudge:
                         if hit:
                             return f"{key} {value}", hit.quote
                         continue
-                    pat = r"(?<![a-z0-9])" + re.escape(cand) + r"(?![a-z0-9])"
+                    # a key=value setting is as often quoted from YAML ('key: value')
+                    pat = r"(?<![a-z0-9])" + r"`?\s*[:=]\s*`?".join(map(re.escape, cand.split("=", 1))) + r"(?![a-z0-9])"
                     alt = cand.replace("_", " ")
                     for c in committed:
                         if re.search(pat, c.text) or (alt != cand and alt in c.text):

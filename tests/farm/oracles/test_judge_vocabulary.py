@@ -33,6 +33,13 @@ def test_kinds_are_read_by_meaning_not_by_a_stray_keyword() -> None:
     assert "gc" in kinds_in("the go garbage collector runs back to back")
     assert "scheduling" in kinds_in("a required podAntiAffinity keeps it pending")
     assert kinds_in("requests are served from the statefulset") == set()  # 'state' only as a word
+    reader_truth = load_catalog().get("hr-mongodb-rate-node-selector").ground_truth
+    text = ("Root cause: mongodb-rate is Pending: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
+            "3 node(s) didn't match Pod's node affinity/selector; its template has `nodeSelector: "
+            "kubernetes.io/hostname: sim-worker9`, which no node carries, so rate fails.")
+    v = judge_diagnosis(text, reader_truth, None, components=app_inventory("hotel-reservation"))
+    # a label key is no fault word ('role' is no RBAC), a YAML 'key: value' is the truth's key=value
+    assert {a.id: a.answer for a in v.answers}["C3"] and {a.id: a.answer for a in v.answers}["C2"]
     assert fault_type("disk-io-latency") is FAULT_TYPES["disk-io"] and fault_type("weird") is None
 
 
