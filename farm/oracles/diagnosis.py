@@ -390,6 +390,32 @@ def _stems(text: str, exclude: set[str]) -> set[str]:
     return {w[:5] for w in words if w not in STOPWORDS and w not in GENERIC and w not in exclude and len(w) > 2}
 
 
+_ROOT_FIELDS = {"root_cause", "root_causes", "root_cause_component", "culprit"}
+
+
+def _json_roots(diagnosis: str) -> str:
+    """A diagnosis written as a JSON object names its root cause by a field, not by a sentence
+    ('"root_cause": {"component": "x-ingress", ...}'): said as one, so the reader sees it blamed."""
+    text = diagnosis.strip()
+    if not text.startswith("{"):
+        return ""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    named: list[str] = []
+    for key, value in data.items():
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if key.lower() in _ROOT_FIELDS and isinstance(item, dict) and isinstance(item.get("component"), str):
+                named.append(item["component"])
+            elif key.lower() == "root_cause_component" and isinstance(item, str):
+                named.append(item)
+    return "".join(f"Root cause: {name}.\n" for name in named)
+
+
 def _short(span: str) -> str:
     return span if len(span) <= 300 else span[:297] + "..."
 
@@ -438,7 +464,7 @@ class OfflineJudge:
         self.allowed: set[str] = set().union(*(t.allowed for t in typed))
 
     def answer(self, diagnosis: str) -> list[ChecklistAnswer]:
-        claims = self.reader.read(diagnosis)
+        claims = self.reader.read(_json_roots(diagnosis) + diagnosis)
         self.reader.resolve(claims, self.root_keys)
         self._other_kind(claims)
         out = self._answers(claims)

@@ -82,6 +82,18 @@ def test_another_setting_of_the_right_object_is_another_mechanism() -> None:
     assert settings_in("podselector app=x, 1 replicaset, the pause image") == {"image"}
 
 
+def test_a_json_diagnosis_names_its_root_cause_by_its_field() -> None:
+    truth = load_catalog().get("hr-mongodb-profile-network-policy-block").ground_truth
+    answer = {"root_cause": {"component": "mongodb-profile-ingress", "kind": "NetworkPolicy", "fault_type": "network"},
+              "mechanism": "NetworkPolicy mongodb-profile-ingress selects the mongodb-profile pods with ingress []: "
+                           "every connection to mongodb-profile is dropped and profile's queries time out",
+              "affected": ["profile", "frontend"], "user_impact": "/hotels returns HTTP 500"}
+    inventory = app_inventory("hotel-reservation")
+    assert judge_diagnosis(json.dumps(answer), truth, None, components=inventory).passed
+    wrong = answer | {"root_cause": {"component": "profile", "kind": "Deployment", "fault_type": "network"}}
+    assert not judge_diagnosis(json.dumps(wrong), truth, None, components=inventory).passed
+
+
 def test_the_failure_classes_are_judged_as_labelled() -> None:
     rows = load_labels(FAILURE_CLASSES)
     assert {r.label for r in rows} == {True, False} and len(rows) >= 20
