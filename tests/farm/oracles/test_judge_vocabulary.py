@@ -94,6 +94,17 @@ def test_a_json_diagnosis_names_its_root_cause_by_its_field() -> None:
     assert not judge_diagnosis(json.dumps(wrong), truth, None, components=inventory).passed
 
 
+def test_an_item_under_a_root_causes_heading_blames_what_it_starts_with() -> None:
+    truth = load_catalog().get("hr-concurrent-user-zero-and-reservation-db-image").ground_truth
+    text = ("Root causes:\n1. user Deployment scaled to 0 replicas, so CheckUser has no server; logins fail.\n"
+            "2. mongodb-reservation is in ImagePullBackOff: image mongo:4.4.66 does not exist.\n")
+    extra = text + "3. consul's catalog is stale: frontend's resolver returns an old endpoint, which breaks reservations.\n"
+    inventory = app_inventory("hotel-reservation")
+    assert judge_diagnosis(text, truth, None, components=inventory).passed
+    v = judge_diagnosis(extra, truth, None, components=inventory)
+    assert not {a.id: a.answer for a in v.answers}["L3"] and not v.passed
+
+
 def test_the_failure_classes_are_judged_as_labelled() -> None:
     rows = load_labels(FAILURE_CLASSES)
     assert {r.label for r in rows} == {True, False} and len(rows) >= 20
