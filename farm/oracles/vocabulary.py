@@ -268,6 +268,7 @@ SETTINGS: dict[str, tuple[str, ...]] = {
     "sidecar": (r"sidecar",),
     "image": (r"\bimage\b", r"imagepull", r"errimagepull"),
     "replicas": (r"\breplicas\b", r"scaled (?:down )?to"),
+    "env": (r"env[_ ]?var", r"environment variable", r"\benv\b", r"\b[a-z0-9]+(?:_[a-z0-9]+)+="),
     "certificate": (r"certificate", r"\bcerts?\b", r"x509", r"key pair"),
 }
 

@@ -80,6 +80,7 @@ def test_another_setting_of_the_right_object_is_another_mechanism() -> None:
     assert {a.id: a.answer for a in judge_diagnosis(port, truth, None).answers}["C1"] is False
     assert judge_diagnosis(selector, truth, None).passed
     assert settings_in("podselector app=x, 1 replicaset, the pause image") == {"image"}
+    assert settings_in("its env var tls is set, but no certificate is mounted") == {"env", "certificate"}
 
 
 def test_a_json_diagnosis_names_its_root_cause_by_its_field() -> None:
