@@ -115,6 +115,7 @@ _HEADING = re.compile(r"^[ \t]*(?:#{1,6}[^\n]*$|\*\*[^*\n]{2,40}\*\*:?|[A-Z][A-Z
                       r"(?:Observations?|Evidence|Symptoms?|Findings|Notes?|Timeline|Logs?|Metrics|Traces?|Impact|"
                       r"Fix|Recommended fix|Remediation|Next steps?|Ruled out|Root cause|Cause|Conclusion|Diagnosis|"
                       r"Mechanism|Summary)\s*:)", re.M)
+_ROOTS_HEADING = re.compile(r"\broot causes?\b|\bcauses\b")
 _CLEARED_HEADING = re.compile(r"ruled out|rule out|excluded|not the cause|non-causes|red herrings?|what it is not|"
                                r"what it isn't|healthy|innocent|eliminated|dismissed")
 _EVIDENCE_HEADING = re.compile(r"evidence|observ|timeline|finding|investigat|logs?\b|metrics|traces?\b|symptom|"
@@ -330,6 +331,8 @@ class Reader:
         masked = self._all_names.sub(" ", text) if self._all_names else text
         masked = _NEGATED.sub(" ", masked)  # 'the llm pod isn't overloaded' claims no overload
         masked = re.sub(r"[a-z0-9]+(?:_[a-z0-9]+)+", " ", masked)  # metric and variable names: evidence
+        # label and taint keys (node-role.kubernetes.io/control-plane) are identifiers, not fault words
+        masked = re.sub(r"[a-z0-9-]+(?:\.[a-z0-9-]+)+/[a-z0-9._-]*", " ", masked)
         masked = re.sub(r"[a-z0-9]+(?:-[a-z0-9]+)*-[a-z0-9]*\d[a-z0-9]*", " ", masked)  # ids: srv-geo-7c9d5
         if self.shaped:  # without the inventory, any hyphenated name may be a component
             masked = re.sub(r"(?<![a-z0-9])[a-z][a-z0-9]*(?:-[a-z0-9]+)+", lambda m: m.group(0) if set(
@@ -346,7 +349,9 @@ class Reader:
             notes = _NOTES.search(norm(diagnosis))  # investigation notes that name no cause commit to none
             claims.doubt = notes.group(0) if notes else ""
         sections = [(m.start(), "cleared" if _CLEARED_HEADING.search(m.group(0).lower()) else
-                     "evidence" if _EVIDENCE_HEADING.search(m.group(0).lower()) else "")
+                     "evidence" if _EVIDENCE_HEADING.search(m.group(0).lower()) else
+                     "roots" if _ROOTS_HEADING.search(m.group(0).lower())
+                     and not diagnosis[m.end():].split("\n", 1)[0].strip() else "")
                     for m in _HEADING.finditer(diagnosis)]
         whole = norm(diagnosis)
         refs = [(p, comp) for comp, p in self.refs.items() if mentions(whole, self.names.get(comp, {comp}))]
@@ -378,8 +383,13 @@ class Reader:
                              or (len(fams) >= 4 and where.count(",") >= 3)  # a list of fault kinds
                              or (ranked and bool(_RANK_ITEM.search(text)))) and not (picked and not _HEDGE.search(text))
             claims.clauses.append(clause)
+            # an item of a list headed 'Root causes:' blames the component it starts with
+            listed_root = (section == "roots" and bool(_ITEM.match(quote)) and not clause.hedged
+                           and not clause.exonerating and bool(comps))
+            first = min(comps, key=lambda c: comps[c]) if listed_root else None
             for comp, at in comps.items():
-                claims.roles.setdefault(comp, {}).setdefault(self._role(clause, comp, at, text), []).append(quote)
+                role = "asserted" if comp == first else self._role(clause, comp, at, text)
+                claims.roles.setdefault(comp, {}).setdefault(role, []).append(quote)
         self._lead(claims)
         return claims
 

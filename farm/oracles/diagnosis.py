@@ -39,7 +39,7 @@ from farm.oracles.claims import (
     mentions,
     norm,
 )
-from farm.oracles.vocabulary import fault_type
+from farm.oracles.vocabulary import fault_type, settings_in
 
 if TYPE_CHECKING:
     from farm.llm.limits import SweepLedger
@@ -390,6 +390,32 @@ def _stems(text: str, exclude: set[str]) -> set[str]:
     return {w[:5] for w in words if w not in STOPWORDS and w not in GENERIC and w not in exclude and len(w) > 2}
 
 
+_ROOT_FIELDS = {"root_cause", "root_causes", "root_cause_component", "culprit"}
+
+
+def _json_roots(diagnosis: str) -> str:
+    """A diagnosis written as a JSON object names its root cause by a field, not by a sentence
+    ('"root_cause": {"component": "x-ingress", ...}'): said as one, so the reader sees it blamed."""
+    text = diagnosis.strip()
+    if not text.startswith("{"):
+        return ""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    named: list[str] = []
+    for key, value in data.items():
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if key.lower() in _ROOT_FIELDS and isinstance(item, dict) and isinstance(item.get("component"), str):
+                named.append(item["component"])
+            elif key.lower() == "root_cause_component" and isinstance(item, str):
+                named.append(item)
+    return "".join(f"Root cause: {name}.\n" for name in named)
+
+
 def _short(span: str) -> str:
     return span if len(span) <= 300 else span[:297] + "..."
 
@@ -438,7 +464,7 @@ class OfflineJudge:
         self.allowed: set[str] = set().union(*(t.allowed for t in typed))
 
     def answer(self, diagnosis: str) -> list[ChecklistAnswer]:
-        claims = self.reader.read(diagnosis)
+        claims = self.reader.read(_json_roots(diagnosis) + diagnosis)
         self.reader.resolve(claims, self.root_keys)
         self._other_kind(claims)
         out = self._answers(claims)
@@ -612,6 +638,11 @@ class OfflineJudge:
         have = _stems(" ".join(c.text for c in committed), exclude)
         text = " ".join(c.text for c in committed)
         best_quote, reasons, ok_all = "", [], True
+        # only an account that names its setting tells another apart; of a concurrent problem the text
+        # names every root's settings, so it is compared with all of them
+        gt_settings = settings_in(norm(" ".join(f"{r.mechanism} {' '.join(f'{k} {v}' for k, v in r.details.items())}"
+                                                for r in self.roots)))
+        said = settings_in(text)
         for r in self.roots:
             parts = _MECH_TURN.split(r.mechanism, maxsplit=1)
             cause = _stems(parts[0], exclude)
@@ -636,6 +667,10 @@ class OfflineJudge:
                 ok = False
                 reasons.append(f"{r.component}: names none of the {r.fault_type} mechanism's kinds "
                                f"({', '.join(sorted(ft.core))})")
+            if ok and gt_settings and said and not said & gt_settings:
+                ok = False
+                reasons.append(f"{r.component}: puts the fault in {', '.join(sorted(said))}, settings the "
+                               "ground truth's account does not name")
             ok_all = ok_all and ok
             reasons.append(f"{r.component}: {n_cause}/{len(cause)} of the cause's words, {n_all}/{len(whole)} "
                            "of the mechanism's")
@@ -680,7 +715,8 @@ class OfflineJudge:
                         if hit:
                             return f"{key} {value}", hit.quote
                         continue
-                    pat = r"(?<![a-z0-9])" + re.escape(cand) + r"(?![a-z0-9])"
+                    # a key=value setting is as often quoted from YAML ('key: value')
+                    pat = r"(?<![a-z0-9])" + r"`?\s*[:=]\s*`?".join(map(re.escape, cand.split("=", 1))) + r"(?![a-z0-9])"
                     alt = cand.replace("_", " ")
                     for c in committed:
                         if re.search(pat, c.text) or (alt != cand and alt in c.text):

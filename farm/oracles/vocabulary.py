@@ -251,3 +251,28 @@ def kinds_in(text: str) -> set[str]:
 
 def families_of(kinds: set[str]) -> set[str]:
     return {KINDS[k].family for k in kinds}
+
+
+# The settings of a Kubernetes object a misconfiguration lives in. A diagnosis that puts the fault in
+# settings of which the ground truth's account names none ('its targetPort' when the selector was
+# changed, 'a taint it does not tolerate' when a nodeSelector matches no node) states another
+# mechanism of the same component, however many of the account's other words it shares.
+SETTINGS: dict[str, tuple[str, ...]] = {
+    "selector": (r"(?<![a-z])(?<!node )selector", r"matches no pod"),
+    "node-placement": (r"nodeselector", r"node selector", r"node affinity", r"nodeaffinity", r"hostname="),
+    "taint": (r"taint", r"tolerat"),
+    "target-port": (r"targetport", r"target port"),
+    "service-port": (r"spec\.ports", r"exposes port", r"service port"),
+    "probe": (r"liveness", r"readiness", r"startup probe", r"startupprobe", r"\bprobe"),
+    "probe-delay": (r"initialdelayseconds", r"initial delay"),
+    "sidecar": (r"sidecar",),
+    "image": (r"\bimage\b", r"imagepull", r"errimagepull"),
+    "replicas": (r"\breplicas\b", r"scaled (?:down )?to"),
+    "env": (r"env[_ ]?var", r"environment variable", r"\benv\b", r"\b[a-z0-9]+(?:_[a-z0-9]+)+="),
+    "certificate": (r"certificate", r"\bcerts?\b", r"x509", r"key pair"),
+}
+
+
+def settings_in(text: str) -> set[str]:
+    """The object settings (SETTINGS) a lower-cased text names."""
+    return {s for s, pats in SETTINGS.items() if any(re.search(p, text) for p in pats)}

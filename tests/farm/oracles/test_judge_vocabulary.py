@@ -11,7 +11,7 @@ from core.problem import GroundTruth
 from farm.cli.judge import agreement, load_labels
 from farm.oracles.diagnosis import judge_diagnosis
 from farm.oracles.inventory import app_inventory
-from farm.oracles.vocabulary import FAULT_TYPES, KINDS, fault_type, kinds_in
+from farm.oracles.vocabulary import FAULT_TYPES, KINDS, fault_type, kinds_in, settings_in
 from farm.problems.catalog import load_catalog
 
 FAILURE_CLASSES = Path(__file__).with_name("diagnosis_labels_failure_classes.jsonl")
@@ -33,6 +33,13 @@ def test_kinds_are_read_by_meaning_not_by_a_stray_keyword() -> None:
     assert "gc" in kinds_in("the go garbage collector runs back to back")
     assert "scheduling" in kinds_in("a required podAntiAffinity keeps it pending")
     assert kinds_in("requests are served from the statefulset") == set()  # 'state' only as a word
+    reader_truth = load_catalog().get("hr-mongodb-rate-node-selector").ground_truth
+    text = ("Root cause: mongodb-rate is Pending: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
+            "3 node(s) didn't match Pod's node affinity/selector; its template has `nodeSelector: "
+            "kubernetes.io/hostname: sim-worker9`, which no node carries, so rate fails.")
+    v = judge_diagnosis(text, reader_truth, None, components=app_inventory("hotel-reservation"))
+    # a label key is no fault word ('role' is no RBAC), a YAML 'key: value' is the truth's key=value
+    assert {a.id: a.answer for a in v.answers}["C3"] and {a.id: a.answer for a in v.answers}["C2"]
     assert fault_type("disk-io-latency") is FAULT_TYPES["disk-io"] and fault_type("weird") is None
 
 
@@ -60,6 +67,43 @@ def test_a_wrong_mechanism_sharing_the_truths_words_fails_c1() -> None:
     gc = "Root cause: rate's garbage collector runs back to back at its memory limit, so it cannot keep up and search fails."
     assert {a.id: a.answer for a in judge_diagnosis(oom, truth, None).answers}["C1"] is False
     assert judge_diagnosis(gc, truth, None).passed
+
+
+def test_another_setting_of_the_right_object_is_another_mechanism() -> None:
+    truth = GroundTruth(component="cache", component_kind="Service", fault_type="misconfiguration",
+                        mechanism="The cache Service's selector app=caches matches no pod, so it has no endpoints and "
+                                  "api's cache calls fail.",
+                        details={"field": "spec.selector", "value": "caches"}, affected=["api"], symptom="errors")
+    port = ("Root cause: the cache Service is misconfigured: its targetPort does not match the port the cache "
+            "listens on, so it has no working endpoints and api's cache calls fail.")
+    selector = "Root cause: the cache Service's selector matches no pod, so it has no endpoints and api's calls fail."
+    assert {a.id: a.answer for a in judge_diagnosis(port, truth, None).answers}["C1"] is False
+    assert judge_diagnosis(selector, truth, None).passed
+    assert settings_in("podselector app=x, 1 replicaset, the pause image") == {"image"}
+    assert settings_in("its env var tls is set, but no certificate is mounted") == {"env", "certificate"}
+
+
+def test_a_json_diagnosis_names_its_root_cause_by_its_field() -> None:
+    truth = load_catalog().get("hr-mongodb-profile-network-policy-block").ground_truth
+    answer = {"root_cause": {"component": "mongodb-profile-ingress", "kind": "NetworkPolicy", "fault_type": "network"},
+              "mechanism": "NetworkPolicy mongodb-profile-ingress selects the mongodb-profile pods with ingress []: "
+                           "every connection to mongodb-profile is dropped and profile's queries time out",
+              "affected": ["profile", "frontend"], "user_impact": "/hotels returns HTTP 500"}
+    inventory = app_inventory("hotel-reservation")
+    assert judge_diagnosis(json.dumps(answer), truth, None, components=inventory).passed
+    wrong = answer | {"root_cause": {"component": "profile", "kind": "Deployment", "fault_type": "network"}}
+    assert not judge_diagnosis(json.dumps(wrong), truth, None, components=inventory).passed
+
+
+def test_an_item_under_a_root_causes_heading_blames_what_it_starts_with() -> None:
+    truth = load_catalog().get("hr-concurrent-user-zero-and-reservation-db-image").ground_truth
+    text = ("Root causes:\n1. user Deployment scaled to 0 replicas, so CheckUser has no server; logins fail.\n"
+            "2. mongodb-reservation is in ImagePullBackOff: image mongo:4.4.66 does not exist.\n")
+    extra = text + "3. consul's catalog is stale: frontend's resolver returns an old endpoint, which breaks reservations.\n"
+    inventory = app_inventory("hotel-reservation")
+    assert judge_diagnosis(text, truth, None, components=inventory).passed
+    v = judge_diagnosis(extra, truth, None, components=inventory)
+    assert not {a.id: a.answer for a in v.answers}["L3"] and not v.passed
 
 
 def test_the_failure_classes_are_judged_as_labelled() -> None:
