@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from core.errors import LimitReached
+from core.errors import LimitReached, ProviderError
 from core.states import LIMIT_TOKENS
 from farm.llm.client import Budget, LLMClient, LLMError
 from farm.llm.proxy import ModelProxy
@@ -80,8 +80,9 @@ def test_a_provider_failure_is_kept_for_the_worker_and_relayed_as_an_error() -> 
     proxy = ModelProxy(LLMClient("openai/scripted-model", api_base=dead, max_backoff_retries=0))
     url, token = proxy.start()
     try:
-        with pytest.raises(LLMError, match="LLMError"):
+        with pytest.raises(LLMError, match="ProviderError"):  # the agent sees an error, not the cause's class
             ProxyClient(url, token, "openai/scripted-model").complete(PING)
     finally:
         proxy.stop()
-    assert len(proxy.failures) == 1 and isinstance(proxy.failures[0], LLMError)
+    # the worker keeps the provider's failure: infrastructure, re-raised after the session
+    assert len(proxy.failures) == 1 and isinstance(proxy.failures[0], ProviderError)
