@@ -39,6 +39,10 @@ SITE_PATH = "/opt/site-packages"  # where the installed packages are mounted
 RELAY_PATH = "/run/endpoints"  # where the Unix sockets to the session's endpoints appear
 HOME_PATH = "/home/agent"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+# The farm's own packages (pyproject's packages.find). A worker installed with `pip install .` (every
+# image) has them in site-packages, the catalog and its ground truth included: the sandbox hides
+# them wherever it mounts that folder; the agent gets only its own copy (CODE_PATH).
+FARM_PACKAGES = ("core", "apps", "farm", "tasks", "injectors", "clusters", "results")
 
 
 @functools.cache
@@ -127,6 +131,11 @@ def runner_command(plugins: list[str], *, env: dict[str, str], files: tuple[str,
     site_paths = [f"{SITE_PATH}/{i}" for i in range(len(sites))]
     for host_site, path in zip(sites, site_paths, strict=True):
         binds += ["--ro-bind", str(host_site), path]
+        for package in FARM_PACKAGES:
+            if (Path(host_site) / package).is_dir():
+                binds += ["--tmpfs", f"{path}/{package}"]
+                if str(host_site).startswith(tuple(d + "/" for d in SYSTEM_DIRS)):  # seen again through /usr
+                    binds += ["--tmpfs", f"{host_site}/{package}"]
     binds += ["--ro-bind", str(code), CODE_PATH]
     for b, p in plugin_paths:
         binds += ["--ro-bind", str(p), f"{PLUGIN_PATH}/{p.relative_to(b)}"]

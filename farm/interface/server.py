@@ -244,12 +244,14 @@ class AgentInterface:
         session or this call would pass one, and for a change after submit_mitigation (`late`
         says so). A refused call is recorded in `refused_late` and is not a step: an agent
         that keeps calling after the end cannot add to its count."""
+        newly_ended = False
         with self._lock:
             if self.record.end_reason is None:
                 passed = self._limit_passed(self._next_index)
                 if passed is not None:
                     self.record.end_reason, self.record.end_detail = passed[0], passed[1] or None
                     self.record.ended_at = self._now()
+                    newly_ended = True
             reason, detail = self.record.end_reason, self.record.end_detail
             if reason is not None:
                 text: str | None = (f"{SESSION_ENDED}{reason} ({detail or 'limit reached'}); this call and every "
@@ -262,6 +264,8 @@ class AgentInterface:
             self.record.refused_late.append(ToolCall(
                 index=self._next_index, name=name, args=_scrub_args(args), output=text,
                 tokens=count_tokens(text), at=at, error=text))
+        if newly_ended and self.on_end is not None and reason is not None:
+            self.on_end(reason, detail or "")  # the worker stops the agent's process (outside the lock)
         return _text_result(text, True)
 
     def wait_deadline_s(self, seconds: Any) -> float:

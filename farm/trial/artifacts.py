@@ -70,6 +70,11 @@ class AttemptArtifacts:
     def _session(self, run: TrialRun, calls: list[Any], mutations: list[Any]) -> None:
         rec = run.interface.record
         self.put("tool_calls", [c.model_dump() for c in calls])
+        # Calls refused because the session was over: no steps, but what the agent went on trying.
+        with run.interface._lock:
+            late = list(rec.refused_late)
+        if late:
+            self.put("refused_calls", [c.model_dump() for c in late])
         # What the agent changed, with the captured objects an undo would restore: the cluster
         # snapshot shows the end state, this shows how it got there (exec included, undo-less).
         self.put("mutations", [m.model_dump() for m in mutations])

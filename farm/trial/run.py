@@ -34,7 +34,7 @@ from core.events import (
     Superseded,
     TrialEvent,
 )
-from core.states import END_AGENT_ERROR, LIMIT_WALL_TIME, AttemptState
+from core.states import END_AGENT_ERROR, END_CONTEXT_LENGTH, LIMIT_WALL_TIME, AttemptState
 from farm.agents.base import AgentContext, AgentResult
 from farm.trial.artifacts import AttemptArtifacts
 from farm.trial.spec import TrialSpec
@@ -199,9 +199,13 @@ class TrialRun:
             self.agent_result = self._from_partial(AgentResult(end_reason=reason, error=out.error))
             if out.error:
                 self._event(AgentCrashed(trace=(out.trace or out.error)[-4000:]))
-        if proxy is not None and proxy.failures and self.agent_result.error is None:
+        if proxy is not None and proxy.failures:
             last = proxy.failures[-1]
-            self.agent_result.error = f"model call failed: {type(last).__name__}: {last}"[:2000]
+            if self.agent_result.error is None:
+                self.agent_result.error = f"model call failed: {type(last).__name__}: {last}"[:2000]
+            if getattr(last, "kind", None) == "context_length" and self.agent_result.end_reason == END_AGENT_ERROR:
+                # the worker saw why: the agent's conversation outgrew its model's window
+                self.agent_result.end_reason = END_CONTEXT_LENGTH
         if proxy is not None and not proxy.calls and self.agent_result.cost_usd:
             self._charge_cli_cost(self.agent_result.cost_usd)
         self._collect_session()

@@ -114,7 +114,7 @@ def test_an_agent_that_loops_past_its_step_limit_is_stopped(sim_clusters: SimClu
     trial, attempt, run = _trial(sim_clusters, tmp_path, "looper", {"name": "looper"}, max_steps=5)
     assert trial.end_reason == attempt.end_reason == LIMIT_STEPS
     assert trial.steps == attempt.tool_calls == 5  # the refusals after the limit are no steps
-    calls = run.interface.record.tool_calls
-    refused = [c for c in calls if (c.error or "").startswith("session ended: limit_steps")]
-    assert len(calls) == 5 + len(refused) and refused  # it kept calling; the calls were refused
+    calls, refused = run.interface.record.tool_calls, run.interface.record.refused_late
+    assert len(calls) == 5 and refused  # it kept calling; the calls were refused and kept apart
+    assert all((c.error or "").startswith("session ended: limit_steps") for c in refused)
     assert run.agent_result.transcript == [] and run.agent_result.error is None  # killed, not finished

@@ -127,7 +127,10 @@ def test_a_react_trial_that_runs_out_of_steps(sim_clusters: SimClusters, tmp_pat
     calls = json.loads((folder / "tool_calls.json").read_text())
     assert [c["args"].get("command") for c in calls if c["name"] == "kubectl"] == [
         "get pods", "describe deployment geo", "set env deployment/geo E2E_PROBE=1"]
-    assert calls[-1]["name"] == "submit_diagnosis" and calls[-1]["error"].startswith("session ended: limit_steps")
+    assert len(calls) == MAX_STEPS and calls[-1]["name"] == "kubectl"
+    # the call past the limit: refused and kept apart, no step
+    (late,) = json.loads((folder / "refused_calls.json").read_text())
+    assert late["name"] == "submit_diagnosis" and late["error"].startswith("session ended: limit_steps")
     mutations = json.loads((folder / "mutations.json").read_text())
     assert [m["command"] for m in mutations] == ["set env deployment/geo E2E_PROBE=1"]
     assert mutations[0]["targets"] == ["deployment/geo"] and mutations[0]["undo"]

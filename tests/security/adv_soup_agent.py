@@ -1,0 +1,26 @@
+"""Adversary agent (helper adv), FARM_AGENT_PLUGINS=tests.security.adv_soup_agent: submits
+tests/security/test_judge_mechanism_soup.py's fixed paragraph on the component named in its
+`component` option (what an agent learns from kubectl or the admitted metadata tell), nothing else."""
+
+from __future__ import annotations
+
+from core.states import END_SUBMITTED
+from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.interface.client import ToolClient
+
+SOUP = ("Root cause: {c}'s deployment was changed: its image tag does not exist so the new pod is stuck in "
+        "ImagePullBackOff, its env var, port, targetPort, selector, command and binary are wrong, it was scaled to "
+        "zero replicas, its resource limits make it OOMKilled and CrashLoopBackOff, its readiness probe fails, its "
+        "config and secret are wrong, the network policy blocks its traffic, its connection to the database is "
+        "refused and times out, so requests fail.")
+
+
+@agents.register("adv-soup")
+class Soup(Agent):
+    uses_model = False
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        with ToolClient(ctx.mcp_url, ctx.mcp_token) as tools:
+            tools.call("kubectl", command="get pods")
+            tools.call("submit_diagnosis", text=SOUP.format(c=ctx.options["component"]))
+        return AgentResult(end_reason=END_SUBMITTED, tool_calls=2, transcript=[])
