@@ -15,12 +15,13 @@ import resource
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sqlalchemy as sa  # noqa: E402
+
+from bench.scratch_db import scratch_database  # noqa: E402
 
 AGENTS = [("baseline", "-", "raw"), ("react", "openai/gpt-4o", "raw"), ("react", "anthropic/claude-sonnet-4-5", "raw"),
           ("stratus", "openai/gpt-4o", "summarised"), ("stratus", "anthropic/claude-sonnet-4-5", "summarised")]
@@ -104,12 +105,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=10_000)
     ap.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = ap.parse_args()
-    name = f"farm_report_bench_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(args.pg, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    url = args.pg.rsplit("/", 1)[0] + f"/{name}"
-    try:
+    with scratch_database(args.pg, "farm_report_bench") as url:
         t0 = time.perf_counter()
         fill(url, args.trials)
         print(f"filled {args.trials:,d} trials and attempts in {time.perf_counter() - t0:.1f} s")
@@ -124,13 +120,6 @@ def main() -> None:
             peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         print(f"report of {args.trials:,d} trials: rendered in {seconds:.1f} s (target < 30 s), "
               f"peak memory {peak_mb:.0f} MB (target < 1024 MB); index.html {size / 1e6:.1f} MB, {pages:,d} trial pages")
-    finally:
-        with admin.connect() as c:
-            c.exec_driver_sql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' "
-                              "AND pid <> pg_backend_pid()")
-            c.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.dispose()
-
 
 if __name__ == "__main__":
     main()

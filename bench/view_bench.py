@@ -17,7 +17,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -26,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
+from bench.scratch_db import scratch_database  # noqa: E402
 from results.artifacts import LocalArtifactStore  # noqa: E402
 from results.db import engine_for  # noqa: E402
 from results.models import Attempt, InfraEvent, Sweep, Trial  # noqa: E402
@@ -166,19 +166,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = ap.parse_args()
-    name = f"farm_viewbench_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(args.pg, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        run(args.pg.rsplit("/", 1)[0] + f"/{name}", args.trials, args.repeat)
-    finally:
-        with admin.connect() as c:
-            c.exec_driver_sql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' "
-                              "AND pid <> pg_backend_pid()")
-            c.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.dispose()
-
+    with scratch_database(args.pg, "farm_viewbench") as url:
+        run(url, args.trials, args.repeat)
 
 if __name__ == "__main__":
     main()
