@@ -5,7 +5,10 @@ from the recorded rows, per model (= failure kind): each trial's state, attempts
 after each run; then how many trials the provider failed, how many of those n counts (must be 0),
 the agent errors, and the exit codes.
 
-    .venv/bin/python bench/provider_faults_bench.py [--workers 2] [--seeds 2] [--out DIR]
+    .venv/bin/python bench/provider_faults_bench.py [--workers 2] [--seeds 2] [--out DIR] [--models a,b,...]
+
+`--models` runs some of the models below only (tests/bench/test_provider_faults_bench.py runs a
+tiny sweep of five, one seed, so that the bench cannot rot).
 
 The models (15 x 2 seeds = 30 trials); the fault is every request's unless a list is given:
     steady                        no fault
@@ -128,7 +131,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma-separated, some of: {', '.join(MODELS)} (default: all)")
     args = parser.parse_args()
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = sorted(set(models) - set(MODELS))
+    if unknown or not models:
+        parser.error(f"--models: unknown {', '.join(unknown) or '(none given)'} (known: {', '.join(MODELS)})")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from farm.llm.faulty import FaultyProvider
     from farm.llm.scripted import tool_plan
@@ -148,9 +157,9 @@ def main() -> None:
         spec = work / "spec.yaml"
         spec.write_text(yaml.safe_dump({
             "name": "provider-faults", "problems": {"ids": [PROBLEM]}, "agents": [agent],
-            "models": [f"openai/{m}" for m in MODELS], "seeds": args.seeds, "max_infra_attempts": 2,
+            "models": [f"openai/{m}" for m in models], "seeds": args.seeds, "max_infra_attempts": 2,
             "limits": {"max_steps": 12, "wall_time_s": 300}}))
-        print(f"{len(MODELS) * args.seeds} trials ({len(MODELS)} models x {args.seeds} seeds), {args.workers} workers; "
+        print(f"{len(models) * args.seeds} trials ({len(models)} models x {args.seeds} seeds), {args.workers} workers; "
               f"folder {work}")
         # The provider breaks after the sweep started: pre-flight would (rightly) refuse it.
         code1, took1, said1 = farm_run(spec, out, args.workers, "--no-preflight")
