@@ -69,6 +69,8 @@ class ModelProxy:
         self.token = secrets.token_urlsafe(32)
         self.failures: list[BaseException] = []  # model calls that failed for a reason other than a limit
         self.calls = 0
+        self._in_flight = 0
+        self._idle = threading.Condition()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -99,7 +101,11 @@ class ModelProxy:
         self._thread.start()
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1", self.token
 
-    def stop(self) -> None:
+    def stop(self, drain_s: float = 30.0) -> None:
+        """Stop serving. A call still in flight (its agent gave up or was stopped) is awaited up to
+        `drain_s`: how it ends, a provider's failure say, is part of the session's record."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout=drain_s)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -141,6 +147,8 @@ class ModelProxy:
                 raise TypeError("messages and tools must be lists")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return 400, {"error": {"type": "bad_request", "message": f"not a {route} request: {exc}"}}
+        with self._idle:
+            self._in_flight += 1
         try:
             call = self.client.complete(messages, tools, deadline=self.deadline)
         except LimitReached as exc:
@@ -152,6 +160,10 @@ class ModelProxy:
             if isinstance(exc, InfrastructureError) and self.on_provider_failure is not None:
                 self.on_provider_failure(exc)
             return error_reply(exc)
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
         self.calls += 1
         if route == ANTHROPIC_PATH:
             body = dialects.anthropic_message(call)
