@@ -15,7 +15,6 @@ import pytest
 from core.errors import ProviderError
 from core.states import END_AGENT_STOPPED, END_SUBMITTED, LIMIT_WALL_TIME
 from farm.agenthost import process
-from farm.agenthost.sandbox import SITE_PATH
 from farm.agents.base import AgentContext, AgentLimits
 from farm.interface import AgentInterface
 from farm.llm.client import LLMClient
@@ -24,6 +23,7 @@ from farm.llm.proxy import ModelProxy
 from farm.llm.scripted import tool_plan
 from farm.pytest_plugin import SimClusters
 from farm.trial.session import model_failure, run_agent_process
+from tests.farm.agents.cli_fakes import sandboxed_fake
 
 pytestmark = [pytest.mark.kubectl]
 NS = "hotel-reservation"
@@ -84,17 +84,6 @@ def test_a_session_takes_the_spare_process_and_leaves_a_new_one(iface: AgentInte
 KEY = "sk-provider-key-never-for-the-agent-77aa"
 
 
-def _sandboxed_claude(tmp_path: Path) -> Path:
-    # The fake claude is a Python program: in the sandbox it finds the installed packages (the MCP
-    # client) where they are mounted; a real CLI needs nothing of the sort.
-    body = (Path(__file__).resolve().parents[2] / "fakes" / "claude").read_text().split("\n", 1)[1]
-    fake = tmp_path / "claude"
-    fake.write_text(f"#!/usr/bin/env python3\nimport sys; sys.path[:0] = {[f'{SITE_PATH}/0', f'{SITE_PATH}/1']!r}\n"
-                    + body)
-    fake.chmod(0o755)
-    return fake
-
-
 def _run_cli(iface: AgentInterface, tmp_path: Path, provider: FaultyProvider,
              monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ModelProxy, list[Any]]:
     """claude-code in its sandbox, its model the worker's proxy in front of `provider` (the key held
@@ -113,7 +102,7 @@ def _run_cli(iface: AgentInterface, tmp_path: Path, provider: FaultyProvider,
     proxy = ModelProxy(client, on_limit=iface.end, on_provider_failure=lambda exc: iface.end(
         END_AGENT_STOPPED, f"the model provider failed: {exc}"))
     endpoint = proxy.start()
-    ctx = _ctx(iface, executable=str(_sandboxed_claude(tmp_path))).model_copy(update={"model": "openai/cli-model"})
+    ctx = _ctx(iface, executable=str(sandboxed_fake("claude", tmp_path))).model_copy(update={"model": "openai/cli-model"})
     try:
         out = run_agent_process("claude-code", ctx, iface, endpoint=endpoint)
     finally:

@@ -16,36 +16,23 @@ from sqlmodel import Session, select
 
 from core.states import END_SUBMITTED
 from farm.agenthost import process as process_mod
-from farm.agenthost.sandbox import SITE_PATH
-from farm.agents.base import AgentContext
 from farm.dispatcher import submit
 from farm.llm.faulty import FaultyProvider
 from farm.llm.scripted import tool_plan
 from farm.pytest_plugin import SimClusters
 from farm.spec import SweepSpec
 from farm.trial import run_all, start_run
-from farm.trial import session as session_mod
 from results import ledger
 from results.artifacts import LocalArtifactStore
 from results.db import engine_for
 from results.models import Attempt, Trial
+from tests.farm.agents.cli_fakes import observe_handoff, sandboxed_fake
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
 PROBLEM = "hr-geo-image-tag-wrong"
 KEY = "sk-worker-held-provider-key-5c3b"
 PLAN = tool_plan([("kubectl", {"command": "get pods"}),
                   ("submit_diagnosis", {"text": "geo runs an image tag that does not exist."})], finish="Done.")
-
-
-def _sandboxed_claude(folder: Path) -> Path:
-    # The fake is a Python program: in the sandbox it finds the MCP client where the installed
-    # packages are mounted; a real CLI needs nothing of the sort.
-    body = (Path(__file__).resolve().parents[2] / "fakes" / "claude").read_text().split("\n", 1)[1]
-    fake = folder / "claude"
-    fake.write_text(f"#!/usr/bin/env python3\nimport sys; sys.path[:0] = {[f'{SITE_PATH}/0', f'{SITE_PATH}/1']!r}\n"
-                    + body)
-    fake.chmod(0o755)
-    return fake
 
 
 def _trial(sim_clusters: SimClusters, tmp_path: Path, name: str, provider: FaultyProvider) -> tuple[Any, Any, Any]:
@@ -55,7 +42,7 @@ def _trial(sim_clusters: SimClusters, tmp_path: Path, name: str, provider: Fault
     spec = SweepSpec(name=name, problems={"ids": [PROBLEM]},
                      agents=[{"name": "claude-code", "options": {
                          "max_backoff_retries": 1, "max_backoff_s": 0.05,
-                         "executable": str(_sandboxed_claude(tmp_path))}}],
+                         "executable": str(sandboxed_fake("claude", tmp_path))}}],
                      models=[{"name": "openai/cli-e2e-model", "api_base": provider.url, "api_key_env": "CLI_E2E_KEY"}],
                      limits={"max_steps": 6, "wall_time_s": 300})
     sub = submit(engine, spec)
@@ -71,20 +58,7 @@ def _trial(sim_clusters: SimClusters, tmp_path: Path, name: str, provider: Fault
 def test_a_claude_code_trial_through_the_model_proxy(sim_clusters: SimClusters, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLI_E2E_KEY", KEY)
-    contexts: list[AgentContext] = []
-    commands: list[tuple[list[str], dict[str, str]]] = []
-    original_view, original_command = session_mod.agent_view, process_mod.runner_command
-
-    def observed_view(ctx: AgentContext, endpoint: Any) -> AgentContext:
-        contexts.append(original_view(ctx, endpoint))
-        return contexts[-1]
-
-    def observed_command(*args: Any, **kwargs: Any) -> tuple[list[str], dict[str, str]]:
-        commands.append(original_command(*args, **kwargs))
-        return commands[-1]
-
-    monkeypatch.setattr(session_mod, "agent_view", observed_view)
-    monkeypatch.setattr(process_mod, "runner_command", observed_command)
+    contexts, commands = observe_handoff(monkeypatch)
     process_mod.discard_spare()
     with FaultyProvider(answer=PLAN) as provider:
         run, trial, attempts = _trial(sim_clusters, tmp_path, "e2e-cli", provider)
