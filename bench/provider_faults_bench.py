@@ -27,8 +27,9 @@ Reproduce (export LITELLM_LOCAL_MODEL_COST_MAP=True PYTHONHASHSEED=0; offline ju
 
     .venv/bin/python bench/provider_faults_bench.py --workers 2
 
-Result (2026-12-07, a 2-core machine shared with other jobs; workers 2, offline judge). Run 1, the
-faulty provider (`farm run --no-preflight`): exit code 3 in 268 s; 46 attempts, 34 of them
+Result (2026-12-07 22:30 UTC, a 2-core machine shared with other jobs at load about 11; workers 2,
+offline judge; the agents in their sandboxed processes behind the worker's model proxy). Run 1, the
+faulty provider (`farm run --no-preflight`): exit code 3 in 290 s; 46 attempts, 34 of them
 infrastructure errors with phase provider (68 faults served); per model:
 
     auth, unknown-model            infra_failed   1 attempt  (provider; given up at once)
@@ -41,15 +42,15 @@ infrastructure errors with phase provider (68 faults served); per model:
     trials 30, finished 12, infra_failed 18, provider_failed 18, n 12, agent_errors 2
     (context_length 2), trials of a provider-fault model counted against the agent 0
 
-Run 2, the provider mended, the same command with pre-flight: exit code 0 in 122 s; the 18
+Run 2, the provider mended, the same command with pre-flight: exit code 0 in 165 s; the 18
 provider-failed trials ran again and recorded (64 attempts in all; the failed ones stay on record):
 
     trials 30, finished 30, infra_failed 0, provider_failed 0, n 30, agent_errors 2
     (context_length 2), counted against the agent 0
 
-(Run 2 of that execution first met pre-flight refusing the context-length model, which the bench
-then still broke for every request, tiny check included: exit 2 in 22 s with nothing written. The
-bench now mends it too; run 2 above was completed on the same folder and port after that fix.)
+(Before the agent's side of the model proxy waited as long as the session, the same command at
+the same load counted 3 provider failures against the agent: slow and overloaded answers, and a
+worker's first call, which imports litellm, outlasted the agent's own 5 s wait.)
 """
 
 from __future__ import annotations
