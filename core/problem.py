@@ -112,7 +112,7 @@ class Problem(Strict):
     composition: Composition = "single"
     tags: list[str] = []
     description: str  # for humans; never shown to the agent
-    faults: list[FaultSpec] = []  # none exactly when composition is "none"
+    faults: list[FaultSpec] = Field([], validate_default=True)  # none exactly when composition is "none"
     noises: list[NoiseSpec] = []  # used when the sweep turns noise on
     mitigation: list[MitigationStep] = []
     ground_truth: GroundTruth
