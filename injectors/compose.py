@@ -155,8 +155,15 @@ def ambient_noises(problem: Problem, level: str) -> list[NoiseSpec]:
     out = [NoiseSpec(kind=s.kind, intensity=intensity, params={**s.params, **timing}) for s in own]
     topology_app = problem.app
     # a node fault has no call-graph place: its neighbours are those of the first workload it hurts
-    near = "" if problem.no_fault else next((c for c in fault_components(problem) if "/" not in c),
-                                            (problem.ground_truth.affected or [problem.ground_truth.component])[0])
+    if problem.no_fault:
+        # A control has no fault to gather around: the noise gathers around the entry service (never
+        # on it), where an on-call engineer would first look, as it does around a fault's component.
+        from apps.base import load_application
+
+        near = load_application(problem.app).entrypoint
+    else:
+        near = next((c for c in fault_components(problem) if "/" not in c),
+                    (problem.ground_truth.affected or [problem.ground_truth.component])[0])
     for kind in kinds or CONFOUNDERS:
         out.append(NoiseSpec(kind=kind, intensity=intensity, params={"near": near, "app": topology_app, **timing}))
     return out

@@ -33,7 +33,7 @@ def list_problems(
     layer: list[str] = typer.Option(None, "--layer", "-l", help="application, operator, os or hardware"),
     app_name: list[str] = typer.Option(None, "--app", "-a", help="application name"),
     tag: list[str] = typer.Option(None, "--tag", "-t", help="any of these tags"),
-    composition: list[str] = typer.Option(None, "--composition", "-c", help="single, concurrent, correlated, metastable"),
+    composition: list[str] = typer.Option(None, "--composition", "-c", help="single, concurrent, correlated, metastable, none (no-fault controls)"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object per problem"),
     sregym: bool = typer.Option(False, "--sregym", help="instead: every SREGym problem id, the catalog problems "
                                                          "that carry it or why none does, and the totals"),

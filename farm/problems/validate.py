@@ -472,6 +472,8 @@ def leaks(view: AgentView, problem: Problem) -> list[str]:
 
 # -- non-fixes ---------------------------------------------------------------------------------
 
+# Cluster time a no-fault control's noise gets to settle before the oracle reads it.
+NOISE_SETTLE_S = 180.0
 NON_FIX_SETTLE_S = 0.0  # the non-fixes fail on checks no waiting changes: no cluster time needed
 
 
@@ -1095,6 +1097,9 @@ class Validator:
             def oracle_passes_untouched() -> str:
                 if "noise" in state:
                     state.pop("noise").stop(self.cluster)  # as in a trial: the noise stops before the oracles
+                    # What the noise replaced comes up meanwhile, as it would while an agent looks
+                    # (a train-ticket Java service takes minutes to be ready).
+                    self.cluster.advance(NOISE_SETTLE_S)
                 verdict = oracle.evaluate(self.cluster, ns, state["baseline"], injection)
                 if not verdict.passed:
                     raise StepFailed(f"the oracle fails a healthy application nobody touched: {verdict.detail}")
