@@ -131,7 +131,8 @@ class TrialRun:
         self.injected_at = self.cluster.now()
         self._event(FaultInjected(faults=[f.injector for f in self.problem.faults]))
         specs = ambient_noises(self.problem, self.spec.noise_level) if self.spec.noise_level else self.problem.noises
-        if self.spec.noise and specs:
+        # A no-fault control's own noises are its incident: they run whether the sweep turns noise on or not.
+        if (self.spec.noise or self.problem.no_fault) and specs:
             self.noise_runner = NoiseRunner(specs, self.spec.seed, avoid=fault_components(self.problem))
             self.noise_runner.start(self.cluster, self.namespace)
             self._event(NoiseStarted(kinds=[n.kind for n in specs]))
