@@ -38,6 +38,10 @@ class Relay:
             try:
                 server = await asyncio.start_unix_server(handle, str(self.socket_path))
                 os.chmod(self.socket_path, 0o600)
+                # The sandbox's uid owns the folder (farm/agenthost/sandbox.py hand_over): its socket too.
+                folder = self.socket_path.parent.stat()
+                if folder.st_uid != os.geteuid():
+                    os.chown(self.socket_path, folder.st_uid, folder.st_gid)
             except BaseException as exc:  # reported to start()'s caller
                 errors.append(exc)
                 ready.set()
