@@ -73,11 +73,11 @@ class ResourceLimits:
 
     @classmethod
     def of(cls, limits: object) -> ResourceLimits:
-        """From an AgentLimits (its wall time bounds CPU time: twice it, at least a minute)."""
-        wall = float(getattr(limits, "wall_time_s", 1800.0))
+        """From an AgentLimits (a wall time past half the default CPU time raises that to twice it)."""
+        wall = float(getattr(limits, "wall_time_s", 0.0))
         return cls(memory_mib=int(getattr(limits, "memory_mib", cls.memory_mib)),
                    processes=int(getattr(limits, "processes", cls.processes)),
-                   tmp_mib=int(getattr(limits, "tmp_mib", cls.tmp_mib)), cpu_s=max(60, int(2 * wall)))
+                   tmp_mib=int(getattr(limits, "tmp_mib", cls.tmp_mib)), cpu_s=max(cls.cpu_s, int(2 * wall)))
 
     def prlimit(self) -> list[str]:
         return ["prlimit", f"--data={self.memory_mib << 20}", f"--nproc={self.processes}",
@@ -220,12 +220,12 @@ def runner_command(plugins: list[str], *, env: dict[str, str], files: tuple[str,
         binds += ["--ro-bind", str(p), f"{PLUGIN_PATH}/{p.relative_to(b)}"]
     for f in files:
         binds += ["--ro-bind", f, f]
-    binds = _parents(binds) + binds
     network: list[str] = []
     if relay_dir is not None:
         binds += ["--bind", str(relay_dir), RELAY_PATH]
         network = ["--unshare-net"]
         env = {**env, RELAY_ENV: RELAY_PATH}
+    binds = _parents(binds) + binds
     pythonpath = os.pathsep.join([CODE_PATH, PLUGIN_PATH, *site_paths])
     fixed = {"PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": HOME_PATH, "TMPDIR": "/tmp",
              "LANG": "C.UTF-8", "PYTHONPATH": pythonpath, "PYTHONDONTWRITEBYTECODE": "1",
