@@ -24,6 +24,7 @@ from clusters.sim.store import Obj, StoreError
 
 ANNOTATION = "fluxcd.io/sync-revision"
 FIRST_SYNC_S = 60.0
+RESCAN_S = 5.0
 # One sync per object every ten minutes on average: an application of some fifty objects sees
 # one every ~12 s, so the fault's write is seldom the latest when the agent starts reading.
 MEAN_INTERVAL_S = 600.0
@@ -43,7 +44,7 @@ def _draw(seed: int, uid: str, k: int) -> float:
 def sync_time(seed: int, uid: str, created: float, k: int) -> float:
     """When an object created at `created` has its k-th sync (k >= 1)."""
     if k <= 1:
-        return created + FIRST_SYNC_S * _draw(seed, uid, 1)
+        return created + RESCAN_S + (FIRST_SYNC_S - RESCAN_S) * _draw(seed, uid, 1)
     return sync_time(seed, uid, created, k - 1) - MEAN_INTERVAL_S * math.log(1.0 - _draw(seed, uid, k))
 
 
@@ -63,6 +64,8 @@ class SyncController:
     def __init__(self, cp: ControlPlane, seed: int) -> None:
         self.cp, self.seed = cp, seed
         self._next = -math.inf  # when some object is next due (rebuilt with the controllers on a restore)
+        self._scanned = (-math.inf, -1)  # (when, the store's resourceVersion) of the last scan
+        self._rescan = -math.inf  # the pass asked for to look at what changed since
 
     def due(self, obj: Obj) -> float:
         meta = obj["metadata"]
@@ -73,9 +76,16 @@ class SyncController:
         return sync_time(self.seed, str(meta.get("uid", "")), _seconds(meta.get("creationTimestamp")), k + 1)
 
     def __call__(self, now: float) -> None:
-        if now < self._next:
-            return
         store, nxt = self.cp.store, math.inf
+        # Objects created since the last scan are due FIRST_SYNC_S after their creation at the
+        # soonest: a look every RESCAN_S finds them in time without a scan on every pass.
+        changed = store.resource_version != self._scanned[1]
+        if now < self._next and not (changed and now >= self._scanned[0] + RESCAN_S):
+            if changed and self._rescan != self._scanned[0] + RESCAN_S:  # a pass then, quiet or not
+                self._rescan = self._scanned[0] + RESCAN_S
+                self.cp.wake_at(self._rescan)
+            return
+        self._scanned = (now, store.resource_version)
         for key in KINDS:
             if key not in store.types:
                 continue
