@@ -105,10 +105,10 @@ def sandbox_uid() -> int | None:
 
 
 def hand_over(path: Path) -> None:
-    """Give a folder the agent's process writes in (its endpoints' sockets) to its uid."""
-    uid = sandbox_uid()
-    if uid is not None:
-        os.chown(path, uid, uid)
+    """Open the folder of the agent's endpoint sockets to its uid for passing through, not writing
+    (a writable host folder would be disk space no tmpfs size bounds); the sockets are its own."""
+    if sandbox_uid() is not None:
+        path.chmod(0o711)
 
 
 @functools.cache
