@@ -75,3 +75,18 @@ def test_the_metadata_spy_does_no_better_than_chance(readings: list[tuple[str, s
     n = len(readings)
     assert hits <= chance * 1.5 + 2, (f"the spy named the faulted component in {hits} of {n} problems "
                                       f"({hits / n:.0%}); chance is {chance / n:.0%}")
+
+
+@pytest.mark.xfail(strict=True, reason="open: a workload's generation (and its Deployment's revision, its "
+                   "ReplicaSets) counts its rollouts, and the fault's is the only one after the deploy: the "
+                   "application has no rollout history yet (found by helper h23b's adversarial pass: the spy "
+                   "names the faulted component in 35 of 87 problems)")
+def test_the_rollout_spy_does_no_better_than_chance(readings: list[tuple[str, str, list[dict]]]) -> None:
+    hits, chance = 0, 0.0
+    for _, truth, objects in readings:
+        named, candidates = metadata_spy.guess_by_rollout(objects)
+        hits += named == truth
+        chance += 1 / max(1, len(candidates))
+    n = len(readings)
+    assert hits <= chance * 1.5 + 2, (f"the rollout spy named the faulted component in {hits} of {n} problems "
+                                      f"({hits / n:.0%}); chance is {chance / n:.0%}")
