@@ -50,10 +50,13 @@ def sync_time(seed: int, uid: str, created: float, k: int) -> float:
 
 def deployer(obj: Obj) -> str | None:
     """The manager that wrote the object's own fields (its first non-status writer that is not one
-    of the cluster's components), None for what the cluster made itself."""
+    of the cluster's components), None for what the cluster made itself and for what someone made
+    with kubectl: the agent's objects are its own (no pipeline syncs them, and its tool's name must
+    not sign writes it did not make); the farm deploys through its API client, never kubectl."""
     for entry in obj["metadata"].get("managedFields") or []:
-        if not entry.get("subresource") and entry.get("manager") not in SYSTEM_MANAGERS:
-            return str(entry.get("manager"))
+        manager = str(entry.get("manager"))
+        if not entry.get("subresource") and manager not in SYSTEM_MANAGERS:
+            return None if manager == "kubectl" or manager.startswith("kubectl-") else manager
     return None
 
 

@@ -4,11 +4,15 @@ at times drawn from the seed, without touching its spec (no rollout) or the clus
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any
+
+import pytest
 
 from clusters.kube import Kube
 from clusters.sim.controllers.churn import ANNOTATION
 from farm.pytest_plugin import SimClusters, as_built
+from tests.conftest import KUBECTLS
 
 NS = "shop"
 
@@ -28,6 +32,8 @@ def _history(kube: Kube) -> dict[str, Any]:
     for kind in ("Deployment", "ConfigMap"):
         for o in kube.list(kind, NS):
             meta = o["metadata"]
+            if meta["name"] == "kube-root-ca.crt":  # the cluster's own (its controller manager's)
+                continue
             out[f"{kind}/{meta['name']}"] = ((meta.get("annotations") or {}).get(ANNOTATION), meta.get("generation"),
                                              [(e["manager"], e["time"]) for e in meta.get("managedFields") or []
                                               if not e.get("subresource")])
@@ -55,6 +61,22 @@ def test_the_deployer_keeps_syncing_its_objects_the_same_way_for_a_seed(sim_clus
     assert not any(ANNOTATION in (o["metadata"].get("annotations") or {}) for o in system)
 
 
+@pytest.mark.kubectl
+def test_what_the_agent_makes_with_kubectl_is_not_synced(sim_clusters: SimClusters) -> None:
+    cluster = sim_clusters.served(seed=13)
+    kube = Kube(cluster.api_client())
+    _deploy(kube)
+    kubeconfig = cluster.agent_kubeconfig(NS)
+    made = subprocess.run([str(KUBECTLS["1.20"]), f"--kubeconfig={kubeconfig}", "-n", NS, "create", "configmap", "notes",
+                           "--from-literal=a=1"], capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    cluster.advance(1800)
+    history = _history(kube)
+    rev, _, writers = history["ConfigMap/notes"]
+    assert rev is None and [m for m, _ in writers] == ["kubectl-create"]  # its own write alone
+    assert history["ConfigMap/settings"][0] is not None  # not vacuous: the app's own are synced
+
+
 def test_an_objects_syncs_move_its_last_change_past_its_creation(sim_clusters: SimClusters) -> None:
     cluster = sim_clusters.served(seed=12)
     kube = Kube(cluster.api_client())
@@ -62,5 +84,7 @@ def test_an_objects_syncs_move_its_last_change_past_its_creation(sim_clusters: S
     cluster.advance(90)  # every object's first sync comes within a minute of its creation
     for o in kube.list("Deployment", NS) + kube.list("ConfigMap", NS):
         meta = o["metadata"]
+        if meta["name"] == "kube-root-ca.crt":
+            continue
         last = max(e["time"] for e in meta["managedFields"] if not e.get("subresource"))
         assert last > meta["creationTimestamp"], meta["name"]
