@@ -709,7 +709,8 @@ class KubeAPI:
             return _websocket_switch(
                 req, "exec", remotecommand.WEBSOCKET_PROTOCOLS, remotecommand.PROTOCOL,
                 lambda proto: lambda rf, wf, sock: remotecommand.websocket_session(rf, wf, sock, result=result,
-                                                                                   command=command, protocol=proto))
+                                                                                   command=command, protocol=proto,
+                                                                                   tty=flags["tty"]))
         raise bad_request("Upgrade request required")
 
     def _portforward(self, req: Request, r: Route) -> Response:
