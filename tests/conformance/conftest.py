@@ -7,6 +7,7 @@ the reason (docs/conformance.md has the same list)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import signal
@@ -40,8 +41,21 @@ class SimUpCluster:
         return out.stdout
 
 
+@pytest.fixture
+def ensure_gc() -> Iterator[None]:
+    """kr8s's root conftest.py (not copied: it starts kind): garbage collection around a test."""
+    gc.collect()
+    yield
+    gc.collect()
+
+
 @pytest.fixture(scope="session")
 def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimUpCluster]:
+    running = os.environ.get("FARM_CONFORMANCE_KUBECONFIG")
+    if running:  # a `farm sim up` already running, to iterate on one suite's tests
+        os.environ["KUBECONFIG"] = running
+        yield SimUpCluster(Path(running))
+        return
     workdir = tmp_path_factory.mktemp("farm-sim-up")
     kubeconfig = workdir / "farm-sim.kubeconfig"
     log = workdir / "sim-up.log"
