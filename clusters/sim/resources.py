@@ -106,6 +106,7 @@ REVIEW_TYPES: tuple[ResourceType, ...] = (
     _grp("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False),
     _grp("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", namespaced=False),
     _grp("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", namespaced=False),  # kubectl auth whoami
+    _grp("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False),  # webhook authn, kr8s whoami
 )
 # Node leases (kube-node-lease) are a view of the nodes' heartbeats.
 NODE_LEASES = _grp("coordination.k8s.io", "v1", "leases", "Lease")

@@ -339,6 +339,8 @@ class KubeAPI:
                 return json_response(201, {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
                                            "metadata": {"creationTimestamp": self.store.clock.rfc3339()},
                                            "status": {"userInfo": {"username": user.name, "groups": list(user.groups)}}})
+            if r.rt.kind == "TokenReview":
+                return json_response(201, self._token_review(self._body(req)))
             if r.rt.kind == "SelfSubjectRulesReview":
                 return json_response(201, subresources.rules_review(self.authz, user, self._body(req)))
             return json_response(201, subresources.access_review(self.authz, user, self._body(req)))
@@ -614,6 +616,24 @@ class KubeAPI:
             return json_response(200, items[0])
         return json_response(200, {"kind": f"{r.rt.kind}List", "apiVersion": r.rt.api_version,
                                    "metadata": {}, "items": items})
+
+    def _token_review(self, body: Any) -> Obj:
+        """A TokenReview as kube-apiserver answers it: the token's user if it authenticates,
+        else authenticated false (a 201 either way; the reviewer's own access was checked)."""
+        spec = (body or {}).get("spec") or {}
+        token = spec.get("token")
+        if not isinstance(token, str) or not token:
+            raise StoreError(422, "Invalid", 'TokenReview.authentication.k8s.io "" is invalid: spec.token: Required value',
+                             {"kind": "TokenReview", "group": "authentication.k8s.io",
+                              "causes": [{"reason": "FieldValueRequired", "message": "Required value",
+                                          "field": "spec.token"}]})
+        user = self.authn.authenticate(f"Bearer {token}")
+        status: dict[str, Any] = {"user": {}}
+        if user is not None:
+            status = {"authenticated": True, "user": {"username": user.name, "groups": list(user.groups)},
+                      "audiences": spec.get("audiences") or ["https://kubernetes.default.svc.cluster.local"]}
+        return {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
 
     def _exec(self, req: Request, r: Route) -> Response:
         if self.exec_command is None:
