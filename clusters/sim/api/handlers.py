@@ -217,7 +217,13 @@ class KubeAPI:
 
     def _answer(self, req: Request) -> Response:
         try:
-            user = self.authn.authenticate(req.headers.get("Authorization"))
+            user: UserInfo | None
+            if req.client_cert is not None:
+                # x509 first, as kube-apiserver's authenticators run: CN the user, O its groups
+                cn, orgs = req.client_cert
+                user = UserInfo(cn, (*orgs, "system:authenticated"))
+            else:
+                user = self.authn.authenticate(req.headers.get("Authorization"))
             if user is None:
                 return json_response(401, StoreError(401, "Unauthorized", "Unauthorized").status())
             req.user = user
