@@ -78,9 +78,15 @@ class SimHandle(ClusterHandle):
                                    jaeger=ready["jaeger"], control=ready["control"])
         self.ca_file = workdir / "ca.crt"
         self.ca_file.write_text(self._ca_pem)
-        admin_cert = (ready["admin_client_cert"], ready["admin_client_key"]) if ready.get("admin_client_cert") else None
         self.kubeconfig = write_kubeconfig(workdir / "admin.kubeconfig", self.endpoints.kubernetes, self._ca_pem,
-                                           self._admin_token, "farm-admin", client_cert=admin_cert)
+                                           self._admin_token, "farm-admin")
+        # The admin kubeconfig as kind writes it, with a client certificate too (what `farm sim up`
+        # hands out). The farm's own stays token-only: with a certificate, `kubectl --token` would
+        # still be the admin (x509 authenticates first).
+        admin_cert = (ready["admin_client_cert"], ready["admin_client_key"]) if ready.get("admin_client_cert") else None
+        self.kind_kubeconfig = write_kubeconfig(workdir / "admin-x509.kubeconfig", self.endpoints.kubernetes,
+                                                self._ca_pem, self._admin_token, "farm-admin",
+                                                client_cert=admin_cert) if admin_cert else self.kubeconfig
         self._agent_kubeconfigs: dict[str, Path] = {}
         self._agent_tokens: dict[str, str] = {}
         self._closed = False

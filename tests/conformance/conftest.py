@@ -24,7 +24,29 @@ KUBECTL = ROOT / ".tools" / "kubectl-v33" / "kubectl"
 HERE = Path(__file__).parent
 
 # nodeid (relative to tests/conformance) -> why no emulation can pass it
-KNOWN_EXCEPTIONS: dict[str, str] = {}
+KNOWN_EXCEPTIONS: dict[str, str] = {
+    "kr8s/tests/test_api.py::test_api_resources":
+        "expects one resource named pods; a cluster serving metrics.k8s.io (metrics-server, as k3s and "
+        "this emulator do, and as lightkube's suite requires) lists two",
+    "kr8s/tests/test_objects.py::test_node_taint":
+        "reads taint['value'] of the first node's taints; in a multi-node kind cluster, as the emulated "
+        "one is, that is the control plane's node-role.kubernetes.io/control-plane:NoSchedule, which has "
+        "no value: the client raises KeyError before any request",
+    "kr8s/tests/test_objects.py::test_cast_to_from_kubernetes":
+        "client-side only: kubernetes>=32 no longer exposes kubernetes.client.models.v1_pod as an "
+        "attribute; no request is made",
+    "kr8s/tests/test_objects.py::test_pod_exec_error":
+        "client-side only: kr8s 0.20.15 raises ExecError inside httpx-ws >= 0.9's task group, which wraps "
+        "it in an ExceptionGroup that pytest.raises(ExecError) does not match (fixed upstream after the "
+        "release, kr8s 418ce61); the server's answer (exit code 1, 'invalid date') is the real one",
+    "kr8s/tests/test_objects.py::test_pod_exec_to_file":
+        "client-side only: the same ExceptionGroup wrapping as test_pod_exec_error",
+    "lightkube/test_client.py::test_load_in_cluster_generic_resources":
+        "client-side only: its fixture sets CustomResourceDefinitionNames.shortnames, which lightkube's "
+        "slotted models refuse (AttributeError) before any request",
+    "lightkube/test_client.py::test_load_in_cluster_generic_resources_async":
+        "client-side only: the same fixture as test_load_in_cluster_generic_resources",
+}
 
 
 class SimUpCluster:

@@ -98,6 +98,12 @@ def json_response(status: int, obj: Any) -> Response:
 
 Takeover = Callable[[Any, Any, Any], None]
 
+# Kinds whose registry store sets ReturnDeletedObject (kube-apiserver pkg/registry/*/storage): a
+# DELETE answers with the object; other kinds answer a Status unless the object lingers
+# (finalizers, graceful deletion).
+RETURN_DELETED_OBJECT = frozenset({"pods", "namespaces", "services", "serviceaccounts", "persistentvolumes",
+                                   "persistentvolumeclaims", "storageclasses.storage.k8s.io"})
+
 
 def _spdy_switch(proto: str, takeover: Takeover) -> Response:
     """The 101 answer to a SPDY/3.1 upgrade that settled on `proto`; `takeover` runs the session."""
@@ -990,7 +996,7 @@ class KubeAPI:
         opts = self._delete_options(req)
         deleted = self._delete_one(r, r.name, opts, self._dry_run(req, opts))
         still_there = self.store.try_get(r.rt.key, self._ns(r), r.name) is not None
-        if r.rt.key in ("pods", "namespaces") or still_there:
+        if r.rt.key in RETURN_DELETED_OBJECT or still_there:
             return json_response(200, deleted)
         return json_response(200, success(r.rt.plural, r.name, r.rt.group, deleted["metadata"].get("uid", "")))
 
