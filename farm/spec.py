@@ -2,6 +2,8 @@
 
     name: hotel-smoke
     problems: {ids: [...], tags: [...], layers: [...], apps: [...]}   # all given filters hold
+                                     # {suite: sregym-lite} or {suite: sregym}: the catalog problems
+                                     # that carry those SREGym ids (farm/problems/sregym.py)
     agents: [baseline, {name: react, tool_mode: summarised, options: {...}}]
                                      # an agent listed twice is two variants: each gets a label
                                      # (`label:` or one made from what differs), part of the trial key
@@ -74,6 +76,16 @@ class ProblemSelection(_Strict):
     tags: list[str] = []
     layers: list[str] = []
     apps: list[str] = []
+    suite: str | None = None
+
+    @field_validator("suite")
+    @classmethod
+    def _known_suite(cls, v: str | None) -> str | None:
+        from farm.problems.sregym import SUITES
+
+        if v is not None and v not in SUITES:
+            raise ValueError(f"unknown suite '{v}' (known: {', '.join(SUITES)})")
+        return v
 
     @field_validator("layers")
     @classmethod
@@ -85,8 +97,8 @@ class ProblemSelection(_Strict):
 
     @model_validator(mode="after")
     def _something(self) -> ProblemSelection:
-        if not (self.ids or self.tags or self.layers or self.apps):
-            raise ValueError("select problems by at least one of ids, tags, layers, apps")
+        if not (self.ids or self.tags or self.layers or self.apps or self.suite):
+            raise ValueError("select problems by at least one of ids, tags, layers, apps, suite")
         return self
 
 
@@ -469,7 +481,12 @@ def is_priced(model: ModelEntry, agent: AgentEntry | None = None) -> bool:
 def select_problems(spec: SweepSpec) -> list[Any]:
     sel = spec.problems
     out = []
-    for p in catalog().problems:
+    problems = catalog().problems
+    if sel.suite:
+        from farm.problems.sregym import suite_problems
+
+        problems = suite_problems(problems, sel.suite)
+    for p in problems:
         if sel.ids and p.id not in sel.ids:
             continue
         if sel.tags and not set(sel.tags) & set(p.tags):

@@ -39,7 +39,7 @@ class Outcome:
 
 class AgentProcess:
     """`isolated`: the sandbox gets a network of its own, and reaches only the session's endpoints
-    through `relay_dir` (a CLI agent, which calls its provider itself, keeps the host's network)."""
+    (its MCP server and model proxy) through `relay_dir`; every agent runs so, CLI agents included."""
 
     def __init__(self, plugins: list[str], *, env: dict[str, str] | None = None,
                  files: tuple[str, ...] = (), isolated: bool = True) -> None:

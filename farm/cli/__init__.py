@@ -458,10 +458,12 @@ def report(
     """A self-contained HTML report of a sweep: figures and tables from the recorded rows."""
     _check_by(compare_by, "--compare-by")
     engine = _sweep_engine(db, sweep, *([compare_with] if compare_with else []))
+    from farm.problems.catalog import load_catalog
     from results.report import build_report
 
+    sregym_ids = {p.id: p.sregym_ids for p in load_catalog().problems if p.sregym_ids}
     index = build_report(engine, sweep, out or Path(f"report-{sweep}"), compare_with=compare_with,
-                         drill_down=trials, compare_by=compare_by)
+                         drill_down=trials, compare_by=compare_by, sregym_ids=sregym_ids)
     console.print(f"report written to {index}")
 
 

@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.errors import InfrastructureError, LimitReached
+from core.errors import InfrastructureError
 from core.states import LIMIT_WALL_TIME
 from farm.agenthost.known import agent_plugins
 from farm.agenthost.process import prepare, take
 from farm.agenthost.relay import Relay
 from farm.agents.base import AgentContext, AgentResult
-from farm.llm.limits import Slot
 from farm.llm.remote import ENDPOINT_OPTION, TOKEN_OPTION
 
 # Options the worker's model client reads and the agent must not see: the provider's key and
@@ -51,26 +50,27 @@ def agent_view(ctx: AgentContext, endpoint: tuple[str, str] | None) -> AgentCont
     return ctx.model_copy(update={"options": options})
 
 
-def cli_environment(agent: str, options: dict[str, Any]) -> tuple[dict[str, str], tuple[str, ...], bool]:
-    """A coding-agent CLI (claude-code, codex) calls its provider itself: it is given the provider's
-    variables it names (PASS_ENV and its `pass_env` option), its executable, read-only, and the
-    host's network (the last item: is it a CLI agent)."""
+def cli_environment(agent: str, options: dict[str, Any]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """A coding-agent CLI (claude-code, codex) runs like any agent, in the sandbox with its own
+    network, its model being the session's proxy: it is given its executable, read-only, and the
+    variables its `pass_env` option names, none of them a credential or a model endpoint
+    (farm.agents.cli_adapters.passable)."""
     from farm.agents.base import agents
-    from farm.agents.cli_adapters import PASS_ENV, _CLIAgent
+    from farm.agents.cli_adapters import _CLIAgent, passable
 
     factory = agents.factory(agent) if agent in agents else None
     if not (isinstance(factory, type) and issubclass(factory, _CLIAgent)):
-        return {}, (), False
-    names = (set(PASS_ENV) | set(options.get("pass_env", []))) - {"PATH", "HOME", "TMPDIR", "CODEX_HOME"}
-    env = {n: os.environ[n] for n in sorted(names) if n in os.environ and not n.startswith("FARM_")}
+        return {}, ()
+    names = {str(n) for n in options.get("pass_env", [])} - {"PATH", "HOME", "TMPDIR"}
+    env = {n: os.environ[n] for n in sorted(names) if n in os.environ and passable(n)}
     exe = shutil.which(str(options.get("executable") or factory.executable))
-    return env, ((os.path.realpath(exe),) if exe and not os.path.realpath(exe).startswith("/usr/") else ()), True
+    return env, ((os.path.realpath(exe),) if exe and not os.path.realpath(exe).startswith("/usr/") else ())
 
 
 def prepare_agent(agent: str, options: dict[str, Any]) -> None:
     """Start the agent's process ahead of its session (while the cluster is deployed)."""
-    env, files, cli = cli_environment(agent, options)
-    prepare(agent_plugins(), env=env, files=files, isolated=not cli)
+    env, files = cli_environment(agent, options)
+    prepare(agent_plugins(), env=env, files=files)
 
 
 @dataclass
@@ -82,43 +82,15 @@ class ProcessOutcome:
     stopped: bool = False  # the worker killed it (a limit, or its wall time)
 
 
-def cli_slot(agent: str, ctx: AgentContext) -> Slot | None:
-    """A CLI agent's farm-wide concurrency slot for its model, held by the worker for the whole
-    session (its calls bypass the model proxy, which holds one per call for the other agents)."""
-    from farm.agents.base import agents
-    from farm.agents.cli_adapters import _CLIAgent
-    from farm.llm.limits import model_slots
-
-    factory = agents.factory(agent) if agent in agents else None
-    if not (isinstance(factory, type) and issubclass(factory, _CLIAgent)):
-        return None
-    slots = model_slots(ctx.options, ctx.model or f"{factory.executable}-default-model")
-    if slots is None:
-        return None
-    try:
-        return slots.acquire(timeout=max(0.0, ctx.limits.wall_time_s))
-    except TimeoutError:
-        raise LimitReached(LIMIT_WALL_TIME, "no free model slot within the wall-time limit") from None
-
-
 def run_agent_process(agent: str, ctx: AgentContext, interface: Any, *,
                       endpoint: tuple[str, str] | None) -> ProcessOutcome:
     """Run the agent's process until it answers, a limit ends the session or its wall time is up."""
-    try:
-        slot = cli_slot(agent, ctx)
-    except LimitReached as exc:
-        interface.end(exc.reason, exc.detail)
-        return ProcessOutcome(None, stopped=True)
-    try:
-        return _run(agent, ctx, interface, endpoint)
-    finally:
-        if slot is not None:
-            slot.release()
+    return _run(agent, ctx, interface, endpoint)
 
 
 def _run(agent: str, ctx: AgentContext, interface: Any, endpoint: tuple[str, str] | None) -> ProcessOutcome:
-    env, files, cli = cli_environment(agent, ctx.options)
-    proc = take(agent_plugins(), env=env, files=files, isolated=not cli)
+    env, files = cli_environment(agent, ctx.options)
+    proc = take(agent_plugins(), env=env, files=files)
     relays: list[Relay] = []
     ended = threading.Event()
     interface.on_end = lambda reason, detail: ended.set()
