@@ -114,6 +114,25 @@ def _kubeconfig(k8s_cluster: SimUpCluster) -> SimUpCluster:
     return k8s_cluster
 
 
+# nodeid -> what the emulator does not serve yet (open work of issue 26, docs/conformance.md "Known
+# gaps"): strict, so the day one passes its entry must go.
+NOT_YET_SERVED: dict[str, str] = {
+    **{f"kr8s/tests/test_objects.py::{name}": "port-forward over the v4.channel.k8s.io WebSocket protocol is "
+       "not served (SPDY is), and the nginx image lacks dd for the fixture"
+       for name in ("test_pod_port_forward_context_manager", "test_pod_port_forward_context_manager_sync",
+                    "test_pod_port_forward_start_stop", "test_service_port_forward_context_manager",
+                    "test_service_port_forward_start_stop", "test_multiple_bind_addresses_port_forward")},
+    **{f"kr8s/tests/test_objects.py::{name}": "the nginx fixture runs dd, which the emulated nginx image lacks"
+       for name in ("test_adoption", "test_service_exec")},
+    "lightkube/test_client.py::test_pod_apis": "expects a metrics-server pod in kube-system, which the emulated "
+                                               "cluster does not run",
+}
+# nodeid -> why it passes or fails by timing alone, not by what the server answers
+TIMING_DEPENDENT: dict[str, str] = {
+    "kr8s/tests/test_api.py::test_api_timeout": "relies on a 10 µs client timeout running out before the answer",
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.path))
@@ -122,6 +141,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.slow)
         item.add_marker(pytest.mark.kubectl)
         rel = item.nodeid.split("tests/conformance/", 1)[-1]
-        reason = KNOWN_EXCEPTIONS.get(rel)
+        reason = KNOWN_EXCEPTIONS.get(rel) or TIMING_DEPENDENT.get(rel)
         if reason:
             item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
+        elif rel in NOT_YET_SERVED:
+            item.add_marker(pytest.mark.xfail(reason=f"not yet served (issue 26): {NOT_YET_SERVED[rel]}", strict=True))
