@@ -39,6 +39,7 @@ from farm.oracles.claims import (
     mentions,
     norm,
 )
+from farm.oracles.structured import score_structured, too_many_healthy
 from farm.oracles.vocabulary import fault_type, settings_in
 
 if TYPE_CHECKING:
@@ -135,8 +136,6 @@ def judge_diagnosis(diagnosis: str | None, truth: GroundTruth, model: str | None
     Raises JudgeError when the judge model gives no usable answer."""
     verdict = _judge_text(diagnosis, truth, model, api_base, max_attempts, ledger, components)
     if structured is not None and (structured.root_causes or structured.fault_type or structured.affected):
-        from farm.oracles.structured import score_structured
-
         inventory = dict(components) if isinstance(components, Mapping) else {c: c for c in components}
         verdict.structured = score_structured(structured, truth, inventory)
     return verdict
@@ -380,6 +379,9 @@ OWN_OBJECT_KINDS = {"Service", "NetworkPolicy", "ConfigMap", "Secret"}
 LOCATOR_KEYS = {"node", "container", "namespace"}
 _TRIVIAL_VALUES = {"on", "off", "true", "false", "yes", "no", "none", "null", "0", "1"}
 _NO_QUOTE = ""
+# As many settings and fault kinds asserted of the root cause at once make a soup: honest diagnoses of
+# the labelled sets name at most five (a nodeSelector, the taint it is confused with, scheduling).
+SOUP_SIZE = 7
 
 
 def _stems(text: str, exclude: set[str]) -> set[str]:
@@ -550,7 +552,12 @@ class OfflineJudge:
         wrong = sorted({f for f in claimed if f not in allowed} | {f for f in hedged_over
                                                                   if f not in self.families | told}) \
             if self.families else []
-        if wrong:
+        soup = self._soup(claims)
+        if len(soup) >= SOUP_SIZE:
+            wrong = wrong or ["a soup of mechanisms"]
+            out["C3"] = (False, "", f"asserts {len(soup)} mechanisms of the root cause at once "
+                                    f"({', '.join(soup[:6])}...): a list of fault types, not one")
+        elif wrong:
             out["C3"] = (False, "", f"{'claims' if wrong[0] in claimed else 'hedges over'} the fault type "
                                     f"{wrong[0]}: '{_short(claimed.get(wrong[0]) or hedged_over[wrong[0]])}'")
         elif not root_anchor:
@@ -577,8 +584,14 @@ class OfflineJudge:
         else:
             out["S1"] = (True, anchor, "blames nothing outside the ground truth")
 
-        # S2: every affected component covered
-        if self.affected_keys:
+        # S2: every affected component covered, and not a list of every component besides: victims the
+        # ground truth does not list (nor its account names) beyond a tolerance make the list imprecise
+        healthy_victims = [k for k, roles in claims.roles.items() if k not in gt and roles.get("victim")
+                           and not self._in_story(k)]
+        if too_many_healthy(len(healthy_victims), sum(k in claims.roles for k in self.affected_keys)):
+            out["S2"] = (False, "", f"calls {len(healthy_victims)} components affected that the ground truth does not "
+                                    f"list ({', '.join(healthy_victims[:4])}...)")
+        elif self.affected_keys:
             absent = [k for k in self.affected_keys if k not in claims.roles]
             cover = next((q for k in self.affected_keys for qs in claims.roles.get(k, {}).values() for q in qs), "")
             out["S2"] = (not absent and out["L1"][0], cover,
@@ -598,6 +611,18 @@ class OfflineJudge:
         out["S3"] = (s3 and bool(impact), impact, "impact " + ("consistent with" if s3 else "not matching")
                      + " the symptom")
         return out
+
+    def _soup(self, claims: Claims) -> list[str]:
+        """The settings and fault kinds the committed clauses blaming a root name, outside evidence
+        sections. A causal chain names two or three (the wrong port, the probe it breaks, the
+        restarts); a text that asserts a wrong image, env, port, selector, replicas, OOM and a
+        network policy at once is asserting every fault type in the hope that one is right."""
+        blaming = {q for k in self.root_keys for q in claims.roles.get(k, {}).get("asserted", [])}
+        named: set[str] = set()
+        for c in claims.committed:
+            if c.quote in blaming and not c.evidence:
+                named |= settings_in(c.text) | self.reader.families_in(c.text)
+        return sorted(named)
 
     def _other_kind(self, claims: Claims) -> None:
         """A root that is an object of its own (a Service, a policy, a config) blamed outright as the
