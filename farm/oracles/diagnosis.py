@@ -40,7 +40,7 @@ from farm.oracles.claims import (
     norm,
 )
 from farm.oracles.structured import score_structured, too_many_healthy
-from farm.oracles.vocabulary import fault_type, settings_in
+from farm.oracles.vocabulary import REFINES, fault_type, settings_in
 
 if TYPE_CHECKING:
     from farm.llm.limits import SweepLedger
@@ -667,6 +667,8 @@ class OfflineJudge:
         # names every root's settings, so it is compared with all of them
         gt_settings = settings_in(norm(" ".join(f"{r.mechanism} {' '.join(f'{k} {v}' for k, v in r.details.items())}"
                                                 for r in self.roots)))
+        if any(re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", k) for r in self.roots for k in r.details):
+            gt_settings.add("env")  # a detail keyed by a variable's name (GOMEMLIMIT) is an env setting
         said = settings_in(text)
         for r in self.roots:
             parts = _MECH_TURN.split(r.mechanism, maxsplit=1)
@@ -692,6 +694,11 @@ class OfflineJudge:
                 ok = False
                 reasons.append(f"{r.component}: names none of the {r.fault_type} mechanism's kinds "
                                f"({', '.join(sorted(ft.core))})")
+            refined = sorted(s for s in said if REFINES.get(s) in gt_settings and s not in gt_settings)
+            if ok and refined:
+                ok = False
+                reasons.append(f"{r.component}: puts the fault in {refined[0]}, a part of the setting the ground truth's "
+                               "account does not name")
             if ok and gt_settings and said and not said & gt_settings:
                 ok = False
                 reasons.append(f"{r.component}: puts the fault in {', '.join(sorted(said))}, settings the "

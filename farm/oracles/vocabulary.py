@@ -262,7 +262,7 @@ SETTINGS: dict[str, tuple[str, ...]] = {
     "node-placement": (r"nodeselector", r"node selector", r"node affinity", r"nodeaffinity", r"hostname="),
     "taint": (r"taint", r"tolerat"),
     "target-port": (r"targetport", r"target port"),
-    "service-port": (r"spec\.ports", r"exposes port", r"service port"),
+    "service-port": (r"spec\.ports", r"exposes port", r"(?<![a-z-])service(?:'s)? port\b"),
     "probe": (r"liveness", r"readiness", r"startup probe", r"startupprobe", r"\bprobe"),
     "probe-delay": (r"initialdelayseconds", r"initial delay"),
     "sidecar": (r"sidecar",),
@@ -270,7 +270,12 @@ SETTINGS: dict[str, tuple[str, ...]] = {
     "replicas": (r"\breplicas\b", r"scaled (?:down )?to"),
     "env": (r"env[_ ]?var", r"environment variable", r"\benv\b", r"\b[a-z0-9]+(?:_[a-z0-9]+)+="),
     "certificate": (r"certificate", r"\bcerts?\b", r"x509", r"key pair"),
+    "resources": (r"resources?\.(?:requests|limits)", r"\.requests\b", r"\b(?:cpu|memory) (?:requests?|limits?)\b",
+                  r"\brequests? (?:more|too much) (?:cpu|memory)", r"\binsufficient (?:cpu|memory)\b"),
 }
+# A setting that refines another: a text naming it puts the fault in that part of its parent (a probe's
+# initial delay is another mechanism than the port the probe checks), unless the account names it too.
+REFINES = {"probe-delay": "probe"}
 
 
 def settings_in(text: str) -> set[str]:
