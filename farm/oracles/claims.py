@@ -128,6 +128,7 @@ _NEGATED = re.compile(r"\b(?:not|isn't|aren't|wasn't|weren't|never|without|no si
                       r"rules? out|ruled out|rather than)\s+(?:(?:a|an|the|any|really|its|their)\s+)?[\w/-]+(?:\s+[\w/-]+)?")
 # A component named as the source of the data quoted ('jaeger traces of /hotels show ...').
 _SOURCE = re.compile(r"[a-z0-9.:/'-]*\s+(?:traces?|logs?|metrics|spans?|dashboards?|queries|query|ui|graphs?)\b")
+_QUOTED = re.compile(r"\([^()]*\)|(?<![a-z0-9])'[^']{3,}'(?![a-z0-9])|\"[^\"]{3,}\"")
 _PART = re.compile(r",\s*|\s+and\s+|\s+with\s+|\s+while\s+")
 # Pod states: what a component shows, not what is wrong with it.
 _STATUS = re.compile(r"\b(?:pending|crashloopbackoff|imagepullbackoff|errimagepull|terminating|unknown|evicted|"
@@ -467,6 +468,9 @@ class Reader:
             return "mentioned"  # 'tidb-controller-manager logs ...', 'jaeger traces show ...'
         near = next((p for p in _PART.split(text) if self._in(p, comp)), text)
         near = _STATUS.sub(" ", re.sub(r"`[^`]*\s[^`]*`", " ", near))  # pod states and quoted output show
+        # an error quoted in parentheses or quotes ('calls fail (Invalid method name)') is what the
+        # component shows, not what is wrong with it
+        near = _QUOTED.sub(" ", near)
         strong = (_ROOT.search(text) or EXTRA_CAUSE.search(text) or FAULTY.search(near)
                   or self.families_in(near) - SYMPTOM_KINDS)
         return "asserted" if strong else "implicated"
@@ -475,7 +479,10 @@ class Reader:
         if clause.exonerating:
             return "exonerated"
         if clause.hedged:
-            return "hedged"
+            # 'it seems to point at valkey-cart:6380': what a hedged clause says was reached is not
+            # a cause hedged over
+            possessive = bool(re.match(r"[a-z0-9.:/-]*'s\b", text[at:at + 80].split(" ", 1)[0] + " "))
+            return "target" if REACH.search(text[max(0, at - 40):at]) and not possessive else "hedged"
         if clause.evidence and not _ROOT.search(text):
             return "mentioned"  # what an evidence section shows is not what the author blames
         opened = text.rfind("(", 0, at)
@@ -484,7 +491,7 @@ class Reader:
                                                        or re.search(r"\b(?:among|e\.g\.|including|such as)\b", text[opened:]))
         if example and (
                 any(a < at for c, a in self._components_in(text).items() if c != comp)
-                or re.search(r"\b(?:pods|services|workloads|deployments|them|those|these)\s*$", text[:opened])):
+                or re.search(r"\b(?:pods|services|workloads|deployments|them|those|these)(?: there| on it| here)?\s*$", text[:opened])):
             return "mentioned"  # '... its pods (geo among them) are evicted': an example, not the culprit
         if re.search(r"\b(?:such as|e\.g\.|for example|including|like)\s+(?:the\s+)?$", text[max(0, at - 20):at]):
             return "mentioned"

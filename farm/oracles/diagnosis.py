@@ -373,6 +373,9 @@ KIND_REFERENCES: dict[str, str] = {
 # Ways of naming the same setting, folded before a mechanism's words are compared.
 MECHANISM_SYNONYMS = ((r"\bcontainer[- ]port\b|\btarget[- ]port\b", "targetport"),
                       (r"\bnothing (?:is )?listen", "not listen"), (r"\bdoes(?:n't| not) listen", "not listen"))
+# Words of object names that spelled apart are ordinary Kubernetes talk ('container requests').
+GENERIC_OBJECT_WORDS = {"container", "containers", "requests", "request", "compute", "resources", "resource", "pod",
+                        "pods", "policy", "limits", "limit", "quota", "default", "node", "nodes", "service", "account"}
 # Kinds of objects that share a name with the workload they serve but are objects of their own.
 OWN_OBJECT_KINDS = {"Service", "NetworkPolicy", "ConfigMap", "Secret"}
 # Detail keys that locate the fault rather than describe what was changed.
@@ -446,7 +449,9 @@ class OfflineJudge:
             else {c.lower(): c.lower() for c in components}
         for c in sorted(set(owner_of.values())):
             if c not in known and not mentions(c, known):
-                names[c] = aliases(c)
+                # 'container requests' or 'compute resources' in a sentence is the concept, not the
+                # LimitRange or quota named after it: only such a name's hyphenated spelling names it
+                names[c] = {a for a in aliases(c) if " " not in a or not set(a.split()) <= GENERIC_OBJECT_WORDS}
         for name, owner in owner_of.items():  # a container or claim names the workload that owns it
             key = owner if owner in names else next((k for k, al in names.items() if owner in al), None)
             if name != owner and key is not None and name not in known:
