@@ -78,7 +78,9 @@ FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|
                     r"\b(?:forwards?|points?|maps?|routes?|targets?|sends?)\b[^,;]{0,30}?\bport\b[^,;]*?\d|"
                     r"\bwith no (?:\w+ )?(?:server|listener|process)\b|\bnothing (?:is )?listen|\bdeny[- ]all\b|"
                     r"\b(?:delete|fix|remove|revert) (?:or \w+ )?(?:the|its)\b|"
-                    r"\bis (?:on|enabled|at)\b|\bswitched on\b")
+                    r"\bis (?:on|enabled|at)\b|\bswitched on\b|"
+                    # what changed: 'now exposes 27070 (was 27017)'
+                    r"\(was\b|\bnow (?:exposes|points|uses|listens|runs|sets|serves|targets|requests|has|forwards)\b")
 _DOWNSTREAM = re.compile(r"\bdownstream\b|\bcallers?\b|\bvictims?\b|\bsymptoms?\b|\bonly (?:fail|error|break)|"
                          r"\bfail(?:s|ing)? only\b|\bknock-on\b|\bcascad|\bsecondary\b|\bin turn\b|\bconsequence\b|"
                          r"\baffected\b|\bimpact(?:ed)?\b|\bas well\b|\bdependents?\b|\bupstream of\b|"
@@ -437,8 +439,10 @@ class Reader:
     def _lead(self, claims: Claims) -> None:
         """A terse diagnosis states its culprit first without saying 'root cause' ('memcached-rate has
         no endpoints. rate panics.'): when nothing is asserted, the first component of the first
-        committed clause is, if that clause names it as the subject of what is wrong."""
-        if claims.doubt or any(r.get("asserted") or r.get("implicated") for r in claims.roles.values()):
+        committed clause is, if that clause names it as the subject of what is wrong. Components only
+        said to fail later ('profile's cache misses can't reach the DB') do not outrank it: the text
+        may have opened with its culprit and gone on to the failure propagating."""
+        if claims.doubt or any(r.get("asserted") for r in claims.roles.values()):
             return
         first = next((c for c in claims.clauses if not c.hedged and not c.exonerating), None)
         if first is None or _DOWNSTREAM.search(first.text):
@@ -453,7 +457,10 @@ class Reader:
         for role in ("mentioned", "victim"):
             if first.quote in roles.get(role, []):
                 roles[role].remove(first.quote)
-        roles.setdefault("asserted", []).insert(0, first.quote)
+        # beside components that only sit where a cause goes, the lead is one of them: which is the
+        # culprit and which the failure propagating is for resolve to say
+        weak = any(r.get("implicated") for r in claims.roles.values())
+        roles.setdefault("implicated" if weak else "asserted", []).insert(0, first.quote)
 
     def _role(self, clause: Clause, comp: str, at: int, text: str) -> str:
         """The component's role in the clause. 'implicated' is a weak 'asserted': the component sits
@@ -500,7 +507,9 @@ class Reader:
             # what was reached failing is the cause: 'FailedCreate because the call to the webhook times out'
             in_cause = clause.backward and self._mentioned_in(clause.cause, comp) and _FAILS.search(clause.cause)
             return "implicated" if in_cause else "target"
-        if possessive and not _DOWNSTREAM.search(text) and self._subject(clause, comp):
+        own = next((p for p in _PART.split(text) if self._in(p, comp)), text)
+        # a downstream word elsewhere in the clause ('ping from a pod on that node') is not about it
+        if possessive and not _DOWNSTREAM.search(_QUOTED.sub(" ", own)) and self._subject(clause, comp):
             return "asserted"  # "geo's GEO_DB_PORT is 27018", "node sim-worker2's clock is 8 years ahead"
         if clause.cause or clause.effect:
             # the cause part may still list victims: 'root cause: geo, with search failing downstream'
