@@ -131,6 +131,10 @@ _NEGATED = re.compile(r"\b(?:not|isn't|aren't|wasn't|weren't|never|without|no si
 # A component named as the source of the data quoted ('jaeger traces of /hotels show ...').
 _SOURCE = re.compile(r"[a-z0-9.:/'-]*\s+(?:traces?|logs?|metrics|spans?|dashboards?|queries|query|ui|graphs?)\b")
 _QUOTED = re.compile(r"\([^()]*\)|(?<![a-z0-9])'[^']{3,}'(?![a-z0-9])|\"[^\"]{3,}\"")
+# A root cause stated as the cluster's own shortfall, not any object of the application's.
+_INFRA_CAUSE = re.compile(r"\W*(?:the |an? )?(?:insufficient |not enough |lack of |limited |exhausted )?(?P<what>"
+                          r"(?:cluster|node pool|nodes?'?)(?:'s)? (?:capacity|resources|cpu|memory)|cluster|"
+                          r"(?:container |image |docker )?registry|docker hub)\b")
 _PART = re.compile(r",\s*|\s+and\s+|\s+with\s+|\s+while\s+")
 # Pod states: what a component shows, not what is wrong with it.
 _STATUS = re.compile(r"\b(?:pending|crashloopbackoff|imagepullbackoff|errimagepull|terminating|unknown|evicted|"
@@ -138,7 +142,7 @@ _STATUS = re.compile(r"\b(?:pending|crashloopbackoff|imagepullbackoff|errimagepu
 _FAILS = re.compile(r"\bpending\b|\bimagepullbackoff\b|\berrimagepull\b|\bterminating\b|\bevicted\b|\bcrash|\bfail|\berror|\brestart|\bdown\b|\bslow|\b5\d\d\b|\btim(?:es|ed|ing)? ?out|"
                     r"\bunavailable\b|\bpanic|\bhangs?\b|\bstall")
 _PRONOUN = re.compile(r"^\W*(?:\S+\s+){0,2}(?:its|their|it|they|the pods?'s?|the container's)\b")
-_SEGMENT = re.compile(r",\s*|\s+with\s+|\s+while\s+|\s+and\s+(?=(?:the )?(?:\S+ ){0,3}(?:downstream|callers?|only)\b)")
+_SEGMENT = re.compile(r",\s*|\s+with\s+|\s+while\s+|\s+and\s+(?=(?:the )?(?:\S+ ){0,3}(?:downstream\b|callers?\b|only\b|propagat))")
 _SENTENCE = re.compile(r"(?<=[^.][.!?])\s+(?=\S)|\n+|(?<=:)\s+(?=-)")
 KIND_WORDS = ("deployment", "deploy", "service", "svc", "pod", "pods", "node", "configmap", "secret", "statefulset",
               "daemonset", "replicaset", "container", "networkpolicy", "resourcequota", "tidbcluster")
@@ -393,6 +397,11 @@ class Reader:
             for comp, at in comps.items():
                 role = "asserted" if comp == first else self._role(clause, comp, at, text)
                 claims.roles.setdefault(comp, {}).setdefault(role, []).append(quote)
+            infra = _INFRA_CAUSE.match(clause.cause) if clause.explicit and _ROOT.search(text) else None
+            if infra and not clause.hedged and not clause.exonerating \
+                    and not any(self._in(clause.cause, c) for c in comps):
+                # 'Root cause: insufficient cluster capacity' blames the cluster, a healthy object
+                claims.roles.setdefault(f"the {infra.group('what')}", {}).setdefault("asserted", []).append(quote)
         self._lead(claims)
         return claims
 
@@ -417,9 +426,10 @@ class Reader:
             return text
 
         def edge(m: re.Match[str]) -> str:
-            return m.group(1) + " calls " + m.group(2) if self.known_as(m.group(1)) and self.known_as(m.group(2)) \
+            return m.group(1) + " calls " if self.known_as(m.group(1)) and self.known_as(m.group(2)) \
                 else m.group(0)
-        return re.sub(r"([a-z][a-z0-9-]*)\s*(?:->|→)\s*([a-z][a-z0-9-]*)", edge, text)
+        # each hop of a chain 'a -> b -> c' is a call: the next name is looked at, not consumed
+        return re.sub(r"([a-z][a-z0-9-]*)\s*(?:->|→)\s*(?=([a-z][a-z0-9-]*))", edge, text)
 
     @staticmethod
     def resolve(claims: Claims, roots: Iterable[str]) -> None:
