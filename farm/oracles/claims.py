@@ -130,7 +130,7 @@ _NEGATED = re.compile(r"\b(?:not|isn't|aren't|wasn't|weren't|never|without|no si
                       r"rules? out|ruled out|rather than)\s+(?:(?:a|an|the|any|really|its|their)\s+)?[\w/-]+(?:\s+[\w/-]+)?")
 # A component named as the source of the data quoted ('jaeger traces of /hotels show ...').
 _SOURCE = re.compile(r"[a-z0-9.:/'-]*\s+(?:traces?|logs?|metrics|spans?|dashboards?|queries|query|ui|graphs?)\b")
-_QUOTED = re.compile(r"\([^()]*\)|(?<![a-z0-9])'[^']{3,}'(?![a-z0-9])|\"[^\"]{3,}\"")
+QUOTED = re.compile(r"\([^()]*\)|(?<![a-z0-9])'[^']{3,}'(?![a-z0-9])|\"[^\"]{3,}\"")
 # A root cause stated as the cluster's own shortfall, not any object of the application's.
 _INFRA_CAUSE = re.compile(r"\W*(?:the |an? )?(?:insufficient |not enough |lack of |limited |exhausted )?(?P<what>"
                           r"(?:cluster|node pool|nodes?'?)(?:'s)? (?:capacity|resources|cpu|memory)|cluster|"
@@ -487,7 +487,7 @@ class Reader:
         near = _STATUS.sub(" ", re.sub(r"`[^`]*\s[^`]*`", " ", near))  # pod states and quoted output show
         # an error quoted in parentheses or quotes ('calls fail (Invalid method name)') is what the
         # component shows, not what is wrong with it
-        near = _QUOTED.sub(" ", near)
+        near = QUOTED.sub(" ", near)
         strong = (_ROOT.search(text) or EXTRA_CAUSE.search(text) or FAULTY.search(near)
                   or self.families_in(near) - SYMPTOM_KINDS)
         return "asserted" if strong else "implicated"
@@ -519,7 +519,7 @@ class Reader:
             return "implicated" if in_cause else "target"
         own = next((p for p in _PART.split(text) if self._in(p, comp)), text)
         # a downstream word elsewhere in the clause ('ping from a pod on that node') is not about it
-        if possessive and not _DOWNSTREAM.search(_QUOTED.sub(" ", own)) and self._subject(clause, comp):
+        if possessive and not _DOWNSTREAM.search(QUOTED.sub(" ", own)) and self._subject(clause, comp):
             return "asserted"  # "geo's GEO_DB_PORT is 27018", "node sim-worker2's clock is 8 years ahead"
         if clause.cause or clause.effect:
             # the cause part may still list victims: 'root cause: geo, with search failing downstream'

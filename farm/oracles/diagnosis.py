@@ -31,6 +31,7 @@ from core.problem import GroundTruth
 from farm.oracles.claims import (
     EXTRA_CAUSE,
     KIND_WORDS,
+    QUOTED,
     ROOT_MARKER,
     Claims,
     Clause,
@@ -675,6 +676,8 @@ class OfflineJudge:
         if any(re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", k) for r in self.roots for k in r.details):
             gt_settings.add("env")  # a detail keyed by a variable's name (GOMEMLIMIT) is an env setting
         said = settings_in(text)
+        # a setting noted only in parentheses is a side note, not where the text puts the fault
+        said_outright = settings_in(QUOTED.sub(" ", text))
         for r in self.roots:
             parts = _MECH_TURN.split(r.mechanism, maxsplit=1)
             cause = _stems(parts[0], exclude)
@@ -704,9 +707,9 @@ class OfflineJudge:
                 ok = False
                 reasons.append(f"{r.component}: puts the fault in {refined[0]}, a part of the setting the ground truth's "
                                "account does not name")
-            if ok and gt_settings and said and not said & gt_settings:
+            if ok and gt_settings and said_outright and not said_outright & gt_settings:
                 ok = False
-                reasons.append(f"{r.component}: puts the fault in {', '.join(sorted(said))}, settings the "
+                reasons.append(f"{r.component}: puts the fault in {', '.join(sorted(said_outright))}, settings the "
                                "ground truth's account does not name")
             ok_all = ok_all and ok
             reasons.append(f"{r.component}: {n_cause}/{len(cause)} of the cause's words, {n_all}/{len(whole)} "

@@ -260,9 +260,11 @@ def families_of(kinds: set[str]) -> set[str]:
 SETTINGS: dict[str, tuple[str, ...]] = {
     "selector": (r"(?<![a-z])(?<!node )selector", r"matches no pod"),
     "node-placement": (r"nodeselector", r"node selector", r"node affinity", r"nodeaffinity", r"hostname="),
-    "taint": (r"taint", r"tolerat"),
-    "target-port": (r"targetport", r"target port"),
-    "service-port": (r"spec\.ports", r"exposes port", r"(?<![a-z-])service(?:'s)? port\b"),
+    "taint": (r"taint", r"toleration"),
+    "target-port": (r"targetport", r"target port", r"container port"),  # a Service's port maps to a container's
+    "service-port": (r"spec\.ports(?:\[\d*\])?\.port\b", r"\bexposes\b", r"(?<![a-z-])service(?:'s)? (?:own )?port\b"),
+    # the port the server itself listens on, set by the container's own arguments
+    "listen-port": (r"listening port", r"listen port", r"port (?:argument|flag|parameter)", r"--port\b"),
     "probe": (r"liveness", r"readiness", r"startup probe", r"startupprobe", r"\bprobe"),
     "probe-delay": (r"initialdelayseconds", r"initial delay"),
     "sidecar": (r"sidecar",),
