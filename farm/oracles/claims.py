@@ -61,7 +61,9 @@ _FORWARD = re.compile(r",? so\b|\btherefore\b|\bwhich (?:makes|causes|breaks|mea
 # Where the author names the cause outright: what follows is the cause.
 ROOT_MARKER = _ROOT = re.compile(r"\broot[- ]?cause[sd]?\b\s*(?:is|are|was|:|=|-)?|\bculprit\b\s*(?:is|:)?|\bthe cause\b\s*(?:is|:)?|"
                    r"\bthe (?:problem|issue|fault|trigger) (?:is|was|:)|\bblame\b|\borigin(?:ates)?\b\s*(?:is|in|:)?|"
-                   r"\bcause:\s*")
+                   r"\bcause:\s*|"
+                   # a diagnosis in fields ('Fault type: disk-io. Component: node/sim-worker2') names its culprit so
+                   r"^\W*(?:faulty |culprit |root[- ]cause )?component\s*[:=]\s*")
 # A cause named besides another: 'a separate bug', 'additionally', 'a second root cause'.
 EXTRA_CAUSE = re.compile(r"\b(?:a |an )?(?:separate|independent|second|another|additional) (?:\w+ )?(?:bug|fault|"
                          r"problem|issue|root cause|cause|failure)\b|\badditionally\b|\balso needs fixing\b|"
@@ -346,7 +348,9 @@ class Reader:
                 m.group(0).split("-")) <= _KIND_HYPHEN_WORDS else " ", masked)
         return kinds_in(masked)
 
-    def read(self, diagnosis: str) -> Claims:
+    def read(self, diagnosis: str, evidence_sections: bool = True) -> Claims:
+        """With evidence_sections False, no heading makes its clauses evidence: a text whose every
+        conclusion sits under 'Findings' has no other place where it blames."""
         claims = Claims(clauses=[])
         doubt = _DOUBT.search(norm(diagnosis))
         if doubt:
@@ -370,7 +374,7 @@ class Reader:
             text = self._calls_as_calls(norm(self._by_ref(quote, refs)))
             clause = Clause(quote=quote, text=text)
             section = next((kind for start, kind in reversed(sections) if start <= at), "")
-            clause.evidence = section == "evidence"
+            clause.evidence = section == "evidence" and evidence_sections
             cleared = cleared or section == "cleared"
             clause.cause, clause.effect = _cause_and_effect(text)
             clause.explicit = bool(clause.cause or clause.effect)
@@ -403,13 +407,19 @@ class Reader:
                 # 'Root cause: insufficient cluster capacity' blames the cluster, a healthy object
                 claims.roles.setdefault(f"the {infra.group('what')}", {}).setdefault("asserted", []).append(quote)
         self._lead(claims)
+        if evidence_sections and not claims.doubt and any(c.evidence for c in claims.clauses) \
+                and not any(r.get("asserted") or r.get("implicated") for r in claims.roles.values()):
+            return self.read(diagnosis, evidence_sections=False)
         return claims
 
     @staticmethod
     def _by_ref(quote: str, refs: list[tuple[re.Pattern[str], str]]) -> str:
+        # inside quoted output ('`the node was low on resource`') the words are the system's, not a
+        # reference of the author's
+        parts = re.split(r"(`[^`]*`)", quote)
         for pattern, comp in refs:
-            quote = pattern.sub(f"the {comp} ", quote)
-        return quote
+            parts = [p if p.startswith("`") else pattern.sub(f"the {comp} ", p) for p in parts]
+        return "".join(parts)
 
     def _quoted_output(self, quote: str, comp: str) -> bool:
         """Every mention of `comp` in `quote` is inside a code span that quotes more than a name."""

@@ -370,7 +370,9 @@ KIND_REFERENCES: dict[str, str] = {
     "Service": r"Service(?! account)", "ConfigMap": r"(?:ConfigMap|config map)", "Secret": r"Secret",
     "NetworkPolicy": r"(?:NetworkPolicy|network policy)", "TidbCluster": r"(?:TidbCluster|cluster spec)",
     "ResourceQuota": r"(?:ResourceQuota|quota)", "ValidatingWebhookConfiguration": r"webhook",
-    "Role": r"Role", "RoleBinding": r"(?:RoleBinding|binding)"}
+    "Role": r"Role", "RoleBinding": r"(?:RoleBinding|binding)",
+    # 'the node's kubelet config': the node the text has named, not its selector, affinity or port
+    "Node": r"[Nn]ode(?![- ](?:selector|affinity|pool|port))"}
 # Ways of naming the same setting, folded before a mechanism's words are compared.
 MECHANISM_SYNONYMS = ((r"\bcontainer[- ]port\b|\btarget[- ]port\b", "targetport"),
                       (r"\bnothing (?:is )?listen", "not listen"), (r"\bdoes(?:n't| not) listen", "not listen"))

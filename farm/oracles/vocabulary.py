@@ -117,7 +117,8 @@ KINDS: dict[str, Kind] = {
     "scheduling": Kind("scheduling", (
         "unschedulable", "cannot be scheduled", "can't be scheduled", "failedscheduling", "taint", "affinity",
         "nodeselector", "node selector", "toleration", "podantiaffinity", "antiaffinity", "nodeaffinity",
-        "podaffinity", "no node", "didn't match", "scheduler", "unschedul", "scheduling fail", "failed to schedule",
+        "podaffinity", "no node match", "no node is available", "no nodes available", "no node available", "no node carries",
+        "no node satisf", "no node has the", "no node in", "didn't match", "scheduler", "unschedul", "scheduling fail", "failed to schedule",
         "could not be scheduled", "cannot schedule", "can't schedule", "not be scheduled", "fit on any node")),
     "admission": Kind("admission", (
         "admission webhook", "validating webhook", "validatingwebhook", "mutating webhook", "webhook",
