@@ -38,7 +38,9 @@ _DOUBT = re.compile(r"(?:root cause|the cause|culprit)[^.;]{0,60}?(?:still being
                     r"(?:confirmed|identified|determined|clear|known|found)|unclear|unknown|undetermined|"
                     r"inconclusive|tbd|to be (?:confirmed|determined))|no clear root cause|"
                     r"could not (?:find|determine|identify) (?:a |the )?(?:clear )?(?:root )?cause|"
-                    r"(?:cannot|can't|could not) (?:yet )?(?:determine|pinpoint|identify) (?:which|what|the)")
+                    r"(?:cannot|can't|could not) (?:yet )?(?:determine|pinpoint|identify) (?:which|what|the)|"
+                    r"need(?:s)? more (?:data|information|evidence) to (?:determine|identify|find|confirm)|"
+                    r"\b(?:unclear|not (?:yet )?clear) whether\b[^.;]{0,60}?\b(?:the|a) (?:root )?cause\b")
 # Words that clear what the clause names rather than blame it.
 _EXONERATE = re.compile(r"\bnot (?:the )?(?:root )?(?:cause|culprit|problem|issue|origin)\b|\bnot at fault\b|"
                         r"\bnot responsible\b|\bnot to blame\b|\bnot involved\b|\b(?:is|are|was|were|looks?|"
@@ -67,7 +69,7 @@ ROOT_MARKER = _ROOT = re.compile(r"\broot[- ]?cause[sd]?\b\s*(?:is|are|was|:|=|-
 # A cause named besides another: 'a separate bug', 'additionally', 'a second root cause'.
 EXTRA_CAUSE = re.compile(r"\b(?:a |an )?(?:separate|independent|second|another|additional) (?:\w+ )?(?:bug|fault|"
                          r"problem|issue|root cause|cause|failure)\b|\badditionally\b|\balso needs fixing\b|"
-                         r"\btwo (?:separate |independent )?(?:problems|faults|issues|root causes)\b")
+                         r"\btwo (?:separate |independent )?(?:problems|faults|issues|root causes)\b|\band separately\b")
 # Said of a component, these make it the one at fault even without a connective.
 FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|\bdying\b|\bdegraded\b|\bmisconfigur|\bresponsible\b|\bis broken\b|\bthe source\b|"
                     r"\bwrong(?:ly)?\b|\bincorrect\b|\bbad\b|\binvalid\b|\bmissing\b|\bremoved\b|\bchanged\b|"
@@ -113,7 +115,9 @@ _ITEM_VERDICT = re.compile(r"(?P<no>\bruled out\b|\bexcluded\b|\brejected\b|\bun
                            re.I)
 _NOTES = re.compile(r"^\W*(?:still )?investigating\b|\bnotes so far\b|\bneeds? to (?:check|verify|confirm|look)\b|"
                     r"\bbefore concluding\b|\bnot (?:yet )?concluded\b|\bnext steps? (?:is|are|will be|:)?\s*(?:to )?(?:check|look|verify|"
-                    r"confirm|inspect|investigate)|\bneeds? (?:more|further) investigation\b|\bno conclusion\b")
+                    r"confirm|inspect|investigate)|\bneeds? (?:more|further) investigation\b|\bno conclusion\b|"
+                    r"\bfurther investigation (?:is )?(?:required|needed)\b|\bremains? unclear\b|\bunclear whether\b|"
+                    r"\bneed(?:s)? more (?:data|information|evidence)\b")
 # Markdown or 'Label:' headings; under those of evidence, timeline or fix, names are shown, not blamed.
 _HEADING = re.compile(r"^[ \t]*(?:#{1,6}[^\n]*$|\*\*[^*\n]{2,40}\*\*:?|[A-Z][A-Za-z /()]{2,30}:[ \t]*$|"
                       r"(?:Observations?|Evidence|Symptoms?|Findings|Notes?|Timeline|Logs?|Metrics|Traces?|Impact|"
