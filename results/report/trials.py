@@ -33,8 +33,9 @@ class Budget:
     renders one page on demand and shows everything (total None)."""
 
     def __init__(self, output_chars: int = OUTPUT_CHARS, total_chars: int | None = None,
-                 repeat_outputs: bool = True) -> None:
+                 repeat_outputs: bool = True, tool_rows: int | None = None) -> None:
         self.output_chars, self.total_chars, self.repeat_outputs = output_chars, total_chars, repeat_outputs
+        self.tool_rows = tool_rows  # rows of the tool-call table shown (None: all)
         self.spent = 0
 
     def exhausted(self) -> bool:
@@ -46,8 +47,8 @@ class Budget:
         return out
 
 
-# A static report's trial page: about 20 KB whatever the transcript's length.
-REPORT_BUDGET = {"output_chars": 800, "total_chars": 12_000, "repeat_outputs": False}
+# A static report's trial page: about 15 KB whatever the transcript's length (2,000 trials: ~30 MB).
+REPORT_BUDGET = {"output_chars": 600, "total_chars": 8_000, "repeat_outputs": False, "tool_rows": 30}
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;max-width:80em;color:#222}
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top}
@@ -111,6 +112,15 @@ def _pre(text: Any, limit: int | None = None) -> str:
         cut = f"\n… ({len(s) - limit} more characters in the raw JSON)"
         s = s[:limit]
     return f"<pre>{escape(s + cut)}</pre>"
+
+
+def _args(args: dict[str, Any], budget: Budget) -> str:
+    """A call's arguments: on one line when the budget does not repeat outputs (a bounded page),
+    indented otherwise."""
+    if budget.repeat_outputs:
+        return _pre(args, budget.output_chars)
+    text = json.dumps(args, sort_keys=True, default=str)
+    return f"<code>{escape(text if len(text) <= 200 else text[:200] + '…')}</code>"
 
 
 def _matches(step: dict[str, Any], query: str) -> bool:
@@ -184,14 +194,18 @@ def tool_calls_html(calls: list[ToolCall] | UnreadableArtifact | None, query: st
     if query:
         calls = [c for c in calls if query.casefold() in c.model_dump_json().casefold()]
     rows = ["<table><tr><th>#</th><th>tool</th><th>arguments</th><th>tokens</th><th>error</th><th>output</th></tr>"]
-    for c in calls:
+    shown = calls if budget.tool_rows is None else calls[:budget.tool_rows]
+    for c in shown:
         rows.append(
-            f"<tr><td>{c.index}</td><td>{escape(c.name)}</td><td>{_pre(c.args, budget.output_chars)}</td>"
+            f"<tr><td>{c.index}</td><td>{escape(c.name)}</td><td>{_args(c.args, budget)}</td>"
             f"<td>{c.tokens:,d}</td><td>{escape(c.error or '')}</td>"
             + (f"<td><details><summary>{len(c.output):,d} chars</summary>{_pre(c.output, budget.output_chars)}"
                "</details></td></tr>" if budget.repeat_outputs else
                f"<td>{len(c.output):,d} chars (in the trajectory above and the raw JSON)</td></tr>"))
     rows.append("</table>")
+    if len(shown) < len(calls):
+        rows.append(f'<p class="cut">… {len(calls) - len(shown)} more call(s) not shown here: the raw '
+                    "<code>tool_calls</code> JSON linked above has them all.</p>")
     return "".join(rows)
 
 
