@@ -10,8 +10,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import aliased
 from sqlmodel import col
 
 from core.states import TrialState
@@ -52,13 +53,46 @@ Pairs = dict[tuple[Any, ...], list[tuple[dict[str, Any], dict[str, Any]]]]
 
 def compare(engine: Engine, sweep_a: str, sweep_b: str, by: str = "agent,model",
             seed: int = 0) -> list[dict[str, Any]]:
+    """The paired comparison, counted in SQL: the two sweeps' finished trials joined on PAIR_ON,
+    summed per group and problem (a problem is the bootstrap's cluster), so only one row per group
+    and problem reaches Python whatever the sweeps' size. Same rows as _paired_stats on the pairs."""
     keys = group_keys(by)
-    a, b = _outcomes(engine, sweep_a, keys), _outcomes(engine, sweep_b, keys)
-    groups: Pairs = {}
-    for pair_key in sorted(set(a) & set(b), key=str):
-        ra, rb = a[pair_key], b[pair_key]
-        groups.setdefault(tuple(ra[k] for k in keys), []).append((ra, rb))
-    return _paired_stats(groups, keys, seed)
+    a, b = aliased(Trial), aliased(Trial)
+    sums = []
+    for metric in OUTCOMES:
+        pa, pb = col(getattr(a, f"{metric}_passed")), col(getattr(b, f"{metric}_passed"))
+        scored = and_(pa.is_not(None), pb.is_not(None))
+        sums += [func.sum(case((scored, 1), else_=0)), func.sum(case((and_(scored, pa.is_(True)), 1), else_=0)),
+                 func.sum(case((and_(scored, pb.is_(True)), 1), else_=0)),
+                 func.sum(case((and_(scored, pa.is_(True), pb.is_(False)), 1), else_=0)),
+                 func.sum(case((and_(scored, pa.is_(False), pb.is_(True)), 1), else_=0))]
+    group_cols = [col(getattr(a, k)) for k in keys]
+    problem = col(a.problem_id)
+    stmt = (select(*group_cols, problem, *sums)
+            .join(b, and_(*(col(getattr(a, c)) == col(getattr(b, c)) for c in PAIR_ON)))
+            .where(col(a.sweep_id) == sweep_a, col(b.sweep_id) == sweep_b, col(a.state) == TrialState.FINISHED,
+                   col(b.state) == TrialState.FINISHED)
+            .group_by(*group_cols, problem))
+    per_group: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    with engine.connect() as conn:
+        for r in conn.execute(stmt):
+            per_group.setdefault(tuple(r[:len(keys)]), []).append(tuple(r[len(keys):]))
+    rows = []
+    for group, problems in sorted(per_group.items(), key=lambda kv: str(kv[0])):
+        # The bootstrap draws clusters by position: in _paired_stats' order (pairs sorted as
+        # str(PAIR_ON tuple), whose problem part sorts as this prefix), so both give one interval.
+        problems.sort(key=lambda p: f"({p[0]!r}, ")
+        for i, metric in enumerate(OUTCOMES):
+            cells = [tuple(int(v or 0) for v in p[1 + 5 * i:6 + 5 * i]) for p in problems]
+            n = sum(c[0] for c in cells)
+            a_pass, b_pass = sum(c[1] for c in cells), sum(c[2] for c in cells)
+            a_only, b_only = sum(c[3] for c in cells), sum(c[4] for c in cells)
+            lo, hi = cluster_bootstrap([(c[2] - c[1], c[0]) for c in cells], seed, BOOTSTRAP_SAMPLES)
+            rows.append({**dict(zip(keys, group, strict=True)), "metric": metric, "pairs": n,
+                         "rate_a": a_pass / n if n else None, "rate_b": b_pass / n if n else None,
+                         "diff": None if n == 0 else (b_only - a_only) / n, "diff_lo": lo, "diff_hi": hi,
+                         "a_only": a_only, "b_only": b_only, "mcnemar_p": mcnemar_exact(a_only, b_only)})
+    return rows
 
 
 def noise_effect(engine: Engine, sweep_id: str, by: str = "agent,model", seed: int = 0) -> list[dict[str, Any]]:

@@ -211,6 +211,10 @@ def test_paired_comparison_on_shared_trials(db_url, tmp_path):
     assert diag["diff_lo"] < diag["diff"] < diag["diff_hi"]
     assert diag["mcnemar_p"] == pytest.approx(cmp.mcnemar_exact(a_only, b_only))
     assert cmp.compare(engine, "A", "B", "agent,model", seed=5) == rows  # seeded: the same interval again
+    # Counted in SQL, the same rows as pairing the trials in Python (the bootstrap's clusters in one order).
+    a_rows, b_rows = cmp._outcomes(engine, "A", ("agent", "model")), cmp._outcomes(engine, "B", ("agent", "model"))
+    pairs = [(a_rows[k], b_rows[k]) for k in sorted(set(a_rows) & set(b_rows), key=str)]
+    assert cmp._paired_stats({("react", "m"): pairs}, ("agent", "model"), 5) == rows
     mit = next(r for r in rows if r["metric"] == "mitigation")
     assert (mit["diff"], mit["diff_lo"], mit["diff_hi"], mit["mcnemar_p"]) == (0.0, 0.0, 0.0, 1.0)
     frame = pd.read_csv(cmp.write_csv(rows, "agent,model", tmp_path / "cmp.csv"))
