@@ -10,9 +10,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import Integer, and_, case, cast, func, select
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import aliased
 from sqlmodel import col
 
 from core.states import TrialState
@@ -53,25 +52,33 @@ Pairs = dict[tuple[Any, ...], list[tuple[dict[str, Any], dict[str, Any]]]]
 
 def compare(engine: Engine, sweep_a: str, sweep_b: str, by: str = "agent,model",
             seed: int = 0) -> list[dict[str, Any]]:
-    """The paired comparison, counted in SQL: the two sweeps' finished trials joined on PAIR_ON,
-    summed per group and problem (a problem is the bootstrap's cluster), so only one row per group
-    and problem reaches Python whatever the sweeps' size. Same rows as _paired_stats on the pairs."""
+    """The paired comparison, counted in SQL: one scan of both sweeps' finished trials grouped on
+    PAIR_ON (each pair one row with A's and B's verdicts side by side; no self-join, which a
+    planner without statistics runs as a nested loop), then summed per group and problem (a
+    problem is the bootstrap's cluster), so one row per group and problem reaches Python whatever
+    the sweeps' size. Same rows as _paired_stats on the pairs."""
     keys = group_keys(by)
-    a, b = aliased(Trial), aliased(Trial)
+    in_a, in_b = col(Trial.sweep_id) == sweep_a, col(Trial.sweep_id) == sweep_b
+    pair_cols = [col(getattr(Trial, c)) for c in dict.fromkeys(PAIR_ON + keys)]
+    sides = []
+    for metric in OUTCOMES:
+        passed = cast(col(getattr(Trial, f"{metric}_passed")), Integer)
+        sides += [func.max(case((in_a, passed))).label(f"a_{metric}"), func.max(case((in_b, passed))).label(f"b_{metric}")]
+    pairs = (select(*pair_cols, func.max(case((in_a, 1), else_=0)).label("in_a"),
+                    func.max(case((in_b, 1), else_=0)).label("in_b"), *sides)
+             .where(col(Trial.sweep_id).in_([sweep_a, sweep_b]), col(Trial.state) == TrialState.FINISHED)
+             .group_by(*pair_cols).subquery())
     sums = []
     for metric in OUTCOMES:
-        pa, pb = col(getattr(a, f"{metric}_passed")), col(getattr(b, f"{metric}_passed"))
+        pa, pb = pairs.c[f"a_{metric}"], pairs.c[f"b_{metric}"]
         scored = and_(pa.is_not(None), pb.is_not(None))
-        sums += [func.sum(case((scored, 1), else_=0)), func.sum(case((and_(scored, pa.is_(True)), 1), else_=0)),
-                 func.sum(case((and_(scored, pb.is_(True)), 1), else_=0)),
-                 func.sum(case((and_(scored, pa.is_(True), pb.is_(False)), 1), else_=0)),
-                 func.sum(case((and_(scored, pa.is_(False), pb.is_(True)), 1), else_=0))]
-    group_cols = [col(getattr(a, k)) for k in keys]
-    problem = col(a.problem_id)
-    stmt = (select(*group_cols, problem, *sums)
-            .join(b, and_(*(col(getattr(a, c)) == col(getattr(b, c)) for c in PAIR_ON)))
-            .where(col(a.sweep_id) == sweep_a, col(b.sweep_id) == sweep_b, col(a.state) == TrialState.FINISHED,
-                   col(b.state) == TrialState.FINISHED)
+        sums += [func.sum(case((scored, 1), else_=0)), func.sum(case((scored, pa), else_=0)),
+                 func.sum(case((scored, pb), else_=0)),
+                 func.sum(case((and_(scored, pa == 1, pb == 0), 1), else_=0)),
+                 func.sum(case((and_(scored, pa == 0, pb == 1), 1), else_=0))]
+    group_cols = [pairs.c[k] for k in keys]
+    problem = pairs.c["problem_id"]
+    stmt = (select(*group_cols, problem, *sums).where(pairs.c.in_a == 1, pairs.c.in_b == 1)
             .group_by(*group_cols, problem))
     per_group: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
     with engine.connect() as conn:
