@@ -1,8 +1,11 @@
 """`farm report` on a 10,000-trial sweep of synthetic rows in PostgreSQL (a database of its own,
-dropped after): render time and peak memory of the rendering process. Targets: < 30 s on 2 cores,
-< 1 GB.
+dropped after): render time and peak memory of the rendering process, and the report's size on
+disk. Each attempt points at one of a dozen artifact folders written like a long agent session's
+(60 steps, tool outputs of a few KB, a cluster snapshot), so the trial pages are as large as real
+ones would be. Targets: 10,000 trials of rows alone (`--bare`) < 30 s on 2 cores; < 1 GB; at
+2,000 trials of long sessions the whole report < 50 MB.
 
-    .venv/bin/python bench/report_bench.py [--trials 10000] [--pg postgresql://postgres@127.0.0.1:5432/postgres]
+    .venv/bin/python bench/report_bench.py [--trials 10000] [--bare] [--pg postgresql://postgres@127.0.0.1:5432/postgres]
 """
 
 from __future__ import annotations
@@ -29,7 +32,47 @@ TOOLS = ("kubectl", "prometheus_query", "loki_query", "jaeger_traces", "get_aler
 LAYERS = ("application", "operator", "os", "hardware")
 
 
-def fill(url: str, n: int) -> None:
+def write_artifacts(root: Path, folders: int = 12) -> list[str]:
+    """Artifact folders of long synthetic sessions; returns their file:// URIs."""
+    rng = random.Random(2)
+    uris = []
+    for f in range(folders):
+        d = root / f"attempt-{f}"
+        d.mkdir(parents=True)
+        steps, calls = [], []
+        for i in range(60):
+            tool = TOOLS[i % len(TOOLS)]
+            output = "\n".join(f"pod-{j}-{rng.randrange(10**6):06d}   1/1   Running   {rng.randrange(9)}   {j}h"
+                                for j in range(rng.randint(20, 80)))
+            steps.append({"step_id": i, "source": "agent", "model_name": "openai/gpt-4o",
+                          "message": f"Step {i}: looking at {tool} for the failing service. " * 4,
+                          "tool_calls": [{"tool_call_id": f"c{i}", "function_name": tool,
+                                          "arguments": {"command": f"get pods -n test-{i}"}}],
+                          "observation": {"results": [{"source_call_id": f"c{i}", "content": output}]},
+                          "metrics": {"prompt_tokens": 1000 * i, "completion_tokens": 80, "cached_tokens": 500 * i}})
+            calls.append({"index": i, "name": tool, "args": {"command": f"get pods -n test-{i}"}, "output": output,
+                          "tokens": len(output) // 4})
+        docs = {
+            "trajectory.atif": {"schema_version": "ATIF-v1.4", "session_id": f"s{f}", "steps": steps},
+            "tool_calls": calls,
+            "diagnosis": {"text": "The geo service cannot reach mongodb-geo: its password was rotated. " * 5},
+            "verdicts": {"diagnosis": {"judge": "offline", "offline": True, "composite": 0.8, "passed": True,
+                                       "pass_rule": "composite>=0.7 and L1", "pass_rule_text": "L1 holds and the "
+                                       "composite reaches 0.7", "answers": [
+                                           {"id": f"L{k}", "dimension": "localization", "question": "right service?",
+                                            "answer": True, "quote": "geo service", "evidence": "names geo"}
+                                           for k in range(1, 7)]},
+                         "mitigation": {"passed": True, "checks": {"pods ready": True, "success rate": True}}},
+            "cluster_snapshot": {"pods": {"items": [{"metadata": {"name": f"pod-{j}"}, "status": {"phase": "Running"}}
+                                                    for j in range(40)]}},
+        }
+        for name, doc in docs.items():
+            (d / f"{name}.json").write_text(json.dumps(doc))
+        uris.append(d.as_uri())
+    return uris
+
+
+def fill(url: str, n: int, artifacts: list[str]) -> None:
     from results.db import engine_for
     from results.models import Attempt, Sweep, Trial
 
@@ -67,7 +110,8 @@ def fill(url: str, n: int) -> None:
                          "tokens_cached": tin // 3, "cost_usd": tin * 3e-6, "tool_calls": 20,
                          "tool_output_tokens": sum(v["tokens"] for v in per_tool.values()),
                          "tool_tokens": per_tool, "tool_mode": mode,  # the mapped attribute: stored as JSON text
-                         "error_phase": "deploy" if state == "infra_failed" else None})
+                         "error_phase": "deploy" if state == "infra_failed" else None,
+                         "artifacts_uri": artifacts[i % len(artifacts)] if artifacts and state == "finished" else None})
     with engine.begin() as conn:
         for i in range(0, n, 5000):
             conn.execute(sa.insert(Trial), trials[i:i + 5000])
@@ -81,10 +125,12 @@ def render(url: str, out: str, queue: mp.Queue) -> None:
 
     t0 = time.perf_counter()
     index = build_report(engine_for(url), "bench", out)
-    queue.put((time.perf_counter() - t0, index.stat().st_size, len(list((Path(out) / "trials").iterdir()))))
+    total = sum(f.stat().st_size for f in Path(out).rglob("*") if f.is_file())
+    pages = len(list((Path(out) / "trials").glob("*.html")))
+    queue.put((time.perf_counter() - t0, index.stat().st_size, pages, total))
 
 
-def _result(proc: mp.process.BaseProcess, queue: mp.Queue, timeout: float = 600.0) -> tuple[float, int, int]:
+def _result(proc: mp.process.BaseProcess, queue: mp.Queue, timeout: float = 600.0) -> tuple[float, int, int, int]:
     """The rendering process's figures; SystemExit as soon as it dies without them (a traceback
     of its own is above), instead of waiting out the timeout."""
     import queue as queues
@@ -103,11 +149,13 @@ def _result(proc: mp.process.BaseProcess, queue: mp.Queue, timeout: float = 600.
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=10_000)
+    ap.add_argument("--bare", action="store_true", help="Attempts without artifacts (rows only).")
     ap.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = ap.parse_args()
-    with scratch_database(args.pg, "farm_report_bench") as url:
+    with scratch_database(args.pg, "farm_report_bench") as url, tempfile.TemporaryDirectory() as store:
         t0 = time.perf_counter()
-        fill(url, args.trials)
+        artifacts = [] if args.bare else write_artifacts(Path(store))
+        fill(url, args.trials, artifacts)
         print(f"filled {args.trials:,d} trials and attempts in {time.perf_counter() - t0:.1f} s")
         with tempfile.TemporaryDirectory() as tmp:
             # A fresh process renders, so its peak memory is the report's alone.
@@ -115,11 +163,15 @@ def main() -> None:
             queue = ctx.Queue()
             proc = ctx.Process(target=render, args=(url, tmp, queue))
             proc.start()
-            seconds, size, pages = _result(proc, queue)
+            seconds, size, pages, total = _result(proc, queue)
             proc.join()
             peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(f"report of {args.trials:,d} trials: rendered in {seconds:.1f} s (target < 30 s), "
-              f"peak memory {peak_mb:.0f} MB (target < 1024 MB); index.html {size / 1e6:.1f} MB, {pages:,d} trial pages")
+        print(f"report of {args.trials:,d} trials: rendered in {seconds:.1f} s"
+              f"{' (target < 30 s for 10,000 bare trials)' if args.bare else ''}, "
+              f"peak memory {peak_mb:.0f} MB (target < 1024 MB); index.html {size / 1e6:.1f} MB, {pages:,d} trial pages"
+              f" ({'no artifacts' if args.bare else f'{len(artifacts)} long sessions shared'}); whole report "
+              f"{total / 1e6:.1f} MB ({total / max(pages, 1) / 1e3:.1f} KB per trial)"
+              + (" (target < 50 MB at 2,000 trials)" if args.trials <= 2000 else ""))
 
 if __name__ == "__main__":
     main()

@@ -138,6 +138,7 @@ def run(url: str, n: int, repeat: int) -> None:
             ("drill-down: page 900 of all trials", f"/sweeps/{SWEEP}/trials?page=900", 1.0),
             ("errors view", f"/sweeps/{SWEEP}/errors", 1.0),
             ("live progress fragment", f"/sweeps/{SWEEP}/live", 1.0),
+            ("compare: the sweep against itself, by agent,model", f"/compare?{urlencode({'a': SWEEP, 'b': SWEEP})}", 1.0),
         ] + [(f"trial page {tid}", f"/trials/{tid}?{urlencode(react)}", 0.3) for tid in opened[:3]] + [
             ("trial page, transcript searched", f"/trials/{opened[0]}?find=get_alerts", 0.3)]
         with farm_view(url) as address:

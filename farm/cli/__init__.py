@@ -461,9 +461,12 @@ def report(
     from farm.problems.catalog import load_catalog
     from results.report import build_report
 
-    sregym_ids = {p.id: p.sregym_ids for p in load_catalog().problems if p.sregym_ids}
+    catalog = load_catalog().problems
+    sregym_ids = {p.id: p.sregym_ids for p in catalog if p.sregym_ids}
+    # The catalog's ground truth (placeholders as written), beside each trial's diagnosis.
+    truths = {p.id: p.ground_truth.model_dump() for p in catalog}
     index = build_report(engine, sweep, out or Path(f"report-{sweep}"), compare_with=compare_with,
-                         drill_down=trials, compare_by=compare_by, sregym_ids=sregym_ids)
+                         drill_down=trials, compare_by=compare_by, sregym_ids=sregym_ids, ground_truths=truths)
     console.print(f"report written to {index}")
 
 

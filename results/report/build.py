@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from results.keys import noise_part
 from results.leaderboard import group_keys
 from results.report import html, plots, queries
-from results.report.trials import ArtifactReader, trial_page_name, write_trial_page
+from results.report.trials import ArtifactReader, trial_page_name, write_stylesheet, write_trial_page
 
 
 def code_version() -> str:
@@ -47,32 +47,45 @@ def _label(*keys: str):  # type: ignore[no-untyped-def]
     return label
 
 
-def _judge_text(info: dict[str, Any], seen_in_verdicts: dict[str, int]) -> tuple[str, str]:
+def _judge_text(info: dict[str, Any], seen_in_verdicts: Mapping[str, int],
+                rule_texts: Mapping[str, str]) -> tuple[str, str]:
+    """The header's judge and pass rule: who judged how many attempts, and by which rule (its id,
+    how many trials, and the rule in words when the verdicts carry it)."""
+    rules = info["pass_rules"]
+    if (rules is None or not any(r for r, _ in rules)) and seen_in_verdicts:
+        rules = sorted(seen_in_verdicts.items())
+    ruled = rules is not None and any(r for r, _ in rules)
     judges = info["judges"]
     if not judges:
         judge = f"no attempt recorded yet (spec: {escape(str(info['spec_judge'] or 'offline judge'))})"
     else:
+        def floor(t: Any) -> str:
+            if t is not None:
+                return f"composite threshold {html.fmt(t)}"
+            return "no composite threshold (the pass rule decides)" if ruled else "threshold not recorded"
+
         judge = "; ".join(
-            f"{escape(str(j['judge']))}{' (offline, deterministic)' if j['offline'] else ''}: {j['attempts']} attempt(s), "
-            f"threshold {escape(str(j['threshold'])) if j['threshold'] is not None else 'not recorded'}"
-            for j in judges)
-    rules = info["pass_rules"]
-    if (rules is None or not any(r for r, _ in rules)) and seen_in_verdicts:
-        rules = sorted(seen_in_verdicts.items())
-    if rules is None or not any(r for r, _ in rules):
+            f"{escape(str(j['judge']))}{' (offline, deterministic)' if j['offline'] else ''}: "
+            f"{html.fmt(j['attempts'])} attempt(s), {floor(j['threshold'])}" for j in judges)
+    if not ruled:
         rule = ('<span class="missing">not recorded</span> (the rows predate a recorded pass rule; a diagnosis '
                 "passed when the judge's composite score reached the threshold above)")
     else:
-        rule = "; ".join(f"{escape(str(r))}: {n}" for r, n in rules)
+        rule = "; ".join(f"{escape(str(r))}: {html.fmt(n)}"
+                         + (f" — {escape(rule_texts[str(r)])}" if rule_texts.get(str(r)) else "")
+                         for r, n in rules if r)
     return judge, rule
 
 
 def build_report(engine: Engine, sweep_id: str, out_dir: str | Path, compare_with: str | None = None,
                  drill_down: bool = True, compare_by: str = "agent,model",
-                 sregym_ids: Mapping[str, Sequence[str]] | None = None) -> Path:
+                 sregym_ids: Mapping[str, Sequence[str]] | None = None,
+                 ground_truths: Mapping[str, dict[str, Any]] | None = None) -> Path:
     """Write the report of `sweep_id` into `out_dir` (index.html, trials/); returns index.html.
     `sregym_ids`: per problem id, the SREGym problems it corresponds to (the catalog's `sregym_ids`,
-    which the caller reads: results does not know the catalog), printed beside each problem."""
+    which the caller reads: results does not know the catalog), printed beside each problem.
+    `ground_truths`: per problem id, its ground truth (the catalog's, as a dict), shown beside the
+    diagnosis on the trial pages."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     info = queries.sweep_info(engine, sweep_id)
@@ -84,7 +97,8 @@ def build_report(engine: Engine, sweep_id: str, out_dir: str | Path, compare_wit
         plots.rate_bars(by_am, am, "diagnosis / mitigation / E2E per agent × model"), "rates per agent × model")
         + html.rate_table(by_am, ("agent", "model"))))
 
-    for title, by in (("By layer", "layer"), ("By composition", "composition"), ("With and without noise", "noise"),
+    for title, by in (("By layer", "layer"), ("By layer per agent × model", "agent,model,layer"),
+                      ("By composition", "composition"), ("With and without noise", "noise"),
                       ("Noise per agent × model", "agent,model,noise")):
         rows = queries.rates(engine, sweep_id, by)
         keys = group_keys(by)
@@ -142,9 +156,9 @@ def build_report(engine: Engine, sweep_id: str, out_dir: str | Path, compare_wit
 
     trial_list = queries.trial_rows(engine, sweep_id)
     reader = ArtifactReader()
-    sections.append(("Trials", _trial_table(out, trial_list, drill_down, reader)))
+    sections.append(("Trials", _trial_table(out, trial_list, drill_down, reader, ground_truths or {})))
 
-    judge, rule = _judge_text(info, dict(reader.pass_rules))
+    judge, rule = _judge_text(info, dict(reader.pass_rules), reader.pass_rule_texts)
     meta = [("sweep", escape(sweep_id)), ("judge", judge), ("pass rule", rule),
             ("code version", escape(code_version())),
             ("generated", escape(dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))),
@@ -196,16 +210,22 @@ def _per_problem(engine: Engine, sweep_id: str, sregym_ids: Mapping[str, Sequenc
 
 
 def _tokens(engine: Engine, sweep_id: str) -> str:
-    usage = queries.token_usage(engine, sweep_id)
+    usage = queries.token_usage(engine, sweep_id, per_agent=True)
     tools = queries.tool_tokens(engine, sweep_id)
-    parts = [html.figure(plots.token_stack(usage), "prompt / cached / completion tokens per model",
+    parts = [html.figure(plots.token_stack(usage), "prompt / cached / completion tokens per agent × model",
                          "no model tokens recorded (agents that use no model)")]
     parts.append(html.table(
-        ["model", "attempts", "prompt", "completion", "cached", "cache-hit share", "cost"],
-        [[html.fmt(u["model"]), html.fmt(u["attempts"]), html.fmt(u["prompt_tokens"]), html.fmt(u["completion_tokens"]),
+        ["agent", "model", "attempts", "prompt", "completion", "cached", "cache-hit share", "cost"],
+        [[html.fmt(u["agent"]), html.fmt(u["model"]), html.fmt(u["attempts"]), html.fmt(u["prompt_tokens"]), html.fmt(u["completion_tokens"]),
           html.fmt(u["cached_tokens"]) if u["cached_tokens"] is not None else '<span class="missing">not recorded</span>',
           html.fmt(u["cache_hit_share"], "pct") if u["cache_hit_share"] is not None else
-          '<span class="missing">not recorded</span>', html.fmt(u["cost_usd"], "usd")] for u in usage]))
+          '<span class="missing">not recorded</span>', html.fmt(u["cost_usd"], "usd")] for u in usage], numeric_from=2))
+    parts.append("<h3>Tool output tokens per agent × model</h3>")
+    parts.append(html.table(["agent", "model", "attempts", "tool calls", "output tokens", "tokens per call",
+                             "tokens per attempt"],
+                            [[html.fmt(r["agent"]), html.fmt(r["model"]), html.fmt(r["attempts"]),
+                              html.fmt(r["tool_calls"]), html.fmt(r["tokens"]), html.fmt(r["tokens_per_call"]),
+                              html.fmt(r["tokens_per_attempt"])] for r in tools["per_agent_model"]], numeric_from=2))
     per_tool = tools["per_tool"]
     parts.append("<h3>Tool output tokens per tool (which tools flood the context)</h3>")
     parts.append(html.figure(plots.simple_bars([t["tool"] for t in per_tool], [t["tokens"] for t in per_tool],
@@ -290,12 +310,15 @@ def _paired_table(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> str:
                          numeric_from=len(keys) + 1))
 
 
-def _trial_table(out: Path, trials: list[dict[str, Any]], drill_down: bool, reader: ArtifactReader) -> str:
+def _trial_table(out: Path, trials: list[dict[str, Any]], drill_down: bool, reader: ArtifactReader,
+                 ground_truths: Mapping[str, dict[str, Any]]) -> str:
     rows = []
+    if drill_down:
+        write_stylesheet(out)
     for t in trials:
         link = escape(t["key"])
         if drill_down:
-            write_trial_page(out, t, reader)
+            write_trial_page(out, t, reader, ground_truths.get(t["problem_id"]))
             link = f'<a href="{escape(trial_page_name(t["id"]))}">{link}</a>'
 
         def v(x: Any) -> str:
@@ -303,8 +326,9 @@ def _trial_table(out: Path, trials: list[dict[str, Any]], drill_down: bool, read
 
         rows.append([link, html.fmt(t["state"]), v(t["diagnosis_passed"]), v(t["mitigation_passed"]), v(t["e2e_passed"]),
                      html.fmt(t["tokens_in"]), html.fmt(t["tokens_out"]), html.fmt(t["cost_usd"], "usd"),
-                     html.fmt(t["time_to_diagnosis_s"]), html.fmt(t["time_to_mitigation_s"]), html.fmt(len(t["attempts"]))])
+                     html.fmt(t["time_to_diagnosis_s"], "s"), html.fmt(t["time_to_mitigation_s"], "s"),
+                     html.fmt(len(t["attempts"]))])
     note = ("<p class='note'>Each trial links to its page: the ATIF trajectory, tool calls, verdicts with the judge's "
             "quoted evidence and the cluster snapshot of every attempt.</p>" if drill_down else "")
     return note + html.table(["trial (problem|agent|model|seed|noise)", "state", "D", "M", "E2E", "tokens in", "tokens out",
-                              "cost", "TTD s", "TTM s", "attempts"], rows)
+                              "cost", "TTD", "TTM", "attempts"], rows)

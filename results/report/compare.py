@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Integer, and_, case, cast, func, select
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
@@ -53,13 +53,67 @@ Pairs = dict[tuple[Any, ...], list[tuple[dict[str, Any], dict[str, Any]]]]
 
 def compare(engine: Engine, sweep_a: str, sweep_b: str, by: str = "agent,model",
             seed: int = 0) -> list[dict[str, Any]]:
+    """The paired comparison, counted in SQL: one scan of both sweeps' finished trials grouped on
+    PAIR_ON (each pair one row with A's and B's verdicts side by side; no self-join, which a
+    planner without statistics runs as a nested loop), then summed per group and problem (a
+    problem is the bootstrap's cluster), so one row per group and problem reaches Python whatever
+    the sweeps' size. Same rows as _paired_stats on the pairs."""
     keys = group_keys(by)
-    a, b = _outcomes(engine, sweep_a, keys), _outcomes(engine, sweep_b, keys)
-    groups: Pairs = {}
-    for pair_key in sorted(set(a) & set(b), key=str):
-        ra, rb = a[pair_key], b[pair_key]
-        groups.setdefault(tuple(ra[k] for k in keys), []).append((ra, rb))
-    return _paired_stats(groups, keys, seed)
+    in_a, in_b = col(Trial.sweep_id) == sweep_a, col(Trial.sweep_id) == sweep_b
+    pair_cols = [col(getattr(Trial, c)) for c in dict.fromkeys(PAIR_ON + keys)]
+    sides = []
+    for metric in OUTCOMES:
+        passed = cast(col(getattr(Trial, f"{metric}_passed")), Integer)
+        sides += [func.max(case((in_a, passed))).label(f"a_{metric}"), func.max(case((in_b, passed))).label(f"b_{metric}")]
+    pairs = (select(*pair_cols, func.max(case((in_a, 1), else_=0)).label("in_a"),
+                    func.max(case((in_b, 1), else_=0)).label("in_b"), *sides)
+             .where(col(Trial.sweep_id).in_([sweep_a, sweep_b]), col(Trial.state) == TrialState.FINISHED)
+             .group_by(*pair_cols).subquery())
+    sums = []
+    for metric in OUTCOMES:
+        pa, pb = pairs.c[f"a_{metric}"], pairs.c[f"b_{metric}"]
+        scored = and_(pa.is_not(None), pb.is_not(None))
+        sums += [func.sum(case((scored, 1), else_=0)), func.sum(case((scored, pa), else_=0)),
+                 func.sum(case((scored, pb), else_=0)),
+                 func.sum(case((and_(scored, pa == 1, pb == 0), 1), else_=0)),
+                 func.sum(case((and_(scored, pa == 0, pb == 1), 1), else_=0))]
+    group_cols = [pairs.c[k] for k in keys]
+    problem = pairs.c["problem_id"]
+    stmt = (select(*group_cols, problem, *sums).where(pairs.c.in_a == 1, pairs.c.in_b == 1)
+            .group_by(*group_cols, problem))
+    per_group: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    with engine.connect() as conn:
+        for r in conn.execute(stmt):
+            per_group.setdefault(tuple(r[:len(keys)]), []).append(tuple(r[len(keys):]))
+    rows = []
+    for group, problems in sorted(per_group.items(), key=lambda kv: str(kv[0])):
+        # The bootstrap draws clusters by position: in _paired_stats' order (pairs sorted as
+        # str(PAIR_ON tuple), whose problem part sorts as this prefix), so both give one interval.
+        problems.sort(key=lambda p: f"({p[0]!r}, ")
+        for i, metric in enumerate(OUTCOMES):
+            cells = [tuple(int(v or 0) for v in p[1 + 5 * i:6 + 5 * i]) for p in problems]
+            n = sum(c[0] for c in cells)
+            a_pass, b_pass = sum(c[1] for c in cells), sum(c[2] for c in cells)
+            a_only, b_only = sum(c[3] for c in cells), sum(c[4] for c in cells)
+            lo, hi = cluster_bootstrap([(c[2] - c[1], c[0]) for c in cells], seed, BOOTSTRAP_SAMPLES)
+            rows.append({**dict(zip(keys, group, strict=True)), "metric": metric, "pairs": n,
+                         "rate_a": a_pass / n if n else None, "rate_b": b_pass / n if n else None,
+                         "diff": None if n == 0 else (b_only - a_only) / n, "diff_lo": lo, "diff_hi": hi,
+                         "a_only": a_only, "b_only": b_only, "mcnemar_p": mcnemar_exact(a_only, b_only),
+                         **_repeated([(c[0], c[1], c[2]) for c in cells])})
+    return rows
+
+
+def _repeated(per_problem: list[tuple[int, int, int]]) -> dict[str, Any]:
+    """pass@k and pass^k of each side from each problem's (paired trials, A's passes, B's passes):
+    the same seeds on both sides, k the most every problem has (none below 2)."""
+    k = common_k([(n, a) for n, a, _ in per_problem])
+    out: dict[str, Any] = {"k": k if k > 1 else None}
+    for side, i in (("a", 1), ("b", 2)):
+        counts = [(cell[0], cell[i]) for cell in per_problem]
+        out[f"pass_at_k_{side}"] = mean_over_problems(counts, k, "at") if k > 1 else None
+        out[f"pass_hat_k_{side}"] = mean_over_problems(counts, k, "hat") if k > 1 else None
+    return out
 
 
 def noise_effect(engine: Engine, sweep_id: str, by: str = "agent,model", seed: int = 0) -> list[dict[str, Any]]:
@@ -92,24 +146,18 @@ def _paired_stats(groups: Pairs, keys: tuple[str, ...], seed: int) -> list[dict[
                 cell[0] += int(bool(y[passed])) - int(bool(x[passed]))
                 cell[1] += 1
             lo, hi = cluster_bootstrap([(d, m) for d, m in clusters.values()], seed, BOOTSTRAP_SAMPLES)
-            # Per problem (n paired trials, c passes) on each side: the same seeds on both.
             per_problem: dict[Any, list[int]] = {}
             for (x, y) in ((x, y) for x, y in pairs if x[passed] is not None and y[passed] is not None):
                 cell = per_problem.setdefault(x["problem_id"], [0, 0, 0])
                 cell[0] += 1
                 cell[1] += int(bool(x[passed]))
                 cell[2] += int(bool(y[passed]))
-            k = common_k([(n_, ca) for n_, ca, _ in per_problem.values()])
-            repeated = {}
-            for side, i in (("a", 1), ("b", 2)):
-                counts = [(cell[0], cell[i]) for cell in per_problem.values()]
-                repeated[f"pass_at_k_{side}"] = mean_over_problems(counts, k, "at") if k > 1 else None
-                repeated[f"pass_hat_k_{side}"] = mean_over_problems(counts, k, "hat") if k > 1 else None
+            repeated = _repeated([(n_, ca, cb) for n_, ca, cb in per_problem.values()])
             rows.append({**dict(zip(keys, group, strict=True)), "metric": metric, "pairs": n,
                          "rate_a": rate_a, "rate_b": rate_b,
                          "diff": None if n == 0 else (b_only - a_only) / n, "diff_lo": lo, "diff_hi": hi,
                          "a_only": a_only, "b_only": b_only, "mcnemar_p": mcnemar_exact(a_only, b_only),
-                         "k": k if k > 1 else None, **repeated})
+                         **repeated})
     return rows
 
 

@@ -28,16 +28,29 @@ def figure(png: bytes | None, alt: str, why_missing: str = "no data to draw") ->
 
 
 def fmt(v: Any, kind: str = "") -> str:
+    """A number as a person reads it (results.view.format's rules, shared with `farm view`):
+    kind "pct" a rate as a percentage, "ci" an interval's two ends, "usd" dollars to 4 significant
+    digits, "s" seconds as s/min/h; otherwise counts with separators and other floats without
+    float noise. Anything else is escaped text."""
+    # Imported here: results.view imports this package (its trial pages), not the other way round.
+    from results.view import format as numbers
+
     if v is None:
-        return "–"
+        return numbers.NONE
     if kind == "pct":
-        return f"{100 * v:.1f}%"
+        return numbers.pct(v)
     if kind == "ci":
-        return f"{100 * v[0]:.0f}–{100 * v[1]:.0f}" if v[0] is not None and v[1] is not None else "–"
+        return f"{100 * v[0]:.0f}–{100 * v[1]:.0f}" if v[0] is not None and v[1] is not None else numbers.NONE
     if kind == "usd":
-        return f"${v:.4f}"
+        return numbers.usd(v)
+    if kind == "s":
+        return numbers.seconds(v)
+    if isinstance(v, bool):
+        return escape(str(v))
+    if isinstance(v, int):
+        return f"{v:,d}"
     if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1000 else f"{v:,.0f}"
+        return numbers.count(v) if abs(v) >= 100 or v.is_integer() else f"{v:.3g}"
     return escape(str(v))
 
 

@@ -185,13 +185,14 @@ def heatmap(problems: Sequence[str], columns: Sequence[str], values: Sequence[Se
 
 
 def token_stack(rows: Sequence[dict[str, Any]]) -> bytes | None:
-    """Prompt (uncached and cached) and completion tokens per model, cache-hit share on top."""
+    """Prompt (uncached and cached) and completion tokens per model (per agent / model when the
+    rows name the agent), cache-hit share on top."""
     rows = [r for r in rows if r["prompt_tokens"] or r["completion_tokens"]]
     if not rows:
         return None
     fig = Figure(figsize=(max(5.0, min(1.2 * len(rows) + 3, 16)), 3.6))
     ax = fig.subplots()
-    names = [r["model"] for r in rows]
+    names = [f"{r['agent']} / {r['model']}" if "agent" in r else r["model"] for r in rows]
     cached = [r["cached_tokens"] or 0 for r in rows]
     uncached = [r["prompt_tokens"] - c for r, c in zip(rows, cached, strict=True)]
     completion = [r["completion_tokens"] for r in rows]

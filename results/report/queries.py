@@ -37,7 +37,7 @@ def sweep_info(engine: Engine, sweep_id: str) -> dict[str, Any]:
             .join(Trial, col(Trial.id) == col(Attempt.trial_id)).where(recorded)
             .group_by(col(Attempt.judge), col(Attempt.judge_offline), col(Attempt.diagnosis_threshold))
         ).all()
-        rule_col = _optional(Attempt, "pass_rule")
+        rule_col = _optional(Attempt, "diagnosis_pass_rule")
         rules: list[tuple[Any, int]] | None = None
         if rule_col is not None:
             rules = [(r, int(n)) for r, n in conn.execute(
@@ -121,21 +121,25 @@ def spend(engine: Engine, sweep_id: str) -> dict[tuple[str, str], dict[str, floa
                 for a, m, c, j, n in conn.execute(stmt)}
 
 
-def token_usage(engine: Engine, sweep_id: str) -> list[dict[str, Any]]:
-    """Per model, over every attempt that called it: prompt, completion and cached tokens, and how
-    many attempts recorded a cached count at all (older rows have none)."""
-    stmt = (select(col(Trial.model), func.count(),
+def token_usage(engine: Engine, sweep_id: str, per_agent: bool = False) -> list[dict[str, Any]]:
+    """Per model (per agent × model with `per_agent`), over every attempt that called it: prompt,
+    completion and cached tokens, and how many attempts recorded a cached count at all (older
+    rows have none)."""
+    keys = [col(Trial.agent), col(Trial.model)] if per_agent else [col(Trial.model)]
+    stmt = (select(*keys, func.count(),
                    func.coalesce(func.sum(col(Attempt.tokens_in)), 0), func.coalesce(func.sum(col(Attempt.tokens_out)), 0),
                    func.coalesce(func.sum(col(Attempt.tokens_cached)), 0), func.count(col(Attempt.tokens_cached)),
                    func.coalesce(func.sum(col(Attempt.cost_usd)), 0.0))
             .join(Trial, col(Trial.id) == col(Attempt.trial_id))
             .where(col(Trial.sweep_id) == sweep_id, col(Trial.model) != "-")
-            .group_by(col(Trial.model)).order_by(col(Trial.model)))
+            .group_by(*keys).order_by(*keys))
     out = []
     with engine.connect() as conn:
-        for model, n, tin, tout, cached, cached_recorded, cost in conn.execute(stmt):
+        for row in conn.execute(stmt):
+            group, (n, tin, tout, cached, cached_recorded, cost) = row[:len(keys)], row[len(keys):]
             tin, cached = int(tin or 0), int(cached or 0)  # (coalesced: never NULL)
-            out.append({"model": model, "attempts": int(n), "prompt_tokens": tin, "completion_tokens": int(tout or 0),
+            out.append({**dict(zip(("agent", "model") if per_agent else ("model",), group, strict=True)),
+                        "attempts": int(n), "prompt_tokens": tin, "completion_tokens": int(tout or 0),
                         "cached_tokens": cached if cached_recorded else None,
                         "cache_hit_share": (cached / tin if tin else None) if cached_recorded else None,
                         "attempts_with_cached_count": int(cached_recorded), "cost_usd": float(cost or 0.0)})
@@ -146,14 +150,19 @@ def tool_tokens(engine: Engine, sweep_id: str) -> dict[str, Any]:
     """Tool output tokens per tool and per tool mode, from each attempt's recorded per-tool
     counts (attempts recorded before those were stored count as `not_recorded`)."""
     stmt = (select(col(Attempt.tool_tokens), col(Attempt.tool_mode), col(Attempt.tool_calls), col(Attempt.tool_output_tokens),
-                   col(Attempt.state), col(Trial.e2e_passed), col(Trial.state))
+                   col(Attempt.state), col(Trial.e2e_passed), col(Trial.state), col(Trial.agent), col(Trial.model))
             .join(Trial, col(Trial.id) == col(Attempt.trial_id)).where(col(Trial.sweep_id) == sweep_id))
     per_tool: dict[str, dict[str, int]] = defaultdict(lambda: {"calls": 0, "tokens": 0})
     per_mode: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"attempts": 0, "tool_calls": 0, "tokens": 0, "trials": 0, "e2e": 0})
+    per_am: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"attempts": 0, "tool_calls": 0, "tokens": 0})
     not_recorded = 0
     with engine.connect() as conn:
-        for recorded, mode, calls, tokens, a_state, e2e, t_state in conn.execute(stmt):
+        for recorded, mode, calls, tokens, a_state, e2e, t_state, agent, model in conn.execute(stmt):
+            am = per_am[(agent, model)]
+            am["attempts"] += 1
+            am["tool_calls"] += int(calls or 0)
+            am["tokens"] += int(tokens or 0)
             if recorded is None:
                 not_recorded += 1
             else:
@@ -173,7 +182,10 @@ def tool_tokens(engine: Engine, sweep_id: str) -> dict[str, Any]:
         m["e2e_lo"], m["e2e_hi"] = leaderboard.wilson(m["e2e"], m["trials"])
     tools = [{"tool": k, **v, "tokens_per_call": v["tokens"] / v["calls"] if v["calls"] else None}
              for k, v in sorted(per_tool.items(), key=lambda kv: -kv[1]["tokens"])]
-    return {"per_tool": tools, "per_mode": dict(sorted(per_mode.items())), "attempts_not_recorded": not_recorded}
+    by_am = [{"agent": a, "model": m, **v, "tokens_per_call": v["tokens"] / v["tool_calls"] if v["tool_calls"] else None,
+              "tokens_per_attempt": v["tokens"] / v["attempts"]} for (a, m), v in sorted(per_am.items())]
+    return {"per_tool": tools, "per_mode": dict(sorted(per_mode.items())), "per_agent_model": by_am,
+            "attempts_not_recorded": not_recorded}
 
 
 def infrastructure(engine: Engine, sweep_id: str) -> dict[str, Any]:

@@ -25,6 +25,31 @@ ARTIFACTS = ("attempt", "trajectory.atif", "tool_calls", "diagnosis", "verdicts"
              "injections", "noise", "cluster_snapshot", "transcript", "checkpoint")
 OUTPUT_CHARS = 6000  # per tool output shown inline; the raw JSON keeps all of it
 
+
+class Budget:
+    """How much of an attempt's transcript a page shows: each output cut at `output_chars`, and
+    the trajectory's steps shown until `total_chars` is spent (the rest is counted and left to the
+    raw JSON). The static report bounds its pages so a 2,000-trial report stays small; `farm view`
+    renders one page on demand and shows everything (total None)."""
+
+    def __init__(self, output_chars: int = OUTPUT_CHARS, total_chars: int | None = None,
+                 repeat_outputs: bool = True, tool_rows: int | None = None) -> None:
+        self.output_chars, self.total_chars, self.repeat_outputs = output_chars, total_chars, repeat_outputs
+        self.tool_rows = tool_rows  # rows of the tool-call table shown (None: all)
+        self.spent = 0
+
+    def exhausted(self) -> bool:
+        return self.total_chars is not None and self.spent >= self.total_chars
+
+    def pre(self, text: Any, limit: int | None = None) -> str:
+        out = _pre(text, self.output_chars if limit is None else min(limit, self.output_chars))
+        self.spent += len(out)
+        return out
+
+
+# A static report's trial page: about 15 KB whatever the transcript's length (2,000 trials: ~30 MB).
+REPORT_BUDGET = {"output_chars": 600, "total_chars": 8_000, "repeat_outputs": False, "tool_rows": 30}
+
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;max-width:80em;color:#222}
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top}
 th{background:#f3f3f3}pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;padding:6px;
@@ -41,6 +66,7 @@ class ArtifactReader:
         self._stores: dict[str, ArtifactStore] = {}
         # Pass rules the verdicts name (a judge that records one writes it there), for the header.
         self.pass_rules: Counter[str] = Counter()
+        self.pass_rule_texts: dict[str, str] = {}  # each rule in words, as its verdicts state it
 
     def _store(self, uri: str) -> ArtifactStore:
         root = uri.split("/", 3)[2] if uri.startswith("s3://") else "file"
@@ -88,13 +114,23 @@ def _pre(text: Any, limit: int | None = None) -> str:
     return f"<pre>{escape(s + cut)}</pre>"
 
 
+def _args(args: dict[str, Any], budget: Budget) -> str:
+    """A call's arguments: on one line when the budget does not repeat outputs (a bounded page),
+    indented otherwise."""
+    if budget.repeat_outputs:
+        return _pre(args, budget.output_chars)
+    text = json.dumps(args, sort_keys=True, default=str)
+    return f"<code>{escape(text if len(text) <= 200 else text[:200] + '…')}</code>"
+
+
 def _matches(step: dict[str, Any], query: str) -> bool:
     return query.casefold() in json.dumps(step, default=str).casefold()
 
 
-def trajectory_html(traj: dict[str, Any] | None, query: str = "") -> str:
+def trajectory_html(traj: dict[str, Any] | None, query: str = "", budget: Budget | None = None) -> str:
     """The ATIF trajectory, each tool call and its observation collapsible; with `query`, only the
-    steps whose text contains it (case-insensitive)."""
+    steps whose text contains it (case-insensitive); within `budget` (the rest is counted)."""
+    budget = budget or Budget()
     if not traj:
         return "<p>No ATIF trajectory recorded for this attempt.</p>"
     steps = traj.get("steps") or []
@@ -105,7 +141,11 @@ def trajectory_html(traj: dict[str, Any] | None, query: str = "") -> str:
         parts.append(f'<p class="matches">{len(shown)} of {len(steps)} steps contain “{escape(query)}”</p>')
     if traj.get("notes"):
         parts.append(f"<p><b>notes:</b> {escape(str(traj['notes']))}</p>")
-    for step in shown:
+    for n, step in enumerate(shown):
+        if budget.exhausted():
+            parts.append(f'<p class="cut">… {len(shown) - n} more step(s) not shown here: the raw '
+                         "<code>trajectory.atif</code> JSON linked above has the whole transcript.</p>")
+            break
         source = str(step.get("source", ""))
         head = f"#{step.get('step_id')} {escape(source)}"
         if step.get("model_name"):
@@ -116,24 +156,24 @@ def trajectory_html(traj: dict[str, Any] | None, query: str = "") -> str:
                      f" cached {metrics.get('cached_tokens', 0)}")
         body = [f"<div><b>{head}</b></div>"]
         if step.get("message"):
-            body.append(_pre(step["message"], OUTPUT_CHARS))
+            body.append(budget.pre(step["message"]))
         if step.get("reasoning_content"):
-            body.append(f"<details><summary>reasoning</summary>{_pre(step['reasoning_content'], OUTPUT_CHARS)}</details>")
+            body.append(f"<details><summary>reasoning</summary>{budget.pre(step['reasoning_content'])}</details>")
         for call in step.get("tool_calls") or []:
             body.append(f'<details class="call"><summary>→ <code>{escape(str(call.get("function_name")))}</code>'
-                        f"</summary>{_pre(call.get('arguments'))}</details>")
+                        f"</summary>{budget.pre(call.get('arguments'))}</details>")
         for res in (step.get("observation") or {}).get("results") or []:
             content = res.get("content") or ""
             if content:
                 body.append(f"<details><summary>observation ({len(str(content))} chars)</summary>"
-                            f"{_pre(content, OUTPUT_CHARS)}</details>")
+                            f"{budget.pre(content)}</details>")
         extra = step.get("extra") or {}
         if extra.get("event"):
-            body.append(_pre(extra["event"], 2000))
+            body.append(budget.pre(extra["event"], 2000))
         parts.append(f'<div class="step {escape(source)}">{"".join(body)}</div>')
     final = traj.get("final_metrics")
     if final:
-        parts.append(f"<h4>final metrics</h4>{_pre(final)}")
+        parts.append(f"<h4>final metrics</h4>{_pre(final, budget.output_chars)}")
     return "".join(parts)
 
 
@@ -141,9 +181,12 @@ def _unreadable(what: str, exc: UnreadableArtifact) -> str:
     return f"<p>The {escape(what)} recorded cannot be read: {escape(str(exc))}</p>"
 
 
-def tool_calls_html(calls: list[ToolCall] | UnreadableArtifact | None, query: str = "") -> str:
+def tool_calls_html(calls: list[ToolCall] | UnreadableArtifact | None, query: str = "",
+                    budget: Budget | None = None) -> str:
     """The tool calls the interface recorded; with `query`, only those whose name, arguments,
-    output or error contain it."""
+    output or error contain it. Under a budget that does not repeat outputs, each output is its
+    length only (the trajectory above shows it)."""
+    budget = budget or Budget()
     if calls is None:
         return "<p>No tool calls recorded.</p>"
     if isinstance(calls, UnreadableArtifact):
@@ -151,12 +194,18 @@ def tool_calls_html(calls: list[ToolCall] | UnreadableArtifact | None, query: st
     if query:
         calls = [c for c in calls if query.casefold() in c.model_dump_json().casefold()]
     rows = ["<table><tr><th>#</th><th>tool</th><th>arguments</th><th>tokens</th><th>error</th><th>output</th></tr>"]
-    for c in calls:
+    shown = calls if budget.tool_rows is None else calls[:budget.tool_rows]
+    for c in shown:
         rows.append(
-            f"<tr><td>{c.index}</td><td>{escape(c.name)}</td><td>{_pre(c.args)}</td><td>{c.tokens}</td>"
-            f"<td>{escape(c.error or '')}</td>"
-            f"<td><details><summary>{len(c.output)} chars</summary>{_pre(c.output, OUTPUT_CHARS)}</details></td></tr>")
+            f"<tr><td>{c.index}</td><td>{escape(c.name)}</td><td>{_args(c.args, budget)}</td>"
+            f"<td>{c.tokens:,d}</td><td>{escape(c.error or '')}</td>"
+            + (f"<td><details><summary>{len(c.output):,d} chars</summary>{_pre(c.output, budget.output_chars)}"
+               "</details></td></tr>" if budget.repeat_outputs else
+               f"<td>{len(c.output):,d} chars (in the trajectory above and the raw JSON)</td></tr>"))
     rows.append("</table>")
+    if len(shown) < len(calls):
+        rows.append(f'<p class="cut">… {len(calls) - len(shown)} more call(s) not shown here: the raw '
+                    "<code>tool_calls</code> JSON linked above has them all.</p>")
     return "".join(rows)
 
 
@@ -245,29 +294,47 @@ def trial_page_name(trial_id: str) -> str:
     return f"trials/{trial_id}.html"
 
 
-def write_trial_page(out_dir: Path, trial: dict[str, Any], reader: ArtifactReader) -> Path:
-    """Render one trial (every attempt) into out_dir/trials/<id>.html; returns the path."""
+STYLESHEET = "trials/style.css"  # written once per report, linked by every trial page
+
+
+def write_stylesheet(out_dir: Path) -> None:
+    path = out_dir / STYLESHEET
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(STYLE + "\n.cut{color:#a60;font-style:italic}\n")
+
+
+def write_trial_page(out_dir: Path, trial: dict[str, Any], reader: ArtifactReader,
+                     ground_truth: dict[str, Any] | None = None) -> Path:
+    """Render one trial (every attempt) into out_dir/trials/<id>.html, within the report's budget
+    (REPORT_BUDGET) and with the problem's ground truth beside the judge's answers when given;
+    links trials/style.css (write_stylesheet). Returns the path."""
+    from results.view.format import count, usd
+
     page = out_dir / trial_page_name(trial["id"])
     page.parent.mkdir(parents=True, exist_ok=True)
     head = (f"<h1>{escape(trial['key'])}</h1><p>state <b>{escape(str(trial['state']))}</b> · diagnosis "
             f"{_verdict(trial['diagnosis_passed'])} · mitigation {_verdict(trial['mitigation_passed'])} · E2E "
-            f"{_verdict(trial['e2e_passed'])} · tokens in/out {trial['tokens_in']}/{trial['tokens_out']} · cost "
-            f"{escape(str(trial['cost_usd']))} · end {escape(str(trial['end_reason']))}</p>"
+            f"{_verdict(trial['e2e_passed'])} · tokens in/out {count(trial['tokens_in'])}/{count(trial['tokens_out'])}"
+            f" · cost {usd(trial['cost_usd'])} · end {escape(str(trial['end_reason'] or '–'))}</p>"
             '<p><a href="../index.html">back to the report</a></p>')
     sections = [attempt_html(a, reader, _raw_links(out_dir, trial["id"], a["token"], a["artifacts_uri"], reader)
-                             if a.get("artifacts_uri") else "") for a in trial["attempts"]]
+                             if a.get("artifacts_uri") else "", ground_truth=ground_truth,
+                             budget=Budget(**REPORT_BUDGET))  # type: ignore[arg-type]
+                for a in trial["attempts"]]
     if not trial["attempts"]:
         sections.append("<p>This trial never started (no attempt).</p>")
     page.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(trial['key'])}</title>"
-                    f"<style>{STYLE}</style></head><body>{head}{''.join(sections)}</body></html>")
+                    f"<link rel='stylesheet' href='style.css'></head><body>{head}{''.join(sections)}</body></html>")
     return page
 
 
 def attempt_html(a: dict[str, Any], reader: ArtifactReader, raw_links: str, query: str = "",
-                 ground_truth: dict[str, Any] | None = None) -> str:
+                 ground_truth: dict[str, Any] | None = None, budget: Budget | None = None) -> str:
     """One attempt: its error, the diagnosis submitted, the verdicts (beside the ground truth when
-    given), the trajectory and tool calls (only what contains `query`, when given), the cluster
-    snapshot. `raw_links` is the HTML that links the raw JSON documents."""
+    given), the trajectory and tool calls (only what contains `query`, when given; within
+    `budget`, whole without one), the cluster snapshot. `raw_links` is the HTML that links the
+    raw JSON documents."""
+    budget = budget or Budget()
     uri = a.get("artifacts_uri")
     title = (f"attempt {a['token']} · {escape(str(a['state']))} · worker {escape(str(a['worker']))}"
              + (f" · infrastructure error in {escape(str(a['error_phase']))}" if a.get("error_phase") else ""))
@@ -282,14 +349,24 @@ def attempt_html(a: dict[str, Any], reader: ArtifactReader, raw_links: str, quer
         submitted = _unreadable("diagnosis", diag)
     else:
         submitted = _pre(diag.text or "(none)") if diag is not None else "<p>not recorded</p>"
-    body.append("<h3>Diagnosis submitted</h3>" + submitted)
     verdicts = reader.record(uri, "verdicts", Verdicts)
     if isinstance(verdicts, Verdicts) and verdicts.diagnosis is not None and verdicts.diagnosis.pass_rule:
         reader.pass_rules[verdicts.diagnosis.pass_rule] += 1
+        if verdicts.diagnosis.pass_rule_text:
+            reader.pass_rule_texts[verdicts.diagnosis.pass_rule] = verdicts.diagnosis.pass_rule_text
+    if ground_truth is not None:
+        # The diagnosis beside what was injected: the reader judges the judge at a glance.
+        body.append(f'<div class="beside"><div><h3>Diagnosis submitted</h3>{submitted}</div>'
+                    f"<div><h3>Ground truth</h3>{ground_truth_html(ground_truth)}</div></div>")
+    else:
+        body.append("<h3>Diagnosis submitted</h3>" + submitted)
     body.append("<h3>Verdicts</h3>" + verdicts_html(verdicts, ground_truth))
-    body.append("<h3>Trajectory (ATIF)</h3>" + trajectory_html(reader.read(uri, "trajectory.atif"), query))
+    traj = reader.read(uri, "trajectory.atif")
+    body.append("<h3>Trajectory (ATIF)</h3>" + trajectory_html(traj, query, budget))
+    if not traj:  # nothing above shows the outputs: the table does, within the same cut
+        budget.repeat_outputs = True
     body.append("<h3>Tool calls (as the interface recorded them)</h3>"
-                + tool_calls_html(reader.record(uri, "tool_calls", list[ToolCall]), query))
+                + tool_calls_html(reader.record(uri, "tool_calls", list[ToolCall]), query, budget))
     body.append("<h3>Cluster snapshot</h3>" + snapshot_html(reader.read(uri, "cluster_snapshot")))
     return "".join(body)
 

@@ -218,6 +218,10 @@ def test_paired_comparison_on_shared_trials(db_url, tmp_path):
     for side, i in (("a", 0), ("b", 1)):
         assert diag[f"pass_at_k_{side}"] == pytest.approx(sum(any(t[i] for t in ts) for ts in per_problem) / 10)
         assert diag[f"pass_hat_k_{side}"] == pytest.approx(sum(all(t[i] for t in ts) for ts in per_problem) / 10)
+    # Counted in SQL, the same rows as pairing the trials in Python (the bootstrap's clusters in one order).
+    a_rows, b_rows = cmp._outcomes(engine, "A", ("agent", "model")), cmp._outcomes(engine, "B", ("agent", "model"))
+    pairs = [(a_rows[k], b_rows[k]) for k in sorted(set(a_rows) & set(b_rows), key=str)]
+    assert cmp._paired_stats({("react", "m"): pairs}, ("agent", "model"), 5) == rows
     mit = next(r for r in rows if r["metric"] == "mitigation")
     assert (mit["diff"], mit["diff_lo"], mit["diff_hi"], mit["mcnemar_p"]) == (0.0, 0.0, 0.0, 1.0)
     frame = pd.read_csv(cmp.write_csv(rows, "agent,model", tmp_path / "cmp.csv"))
@@ -417,3 +421,85 @@ def test_the_report_prints_sregym_ids_beside_problems_and_false_alarms_per_agent
     assert "false alarms" in rates
     # 2 of the 3 controls were diagnosed wrongly (blamed something): 66.7%
     assert re.search(r'<td class="num">3</td><td class="num">66.7%</td>', rates)
+
+
+def test_report_views_per_agent_and_model_in_numbers_for_reading(recorded, tmp_path):
+    engine, results = recorded
+    by_agent = {(u["agent"], u["model"]): u for u in queries.token_usage(engine, "sw", per_agent=True)}
+    assert set(by_agent) == {("react", "openai/a"), ("react", "openai/b")}
+    assert by_agent[("react", "openai/b")]["prompt_tokens"] == sum(
+        r.tokens_in for meta, r in results.values() if meta["model"] == "openai/b")
+    tools = {(t["agent"], t["model"]): t for t in queries.tool_tokens(engine, "sw")["per_agent_model"]}
+    for (agent, model), t in tools.items():
+        mine = [r for meta, r in results.values() if (meta["agent"], meta["model"]) == (agent, model)]
+        assert t["tool_calls"] == sum(r.tool_calls for r in mine)
+        assert t["tokens"] == sum(r.tool_output_tokens for r in mine)
+
+    page = build_report(engine, "sw", tmp_path / "rep", drill_down=False).read_text()
+    text = re.sub(r'<img [^>]+>', "", page)
+    for section in ("By layer per agent × model", "Noise per agent × model", "Tool output tokens per agent × model"):
+        assert section in text, section
+    # one row per agent × model × layer that ran: react / openai/a ran both layers
+    assert re.search(r"<td>react</td><td>openai/a</td><td>os</td>", text)
+    assert re.search(r"<td>react</td><td>openai/a</td><td>application</td>", text)
+    # no float noise anywhere (dollars to 4 significant digits: $0.03870), costs in dollars, rates in percent
+    assert not re.search(r"\d\.\d{6,}", text), re.search(r".{40}\d\.\d{6,}.{20}", text)
+    assert re.search(r"\$\d+\.\d{2,4}<", text) and re.search(r">\d{1,3}\.\d%<", text)
+    # the judge stated as recorded: its threshold, never "threshold not recorded"
+    assert "composite threshold 0.7" in text and "threshold not recorded" not in text
+
+
+def _long_session(store, prefix: str, steps: int = 80) -> str:
+    calls, traj = [], []
+    for i in range(steps):
+        output = f"line {i} of a long kubectl listing\n" * 60
+        traj.append({"step_id": i, "source": "agent", "message": f"step {i}", "tool_calls": [
+            {"tool_call_id": f"c{i}", "function_name": "kubectl", "arguments": {"command": f"get pods #{i}"}}],
+            "observation": {"results": [{"source_call_id": f"c{i}", "content": output}]}})
+        calls.append({"index": i, "name": "kubectl", "args": {"command": f"get pods #{i}"}, "output": output,
+                      "tokens": 300})
+    store.put_json(f"{prefix}/trajectory.atif.json", {"schema_version": "ATIF-v1.4", "session_id": "s", "steps": traj})
+    store.put_json(f"{prefix}/tool_calls.json", calls)
+    store.put_json(f"{prefix}/diagnosis.json", {"text": "geo cannot authenticate to mongodb-geo"})
+    store.put_json(f"{prefix}/verdicts.json", {"diagnosis": {
+        "passed": True, "judge": "offline", "offline": True, "composite": 0.9, "threshold": None,
+        "pass_rule": "rule-v2", "pass_rule_text": "every localization answer is yes", "answers": [
+            {"id": "L1", "dimension": "localization", "question": "right service?", "answer": True,
+             "quote": "geo", "evidence": "names geo"}]}})
+    return store.base_uri(prefix)
+
+
+def test_trial_pages_are_bounded_and_show_the_ground_truth_beside_the_diagnosis(db_url, tmp_path):
+    from results.artifacts import LocalArtifactStore
+
+    engine = engine_for(db_url)
+    store = LocalArtifactStore(tmp_path / "artifacts")
+    _sweep(engine, "long")
+    tids = [_trial(engine, "long", i, "geo-auth", "react", "m", i, False) for i in range(2)]
+    for i, tid in enumerate(tids):
+        uri = _long_session(store, f"long/{i}/attempt-1")
+        _record(engine, tid, AttemptResult(diagnosis_passed=True, mitigation_passed=False, diagnosis_threshold=None,
+                                           diagnosis_pass_rule="rule-v2", judge="offline", judge_offline=True,
+                                           cost_usd=0.11483750000000001, artifacts_uri=uri))
+    truth = {"component": "geo", "fault_type": "auth_failure", "mechanism": "the password was rotated"}
+    index = build_report(engine, "long", tmp_path / "rep", ground_truths={"geo-auth": truth}).read_text()
+    # The header states the rule the rows record, in words, and that it sets no composite floor.
+    assert "rule-v2: 2 — every localization answer is yes" in index
+    assert "no composite threshold (the pass rule decides)" in index
+    header = re.search(r"<table class='meta'>.*?</table>", index, re.S)[0]
+    assert "not recorded" not in header
+    assert "$0.1148" in index and "0.11483750000000001" not in index
+    trials = tmp_path / "rep" / "trials"
+    assert (trials / "style.css").is_file()
+    for tid in tids:
+        page = (trials / f"{tid}.html").read_text()
+        raw = sum(len((tmp_path / "artifacts" / f"long/{tids.index(tid)}/attempt-1" / f).read_text())
+                  for f in ("trajectory.atif.json", "tool_calls.json"))
+        assert raw > 300_000 and len(page) < 25_000  # 80 outputs of 2 KB, twice over, in a page of < 25 KB
+        assert "<style>" not in page and "href='style.css'" in page
+        assert "more step(s) not shown here" in page and "more call(s) not shown here" in page
+        assert 'trajectory.atif</a>' in page  # where the rest is
+        assert "$0.1148" in page
+        beside = re.search(r'<div class="beside"><div><h3>Diagnosis submitted</h3>(.*?)</div><div><h3>Ground truth'
+                           r'</h3>(.*?)</div></div>', page)
+        assert beside and "geo cannot authenticate" in beside[1] and "the password was rotated" in beside[2]

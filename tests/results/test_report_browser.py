@@ -118,7 +118,7 @@ def test_the_report_loads_in_chromium_with_every_figure(sweep):
         assert all(i["ok"] and i["w"] > 100 and i["h"] > 100 for i in images), images
         # The figures that need model tokens and per-tool counts are drawn, not "not recorded".
         alts = {i["alt"] for i in images}
-        assert {"prompt / cached / completion tokens per model", "tool output tokens per tool",
+        assert {"prompt / cached / completion tokens per agent × model", "tool output tokens per tool",
                 "problem × agent/model E2E", "Pareto: cost and tokens vs E2E"} <= alts
         assert shot.stat().st_size > 50_000
         text = browser.evaluate("document.body.innerText")
@@ -132,8 +132,10 @@ def test_the_report_loads_in_chromium_with_every_figure(sweep):
         assert browser.errors() == []
         trial = browser.evaluate("document.body.innerText")
         for needed in ("Trajectory (ATIF)", "submit_diagnosis", "get pods", "quote from the diagnosis", "judge's evidence",
-                       "Cluster snapshot", "deployments"):
+                       "Cluster snapshot", "deployments", "Ground truth"):
             assert needed in trial, needed
+        # The one shared stylesheet is found and applied.
+        assert browser.evaluate("getComputedStyle(document.querySelector('pre')).whiteSpace") == "pre-wrap"
     print(f"screenshot: {shot}")
 
 
