@@ -41,6 +41,7 @@ HOST_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl/
 # Where a dynamically linked kubectl's loader and libraries live (the release binary is static).
 LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
 PROBE_TIMEOUT_S = 20.0
+_PROBED: set[tuple[str, str]] = set()  # (bwrap, kubectl) pairs whose sandbox probe passed here
 
 
 class SandboxUnavailable(InfrastructureError):
@@ -181,7 +182,11 @@ class Sandbox:
 
     def probe(self) -> None:
         """Run kubectl once in the sandbox and check it cannot see the host: SandboxUnavailable when
-        the sandbox cannot be made here."""
+        the sandbox cannot be made here. What it checks is the host's, not the session's: once it
+        passed for a bwrap and a kubectl, later sessions of this process skip it."""
+        key = (self.bwrap, self.binary)
+        if key in _PROBED:
+            return
         try:
             proc = subprocess.run(self.wrap(["version", "--client", "-o", "json"]), capture_output=True,
                                   text=True, timeout=PROBE_TIMEOUT_S, env={}, stdin=subprocess.DEVNULL)
@@ -193,6 +198,7 @@ class Sandbox:
                 f"{(proc.stderr or proc.stdout).strip()[:300]}); bwrap needs user and mount namespaces "
                 f"(in a container: a seccomp profile that allows them). {UNSAFE_ENV}=1 runs kubectl "
                 "unsandboxed on a developer's machine only")
+        _PROBED.add(key)
 
     def close(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)
