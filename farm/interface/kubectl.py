@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from core.errors import ConfigurationError, ToolError
-from farm.interface import allowlist, restread
+from farm.interface import allowlist, restread, warmcache
 
 log = logging.getLogger("farm.interface.kubectl")
 
@@ -462,6 +462,14 @@ class Kubectl:
                 raise
             self.sandbox = "bwrap"
             self.env = {}
+        digest = self._rest.discovery_digest()
+        self._cache_key = (str(Path(self.binary).resolve()), self._rest.server, digest) if digest else None
+        self._cache_kept = False
+        warmcache.seed(self._kubectl_home, self._cache_key)
+
+    @property
+    def _kubectl_home(self) -> str:
+        return str(self._sandbox.home) if self._sandbox is not None else self._home
 
     def close(self) -> None:
         self._rest.close()
@@ -486,6 +494,8 @@ class Kubectl:
                                   stdin=None if stdin is not None else subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise ToolError(f"kubectl did not finish within {self.timeout_s:.0f} s and was stopped") from None
+        if proc.returncode == 0 and not self._cache_kept:
+            self._cache_kept = warmcache.keep(self._kubectl_home, self._cache_key)
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     def get_json(self, target: Target) -> list[tuple[str, dict[str, Any] | None]]:

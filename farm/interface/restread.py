@@ -152,6 +152,24 @@ class RestReader:
             raise Unreadable("the kubeconfig names no server")
         return httpx.Client(verify=verify, headers=headers, timeout=REQUEST_TIMEOUT_S, trust_env=False), server
 
+    def discovery_digest(self) -> str | None:
+        """A digest of the API's groups and versions (`/api`, `/apis`); None when unreadable."""
+        try:
+            http = self._client()
+            bodies = [http.get(self._server + path) for path in ("/api", "/apis")]
+        except (Unreadable, httpx.HTTPError):
+            return None
+        if any(b.status_code != 200 for b in bodies):
+            return None
+        digest = hashlib.sha256()
+        for body in bodies:
+            digest.update(json.dumps(body.json(), sort_keys=True).encode())
+        return digest.hexdigest()
+
+    @property
+    def server(self) -> str:
+        return self._server
+
     def get(self, kind: str, name: str | None = None, selector: str | None = None) -> dict[str, Any] | None:
         """The object (None when absent) or, without a name, the list; Unreadable when the kind or
         the credentials are not ones this reader serves, ReadFailed when the API refused."""

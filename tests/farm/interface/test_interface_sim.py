@@ -4,6 +4,7 @@ real MCP client over streamable HTTP and a real kubectl 1.20 process."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -423,3 +424,30 @@ def test_undo_restores_a_deleted_service_as_captured(fresh: ClusterHandle) -> No
         after = json.loads(tools.call("kubectl", command="get service geo -o json")[0])
     assert after["spec"]["ports"] == before["spec"]["ports"] and after["spec"]["selector"] == before["spec"]["selector"]
     assert iface.record.mutations[0].before["service/geo"]["metadata"]["name"] == "geo"
+
+
+def test_a_sessions_first_kubectl_starts_from_the_warm_discovery_cache(fresh: ClusterHandle) -> None:
+    """The first session's discovery cache seeds the next session's kubectl home (same cluster,
+    same API groups), and its kubectl answers the same; the Go runtime is tuned in the sandbox."""
+    from farm.interface import sandbox as sandbox_mod
+    from farm.interface import warmcache
+
+    first = Kubectl(fresh.agent_kubeconfig(NS), NS, virtual_time=True)
+    try:
+        expected = first.run_tokens(["get", "deployments", "-o", "name"])
+        assert expected.returncode == 0 and "deployment.apps/frontend" in expected.stdout
+        assert first._cache_kept and first._cache_key is not None
+    finally:
+        first.close()
+    second = Kubectl(fresh.agent_kubeconfig(NS), NS, virtual_time=True)
+    try:
+        cached = Path(second._kubectl_home) / warmcache.CACHE / "discovery"
+        assert any(cached.rglob("serverresources.json")), "the new session's home holds no discovery cache"
+        assert second.run_tokens(["get", "deployments", "-o", "name"]).stdout == expected.stdout
+        if second._sandbox is not None:
+            argv = second._sandbox.wrap(["version"])
+            assert argv[argv.index("GOGC") + 1] in ("off", "400")
+    finally:
+        second.close()
+    assert sandbox_mod.go_runtime_env("go1.19.8")[:3] == ("--setenv", "GOGC", "off")
+    assert sandbox_mod.go_runtime_env("go1.15.15") == ("--setenv", "GOGC", "400")
