@@ -11,15 +11,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import ssl
-import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
+
+from core import tls
 
 REQUEST_TIMEOUT_S = 30.0  # as the kubectl reads' --request-timeout=30s
 # kind as kubectl accepts it -> (API prefix, plural, Kind, namespaced). Only group versions with
@@ -40,33 +39,6 @@ _RESOURCES: dict[str, tuple[str, str, str, bool]] = {
         ("daemonset", "daemonsets", "DaemonSet"), ("replicaset", "replicasets", "ReplicaSet"),
     )},
 }
-_SSL_CONTEXTS: dict[str, ssl.SSLContext] = {}
-_SSL_LOCK = threading.Lock()
-
-
-def ssl_context(ca_pem: bytes | None, cert_pem: bytes | None = None, key_pem: bytes | None = None) -> ssl.SSLContext:
-    """One SSL context per trust anchor and client identity in this process: building one loads
-    the system's CA bundle (~30 ms), which every session would otherwise pay again."""
-    key = hashlib.sha256(b"\0".join(x or b"" for x in (ca_pem, cert_pem, key_pem))).hexdigest()
-    with _SSL_LOCK:
-        ctx = _SSL_CONTEXTS.get(key)
-        if ctx is None:
-            ctx = ssl.create_default_context(cadata=ca_pem.decode() if ca_pem else None)
-            if not ca_pem:
-                ctx.load_default_certs()
-            if cert_pem and key_pem:
-                # ssl loads a client identity only from files: written privately, removed at once
-                with tempfile.TemporaryDirectory(prefix="rest-identity-") as tmp:
-                    cert, private = Path(tmp) / "cert", Path(tmp) / "key"
-                    for path, data in ((cert, cert_pem), (private, key_pem)):
-                        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                        with os.fdopen(fd, "wb") as out:
-                            out.write(data)
-                    ctx.load_cert_chain(cert, private)
-            _SSL_CONTEXTS[key] = ctx
-        return ctx
-
-
 def _sorted(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _sorted(value[k]) for k in sorted(value)}
@@ -143,7 +115,7 @@ class RestReader:
         headers = {"Accept": "application/json"}
         if user.get("token"):
             headers["Authorization"] = f"Bearer {user['token']}"
-        verify: ssl.SSLContext | bool = ssl_context(
+        verify: ssl.SSLContext | bool = tls.ssl_context(
             data(cluster, "certificate-authority"), data(user, "client-certificate"), data(user, "client-key"))
         if cluster.get("insecure-skip-tls-verify"):
             verify = False
