@@ -45,7 +45,7 @@ LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
 PROBE_TIMEOUT_S = 20.0
 _PROBED: dict[tuple[str, str], str] = {}  # (bwrap, kubectl) whose sandbox probe passed here -> its Go version
 # kubectl is a short process that allocates a few MB: the garbage collector's work is wasted
-# (15-26% of a call's CPU, measured by bench/sandbox_bench.py). It runs only when the heap nears
+# (12-26% of a call's CPU, measured by bench/sandbox_bench.py). It runs only when the heap nears
 # the memory limit, which Go honours from 1.19; an older kubectl collects less often instead.
 GO_MEMORY_LIMIT = "256MiB"
 
