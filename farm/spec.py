@@ -14,7 +14,8 @@
     seeds: 3                         # or an explicit list [0, 1, 2]
     noise: [false, true]             # or a single bool; {intensity: high} (low, medium, high or 0..1,
                                      # optionally kinds: [...]) adds confounding ambient noise
-    limits: {max_steps: 40, wall_time_s: 900, max_tokens: 2000000, max_cost_usd: 5}
+    limits: {max_steps: 40, wall_time_s: 900, max_tokens: 2000000, max_cost_usd: 5,
+             memory_mib: 2048, processes: 256, tmp_mib: 512}   # the last three: the agent's process
     concurrency: {openai/gpt-4o: 4}  # per-model, across the farm
     cost_cap_usd: 200                # sweep-wide
     judge: null                      # litellm model string; null = the offline judge
@@ -138,6 +139,9 @@ class Limits(AgentLimits):
     wall_time_s: float = Field(900.0, gt=0)
     max_tokens: int = Field(2_000_000, gt=0)
     max_cost_usd: float = Field(5.0, gt=0)
+    memory_mib: int = Field(2048, ge=64)
+    processes: int = Field(256, ge=16)
+    tmp_mib: int = Field(512, ge=1)
 
 
 class ClusterOptions(_Strict):

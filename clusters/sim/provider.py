@@ -38,15 +38,21 @@ def _tail(path: Path, limit: int = 3000) -> str:
         return "(no output)"
 
 
-def write_kubeconfig(path: Path, server: str, ca_pem: str, token: str, user: str, namespace: str | None = None) -> Path:
+def write_kubeconfig(path: Path, server: str, ca_pem: str, token: str, user: str, namespace: str | None = None,
+                     client_cert: tuple[str, str] | None = None) -> Path:
+    """`client_cert`: (certificate, key) PEM the user also authenticates with, as kind's admin has."""
     context: dict[str, Any] = {"cluster": "sim", "user": user}
+    credentials: dict[str, str] = {"token": token}
+    if client_cert is not None:
+        credentials["client-certificate-data"] = base64.b64encode(client_cert[0].encode()).decode()
+        credentials["client-key-data"] = base64.b64encode(client_cert[1].encode()).decode()
     if namespace:
         context["namespace"] = namespace
     doc = {
         "apiVersion": "v1", "kind": "Config", "current-context": "sim", "preferences": {},
         "clusters": [{"name": "sim", "cluster": {"server": server,
                                                  "certificate-authority-data": base64.b64encode(ca_pem.encode()).decode()}}],
-        "users": [{"name": user, "user": {"token": token}}],
+        "users": [{"name": user, "user": credentials}],
         "contexts": [{"name": "sim", "context": context}],
     }
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds a token
@@ -75,6 +81,13 @@ class SimHandle(ClusterHandle):
         self.ca_file.write_text(self._ca_pem)
         self.kubeconfig = write_kubeconfig(workdir / "admin.kubeconfig", self.endpoints.kubernetes, self._ca_pem,
                                            self._admin_token, "farm-admin")
+        # The admin kubeconfig as kind writes it, with a client certificate too (what `farm sim up`
+        # hands out). The farm's own stays token-only: with a certificate, `kubectl --token` would
+        # still be the admin (x509 authenticates first).
+        admin_cert = (ready["admin_client_cert"], ready["admin_client_key"]) if ready.get("admin_client_cert") else None
+        self.kind_kubeconfig = write_kubeconfig(workdir / "admin-x509.kubeconfig", self.endpoints.kubernetes,
+                                                self._ca_pem, self._admin_token, "farm-admin",
+                                                client_cert=admin_cert) if admin_cert else self.kubeconfig
         self._agent_kubeconfigs: dict[str, Path] = {}
         self._agent_tokens: dict[str, str] = {}
         self._closed = False

@@ -62,6 +62,10 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     # scheduling, storage, admission, coordination
     _grp("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False, short=("pc",)),
     _grp("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False, short=("sc",)),
+    # stored and listed as kube-apiserver serves them (no controller acts on them here)
+    _grp("storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity"),
+    _grp("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", namespaced=False,
+         short=("csr",), sub=("status",)),
     _grp("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
          "ValidatingWebhookConfiguration", namespaced=False),
     _grp("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
@@ -106,6 +110,7 @@ REVIEW_TYPES: tuple[ResourceType, ...] = (
     _grp("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False),
     _grp("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", namespaced=False),
     _grp("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", namespaced=False),  # kubectl auth whoami
+    _grp("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False),  # webhook authn, kr8s whoami
 )
 # Node leases (kube-node-lease) are a view of the nodes' heartbeats.
 NODE_LEASES = _grp("coordination.k8s.io", "v1", "leases", "Lease")

@@ -223,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     endpoints = server.start()
     write_ready_file(args.ready_file, {**endpoints, "admin_token": server.admin_token,
                                        "ca_cert": server.cert.ca_pem.decode(), "pid": os.getpid(),
+                                       "admin_client_cert": server.cert.client_cert_pem.decode(),
+                                       "admin_client_key": server.cert.client_key_pem.decode(),
                                        "seed": args.seed, "live": args.live,
                                        "start": getattr(cluster.clock, "start", None)})
     # Nothing in the process outlives it (state is in memory only), so a stop is an immediate exit.

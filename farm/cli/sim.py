@@ -30,7 +30,7 @@ def up(
 
     handle = open_cluster("sim", seed=seed, live=True, speed=speed)
     try:
-        shutil.copyfile(handle.kubeconfig, kubeconfig)
+        shutil.copyfile(getattr(handle, "kind_kubeconfig", handle.kubeconfig), kubeconfig)
         prob = None
         if problem:
             from farm.problems.catalog import load_catalog

@@ -38,7 +38,9 @@ _DOUBT = re.compile(r"(?:root cause|the cause|culprit)[^.;]{0,60}?(?:still being
                     r"(?:confirmed|identified|determined|clear|known|found)|unclear|unknown|undetermined|"
                     r"inconclusive|tbd|to be (?:confirmed|determined))|no clear root cause|"
                     r"could not (?:find|determine|identify) (?:a |the )?(?:clear )?(?:root )?cause|"
-                    r"(?:cannot|can't|could not) (?:yet )?(?:determine|pinpoint|identify) (?:which|what|the)")
+                    r"(?:cannot|can't|could not) (?:yet )?(?:determine|pinpoint|identify) (?:which|what|the)|"
+                    r"need(?:s)? more (?:data|information|evidence) to (?:determine|identify|find|confirm)|"
+                    r"\b(?:unclear|not (?:yet )?clear) whether\b[^.;]{0,60}?\b(?:the|a) (?:root )?cause\b")
 # Words that clear what the clause names rather than blame it.
 _EXONERATE = re.compile(r"\bnot (?:the )?(?:root )?(?:cause|culprit|problem|issue|origin)\b|\bnot at fault\b|"
                         r"\bnot responsible\b|\bnot to blame\b|\bnot involved\b|\b(?:is|are|was|were|looks?|"
@@ -61,11 +63,13 @@ _FORWARD = re.compile(r",? so\b|\btherefore\b|\bwhich (?:makes|causes|breaks|mea
 # Where the author names the cause outright: what follows is the cause.
 ROOT_MARKER = _ROOT = re.compile(r"\broot[- ]?cause[sd]?\b\s*(?:is|are|was|:|=|-)?|\bculprit\b\s*(?:is|:)?|\bthe cause\b\s*(?:is|:)?|"
                    r"\bthe (?:problem|issue|fault|trigger) (?:is|was|:)|\bblame\b|\borigin(?:ates)?\b\s*(?:is|in|:)?|"
-                   r"\bcause:\s*")
+                   r"\bcause:\s*|"
+                   # a diagnosis in fields ('Fault type: disk-io. Component: node/sim-worker2') names its culprit so
+                   r"^\W*(?:faulty |culprit |root[- ]cause )?component\s*[:=]\s*")
 # A cause named besides another: 'a separate bug', 'additionally', 'a second root cause'.
 EXTRA_CAUSE = re.compile(r"\b(?:a |an )?(?:separate|independent|second|another|additional) (?:\w+ )?(?:bug|fault|"
                          r"problem|issue|root cause|cause|failure)\b|\badditionally\b|\balso needs fixing\b|"
-                         r"\btwo (?:separate |independent )?(?:problems|faults|issues|root causes)\b")
+                         r"\btwo (?:separate |independent )?(?:problems|faults|issues|root causes)\b|\band separately\b")
 # Said of a component, these make it the one at fault even without a connective.
 FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|\bdying\b|\bdegraded\b|\bmisconfigur|\bresponsible\b|\bis broken\b|\bthe source\b|"
                     r"\bwrong(?:ly)?\b|\bincorrect\b|\bbad\b|\binvalid\b|\bmissing\b|\bremoved\b|\bchanged\b|"
@@ -78,7 +82,9 @@ FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|
                     r"\b(?:forwards?|points?|maps?|routes?|targets?|sends?)\b[^,;]{0,30}?\bport\b[^,;]*?\d|"
                     r"\bwith no (?:\w+ )?(?:server|listener|process)\b|\bnothing (?:is )?listen|\bdeny[- ]all\b|"
                     r"\b(?:delete|fix|remove|revert) (?:or \w+ )?(?:the|its)\b|"
-                    r"\bis (?:on|enabled|at)\b|\bswitched on\b")
+                    r"\bis (?:on|enabled|at)\b|\bswitched on\b|"
+                    # what changed: 'now exposes 27070 (was 27017)'
+                    r"\(was\b|\bnow (?:exposes|points|uses|listens|runs|sets|serves|targets|requests|has|forwards)\b")
 _DOWNSTREAM = re.compile(r"\bdownstream\b|\bcallers?\b|\bvictims?\b|\bsymptoms?\b|\bonly (?:fail|error|break)|"
                          r"\bfail(?:s|ing)? only\b|\bknock-on\b|\bcascad|\bsecondary\b|\bin turn\b|\bconsequence\b|"
                          r"\baffected\b|\bimpact(?:ed)?\b|\bas well\b|\bdependents?\b|\bupstream of\b|"
@@ -109,7 +115,9 @@ _ITEM_VERDICT = re.compile(r"(?P<no>\bruled out\b|\bexcluded\b|\brejected\b|\bun
                            re.I)
 _NOTES = re.compile(r"^\W*(?:still )?investigating\b|\bnotes so far\b|\bneeds? to (?:check|verify|confirm|look)\b|"
                     r"\bbefore concluding\b|\bnot (?:yet )?concluded\b|\bnext steps? (?:is|are|will be|:)?\s*(?:to )?(?:check|look|verify|"
-                    r"confirm|inspect|investigate)|\bneeds? (?:more|further) investigation\b|\bno conclusion\b")
+                    r"confirm|inspect|investigate)|\bneeds? (?:more|further) investigation\b|\bno conclusion\b|"
+                    r"\bfurther investigation (?:is )?(?:required|needed)\b|\bremains? unclear\b|\bunclear whether\b|"
+                    r"\bneed(?:s)? more (?:data|information|evidence)\b")
 # Markdown or 'Label:' headings; under those of evidence, timeline or fix, names are shown, not blamed.
 _HEADING = re.compile(r"^[ \t]*(?:#{1,6}[^\n]*$|\*\*[^*\n]{2,40}\*\*:?|[A-Z][A-Za-z /()]{2,30}:[ \t]*$|"
                       r"(?:Observations?|Evidence|Symptoms?|Findings|Notes?|Timeline|Logs?|Metrics|Traces?|Impact|"
@@ -128,6 +136,11 @@ _NEGATED = re.compile(r"\b(?:not|isn't|aren't|wasn't|weren't|never|without|no si
                       r"rules? out|ruled out|rather than)\s+(?:(?:a|an|the|any|really|its|their)\s+)?[\w/-]+(?:\s+[\w/-]+)?")
 # A component named as the source of the data quoted ('jaeger traces of /hotels show ...').
 _SOURCE = re.compile(r"[a-z0-9.:/'-]*\s+(?:traces?|logs?|metrics|spans?|dashboards?|queries|query|ui|graphs?)\b")
+QUOTED = re.compile(r"\([^()]*\)|(?<![a-z0-9])'[^']{3,}'(?![a-z0-9])|\"[^\"]{3,}\"")
+# A root cause stated as the cluster's own shortfall, not any object of the application's.
+_INFRA_CAUSE = re.compile(r"\W*(?:the |an? )?(?:insufficient |not enough |lack of |limited |exhausted )?(?P<what>"
+                          r"(?:cluster|node pool|nodes?'?)(?:'s)? (?:capacity|resources|cpu|memory)|cluster|"
+                          r"(?:container |image |docker )?registry|docker hub)\b")
 _PART = re.compile(r",\s*|\s+and\s+|\s+with\s+|\s+while\s+")
 # Pod states: what a component shows, not what is wrong with it.
 _STATUS = re.compile(r"\b(?:pending|crashloopbackoff|imagepullbackoff|errimagepull|terminating|unknown|evicted|"
@@ -135,7 +148,7 @@ _STATUS = re.compile(r"\b(?:pending|crashloopbackoff|imagepullbackoff|errimagepu
 _FAILS = re.compile(r"\bpending\b|\bimagepullbackoff\b|\berrimagepull\b|\bterminating\b|\bevicted\b|\bcrash|\bfail|\berror|\brestart|\bdown\b|\bslow|\b5\d\d\b|\btim(?:es|ed|ing)? ?out|"
                     r"\bunavailable\b|\bpanic|\bhangs?\b|\bstall")
 _PRONOUN = re.compile(r"^\W*(?:\S+\s+){0,2}(?:its|their|it|they|the pods?'s?|the container's)\b")
-_SEGMENT = re.compile(r",\s*|\s+with\s+|\s+while\s+|\s+and\s+(?=(?:the )?(?:\S+ ){0,3}(?:downstream|callers?|only)\b)")
+_SEGMENT = re.compile(r",\s*|\s+with\s+|\s+while\s+|\s+and\s+(?=(?:the )?(?:\S+ ){0,3}(?:downstream\b|callers?\b|only\b|propagat))")
 _SENTENCE = re.compile(r"(?<=[^.][.!?])\s+(?=\S)|\n+|(?<=:)\s+(?=-)")
 KIND_WORDS = ("deployment", "deploy", "service", "svc", "pod", "pods", "node", "configmap", "secret", "statefulset",
               "daemonset", "replicaset", "container", "networkpolicy", "resourcequota", "tidbcluster")
@@ -339,7 +352,9 @@ class Reader:
                 m.group(0).split("-")) <= _KIND_HYPHEN_WORDS else " ", masked)
         return kinds_in(masked)
 
-    def read(self, diagnosis: str) -> Claims:
+    def read(self, diagnosis: str, evidence_sections: bool = True) -> Claims:
+        """With evidence_sections False, no heading makes its clauses evidence: a text whose every
+        conclusion sits under 'Findings' has no other place where it blames."""
         claims = Claims(clauses=[])
         doubt = _DOUBT.search(norm(diagnosis))
         if doubt:
@@ -363,7 +378,7 @@ class Reader:
             text = self._calls_as_calls(norm(self._by_ref(quote, refs)))
             clause = Clause(quote=quote, text=text)
             section = next((kind for start, kind in reversed(sections) if start <= at), "")
-            clause.evidence = section == "evidence"
+            clause.evidence = section == "evidence" and evidence_sections
             cleared = cleared or section == "cleared"
             clause.cause, clause.effect = _cause_and_effect(text)
             clause.explicit = bool(clause.cause or clause.effect)
@@ -390,14 +405,25 @@ class Reader:
             for comp, at in comps.items():
                 role = "asserted" if comp == first else self._role(clause, comp, at, text)
                 claims.roles.setdefault(comp, {}).setdefault(role, []).append(quote)
+            infra = _INFRA_CAUSE.match(clause.cause) if clause.explicit and _ROOT.search(text) else None
+            if infra and not clause.hedged and not clause.exonerating \
+                    and not any(self._in(clause.cause, c) for c in comps):
+                # 'Root cause: insufficient cluster capacity' blames the cluster, a healthy object
+                claims.roles.setdefault(f"the {infra.group('what')}", {}).setdefault("asserted", []).append(quote)
         self._lead(claims)
+        if evidence_sections and not claims.doubt and any(c.evidence for c in claims.clauses) \
+                and not any(r.get("asserted") or r.get("implicated") for r in claims.roles.values()):
+            return self.read(diagnosis, evidence_sections=False)
         return claims
 
     @staticmethod
     def _by_ref(quote: str, refs: list[tuple[re.Pattern[str], str]]) -> str:
+        # inside quoted output ('`the node was low on resource`') the words are the system's, not a
+        # reference of the author's
+        parts = re.split(r"(`[^`]*`)", quote)
         for pattern, comp in refs:
-            quote = pattern.sub(f"the {comp} ", quote)
-        return quote
+            parts = [p if p.startswith("`") else pattern.sub(f"the {comp} ", p) for p in parts]
+        return "".join(parts)
 
     def _quoted_output(self, quote: str, comp: str) -> bool:
         """Every mention of `comp` in `quote` is inside a code span that quotes more than a name."""
@@ -414,9 +440,10 @@ class Reader:
             return text
 
         def edge(m: re.Match[str]) -> str:
-            return m.group(1) + " calls " + m.group(2) if self.known_as(m.group(1)) and self.known_as(m.group(2)) \
+            return m.group(1) + " calls " if self.known_as(m.group(1)) and self.known_as(m.group(2)) \
                 else m.group(0)
-        return re.sub(r"([a-z][a-z0-9-]*)\s*(?:->|→)\s*([a-z][a-z0-9-]*)", edge, text)
+        # each hop of a chain 'a -> b -> c' is a call: the next name is looked at, not consumed
+        return re.sub(r"([a-z][a-z0-9-]*)\s*(?:->|→)\s*(?=([a-z][a-z0-9-]*))", edge, text)
 
     @staticmethod
     def resolve(claims: Claims, roots: Iterable[str]) -> None:
@@ -436,8 +463,10 @@ class Reader:
     def _lead(self, claims: Claims) -> None:
         """A terse diagnosis states its culprit first without saying 'root cause' ('memcached-rate has
         no endpoints. rate panics.'): when nothing is asserted, the first component of the first
-        committed clause is, if that clause names it as the subject of what is wrong."""
-        if claims.doubt or any(r.get("asserted") or r.get("implicated") for r in claims.roles.values()):
+        committed clause is, if that clause names it as the subject of what is wrong. Components only
+        said to fail later ('profile's cache misses can't reach the DB') do not outrank it: the text
+        may have opened with its culprit and gone on to the failure propagating."""
+        if claims.doubt or any(r.get("asserted") for r in claims.roles.values()):
             return
         first = next((c for c in claims.clauses if not c.hedged and not c.exonerating), None)
         if first is None or _DOWNSTREAM.search(first.text):
@@ -452,7 +481,10 @@ class Reader:
         for role in ("mentioned", "victim"):
             if first.quote in roles.get(role, []):
                 roles[role].remove(first.quote)
-        roles.setdefault("asserted", []).insert(0, first.quote)
+        # beside components that only sit where a cause goes, the lead is one of them: which is the
+        # culprit and which the failure propagating is for resolve to say
+        weak = any(r.get("implicated") for r in claims.roles.values())
+        roles.setdefault("implicated" if weak else "asserted", []).insert(0, first.quote)
 
     def _role(self, clause: Clause, comp: str, at: int, text: str) -> str:
         """The component's role in the clause. 'implicated' is a weak 'asserted': the component sits
@@ -467,6 +499,9 @@ class Reader:
             return "mentioned"  # 'tidb-controller-manager logs ...', 'jaeger traces show ...'
         near = next((p for p in _PART.split(text) if self._in(p, comp)), text)
         near = _STATUS.sub(" ", re.sub(r"`[^`]*\s[^`]*`", " ", near))  # pod states and quoted output show
+        # an error quoted in parentheses or quotes ('calls fail (Invalid method name)') is what the
+        # component shows, not what is wrong with it
+        near = QUOTED.sub(" ", near)
         strong = (_ROOT.search(text) or EXTRA_CAUSE.search(text) or FAULTY.search(near)
                   or self.families_in(near) - SYMPTOM_KINDS)
         return "asserted" if strong else "implicated"
@@ -475,7 +510,10 @@ class Reader:
         if clause.exonerating:
             return "exonerated"
         if clause.hedged:
-            return "hedged"
+            # 'it seems to point at valkey-cart:6380': what a hedged clause says was reached is not
+            # a cause hedged over
+            possessive = bool(re.match(r"[a-z0-9.:/-]*'s\b", text[at:at + 80].split(" ", 1)[0] + " "))
+            return "target" if REACH.search(text[max(0, at - 40):at]) and not possessive else "hedged"
         if clause.evidence and not _ROOT.search(text):
             return "mentioned"  # what an evidence section shows is not what the author blames
         opened = text.rfind("(", 0, at)
@@ -484,7 +522,7 @@ class Reader:
                                                        or re.search(r"\b(?:among|e\.g\.|including|such as)\b", text[opened:]))
         if example and (
                 any(a < at for c, a in self._components_in(text).items() if c != comp)
-                or re.search(r"\b(?:pods|services|workloads|deployments|them|those|these)\s*$", text[:opened])):
+                or re.search(r"\b(?:pods|services|workloads|deployments|them|those|these)(?: there| on it| here)?\s*$", text[:opened])):
             return "mentioned"  # '... its pods (geo among them) are evicted': an example, not the culprit
         if re.search(r"\b(?:such as|e\.g\.|for example|including|like)\s+(?:the\s+)?$", text[max(0, at - 20):at]):
             return "mentioned"
@@ -493,7 +531,9 @@ class Reader:
             # what was reached failing is the cause: 'FailedCreate because the call to the webhook times out'
             in_cause = clause.backward and self._mentioned_in(clause.cause, comp) and _FAILS.search(clause.cause)
             return "implicated" if in_cause else "target"
-        if possessive and not _DOWNSTREAM.search(text) and self._subject(clause, comp):
+        own = next((p for p in _PART.split(text) if self._in(p, comp)), text)
+        # a downstream word elsewhere in the clause ('ping from a pod on that node') is not about it
+        if possessive and not _DOWNSTREAM.search(QUOTED.sub(" ", own)) and self._subject(clause, comp):
             return "asserted"  # "geo's GEO_DB_PORT is 27018", "node sim-worker2's clock is 8 years ahead"
         if clause.cause or clause.effect:
             # the cause part may still list victims: 'root cause: geo, with search failing downstream'

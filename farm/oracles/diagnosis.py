@@ -31,6 +31,7 @@ from core.problem import GroundTruth
 from farm.oracles.claims import (
     EXTRA_CAUSE,
     KIND_WORDS,
+    QUOTED,
     ROOT_MARKER,
     Claims,
     Clause,
@@ -39,7 +40,8 @@ from farm.oracles.claims import (
     mentions,
     norm,
 )
-from farm.oracles.vocabulary import fault_type, settings_in
+from farm.oracles.structured import score_structured, too_many_healthy
+from farm.oracles.vocabulary import REFINES, fault_type, settings_in
 
 if TYPE_CHECKING:
     from farm.llm.limits import SweepLedger
@@ -137,8 +139,6 @@ def judge_diagnosis(diagnosis: str | None, truth: GroundTruth, model: str | None
         return _no_fault(diagnosis, structured)
     verdict = _judge_text(diagnosis, truth, model, api_base, max_attempts, ledger, components)
     if structured is not None and (structured.root_causes or structured.fault_type or structured.affected):
-        from farm.oracles.structured import score_structured
-
         inventory = dict(components) if isinstance(components, Mapping) else {c: c for c in components}
         verdict.structured = score_structured(structured, truth, inventory)
     return verdict
@@ -379,16 +379,24 @@ KIND_REFERENCES: dict[str, str] = {
     "Service": r"Service(?! account)", "ConfigMap": r"(?:ConfigMap|config map)", "Secret": r"Secret",
     "NetworkPolicy": r"(?:NetworkPolicy|network policy)", "TidbCluster": r"(?:TidbCluster|cluster spec)",
     "ResourceQuota": r"(?:ResourceQuota|quota)", "ValidatingWebhookConfiguration": r"webhook",
-    "Role": r"Role", "RoleBinding": r"(?:RoleBinding|binding)"}
+    "Role": r"Role", "RoleBinding": r"(?:RoleBinding|binding)",
+    # 'the node's kubelet config': the node the text has named, not its selector, affinity or port
+    "Node": r"[Nn]ode(?![- ](?:selector|affinity|pool|port))"}
 # Ways of naming the same setting, folded before a mechanism's words are compared.
 MECHANISM_SYNONYMS = ((r"\bcontainer[- ]port\b|\btarget[- ]port\b", "targetport"),
                       (r"\bnothing (?:is )?listen", "not listen"), (r"\bdoes(?:n't| not) listen", "not listen"))
+# Words of object names that spelled apart are ordinary Kubernetes talk ('container requests').
+GENERIC_OBJECT_WORDS = {"container", "containers", "requests", "request", "compute", "resources", "resource", "pod",
+                        "pods", "policy", "limits", "limit", "quota", "default", "node", "nodes", "service", "account"}
 # Kinds of objects that share a name with the workload they serve but are objects of their own.
 OWN_OBJECT_KINDS = {"Service", "NetworkPolicy", "ConfigMap", "Secret"}
 # Detail keys that locate the fault rather than describe what was changed.
 LOCATOR_KEYS = {"node", "container", "namespace"}
 _TRIVIAL_VALUES = {"on", "off", "true", "false", "yes", "no", "none", "null", "0", "1"}
 _NO_QUOTE = ""
+# As many settings and fault kinds asserted of the root cause at once make a soup: honest diagnoses of
+# the labelled sets name at most five (a nodeSelector, the taint it is confused with, scheduling).
+SOUP_SIZE = 7
 
 
 def _stems(text: str, exclude: set[str]) -> set[str]:
@@ -453,7 +461,9 @@ class OfflineJudge:
             else {c.lower(): c.lower() for c in components}
         for c in sorted(set(owner_of.values())):
             if c not in known and not mentions(c, known):
-                names[c] = aliases(c)
+                # 'container requests' or 'compute resources' in a sentence is the concept, not the
+                # LimitRange or quota named after it: only such a name's hyphenated spelling names it
+                names[c] = {a for a in aliases(c) if " " not in a or not set(a.split()) <= GENERIC_OBJECT_WORDS}
         for name, owner in owner_of.items():  # a container or claim names the workload that owns it
             key = owner if owner in names else next((k for k, al in names.items() if owner in al), None)
             if name != owner and key is not None and name not in known:
@@ -559,7 +569,12 @@ class OfflineJudge:
         wrong = sorted({f for f in claimed if f not in allowed} | {f for f in hedged_over
                                                                   if f not in self.families | told}) \
             if self.families else []
-        if wrong:
+        soup = self._soup(claims)
+        if len(soup) >= SOUP_SIZE:
+            wrong = wrong or ["a soup of mechanisms"]
+            out["C3"] = (False, "", f"asserts {len(soup)} mechanisms of the root cause at once "
+                                    f"({', '.join(soup[:6])}...): a list of fault types, not one")
+        elif wrong:
             out["C3"] = (False, "", f"{'claims' if wrong[0] in claimed else 'hedges over'} the fault type "
                                     f"{wrong[0]}: '{_short(claimed.get(wrong[0]) or hedged_over[wrong[0]])}'")
         elif not root_anchor:
@@ -586,8 +601,14 @@ class OfflineJudge:
         else:
             out["S1"] = (True, anchor, "blames nothing outside the ground truth")
 
-        # S2: every affected component covered
-        if self.affected_keys:
+        # S2: every affected component covered, and not a list of every component besides: victims the
+        # ground truth does not list (nor its account names) beyond a tolerance make the list imprecise
+        healthy_victims = [k for k, roles in claims.roles.items() if k not in gt and roles.get("victim")
+                           and not self._in_story(k)]
+        if too_many_healthy(len(healthy_victims), sum(k in claims.roles for k in self.affected_keys)):
+            out["S2"] = (False, "", f"calls {len(healthy_victims)} components affected that the ground truth does not "
+                                    f"list ({', '.join(healthy_victims[:4])}...)")
+        elif self.affected_keys:
             absent = [k for k in self.affected_keys if k not in claims.roles]
             cover = next((q for k in self.affected_keys for qs in claims.roles.get(k, {}).values() for q in qs), "")
             out["S2"] = (not absent and out["L1"][0], cover,
@@ -607,6 +628,18 @@ class OfflineJudge:
         out["S3"] = (s3 and bool(impact), impact, "impact " + ("consistent with" if s3 else "not matching")
                      + " the symptom")
         return out
+
+    def _soup(self, claims: Claims) -> list[str]:
+        """The settings and fault kinds the committed clauses blaming a root name, outside evidence
+        sections. A causal chain names two or three (the wrong port, the probe it breaks, the
+        restarts); a text that asserts a wrong image, env, port, selector, replicas, OOM and a
+        network policy at once is asserting every fault type in the hope that one is right."""
+        blaming = {q for k in self.root_keys for q in claims.roles.get(k, {}).get("asserted", [])}
+        named: set[str] = set()
+        for c in claims.committed:
+            if c.quote in blaming and not c.evidence:
+                named |= settings_in(c.text) | self.reader.families_in(c.text)
+        return sorted(named)
 
     def _other_kind(self, claims: Claims) -> None:
         """A root that is an object of its own (a Service, a policy, a config) blamed outright as the
@@ -651,7 +684,11 @@ class OfflineJudge:
         # names every root's settings, so it is compared with all of them
         gt_settings = settings_in(norm(" ".join(f"{r.mechanism} {' '.join(f'{k} {v}' for k, v in r.details.items())}"
                                                 for r in self.roots)))
+        if any(re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", k) for r in self.roots for k in r.details):
+            gt_settings.add("env")  # a detail keyed by a variable's name (GOMEMLIMIT) is an env setting
         said = settings_in(text)
+        # a setting noted only in parentheses is a side note, not where the text puts the fault
+        said_outright = settings_in(QUOTED.sub(" ", text))
         for r in self.roots:
             parts = _MECH_TURN.split(r.mechanism, maxsplit=1)
             cause = _stems(parts[0], exclude)
@@ -676,9 +713,14 @@ class OfflineJudge:
                 ok = False
                 reasons.append(f"{r.component}: names none of the {r.fault_type} mechanism's kinds "
                                f"({', '.join(sorted(ft.core))})")
-            if ok and gt_settings and said and not said & gt_settings:
+            refined = sorted(s for s in said if REFINES.get(s) in gt_settings and s not in gt_settings)
+            if ok and refined:
                 ok = False
-                reasons.append(f"{r.component}: puts the fault in {', '.join(sorted(said))}, settings the "
+                reasons.append(f"{r.component}: puts the fault in {refined[0]}, a part of the setting the ground truth's "
+                               "account does not name")
+            if ok and gt_settings and said_outright and not said_outright & gt_settings:
+                ok = False
+                reasons.append(f"{r.component}: puts the fault in {', '.join(sorted(said_outright))}, settings the "
                                "ground truth's account does not name")
             ok_all = ok_all and ok
             reasons.append(f"{r.component}: {n_cause}/{len(cause)} of the cause's words, {n_all}/{len(whole)} "

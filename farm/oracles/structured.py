@@ -1,7 +1,7 @@
 """The structured part of a diagnosis judged exactly: root-cause objects against the ground truth's
 root components (a pod, ReplicaSet, container or claim name counts as the workload that owns it;
 `deployment/geo` as `geo`), the fault type against the ground truth's, the affected components
-against its list. The text is judged apart, as always; these are metrics of their own.
+against its list (every one named, and not many healthy ones besides). The text is judged apart, as always; these are metrics of their own.
 
     score_structured(answer, truth, inventory) -> StructuredScore
 """
@@ -18,6 +18,15 @@ from farm.oracles.claims import POD_SUFFIX
 from farm.oracles.vocabulary import FAULT_TYPES
 
 MAX_ROOT_CAUSES = 3
+
+
+def too_many_healthy(healthy: int, listed_truth: int) -> bool:
+    """An affected list that names `healthy` components the ground truth does not list, beside
+    `listed_truth` it does: precision matters as well as recall, or naming every component of the
+    application would cover any ground truth. A reading of the chain may name a hop or two more
+    than the ground truth's list (a caller of a caller), so up to two, or as many as it names
+    rightly, are tolerated."""
+    return healthy > max(2, listed_truth)
 
 
 def check_structured(answer: StructuredDiagnosis) -> None:
@@ -59,5 +68,7 @@ def score_structured(answer: StructuredDiagnosis, truth: GroundTruth,
         score.fault_type = answer.fault_type in {r.fault_type for r in roots}
     if answer.affected:
         listed = {object_name(n, inv) for n in answer.affected}
-        score.affected = {object_name(a, inv) for r in roots for a in r.affected} <= listed
+        truth_affected = {object_name(a, inv) for r in roots for a in r.affected}
+        healthy = listed - truth_affected - want
+        score.affected = truth_affected <= listed and not too_many_healthy(len(healthy), len(truth_affected & listed))
     return score

@@ -117,7 +117,8 @@ KINDS: dict[str, Kind] = {
     "scheduling": Kind("scheduling", (
         "unschedulable", "cannot be scheduled", "can't be scheduled", "failedscheduling", "taint", "affinity",
         "nodeselector", "node selector", "toleration", "podantiaffinity", "antiaffinity", "nodeaffinity",
-        "podaffinity", "no node", "didn't match", "scheduler", "unschedul", "scheduling fail", "failed to schedule",
+        "podaffinity", "no node match", "no node is available", "no nodes available", "no node available", "no node carries",
+        "no node satisf", "no node has the", "no node in", "didn't match", "scheduler", "unschedul", "scheduling fail", "failed to schedule",
         "could not be scheduled", "cannot schedule", "can't schedule", "not be scheduled", "fit on any node")),
     "admission": Kind("admission", (
         "admission webhook", "validating webhook", "validatingwebhook", "mutating webhook", "webhook",
@@ -260,9 +261,11 @@ def families_of(kinds: set[str]) -> set[str]:
 SETTINGS: dict[str, tuple[str, ...]] = {
     "selector": (r"(?<![a-z])(?<!node )selector", r"matches no pod"),
     "node-placement": (r"nodeselector", r"node selector", r"node affinity", r"nodeaffinity", r"hostname="),
-    "taint": (r"taint", r"tolerat"),
-    "target-port": (r"targetport", r"target port"),
-    "service-port": (r"spec\.ports", r"exposes port", r"service port"),
+    "taint": (r"taint", r"toleration"),
+    "target-port": (r"targetport", r"target port", r"container port"),  # a Service's port maps to a container's
+    "service-port": (r"spec\.ports(?:\[\d*\])?\.port\b", r"\bexposes\b", r"(?<![a-z-])service(?:'s)? (?:own )?port\b"),
+    # the port the server itself listens on, set by the container's own arguments
+    "listen-port": (r"listening port", r"listen port", r"port (?:argument|flag|parameter)", r"--port\b"),
     "probe": (r"liveness", r"readiness", r"startup probe", r"startupprobe", r"\bprobe"),
     "probe-delay": (r"initialdelayseconds", r"initial delay"),
     "sidecar": (r"sidecar",),
@@ -270,7 +273,12 @@ SETTINGS: dict[str, tuple[str, ...]] = {
     "replicas": (r"\breplicas\b", r"scaled (?:down )?to"),
     "env": (r"env[_ ]?var", r"environment variable", r"\benv\b", r"\b[a-z0-9]+(?:_[a-z0-9]+)+="),
     "certificate": (r"certificate", r"\bcerts?\b", r"x509", r"key pair"),
+    "resources": (r"resources?\.(?:requests|limits)", r"\.requests\b", r"\b(?:cpu|memory) (?:requests?|limits?)\b",
+                  r"\brequests? (?:more|too much) (?:cpu|memory)", r"\binsufficient (?:cpu|memory)\b"),
 }
+# A setting that refines another: a text naming it puts the fault in that part of its parent (a probe's
+# initial delay is another mechanism than the port the probe checks), unless the account names it too.
+REFINES = {"probe-delay": "probe"}
 
 
 def settings_in(text: str) -> set[str]:

@@ -112,7 +112,7 @@ class TrialRun:
 
         self._enter("deploy")
         try:
-            prepare_agent(self.spec.agent, dict(self.spec.agent_options))  # its start-up overlaps the deploy
+            prepare_agent(self.spec.agent, dict(self.spec.agent_options), self.spec.limits)  # its start-up overlaps the deploy
         except Exception as exc:  # the session starts one itself, and reports what fails then
             log.warning("could not start the agent's process ahead of its session: %s", exc)
         deploy(self.cluster, self.app, self.namespace)

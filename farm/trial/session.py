@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ from core.states import LIMIT_WALL_TIME
 from farm.agenthost.known import agent_plugins
 from farm.agenthost.process import prepare, take
 from farm.agenthost.relay import Relay
-from farm.agents.base import AgentContext, AgentResult
+from farm.agenthost.sandbox import ResourceLimits
+from farm.agents.base import AgentContext, AgentLimits, AgentResult
 from farm.llm.remote import ENDPOINT_OPTION, TOKEN_OPTION
 
 # Options the worker's model client reads and the agent must not see: the provider's key and
@@ -67,10 +69,10 @@ def cli_environment(agent: str, options: dict[str, Any]) -> tuple[dict[str, str]
     return env, ((os.path.realpath(exe),) if exe and not os.path.realpath(exe).startswith("/usr/") else ())
 
 
-def prepare_agent(agent: str, options: dict[str, Any]) -> None:
+def prepare_agent(agent: str, options: dict[str, Any], limits: AgentLimits | None = None) -> None:
     """Start the agent's process ahead of its session (while the cluster is deployed)."""
     env, files = cli_environment(agent, options)
-    prepare(agent_plugins(), env=env, files=files)
+    prepare(agent_plugins(), env=env, files=files, limits=ResourceLimits.of(limits or AgentLimits()))
 
 
 @dataclass
@@ -90,7 +92,8 @@ def run_agent_process(agent: str, ctx: AgentContext, interface: Any, *,
 
 def _run(agent: str, ctx: AgentContext, interface: Any, endpoint: tuple[str, str] | None) -> ProcessOutcome:
     env, files = cli_environment(agent, ctx.options)
-    proc = take(agent_plugins(), env=env, files=files)
+    bounds = ResourceLimits.of(ctx.limits)
+    proc = take(agent_plugins(), env=env, files=files, limits=bounds)
     relays: list[Relay] = []
     ended = threading.Event()
     interface.on_end = lambda reason, detail: ended.set()
@@ -121,14 +124,35 @@ def _run(agent: str, ctx: AgentContext, interface: Any, endpoint: tuple[str, str
     if "infrastructure_error" in answer:
         return ProcessOutcome(None, infrastructure=str(answer["infrastructure_error"])[:2000])
     if "error" in answer:
-        return ProcessOutcome(None, error=str(answer["error"])[:2000], trace=str(answer.get("trace", ""))[-4000:])
+        error = str(answer["error"])
+        return ProcessOutcome(None, error=(exceeded(error, out.code, bounds) + error)[:2000],
+                              trace=str(answer.get("trace", ""))[-4000:])
     if "result" in answer:
         try:
             return ProcessOutcome(AgentResult.model_validate(answer["result"]))
         except ValueError as exc:
             return ProcessOutcome(None, error=f"the agent's process answered an unreadable result: {exc}"[:2000])
-    return ProcessOutcome(None, error=f"the agent's process exited with status {out.code} without a result",
+    return ProcessOutcome(None, error=exceeded(out.stderr[-4000:], out.code, bounds)
+                          + f"the agent's process exited with status {out.code} without a result",
                           trace=out.stderr[-4000:])
+
+
+# What an agent's process meets at each of its resource limits (farm/agenthost/sandbox.py)
+_AT_LIMIT = (("MemoryError", "its memory limit ({memory_mib} MiB)"),
+             ("Cannot allocate memory", "its memory limit ({memory_mib} MiB)"),
+             ("Resource temporarily unavailable", "its process limit ({processes} processes)"),
+             ("No space left on device", "its /tmp or home size ({tmp_mib} MiB)"),
+             ("Too many open files", "its open-file limit ({open_files})"))
+
+
+def exceeded(text: str, code: int | None, bounds: ResourceLimits) -> str:
+    """"the agent's process reached <limit>: " when what it died of or answered says so, else ""."""
+    if code is not None and code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+        return f"the agent's process reached its CPU time limit ({bounds.cpu_s} s): "
+    for sign, what in _AT_LIMIT:
+        if sign in text:
+            return f"the agent's process reached {what.format(**vars(bounds))}: "
+    return ""
 
 
 def _port(url: str) -> int:

@@ -1,7 +1,8 @@
 """Paired comparison of two sweeps on the trials they share: the same problem, agent, model, seed
 and noise, finished in both. Per group (`--by`), for diagnosis, mitigation and E2E: both rates,
 their difference (B − A) with a seeded 95% bootstrap interval that resamples problems (a problem's
-seeds are not independent pairs: results/stats.py), and McNemar's exact test on the discordant pairs."""
+seeds are not independent pairs: results/stats.py), McNemar's exact test on the discordant pairs,
+and pass@k / pass^k of each side over the paired seeds (k: the most every paired problem has)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ from sqlmodel import col
 from core.states import TrialState
 from results.leaderboard import group_keys
 from results.models import Trial
-from results.stats import cluster_bootstrap
+from results.stats import cluster_bootstrap, common_k, mean_over_problems
 
 PAIR_ON = ("problem_id", "agent", "model", "seed", "noise")
 OUTCOMES = ("diagnosis", "mitigation", "e2e")
 COLUMNS = ["metric", "pairs", "rate_a", "rate_b", "diff", "diff_lo", "diff_hi", "a_only", "b_only",
-           "mcnemar_p"]
+           "mcnemar_p", "k", "pass_at_k_a", "pass_at_k_b", "pass_hat_k_a", "pass_hat_k_b"]
 BOOTSTRAP_SAMPLES = 10_000
 
 
@@ -91,10 +92,24 @@ def _paired_stats(groups: Pairs, keys: tuple[str, ...], seed: int) -> list[dict[
                 cell[0] += int(bool(y[passed])) - int(bool(x[passed]))
                 cell[1] += 1
             lo, hi = cluster_bootstrap([(d, m) for d, m in clusters.values()], seed, BOOTSTRAP_SAMPLES)
+            # Per problem (n paired trials, c passes) on each side: the same seeds on both.
+            per_problem: dict[Any, list[int]] = {}
+            for (x, y) in ((x, y) for x, y in pairs if x[passed] is not None and y[passed] is not None):
+                cell = per_problem.setdefault(x["problem_id"], [0, 0, 0])
+                cell[0] += 1
+                cell[1] += int(bool(x[passed]))
+                cell[2] += int(bool(y[passed]))
+            k = common_k([(n_, ca) for n_, ca, _ in per_problem.values()])
+            repeated = {}
+            for side, i in (("a", 1), ("b", 2)):
+                counts = [(cell[0], cell[i]) for cell in per_problem.values()]
+                repeated[f"pass_at_k_{side}"] = mean_over_problems(counts, k, "at") if k > 1 else None
+                repeated[f"pass_hat_k_{side}"] = mean_over_problems(counts, k, "hat") if k > 1 else None
             rows.append({**dict(zip(keys, group, strict=True)), "metric": metric, "pairs": n,
                          "rate_a": rate_a, "rate_b": rate_b,
                          "diff": None if n == 0 else (b_only - a_only) / n, "diff_lo": lo, "diff_hi": hi,
-                         "a_only": a_only, "b_only": b_only, "mcnemar_p": mcnemar_exact(a_only, b_only)})
+                         "a_only": a_only, "b_only": b_only, "mcnemar_p": mcnemar_exact(a_only, b_only),
+                         "k": k if k > 1 else None, **repeated})
     return rows
 
 
@@ -123,11 +138,14 @@ def render(rows: list[dict[str, Any]], by: str, sweep_a: str, sweep_b: str) -> A
                         "(diagnosis verdicts as recorded)")
     for k in group_keys(by):
         table.add_column(k)
-    for c in ("metric", "pairs", "A", "B", "B − A [95% bootstrap over problems]", "A only", "B only", "McNemar p"):
+    for c in ("metric", "pairs", "A", "B", "B − A [95% bootstrap over problems]", "A only", "B only", "McNemar p",
+              "pass@k A → B", "pass^k A → B"):
         table.add_column(c, justify="right")
     for r in rows:
         diff = "–" if r["diff"] is None else (f"{100 * r['diff']:+.1f} pp [{100 * r['diff_lo']:+.1f}, "
                                               f"{100 * r['diff_hi']:+.1f}]")
         table.add_row(*[str(r[k]) for k in group_keys(by)], r["metric"], str(r["pairs"]), pct(r["rate_a"]),
-                      pct(r["rate_b"]), diff, str(r["a_only"]), str(r["b_only"]), f"{r['mcnemar_p']:.4g}")
+                      pct(r["rate_b"]), diff, str(r["a_only"]), str(r["b_only"]), f"{r['mcnemar_p']:.4g}",
+                      *(("–" if r["k"] is None else f"{pct(r[f'{e}_k_a'])} → {pct(r[f'{e}_k_b'])} (k={r['k']})")
+                        for e in ("pass_at", "pass_hat")))
     return table

@@ -211,6 +211,13 @@ def test_paired_comparison_on_shared_trials(db_url, tmp_path):
     assert diag["diff_lo"] < diag["diff"] < diag["diff_hi"]
     assert diag["mcnemar_p"] == pytest.approx(cmp.mcnemar_exact(a_only, b_only))
     assert cmp.compare(engine, "A", "B", "agent,model", seed=5) == rows  # seeded: the same interval again
+    # pass@3 / pass^3 of each side over the three paired seeds of every problem, by hand: a problem
+    # passes at 3 when any seed passed, and "hat" when all did.
+    per_problem = [truth[3 * p:3 * p + 3] for p in range(10)]
+    assert diag["k"] == 3
+    for side, i in (("a", 0), ("b", 1)):
+        assert diag[f"pass_at_k_{side}"] == pytest.approx(sum(any(t[i] for t in ts) for ts in per_problem) / 10)
+        assert diag[f"pass_hat_k_{side}"] == pytest.approx(sum(all(t[i] for t in ts) for ts in per_problem) / 10)
     mit = next(r for r in rows if r["metric"] == "mitigation")
     assert (mit["diff"], mit["diff_lo"], mit["diff_hi"], mit["mcnemar_p"]) == (0.0, 0.0, 0.0, 1.0)
     frame = pd.read_csv(cmp.write_csv(rows, "agent,model", tmp_path / "cmp.csv"))

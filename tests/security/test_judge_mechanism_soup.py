@@ -13,15 +13,11 @@ throttling, feature flag, RPC timeout, packet loss, DNS, disk, clock, node) pass
 
 from __future__ import annotations
 
-import pytest
-
 from farm.oracles.diagnosis import judge_diagnosis
 from farm.problems.catalog import load_catalog
 from tests.security.adv_soup_agent import SOUP
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 22): the offline judge's C1/C3 accept a text that asserts a "
-                   "dozen fault kinds at once; found by the adversarial review of 2026-12-07")
 def test_a_fixed_mechanism_soup_on_the_right_component_passes_no_problem() -> None:
     problems = [p for p in load_catalog().problems
                 if p.app == "hotel-reservation" and p.composition == "single"]
@@ -33,8 +29,6 @@ def test_a_fixed_mechanism_soup_on_the_right_component_passes_no_problem() -> No
     assert passed == [], f"{len(passed)}/{len(problems)} passed: {passed}"
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 22): S2 and the structured 'affected' field check only that "
-                   "nothing is missing, not that nothing healthy is listed")
 def test_listing_every_component_as_affected_does_not_answer_s2() -> None:
     """S2 (the affected components, part of the composite score) is answered by recall alone: a text
     that calls every component of the application affected covers any ground truth's list. The

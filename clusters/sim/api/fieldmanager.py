@@ -206,8 +206,11 @@ def apply(current: Obj | None, config: Obj, manager: str, force: bool, stamp: st
     body = {k: v for k, v in config.items() if k != "status" or subresource == "status"}
     merged = apply_patch(STRATEGIC_MERGE_PATCH, current, body, kind) if current is not None else copy.deepcopy(config)
     others = set().union(*(p for _, p in entries)) if entries else set()
-    for path in sorted(previous - set(applied) - others, key=len, reverse=True):
-        _remove(merged, path)
+    kept = set(applied) | others
+    for path in sorted(previous - kept, key=len, reverse=True):
+        # a field owned as a whole (an empty map applied once) that now holds owned children stays
+        if not any(k[:len(path)] == path for k in kept):
+            _remove(merged, path)
     managed = [dict(e, fieldsV1=encode(p)) for e, p in entries]
     managed.append(_entry(manager, "Apply", api_version, stamp, set(applied), subresource))
     merged.setdefault("metadata", {})["managedFields"] = managed

@@ -98,6 +98,12 @@ def json_response(status: int, obj: Any) -> Response:
 
 Takeover = Callable[[Any, Any, Any], None]
 
+# Kinds whose registry store sets ReturnDeletedObject (kube-apiserver pkg/registry/*/storage): a
+# DELETE answers with the object; other kinds answer a Status unless the object lingers
+# (finalizers, graceful deletion).
+RETURN_DELETED_OBJECT = frozenset({"pods", "namespaces", "services", "serviceaccounts", "persistentvolumes",
+                                   "persistentvolumeclaims", "storageclasses.storage.k8s.io"})
+
 
 def _spdy_switch(proto: str, takeover: Takeover) -> Response:
     """The 101 answer to a SPDY/3.1 upgrade that settled on `proto`; `takeover` runs the session."""
@@ -217,7 +223,13 @@ class KubeAPI:
 
     def _answer(self, req: Request) -> Response:
         try:
-            user = self.authn.authenticate(req.headers.get("Authorization"))
+            user: UserInfo | None
+            if req.client_cert is not None:
+                # x509 first, as kube-apiserver's authenticators run: CN the user, O its groups
+                cn, orgs = req.client_cert
+                user = UserInfo(cn, (*orgs, "system:authenticated"))
+            else:
+                user = self.authn.authenticate(req.headers.get("Authorization"))
             if user is None:
                 return json_response(401, StoreError(401, "Unauthorized", "Unauthorized").status())
             req.user = user
@@ -339,6 +351,8 @@ class KubeAPI:
                 return json_response(201, {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
                                            "metadata": {"creationTimestamp": self.store.clock.rfc3339()},
                                            "status": {"userInfo": {"username": user.name, "groups": list(user.groups)}}})
+            if r.rt.kind == "TokenReview":
+                return json_response(201, self._token_review(self._body(req)))
             if r.rt.kind == "SelfSubjectRulesReview":
                 return json_response(201, subresources.rules_review(self.authz, user, self._body(req)))
             return json_response(201, subresources.access_review(self.authz, user, self._body(req)))
@@ -615,6 +629,24 @@ class KubeAPI:
         return json_response(200, {"kind": f"{r.rt.kind}List", "apiVersion": r.rt.api_version,
                                    "metadata": {}, "items": items})
 
+    def _token_review(self, body: Any) -> Obj:
+        """A TokenReview as kube-apiserver answers it: the token's user if it authenticates,
+        else authenticated false (a 201 either way; the reviewer's own access was checked)."""
+        spec = (body or {}).get("spec") or {}
+        token = spec.get("token")
+        if not isinstance(token, str) or not token:
+            raise StoreError(422, "Invalid", 'TokenReview.authentication.k8s.io "" is invalid: spec.token: Required value',
+                             {"kind": "TokenReview", "group": "authentication.k8s.io",
+                              "causes": [{"reason": "FieldValueRequired", "message": "Required value",
+                                          "field": "spec.token"}]})
+        user = self.authn.authenticate(f"Bearer {token}")
+        status: dict[str, Any] = {"user": {}}
+        if user is not None:
+            status = {"authenticated": True, "user": {"username": user.name, "groups": list(user.groups)},
+                      "audiences": spec.get("audiences") or ["https://kubernetes.default.svc.cluster.local"]}
+        return {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
+
     def _exec(self, req: Request, r: Route) -> Response:
         if self.exec_command is None:
             raise StoreError(503, "ServiceUnavailable", "this cluster has no kubelet model to run commands in")
@@ -709,7 +741,8 @@ class KubeAPI:
             return _websocket_switch(
                 req, "exec", remotecommand.WEBSOCKET_PROTOCOLS, remotecommand.PROTOCOL,
                 lambda proto: lambda rf, wf, sock: remotecommand.websocket_session(rf, wf, sock, result=result,
-                                                                                   command=command, protocol=proto))
+                                                                                   command=command, protocol=proto,
+                                                                                   tty=flags["tty"]))
         raise bad_request("Upgrade request required")
 
     def _portforward(self, req: Request, r: Route) -> Response:
@@ -963,7 +996,7 @@ class KubeAPI:
         opts = self._delete_options(req)
         deleted = self._delete_one(r, r.name, opts, self._dry_run(req, opts))
         still_there = self.store.try_get(r.rt.key, self._ns(r), r.name) is not None
-        if r.rt.key in ("pods", "namespaces") or still_there:
+        if r.rt.key in RETURN_DELETED_OBJECT or still_there:
             return json_response(200, deleted)
         return json_response(200, success(r.rt.plural, r.name, r.rt.group, deleted["metadata"].get("uid", "")))
 

@@ -24,6 +24,8 @@ class Request:
     alive: Callable[[], bool] = lambda: True
     user: Any = None  # set by the app once it has authenticated the request
     warnings: list[str] = field(default_factory=list)  # answered as Warning headers
+    # (common name, organizations) of the client certificate the TLS handshake verified, if any
+    client_cert: tuple[str, tuple[str, ...]] | None = None
 
     def arg(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name)
@@ -80,6 +82,17 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             return False
 
+    def _client_cert(self) -> tuple[str, tuple[str, ...]] | None:
+        """The subject of the client certificate the handshake verified against the cluster's CA
+        (the TLS context asks for one and refuses one it cannot verify)."""
+        getpeercert = getattr(self.connection, "getpeercert", None)
+        cert = getpeercert() if getpeercert is not None else None
+        if not cert:
+            return None
+        attrs = [a for rdn in cert.get("subject", ()) for a in rdn]
+        cn = next((v for k, v in attrs if k == "commonName"), "")
+        return cn, tuple(v for k, v in attrs if k == "organizationName")
+
     def _read_body(self) -> bytes:
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
             parts: list[bytes] = []
@@ -96,7 +109,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         url = urlsplit(self.path)
         req = Request(self.command, unquote(url.path), parse_qs(url.query, keep_blank_values=True),
-                      self.headers, self._read_body(), self._alive)
+                      self.headers, self._read_body(), self._alive, client_cert=self._client_cert())
         resp = self.server.app(req)
         phrase = HTTPStatus(resp.status).phrase if resp.status in HTTPStatus._value2member_map_ else ""
         head = [f"HTTP/1.1 {resp.status} {phrase}", f"Content-Type: {resp.content_type}"]

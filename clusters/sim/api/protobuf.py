@@ -1,7 +1,7 @@
 """Request bodies in the Kubernetes protobuf encoding (`application/vnd.kubernetes.protobuf`),
 decoded to the JSON form the rest of the server handles. kubectl >= 1.32's typed clients
 (`kubectl create deployment|configmap|secret|service|job|cronjob|namespace|serviceaccount|quota|
-pdb|priorityclass|role|rolebinding|clusterrole|clusterrolebinding`) send them, and client-go falls back to JSON only for
+pdb|priorityclass|role|rolebinding|clusterrole|clusterrolebinding`, `kubectl create token`) send them, and client-go falls back to JSON only for
 CBOR, never for protobuf: a server must read them.
 
 The envelope is `k8s\\x00` + runtime.Unknown {typeMeta{apiVersion=1, kind=2}=1, raw=2}; `raw` is
@@ -137,13 +137,21 @@ SCHEMA: dict[str, dict[int, _F]] = {
                       3: ("orphanDependents", "bool?", False), 4: ("propagationPolicy", "string", False),
                       5: ("dryRun", "string", True)},
     "Preconditions": {1: ("uid", "string", False), 2: ("resourceVersion", "string", False)},
+    # authentication.k8s.io/v1 (`kubectl create token`)
+    "TokenRequest": {1: ("metadata", "ObjectMeta", False), 2: ("spec", "TokenRequestSpec", False),
+                     3: ("status", "-", False)},
+    "TokenRequestSpec": {1: ("audiences", "string", True), 3: ("boundObjectRef", "BoundObjectReference", False),
+                         4: ("expirationSeconds", "int?", False)},
+    "BoundObjectReference": {1: ("kind", "string", False), 2: ("apiVersion", "string", False),
+                             3: ("name", "string", False), 4: ("uid", "string", False)},
 }
 # (apiVersion, kind) a body may carry -> its message
 KINDS = {("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Namespace"), ("v1", "ServiceAccount"), ("v1", "Service"),
          ("v1", "ResourceQuota"), ("policy/v1", "PodDisruptionBudget"), ("scheduling.k8s.io/v1", "PriorityClass"),
          ("apps/v1", "Deployment"), ("batch/v1", "Job"), ("batch/v1", "CronJob"),
          ("rbac.authorization.k8s.io/v1", "Role"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),
-         ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")}
+         ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+         ("authentication.k8s.io/v1", "TokenRequest")}
 
 
 def _unsupported(message: str) -> StoreError:

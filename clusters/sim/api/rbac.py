@@ -172,6 +172,9 @@ BOOTSTRAP_CLUSTER_ROLES: dict[str, list[dict[str, Any]]] = {
     "system:basic-user": [policy_rule(["authorization.k8s.io"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
                                 ["create"]),
                           policy_rule(["authentication.k8s.io"], ["selfsubjectreviews"], ["create"])],
+    # what a delegating webhook or aggregated server needs (kube-apiserver's bootstrap policy)
+    "system:auth-delegator": [policy_rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
+                              policy_rule(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"])],
     "admin": [policy_rule([""], [*APP_CORE, "secrets", "resourcequotas", "limitranges", "pods/eviction"], READ + WRITE),
               *[policy_rule(g, r, READ + WRITE) for g, r in APP_GROUPS],
               policy_rule([_RBAC], ["roles", "rolebindings"], READ + WRITE)],

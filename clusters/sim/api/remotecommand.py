@@ -247,17 +247,29 @@ def read_ws_frame(rfile: BinaryIO) -> tuple[int, bytes] | None:
     return opcode, payload
 
 
-def _ws_stdin(rfile: BinaryIO, wfile: BinaryIO, sock: Any, protocol: str, timeout: float) -> str:
+# How long a non-tty WebSocket exec that asked for stdin waits for its first stdin frame before
+# the command runs with an empty stdin. Clients such as lightkube always ask for stdin and send
+# nothing when they have none: the real process (`ls /`) runs and exits without reading it.
+STDIN_SILENCE = 1.5
+
+
+def _ws_stdin(rfile: BinaryIO, wfile: BinaryIO, sock: Any, protocol: str, timeout: float,
+              tty: bool = False) -> str:
     """Stdin of a WebSocket exec: channel 0 until v5's close signal (channel 255) or the close
-    frame; v4 cannot half-close, so there a second without data ends it."""
+    frame; v4 cannot half-close, so there a second without data ends it. Without a tty, a client
+    that sends no stdin frame for STDIN_SILENCE s gives the command an empty stdin."""
     data: list[bytes] = []
     base64_mode = protocol.startswith("base64.")
     v5 = protocol.startswith("v5.")
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
+    seen_stdin = False
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([sock], [], [], 1.0)
+        ready, _, _ = select.select([sock], [], [], 0.5)
         if not ready:
             if data and not v5:
+                break
+            if not tty and not seen_stdin and time.monotonic() - start >= STDIN_SILENCE:
                 break
             continue
         frame = read_ws_frame(rfile)
@@ -278,6 +290,7 @@ def _ws_stdin(rfile: BinaryIO, wfile: BinaryIO, sock: Any, protocol: str, timeou
         if chan == 255 and body[:1] == b"\x00":
             break
         if chan == 0:
+            seen_stdin = True
             data.append(body)
     return b"".join(data).decode("utf-8", "surrogateescape")
 
@@ -295,14 +308,15 @@ def _outcome(result: Result, stdin: str) -> tuple[int, str, str]:
 
 
 def websocket_session(rfile: BinaryIO, wfile: BinaryIO, sock: Any, *, result: Result,
-                      command: list[str], protocol: str, stdin_timeout: float = 300.0) -> None:
+                      command: list[str], protocol: str, stdin_timeout: float = 300.0,
+                      tty: bool = False) -> None:
     base64_mode = protocol.startswith("base64.")
     if isinstance(result, Follow):
         followed = _ws_follow(rfile, wfile, sock, result, base64_mode)
         if followed is None:
             return
         result = (followed, "", "")
-    stdin = _ws_stdin(rfile, wfile, sock, protocol, stdin_timeout) if callable(result) else ""
+    stdin = _ws_stdin(rfile, wfile, sock, protocol, stdin_timeout, tty) if callable(result) else ""
     code, out, err = _outcome(result, stdin)
     for channel, text in ((1, out), (2, err)):
         data = text.encode("utf-8", "surrogateescape")

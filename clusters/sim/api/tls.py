@@ -1,5 +1,7 @@
 """A throwaway certificate authority and serving certificate for 127.0.0.1, made at start-up:
-client-go only sends bearer tokens over TLS, so kubectl needs an https API server."""
+client-go only sends bearer tokens over TLS, so kubectl needs an https API server. The CA also
+signs the admin's client certificate (CN kubernetes-admin, O system:masters), as kind's admin
+kubeconfig carries one: clients that authenticate by certificate alone are served too."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ class ServingCert:
     ca_pem: bytes
     cert_pem: bytes
     key_pem: bytes
+    client_cert_pem: bytes = b""
+    client_key_pem: bytes = b""
 
     def server_context(self) -> ssl.SSLContext:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -34,6 +38,9 @@ class ServingCert:
             ctx.load_cert_chain(path)
         finally:
             os.unlink(path)
+        # a client certificate is optional (tokens are the rule) but, when sent, must be the CA's
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+        ctx.load_verify_locations(cadata=self.ca_pem.decode())
         return ctx
 
 
@@ -68,7 +75,19 @@ def make_serving_cert(hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> Se
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .sign(ca_key, hashes.SHA256()))
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client = (x509.CertificateBuilder()
+              .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+                                       x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes-admin")]))
+              .issuer_name(ca.subject).public_key(client_key.public_key()).serial_number(x509.random_serial_number())
+              .not_valid_before(now).not_valid_after(until)
+              .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+              .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+              .sign(ca_key, hashes.SHA256()))
     pem = serialization.Encoding.PEM
+    pkcs8 = serialization.PrivateFormat.PKCS8
     return ServingCert(
         ca_pem=ca.public_bytes(pem), cert_pem=cert.public_bytes(pem),
-        key_pem=key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        key_pem=key.private_bytes(pem, pkcs8, serialization.NoEncryption()),
+        client_cert_pem=client.public_bytes(pem),
+        client_key_pem=client_key.private_bytes(pem, pkcs8, serialization.NoEncryption()))

@@ -23,7 +23,9 @@ for _repo, _exe in (("busybox", ("sh", "sleep", "echo", "cat", "wget", "nslookup
                     ("bitnami/kubectl", ("kubectl", "sh", "bash", "sleep", "echo")),
                     ("polinux/stress", ("stress", "sh", "sleep", "echo")),
                     ("progrium/stress", ("stress", "sh", "sleep")),
-                    ("gcr.io/google-containers/pause", ("/pause",)), ("registry.k8s.io/pause", ("/pause",))):
+                    ("gcr.io/google-containers/pause", ("/pause",)), ("registry.k8s.io/pause", ("/pause",)),
+                    # the registry's older spelling of the same project (kr8s's test pods use it)
+                    ("gcr.io/google_containers/pause", ("/pause",))):
     register_image(_repo, size=5_000_000, executables=_exe)
 
 SHELLS = ("sh", "/bin/sh", "bash", "/bin/bash", "/usr/bin/env")

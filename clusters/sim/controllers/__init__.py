@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
     """The controllers in the order one pass runs them."""
     from clusters.sim.apps.tidb import PdView
+    from clusters.sim.controllers.churn import SyncController
     from clusters.sim.controllers.endpoints import EndpointsController
     from clusters.sim.controllers.gc import GarbageCollector
     from clusters.sim.controllers.quota import QuotaController
@@ -50,4 +51,5 @@ def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
         cluster.kubelet.reconcile,
         EndpointsController(cluster.store),
         QuotaController(cluster.store),
+        SyncController(cp, cluster.seed),
     ]

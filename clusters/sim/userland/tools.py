@@ -739,6 +739,12 @@ def date(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Resul
     flags, values, rest = _flags(argv, "d")
     t = sb.ctx.app_time()
     fmt = next((a[1:] for a in rest if a.startswith("+")), None)
+    operand = next((a for a in rest if not a.startswith("+")), None)
+    if operand is not None:
+        # an operand sets the clock ([MMDDhhmm[[CC]YY][.ss]]), which a container may not do
+        if operand.replace(".", "").isdigit():
+            return 1, "", "date: cannot set date: Operation not permitted\n"
+        return 1, "", f"date: invalid date '{operand}'\n"
     stamp = datetime.fromtimestamp(t, UTC)
     if fmt is not None:
         fmt = fmt.replace("%N", f"{int((t % 1) * 1e9):09d}").replace("%s", str(int(t)))

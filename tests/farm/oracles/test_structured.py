@@ -65,3 +65,16 @@ def test_the_verdict_reports_the_structured_metrics_and_the_text_decides_the_pas
     v = judge_diagnosis(text, probe, None, components=INV, structured=wrong)
     assert v.passed and v.structured is not None and not v.structured.top1 and not v.structured.fault_type
     assert judge_diagnosis(text, probe, None, components=INV).structured is None
+
+
+def test_affected_needs_precision_as_well_as_recall() -> None:
+    probe = _truth("hr-mongodb-profile-liveness-legacy-http-port")
+    assert probe.affected == ["profile", "frontend"]
+
+    def affected(names: list[str]) -> bool | None:
+        return score_structured(StructuredDiagnosis(affected=names), probe, INV).affected
+    # a hop beyond the list (search calls profile) is a reading of the chain, not a guess
+    assert affected(["profile", "frontend"]) and affected(["profile-6d8f7c9b5-x2kqp", "frontend", "search"])
+    assert affected(["profile"]) is False
+    # every workload of the application 'covers' any list: that is no answer
+    assert affected(sorted(set(INV.values()))) is False

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import shlex
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.apps.base import (
@@ -17,6 +18,7 @@ from clusters.sim.apps.base import (
     app_model,
     register_image,
 )
+from clusters.sim.apps.datastores import pglocks
 from clusters.sim.apps.datastores.common import (
     ERRNO_TEXT,
     StoreModel,
@@ -61,6 +63,7 @@ PG_VERSION_LINE = {
 PG_DEFAULT_MINOR = {"17": "17.6", "16": "16.10", "15": "15.14", "14": "14.19", "13": "13.22"}
 
 
+PG_CLIENT_POOL = 4.0
 PG_SOCKET = "/var/run/postgresql/.s.PGSQL.{port}"
 
 
@@ -106,6 +109,10 @@ def _qualified(name: str) -> str:
 
 
 class PgError(Exception):
+    def __init__(self, msg: str, prefix: str = "") -> None:
+        super().__init__(msg)
+        self.prefix = prefix  # what psql prints before the server's ERROR line
+
     """An SQL error as psql prints it after `ERROR:  `."""
 
 
@@ -136,8 +143,12 @@ def _pg_oid(data: dict[str, Any], n: int = 1) -> int:
 class PgSession:
     """One psql / client session's view: role `user` connected to database `db` of `data`."""
 
-    def __init__(self, data: dict[str, Any], db: str, user: str, inst: dict[str, Any] | None = None) -> None:
+    def __init__(self, data: dict[str, Any], db: str, user: str, inst: dict[str, Any] | None = None,
+                 pid: int | None = None) -> None:
         self.data, self.db, self.user, self.inst = data, db, user, inst
+        self.pid = pid  # its backend's pid when it is a long-lived session (pglocks.backends)
+        self.settings: dict[str, str] = {}
+        self.in_txn = False
 
     # -- helpers ---------------------------------------------------------------------------------
     @property
@@ -176,6 +187,25 @@ class PgSession:
         return name, tables[name]
 
     def check_table(self, name: str, write: bool) -> tuple[str, dict[str, Any]]:
+        full, rec = self._check_table(name, write)
+        if self.inst is not None:
+            self._wait_lock(full, "RowExclusiveLock" if write else "AccessShareLock")
+        return full, rec
+
+    def _wait_lock(self, table: str, mode: str) -> None:
+        """A statement whose lock conflicts with another session's waits until that transaction
+        ends: cut by lock_timeout or statement_timeout when set; otherwise psql is left waiting
+        until its operator interrupts it (Ctrl-C sends a cancel request)."""
+        holder = pglocks.blocker(self.inst or {}, table, mode, self.pid)
+        if holder is None:
+            return
+        if _ms(self.settings.get("lock_timeout", "0")) > 0:
+            raise PgError("canceling statement due to lock timeout")
+        if _ms(self.settings.get("statement_timeout", "0")) > 0:
+            raise PgError("canceling statement due to statement timeout")
+        raise PgError("canceling statement due to user request", prefix="Cancel request sent\n")
+
+    def _check_table(self, name: str, write: bool) -> tuple[str, dict[str, Any]]:
         full, rec = self.table(name)
         if self.is_super():
             return full, rec
@@ -225,13 +255,21 @@ class PgSession:
         if first in ("select", "show", "table", "with"):
             return self._select(s, low)
         if first in ("begin", "start"):
+            self.in_txn = True
             return "tag", "BEGIN"
         if first in ("commit", "end"):
+            self.in_txn = False
             return "tag", "COMMIT"
         if first == "rollback":
+            self.in_txn = False
             return "tag", "ROLLBACK"
         if first == "set":
+            m = re.match(r"set (?:session |local )?(\w+)\s*(?:=|to)\s*(.+)$", s, re.I)
+            if m:
+                self.settings[m.group(1).lower()] = sql_string(m.group(2).strip())
             return "tag", "SET"
+        if first == "lock":
+            return self._lock(s)
         if first == "update":
             m = re.match(r"update\s+([\w.\"]+)", s, re.I)
             if m:
@@ -246,6 +284,26 @@ class PgSession:
                 tag = f"{first.upper()} {words[3 if words[1].lower() == 'or' else 2].upper()}"
             return "tag", tag
         raise PgError(f'syntax error at or near "{s.split()[0]}"')
+
+    def _lock(self, s: str) -> tuple[str, Any]:
+        m = re.match(r"lock (?:table )?(?:only )?([\w.\"]+(?:\s*,\s*[\w.\"]+)*)(?: in ([a-z ]+?) mode)?( nowait)?$", s, re.I)
+        if not m:
+            raise PgError(f'syntax error at or near "{s.split()[-1]}"')
+        mode_sql = " ".join((m.group(2) or "access exclusive").lower().split())
+        if mode_sql not in pglocks.SQL_MODES:
+            raise PgError(f'syntax error at or near "{(m.group(2) or "").split()[0]}"')
+        if not self.in_txn:
+            raise PgError("LOCK TABLE can only be used in transaction blocks")
+        mode = pglocks.MODES[pglocks.SQL_MODES[mode_sql]]
+        for name in m.group(1).split(","):
+            full, _ = self._check_table(name.strip(), True)
+            if m.group(3) and pglocks.blocker(self.inst or {}, full, mode, self.pid) is not None:
+                raise PgError(f'could not obtain lock on relation "{full.split(".")[-1]}"')
+            self._wait_lock(full, mode)
+            rec = pglocks.backends(self.inst or {}).get(self.pid or -1)
+            if rec is not None:
+                rec["locks"].append((full, mode))
+        return "tag", "LOCK TABLE"
 
     def _role_stmt(self, s: str, low: str) -> tuple[str, Any]:
         m = re.match(r"^(create|alter) (user|role) (\"[^\"]+\"|[\w$-]+)(.*)$", s, re.I)
@@ -536,14 +594,21 @@ class PgSession:
                      "datallowconn": "f" if n == "template0" else "t"} for n, r in
                     sorted(self.data["dbs"].items(), key=lambda kv: kv[1]["oid"])]
             return "rows", _project(what, rows, ["oid", "datname", "datdba", "datallowconn"], where, limit)
-        if src_l in ("pg_stat_activity", "pg_catalog.pg_stat_activity"):
-            n = max(1, int(round(conns)))
-            rows = [{"datname": self.db, "usename": self.user, "state": "active", "client_addr": "",
-                     "application_name": "psql", "pid": str(100 + i)} for i in range(1)]
-            rows += [{"datname": inst.get("db", self.db), "usename": inst.get("client_user", self.user), "state": "idle",
-                      "client_addr": f"10.244.1.{10 + i % 200}", "application_name": "", "pid": str(200 + i)}
-                     for i in range(n - 1)]
-            return "rows", _project(what, rows, ["datname", "usename", "state", "client_addr"], where, limit)
+        if src_l in ("pg_stat_activity", "pg_catalog.pg_stat_activity", "pg_locks", "pg_catalog.pg_locks"):
+            if src_l.endswith("pg_locks"):
+                oids = {t: str(r["oid"]) for t, r in self.dbrec["tables"].items()}
+                rows = pglocks.lock_rows(inst, oids, str(self.dbrec["oid"]))
+                default = ["locktype", "database", "relation", "pid", "mode", "granted"]
+            else:
+                rows = self._activity(inst, s, conns)
+                default = ["datname", "usename", "state", "client_addr"]
+            rows = [{k: str(v) if v is not None else "" for k, v in r.items()} for r in rows]
+            fm = re.match(r"^pg_(terminate|cancel)_backend\(\s*(\w+)\s*\)(?:\s+as\s+(\w+))?$", what.strip(), re.I)
+            if fm:
+                picked = _filter(rows, where)[: int(limit) if limit else None]
+                out = [[self._signal(fm.group(1).lower(), int(r.get(_ident(fm.group(2)), "0") or 0))] for r in picked]
+                return "rows", ([fm.group(3) or f"pg_{fm.group(1).lower()}_backend"], out)
+            return "rows", _project(what, rows, default, where, limit)
         if src_l in ("pg_namespace", "information_schema.schemata"):
             rows = [{"nspname": n, "schema_name": n, "schema_owner": r["owner"]} for n, r in self.dbrec["schemas"].items()]
             return "rows", _project(what, rows, ["nspname"], where, limit)
@@ -555,9 +620,36 @@ class PgSession:
         rows = [dict(r) for r in rec["rows"]]
         return "rows", _project(what, rows, list(rec["cols"]), where, limit)
 
+    def _activity(self, inst: dict[str, Any], statement: str, conns: float) -> list[dict[str, Any]]:
+        now = pg_stamp(inst.get("now", 0.0)).replace(" UTC", "+00")
+        rows: list[dict[str, Any]] = [{"datname": self.db, "usename": self.user, "state": "active", "client_addr": "",
+                                       "application_name": "psql", "pid": str(inst.get("next_pid", 64) + 1),
+                                       "query": statement, "backend_type": "client backend", "query_start": now}]
+        rows += pglocks.activity_rows(inst)
+        n = max(1, int(round(conns))) - len(rows)
+        rows += [{"datname": inst.get("db", self.db), "usename": inst.get("client_user", self.user), "state": "idle",
+                  "client_addr": f"10.244.1.{10 + i % 200}", "application_name": "", "pid": str(200 + i),
+                  "backend_type": "client backend"} for i in range(max(0, n))]
+        return rows
+
+    def _signal(self, how: str, pid: int) -> str:
+        try:
+            return pglocks.terminate(self.inst or {}, pid, self.is_super(), cancel=how == "cancel")
+        except PermissionError as e:
+            raise PgError(str(e)) from None
+
     def _scalar(self, what: str, version: str) -> tuple[str, Any]:
         w = what.lower().rstrip(";").strip()
         major = version.split(".")[0]
+        fm = re.match(r"^pg_(terminate|cancel)_backend\(\s*(\d+)\s*\)$", w)
+        if fm:
+            return "rows", ([f"pg_{fm.group(1)}_backend"], [[self._signal(fm.group(1), int(fm.group(2)))]])
+        if re.match(r"^pg_sleep\(\s*[\d.]+\s*\)$", w):
+            return "rows", (["pg_sleep"], [[""]])
+        bm = re.match(r"^pg_blocking_pids\(\s*(\d+)\s*\)$", w)
+        if bm:
+            mine = [r for r in pglocks.waiters(self.inst or {}) if r["pid"] == int(bm.group(1))]
+            return "rows", (["pg_blocking_pids"], [["{" + ",".join(str(r["holder"]) for r in mine) + "}"]])
         if w == "version()":
             return "rows", (["version"], [[PG_VERSION_LINE.get(major, PG_VERSION_LINE["17"]).format(v=version)]])
         if w in ("current_user", "user", "session_user", "current_user()"):
@@ -583,11 +675,7 @@ class PgSession:
 
 def _project(what: str, rows: list[dict[str, str]], default: list[str], where: str | None,
              limit: str | None) -> tuple[list[str], list[list[str]]]:
-    if where:
-        m = re.match(r"(\w+)\s*=\s*('(?:[^']|'')*'|[\w.]+)$", where.strip(), re.I)
-        if m:
-            col, val = _ident(m.group(1)), sql_string(m.group(2))
-            rows = [r for r in rows if r.get(col) == val]
+    rows = _filter(rows, where)
     if limit:
         rows = rows[: int(limit)]
     w = what.strip().lower()
@@ -596,8 +684,32 @@ def _project(what: str, rows: list[dict[str, str]], default: list[str], where: s
     cols = default if w == "*" else [_ident(c.split(" as ")[-1]) if " as " in c.lower() else _ident(c)
                                       for c in split_top(what)]
     src_cols = default if w == "*" else [_ident(c.split(" as ")[0].split(" AS ")[0]) for c in split_top(what)]
-    out_rows = [[r.get(c, "") if r.get(c) is not None else "" for c in src_cols] for r in rows]
+    cols = ["?column?" if re.match(r"^-?\d+$", c) and c == s else c for c, s in zip(cols, src_cols, strict=True)]
+    out_rows = [[c if re.match(r"^-?\d+$", c) else r.get(c, "") if r.get(c) is not None else "" for c in src_cols]
+                for r in rows]
     return cols, out_rows
+
+
+def _filter(rows: list[dict[str, str]], where: str | None) -> list[dict[str, str]]:
+    """WHERE as conjunctions of `col = value`, `col <> value` and `col IS [NOT] NULL`."""
+    for cond in re.split(r"\s+and\s+", (where or "").strip(), flags=re.I) if where else []:
+        m = re.match(r"([\w:]+)\s*(=|<>|!=)\s*('(?:[^']|'')*'|[\w.]+)$", cond.strip(), re.I)
+        n = re.match(r"([\w:]+)\s+is\s+(not\s+)?null$", cond.strip(), re.I)
+        if m:
+            col, op, val = _ident(m.group(1)), m.group(2), sql_string(m.group(3))
+            rows = [r for r in rows if (r.get(col) == val) == (op == "=")]
+        elif n:
+            col = _ident(n.group(1))
+            rows = [r for r in rows if bool(r.get(col)) == bool(n.group(2))]
+    return rows
+
+
+def _ms(value: str) -> float:
+    """A *_timeout setting in milliseconds ('3000', '3s', '1min')."""
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|h)?\s*$", str(value), re.I)
+    if not m:
+        return 0.0
+    return float(m.group(1)) * {"ms": 1, "s": 1000, "min": 60000, "h": 3600000}.get((m.group(2) or "ms").lower(), 1)
 
 
 def pg_table(cols: list[str], rows: list[list[str]], tuples_only: bool = False, unaligned: bool = False) -> str:
@@ -665,6 +777,9 @@ class PostgreSQL(StoreModel):
 
     # -- start ---------------------------------------------------------------------------------------
     def start(self, ctx: StartContext) -> Started | Exited:
+        session = self._session(ctx)
+        if session is not None:
+            return session
         argv = self.server_command(ctx, ("postgres",))
         if not isinstance(argv, list):
             return argv
@@ -919,11 +1034,14 @@ class PostgreSQL(StoreModel):
         relfile = ""
         for name in tables:
             try:
-                full, rec = sess.check_table(name, write)
+                full, rec = sess._check_table(name, write)
             except PgError as e:
                 self._server_error(cluster, rt, c, inst, now, str(e), command)
                 return StoreReply(0.0, 0.001, f"ERROR:  {e}")
             relfile = f"base/{data['dbs'][db]['oid']}/{rec['oid']}"
+            holder = pglocks.blocker(inst, full, "RowExclusiveLock" if write else "AccessShareLock")
+            if holder is not None:
+                return self._lock_wait(cluster, rt, c, inst, now, full, holder, command, user, db, rate, acc)
         if not relfile:
             relfile = f"base/{data['dbs'][db]['oid']}/{16397 if not data['dbs'][db]['tables'] else min(r['oid'] for r in data['dbs'][db]['tables'].values())}"
         failures: list[tuple[float, str]] = []
@@ -971,6 +1089,27 @@ class PostgreSQL(StoreModel):
         error = max(failures)[1] if failures else None
         return StoreReply(max(0.0, ok), latency, error)
 
+    def _lock_wait(self, cluster: Any, rt: PodRt, c: Ctr, inst: dict[str, Any], now: float, table: str,
+                   holder: dict[str, Any], command: str, user: str, db: str, rate: float,
+                   acc: dict[str, float]) -> StoreReply:
+        """The query queues behind the holder's lock until that transaction ends: no error from the
+        server; the client's deadline cuts it, and its driver's cancel request ends the wait (the
+        server logs the cancelled statement). Queued backends are about rate × that deadline."""
+        wait = max(1.0, float(holder.get("until", now + 86400.0)) - now)
+        deadline = min(wait, 10.0)
+        statement = _statement(command)
+        waits = inst.setdefault("lock_waits_next", {})
+        key = (table, user, db, statement, holder["pid"])
+        # a client's pool bounds its connections (pgxpool: max(4, CPUs)); the rest queue in the client
+        queued = min(rate * deadline, PG_CLIENT_POOL)
+        waits[key] = waits.get(key, 0.0) + queued
+        acc["lat"] += queued
+        if once(inst, "lockcancel/" + table, now, 10.0):
+            pid = self._pid(inst)
+            write_log(cluster, rt, c, [pg_line(now, pid, "ERROR", "canceling statement due to user request"),
+                                       pg_line(now, pid, "STATEMENT", statement)], now)
+        return StoreReply(1.0, wait, None)
+
     @staticmethod
     def _pid(inst: dict[str, Any]) -> int:
         inst["next_pid"] = inst.get("next_pid", 64) + 1
@@ -993,6 +1132,7 @@ class PostgreSQL(StoreModel):
         """A failed WAL write PANICs the backend; the postmaster kills every session and recovers."""
         if inst.get("state") == "recovering":
             return
+        pglocks.backends(inst).clear()  # the postmaster kills every session
         pid = self._pid(inst)
         seg = "000000010000000000000001"
         word = ERRNO_TEXT.get(errno, "Input/output error")
@@ -1012,9 +1152,20 @@ class PostgreSQL(StoreModel):
         inst["data"]["crashed"] = True
 
     def tick(self, cluster: Any, rt: PodRt, c: Ctr, now: float, dt: float) -> None:
+        if isinstance(c.instance, dict) and c.instance.get("kind") == "pg-client":
+            self._client_tick(cluster, rt, c, c.instance, now)
+            return
         inst = self.own_instance(c, now)
         if inst is None:
             return
+        inst["lock_waits"] = inst.pop("lock_waits_next", {})
+        for pid, rec in inst.get("ended_backends", {}).items():
+            if rec.get("logged"):
+                continue
+            rec["logged"] = True
+            msg = ("canceling statement due to user request" if rec["ended"] == "cancel"
+                   else "terminating connection due to administrator command")
+            write_log(cluster, rt, c, [pg_line(now, pid, "ERROR" if rec["ended"] == "cancel" else "FATAL", msg)], now)
         self.flush_queued(cluster, rt, c, inst, now, lambda lvl, msg: pg_line(now, self._pid(inst), lvl, msg))
         acc = inst["acc"]
         ops = acc["ops"]
@@ -1095,12 +1246,112 @@ class PostgreSQL(StoreModel):
     def memory(self, instance: Any, load_rps: float) -> float:
         if not isinstance(instance, dict):
             return float(self.memory_base)
+        if instance.get("kind") == "pg-client":
+            return 6.0 * 2**20  # a psql process
         touched = min(instance.get("shared_buffers", 128 * 2**20), instance["data"].get("bytes", 40e6) * 0.6)
         return float(self.memory_base) + touched + instance.get("conns", 1.0) * 1.8 * 2**20 + load_rps * 4096
 
     def on_stop(self, ctx: StartContext, instance: Any) -> None:
         if isinstance(instance, dict) and instance.get("kind") == "postgres":
             instance["data"]["shutdown_at"] = instance.get("now", 0.0)
+            instance["stopped"] = True  # its sessions' connections are gone with it
+            pglocks.backends(instance).clear()
+
+    # -- a long-lived client session (a psql in another container holding a transaction open) ----------
+    def _session(self, ctx: StartContext) -> Started | Exited | None:
+        """`psql ... -c "BEGIN; LOCK TABLE t ...; SELECT pg_sleep(N);"` run as a container's
+        command (possibly after an `until psql ...; do sleep; done` wait): one backend on the
+        server it dials, holding what its transaction took while pg_sleep runs. None when the
+        command is no such session."""
+        argv = ctx.argv
+        if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in ("sh", "bash") and argv[1] in ("-c", "-ec", "-xc"):
+            script = argv[2]
+        else:
+            script = shlex.join(argv)
+        if "psql" not in script or "pg_sleep" not in script.lower():
+            return None
+        lex = shlex.shlex(script.replace("\\\n", " "), posix=True, punctuation_chars=";&|")
+        lex.whitespace_split = True
+        words: list[str] = []
+        segments: list[list[str]] = []
+        for tok in lex:
+            if tok and set(tok) <= set(";&|"):
+                segments.append(words)
+                words = []
+            else:
+                words.append(tok)
+        segments.append(words)
+        for seg in reversed(segments):
+            names = [w.rsplit("/", 1)[-1] for w in seg]
+            if "psql" not in names:
+                continue
+            at = names.index("psql")
+            env = dict(w.split("=", 1) for w in seg[:at] if re.match(r"^\w+=", w))
+            args = seg[at + 1:]
+            opts: dict[str, str] = {"h": "", "U": "", "d": "", "p": "5432", "c": ""}
+            for i, a in enumerate(args[:-1]):
+                if a in ("-h", "-U", "-d", "-p", "-c"):
+                    opts[a[1]] = args[i + 1]
+            if "pg_sleep" in opts["c"].lower():
+                return self._open_session(ctx, opts, {**ctx.env, **env})
+        return None
+
+    def _open_session(self, ctx: StartContext, opts: dict[str, str], env: dict[str, str]) -> Started | Exited:
+        host, port = opts["h"] or env.get("PGHOST", ""), int(opts["p"] or 5432)
+        user = opts["U"] or env.get("PGUSER") or "postgres"
+        db = opts["d"] or env.get("PGDATABASE") or user
+        inst, ip, err = peer_instance(ctx, host, port, "postgres")
+        where = f'connection to server at "{host}" ({ip or host}), port {port} failed: '
+        if err or not isinstance(inst, dict):
+            return Exited(2, [], after=0.1, stderr=[f"psql: error: {where}Connection refused",
+                                                    "	Is the server running on that host and accepting TCP/IP connections?"])
+        err, _ = pg_login(inst, user, env.get("PGPASSWORD") or "", db, local=False)
+        if err:
+            return Exited(2, [], after=0.1, stderr=[f"psql: error: {where}{err}"])
+        pid = self._pid(inst)
+        sql = opts["c"]
+        now = ctx.now
+        rec: dict[str, Any] = {"pid": pid, "datname": db, "usename": user, "application_name": "psql",
+                               "client_addr": ctx.pod_ip, "state": "active", "wait_event_type": "Timeout",
+                               "wait_event": "PgSleep", "query": sql, "backend_type": "client backend",
+                               "backend_start": pg_stamp(now).replace(" UTC", "+00"), "locks": [],
+                               "super": bool((inst["data"]["roles"].get(user) or {}).get("super"))}
+        pglocks.backends(inst)[pid] = rec
+        sess = PgSession(inst["data"], db, user, inst, pid=pid)
+        stmts = split_sql(sql)
+        sess.in_txn = len(stmts) > 1  # one -c string is one implicit transaction
+        for stmt in stmts:
+            sm = re.match(r"^\s*select\s+pg_sleep\(\s*([\d.]+)\s*\)\s*;?\s*$", stmt, re.I)
+            if sm:
+                rec["until"] = now + float(sm.group(1))
+                rec["xact_start"] = rec["query_start"] = rec["backend_start"]
+                return Started([], set(), {"kind": "pg-client", "server": inst, "pid": pid, "until": rec["until"]})
+            try:
+                sess.run(stmt)
+            except PgError as e:
+                pglocks.backends(inst).pop(pid, None)
+                return Exited(1, [], after=0.1, stderr=[f"ERROR:  {e}"])
+        pglocks.backends(inst).pop(pid, None)
+        return Exited(0, [], after=0.1)
+
+    def _client_tick(self, cluster: Any, rt: PodRt, c: Ctr, inst: dict[str, Any], now: float) -> None:
+        server = inst["server"]
+        rec = pglocks.backends(server).get(inst["pid"])
+        if rec is not None and not server.get("stopped") and now < inst["until"]:
+            return
+        pglocks.backends(server).pop(inst["pid"], None)
+        if rec is not None and now >= inst["until"]:
+            cluster.kubelet.terminate(rt.namespace, rt.name, c.name, 0, "Completed", [" pg_sleep ", "----------",
+                                                                                     " ", "(1 row)", ""])
+            return
+        ended = (server.get("ended_backends") or {}).get(inst["pid"]) or {}
+        first = ("ERROR:  canceling statement due to user request" if ended.get("ended") == "cancel" else
+                 "FATAL:  terminating connection due to administrator command")
+        code = 1 if ended.get("ended") == "cancel" else 2
+        lost = [] if code == 1 else ["server closed the connection unexpectedly",
+                                     "\tThis probably means the server terminated abnormally",
+                                     "\tbefore or while processing the request.", "connection to server was lost"]
+        cluster.kubelet.terminate(rt.namespace, rt.name, c.name, code, "Error", [], stderr=[first, *lost])
 
     # -- kubectl exec ------------------------------------------------------------------------------------
     def exec(self, ctx: StartContext, instance: Any, command: list[str]) -> tuple[int, str, str]:
@@ -1236,7 +1487,7 @@ class PostgreSQL(StoreModel):
                 try:
                     kind, res = sess.run(stmt)
                 except PgError as e:
-                    stderr.append(f"ERROR:  {e}\n")
+                    stderr.append(f"{e.prefix}ERROR:  {e}\n")
                     code = 1
                     if inst is instance:
                         pid = self._pid(inst)

@@ -1,0 +1,148 @@
+"""Other clients' end-to-end suites (tests/conformance/<client>/, copied unchanged from upstream)
+run against `farm sim up` as a person starts it: a real process, a live clock, the admin kubeconfig
+in KUBECONFIG. The suites expect a kind cluster (`k8s_cluster`, pytest-kind's KindCluster); this
+file stands in for that fixture with the same attributes the suites use, so their files stay as
+upstream wrote them. Tests that need what no emulation gives are listed in KNOWN_EXCEPTIONS, with
+the reason (docs/conformance.md has the same list)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBECTL = ROOT / ".tools" / "kubectl-v33" / "kubectl"
+HERE = Path(__file__).parent
+
+# nodeid (relative to tests/conformance) -> why no emulation can pass it
+KNOWN_EXCEPTIONS: dict[str, str] = {
+    "kr8s/tests/test_api.py::test_api_resources":
+        "expects one resource named pods; a cluster serving metrics.k8s.io (metrics-server, as k3s and "
+        "this emulator do, and as lightkube's suite requires) lists two",
+    "kr8s/tests/test_objects.py::test_node_taint":
+        "reads taint['value'] of the first node's taints; in a multi-node kind cluster, as the emulated "
+        "one is, that is the control plane's node-role.kubernetes.io/control-plane:NoSchedule, which has "
+        "no value: the client raises KeyError before any request",
+    "kr8s/tests/test_objects.py::test_cast_to_from_kubernetes":
+        "client-side only: kubernetes>=32 no longer exposes kubernetes.client.models.v1_pod as an "
+        "attribute; no request is made",
+    "kr8s/tests/test_objects.py::test_pod_exec_error":
+        "client-side only: kr8s 0.20.15 raises ExecError inside httpx-ws >= 0.9's task group, which wraps "
+        "it in an ExceptionGroup that pytest.raises(ExecError) does not match (fixed upstream after the "
+        "release, kr8s 418ce61); the server's answer (exit code 1, 'invalid date') is the real one",
+    "kr8s/tests/test_objects.py::test_pod_exec_to_file":
+        "client-side only: the same ExceptionGroup wrapping as test_pod_exec_error",
+    "lightkube/test_client.py::test_load_in_cluster_generic_resources":
+        "client-side only: its fixture sets CustomResourceDefinitionNames.shortnames, which lightkube's "
+        "slotted models refuse (AttributeError) before any request",
+    "lightkube/test_client.py::test_load_in_cluster_generic_resources_async":
+        "client-side only: the same fixture as test_load_in_cluster_generic_resources",
+}
+
+
+class SimUpCluster:
+    """What the suites use of pytest-kind's KindCluster, for the cluster `farm sim up` serves."""
+
+    def __init__(self, kubeconfig_path: Path) -> None:
+        self.name = "farm-sim"
+        self.kubeconfig_path = kubeconfig_path
+        self.kubectl_path = KUBECTL
+
+    def kubectl(self, *args: str, **kwargs: object) -> str:
+        out = subprocess.run([str(self.kubectl_path), *args], check=True, capture_output=True, text=True,
+                             env={**os.environ, "KUBECONFIG": str(self.kubeconfig_path)}, timeout=120)
+        return out.stdout
+
+
+@pytest.fixture
+def ensure_gc() -> Iterator[None]:
+    """kr8s's root conftest.py (not copied: it starts kind): garbage collection around a test."""
+    gc.collect()
+    yield
+    gc.collect()
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimUpCluster]:
+    running = os.environ.get("FARM_CONFORMANCE_KUBECONFIG")
+    if running:  # a `farm sim up` already running, to iterate on one suite's tests
+        os.environ["KUBECONFIG"] = running
+        yield SimUpCluster(Path(running))
+        return
+    workdir = tmp_path_factory.mktemp("farm-sim-up")
+    kubeconfig = workdir / "farm-sim.kubeconfig"
+    log = workdir / "sim-up.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(workdir), "COLUMNS": "200"}
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", "from farm.cli import main; main()", "sim", "up",
+                                 "--kubeconfig", str(kubeconfig)],
+                                cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 180
+        while not re.search(r"^Ctrl-C stops", log.read_text(errors="replace"), re.M):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"farm sim up did not come up (exit {proc.poll()}):\n{log.read_text()}")
+            time.sleep(0.3)
+        previous = os.environ.get("KUBECONFIG")
+        os.environ["KUBECONFIG"] = str(kubeconfig)
+        yield SimUpCluster(kubeconfig)
+        if previous is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = previous
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _kubeconfig(k8s_cluster: SimUpCluster) -> SimUpCluster:
+    """lightkube's suite reads the default kubeconfig without asking for a fixture."""
+    return k8s_cluster
+
+
+# nodeid -> what the emulator does not serve yet (open work of issue 26, docs/conformance.md "Known
+# gaps"): strict, so the day one passes its entry must go.
+NOT_YET_SERVED: dict[str, str] = {
+    **{f"kr8s/tests/test_objects.py::{name}": "port-forward over the v4.channel.k8s.io WebSocket protocol is "
+       "not served (SPDY is), and the nginx image lacks dd for the fixture"
+       for name in ("test_pod_port_forward_context_manager", "test_pod_port_forward_context_manager_sync",
+                    "test_pod_port_forward_start_stop", "test_service_port_forward_context_manager",
+                    "test_service_port_forward_start_stop", "test_multiple_bind_addresses_port_forward")},
+    **{f"kr8s/tests/test_objects.py::{name}": "the nginx fixture runs dd, which the emulated nginx image lacks"
+       for name in ("test_adoption", "test_service_exec")},
+    "lightkube/test_client.py::test_pod_apis": "expects a metrics-server pod in kube-system, which the emulated "
+                                               "cluster does not run",
+}
+# nodeid -> why it passes or fails by timing alone, not by what the server answers
+TIMING_DEPENDENT: dict[str, str] = {
+    "kr8s/tests/test_api.py::test_api_timeout": "relies on a 10 µs client timeout running out before the answer",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.path))
+        if HERE not in path.parents:
+            continue
+        item.add_marker(pytest.mark.slow)
+        item.add_marker(pytest.mark.kubectl)
+        rel = item.nodeid.split("tests/conformance/", 1)[-1]
+        reason = KNOWN_EXCEPTIONS.get(rel) or TIMING_DEPENDENT.get(rel)
+        if reason:
+            item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
+        elif rel in NOT_YET_SERVED:
+            item.add_marker(pytest.mark.xfail(reason=f"not yet served (issue 26): {NOT_YET_SERVED[rel]}", strict=True))
