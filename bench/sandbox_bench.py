@@ -97,6 +97,99 @@ def bench_kubectl(cluster: Any, app: Any, calls: int) -> None:
         shutil.rmtree(home, ignore_errors=True)
 
 
+def _cpu_ms(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float, bytes]:
+    """(CPU ms, wall ms, stdout) of one process, from the caller's rusage."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, env=env, capture_output=True, cwd=cwd, stdin=subprocess.DEVNULL)
+    wall = (time.perf_counter() - t0) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[-3:])} failed: {proc.stderr.decode()[:300]}")
+    return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000, wall, proc.stdout
+
+
+def bench_kubectl_runtime(cluster: Any, app: Any, calls: int) -> None:
+    """What each kubectl process of a session costs, before and after issue 29's changes, measured
+    interleaved: the Go runtime's garbage collector off (GOGC) against the default, a session's
+    first call in a cold kubectl home against one seeded from the warm discovery cache, and the
+    farm's own read of an object (undo capture) by a kubectl process against the REST reader.
+    CPU is measured on kubectl run unsandboxed with the sandbox's environment (the sandbox's PID
+    namespace hides its CPU from the caller); the sandbox changes none of kubectl's work."""
+    from farm.interface import warmcache
+    from farm.interface.kubectl import Kubectl, Target, find_kubectl
+    from farm.interface.sandbox import go_runtime_env
+
+    binary, _ = real_kubectl(find_kubectl())
+    kubeconfig = cluster.agent_kubeconfig(app.namespace)
+    version = subprocess.run([binary, "version", "--client", "-o", "json"], capture_output=True, text=True).stdout
+    go_version = re.search(r'"goVersion":\s*"([^"]+)"', version)
+    tuned = go_runtime_env(go_version.group(1) if go_version else "")
+    tuned_env = dict(zip(tuned[1::3], tuned[2::3], strict=True))
+    home = tempfile.mkdtemp(prefix="kubectl-home-")
+    base = {"PATH": "/usr/bin:/bin", "HOME": home, "KUBECONFIG": str(kubeconfig)}
+    try:
+        print(f"kubectl per process ({calls} interleaved calls each, median CPU ms; Go runtime "
+              f"{' '.join(f'{k}={v}' for k, v in tuned_env.items())} against the default):")
+        savings = []
+        for cmd in COMMANDS[1:] + (["describe", "deploy", "geo"],):
+            full = ["--request-timeout=30s", f"--namespace={app.namespace}", *cmd]
+            default, gc_off = [], []
+            for i in range(calls + 1):
+                a = _cpu_ms([binary, *full], base, home)
+                b = _cpu_ms([binary, *full], {**base, **tuned_env}, home)
+                if "json" in cmd and a[2] != b[2]:  # table output carries ages, which move between calls
+                    raise SystemExit(f"{' '.join(cmd)}: output differs with {tuned_env}")
+                if i:
+                    default.append(a[0])
+                    gc_off.append(b[0])
+            d, g = statistics.median(default), statistics.median(gc_off)
+            savings.append(1 - g / d)
+            print(f"  {' '.join(cmd):34} default {d:6.1f}  tuned {g:6.1f}  saved {100 * (1 - g / d):4.0f}%")
+        print(f"Go runtime tuning saves {100 * statistics.median(savings):.0f}% of a kubectl call's CPU "
+              f"(the same JSON); load average {os.getloadavg()[0]:.1f}")
+
+        # a session's first call: a cold home against one seeded from the warm copy
+        warm_home = tempfile.mkdtemp(prefix="kubectl-warm-")
+        subprocess.run([binary, f"--namespace={app.namespace}", "get", "pods"], capture_output=True,
+                       env={**base, "HOME": warm_home}, check=True)
+        cold_ms, seeded_ms = [], []
+        full = ["--request-timeout=30s", f"--namespace={app.namespace}", "get", "pods"]
+        for _ in range(calls):
+            for out, seed in ((cold_ms, False), (seeded_ms, True)):
+                fresh = tempfile.mkdtemp(prefix="kubectl-first-")
+                if seed:
+                    shutil.copytree(Path(warm_home) / warmcache.CACHE, Path(fresh) / warmcache.CACHE,
+                                    copy_function=shutil.copyfile)
+                out.append(_cpu_ms([binary, *full], {**base, **tuned_env, "HOME": fresh}, fresh)[0])
+                shutil.rmtree(fresh, ignore_errors=True)
+        shutil.rmtree(warm_home, ignore_errors=True)
+        print(f"a session's first kubectl call, median CPU ms: cold discovery cache {statistics.median(cold_ms):.1f}, "
+              f"seeded from the warm copy {statistics.median(seeded_ms):.1f}")
+
+        # the farm's own reads for undo: a kubectl process against the REST reader, same JSON
+        kubectl = Kubectl(kubeconfig, app.namespace, binary=binary)
+        try:
+            target = Target("deployment", "geo")
+            by_process, by_rest = [], []
+            for _ in range(calls):
+                t0 = time.perf_counter()
+                slow = kubectl._get_json_kubectl(target)
+                by_process.append((time.perf_counter() - t0) * 1000)
+                t0 = time.perf_counter()
+                fast = kubectl.get_json(target)
+                by_rest.append((time.perf_counter() - t0) * 1000)
+                if slow != fast:
+                    raise SystemExit("the REST reader read something else than kubectl get -o json")
+        finally:
+            kubectl.close()
+        print(f"undo capture read (get deployment geo -o json), median wall ms: kubectl process in the sandbox "
+              f"{statistics.median(by_process):.1f}, REST reader {statistics.median(by_rest):.1f}; "
+              f"load average {os.getloadavg()[0]:.1f}")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def _ctx(url: str = "http://127.0.0.1:65531/mcp", token: str = "t", **options: Any) -> Any:
     from farm.agents.base import AgentContext
 
@@ -244,6 +337,7 @@ def main() -> None:
         deploy(cluster, app, app.namespace)
         if args.only != "agent":
             bench_kubectl(cluster, app, args.calls)
+            bench_kubectl_runtime(cluster, app, args.calls)
         if args.only != "kubectl":
             bench_agent_start(args.starts)
             bench_agent_calls(cluster, app, args.calls)

@@ -7,7 +7,6 @@ import base64
 import json
 import os
 import shutil
-import ssl
 import subprocess
 import sys
 import tempfile
@@ -18,11 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 from clusters.access import AGENT_ACCOUNT, grant_agent
 from clusters.base import Capabilities, ClusterHandle, ClusterHealth, ClusterProvider, Endpoints, providers
 from clusters.kube import Kube
+from core import tls
 from core.errors import ClusterUnavailable, ResetError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,6 +91,8 @@ class SimHandle(ClusterHandle):
         self._agent_kubeconfigs: dict[str, Path] = {}
         self._agent_tokens: dict[str, str] = {}
         self._closed = False
+        # kept-alive connections to the control API (the clock is read at every tool call)
+        self._http = httpx.Client(trust_env=False, verify=tls.ssl_context())
 
     @property
     def capabilities(self) -> Capabilities:  # type: ignore[override]
@@ -102,16 +105,16 @@ class SimHandle(ClusterHandle):
             raise ClusterUnavailable(f"emulated cluster {self.name} exited with code {self.process.returncode}: "
                                      f"{_tail(self._stderr_path)}")
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(f"{self.endpoints.control}{path}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return json.loads(resp.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")
-            raise ClusterUnavailable(f"emulated cluster {self.name}: {method} {path} answered {exc.code}: {detail}") from exc
-        except (urllib.error.URLError, OSError) as exc:
-            raise ClusterUnavailable(f"emulated cluster {self.name}: {method} {path} failed: {exc}") from exc
+            resp = self._http.request(method, f"{self.endpoints.control}{path}", content=data, timeout=timeout,
+                                      headers={"Content-Type": "application/json"})
+        except httpx.HTTPError as exc:
+            raise ClusterUnavailable(f"emulated cluster {self.name}: {method} {path} failed: "
+                                     f"{type(exc).__name__}: {exc}") from exc
+        if resp.status_code >= 400:
+            raise ClusterUnavailable(f"emulated cluster {self.name}: {method} {path} answered {resp.status_code}: "
+                                     f"{resp.text}")
+        return resp.json()
 
     def now(self) -> float:
         return float(self._control("GET", "/sim/now")["now"])
@@ -156,7 +159,7 @@ class SimHandle(ClusterHandle):
         return client.ApiClient(self._configuration(self._admin_token))
 
     def _token_valid(self, token: str) -> bool:
-        ctx = ssl.create_default_context(cadata=self._ca_pem)
+        ctx = tls.ssl_context(self._ca_pem)
         req = urllib.request.Request(f"{self.endpoints.kubernetes}/version", headers={"Authorization": f"Bearer {token}"})
         try:
             with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
@@ -188,6 +191,7 @@ class SimHandle(ClusterHandle):
         if self._closed:
             return
         self._closed = True
+        self._http.close()
         if self.process.poll() is None:
             self.process.terminate()
             try:

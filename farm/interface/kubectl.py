@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from core.errors import ConfigurationError, ToolError
-from farm.interface import allowlist
+from farm.interface import allowlist, restread, warmcache
 
 log = logging.getLogger("farm.interface.kubectl")
 
@@ -445,6 +445,7 @@ class Kubectl:
         self.virtual_time = virtual_time
         self._sandbox: sandbox_mod.Sandbox | None = None
         self._home = ""
+        self._rest = restread.RestReader(kubeconfig, namespace)
         if sandbox_mod.unsafe_opt_out():
             log.warning("%s is set: the agent's kubectl runs WITHOUT a sandbox and can read and write the "
                         "worker's files; never use this for an evaluation", sandbox_mod.UNSAFE_ENV)
@@ -461,8 +462,17 @@ class Kubectl:
                 raise
             self.sandbox = "bwrap"
             self.env = {}
+        digest = self._rest.discovery_digest()
+        self._cache_key = (str(Path(self.binary).resolve()), self._rest.server, digest) if digest else None
+        self._cache_kept = False
+        warmcache.seed(self._kubectl_home, self._cache_key)
+
+    @property
+    def _kubectl_home(self) -> str:
+        return str(self._sandbox.home) if self._sandbox is not None else self._home
 
     def close(self) -> None:
+        self._rest.close()
         if self._sandbox is not None:
             self._sandbox.close()
         if self._home:
@@ -484,10 +494,25 @@ class Kubectl:
                                   stdin=None if stdin is not None else subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise ToolError(f"kubectl did not finish within {self.timeout_s:.0f} s and was stopped") from None
+        if proc.returncode == 0 and not self._cache_kept:
+            self._cache_kept = warmcache.keep(self._kubectl_home, self._cache_key)
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     def get_json(self, target: Target) -> list[tuple[str, dict[str, Any] | None]]:
-        """The current objects a target names: [("kind/name", object or None when absent)]."""
+        """The current objects a target names: [("kind/name", object or None when absent)]. Read
+        over the API with the agent's credentials where the reader serves the kind (restread.py),
+        else by a kubectl process: both give what `kubectl get -o json` prints."""
+        try:
+            body = self._rest.get(target.kind, target.name, target.selector)
+        except restread.Unreadable:
+            return self._get_json_kubectl(target)
+        except restread.ReadFailed:
+            return []
+        if target.name:
+            return [(str(target), body)]
+        return [(f"{target.kind}/{item['metadata']['name']}", item) for item in (body or {}).get("items", [])]
+
+    def _get_json_kubectl(self, target: Target) -> list[tuple[str, dict[str, Any] | None]]:
         if target.name:
             res = self.run_tokens(["get", target.kind, target.name, "-o", "json"])
             if res.returncode != 0:

@@ -12,8 +12,10 @@ unsandboxed on a developer's machine, loudly, and the session record says so."""
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -41,6 +43,19 @@ HOST_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl/
 # Where a dynamically linked kubectl's loader and libraries live (the release binary is static).
 LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
 PROBE_TIMEOUT_S = 20.0
+_PROBED: dict[tuple[str, str], str] = {}  # (bwrap, kubectl) whose sandbox probe passed here -> its Go version
+# kubectl is a short process that allocates a few MB: the garbage collector's work is wasted
+# (12-26% of a call's CPU, measured by bench/sandbox_bench.py). It runs only when the heap nears
+# the memory limit, which Go honours from 1.19; an older kubectl collects less often instead.
+GO_MEMORY_LIMIT = "256MiB"
+
+
+def go_runtime_env(go_version: str) -> tuple[str, ...]:
+    """bwrap --setenv arguments tuning the Go runtime of a kubectl built with `go_version`."""
+    found = re.match(r"go(\d+)\.(\d+)", go_version)
+    if found and (int(found.group(1)), int(found.group(2))) >= (1, 19):
+        return ("--setenv", "GOGC", "off", "--setenv", "GOMEMLIMIT", GO_MEMORY_LIMIT)
+    return ("--setenv", "GOGC", "400")
 
 
 class SandboxUnavailable(InfrastructureError):
@@ -146,16 +161,25 @@ class Sandbox:
             for lib in LIBRARY_DIRS:
                 if os.path.isdir(lib):
                     binds += ["--ro-bind", lib, lib]
-        self._prefix = [
+        self._binds = binds
+        self._prefix = self._build_prefix(())
+
+    def _build_prefix(self, go_env: tuple[str, ...]) -> list[str]:
+        return [
             self.bwrap, "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", *binds,
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", *self._binds,
             "--chdir", HOME_PATH, "--clearenv",
             "--setenv", "PATH", str(Path(KUBECTL_PATH).parent), "--setenv", "HOME", HOME_PATH,
-            "--setenv", "KUBECONFIG", KUBECONFIG_PATH, "--setenv", "TMPDIR", "/tmp",
+            "--setenv", "KUBECONFIG", KUBECONFIG_PATH, "--setenv", "TMPDIR", "/tmp", *go_env,
             "--hostname", "sandbox", "--",
         ]
+
+    @property
+    def home(self) -> Path:
+        """kubectl's home inside the sandbox, on the worker's side."""
+        return self._home
 
     def _refresh_config(self) -> None:
         # The provider may re-issue the agent's token into the same file (after a cluster restore).
@@ -181,7 +205,12 @@ class Sandbox:
 
     def probe(self) -> None:
         """Run kubectl once in the sandbox and check it cannot see the host: SandboxUnavailable when
-        the sandbox cannot be made here."""
+        the sandbox cannot be made here. What it checks is the host's, not the session's: once it
+        passed for a bwrap and a kubectl, later sessions of this process skip it."""
+        key = (self.bwrap, self.binary)
+        if key in _PROBED:
+            self._prefix = self._build_prefix(go_runtime_env(_PROBED[key]))
+            return
         try:
             proc = subprocess.run(self.wrap(["version", "--client", "-o", "json"]), capture_output=True,
                                   text=True, timeout=PROBE_TIMEOUT_S, env={}, stdin=subprocess.DEVNULL)
@@ -193,6 +222,12 @@ class Sandbox:
                 f"{(proc.stderr or proc.stdout).strip()[:300]}); bwrap needs user and mount namespaces "
                 f"(in a container: a seccomp profile that allows them). {UNSAFE_ENV}=1 runs kubectl "
                 "unsandboxed on a developer's machine only")
+        try:
+            go = str(json.loads(proc.stdout)["clientVersion"].get("goVersion") or "")
+        except (ValueError, KeyError, TypeError):
+            go = ""
+        _PROBED[key] = go
+        self._prefix = self._build_prefix(go_runtime_env(go))
 
     def close(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)

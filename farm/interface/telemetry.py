@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from core import tls
 from core.errors import ToolError
 from farm.interface import scope, summarise, visibility
 
@@ -66,7 +67,7 @@ class Telemetry:
         self.prometheus, self.loki, self.jaeger = prometheus, loki, jaeger
         self.now, self.namespace, self.summarised = now, namespace, summarised
         self.namespaces = (namespace, *also)  # what every query is scoped to (farm/interface/scope.py)
-        self.http = httpx.Client(timeout=timeout_s, trust_env=False)
+        self.http = httpx.Client(timeout=timeout_s, trust_env=False, verify=tls.ssl_context())
 
     def close(self) -> None:
         self.http.close()

@@ -4,6 +4,7 @@ real MCP client over streamable HTTP and a real kubectl 1.20 process."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -384,3 +385,69 @@ def test_a_structured_diagnosis_is_recorded_beside_the_text_and_a_wrong_one_refu
     assert iface.record.diagnosis == "prose alone is still fine" and iface.record.structured is None
     call = [c for c in iface.record.tool_calls if c.name == "submit_diagnosis"][1]
     assert call.args["root_causes"] == ["geo-7c9d5b8f4-q8wzt"] and call.args["fault_type"] == "misconfiguration"
+
+
+def test_the_farms_own_reads_match_kubectl_and_start_no_process(fresh: ClusterHandle,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Undo capture reads over the API what `kubectl get -o json` printed, to the key order of the
+    recorded JSON, and runs no kubectl process for the kinds the REST reader serves."""
+    from farm.interface.kubectl import Target
+
+    kubectl = Kubectl(fresh.agent_kubeconfig(NS), NS, virtual_time=True)
+    try:
+        pod = json.loads(kubectl.run_tokens(["get", "pods", "-o", "json"]).stdout)["items"][0]["metadata"]
+        targets = [Target("deployment", "frontend"), Target("service", "geo"), Target("pod", pod["name"]),
+                   Target("deployment", "no-such"), Target("pod", selector=f"io.kompose.service={'geo'}"),
+                   Target("configmap", all=True), Target("node", all=True)]
+        expected = [kubectl._get_json_kubectl(t) for t in targets]
+        started: list[list[str]] = []
+        real_run = Kubectl.run_tokens
+        monkeypatch.setattr(Kubectl, "run_tokens", lambda self, tokens, stdin=None: started.append(tokens)
+                            or real_run(self, tokens, stdin))
+        got = [kubectl.get_json(t) for t in targets]
+        assert started == []
+        assert json.dumps(got) == json.dumps(expected)
+        assert got[3] == [("deployment/no-such", None)] and got[4] and got[6]
+        # a kind the reader does not serve is still read, by kubectl
+        assert kubectl.get_json(Target("horizontalpodautoscaler", "none")) == [("horizontalpodautoscaler/none", None)]
+        assert started and started[-1][:2] == ["get", "horizontalpodautoscaler"]
+    finally:
+        kubectl.close()
+
+
+def test_undo_restores_a_deleted_service_as_captured(fresh: ClusterHandle) -> None:
+    with agent_session(fresh) as (iface, tools):
+        before = json.loads(tools.call("kubectl", command="get service geo -o json")[0])
+        assert not tools.call("kubectl", command="delete service geo")[1]
+        text, is_error = tools.call("undo_last")
+        assert not is_error and "create service/geo" in text, text
+        after = json.loads(tools.call("kubectl", command="get service geo -o json")[0])
+    assert after["spec"]["ports"] == before["spec"]["ports"] and after["spec"]["selector"] == before["spec"]["selector"]
+    assert iface.record.mutations[0].before["service/geo"]["metadata"]["name"] == "geo"
+
+
+def test_a_sessions_first_kubectl_starts_from_the_warm_discovery_cache(fresh: ClusterHandle) -> None:
+    """The first session's discovery cache seeds the next session's kubectl home (same cluster,
+    same API groups), and its kubectl answers the same; the Go runtime is tuned in the sandbox."""
+    from farm.interface import sandbox as sandbox_mod
+    from farm.interface import warmcache
+
+    first = Kubectl(fresh.agent_kubeconfig(NS), NS, virtual_time=True)
+    try:
+        expected = first.run_tokens(["get", "deployments", "-o", "name"])
+        assert expected.returncode == 0 and "deployment.apps/frontend" in expected.stdout
+        assert first._cache_kept and first._cache_key is not None
+    finally:
+        first.close()
+    second = Kubectl(fresh.agent_kubeconfig(NS), NS, virtual_time=True)
+    try:
+        cached = Path(second._kubectl_home) / warmcache.CACHE / "discovery"
+        assert any(cached.rglob("serverresources.json")), "the new session's home holds no discovery cache"
+        assert second.run_tokens(["get", "deployments", "-o", "name"]).stdout == expected.stdout
+        if second._sandbox is not None:
+            argv = second._sandbox.wrap(["version"])
+            assert argv[argv.index("GOGC") + 1] in ("off", "400")
+    finally:
+        second.close()
+    assert sandbox_mod.go_runtime_env("go1.19.8")[:3] == ("--setenv", "GOGC", "off")
+    assert sandbox_mod.go_runtime_env("go1.15.15") == ("--setenv", "GOGC", "400")
