@@ -106,6 +106,7 @@ class Problem(Strict):
     # No fix an agent could make from its scope exists (say, data lost on a disk with no replica):
     # the problem is scored for diagnosis only, its mitigation neither scored nor a failure.
     diagnosis_only: bool = False
+    sregym_ids: list[str] = []  # the SREGym problem ids this one reproduces
 
     @model_validator(mode="after")
     def _scored_problems_have_a_fix(self) -> Problem:

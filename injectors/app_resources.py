@@ -10,6 +10,7 @@ from pydantic import Field
 
 from clusters.base import ClusterHandle
 from clusters.kube import Kube, Obj
+from clusters.sim.store import match_labels  # the API's label-selector semantics, a pure function
 from injectors.base import Injection, faults
 from injectors.fault import MISSING, Creation, Mutation, Params, WorkloadParams, contains, require
 from injectors.objects import Ref, quantity
@@ -267,6 +268,122 @@ def tolerates(tolerations: list[Obj], taint: Obj) -> bool:
             if t.get("key") or t.get("operator") == "Exists":
                 return True
     return False
+
+
+class HostPortParams(WorkloadParams):
+    host_port: int = Field(9100, ge=1, le=65535)  # 9100: the node exporter's, on every node
+
+
+@faults.register("host-port-conflict")
+class HostPortConflict(ContainerMutation):
+    """The container's first port asks for a host port another DaemonSet already holds on every
+    node (9100, prometheus-node-exporter's): the scheduler finds no node with the port free
+    (`didn't have free ports for the requested pod ports`) and the new pod stays Pending. As in
+    SREGym, the workload is re-created with the port rather than rolled: its old ReplicaSets go,
+    so no old pod keeps serving behind the stuck rollout."""
+
+    Params = HostPortParams
+    field = "ports"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        ports = [] if before == MISSING or not before else copy.deepcopy(before)
+        if not ports:
+            ports = [{"containerPort": self.p.host_port, "protocol": "TCP"}]
+        ports[0]["hostPort"] = self.p.host_port
+        return ports
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        """Any port of the container still asks for the host port, wherever it sits in the list
+        and whatever its container port is now."""
+        return isinstance(current, list) and any(
+            isinstance(p, dict) and p.get("hostPort") == self.p.host_port for p in current)
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        injection = super().inject(cluster, namespace)
+        kube = Kube.of(cluster)
+        ref = Ref.parse(injection.saved["ref"])
+        owner = injection.saved.get("uid")
+        if ref.kind == "Deployment":
+            for rs in kube.list("ReplicaSet", namespace):
+                if any(o.get("uid") == owner for o in rs["metadata"].get("ownerReferences") or []):
+                    kube.delete("ReplicaSet", namespace, rs["metadata"]["name"])
+        return injection
+
+
+class SharedClaimParams(WorkloadParams):
+    replicas: int = Field(2, ge=2)
+    storage: str = "1Gi"
+
+
+@faults.register("duplicate-pvc-mounts")
+class DuplicatePvcMounts(Mutation):
+    """Every replica of the workload mounts one new ReadWriteOnce claim while a required
+    hostname anti-affinity keeps its replicas on different nodes (SREGym's duplicate_pvc_mounts):
+    the claim binds to a node-local volume where the first replica lands, and the others fit no
+    node (volume node affinity on one side, anti-affinity on the other): Pending, the Deployment
+    partly ready and its rollout stuck."""
+
+    Params = SharedClaimParams
+
+    def claim(self) -> str:
+        return f"{self.p.service}-pvc"
+
+    def path(self, obj: Obj) -> list[Any]:
+        return [*TEMPLATE, "volumes"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        volumes = [] if before == MISSING or not before else list(before)
+        return [*volumes, {"name": f"{self.p.service}-volume", "persistentVolumeClaim": {"claimName": self.claim()}}]
+
+    def extra(self, obj: Obj) -> list[tuple[list[Any], Any]]:
+        spec = obj["spec"]["template"]["spec"]
+        first = spec["containers"][0]["name"]
+        mounts = [*(spec["containers"][0].get("volumeMounts") or []),
+                  {"name": f"{self.p.service}-volume", "mountPath": f"/{self.p.service}-data"}]
+        key, value = next(iter(obj["spec"]["selector"]["matchLabels"].items()))
+        affinity = copy.deepcopy(spec.get("affinity") or {})
+        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]},
+            "topologyKey": "kubernetes.io/hostname"}]}
+        return [([*TEMPLATE, "containers", {"name": first}, "volumeMounts"], mounts),
+                ([*TEMPLATE, "affinity"], affinity),
+                (["spec", "replicas"], max(int(obj["spec"].get("replicas", 1) or 1), self.p.replicas))]
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        kube = Kube.of(cluster)
+        require(kube.find("PersistentVolumeClaim", namespace, self.claim()) is None,
+                f"a claim {self.claim()} already exists in {namespace}")
+        kube.create("PersistentVolumeClaim", namespace, {
+            "metadata": {"name": self.claim()},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": self.p.storage}}}})
+        injection = super().inject(cluster, namespace)
+        injection.touched.append(str(Ref("PersistentVolumeClaim", namespace, self.claim())))
+        return injection
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        super().recover(cluster, injection)
+        Kube.of(cluster).delete("PersistentVolumeClaim", injection.namespace, self.claim())
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        """All three parts of the deadlock still hold: more than one replica, the one claim in a
+        volume of the template (whatever the volume is called), and a required anti-affinity that
+        separates the workload's own pods by hostname. Dropping any one of them lets every
+        replica run (one replica; no shared claim; or the replicas together beside the volume)."""
+        _, obj = self._current(Kube.of(cluster), injection)
+        if obj is None:
+            return False
+        spec = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+        if int((obj.get("spec") or {}).get("replicas", 1) or 0) < 2:
+            return False
+        if not any((v.get("persistentVolumeClaim") or {}).get("claimName") == self.claim()
+                   for v in spec.get("volumes") or []):
+            return False
+        own = ((obj.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}
+        terms = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution") or []
+        return any(t.get("topologyKey") == "kubernetes.io/hostname"
+                   and injection.namespace in (t.get("namespaces") or [injection.namespace])
+                   and match_labels(t.get("labelSelector") or {}, own) for t in terms)
 
 
 class ClaimParams(WorkloadParams):
