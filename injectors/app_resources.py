@@ -300,14 +300,21 @@ class HostPortConflict(ContainerMutation):
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
         injection = super().inject(cluster, namespace)
-        kube = Kube.of(cluster)
-        ref = Ref.parse(injection.saved["ref"])
-        owner = injection.saved.get("uid")
-        if ref.kind == "Deployment":
-            for rs in kube.list("ReplicaSet", namespace):
-                if any(o.get("uid") == owner for o in rs["metadata"].get("ownerReferences") or []):
-                    kube.delete("ReplicaSet", namespace, rs["metadata"]["name"])
+        drop_replica_sets(Kube.of(cluster), injection)
         return injection
+
+
+def drop_replica_sets(kube: Kube, injection: Injection) -> None:
+    """What SREGym's `kubectl delete deployment` then `apply` does to the pods, with the
+    Deployment itself kept (its uid is what the oracle's baseline knows): every ReplicaSet of the
+    faulted Deployment goes with its pods, and only the faulted template's pods come back."""
+    ref = Ref.parse(injection.saved["ref"])
+    if ref.kind != "Deployment":
+        return
+    owner = injection.saved.get("uid")
+    for rs in kube.list("ReplicaSet", ref.namespace):
+        if any(o.get("uid") == owner for o in rs["metadata"].get("ownerReferences") or []):
+            kube.delete("ReplicaSet", ref.namespace, rs["metadata"]["name"])
 
 
 class SharedClaimParams(WorkloadParams):
@@ -321,7 +328,7 @@ class DuplicatePvcMounts(Mutation):
     hostname anti-affinity keeps its replicas on different nodes (SREGym's duplicate_pvc_mounts):
     the claim binds to a node-local volume where the first replica lands, and the others fit no
     node (volume node affinity on one side, anti-affinity on the other): Pending, the Deployment
-    partly ready and its rollout stuck."""
+    partly ready and its rollout stuck. Re-created as in SREGym: no old pod keeps serving."""
 
     Params = SharedClaimParams
 
@@ -358,6 +365,7 @@ class DuplicatePvcMounts(Mutation):
             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": self.p.storage}}}})
         injection = super().inject(cluster, namespace)
         injection.touched.append(str(Ref("PersistentVolumeClaim", namespace, self.claim())))
+        drop_replica_sets(kube, injection)
         return injection
 
     def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
