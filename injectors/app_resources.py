@@ -12,7 +12,7 @@ from clusters.base import ClusterHandle
 from clusters.kube import Kube, Obj
 from clusters.sim.store import match_labels  # the API's label-selector semantics, a pure function
 from injectors.base import Injection, faults
-from injectors.fault import MISSING, Creation, Mutation, Params, WorkloadParams, contains, require
+from injectors.fault import MISSING, Creation, Mutation, Params, WorkloadParams, contains, neutral_name, require
 from injectors.objects import Ref, quantity
 from injectors.workload import TEMPLATE, ContainerMutation
 
@@ -392,6 +392,94 @@ class DuplicatePvcMounts(Mutation):
         return any(t.get("topologyKey") == "kubernetes.io/hostname"
                    and injection.namespace in (t.get("namespaces") or [injection.namespace])
                    and match_labels(t.get("labelSelector") or {}, own) for t in terms)
+
+
+class VolumeAffinityParams(WorkloadParams):
+    storage: str = "1Gi"
+
+
+@faults.register("volume-node-affinity-violation")
+class VolumeNodeAffinityViolation(Mutation):
+    """The workload mounts a claim bound to a static volume pinned (PV node affinity) to one worker
+    while its nodeSelector pins the pod to another (SREGym's persistent_volume_affinity_violation):
+    no node satisfies both, the scheduler reports `volume node affinity conflict` and the
+    re-created pod stays Pending."""
+
+    Params = VolumeAffinityParams
+    _pod_node = ""  # chosen in inject, before the template is changed
+
+    def claim(self) -> str:
+        return f"{self.p.service}-data"
+
+    def volume_name(self, namespace: str) -> str:
+        return neutral_name(namespace, self.p.service, prefix="pv-local-")
+
+    @staticmethod
+    def workers(kube: Kube) -> list[str]:
+        names = sorted(n["metadata"]["name"] for n in kube.list("Node")
+                       if "node-role.kubernetes.io/control-plane" not in (n["metadata"].get("labels") or {}))
+        require(len(names) >= 2, "needs two worker nodes")
+        return names
+
+    def path(self, obj: Obj) -> list[Any]:
+        return [*TEMPLATE, "volumes"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        volumes = [] if before == MISSING or not before else list(before)
+        return [*volumes, {"name": f"{self.p.service}-volume", "persistentVolumeClaim": {"claimName": self.claim()}}]
+
+    def extra(self, obj: Obj) -> list[tuple[list[Any], Any]]:
+        spec = obj["spec"]["template"]["spec"]
+        first = spec["containers"][0]["name"]
+        mounts = [*(spec["containers"][0].get("volumeMounts") or []),
+                  {"name": f"{self.p.service}-volume", "mountPath": f"/{self.p.service}-data"}]
+        selector = {**(spec.get("nodeSelector") or {}), "kubernetes.io/hostname": self._pod_node}
+        return [([*TEMPLATE, "containers", {"name": first}, "volumeMounts"], mounts),
+                ([*TEMPLATE, "nodeSelector"], selector)]
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        kube = Kube.of(cluster)
+        volume_node, self._pod_node = self.workers(kube)[:2]
+        require(kube.find("PersistentVolumeClaim", namespace, self.claim()) is None,
+                f"a claim {self.claim()} already exists in {namespace}")
+        pv = self.volume_name(namespace)
+        kube.create("PersistentVolume", "", {
+            "metadata": {"name": pv},
+            "spec": {"capacity": {"storage": self.p.storage}, "accessModes": ["ReadWriteOnce"],
+                     "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "",
+                     "hostPath": {"path": f"/var/local/volumes/{pv}"},
+                     "claimRef": {"name": self.claim(), "namespace": namespace},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": "kubernetes.io/hostname", "operator": "In", "values": [volume_node]}]}]}}}})
+        kube.create("PersistentVolumeClaim", namespace, {
+            "metadata": {"name": self.claim()},
+            "spec": {"storageClassName": "", "volumeName": pv, "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": self.p.storage}}}})
+        injection = super().inject(cluster, namespace)
+        injection.saved.update(volume=pv, volume_node=volume_node, pod_node=self._pod_node)
+        injection.touched += [str(Ref("PersistentVolume", "", pv)), str(Ref("PersistentVolumeClaim", namespace, self.claim()))]
+        drop_replica_sets(kube, injection)
+        return injection
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        super().recover(cluster, injection)
+        kube = Kube.of(cluster)
+        kube.delete("PersistentVolumeClaim", injection.namespace, self.claim())
+        kube.delete("PersistentVolume", "", injection.saved["volume"])
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        """The template still mounts the claim (whatever the volume is called) and its
+        nodeSelector still rules out the node the claim's volume is pinned to: a selector moved to
+        a third worker keeps the conflict; dropping the selector or the claim ends it."""
+        kube = Kube.of(cluster)
+        _, obj = self._current(kube, injection)
+        spec = (((obj or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        if not any((v.get("persistentVolumeClaim") or {}).get("claimName") == self.claim()
+                   for v in spec.get("volumes") or []):
+            return False
+        node = kube.find("Node", "", injection.saved["volume_node"])
+        labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+        return any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items())
 
 
 class ClaimParams(WorkloadParams):
