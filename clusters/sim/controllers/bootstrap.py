@@ -1,7 +1,7 @@
 """What a fresh kind cluster holds before anyone deploys: the system namespaces, the `standard`
 local-path StorageClass, the `kubernetes` Service, CoreDNS behind kube-dns (10.96.0.10), the
 kube-proxy and kindnet DaemonSets, the control plane's static pods (their mirror pods), a CRD per
-custom resource type served, and the monitoring stack's node exporter (the DaemonSet that serves
+custom resource type served, and the observability stack's node exporter (the DaemonSet that serves
 the `node-exporter` job the emulated Prometheus scrapes, holding host port 9100 on every node)."""
 
 from __future__ import annotations
@@ -167,23 +167,25 @@ def create_node_agents(cluster: SimCluster) -> None:
             [f"registry.k8s.io/kube-proxy:{KUBERNETES_VERSION}", f"docker.io/kindest/kindnetd:{KINDNET_TAG}"])
 
 
-NODE_EXPORTER_NAMESPACE = "monitoring"
 NODE_EXPORTER_PORT = 9100
 
 
 def create_node_exporter(cluster: SimCluster) -> None:
-    """kube-prometheus-stack's prometheus-node-exporter DaemonSet as its chart renders it: host
+    """The observability stack's node exporter (the prometheus chart's prometheus-node-exporter
+    sub-chart, release `prometheus` in the stack's namespace, as the farm and SREGym install it on
+    a real cluster) as the chart renders its DaemonSet: host
     network, host PID, port 9100 declared as a host port (so the scheduler counts it: a pod that
     asks for host port 9100 fits no node this runs on), tolerating NoSchedule taints (it runs on
     the control plane too)."""
     from clusters.sim.apps.kubesystem import NODE_EXPORTER_TAG
+    from clusters.stack.services import STACK_NAMESPACE
 
     store = cluster.store
-    ns = NODE_EXPORTER_NAMESPACE
+    ns = STACK_NAMESPACE
     store.create("namespaces", {"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
                                 "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
-    name = "kube-prometheus-stack-prometheus-node-exporter"
-    labels = {"app.kubernetes.io/instance": "kube-prometheus-stack", "app.kubernetes.io/name": "prometheus-node-exporter"}
+    name = "prometheus-prometheus-node-exporter"
+    labels = {"app.kubernetes.io/instance": "prometheus", "app.kubernetes.io/name": "prometheus-node-exporter"}
     store.create("serviceaccounts", {"metadata": {"name": name, "namespace": ns, "labels": dict(labels)}}, namespace=ns)
     store.create("services", {
         "metadata": {"name": name, "namespace": ns, "labels": {**labels, "jobLabel": "node-exporter"},

@@ -225,10 +225,10 @@ def test_a_network_volume_follows_its_pod_to_another_node_once_the_old_pod_lets_
 
 
 def test_a_host_port_the_node_exporter_holds_fits_no_node(cluster: SimCluster) -> None:
-    """The monitoring stack's node exporter holds host port 9100 on every node (the control plane
+    """The observability stack's node exporter holds host port 9100 on every node (the control plane
     too: it tolerates NoSchedule), so a pod asking for that host port fits nowhere; another host
     port is free."""
-    exporters = cluster.store.list("pods", "monitoring")
+    exporters = cluster.store.list("pods", "observe")
     assert {p["spec"]["nodeName"] for p in exporters if p["status"]["phase"] == "Running"} == set(cluster.nodes.names)
     assert all(p["spec"]["containers"][0]["ports"][0]["hostPort"] == 9100 for p in exporters)
     taken = deployment("taken")
