@@ -42,6 +42,7 @@ from clusters.sim.api.status import (
 )
 from clusters.sim.api.tables import table
 from clusters.sim.api.watch import Filter, initial_events_end, stream
+from clusters.sim.api.podsecurity import PodSecurityAdmission
 from clusters.sim.api.webhooks import WebhookAdmission
 from clusters.sim.controllers.common import delete_pod, deletion_grace
 from clusters.sim.controllers.gc import GarbageCollector
@@ -170,6 +171,7 @@ class KubeAPI:
         store.stamp_fields = fieldmanager.component_stamper(store.clock.rfc3339)
         store.admission.append(self.authn.fill_token_secret)
         WebhookAdmission(store).install()
+        PodSecurityAdmission(store).install()
         store.hooks.append(self._default_service_account)
         store.hooks.append(self.authn.drop_tokens_of_deleted_accounts)
         self._bootstrap()
