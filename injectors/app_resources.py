@@ -12,7 +12,16 @@ from clusters.base import ClusterHandle
 from clusters.kube import Kube, Obj
 from clusters.sim.store import match_labels  # the API's label-selector semantics, a pure function
 from injectors.base import Injection, faults
-from injectors.fault import MISSING, Creation, Mutation, Params, WorkloadParams, contains, neutral_name, require
+from injectors.fault import (
+    MISSING,
+    Creation,
+    Mutation,
+    Params,
+    WorkloadParams,
+    contains,
+    neutral_name,
+    require,
+)
 from injectors.objects import Ref, quantity
 from injectors.workload import TEMPLATE, ContainerMutation
 

@@ -31,6 +31,7 @@ from clusters.sim.api.authn import Authenticator, UserInfo
 from clusters.sim.api.http import Request, Response
 from clusters.sim.api.metrics import ResourceMetrics
 from clusters.sim.api.patch import APPLY_PATCH, STRATEGIC_MERGE_PATCH, apply_patch
+from clusters.sim.api.podsecurity import PodSecurityAdmission
 from clusters.sim.api.rbac import BOOTSTRAP_CLUSTER_ROLE_BINDINGS, BOOTSTRAP_CLUSTER_ROLES, RBACAuthorizer
 from clusters.sim.api.status import (
     bad_request,
@@ -42,7 +43,6 @@ from clusters.sim.api.status import (
 )
 from clusters.sim.api.tables import table
 from clusters.sim.api.watch import Filter, initial_events_end, stream
-from clusters.sim.api.podsecurity import PodSecurityAdmission
 from clusters.sim.api.webhooks import WebhookAdmission
 from clusters.sim.controllers.common import delete_pod, deletion_grace
 from clusters.sim.controllers.gc import GarbageCollector
