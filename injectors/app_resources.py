@@ -564,3 +564,77 @@ class ResourceQuotaBelowUsage(Creation):
             return int(str(pods)) < int(injection.saved.get("needed_pods", 0))
         except ValueError:
             return True
+
+
+HPA_API = "autoscaling/v1"
+
+
+class AutoscalerParams(WorkloadParams):
+    hpa: str = "frontend-capacity"
+    target_percent: int = Field(60, ge=1, le=100)
+    min_replicas: int = Field(1, ge=1)
+    max_replicas: int = Field(5, ge=1)
+
+
+@faults.register("hpa-missing-cpu-request")
+class HpaMissingCpuRequest(ContainerMutation):
+    """A CPU-utilization HorizontalPodAutoscaler on a workload whose container has no effective
+    CPU request (the request and the limit it would default from are gone; SREGym's
+    hpa_missing_effective_cpu_request): utilization is a share of the request, so the autoscaler
+    cannot compute it (FailedGetResourceMetric, ScalingActive False, `<unknown>/60%`) and never
+    scales, while the pods stay Running and Ready. In place while autoscaling the workload on CPU
+    is broken: the autoscaler gone or no longer aimed at it by CPU, or a container of the template
+    without an effective CPU request."""
+
+    Params = AutoscalerParams
+    field = "resources"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        out = {} if before == MISSING or not before else copy.deepcopy(before)
+        for section in ("requests", "limits"):
+            if isinstance(out.get(section), dict):
+                out[section].pop("cpu", None)
+                if not out[section]:
+                    out.pop(section)
+        return out
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        kube = Kube.of(cluster)
+        require(kube.find("HorizontalPodAutoscaler", namespace, self.p.hpa, HPA_API) is None,
+                f"an autoscaler {self.p.hpa} already exists in {namespace}")
+        kind, obj = kube.workload(namespace, self.p.service, self.p.kind)
+        replicas = int(obj["spec"].get("replicas", 1))
+        injection = super().inject(cluster, namespace)
+        kube.create("HorizontalPodAutoscaler", namespace, {
+            "apiVersion": HPA_API, "metadata": {"name": self.p.hpa},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": kind, "name": self.p.service},
+                     "minReplicas": self.p.min_replicas, "maxReplicas": self.p.max_replicas,
+                     "targetCPUUtilizationPercentage": self.p.target_percent}})
+        injection.touched.append(str(Ref("HorizontalPodAutoscaler", namespace, self.p.hpa)))
+        injection.saved.update(replicas=replicas, kind=kind)
+        return injection
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        """The request back, the autoscaler gone, and the replica count it may have set since the
+        fix undone."""
+        kube = Kube.of(cluster)
+        kube.delete("HorizontalPodAutoscaler", injection.namespace, self.p.hpa, api_version=HPA_API)
+        super().recover(cluster, injection)
+        obj = kube.find(injection.saved["kind"], injection.namespace, self.p.service)
+        if obj is not None and int(obj["spec"].get("replicas", 1)) != injection.saved["replicas"]:
+            kube.patch(injection.saved["kind"], injection.namespace, self.p.service,
+                       {"spec": {"replicas": injection.saved["replicas"]}})
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        kube = Kube.of(cluster)
+        workload = kube.find(injection.saved.get("kind") or "Deployment", injection.namespace, self.p.service)
+        if workload is None:
+            return False
+        autoscalers = [h for h in kube.list("HorizontalPodAutoscaler", injection.namespace, api_version=HPA_API)
+                       if ((h.get("spec") or {}).get("scaleTargetRef") or {}).get("name") == self.p.service
+                       and (h.get("spec") or {}).get("targetCPUUtilizationPercentage")]
+        if not autoscalers:
+            return True
+        containers = ((workload.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+        return any("cpu" not in ((c.get("resources") or {}).get("requests") or {})
+                   and "cpu" not in ((c.get("resources") or {}).get("limits") or {}) for c in containers)
