@@ -326,13 +326,37 @@ def drop_replica_sets(kube: Kube, injection: Injection) -> None:
             kube.delete("ReplicaSet", ref.namespace, rs["metadata"]["name"])
 
 
+class ClaimMount(Mutation):
+    """A new claim mounted by the workload's first container: the volume appended to the
+    template (the main fragment), the mount with it; `claim_mounted` finds the claim again
+    whatever the volume is called."""
+
+    def claim(self) -> str:
+        raise NotImplementedError
+
+    def path(self, obj: Obj) -> list[Any]:
+        return [*TEMPLATE, "volumes"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        volumes = [] if before == MISSING or not before else list(before)
+        return [*volumes, {"name": f"{self.p.service}-volume", "persistentVolumeClaim": {"claimName": self.claim()}}]
+
+    def mount(self, obj: Obj) -> tuple[list[Any], Any]:
+        first = obj["spec"]["template"]["spec"]["containers"][0]
+        return ([*TEMPLATE, "containers", {"name": first["name"]}, "volumeMounts"],
+                [*(first.get("volumeMounts") or []), {"name": f"{self.p.service}-volume", "mountPath": f"/{self.p.service}-data"}])
+
+    def claim_mounted(self, spec: Obj) -> bool:
+        return any((v.get("persistentVolumeClaim") or {}).get("claimName") == self.claim() for v in spec.get("volumes") or [])
+
+
 class SharedClaimParams(WorkloadParams):
     replicas: int = Field(2, ge=2)
     storage: str = "1Gi"
 
 
 @faults.register("duplicate-pvc-mounts")
-class DuplicatePvcMounts(Mutation):
+class DuplicatePvcMounts(ClaimMount):
     """Every replica of the workload mounts one new ReadWriteOnce claim while a required
     hostname anti-affinity keeps its replicas on different nodes (SREGym's duplicate_pvc_mounts):
     the claim binds to a node-local volume where the first replica lands, and the others fit no
@@ -344,25 +368,14 @@ class DuplicatePvcMounts(Mutation):
     def claim(self) -> str:
         return f"{self.p.service}-pvc"
 
-    def path(self, obj: Obj) -> list[Any]:
-        return [*TEMPLATE, "volumes"]
-
-    def mutate(self, before: Any, obj: Obj) -> Any:
-        volumes = [] if before == MISSING or not before else list(before)
-        return [*volumes, {"name": f"{self.p.service}-volume", "persistentVolumeClaim": {"claimName": self.claim()}}]
-
     def extra(self, obj: Obj) -> list[tuple[list[Any], Any]]:
         spec = obj["spec"]["template"]["spec"]
-        first = spec["containers"][0]["name"]
-        mounts = [*(spec["containers"][0].get("volumeMounts") or []),
-                  {"name": f"{self.p.service}-volume", "mountPath": f"/{self.p.service}-data"}]
         key, value = next(iter(obj["spec"]["selector"]["matchLabels"].items()))
         affinity = copy.deepcopy(spec.get("affinity") or {})
         affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
             "labelSelector": {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]},
             "topologyKey": "kubernetes.io/hostname"}]}
-        return [([*TEMPLATE, "containers", {"name": first}, "volumeMounts"], mounts),
-                ([*TEMPLATE, "affinity"], affinity),
+        return [self.mount(obj), ([*TEMPLATE, "affinity"], affinity),
                 (["spec", "replicas"], max(int(obj["spec"].get("replicas", 1) or 1), self.p.replicas))]
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
@@ -392,8 +405,7 @@ class DuplicatePvcMounts(Mutation):
         spec = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
         if int((obj.get("spec") or {}).get("replicas", 1) or 0) < 2:
             return False
-        if not any((v.get("persistentVolumeClaim") or {}).get("claimName") == self.claim()
-                   for v in spec.get("volumes") or []):
+        if not self.claim_mounted(spec):
             return False
         own = ((obj.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}
         terms = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
@@ -408,7 +420,7 @@ class VolumeAffinityParams(WorkloadParams):
 
 
 @faults.register("volume-node-affinity-violation")
-class VolumeNodeAffinityViolation(Mutation):
+class VolumeNodeAffinityViolation(ClaimMount):
     """The workload mounts a claim bound to a static volume pinned (PV node affinity) to one worker
     while its nodeSelector pins the pod to another (SREGym's persistent_volume_affinity_violation):
     no node satisfies both, the scheduler reports `volume node affinity conflict` and the
@@ -430,21 +442,10 @@ class VolumeNodeAffinityViolation(Mutation):
         require(len(names) >= 2, "needs two worker nodes")
         return names
 
-    def path(self, obj: Obj) -> list[Any]:
-        return [*TEMPLATE, "volumes"]
-
-    def mutate(self, before: Any, obj: Obj) -> Any:
-        volumes = [] if before == MISSING or not before else list(before)
-        return [*volumes, {"name": f"{self.p.service}-volume", "persistentVolumeClaim": {"claimName": self.claim()}}]
-
     def extra(self, obj: Obj) -> list[tuple[list[Any], Any]]:
         spec = obj["spec"]["template"]["spec"]
-        first = spec["containers"][0]["name"]
-        mounts = [*(spec["containers"][0].get("volumeMounts") or []),
-                  {"name": f"{self.p.service}-volume", "mountPath": f"/{self.p.service}-data"}]
         selector = {**(spec.get("nodeSelector") or {}), "kubernetes.io/hostname": self._pod_node}
-        return [([*TEMPLATE, "containers", {"name": first}, "volumeMounts"], mounts),
-                ([*TEMPLATE, "nodeSelector"], selector)]
+        return [self.mount(obj), ([*TEMPLATE, "nodeSelector"], selector)]
 
     def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
         kube = Kube.of(cluster)
@@ -483,8 +484,7 @@ class VolumeNodeAffinityViolation(Mutation):
         kube = Kube.of(cluster)
         _, obj = self._current(kube, injection)
         spec = (((obj or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-        if not any((v.get("persistentVolumeClaim") or {}).get("claimName") == self.claim()
-                   for v in spec.get("volumes") or []):
+        if not self.claim_mounted(spec):
             return False
         node = kube.find("Node", "", injection.saved["volume_node"])
         labels = ((node or {}).get("metadata") or {}).get("labels") or {}
