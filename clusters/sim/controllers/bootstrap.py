@@ -201,6 +201,8 @@ def create_node_exporter(cluster: SimCluster) -> None:
                  "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
                  "template": {"metadata": {"labels": {**labels, "jobLabel": "node-exporter"}}, "spec": {
                      "serviceAccountName": name, "hostNetwork": True, "hostPID": True,
+                     # As the farm installs it: node-critical, so node-pressure eviction passes it over.
+                     "priorityClassName": "system-node-critical",
                      "nodeSelector": {"kubernetes.io/os": "linux"},
                      "tolerations": [{"effect": "NoSchedule", "operator": "Exists"}],
                      "securityContext": {"fsGroup": 65534, "runAsGroup": 65534, "runAsNonRoot": True, "runAsUser": 65534},
