@@ -5,7 +5,10 @@ from the recorded rows, per model (= failure kind): each trial's state, attempts
 after each run; then how many trials the provider failed, how many of those n counts (must be 0),
 the agent errors, and the exit codes.
 
-    .venv/bin/python bench/provider_faults_bench.py [--workers 2] [--seeds 2] [--out DIR]
+    .venv/bin/python bench/provider_faults_bench.py [--workers 2] [--seeds 2] [--out DIR] [--models a,b,...]
+
+`--models` runs some of the models below only (tests/bench/test_provider_faults_bench.py runs a
+tiny sweep of five, one seed, so that the bench cannot rot).
 
 The models (15 x 2 seeds = 30 trials); the fault is every request's unless a list is given:
     steady                        no fault
@@ -24,8 +27,9 @@ Reproduce (export LITELLM_LOCAL_MODEL_COST_MAP=True PYTHONHASHSEED=0; offline ju
 
     .venv/bin/python bench/provider_faults_bench.py --workers 2
 
-Result (2026-12-07, a 2-core machine shared with other jobs; workers 2, offline judge). Run 1, the
-faulty provider (`farm run --no-preflight`): exit code 3 in 268 s; 46 attempts, 34 of them
+Result (2026-12-07 22:30 UTC, a 2-core machine shared with other jobs at load about 11; workers 2,
+offline judge; the agents in their sandboxed processes behind the worker's model proxy). Run 1, the
+faulty provider (`farm run --no-preflight`): exit code 3 in 290 s; 46 attempts, 34 of them
 infrastructure errors with phase provider (68 faults served); per model:
 
     auth, unknown-model            infra_failed   1 attempt  (provider; given up at once)
@@ -38,15 +42,15 @@ infrastructure errors with phase provider (68 faults served); per model:
     trials 30, finished 12, infra_failed 18, provider_failed 18, n 12, agent_errors 2
     (context_length 2), trials of a provider-fault model counted against the agent 0
 
-Run 2, the provider mended, the same command with pre-flight: exit code 0 in 122 s; the 18
+Run 2, the provider mended, the same command with pre-flight: exit code 0 in 165 s; the 18
 provider-failed trials ran again and recorded (64 attempts in all; the failed ones stay on record):
 
     trials 30, finished 30, infra_failed 0, provider_failed 0, n 30, agent_errors 2
     (context_length 2), counted against the agent 0
 
-(Run 2 of that execution first met pre-flight refusing the context-length model, which the bench
-then still broke for every request, tiny check included: exit 2 in 22 s with nothing written. The
-bench now mends it too; run 2 above was completed on the same folder and port after that fix.)
+(Before the agent's side of the model proxy waited as long as the session, the same command at
+the same load counted 3 provider failures against the agent: slow and overloaded answers, and a
+worker's first call, which imports litellm, outlasted the agent's own 5 s wait.)
 """
 
 from __future__ import annotations
@@ -128,7 +132,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma-separated, some of: {', '.join(MODELS)} (default: all)")
     args = parser.parse_args()
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = sorted(set(models) - set(MODELS))
+    if unknown or not models:
+        parser.error(f"--models: unknown {', '.join(unknown) or '(none given)'} (known: {', '.join(MODELS)})")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from farm.llm.faulty import FaultyProvider
     from farm.llm.scripted import tool_plan
@@ -148,9 +158,9 @@ def main() -> None:
         spec = work / "spec.yaml"
         spec.write_text(yaml.safe_dump({
             "name": "provider-faults", "problems": {"ids": [PROBLEM]}, "agents": [agent],
-            "models": [f"openai/{m}" for m in MODELS], "seeds": args.seeds, "max_infra_attempts": 2,
+            "models": [f"openai/{m}" for m in models], "seeds": args.seeds, "max_infra_attempts": 2,
             "limits": {"max_steps": 12, "wall_time_s": 300}}))
-        print(f"{len(MODELS) * args.seeds} trials ({len(MODELS)} models x {args.seeds} seeds), {args.workers} workers; "
+        print(f"{len(models) * args.seeds} trials ({len(models)} models x {args.seeds} seeds), {args.workers} workers; "
               f"folder {work}")
         # The provider breaks after the sweep started: pre-flight would (rightly) refuse it.
         code1, took1, said1 = farm_run(spec, out, args.workers, "--no-preflight")

@@ -7,10 +7,15 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 Layer = Literal["application", "operator", "os", "hardware"]
-Composition = Literal["single", "concurrent", "correlated", "metastable"]
+# "none": a no-fault control (AIOpsLab's detection task): nothing is injected and the right
+# diagnosis is that nothing is wrong.
+Composition = Literal["single", "concurrent", "correlated", "metastable", "none"]
+# What a no-fault ground truth says where a faulty problem names its root cause.
+NO_FAULT_TRUTH: dict[str, Any] = {"component": "none", "component_kind": "None", "fault_type": "no-fault",
+                                  "details": {}}
 
 
 class Strict(BaseModel):
@@ -46,7 +51,10 @@ def fill_placeholders(value: Any, **values: str) -> Any:
 
 
 class GroundTruth(Strict):
-    """What actually broke, rich enough for all nine checklist questions."""
+    """What actually broke, rich enough for all nine checklist questions; with `no_fault`, that
+    nothing did (a control: component, kind, fault type and details take NO_FAULT_TRUTH's values)."""
+
+    no_fault: bool = False
 
     component: str  # the faulty component, e.g. "geo" or "node/worker-2"
     component_kind: str  # Deployment, Service, ConfigMap, Secret, Node, Disk, TidbCluster, ...
@@ -57,6 +65,13 @@ class GroundTruth(Strict):
     symptom: str  # what a user of the application sees
     # For concurrent problems, the other root causes (each a full ground truth).
     also: list[GroundTruth] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_fault_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("no_fault") is True:
+            return {**NO_FAULT_TRUTH, **data}
+        return data
 
     def placeholders(self) -> set[str]:
         """The `{name}` placeholders left for injection to fill (e.g. node)."""
@@ -97,7 +112,7 @@ class Problem(Strict):
     composition: Composition = "single"
     tags: list[str] = []
     description: str  # for humans; never shown to the agent
-    faults: list[FaultSpec] = Field(min_length=1)
+    faults: list[FaultSpec] = Field([], validate_default=True)  # none exactly when composition is "none"
     noises: list[NoiseSpec] = []  # used when the sweep turns noise on
     mitigation: list[MitigationStep] = []
     ground_truth: GroundTruth
@@ -106,10 +121,42 @@ class Problem(Strict):
     # No fix an agent could make from its scope exists (say, data lost on a disk with no replica):
     # the problem is scored for diagnosis only, its mitigation neither scored nor a failure.
     diagnosis_only: bool = False
-    sregym_ids: list[str] = []  # the SREGym problem ids this one reproduces
+    # The SREGym problems (ids of its registry, farm/problems/sregym.tsv) that inject this root
+    # cause in this application; `sregym_id: x` is read as `sregym_ids: [x]`.
+    sregym_ids: list[str] = []
+
+    @field_validator("faults")
+    @classmethod
+    def _some_faults(cls, v: list[FaultSpec], info: ValidationInfo) -> list[FaultSpec]:
+        if not v and info.data.get("composition") != "none":
+            raise ValueError("a problem needs at least 1 fault (or composition: none, a no-fault control)")
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_sregym_id(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "sregym_id" in data:
+            data = dict(data)
+            one = data.pop("sregym_id")
+            data["sregym_ids"] = [*data.get("sregym_ids", []), *(one if isinstance(one, list) else [one])]
+        return data
+
+    @property
+    def no_fault(self) -> bool:
+        return self.composition == "none"
 
     @model_validator(mode="after")
     def _scored_problems_have_a_fix(self) -> Problem:
+        if self.no_fault:
+            if self.faults:
+                raise ValueError("faults: a no-fault control (composition: none) injects nothing")
+            if not self.ground_truth.no_fault:
+                raise ValueError("ground_truth.no_fault: a no-fault control's ground truth says no_fault: true")
+            if self.mitigation:
+                raise ValueError("mitigation: a no-fault control has nothing to fix (the right action is none)")
+            return self
+        if self.ground_truth.no_fault:
+            raise ValueError("ground_truth.no_fault: only a no-fault control (composition: none) says so")
         if not self.diagnosis_only and not self.mitigation:
             raise ValueError("mitigation: a problem needs a reference mitigation (or diagnosis_only: true)")
         for i, step in enumerate(self.mitigation):

@@ -2,6 +2,8 @@
 
     name: hotel-smoke
     problems: {ids: [...], tags: [...], layers: [...], apps: [...]}   # all given filters hold
+                                     # {suite: sregym-lite} or {suite: sregym}: the catalog problems
+                                     # that carry those SREGym ids (farm/problems/sregym.py)
     agents: [baseline, {name: react, tool_mode: summarised, options: {...}}]
                                      # an agent listed twice is two variants: each gets a label
                                      # (`label:` or one made from what differs), part of the trial key
@@ -12,7 +14,8 @@
     seeds: 3                         # or an explicit list [0, 1, 2]
     noise: [false, true]             # or a single bool; {intensity: high} (low, medium, high or 0..1,
                                      # optionally kinds: [...]) adds confounding ambient noise
-    limits: {max_steps: 40, wall_time_s: 900, max_tokens: 2000000, max_cost_usd: 5}
+    limits: {max_steps: 40, wall_time_s: 900, max_tokens: 2000000, max_cost_usd: 5,
+             memory_mib: 2048, processes: 256, tmp_mib: 512}   # the last three: the agent's process
     concurrency: {openai/gpt-4o: 4}  # per-model, across the farm
     cost_cap_usd: 200                # sweep-wide
     judge: null                      # litellm model string; null = the offline judge
@@ -74,6 +77,16 @@ class ProblemSelection(_Strict):
     tags: list[str] = []
     layers: list[str] = []
     apps: list[str] = []
+    suite: str | None = None
+
+    @field_validator("suite")
+    @classmethod
+    def _known_suite(cls, v: str | None) -> str | None:
+        from farm.problems.sregym import SUITES
+
+        if v is not None and v not in SUITES:
+            raise ValueError(f"unknown suite '{v}' (known: {', '.join(SUITES)})")
+        return v
 
     @field_validator("layers")
     @classmethod
@@ -85,8 +98,8 @@ class ProblemSelection(_Strict):
 
     @model_validator(mode="after")
     def _something(self) -> ProblemSelection:
-        if not (self.ids or self.tags or self.layers or self.apps):
-            raise ValueError("select problems by at least one of ids, tags, layers, apps")
+        if not (self.ids or self.tags or self.layers or self.apps or self.suite):
+            raise ValueError("select problems by at least one of ids, tags, layers, apps, suite")
         return self
 
 
@@ -126,6 +139,9 @@ class Limits(AgentLimits):
     wall_time_s: float = Field(900.0, gt=0)
     max_tokens: int = Field(2_000_000, gt=0)
     max_cost_usd: float = Field(5.0, gt=0)
+    memory_mib: int = Field(2048, ge=64)
+    processes: int = Field(256, ge=16)
+    tmp_mib: int = Field(512, ge=1)
 
 
 class ClusterOptions(_Strict):
@@ -469,7 +485,12 @@ def is_priced(model: ModelEntry, agent: AgentEntry | None = None) -> bool:
 def select_problems(spec: SweepSpec) -> list[Any]:
     sel = spec.problems
     out = []
-    for p in catalog().problems:
+    problems = catalog().problems
+    if sel.suite:
+        from farm.problems.sregym import suite_problems
+
+        problems = suite_problems(problems, sel.suite)
+    for p in problems:
         if sel.ids and p.id not in sel.ids:
             continue
         if sel.tags and not set(sel.tags) & set(p.tags):

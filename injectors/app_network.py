@@ -1,4 +1,5 @@
-"""Network configuration faults inside the application: network policies and DNS settings."""
+"""Network configuration faults inside the application: network policies, DNS settings and the
+pods' ephemeral port range."""
 
 from __future__ import annotations
 
@@ -8,8 +9,21 @@ from pydantic import Field
 
 from clusters.base import ClusterHandle
 from clusters.kube import Kube, Obj
+from core.errors import InjectionError
 from injectors.base import Injection, faults
-from injectors.fault import MISSING, Creation, Mutation, NamedObjectMutation, Params, WorkloadParams, require
+from injectors.fault import (
+    MISSING,
+    Creation,
+    Fault,
+    Mutation,
+    NamedObjectMutation,
+    Params,
+    WorkloadParams,
+    get_path,
+    require,
+    set_path,
+)
+from injectors.objects import Ref
 from injectors.workload import TEMPLATE
 
 
@@ -163,3 +177,78 @@ class InternalTrafficPolicyLocal(ServiceFieldMutation):
         ep = kube.find("Endpoints", injection.namespace, self.p.service) or {}
         covered = {addr.get("nodeName") for subset in ep.get("subsets") or [] for addr in subset.get("addresses") or []}
         return bool(workers - covered)
+PORT_RANGE_SYSCTL = "net.ipv4.ip_local_port_range"
+SYSCTLS = [*TEMPLATE, "securityContext", "sysctls"]
+
+
+class PortRangeParams(Params):
+    value: str = Field("32000 32003", pattern=r"^\d+ \d+$")  # "low high"
+    # Deployments left alone: SREGym's spares Consul and Jaeger; the farm's load generator is its own client.
+    exclude: list[str] = ["consul", "jaeger"]
+    min_ports: int = Field(1024, ge=2)  # a range this wide or wider is no longer the fault
+
+
+def port_range_size(sysctls: Any) -> int | None:
+    """How many ports the pod's ip_local_port_range sysctl gives, None when it sets none."""
+    found = None
+    for item in sysctls if isinstance(sysctls, list) else []:
+        if isinstance(item, dict) and item.get("name") == PORT_RANGE_SYSCTL:
+            parts = str(item.get("value", "")).split()
+            found = int(parts[1]) - int(parts[0]) + 1 if len(parts) == 2 and all(p.isdigit() for p in parts) else 0
+    return found
+
+
+@faults.register("ephemeral-port-range-narrowed")
+class EphemeralPortRangeNarrowed(Fault):
+    """Every Deployment of the namespace (but `exclude`) gets a pod sysctl narrowing
+    net.ipv4.ip_local_port_range to a handful of ports: a client holding more connections than
+    that to one destination (a Consul resolver's watches on its agent) gets EADDRNOTAVAIL, and a
+    backend it never resolved stays unreachable while every pod is Running."""
+
+    Params = PortRangeParams
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        kube = Kube.of(cluster)
+        before: dict[str, Any] = {}
+        for obj in kube.list("Deployment", namespace):
+            name = obj["metadata"]["name"]
+            if name in self.p.exclude:
+                continue
+            was = get_path(obj, SYSCTLS)
+            kept = [s for s in (was if isinstance(was, list) else []) if s.get("name") != PORT_RANGE_SYSCTL]
+            set_path(obj, SYSCTLS, [*kept, {"name": PORT_RANGE_SYSCTL, "value": self.p.value}])
+            obj.pop("status", None)
+            kube.replace("Deployment", namespace, obj)
+            before[name] = was
+        if not before:
+            raise InjectionError(f"{self.name}: no Deployment in {namespace} to set {PORT_RANGE_SYSCTL} on")
+        return self.record(cluster, namespace, touched=[Ref("Deployment", namespace, n) for n in before], before=before)
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        kube = Kube.of(cluster)
+        for name, was in injection.saved["before"].items():
+            obj = kube.find("Deployment", injection.namespace, name)
+            if obj is None or get_path(obj, SYSCTLS) == was:
+                continue
+            set_path(obj, SYSCTLS, was)
+            obj.pop("status", None)
+            kube.replace("Deployment", injection.namespace, obj)
+
+    def _narrowed(self, cluster: ClusterHandle, injection: Injection, below: int) -> bool:
+        kube = Kube.of(cluster)
+        for name in injection.saved["before"]:
+            obj = kube.find("Deployment", injection.namespace, name)
+            size = port_range_size(get_path(obj, SYSCTLS)) if obj is not None else None
+            if size is not None and size < below:
+                return True
+        return False
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        """Some faulted Deployment's pods still get a range no wider than the injected one."""
+        lo, hi = (int(x) for x in self.p.value.split())
+        return self._narrowed(cluster, injection, hi - lo + 2)
+
+    def affects(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        """Some faulted Deployment still narrows the range below `min_ports`: widening it to just
+        enough for today's connections is not a fix."""
+        return self._narrowed(cluster, injection, self.p.min_ports)

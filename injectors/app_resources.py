@@ -638,3 +638,63 @@ class HpaMissingCpuRequest(ContainerMutation):
         containers = ((workload.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
         return any("cpu" not in ((c.get("resources") or {}).get("requests") or {})
                    and "cpu" not in ((c.get("resources") or {}).get("limits") or {}) for c in containers)
+class ShmWorkerParams(Params):
+    worker: str = "media-processor"  # the worker Deployment (and its app label)
+    image: str = "busybox:1.36"
+    scratch_mib: int = Field(128, gt=64)  # more than the sandbox's default 64 MiB /dev/shm holds
+    path: str = "/dev/shm"
+
+
+@faults.register("dev-shm-undersized")
+class DevShmUndersized(Creation):
+    """A worker that writes more scratch data to /dev/shm than the pod sandbox's default 64 MiB
+    tmpfs holds, with no memory-backed emptyDir mounted there: dd fails with ENOSPC and the worker
+    crash-loops while the node's disk is nearly empty."""
+
+    Params = ShmWorkerParams
+
+    def objects(self, kube: Kube, namespace: str) -> list[tuple[str, str, Obj]]:
+        labels = {"app": self.p.worker}
+        script = f"dd if=/dev/zero of={self.p.path}/scratch bs=1M count={self.p.scratch_mib} && tail -f /dev/null"
+        body = {
+            "metadata": {"name": self.p.worker, "labels": dict(labels)},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": dict(labels)},
+                "template": {
+                    "metadata": {"labels": dict(labels)},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 0,
+                        "automountServiceAccountToken": False,
+                        "containers": [{"name": "worker", "image": self.p.image, "command": ["sh", "-c", script]}],
+                    },
+                },
+            },
+        }
+        return [("Deployment", namespace, body)]
+
+    def affects(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        """The worker is part of the application now: deleted, scaled to zero, without a
+        memory-backed emptyDir at the path in the container that writes there, or not all ready,
+        it is still broken (SREGym's DevShmMitigationOracle)."""
+        obj = Kube.of(cluster).find("Deployment", injection.namespace, self.p.worker)
+        if obj is None:
+            return True
+        spec = obj.get("spec") or {}
+        replicas = int(spec["replicas"]) if spec.get("replicas") is not None else 1
+        if replicas < 1 or int((obj.get("status") or {}).get("readyReplicas") or 0) < replicas:
+            return True
+        return not memory_backed_at(spec.get("template", {}).get("spec") or {}, self.p.path)
+
+
+def memory_backed_at(pod_spec: Obj, path: str) -> bool:
+    """Every container that writes under `path` (one whose command names it) mounts an emptyDir
+    with medium Memory there."""
+    memory = {v.get("name") for v in pod_spec.get("volumes") or []
+              if (v.get("emptyDir") or {}).get("medium") == "Memory"}
+    writers = [c for c in pod_spec.get("containers") or []
+               if any(path in str(a) for a in (c.get("command") or []) + (c.get("args") or []))]
+    return bool(writers) and all(
+        any(m.get("name") in memory and (m.get("mountPath") or "").rstrip("/") == path.rstrip("/")
+            for m in c.get("volumeMounts") or [])
+        for c in writers)

@@ -131,6 +131,8 @@ def fault_components(problem: Problem) -> list[str]:
     workloads its faults act on: noise never disturbs them, so it can add misleading evidence but
     never take the fault's away. A chaos experiment holds the pods it selected at its start, on
     both its ends: a rollout of a partition's far end would bring up pods the partition misses."""
+    if problem.no_fault:
+        return []  # a control breaks nothing: noise may land anywhere
     truths = [problem.ground_truth, *problem.ground_truth.also]
     acted_on = [v for f in problem.faults for key in ("service", "target")
                 if isinstance(v := f.params.get(key), str) and v]
@@ -153,8 +155,15 @@ def ambient_noises(problem: Problem, level: str) -> list[NoiseSpec]:
     out = [NoiseSpec(kind=s.kind, intensity=intensity, params={**s.params, **timing}) for s in own]
     topology_app = problem.app
     # a node fault has no call-graph place: its neighbours are those of the first workload it hurts
-    near = next((c for c in fault_components(problem) if "/" not in c),
-                (problem.ground_truth.affected or [problem.ground_truth.component])[0])
+    if problem.no_fault:
+        # A control has no fault to gather around: the noise gathers around the entry service (never
+        # on it), where an on-call engineer would first look, as it does around a fault's component.
+        from apps.base import load_application
+
+        near = load_application(problem.app).entrypoint
+    else:
+        near = next((c for c in fault_components(problem) if "/" not in c),
+                    (problem.ground_truth.affected or [problem.ground_truth.component])[0])
     for kind in kinds or CONFOUNDERS:
         out.append(NoiseSpec(kind=kind, intensity=intensity, params={"near": near, "app": topology_app, **timing}))
     return out

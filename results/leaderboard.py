@@ -17,6 +17,10 @@ sweep's cost cap kept from running or cut short (`cost_capped`); clusters that c
 after a trial (`reset_failures`, events: the trial's own result stands and is in n).
 In n, counted apart as well: `agent_errors`, sessions that ended in the agent's own error (it
 crashed, or its conversation outgrew the model's context window).
+No-fault controls (composition "none": nothing injected, the right diagnosis is that nothing is
+wrong) are in n and every rate like any problem; `no_fault_n` counts them and `false_alarm_rate` is
+the share of them whose submitted diagnosis blamed something (did not pass), with its Wilson
+interval: an agent that cries wolf. A control with no diagnosis submitted fails, but is no alarm.
 Diagnosis-only problems (no fix an agent could make from its scope) are in n and in the
 diagnosis rate, but their mitigation is not scored: `mitigation_n` counts the trials whose
 mitigation was, and the mitigation and E2E rates and P(M|D) are over those alone.
@@ -68,6 +72,7 @@ COLUMNS = [
     "diagnosis_cluster_lo", "diagnosis_cluster_hi", "mitigation_cluster_lo", "mitigation_cluster_hi",
     "e2e_cluster_lo", "e2e_cluster_hi", "priced",
     "diagnosis_judge", "unjudged", "structured_n", "rca_top1_rate", "rca_top3_rate", "fault_type_n", "fault_type_rate",
+    "no_fault_n", "false_alarm_rate", "false_alarm_lo", "false_alarm_hi",
 ]
 BOOTSTRAP_SEED = 0
 
@@ -165,6 +170,7 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
     both = case((done & passed & col(Trial.mitigation_passed), 1), else_=0)
     scored = done & col(Trial.mitigation_passed).is_not(None)  # a diagnosis-only trial's mitigation is NULL
     diag_scored = case((scored & passed, 1), else_=0)
+    no_fault = done & (col(Trial.composition) == "none")
     resets = (
         select(col(InfraEvent.trial_id).label("trial_id"), func.count().label("resets"))
         .where(col(InfraEvent.kind) == EVENT_RESET_FAILED, col(InfraEvent.trial_id).is_not(None))
@@ -203,6 +209,9 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
             _as_int(of_done(col(Trial.rca_top3))).label("top3"),
             func.sum(case((done & col(Trial.fault_type_correct).is_not(None), 1), else_=0)).label("fault_type_n"),
             _as_int(of_done(col(Trial.fault_type_correct))).label("fault_type"),
+            func.sum(case((no_fault, 1), else_=0)).label("no_fault_n"),
+            func.sum(case((no_fault & col(Trial.diagnosis_submitted) & ~func.coalesce(passed, False), 1),
+                          else_=0)).label("false_alarms"),
         )
         .select_from(Trial)
         .outerjoin(resets, resets.c.trial_id == col(Trial.id))
@@ -252,6 +261,10 @@ def compute(engine: Engine, sweep_id: str | None = None, by: str = "agent,model"
             row["rca_top1_rate"] = int(r["top1"] or 0) / sn if sn else None
             row["rca_top3_rate"] = int(r["top3"] or 0) / sn if sn else None
             row["fault_type_rate"] = int(r["fault_type"] or 0) / fn if fn else None
+            nf, alarms = int(r["no_fault_n"] or 0), int(r["false_alarms"] or 0)
+            row["no_fault_n"] = nf
+            row["false_alarm_rate"] = alarms / nf if nf else None
+            row["false_alarm_lo"], row["false_alarm_hi"] = wilson(alarms, nf)
             rows.append(row)
     return rows
 
@@ -412,8 +425,10 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
     for k in names:
         table.add_column(k)
     structured = any(r.get("structured_n") or r.get("fault_type_n") for r in rows)
+    controls = any(r.get("no_fault_n") for r in rows)
     for heading in ("n", "infra", "agent err", "capped", "diagnosis", "mitigation", "E2E", "E2E pass@k", "P(M|D)",
-                    "tokens", "cost $", "TTD s", "TTM s", *(("RCA top-1/top-3", "fault type") if structured else ())):
+                    "tokens", "cost $", "TTD s", "TTM s", *(("RCA top-1/top-3", "fault type") if structured else ()),
+                    *(("false alarms",) if controls else ())):
         table.add_column(heading, justify="right")
     for r in rows:
         def num(v: float | None, fmt: str) -> str:
@@ -439,5 +454,9 @@ def render(rows: list[dict[str, Any]], by: str) -> Any:
             num(r["mean_time_to_diagnosis_s"], ".0f"), num(r["mean_time_to_mitigation_s"], ".0f"),
             *((f"{pct(r['rca_top1_rate'])} / {pct(r['rca_top3_rate'])} of {r['structured_n']}",
                f"{pct(r['fault_type_rate'])} of {r['fault_type_n']}") if structured else ()),
+            # Wilson's interval: a control's seeds are few, and no bootstrap over problems is kept for it.
+            *((f"{pct(r['false_alarm_rate'])}" + ("" if r["false_alarm_lo"] is None else
+               f" [{100 * r['false_alarm_lo']:.0f}–{100 * r['false_alarm_hi']:.0f}]") + f" of {r['no_fault_n']}",)
+              if controls else ()),
         )
     return table

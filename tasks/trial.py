@@ -39,11 +39,28 @@ def _engine() -> Any:
     return engine_for(default_url())
 
 
+def _keys_of(trial_ids: list[str]) -> dict[str, str]:
+    """The trial keys of claims re-sent without them (a requeue, the reaper): Flower shows a claim by
+    its trial key, never by the trial's opaque id. A database that cannot answer costs only the label."""
+    try:
+        from sqlmodel import Session, col, select
+
+        from results.models import Trial
+
+        with Session(_engine()) as session:
+            return dict(session.exec(select(Trial.id, Trial.key).where(col(Trial.id).in_(trial_ids))).all())
+    except Exception as exc:
+        log.warning("no trial keys for %d claim(s) to show in Flower: %s", len(trial_ids), exc)
+        return {}
+
+
 def send_claims(trial_ids: list[str], keys: dict[str, str] | None = None, countdown: float = 0) -> None:
+    if keys is None or any(tid not in keys for tid in trial_ids):
+        keys = {**_keys_of([t for t in trial_ids if t not in (keys or {})]), **(keys or {})}
     # One producer for the whole batch: a connection per message costs milliseconds each.
     with app.producer_or_acquire() as producer:
         for tid in trial_ids:
-            label = (keys or {}).get(tid, tid)
+            label = keys.get(tid, tid)
             claim_trial.apply_async(args=[tid], queue=SHARED_QUEUE, argsrepr=repr(label),
                                     countdown=countdown or None, producer=producer)
     try:
@@ -130,6 +147,14 @@ def _step(ref: dict[str, Any], phase: str) -> str:
     raise Ignore()
 
 
+def _wait(task: Task) -> Exception:
+    """Hands the claim back to the shared queue for later (Flower shows it as RETRY: waiting for a
+    free cluster). Celery's retry drops the display arguments, so the trial key is passed on: a
+    retried claim would otherwise show only the trial's opaque id."""
+    shown = getattr(task.request, "argsrepr", None)
+    return task.retry(countdown=RETRY_BUSY_S, queue=SHARED_QUEUE, **({"argsrepr": shown} if shown else {}))
+
+
 @app.task(name="farm.claim_trial", bind=True, max_retries=None)
 def claim_trial(self: Task, trial_id: str) -> str:
     from sqlalchemy.exc import DBAPIError
@@ -140,21 +165,21 @@ def claim_trial(self: Task, trial_id: str) -> str:
     if OWNER is None:
         # Not a farm worker process (nothing subscribes one to this queue): never drop the claim.
         log.error("a process that owns no cluster took a claim; handing it back")
-        raise self.retry(countdown=RETRY_BUSY_S, queue=SHARED_QUEUE)
+        raise _wait(self)
     if OWNER.busy:
         # One trial per cluster: hand the claim back for another worker (or for us, later).
-        raise self.retry(countdown=RETRY_BUSY_S, queue=SHARED_QUEUE)
+        raise _wait(self)
     if not OWNER.ready:
         # Its cluster failed a reset and is being replaced (farm.serving unsubscribes this
         # worker meanwhile): never run a trial on it, hand the claim back.
         log.error("worker %s takes no trial: %s", OWNER.name, OWNER.broken or "no cluster yet")
-        raise self.retry(countdown=RETRY_BUSY_S, queue=SHARED_QUEUE)
+        raise _wait(self)
     engine = OWNER.engine
     try:
         claimed = ledger.claim(engine, trial_id, OWNER.name, OWNER.cluster.ref, OWNER.lease_s, spend=_spend)
     except DBAPIError as exc:  # the database is restarting: the claim waits, it is not dropped
         log.warning("cannot claim %s now (database): %s", trial_id, exc)
-        raise self.retry(countdown=RETRY_BUSY_S, queue=SHARED_QUEUE) from None
+        raise _wait(self) from None
     if claimed is None:
         # Finished, running elsewhere, cancelled or over the sweep's cost cap (then skipped):
         # a duplicate claim is harmless.

@@ -40,7 +40,7 @@ from clusters.sim.apps.graph import (
     store_model,
 )
 from clusters.sim.apps.logformats import LOGGERS, LogFormat
-from clusters.sim.controllers.network import Conn
+from clusters.sim.controllers.network import Conn, ephemeral_ports
 from clusters.stack.services import STACK_NAMESPACE
 
 if TYPE_CHECKING:
@@ -519,6 +519,7 @@ class CallGraphFlow:
         agent = c.instance["peers"].get(svc.registry.agent) if svc.registry is not None else None
         if agent is not None:
             agent_conn = self.w._connect(pod, agent["host"], agent["port"])
+            agent_conn = self._watch_socket(svc, rt, c, pod, peer, name, agent_conn)
             for tg in agent_conn.targets:
                 if not tg.error:
                     regs = self.w.state["consul"].get(f"{tg.pod['metadata']['namespace']}/{tg.pod['metadata']['name']}", {})
@@ -529,6 +530,24 @@ class CallGraphFlow:
         if not targets:
             return Conn(name, 0, error="rpc error: code = Unavailable desc = there is no address available")
         return Conn(name, targets[0].port, targets=targets)
+
+    def _watch_socket(self, svc: Service, rt: PodRt, c: Ctr, pod: dict, peer: Peer, name: str, agent: Conn) -> Conn:
+        """Each peer the service resolves is a blocking query of its own, holding one connection to
+        the registry agent (the consul resolver's watch, started in the order the program dials its
+        clients); past the pod's ephemeral port range connect() fails with EADDRNOTAVAIL and that
+        peer is never resolved (what the pod heard before stays)."""
+        watches = [p.service for p in svc.peers if p.discovery]
+        if agent.error or not agent.targets or peer.service not in watches or \
+                watches.index(peer.service) < ephemeral_ports(pod):
+            return agent
+        ip = ((agent.service or {}).get("spec") or {}).get("clusterIP") or agent.host
+        error = f"dial tcp {ip}:{agent.port}: connect: cannot assign requested address"
+        now = self.cluster.clock.now()
+        if self.w._log_once(f"watch/{rt.namespace}/{rt.name}/{name}", LOG_EVERY, now):
+            t = now + self.cluster.nodes.clock_offset(rt.node)
+            self.cluster.logs.write(pod, c.name, self.logger(svc, rt.name).watch_error(t, name, agent.host, agent.port, error), now,
+                                    stream="stderr")
+        return Conn(agent.host, agent.port, error=error, service=agent.service)
 
     def _target(self, app: AppGraph, svc: Service, peer: Peer, call: Call, tg: Any, addr: dict, succ: dict,
                 lat: dict, err: dict, rate: float, dt: float, caller_ip: str) -> tuple[float, float, str | None]:

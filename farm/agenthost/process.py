@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from farm.agenthost.sandbox import runner_command
+from farm.agenthost.sandbox import ResourceLimits, hand_over, runner_command
 from farm.agents.base import AgentContext
 from farm.interface.sandbox import unsafe_opt_out
 
@@ -39,12 +39,13 @@ class Outcome:
 
 class AgentProcess:
     """`isolated`: the sandbox gets a network of its own, and reaches only the session's endpoints
-    through `relay_dir` (a CLI agent, which calls its provider itself, keeps the host's network)."""
+    (its MCP server and model proxy) through `relay_dir`; every agent runs so, CLI agents included."""
 
     def __init__(self, plugins: list[str], *, env: dict[str, str] | None = None,
-                 files: tuple[str, ...] = (), isolated: bool = True) -> None:
+                 files: tuple[str, ...] = (), isolated: bool = True, limits: ResourceLimits = ResourceLimits()) -> None:
         self.plugins, self.env, self.files, self.isolated = plugins, dict(env or {}), files, isolated
-        self.key = (tuple(plugins), tuple(sorted(self.env.items())), tuple(files), isolated)
+        self.limits = limits
+        self.key = (tuple(plugins), tuple(sorted(self.env.items())), tuple(files), isolated, limits)
         self.relay_dir: Path | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_s = 0.0  # time.monotonic() when the process was started
@@ -57,7 +58,9 @@ class AgentProcess:
         """Start the process: it loads what agents need, then waits for its request."""
         if self.isolated and not unsafe_opt_out():
             self.relay_dir = Path(tempfile.mkdtemp(prefix="agent-endpoints-"))
-        argv, env = runner_command(self.plugins, env=self.env, files=self.files, relay_dir=self.relay_dir)
+            hand_over(self.relay_dir)
+        argv, env = runner_command(self.plugins, env=self.env, files=self.files, relay_dir=self.relay_dir,
+                                   limits=self.limits)
         # Its own session and process group: stop() reaches whatever it started.
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=env, start_new_session=True, close_fds=True, cwd="/")
@@ -152,10 +155,10 @@ _spare_lock = threading.Lock()
 
 
 def prepare(plugins: list[str], *, env: dict[str, str] | None = None, files: tuple[str, ...] = (),
-            isolated: bool = True) -> None:
+            isolated: bool = True, limits: ResourceLimits = ResourceLimits()) -> None:
     """Start a spare process for a coming session, unless one for the same agent setup is ready."""
     global _spare
-    wanted = AgentProcess(plugins, env=env, files=files, isolated=isolated)
+    wanted = AgentProcess(plugins, env=env, files=files, isolated=isolated, limits=limits)
     with _spare_lock:
         if _spare is not None and _spare.key == wanted.key and _spare.running():
             return
@@ -165,18 +168,18 @@ def prepare(plugins: list[str], *, env: dict[str, str] | None = None, files: tup
 
 
 def take(plugins: list[str], *, env: dict[str, str] | None = None, files: tuple[str, ...] = (),
-         isolated: bool = True) -> AgentProcess:
+         isolated: bool = True, limits: ResourceLimits = ResourceLimits()) -> AgentProcess:
     """A process for this session: the spare if it fits, else a new one; a new spare is started
     for the session after it."""
     global _spare
-    wanted = AgentProcess(plugins, env=env, files=files, isolated=isolated)
+    wanted = AgentProcess(plugins, env=env, files=files, isolated=isolated, limits=limits)
     with _spare_lock:
         spare, _spare = _spare, None
     if spare is not None and (spare.key != wanted.key or not spare.running()):
         spare.stop()
         spare = None
     proc = spare or wanted.spawn()
-    prepare(plugins, env=env, files=files, isolated=isolated)
+    prepare(plugins, env=env, files=files, isolated=isolated, limits=limits)
     return proc
 
 

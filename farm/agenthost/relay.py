@@ -9,6 +9,7 @@ import os
 import threading
 from pathlib import Path
 
+from farm.agenthost.sandbox import sandbox_uid
 from farm.agents.loopback import _pipe
 
 
@@ -38,6 +39,9 @@ class Relay:
             try:
                 server = await asyncio.start_unix_server(handle, str(self.socket_path))
                 os.chmod(self.socket_path, 0o600)
+                uid = sandbox_uid()  # a root worker's agent runs as a uid of its own: the socket is its
+                if uid is not None:
+                    os.chown(self.socket_path, uid, uid)
             except BaseException as exc:  # reported to start()'s caller
                 errors.append(exc)
                 ready.set()

@@ -7,6 +7,15 @@ its MCP token and its model endpoint's token (given on stdin), an empty home and
 its own PID, IPC and UTS namespaces as an unprivileged user without capabilities; the network stays
 (the agent reaches its MCP server and model endpoint on loopback).
 
+Its share of the host is bounded (ResourceLimits, from the sweep's agent limits): its data
+memory, its processes, its open files and CPU time by rlimits set before its code runs, no core
+files, and /tmp and home as tmpfs of a fixed size. RLIMIT_NPROC counts the processes of the
+process's real uid, and the kernel exempts host root: a root worker therefore runs bwrap without a
+user namespace and the agent's process as a uid of its own (SANDBOX_UID_BASE + the worker's pid:
+one per concurrent session), the way an unprivileged worker's sandbox is counted in its own user
+namespace. A cgroup would bound the whole sandbox at once; no cgroup is made (the worker says so
+once in its log), the rlimits bound each process of it.
+
 FARM_UNSAFE_NO_SANDBOX=1 runs the agent's process unconfined (a developer's machine, loudly)."""
 
 from __future__ import annotations
@@ -15,10 +24,14 @@ import compileall
 import functools
 import logging
 import os
+import re
 import shutil
+import stat
+import subprocess
 import sys
 import sysconfig
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from farm.agents.runner import RELAY_ENV
@@ -43,6 +56,59 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 # image) has them in site-packages, the catalog and its ground truth included: the sandbox hides
 # them wherever it mounts that folder; the agent gets only its own copy (CODE_PATH).
 FARM_PACKAGES = ("core", "apps", "farm", "tasks", "injectors", "clusters", "results")
+# A root worker's agent runs as this uid plus the worker's pid (below the pid range's top, above
+# any account's uid), a uid no file and no other session has.
+SANDBOX_UID_BASE = 3_000_000
+
+
+@dataclass(frozen=True)
+class ResourceLimits:
+    """What the agent's process may take of the worker host (the sweep's agent limits)."""
+
+    memory_mib: int = 2048  # RLIMIT_DATA of each process: its heap and private mappings
+    processes: int = 256  # RLIMIT_NPROC: processes and threads of the sandbox's uid
+    tmp_mib: int = 512  # the size of each of /tmp and home (tmpfs: the host's memory)
+    open_files: int = 4096  # RLIMIT_NOFILE
+    cpu_s: int = 3600  # RLIMIT_CPU of each process: a backstop, the wall-time limit comes first
+
+    @classmethod
+    def of(cls, limits: object) -> ResourceLimits:
+        """From an AgentLimits (a wall time past half the default CPU time raises that to twice it)."""
+        wall = float(getattr(limits, "wall_time_s", 0.0))
+        return cls(memory_mib=int(getattr(limits, "memory_mib", cls.memory_mib)),
+                   processes=int(getattr(limits, "processes", cls.processes)),
+                   tmp_mib=int(getattr(limits, "tmp_mib", cls.tmp_mib)), cpu_s=max(cls.cpu_s, int(2 * wall)))
+
+    def prlimit(self) -> list[str]:
+        return ["prlimit", f"--data={self.memory_mib << 20}", f"--nproc={self.processes}",
+                f"--nofile={self.open_files}",
+                # SIGXCPU at the soft limit (the session names it), SIGKILL 10 s later
+                f"--cpu={self.cpu_s}:{self.cpu_s + 10}", "--core=0", "--"]
+
+
+@functools.cache
+def bwrap_version(bwrap: str) -> tuple[int, ...]:
+    out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10).stdout
+    m = re.search(r"(\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+@functools.cache
+def _say_once(message: str) -> None:
+    log.warning(message)
+
+
+def sandbox_uid() -> int | None:
+    """The uid the agent's process runs as on the host when the worker is root (None otherwise:
+    an unprivileged worker's sandbox is its own user namespace)."""
+    return SANDBOX_UID_BASE + os.getpid() if os.geteuid() == 0 else None
+
+
+def hand_over(path: Path) -> None:
+    """Open the folder of the agent's endpoint sockets to its uid for passing through, not writing
+    (a writable host folder would be disk space no tmpfs size bounds); the sockets are its own."""
+    if sandbox_uid() is not None:
+        path.chmod(0o711)
 
 
 @functools.cache
@@ -60,6 +126,9 @@ def agent_code() -> Path:
     for rel in EMPTY_PACKAGES:
         (tree / rel).write_text("")
     compileall.compile_dir(str(tree), quiet=2)
+    tree.chmod(0o755)  # mkdtemp's 0700 would keep out the sandbox's own uid
+    for sub in tree.rglob("*"):
+        sub.chmod(sub.stat().st_mode | stat.S_IRGRP | stat.S_IROTH | (0o055 if sub.is_dir() else 0))
     return tree
 
 
@@ -93,14 +162,24 @@ def plugin_files(modules: list[str]) -> list[tuple[Path, Path]]:
     return list(dict.fromkeys(found))
 
 
+def _parents(binds: list[str]) -> list[str]:
+    """The folders above the mount points, made first and open to all (bwrap makes them 0700,
+    which would keep out a sandbox uid that is not root's)."""
+    targets = [binds[i + 2] for i, arg in enumerate(binds) if arg in ("--ro-bind", "--bind")]
+    targets += [binds[i + 1] for i, arg in enumerate(binds) if arg == "--tmpfs"]
+    parents = {str(p) for t in targets for p in Path(t).parents if str(p) != "/"}
+    return [arg for d in sorted(parents, key=lambda d: (d.count("/"), d)) for arg in ("--perms", "0755", "--dir", d)]
+
+
 def runner_command(plugins: list[str], *, env: dict[str, str], files: tuple[str, ...] = (),
-                   relay_dir: Path | None = None) -> tuple[list[str], dict[str, str]]:
+                   relay_dir: Path | None = None,
+                   limits: ResourceLimits = ResourceLimits()) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of the agent's process: `python -m farm.agents.runner` in
     the sandbox (or unconfined under the opt-out). `env` is the agent's own environment (added to
     the sandbox's fixed one); `files` are host files it needs read-only at their own path (a CLI
     agent's executable). With `relay_dir` the sandbox has a network of its own with nothing on it:
     it reaches its session's endpoints only through the Unix sockets the worker puts in that
-    folder (farm/agenthost/relay.py, farm/agents/loopback.py)."""
+    folder (farm/agenthost/relay.py, farm/agents/loopback.py). `limits` bound its process."""
     base = Path(sys.base_prefix).resolve()
     sites = list(dict.fromkeys(Path(sysconfig.get_path(k)).resolve() for k in ("purelib", "platlib")))
     code = agent_code()
@@ -115,7 +194,7 @@ def runner_command(plugins: list[str], *, env: dict[str, str], files: tuple[str,
         full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
                 "PYTHONPATH": os.pathsep.join([str(code), *roots, *map(str, sites)]), "PYTHONDONTWRITEBYTECODE": "1",
                 "FARM_AGENT_PLUGINS": ",".join(plugins), **env}
-        return [python, "-S", "-m", "farm.agents.runner"], full
+        return [*limits.prlimit(), python, "-S", "-m", "farm.agents.runner"], full
     binds: list[str] = []
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
@@ -146,18 +225,36 @@ def runner_command(plugins: list[str], *, env: dict[str, str], files: tuple[str,
         binds += ["--bind", str(relay_dir), RELAY_PATH]
         network = ["--unshare-net"]
         env = {**env, RELAY_ENV: RELAY_PATH}
+    binds = _parents(binds) + binds
     pythonpath = os.pathsep.join([CODE_PATH, PLUGIN_PATH, *site_paths])
     fixed = {"PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": HOME_PATH, "TMPDIR": "/tmp",
              "LANG": "C.UTF-8", "PYTHONPATH": pythonpath, "PYTHONDONTWRITEBYTECODE": "1",
              "FARM_AGENT_PLUGINS": ",".join(plugins), **env}
     setenv = [arg for k, v in fixed.items() for arg in ("--setenv", k, v)]
-    argv = [find_bwrap(), "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", *network,
-            "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", HOME_PATH, *binds,
+    bwrap = find_bwrap()
+    if bwrap_version(bwrap) >= (0, 5):
+        size = str(limits.tmp_mib << 20)
+        tmpfs = ["--perms", "1777", "--size", size, "--tmpfs", "/tmp", "--perms", "0777", "--size", size,
+                 "--tmpfs", HOME_PATH]
+    else:
+        tmpfs = ["--tmpfs", "/tmp", "--tmpfs", HOME_PATH]
+        _say_once(f"bubblewrap {'.'.join(map(str, bwrap_version(bwrap)))} cannot size a tmpfs (0.5 can): the "
+                  "agent's /tmp and home take up to half the host's memory")
+    _say_once("the agent's process is bounded by rlimits (memory, processes, files, CPU) and tmpfs sizes; the "
+              "worker makes it no cgroup, so a sandbox's processes together may take more than one's limit")
+    uid = sandbox_uid()
+    if uid is None:  # unprivileged: the sandbox's own user namespace counts its processes
+        user = ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL"]
+        enter = limits.prlimit()
+    else:  # root: no user namespace (it would map to root, whom RLIMIT_NPROC exempts); a uid of its own
+        user = []
+        enter = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+                 "--bounding-set=-all", "--no-new-privs", "--", *limits.prlimit()]
+    argv = [bwrap, *user, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", *network,
+            "--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev", *tmpfs, *binds,
             "--chdir", HOME_PATH, "--clearenv", *setenv, "--hostname", "sandbox", "--",
-            python, "-S", "-m", "farm.agents.runner"]
+            *enter, python, "-S", "-m", "farm.agents.runner"]
     return argv, {}
 
 
-__all__ = ["SandboxUnavailable", "agent_code", "plugin_files", "runner_command"]
+__all__ = ["ResourceLimits", "SandboxUnavailable", "agent_code", "hand_over", "plugin_files", "runner_command"]

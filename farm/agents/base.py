@@ -19,6 +19,10 @@ class AgentLimits(BaseModel):
     wall_time_s: float = 900.0
     max_tokens: int = 2_000_000
     max_cost_usd: float = 5.0
+    # What the agent's process may take of the worker host (farm/agenthost/sandbox.py)
+    memory_mib: int = 2048
+    processes: int = 256
+    tmp_mib: int = 512
 
 
 class AgentContext(BaseModel):

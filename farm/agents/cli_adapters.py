@@ -8,19 +8,27 @@ claude: `claude -p PROMPT --output-format stream-json --verbose --mcp-config FIL
     num_turns, subtype).
 codex: `codex exec --json --sandbox read-only --cd DIR -c features.shell_tool=false` with the server
     given as `-c mcp_servers.farm.url=...` and the bearer token in an environment variable, and a
-    private CODEX_HOME (no user config, so no other MCP servers); events are thread.started,
+    private, empty CODEX_HOME (no user config, so no other MCP servers, and no login); events are thread.started,
     turn.started, item.started / item.completed (agent_message, reasoning, mcp_tool_call,
     command_execution, error) and turn.completed with usage {input_tokens, cached_input_tokens,
     output_tokens}; codex reports no cost, so it is priced from litellm's table.
 
+The model: the CLI's only model endpoint is a farm model proxy (farm/llm/proxy.py), as for the
+farm's own agents: claude gets ANTHROPIC_BASE_URL pointed at it and the session's token as its
+ANTHROPIC_API_KEY, codex a model provider `farm` whose base_url is the proxy (Responses API) and
+whose key variable holds the session's token. The provider's key stays with the client behind the
+proxy, which counts the usage, holds the concurrency slot per call, charges the sweep's ledger and
+enforces the token and cost budgets; a provider failure it sees ends the session as the provider's
+(infrastructure), not the agent's. In a farm that proxy is the worker's (its address and token come
+in the context's options, and the sandbox's network holds nothing else); run in-process (tests, a
+notebook) the adapter starts one of its own with `LLMClient.from_context`.
+
 Isolation: the MCP tools are the agent's only reach into the incident. In a farm the adapter runs
-in the agent's sandboxed process (farm/agenthost/sandbox.py: no farm folder in it at all); within
-that, the CLI runs in an empty per-trial directory, with an environment of allowed variables only,
-none of them naming a path of the farm's (its catalog holds every problem's ground truth).
-Farm-wide limits, as for the LLM agents: a concurrency slot of the model's for the whole session;
-the session's cost is charged to the sweep's ledger, and a sweep over its cap is refused at start.
-Both streams are read live: the wall-time, token, cost and step limits stop the process when hit;
-claude's cost is estimated from each message's usage until its final event gives the exact sum.
+in the agent's sandboxed process (farm/agenthost/sandbox.py: no farm folder in it at all, and a
+network with only the session's MCP server and model proxy on it); within that, the CLI runs in an
+empty per-trial directory, with an environment of allowed variables only, none of them naming a
+path of the farm's (its catalog holds every problem's ground truth) nor holding a credential.
+Both streams are read live: the wall-time, token, cost and step limits stop the process when hit.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from __future__ import annotations
 import abc
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -38,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.errors import ConfigurationError, LimitReached
+from core.errors import ConfigurationError, InfrastructureError, LimitReached
 from core.secrets import scrub
 from core.states import (
     END_AGENT_ERROR,
@@ -53,7 +62,8 @@ from core.states import (
 from farm.agents.base import Agent, AgentContext, AgentResult, agents
 from farm.interface.client import CLIENT_TIMEOUT_S
 from farm.llm.client import price_tokens
-from farm.llm.limits import SweepLedger, model_slots, sweep_ledger
+from farm.llm.limits import SweepLedger, sweep_ledger
+from farm.llm.remote import ENDPOINT_OPTION, TOKEN_OPTION
 from farm.llm.transcript import Transcript
 
 SERVER_NAME = "farm"
@@ -63,11 +73,21 @@ jaeger_traces, get_alerts, wait, ...): find the root cause (the faulty component
 wrong value, the components failing only downstream), call submit_diagnosis with it, then fix it with the \
 smallest change, verify with wait and the tools, and call submit_mitigation. Do not delete or scale away the \
 application."""
-# Environment passed to the CLIs: what they need to run and authenticate, nothing of the farm's.
-PASS_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER", "SSL_CERT_FILE", "HTTPS_PROXY",
-            "HTTP_PROXY", "NO_PROXY", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_USE_BEDROCK",
-            "CLAUDE_CODE_USE_VERTEX", "AWS_REGION", "AWS_PROFILE", "OPENAI_API_KEY", "OPENAI_BASE_URL",
-            "CODEX_HOME")
+# Environment passed to the CLIs: what they need to run, nothing of the farm's and no credential
+# (their model endpoint and its token are the session's, set by the adapter).
+PASS_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER")
+# Variables a sweep's `pass_env` may not hand a CLI, whatever it asks: credentials, and the model
+# endpoints the adapter sets itself.
+_SECRET_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|_BASE_URL$|^AWS_|^GOOGLE_|"
+                          r"^AZURE_|^CLAUDE_CODE_USE_|PROXY$)")
+# The farm's model provider in codex's configuration, and the variable its key is read from.
+CODEX_PROVIDER, CODEX_KEY_ENV = "farm", "FARM_MODEL_TOKEN"
+
+
+def passable(name: str) -> bool:
+    """Whether a variable named in `pass_env` may reach the CLI: no credential, no model endpoint,
+    none of the farm's own settings."""
+    return not name.startswith("FARM_") and not _SECRET_NAME.search(name)
 # Claude Code's built-in tools, all refused: the shell, the file tools (Read, Glob, Grep, LS would
 # reach the farm's disk and the problem catalog), sub-agents that carry the same tools, the web.
 CLAUDE_BUILTIN_TOOLS = ("Bash", "BashOutput", "KillShell", "KillBash", "Read", "Glob", "Grep", "LS", "Edit",
@@ -120,8 +140,8 @@ def agent_environment(names: set[str], box: Sandbox) -> dict[str, str]:
     env: dict[str, str] = {}
     for name in sorted(names):
         value = os.environ.get(name)
-        if value is None or name.startswith("FARM_"):
-            continue  # the farm's own settings (database, broker, artifacts) are never an agent's
+        if value is None or not passable(name):
+            continue  # the farm's settings (database, broker, artifacts) and credentials are never an agent's
         if name == "PATH":
             value = os.pathsep.join(p for p in value.split(os.pathsep) if p and not _names_farm_path(p, roots))
             value = value or "/usr/local/bin:/usr/bin:/bin"
@@ -170,10 +190,14 @@ class _CLIAgent(Agent):
         self.executable_path = executable or self.executable
         self.extra_args = list(extra_args or [])
         self.pass_env = set(PASS_ENV) | set(pass_env or [])  # more variables the CLI needs, by name
+        self._proc: subprocess.Popen[str] | None = None
+        self._stopped_for: list[str] = []  # why the adapter's own model proxy ended the session
 
     @abc.abstractmethod
-    def command(self, ctx: AgentContext, box: Sandbox) -> tuple[list[str], dict[str, str]]:
-        """argv (argv[0] is replaced by the resolved executable) and extra environment."""
+    def command(self, ctx: AgentContext, box: Sandbox, endpoint: tuple[str, str]) -> tuple[list[str], dict[str, str]]:
+        """argv (argv[0] is replaced by the resolved executable) and extra environment, for a CLI
+        whose model endpoint is `endpoint` (the proxy's OpenAI-style base URL, ending in /v1, and
+        its token)."""
 
     @abc.abstractmethod
     def on_event(self, event: dict[str, Any], usage: Usage, tr: Transcript, ctx: AgentContext) -> None:
@@ -210,39 +234,67 @@ class _CLIAgent(Agent):
                 ledger.check()  # a sweep over its cap starts no more sessions
             except LimitReached as exc:
                 return ended(exc.reason, str(exc))
-        slot_name = ctx.model or f"{self.executable}-default-model"
-        slots = model_slots(opts, slot_name)
-        slot = None
-        if slots is not None:
-            try:
-                slot = slots.acquire(timeout=max(0.0, ctx.limits.wall_time_s))
-            except TimeoutError:
-                return ended(LIMIT_WALL_TIME, f"no free {slot_name} slot within the wall-time limit")
+        own_proxy = None
+        if opts.get(ENDPOINT_OPTION):
+            endpoint = (str(opts[ENDPOINT_OPTION]), str(opts.get(TOKEN_OPTION, "")))
+        else:
+            # Run in-process: a proxy of the adapter's own, with the client the worker would use.
+            if not ctx.model:
+                return ended(END_AGENT_ERROR, f"{self.executable} needs a model: list one in the sweep's models")
+            from farm.llm.client import LLMClient
+            from farm.llm.proxy import ModelProxy
+
+            own_proxy = ModelProxy(LLMClient.from_context(ctx), deadline=started + ctx.limits.wall_time_s,
+                                   on_limit=lambda reason, detail: self._stop_for(reason),
+                                   on_provider_failure=lambda exc: self._stop_for("provider"))
+            endpoint = own_proxy.start()
+        self._stopped_for = []
         box = Sandbox.create(f"farm-{self.executable}-")
         try:
-            argv, extra_env = self.command(ctx, box)
+            argv, extra_env = self.command(ctx, box, endpoint)
             argv[0] = exe
             env = agent_environment(self.pass_env, box)
             env.update(extra_env)
             prompt_shown = PROMPT.format(ns=ctx.namespace, trial=ctx.trial_id, server=SERVER_NAME)
             tr.message("user", prompt_shown)
-            # The wait for a slot was part of the session's wall time.
             reason = self._drive(argv, env, box.cwd, ctx, usage, tr, ledger, started + ctx.limits.wall_time_s)
         finally:
             box.remove()
-            if slot is not None:
-                slot.release()
-            if ledger is not None:
-                ledger.add(usage.cost_usd)
+            if own_proxy is not None:
+                own_proxy.stop()
+        if own_proxy is not None:
+            failure = next((f for f in own_proxy.failures if isinstance(f, InfrastructureError)), None)
+            if failure is not None:
+                raise failure  # the provider failed, not the agent: as the worker would say
+            limit = next((r for r in self._stopped_for if r != "provider"), None)
+            if limit is not None:
+                reason = limit
+            # The usage counted where the key is, not the CLI's own report.
+            t = own_proxy.client.totals
+            usage.tokens_in, usage.tokens_out, usage.tokens_cached = t.tokens_in, t.tokens_out, t.tokens_cached
+            usage.cost_usd = t.cost_usd
+            if own_proxy.failures and usage.error is None:
+                usage.error = f"model call failed: {own_proxy.failures[-1]}"
         return AgentResult(end_reason=reason, steps=usage.steps, tool_calls=usage.tool_calls,
                            tokens_in=usage.tokens_in, tokens_out=usage.tokens_out,
                            tokens_cached=usage.tokens_cached, cost_usd=usage.cost_usd, transcript=tr.entries,
                            error=scrub(usage.error) if usage.error else None)
 
+    def _stop_for(self, reason: str) -> None:
+        """The adapter's own model proxy ended the session (a limit, or the provider failed)."""
+        self._stopped_for.append(reason)
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+
     def _drive(self, argv: list[str], env: dict[str, str], cwd: Path, ctx: AgentContext, usage: Usage,
                tr: Transcript, ledger: SweepLedger | None, deadline: float) -> str:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                 text=True, cwd=cwd, env=env, start_new_session=True)
+        self._proc = proc
         stderr: list[str] = []
         threading.Thread(target=lambda: stderr.extend(proc.stderr or []), daemon=True).start()
         limit_hit: list[str] = []
@@ -284,6 +336,7 @@ class _CLIAgent(Agent):
                 stop()
                 break  # what is still buffered happened after the limit: not part of the session
         code = proc.wait()
+        self._proc = None
         if limit_hit:
             return limit_hit[0]
         if code != 0 and not usage.finished:
@@ -313,7 +366,7 @@ class _CLIAgent(Agent):
 class ClaudeCodeAgent(_CLIAgent):
     executable = "claude"
 
-    def command(self, ctx: AgentContext, box: Sandbox) -> tuple[list[str], dict[str, str]]:
+    def command(self, ctx: AgentContext, box: Sandbox, endpoint: tuple[str, str]) -> tuple[list[str], dict[str, str]]:
         config = {"mcpServers": {SERVER_NAME: {"type": "http", "url": ctx.mcp_url,
                                                "headers": {"Authorization": f"Bearer {ctx.mcp_token}"}}}}
         path = box.config / "mcp.json"
@@ -327,8 +380,13 @@ class ClaudeCodeAgent(_CLIAgent):
                 "--max-turns", str(ctx.limits.max_steps)]
         if ctx.model:
             argv += ["--model", ctx.model.split("/", 1)[1] if ctx.model.startswith("anthropic/") else ctx.model]
-        # Claude Code's MCP tool timeout (ms) must outlast the longest wait on a real cluster.
-        return argv + self.extra_args, {"MCP_TOOL_TIMEOUT": str(int(CLIENT_TIMEOUT_S * 1000))}
+        url, token = endpoint
+        env = {"MCP_TOOL_TIMEOUT": str(int(CLIENT_TIMEOUT_S * 1000)),  # (ms) outlasts the longest wait on a cluster
+               # The Anthropic SDK adds /v1/messages to the base URL; the session's token is its key.
+               "ANTHROPIC_BASE_URL": url.rstrip("/").removesuffix("/v1"), "ANTHROPIC_API_KEY": token,
+               # No telemetry, error reports or update checks: the sandbox's network has no way out.
+               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+        return argv + self.extra_args, env
 
     def on_event(self, event: dict[str, Any], usage: Usage, tr: Transcript, ctx: AgentContext) -> None:
         kind = event.get("type")
@@ -405,7 +463,9 @@ class CodexAgent(_CLIAgent):
     executable = "codex"
     TOKEN_ENV = "FARM_MCP_TOKEN"
 
-    def command(self, ctx: AgentContext, box: Sandbox) -> tuple[list[str], dict[str, str]]:
+    def command(self, ctx: AgentContext, box: Sandbox, endpoint: tuple[str, str]) -> tuple[list[str], dict[str, str]]:
+        url, token = endpoint
+        provider = f"model_providers.{CODEX_PROVIDER}"
         argv = [self.executable, "exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only",
                 "--cd", str(box.cwd),
                 # No shell and no image viewer: a read-only sandbox still lets a shell read any file,
@@ -414,24 +474,26 @@ class CodexAgent(_CLIAgent):
                 "-c", f"mcp_servers.{SERVER_NAME}.url={json.dumps(ctx.mcp_url)}",
                 "-c", f"mcp_servers.{SERVER_NAME}.bearer_token_env_var={json.dumps(self.TOKEN_ENV)}",
                 # codex's own MCP tool timeout must outlast the longest wait on a real cluster
-                "-c", f"mcp_servers.{SERVER_NAME}.tool_timeout_sec={CLIENT_TIMEOUT_S:g}"]
+                "-c", f"mcp_servers.{SERVER_NAME}.tool_timeout_sec={CLIENT_TIMEOUT_S:g}",
+                # The model through the session's proxy (Responses API), its token as the key.
+                "-c", f"model_provider={json.dumps(CODEX_PROVIDER)}",
+                "-c", f"{provider}.name={json.dumps('sre-farm model proxy')}",
+                "-c", f"{provider}.base_url={json.dumps(url)}",
+                "-c", f"{provider}.env_key={json.dumps(CODEX_KEY_ENV)}",
+                "-c", f'{provider}.wire_api="responses"']
         if ctx.model:
             argv += ["-m", ctx.model.split("/", 1)[1] if ctx.model.startswith("openai/") else ctx.model]
         argv += self.extra_args
         argv.append(PROMPT.format(ns=ctx.namespace, trial=ctx.trial_id, server=SERVER_NAME))
-        return argv, {self.TOKEN_ENV: ctx.mcp_token, "CODEX_HOME": self._private_home(box)}
+        return argv, {self.TOKEN_ENV: ctx.mcp_token, CODEX_KEY_ENV: token, "CODEX_HOME": self._private_home(box)}
 
     @staticmethod
     def _private_home(box: Sandbox) -> str:
-        """A CODEX_HOME of the trial's own: the login (auth.json) of the worker's, none of its
-        config.toml, whose MCP servers (a filesystem server, say) would reach past the farm's tools."""
+        """An empty CODEX_HOME of the trial's own: no login (its model is the session's proxy) and
+        none of the worker's config.toml, whose MCP servers (a filesystem server, say) would reach
+        past the farm's tools."""
         home = box.config / "codex-home"
         home.mkdir(mode=0o700)
-        own = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
-        auth = own / "auth.json"
-        if auth.is_file():
-            shutil.copy2(auth, home / "auth.json")
-            (home / "auth.json").chmod(0o600)
         return str(home)
 
     def on_event(self, event: dict[str, Any], usage: Usage, tr: Transcript, ctx: AgentContext) -> None:

@@ -458,10 +458,12 @@ def report(
     """A self-contained HTML report of a sweep: figures and tables from the recorded rows."""
     _check_by(compare_by, "--compare-by")
     engine = _sweep_engine(db, sweep, *([compare_with] if compare_with else []))
+    from farm.problems.catalog import load_catalog
     from results.report import build_report
 
+    sregym_ids = {p.id: p.sregym_ids for p in load_catalog().problems if p.sregym_ids}
     index = build_report(engine, sweep, out or Path(f"report-{sweep}"), compare_with=compare_with,
-                         drill_down=trials, compare_by=compare_by)
+                         drill_down=trials, compare_by=compare_by, sregym_ids=sregym_ids)
     console.print(f"report written to {index}")
 
 
@@ -512,12 +514,37 @@ def export(
 @app.command()
 def flower(
     port: Annotated[int, typer.Option()] = 5555,
-    address: Annotated[str, typer.Option()] = "127.0.0.1",
+    address: Annotated[str, typer.Option(help="Address to listen on; anything but loopback needs FARM_FLOWER_AUTH.")]
+        = "127.0.0.1",
+    history: Annotated[Path, typer.Option(help="Where Flower keeps its task history across restarts.")]
+        = Path("flower-history.db"),
+    keep_history: Annotated[bool, typer.Option("--keep-history/--no-history")] = True,
 ) -> None:
-    """Flower on the farm's broker: workers and trial tasks, live."""
+    """Flower on the farm's broker: workers and trial tasks, live, with their history kept.
+
+    Its pages and its HTTP API (/api/workers, /api/tasks) need no login on loopback; elsewhere they
+    take HTTP basic auth from FARM_FLOWER_AUTH=user:password (several separated by commas)."""
+    from farm.cli.view import _loopback
     from tasks import app as celery_app
 
-    celery_app.start(["flower", f"--port={port}", f"--address={address}"])
+    auth = [cred.strip() for cred in os.environ.get("FARM_FLOWER_AUTH", "").split(",") if cred.strip()]
+    if any(":" not in cred for cred in auth):
+        _fail("FARM_FLOWER_AUTH: expected user:password (several separated by commas)")
+    if not auth and not _loopback(address):
+        _fail(f"Flower on {address} would let anyone who reaches it read and revoke the farm's tasks: "
+              "set FARM_FLOWER_AUTH=user:password, or keep the default --address 127.0.0.1")
+    argv = ["flower", f"--port={port}", f"--address={address}"]
+    # The credentials go in this process's own argument list, never a child's command line.
+    argv += [f"--basic-auth={cred}" for cred in auth]
+    if not auth:
+        # Flower 2 answers 401 on its API without auth unless told otherwise; on loopback the pages
+        # are open anyway, so the API is too (as `farm view` on loopback).
+        os.environ["FLOWER_UNAUTHENTICATED_API"] = "true"
+    if keep_history:
+        # Flower's persistent mode: its state (tasks, workers) is saved to a shelve file every
+        # minute and on exit, and loaded again at start.
+        argv += ["--persistent=True", f"--db={history}", "--state_save_interval=60000"]
+    celery_app.start(argv)
 
 
 def main() -> None:

@@ -33,17 +33,23 @@ def list_problems(
     layer: list[str] = typer.Option(None, "--layer", "-l", help="application, operator, os or hardware"),
     app_name: list[str] = typer.Option(None, "--app", "-a", help="application name"),
     tag: list[str] = typer.Option(None, "--tag", "-t", help="any of these tags"),
-    composition: list[str] = typer.Option(None, "--composition", "-c", help="single, concurrent, correlated, metastable"),
+    composition: list[str] = typer.Option(None, "--composition", "-c", help="single, concurrent, correlated, metastable, none (no-fault controls)"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object per problem"),
+    sregym: bool = typer.Option(False, "--sregym", help="instead: every SREGym problem id, the catalog problems "
+                                                         "that carry it or why none does, and the totals"),
 ) -> None:
     """The problems of the catalog (never their ground truth)."""
     catalog = _catalog()
+    if sregym:
+        _list_sregym(catalog, as_json)
+        return
     problems = catalog.select(tags=tag or None, layers=layer or None, apps=app_name or None,
                               compositions=composition or None)
     if as_json:
         for p in problems:
             typer.echo(json.dumps({"id": p.id, "app": p.app, "layer": p.layer, "composition": p.composition,
-                                   "tags": p.tags, "needs_real_cluster": p.needs_real_cluster}))
+                                   "tags": p.tags, "needs_real_cluster": p.needs_real_cluster,
+                                   "sregym_ids": p.sregym_ids}))
         return
     width = max((len(p.id) for p in problems), default=2)
     typer.echo(f"{'ID':<{width}}  {'APP':<17}  {'LAYER':<11}  {'COMPOSITION':<11}  TAGS")
@@ -51,6 +57,29 @@ def list_problems(
         flag = " (real cluster)" if p.needs_real_cluster else ""
         typer.echo(f"{p.id:<{width}}  {p.app:<17}  {p.layer:<11}  {p.composition:<11}  {','.join(p.tags)}{flag}")
     typer.echo(f"{len(problems)} problems", err=True)
+
+
+def _list_sregym(catalog, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    from farm.problems.sregym import cross_reference
+
+    entries = cross_reference(catalog.problems)
+    if as_json:
+        for e in entries:
+            typer.echo(json.dumps({"sregym_id": e.sregym.id, "app": e.sregym.app, "lite": e.sregym.lite,
+                                   "status": e.status, "problems": e.problems,
+                                   "reason": "" if e.problems else e.sregym.note}))
+        return
+    width = max(len(e.sregym.id) for e in entries)
+    typer.echo(f"{'SREGYM ID':<{width}}  {'APP':<17}  LITE  {'STATUS':<9}  CATALOG PROBLEMS / REASON")
+    for e in entries:
+        what = ", ".join(e.problems) if e.problems else e.sregym.note
+        typer.echo(f"{e.sregym.id:<{width}}  {e.sregym.app:<17}  {'yes' if e.sregym.lite else 'no':<4}  "
+                   f"{e.status:<9}  {what}")
+    same = [e for e in entries if e.status == "same-app"]
+    lite = [e for e in entries if e.sregym.lite]
+    counts = {s: sum(e.status == s for e in entries) for s in ("other-app", "partial", "missing")}
+    typer.echo(f"same-app {len(same)}/{len(entries)}, SREGym-Lite {sum(e.sregym.lite for e in same)}/{len(lite)}; "
+               + ", ".join(f"{k} {v}" for k, v in counts.items()))
 
 
 @app.command("show")

@@ -52,13 +52,17 @@ class LocalModel:
     # rendering, the prompt 250; the rest is for tool outputs (kubectl's can be thousands of tokens).
     n_ctx: int = 8192
     max_tokens: int = 128  # per prose reply: a weak model must not ramble through the whole window
+    # per generation, whatever the request asks: chatml-function-calling ignores max_tokens for tool
+    # arguments (farm/llm/llama_server.py); a diagnosis of a few hundred words still fits
+    max_generation_tokens: int = 384
     chat_format: str = "chatml-function-calling"
 
     @property
     def key(self) -> str:
         """Names its files in the state folder: a farm with other settings for the model (another
         version of this code on the same host) runs a server of its own instead of reusing one."""
-        digest = hashlib.sha1(repr((self.filename, self.n_ctx, self.chat_format)).encode()).hexdigest()[:8]
+        digest = hashlib.sha1(repr((self.filename, self.n_ctx, self.chat_format,
+                                    self.max_generation_tokens)).encode()).hexdigest()[:8]
         return f"{self.name}-{digest}"
 
 
@@ -256,7 +260,8 @@ def serve(name: str, port: int, weights: Path, folder: Path, *, idle_grace_s: fl
     model = local_model(name)
     paths = Paths.of(model.key, folder)
     server = subprocess.Popen(  # noqa: S603 - fixed arguments
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(weights), "--model_alias", name,
+        [sys.executable, "-m", "farm.llm.llama_server", "--max_generation_tokens", str(model.max_generation_tokens),
+         "--model", str(weights), "--model_alias", name,
          "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(model.n_ctx), "--chat_format",
          model.chat_format, "--n_threads", str(threads), "--n_threads_batch", str(threads)],
         stdin=subprocess.DEVNULL)

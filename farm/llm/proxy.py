@@ -1,12 +1,17 @@
-"""The model endpoint an agent's process is given: an OpenAI-compatible `POST /v1/chat/completions`
-on loopback, one per session, behind a bearer token of its own. Every request goes through the
-worker's `LLMClient.complete`, so the provider's key, the usage the worker records, the trial's
-token and cost budgets, the sweep's cost cap, the farm-wide concurrency slots and the backoff all
-stay in the worker; the agent sees the assistant message and its usage, nothing else.
+"""The model endpoint an agent's process is given, on loopback, one per session, behind a bearer
+token of its own: `POST /v1/chat/completions` (OpenAI chat, the farm's own agents), `POST
+/v1/messages` (Anthropic Messages, claude) and `POST /v1/responses` (OpenAI Responses, codex), each
+streamed when asked (farm/llm/dialects.py). Every request goes through the worker's
+`LLMClient.complete`, so the provider's key, the usage the worker records, the trial's token and
+cost budgets, the sweep's cost cap, the farm-wide concurrency slots and the backoff all stay in the
+worker; the agent sees the assistant message and its usage, nothing else. The token is accepted as
+`Authorization: Bearer` or `x-api-key` (what the Anthropic SDK sends for an API key).
 
 A limit the client raises ends the session (`on_limit`) and answers 429 with
 `{"error": {"type": "limit_reached", "code": LIMIT_*, "message": detail}}`; any other failure is
-kept in `failures` (the worker decides what it means for the trial) and answered 502."""
+kept in `failures` (the worker decides what it means for the trial) and answered 502; a provider
+failure (core.errors.ProviderError) is also reported to `on_provider_failure`, so the worker can end
+a session that a CLI would otherwise spend retrying against a provider that already failed."""
 
 from __future__ import annotations
 
@@ -19,11 +24,15 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from core.errors import LimitReached
+from core.errors import InfrastructureError, LimitReached
 from core.secrets import scrub
+from farm.llm import dialects
 from farm.llm.client import LLMClient
 
 PATH = "/v1/chat/completions"
+ANTHROPIC_PATH = "/v1/messages"
+RESPONSES_PATH = "/v1/responses"
+PATHS = (PATH, ANTHROPIC_PATH, RESPONSES_PATH)
 MAX_REQUEST_BYTES = 32 * 1024 * 1024  # a long conversation with every tool's output in it
 
 
@@ -53,11 +62,15 @@ class ModelProxy:
     for nothing: the client's slot wait and backoff are bounded by it."""
 
     def __init__(self, client: LLMClient, *, deadline: float | None = None,
-                 on_limit: Callable[[str, str], None] | None = None) -> None:
+                 on_limit: Callable[[str, str], None] | None = None,
+                 on_provider_failure: Callable[[InfrastructureError], None] | None = None) -> None:
         self.client, self.deadline, self.on_limit = client, deadline, on_limit
+        self.on_provider_failure = on_provider_failure
         self.token = secrets.token_urlsafe(32)
         self.failures: list[BaseException] = []  # model calls that failed for a reason other than a limit
         self.calls = 0
+        self._in_flight = 0
+        self._idle = threading.Condition()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -71,11 +84,13 @@ class ModelProxy:
                 pass  # the worker records calls itself, scrubbed
 
             def do_POST(self) -> None:  # noqa: N802 - the base's name
-                status, body = proxy._handle(self.path, self.headers.get("Authorization", ""),
-                                             int(self.headers.get("Content-Length") or 0), self.rfile)
-                data = json.dumps(body).encode()
+                auth = self.headers.get("Authorization") or ""
+                if not auth and self.headers.get("x-api-key"):
+                    auth = f"Bearer {self.headers['x-api-key']}"
+                status, data, content_type = proxy._serve(self.path, auth, int(self.headers.get("Content-Length") or 0),
+                                                          self.rfile)
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -86,26 +101,54 @@ class ModelProxy:
         self._thread.start()
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1", self.token
 
-    def stop(self) -> None:
+    def stop(self, drain_s: float = 30.0) -> None:
+        """Stop serving. A call still in flight (its agent gave up or was stopped) is awaited up to
+        `drain_s`: how it ends, a provider's failure say, is part of the session's record."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout=drain_s)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
 
-    def _handle(self, path: str, auth: str, length: int, stream: Any) -> tuple[int, dict[str, Any]]:
+    def _serve(self, path: str, auth: str, length: int, stream: Any) -> tuple[int, bytes, str]:
+        """One request in any of the served dialects: (status, body, content type)."""
+        route = path.split("?", 1)[0].rstrip("/")
+        status, body = self._handle(route, auth, length, stream)
+        if status != 200:
+            if route == ANTHROPIC_PATH:
+                error = body.get("error") or {}
+                body = dialects.anthropic_error(status, str(error.get("code") or error.get("type")),
+                                                str(error.get("message", "")))
+            return status, json.dumps(body).encode(), "application/json"
+        streamed = bool(body.pop("_stream", False))
+        if not streamed:
+            return 200, json.dumps(body).encode(), "application/json"
+        render = {PATH: dialects.chat_stream, ANTHROPIC_PATH: dialects.anthropic_stream,
+                  RESPONSES_PATH: dialects.responses_stream}[route]
+        return 200, render(body), "text/event-stream"
+
+    def _handle(self, route: str, auth: str, length: int, stream: Any) -> tuple[int, dict[str, Any]]:
         if not secrets.compare_digest(auth, f"Bearer {self.token}"):
             return 401, {"error": {"type": "unauthorized", "message": "a bearer token is required"}}
-        if path.rstrip("/") != PATH:
-            return 404, {"error": {"type": "not_found", "message": f"only POST {PATH} is served"}}
+        if route not in PATHS:
+            return 404, {"error": {"type": "not_found", "message": f"only POST {', '.join(PATHS)} are served"}}
         if length <= 0 or length > MAX_REQUEST_BYTES:
             return 413, {"error": {"type": "bad_request", "message": f"a body of 1 to {MAX_REQUEST_BYTES} bytes"}}
         try:
             request = json.loads(stream.read(length))
-            messages, tools = request["messages"], request.get("tools") or None
+            if route == ANTHROPIC_PATH:
+                messages, tools = dialects.anthropic_request(request)
+            elif route == RESPONSES_PATH:
+                messages, tools = dialects.responses_request(request)
+            else:
+                messages, tools = request["messages"], request.get("tools") or None
             if not isinstance(messages, list) or not (tools is None or isinstance(tools, list)):
                 raise TypeError("messages and tools must be lists")
-        except (ValueError, KeyError, TypeError) as exc:
-            return 400, {"error": {"type": "bad_request", "message": f"not a chat completion request: {exc}"}}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return 400, {"error": {"type": "bad_request", "message": f"not a {route} request: {exc}"}}
+        with self._idle:
+            self._in_flight += 1
         try:
             call = self.client.complete(messages, tools, deadline=self.deadline)
         except LimitReached as exc:
@@ -114,6 +157,18 @@ class ModelProxy:
             return error_reply(exc)
         except Exception as exc:  # noqa: BLE001 - any failure is the agent's observation and the worker's record
             self.failures.append(exc)
+            if isinstance(exc, InfrastructureError) and self.on_provider_failure is not None:
+                self.on_provider_failure(exc)
             return error_reply(exc)
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
         self.calls += 1
-        return 200, completion_body(call)
+        if route == ANTHROPIC_PATH:
+            body = dialects.anthropic_message(call)
+        elif route == RESPONSES_PATH:
+            body = dialects.responses_response(call)
+        else:
+            body = completion_body(call)
+        return 200, {**body, "_stream": bool(request.get("stream"))}

@@ -31,9 +31,12 @@ class ProxyClient:
         body = json.dumps({"model": self.model, "messages": messages, **({"tools": tools} if tools else {})})
         request = urllib.request.Request(self.url, data=body.encode(), method="POST", headers={
             "Authorization": f"Bearer {self._token}", "Content-Type": "application/json"})
-        wait = timeout or self.request_timeout_s
+        # The worker bounds the provider's call (its request timeout, its backoff, the session's
+        # deadline) and answers with the provider's failure: waiting less here would make a slow
+        # provider look like the agent's error. This wait only guards against a proxy that is gone.
+        wait = max(timeout or 0.0, self.request_timeout_s) * 4
         if deadline is not None:
-            wait = max(1.0, min(wait, deadline - time.monotonic() + 5.0))
+            wait = max(wait, deadline - time.monotonic() + 30.0)
         started = time.monotonic()
         try:
             with urllib.request.urlopen(request, timeout=wait) as response:

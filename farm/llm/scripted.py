@@ -393,7 +393,13 @@ def tool_plan(steps: list[PlanStep], finish: str = "Done.") -> Respond:
             phases.append([])
 
     def respond(request: dict[str, Any]) -> dict[str, Any]:
-        offered = {t["function"]["name"] for t in request.get("tools") or []}
+        # A coding-agent CLI offers an MCP server's tools under its own prefix (mcp__farm__kubectl,
+        # farm__kubectl): a step's tool is the offered one of that name, prefixed or not.
+        offered: dict[str, str] = {}
+        for t in request.get("tools") or []:
+            full = t["function"]["name"]
+            offered.setdefault(full.rsplit("__", 1)[-1], full)
+            offered[full] = full
         done: list[tuple[str, str]] = []
         for m in request.get("messages", []):
             for tc in m.get("tool_calls") or []:
@@ -403,9 +409,10 @@ def tool_plan(steps: list[PlanStep], finish: str = "Done.") -> Respond:
                                                         or phase[-1][0] in offered) for s in phase]
         for name, args in playable:
             key_args = args(request) if callable(args) else args
-            if name in offered and (name, json.dumps(key_args)) not in done and not (
-                    name.startswith("submit_") and name in called):
-                return {"content": f"Next I call {name}.", "tool_calls": [{"name": name, "arguments": key_args}]}
+            full = offered.get(name, name)
+            if name in offered and (full, json.dumps(key_args)) not in done and not (
+                    name.startswith("submit_") and full in called):
+                return {"content": f"Next I call {name}.", "tool_calls": [{"name": full, "arguments": key_args}]}
         return {"content": finish}
 
     return respond

@@ -133,6 +133,8 @@ def judge_diagnosis(diagnosis: str | None, truth: GroundTruth, model: str | None
     a component. `structured` fields, when the agent gave them, are judged exactly beside the text
     (farm.oracles.structured) and reported as the verdict's own metrics; the pass is the text's.
     Raises JudgeError when the judge model gives no usable answer."""
+    if truth.no_fault:
+        return _no_fault(diagnosis, structured)
     verdict = _judge_text(diagnosis, truth, model, api_base, max_attempts, ledger, components)
     if structured is not None and (structured.root_causes or structured.fault_type or structured.affected):
         from farm.oracles.structured import score_structured
@@ -140,6 +142,13 @@ def judge_diagnosis(diagnosis: str | None, truth: GroundTruth, model: str | None
         inventory = dict(components) if isinstance(components, Mapping) else {c: c for c in components}
         verdict.structured = score_structured(structured, truth, inventory)
     return verdict
+
+
+def _no_fault(diagnosis: str | None, structured: StructuredDiagnosis | None) -> DiagnosisVerdict:
+    """A no-fault control: any blame is a false alarm (farm.oracles.no_fault, whatever the judge model)."""
+    from farm.oracles.no_fault import judge_no_fault
+
+    return judge_no_fault(diagnosis, structured)
 
 
 def _judge_text(diagnosis: str | None, truth: GroundTruth, model: str | None, api_base: str | None,

@@ -91,6 +91,17 @@ def check_problem(problem: Problem, path: str | None) -> None:
 
     if problem.app not in known_apps():
         fail("app", f"unknown application '{problem.app}' (known: {', '.join(sorted(known_apps()))})")
+    if problem.sregym_ids:
+        from farm.problems.sregym import SREGYM_TSV, registry, unknown_ids
+
+        for i, sid in enumerate(problem.sregym_ids):
+            if sid in unknown_ids([sid]):
+                fail(f"sregym_ids[{i}]", f"'{sid}' is not a problem of SREGym's registry ({SREGYM_TSV.name})")
+            if registry()[sid].app != problem.app:
+                fail(f"sregym_ids[{i}]", f"SREGym runs '{sid}' on {registry()[sid].app}, not {problem.app}: "
+                     "an id marks the same root cause in the same application")
+        if len(set(problem.sregym_ids)) != len(problem.sregym_ids):
+            fail("sregym_ids", "an id is listed twice")
     real_only = []
     triggers = 0
     for i, spec in enumerate(problem.faults):

@@ -11,7 +11,10 @@ the full window: the farm's client figures must not rise above what the same win
 without it; each done with the agent's own token on a rewound copy of the incident) → the
 reference mitigation (kubectl through the agent's checked tool and token; never a farm step) →
 the oracle passes → recover leaves the cluster as deployed. A diagnosis-only problem stops after the non-fix step: its mitigation is
-not scored.
+not scored. A no-fault control (composition: none) is checked both ways instead: healthy → nothing
+injected (its own noise, if any, started) → no symptom (or, with its noise, only the noise shows) →
+no leak → the oracle passes untouched → harms fail (the entry workload scaled to zero or deleted,
+the load generator stopped) → clean recovery.
 
 Problems of one application share a deployment: it is checkpointed once (emulated cluster) and
 restored before each problem (the restore rewinds the cluster's clock, so telemetry runs up to
@@ -469,6 +472,8 @@ def leaks(view: AgentView, problem: Problem) -> list[str]:
 
 # -- non-fixes ---------------------------------------------------------------------------------
 
+# Cluster time a no-fault control's noise gets to settle before the oracle reads it.
+NOISE_SETTLE_S = 180.0
 NON_FIX_SETTLE_S = 0.0  # the non-fixes fail on checks no waiting changes: no cluster time needed
 
 
@@ -506,6 +511,22 @@ def non_fixes(injection: Any, app: Any, kube: Any, deployed: dict[str, Any] | No
         out.append(reorder)
     out.append(_flood(app, deployed or {}))
     return out
+
+
+def harms(app: Any, kube: Any) -> list[NonFix]:
+    """What an agent could do to a healthy application that its oracle must fail (a no-fault
+    control's other way): scale its entry workload to zero, delete it, stop the load generator."""
+    kind, obj = kube.workload(app.namespace, app.entrypoint)
+    ns, name, lg = app.namespace, app.entrypoint, app.load_generator
+    stop_lg = NonFix(f"stop the load generator {lg}",
+                     lambda kube: kube.patch(kube.workload(ns, lg)[0], ns, lg, {"spec": {"replicas": 0}}))
+    owner = next((o for o in obj["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
+    if owner is not None:
+        # An operator puts its workload back: the harm is to what the operator reads.
+        okind, oname = owner["kind"], owner["name"]
+        return [NonFix(f"delete {okind} {oname}", lambda kube: kube.delete(okind, ns, oname)), stop_lg]
+    return [NonFix(f"scale {name} to zero", lambda kube: kube.patch(kind, ns, name, {"spec": {"replicas": 0}})),
+            NonFix(f"delete {kind.lower()} {name}", lambda kube: kube.delete(kind, ns, name)), stop_lg]
 
 
 def _silencing(injection: Any, app: Any, kube: Any) -> list[NonFix]:
@@ -919,11 +940,15 @@ class Validator:
             def inject() -> str:
                 records = injection.inject(self.cluster, ns)
                 state["active"] = injection.active(self.cluster)
-                if self.noise:
-                    runner = NoiseRunner(ambient_noises(problem, self.noise), seed=0, avoid=fault_components(problem))
+                # A no-fault control's own noises are its incident, run as a trial runs them.
+                if self.noise or (problem.no_fault and problem.noises):
+                    specs = ambient_noises(problem, self.noise) if self.noise else problem.noises
+                    runner = NoiseRunner(specs, seed=0, avoid=fault_components(problem))
                     runner.start(self.cluster, ns)
                     state["noise"] = runner
                 self.cluster.advance(SYMPTOM_SETTLE_S)
+                if problem.no_fault:
+                    return "nothing injected (a no-fault control)" + (" with its own noise" if "noise" in state else "")
                 return ", ".join(r.injector for r in records)
 
             def noise_keeps_fault() -> str:
@@ -1056,11 +1081,61 @@ class Validator:
                     raise StepFailed(f"left behind: {', '.join(left)[:300]}")
                 return "cluster as deployed"
 
+            def quiet() -> str:
+                """A no-fault control shows nothing an agent could call a symptom; with its own noise,
+                it shows the noise (else it would be the plain control again)."""
+                after = view.signals(state["since"])
+                found = symptom_evidence(state["before"], after, oracle.spec.success_rate)
+                if problem.noises and not self.noise:
+                    if not found:
+                        raise StepFailed("the control's noise left nothing the agent's tools show")
+                    return "only the noise shows: " + "; ".join(e.text for e in found[:4])
+                if found and not self.noise:
+                    raise StepFailed("a no-fault control shows a symptom: " + "; ".join(e.text for e in found[:4]))
+                return "nothing the agent's tools show changed" if not found else "only the ambient noise shows"
+
+            def oracle_passes_untouched() -> str:
+                if "noise" in state:
+                    state.pop("noise").stop(self.cluster)  # as in a trial: the noise stops before the oracles
+                    # What the noise replaced comes up meanwhile, as it would while an agent looks
+                    # (a train-ticket Java service takes minutes to be ready).
+                    self.cluster.advance(NOISE_SETTLE_S)
+                verdict = oracle.evaluate(self.cluster, ns, state["baseline"], injection)
+                if not verdict.passed:
+                    raise StepFailed(f"the oracle fails a healthy application nobody touched: {verdict.detail}")
+                return f"success rate {verdict.success_rate}"
+
+            def harms_fail() -> str:
+                if not self.cluster.capabilities.checkpoints:
+                    return "not run: this cluster cannot rewind between harms"
+                mark = "validate-harm"
+                self.cluster.checkpoint(mark)
+                passed = []
+                candidates = harms(app, Kube.of(self.cluster))
+                try:
+                    for i, harm in enumerate(candidates):
+                        if i:
+                            self.cluster.restore(mark)
+                        harm.apply(view.kube)
+                        if oracle.evaluate(self.cluster, ns, state["baseline"], injection, fail_fast=True).passed:
+                            passed.append(harm.name)
+                finally:
+                    self.cluster.restore(mark)
+                if passed:
+                    raise StepFailed(f"the oracle passes harmful changes to a healthy application: {'; '.join(passed)}")
+                return f"{len(candidates)} fail: " + "; ".join(h.name for h in candidates)
+
             noise_steps = [("noise_keeps_fault", noise_keeps_fault)] if self.noise else []
-            for name, fn in [("healthy", healthy), ("inject", inject), ("symptom_visible", symptom),
-                             ("no_leak", no_leak), ("oracle_fails", oracle_fails), *noise_steps,
-                             ("non_fixes", non_fixes_fail), ("mitigation", mitigate),
-                             ("oracle_passes", oracle_passes)]:
+            steps_of_problem = [("healthy", healthy), ("inject", inject), ("symptom_visible", symptom),
+                                ("no_leak", no_leak), ("oracle_fails", oracle_fails), *noise_steps,
+                                ("non_fixes", non_fixes_fail), ("mitigation", mitigate),
+                                ("oracle_passes", oracle_passes)]
+            if problem.no_fault:
+                # Both ways for a control: untouched it passes, harmed it fails.
+                steps_of_problem = [("healthy", healthy), ("inject", inject), ("no_symptom", quiet),
+                                    ("no_leak", no_leak), ("oracle_passes_untouched", oracle_passes_untouched),
+                                    ("harms_fail", harms_fail)]
+            for name, fn in steps_of_problem:
                 if not step(name, fn):
                     break
             step("recover_clean", recover)

@@ -34,7 +34,7 @@ from core.events import (
     Superseded,
     TrialEvent,
 )
-from core.states import END_AGENT_ERROR, END_CONTEXT_LENGTH, LIMIT_WALL_TIME, AttemptState
+from core.states import END_AGENT_ERROR, END_AGENT_STOPPED, END_CONTEXT_LENGTH, LIMIT_WALL_TIME, AttemptState
 from farm.agents.base import AgentContext, AgentResult
 from farm.trial.artifacts import AttemptArtifacts
 from farm.trial.spec import TrialSpec
@@ -112,7 +112,7 @@ class TrialRun:
 
         self._enter("deploy")
         try:
-            prepare_agent(self.spec.agent, dict(self.spec.agent_options))  # its start-up overlaps the deploy
+            prepare_agent(self.spec.agent, dict(self.spec.agent_options), self.spec.limits)  # its start-up overlaps the deploy
         except Exception as exc:  # the session starts one itself, and reports what fails then
             log.warning("could not start the agent's process ahead of its session: %s", exc)
         deploy(self.cluster, self.app, self.namespace)
@@ -131,7 +131,8 @@ class TrialRun:
         self.injected_at = self.cluster.now()
         self._event(FaultInjected(faults=[f.injector for f in self.problem.faults]))
         specs = ambient_noises(self.problem, self.spec.noise_level) if self.spec.noise_level else self.problem.noises
-        if self.spec.noise and specs:
+        # A no-fault control's own noises are its incident: they run whether the sweep turns noise on or not.
+        if (self.spec.noise or self.problem.no_fault) and specs:
             self.noise_runner = NoiseRunner(specs, self.spec.seed, avoid=fault_components(self.problem))
             self.noise_runner.start(self.cluster, self.namespace)
             self._event(NoiseStarted(kinds=[n.kind for n in specs]))
@@ -168,7 +169,11 @@ class TrialRun:
         # session's proxy, to the worker's own client (usage, budgets, the sweep's cap, slots).
         proxy = None
         if self.spec.model is not None:
+            # A provider that failed ends the session at once: the attempt is the provider's failure
+            # whatever the agent does next (a CLI would spend its wall time retrying).
             proxy = ModelProxy(LLMClient.from_context(ctx), on_limit=self.interface.end,
+                               on_provider_failure=lambda exc: self.interface.end(
+                                   END_AGENT_STOPPED, f"the model provider failed: {exc}"[:500]),
                                deadline=time.monotonic() + self.spec.limits.wall_time_s)
         tapped = self.spec.model is not None and self.usage.install()
         try:
@@ -206,26 +211,13 @@ class TrialRun:
             if getattr(last, "kind", None) == "context_length" and self.agent_result.end_reason == END_AGENT_ERROR:
                 # the worker saw why: the agent's conversation outgrew its model's window
                 self.agent_result.end_reason = END_CONTEXT_LENGTH
-        if proxy is not None and not proxy.calls and self.agent_result.cost_usd:
-            self._charge_cli_cost(self.agent_result.cost_usd)
         self._collect_session()
         self._save_partial()
-
-    def _charge_cli_cost(self, cost_usd: float) -> None:
-        """A coding-agent CLI paid its provider itself (it made no call through the proxy): its
-        reported cost goes on the sweep's ledger, as the CLI adapters did in-process."""
-        from farm.llm.limits import sweep_ledger
-
-        spend = sweep_ledger({"sweep_id": self.spec.sweep_id, "sweep_cost_cap": self.spec.cost_cap_usd,
-                              "redis_url": self.redis_url})
-        if spend is not None:
-            spend.add(cost_usd)
 
     def _collect_session(self) -> None:
         """The session's figures as the worker saw them: tool calls from its interface (those
         refused after the session ended are no steps), model usage from its own client; the
-        agent's answer supplies its end reason and, for a CLI agent that paid its provider itself,
-        its usage."""
+        agent's answer supplies its end reason (and its usage, for an agent that made no model call)."""
         rec = self.interface.record if self.interface else None
         ar = self.agent_result
         r = self.result

@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.errors import InfrastructureError, LimitReached
+from core.errors import InfrastructureError
 from core.states import LIMIT_WALL_TIME
 from farm.agenthost.known import agent_plugins
 from farm.agenthost.process import prepare, take
 from farm.agenthost.relay import Relay
-from farm.agents.base import AgentContext, AgentResult
-from farm.llm.limits import Slot
+from farm.agenthost.sandbox import ResourceLimits
+from farm.agents.base import AgentContext, AgentLimits, AgentResult
 from farm.llm.remote import ENDPOINT_OPTION, TOKEN_OPTION
 
 # Options the worker's model client reads and the agent must not see: the provider's key and
@@ -51,26 +52,27 @@ def agent_view(ctx: AgentContext, endpoint: tuple[str, str] | None) -> AgentCont
     return ctx.model_copy(update={"options": options})
 
 
-def cli_environment(agent: str, options: dict[str, Any]) -> tuple[dict[str, str], tuple[str, ...], bool]:
-    """A coding-agent CLI (claude-code, codex) calls its provider itself: it is given the provider's
-    variables it names (PASS_ENV and its `pass_env` option), its executable, read-only, and the
-    host's network (the last item: is it a CLI agent)."""
+def cli_environment(agent: str, options: dict[str, Any]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """A coding-agent CLI (claude-code, codex) runs like any agent, in the sandbox with its own
+    network, its model being the session's proxy: it is given its executable, read-only, and the
+    variables its `pass_env` option names, none of them a credential or a model endpoint
+    (farm.agents.cli_adapters.passable)."""
     from farm.agents.base import agents
-    from farm.agents.cli_adapters import PASS_ENV, _CLIAgent
+    from farm.agents.cli_adapters import _CLIAgent, passable
 
     factory = agents.factory(agent) if agent in agents else None
     if not (isinstance(factory, type) and issubclass(factory, _CLIAgent)):
-        return {}, (), False
-    names = (set(PASS_ENV) | set(options.get("pass_env", []))) - {"PATH", "HOME", "TMPDIR", "CODEX_HOME"}
-    env = {n: os.environ[n] for n in sorted(names) if n in os.environ and not n.startswith("FARM_")}
+        return {}, ()
+    names = {str(n) for n in options.get("pass_env", [])} - {"PATH", "HOME", "TMPDIR"}
+    env = {n: os.environ[n] for n in sorted(names) if n in os.environ and passable(n)}
     exe = shutil.which(str(options.get("executable") or factory.executable))
-    return env, ((os.path.realpath(exe),) if exe and not os.path.realpath(exe).startswith("/usr/") else ()), True
+    return env, ((os.path.realpath(exe),) if exe and not os.path.realpath(exe).startswith("/usr/") else ())
 
 
-def prepare_agent(agent: str, options: dict[str, Any]) -> None:
+def prepare_agent(agent: str, options: dict[str, Any], limits: AgentLimits | None = None) -> None:
     """Start the agent's process ahead of its session (while the cluster is deployed)."""
-    env, files, cli = cli_environment(agent, options)
-    prepare(agent_plugins(), env=env, files=files, isolated=not cli)
+    env, files = cli_environment(agent, options)
+    prepare(agent_plugins(), env=env, files=files, limits=ResourceLimits.of(limits or AgentLimits()))
 
 
 @dataclass
@@ -82,43 +84,16 @@ class ProcessOutcome:
     stopped: bool = False  # the worker killed it (a limit, or its wall time)
 
 
-def cli_slot(agent: str, ctx: AgentContext) -> Slot | None:
-    """A CLI agent's farm-wide concurrency slot for its model, held by the worker for the whole
-    session (its calls bypass the model proxy, which holds one per call for the other agents)."""
-    from farm.agents.base import agents
-    from farm.agents.cli_adapters import _CLIAgent
-    from farm.llm.limits import model_slots
-
-    factory = agents.factory(agent) if agent in agents else None
-    if not (isinstance(factory, type) and issubclass(factory, _CLIAgent)):
-        return None
-    slots = model_slots(ctx.options, ctx.model or f"{factory.executable}-default-model")
-    if slots is None:
-        return None
-    try:
-        return slots.acquire(timeout=max(0.0, ctx.limits.wall_time_s))
-    except TimeoutError:
-        raise LimitReached(LIMIT_WALL_TIME, "no free model slot within the wall-time limit") from None
-
-
 def run_agent_process(agent: str, ctx: AgentContext, interface: Any, *,
                       endpoint: tuple[str, str] | None) -> ProcessOutcome:
     """Run the agent's process until it answers, a limit ends the session or its wall time is up."""
-    try:
-        slot = cli_slot(agent, ctx)
-    except LimitReached as exc:
-        interface.end(exc.reason, exc.detail)
-        return ProcessOutcome(None, stopped=True)
-    try:
-        return _run(agent, ctx, interface, endpoint)
-    finally:
-        if slot is not None:
-            slot.release()
+    return _run(agent, ctx, interface, endpoint)
 
 
 def _run(agent: str, ctx: AgentContext, interface: Any, endpoint: tuple[str, str] | None) -> ProcessOutcome:
-    env, files, cli = cli_environment(agent, ctx.options)
-    proc = take(agent_plugins(), env=env, files=files, isolated=not cli)
+    env, files = cli_environment(agent, ctx.options)
+    bounds = ResourceLimits.of(ctx.limits)
+    proc = take(agent_plugins(), env=env, files=files, limits=bounds)
     relays: list[Relay] = []
     ended = threading.Event()
     interface.on_end = lambda reason, detail: ended.set()
@@ -149,14 +124,35 @@ def _run(agent: str, ctx: AgentContext, interface: Any, endpoint: tuple[str, str
     if "infrastructure_error" in answer:
         return ProcessOutcome(None, infrastructure=str(answer["infrastructure_error"])[:2000])
     if "error" in answer:
-        return ProcessOutcome(None, error=str(answer["error"])[:2000], trace=str(answer.get("trace", ""))[-4000:])
+        error = str(answer["error"])
+        return ProcessOutcome(None, error=(exceeded(error, out.code, bounds) + error)[:2000],
+                              trace=str(answer.get("trace", ""))[-4000:])
     if "result" in answer:
         try:
             return ProcessOutcome(AgentResult.model_validate(answer["result"]))
         except ValueError as exc:
             return ProcessOutcome(None, error=f"the agent's process answered an unreadable result: {exc}"[:2000])
-    return ProcessOutcome(None, error=f"the agent's process exited with status {out.code} without a result",
+    return ProcessOutcome(None, error=exceeded(out.stderr[-4000:], out.code, bounds)
+                          + f"the agent's process exited with status {out.code} without a result",
                           trace=out.stderr[-4000:])
+
+
+# What an agent's process meets at each of its resource limits (farm/agenthost/sandbox.py)
+_AT_LIMIT = (("MemoryError", "its memory limit ({memory_mib} MiB)"),
+             ("Cannot allocate memory", "its memory limit ({memory_mib} MiB)"),
+             ("Resource temporarily unavailable", "its process limit ({processes} processes)"),
+             ("No space left on device", "its /tmp or home size ({tmp_mib} MiB)"),
+             ("Too many open files", "its open-file limit ({open_files})"))
+
+
+def exceeded(text: str, code: int | None, bounds: ResourceLimits) -> str:
+    """"the agent's process reached <limit>: " when what it died of or answered says so, else ""."""
+    if code is not None and code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+        return f"the agent's process reached its CPU time limit ({bounds.cpu_s} s): "
+    for sign, what in _AT_LIMIT:
+        if sign in text:
+            return f"the agent's process reached {what.format(**vars(bounds))}: "
+    return ""
 
 
 def _port(url: str) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import subprocess
+from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -67,8 +68,11 @@ def _judge_text(info: dict[str, Any], seen_in_verdicts: dict[str, int]) -> tuple
 
 
 def build_report(engine: Engine, sweep_id: str, out_dir: str | Path, compare_with: str | None = None,
-                 drill_down: bool = True, compare_by: str = "agent,model") -> Path:
-    """Write the report of `sweep_id` into `out_dir` (index.html, trials/); returns index.html."""
+                 drill_down: bool = True, compare_by: str = "agent,model",
+                 sregym_ids: Mapping[str, Sequence[str]] | None = None) -> Path:
+    """Write the report of `sweep_id` into `out_dir` (index.html, trials/); returns index.html.
+    `sregym_ids`: per problem id, the SREGym problems it corresponds to (the catalog's `sregym_ids`,
+    which the caller reads: results does not know the catalog), printed beside each problem."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     info = queries.sweep_info(engine, sweep_id)
@@ -129,6 +133,7 @@ def build_report(engine: Engine, sweep_id: str, out_dir: str | Path, compare_wit
                                   numeric_from=2)))
 
     sections.append(("Problems × agent/model (E2E, hardest first)", _heatmap(engine, sweep_id)))
+    sections.append(("Per problem", _per_problem(engine, sweep_id, sregym_ids or {})))
     sections.append(("Token analytics", _tokens(engine, sweep_id)))
     sections.append(("Infrastructure, cost cap and lost attempts (apart from the scores)",
                      _infrastructure(engine, sweep_id, info)))
@@ -178,6 +183,16 @@ def _heatmap(engine: Engine, sweep_id: str) -> str:
     return (html.figure(plots.heatmap(problems, [f"{a} / {m}" for a, m in columns], grid), "problem × agent/model E2E")
             + f'<p class="note">{len(problems)} problems, ordered by mean E2E across agent/model (hardest first); '
               'a diagnosis-only problem has no E2E (blank).</p>')
+
+
+def _per_problem(engine: Engine, sweep_id: str, sregym_ids: Mapping[str, Sequence[str]]) -> str:
+    rows = queries.rates(engine, sweep_id, "problem")
+    body = [[html.fmt(r["problem_id"]), escape(", ".join(sregym_ids.get(r["problem_id"], ()))) or "–",
+             html.fmt(r["n"]), html.fmt(r["diagnosis_rate"], "pct"), html.fmt(r["mitigation_rate"], "pct"),
+             html.fmt(r["e2e_rate"], "pct")] for r in rows]
+    return (html.table(["problem", "SREGym id", "n", "diagnosis", "mitigation", "E2E"], body, numeric_from=2)
+            + '<p class="note">SREGym id: the problem(s) of SREGym\'s registry this one injects the same root cause '
+              "as, in the same application (`farm problems list --sregym`).</p>")
 
 
 def _tokens(engine: Engine, sweep_id: str) -> str:

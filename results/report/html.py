@@ -80,6 +80,14 @@ def rate_table(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> str:
             else "95% Wilson intervals (one trial per problem)")
     if unpriced:
         note += "; an unpriced model's cost is recorded as 0, not measured"
+    if any(r.get("no_fault_n") for r in rows):
+        # No-fault controls: the share whose diagnosis blamed something, with its Wilson interval.
+        header += ["no-fault controls", "false alarms", "95% CI"]
+        for line, r in zip(body, rows, strict=True):
+            line += [fmt(r.get("no_fault_n")), fmt(r.get("false_alarm_rate"), "pct"),
+                     fmt((r.get("false_alarm_lo"), r.get("false_alarm_hi")), "ci")]
+        note += ("; false alarms: the no-fault controls (nothing injected) whose diagnosis blamed something, "
+                 "95% Wilson interval")
     return table(header, body, numeric_from=len(keys)) + f'<p class="note">{escape(note)}.</p>'
 
 

@@ -99,6 +99,8 @@ MALFORMED = [
      "agents[0].options", "environment"),
     ("bad tool mode", _with(agents=[{"name": "baseline", "tool_mode": "verbose"}]), None, "agents[0].tool_mode",
      "raw"),
+    ("too few agent processes", _with(limits={"processes": 4}), None, "limits.processes", "greater than or equal"),
+    ("agent memory in GiB", _with(limits={"memory_mib": "2Gi"}), None, "limits.memory_mib", "integer"),
 ]
 
 

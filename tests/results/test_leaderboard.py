@@ -200,3 +200,37 @@ def test_structured_diagnoses_have_rates_of_their_own(db_url):
     assert row["n"] == 4 and row["structured_n"] == 3 and row["fault_type_n"] == 2  # the text-only trial is not in them
     assert row["rca_top1_rate"] == pytest.approx(1 / 3) and row["rca_top3_rate"] == pytest.approx(2 / 3)
     assert row["fault_type_rate"] == pytest.approx(1 / 2)
+
+
+def test_false_alarm_rate_per_agent_and_model_over_the_no_fault_controls(db_url, tmp_path):
+    """A no-fault control (composition "none") whose submitted diagnosis did not pass blamed
+    something: a false alarm. One with no diagnosis submitted fails, but raised no alarm; faulty
+    problems never enter the rate. In the CSV and the terminal table as well."""
+    engine = engine_for(db_url)
+    now = time.time()
+    # (agent, composition, submitted, passed)
+    outcomes = [("react", "none", True, False), ("react", "none", True, True), ("react", "none", False, False),
+                ("react", "none", True, False), ("react", "single", True, False),
+                ("baseline", "none", True, True), ("baseline", "single", True, True)]
+    with Session(engine) as s:
+        s.add(Sweep(id="nf", spec_json="{}", created_at=now, updated_at=now))
+        for i, (agent, comp, submitted, passed) in enumerate(outcomes):
+            s.add(Trial(id=f"nf{i}", sweep_id="nf", key=str(i), problem_id=f"p{comp}", app="a", layer="application",
+                        composition=comp, agent=agent, model="m", seed=i, noise=False, state=TrialState.FINISHED,
+                        diagnosis_submitted=submitted, diagnosis_passed=passed, mitigation_passed=True,
+                        e2e_passed=passed))
+        s.commit()
+    rows = {r["agent"]: r for r in leaderboard.compute(engine, "nf", "agent,model")}
+    assert rows["react"]["no_fault_n"] == 4 and rows["react"]["false_alarm_rate"] == pytest.approx(2 / 4)
+    lo, hi = leaderboard.wilson(2, 4)
+    assert (rows["react"]["false_alarm_lo"], rows["react"]["false_alarm_hi"]) == (lo, hi)
+    assert rows["baseline"]["no_fault_n"] == 1 and rows["baseline"]["false_alarm_rate"] == 0.0
+    csv_rows = pd.read_csv(leaderboard.write_csv(list(rows.values()), "agent,model", tmp_path / "lb.csv"))
+    assert csv_rows.set_index("agent")["false_alarm_rate"].to_dict() == {"baseline": 0.0, "react": 0.5}
+
+    from rich.console import Console
+
+    console = Console(width=400, record=True)
+    console.print(leaderboard.render(list(rows.values()), "agent,model"))
+    text = console.export_text()
+    assert "false alarms" in text and "50.0%" in text and "of 4" in text

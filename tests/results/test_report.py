@@ -36,11 +36,11 @@ def _sweep(engine, sweep_id: str, cap: float | None = None) -> None:
 
 
 def _trial(engine, sweep_id: str, i: int, problem: str, agent: str, model: str, seed: int, noise: bool,
-           layer: str = "application") -> str:
+           layer: str = "application", composition: str = "single") -> str:
     tid = f"{sweep_id}-{i}"
     with Session(engine) as s:
         s.add(Trial(id=tid, sweep_id=sweep_id, key=f"{problem}|{agent}|{model}|{seed}|{noise}", problem_id=problem,
-                    app="hotel-reservation", layer=layer, composition="single", agent=agent, model=model, seed=seed,
+                    app="hotel-reservation", layer=layer, composition=composition, agent=agent, model=model, seed=seed,
                     noise=noise, state=TrialState.PENDING))
         s.commit()
     return tid
@@ -386,3 +386,27 @@ def test_a_diagnosis_only_problem_leaves_its_heatmap_cell_blank(db_url, tmp_path
 
     assert "2 problems" in _heatmap(engine, "dx")
     assert build_report(engine, "dx", tmp_path / "rep", drill_down=False).is_file()
+
+
+def test_the_report_prints_sregym_ids_beside_problems_and_false_alarms_per_agent(db_url, tmp_path):
+    """The per-problem table names each problem's SREGym ids (as the caller reads them from the
+    catalog); the agent × model table gains the false-alarm rate of the no-fault controls."""
+    engine = engine_for(db_url)
+    rng = random.Random(5)
+    _sweep(engine, "sg")
+    runs = [("hr-geo-sidecar-port-conflict", "single", True), ("nf-hotel-reservation", "none", False),
+            ("nf-hotel-reservation", "none", True), ("nf-social-network", "none", False)]
+    for i, (problem, comp, d) in enumerate(runs):
+        _record(engine, _trial(engine, "sg", i, problem, "react", "openai/a", i, False, composition=comp),
+                _result(rng, "openai/a", d, True))
+    page = build_report(engine, "sg", tmp_path / "rep", drill_down=False,
+                        sregym_ids={"hr-geo-sidecar-port-conflict": ["sidecar_port_conflict_hotel_reservation"]}
+                        ).read_text()
+    per_problem = page.split(">Per problem</h2>", 1)[1]
+    assert re.search(r"<td>hr-geo-sidecar-port-conflict</td><td>sidecar_port_conflict_hotel_reservation</td>",
+                     per_problem)
+    assert re.search(r"<td>nf-hotel-reservation</td><td>–</td>", per_problem)
+    rates = page.split(">Rates by agent × model</h2>", 1)[1].split("<h2", 1)[0]
+    assert "false alarms" in rates
+    # 2 of the 3 controls were diagnosed wrongly (blamed something): 66.7%
+    assert re.search(r'<td class="num">3</td><td class="num">66.7%</td>', rates)

@@ -11,7 +11,9 @@ each tries what an agent in the worker's process could do:
   transcript;
 - `looper`: calls `kubectl get pods` forever, whatever the interface answers;
 - `redteam-finder`: tries every way it knows to learn which problem it was given
-  (tests/security/test_finder_agent.py).
+  (tests/security/test_finder_agent.py);
+- `hog`: takes the worker host's memory (its `take` option: `memory`), processes (`processes`) or
+  tmpfs space (`tmp`) until it is refused (tests/security/test_agent_resources.py).
 """
 
 from __future__ import annotations
@@ -163,3 +165,23 @@ class Finder(Agent):
                      "refused": refused, "shown": shown}
             tools.call("submit_diagnosis", text="I could not find out which problem this is")
         return AgentResult(end_reason=END_SUBMITTED, tool_calls=len(PROBES) + 7, transcript=[found])
+
+
+@agents.register("hog")
+class Hog(Agent):
+    uses_model = False
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        import subprocess
+
+        taken: list[object] = []
+        what = ctx.options.get("take", "memory")
+        while True:  # until the sandbox refuses: the exception ends the agent
+            if what == "memory":
+                taken.append(bytearray(64 << 20))
+            elif what == "processes":
+                taken.append(subprocess.Popen(["sleep", "60"]))
+            else:
+                with open(f"/tmp/fill-{len(taken)}", "wb") as f:
+                    f.write(b"\1" * (1 << 20))
+                taken.append(f.name)

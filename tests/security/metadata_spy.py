@@ -80,3 +80,15 @@ def guess(objects: list[dict[str, Any]]) -> tuple[str | None, list[str]]:
     if not score or max(score.values()) == (0.0, -1e12):
         return None, candidates
     return max(candidates, key=lambda c: score[c]), candidates
+
+
+def guess_by_rollout(objects: list[dict[str, Any]]) -> tuple[str | None, list[str]]:
+    """A second spy (helper h23b's adversarial pass): the workload whose spec changed most often
+    (the greatest `generation`, when one has more than its first), as `kubectl get deploy -o
+    yaml` shows it. A rollout is behaviour as much as metadata: the fault's own rollout is what an
+    SRE would look at first, but here it is the only one, where a real cluster has a history."""
+    candidates = sorted(tells(objects))
+    workloads = [(int(o["metadata"].get("generation") or 0), component_of(o)) for o in objects
+                 if o.get("kind") in WITH_GENERATION]
+    top = max(workloads, default=(0, ""))
+    return (top[1] if top[0] > 1 else None), candidates

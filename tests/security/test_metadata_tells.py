@@ -8,13 +8,13 @@ injected, what an agent reads with `kubectl get -o json` must not name the fault
 - the metadata spy (tests/security/metadata_spy.py: generation, managedFields times, creation
   times) names the faulted component no more often than chance.
 
-The last is not met yet: the injector's write is the only change after the deploy on the object
-it touched (managedFields time), and nothing of a real cluster's own churn (rollouts, operators'
-updates) buries it. It is marked xfail(strict), so it fails the day it passes and the marker must go."""
+The last holds because the application's own change history buries the injector's write: its
+deployer keeps syncing every object it wrote, at seeded times spread over the trial
+(clusters/sim/controllers/churn.py), so the latest change is anyone's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -66,14 +66,25 @@ def test_the_agents_account_is_no_younger_than_the_application(readings: list[tu
     assert not late, f"the account's creation time dates the fault in {len(late)} problems: {late[:10]}"
 
 
-@pytest.mark.xfail(strict=True, reason="managedFields times: the injected change is not yet buried among a real "
-                                       "cluster's writes (issue 23 item 4, open)")
-def test_the_metadata_spy_does_no_better_than_chance(readings: list[tuple[str, str, list[dict]]]) -> None:
+def _no_better_than_chance(readings: list[tuple[str, str, list[dict]]], spy: Callable[..., tuple[str | None, list[str]]],
+                           name: str) -> None:
     hits, chance = 0, 0.0
     for _, truth, objects in readings:
-        named, candidates = metadata_spy.guess(objects)
+        named, candidates = spy(objects)
         hits += named == truth
         chance += 1 / max(1, len(candidates))
     n = len(readings)
-    assert hits <= chance * 1.5 + 2, (f"the spy named the faulted component in {hits} of {n} problems "
+    assert hits <= chance * 1.5 + 2, (f"the {name} named the faulted component in {hits} of {n} problems "
                                       f"({hits / n:.0%}); chance is {chance / n:.0%}")
+
+
+def test_the_metadata_spy_does_no_better_than_chance(readings: list[tuple[str, str, list[dict]]]) -> None:
+    _no_better_than_chance(readings, metadata_spy.guess, "spy")
+
+
+@pytest.mark.xfail(strict=True, reason="open: a workload's generation (and its Deployment's revision, its "
+                   "ReplicaSets) counts its rollouts, and the fault's is the only one after the deploy: the "
+                   "application has no rollout history yet (found by helper h23b's adversarial pass: the spy "
+                   "names the faulted component in 35 of 87 problems)")
+def test_the_rollout_spy_does_no_better_than_chance(readings: list[tuple[str, str, list[dict]]]) -> None:
+    _no_better_than_chance(readings, metadata_spy.guess_by_rollout, "rollout spy")

@@ -78,6 +78,7 @@ class Started:
     instance: Any = None
     ready_after: float = 0.0
     stderr: list[str] = field(default_factory=list)
+    memory: float = 0.0  # bytes it left in tmpfs (its cgroup is charged for them) beyond its own
 
 
 @dataclass

@@ -9,6 +9,9 @@ import shlex
 from typing import Any
 
 from clusters.sim.apps.base import Exited, ImageInfo, StartContext, Started, register_image
+from clusters.sim.controllers.quantity import parse_quantity
+
+BASE_MEMORY = 1_000_000.0  # what a shell and its tools hold
 
 for _repo, _exe in (("busybox", ("sh", "sleep", "echo", "cat", "wget", "nslookup", "true", "false", "ls", "env", "date", "ping")),
                     ("alpine", ("sh", "sleep", "echo", "cat", "wget", "nslookup", "true", "false", "ls", "env", "date")),
@@ -53,7 +56,9 @@ def shell_outcome(ctx: StartContext, argv: list[str], info: ImageInfo | None) ->
     return _script(ctx, script)
 
 
-def _script(ctx: StartContext, script: str) -> Started | Exited:
+def _script(ctx: StartContext, script: str, tmpfs: list[float] | None = None) -> Started | Exited:
+    """`tmpfs` collects the bytes the script left in memory-backed filesystems."""
+    tmpfs = [] if tmpfs is None else tmpfs
     m = re.search(r"until\s+nc\s+-z\s+(?:-\w+\s+)*([\w.-]+)\s+(\d+)\s*;\s*do(.*?)done", script, re.S)
     if m:
         conn = ctx.connect(m.group(1), int(m.group(2)))
@@ -62,10 +67,19 @@ def _script(ctx: StartContext, script: str) -> Started | Exited:
             return Started(_echoes(m.group(3))[:1], set(), {"kind": "wait", "host": m.group(1), "port": int(m.group(2)),
                                                            "line": (_echoes(m.group(3)) or [""])[0], "then": rest})
         script = script[:m.start()] + script[m.end():]
-    if re.search(r"\bwhile\s+(true|:)\b", script) or re.search(r"\bsleep\s+(infinity|inf)\b", script) or \
-            re.search(r"\btail\s+-f\b", script):
+    forever = re.search(r"\bwhile\s+(true|:)\b|\bsleep\s+(infinity|inf)\b|\btail\s+-f\b", script)
+    if forever:
+        head = script[:forever.start()]
+        if re.search(r"\bdd\b", head) and not re.search(r"(?:^|[;&|\n])\s*(?:if|then|for|while|case)\s", head):
+            # what runs before it can fail first: `dd ... && tail -f /dev/null` never gets to idle
+            done = _script(ctx, head.strip().rstrip("&;").strip(), tmpfs)
+            if isinstance(done, Exited) and done.code != 0:
+                return done
+            return Started(_echoes(head), set(), stderr=done.stderr if isinstance(done, Exited) else [],
+                           memory=sum(tmpfs))
         return Started(_echoes(script.split("while")[0]), set())
     lines: list[str] = []
+    stderr: list[str] = []
     elapsed = 0.0
     for part in re.split(r"\s*(?:;|&&|\n)\s*", script):
         words = part.strip().split()
@@ -84,6 +98,11 @@ def _script(ctx: StartContext, script: str) -> Started | Exited:
             return Exited(code, lines, after=elapsed)
         elif cmd == "false":
             return Exited(1, lines, after=elapsed)
+        elif cmd == "dd":
+            code, out = _dd(ctx, words[1:], tmpfs)
+            stderr.extend(out)
+            if code:
+                return Exited(code, lines, after=elapsed, stderr=stderr, reason="OOMKilled" if code == 137 else "")
         elif cmd == "cp" and len(words) >= 3:
             src, dst = words[-2], words[-1]
             mounts = [m.get("mountPath", "").rstrip("/") + "/" for m in ctx.container.get("volumeMounts") or []]
@@ -115,7 +134,64 @@ def _script(ctx: StartContext, script: str) -> Started | Exited:
             if err:
                 return Exited(1, lines + [f"** server can't find {words[1]}: NXDOMAIN"], after=elapsed)
             lines.append(f"Server:\t\t10.96.0.10\nAddress:\t10.96.0.10:53\n\nName:\t{words[1]}")
-    return Exited(0, lines, after=elapsed)
+    return Exited(0, lines, after=elapsed, stderr=stderr)
+
+
+_DD_UNITS = {"c": 1, "w": 2, "b": 512, "kB": 1000, "k": 1024, "K": 1024, "MB": 10**6, "M": 2**20, "GB": 10**9,
+             "G": 2**30}
+
+
+def _dd_number(text: str) -> int | None:
+    m = re.fullmatch(r"(\d+)([A-Za-z]*)", text)
+    if m is None or (m.group(2) and m.group(2) not in _DD_UNITS):
+        return None
+    return int(m.group(1)) * _DD_UNITS.get(m.group(2), 1)
+
+
+def _human(n: float) -> str:
+    """busybox's make_human_readable_str(n, 1, 0): one decimal and a 1024-based suffix."""
+    for unit, div in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if n >= div:
+            return f"{n / div:.1f}{unit}"
+    return f"{int(n)}"
+
+
+def _dd(ctx: StartContext, operands: list[str], tmpfs: list[float]) -> tuple[int, list[str]]:
+    """busybox dd writing `count` blocks of `bs` bytes to `of`: it fills the filesystem the file
+    lands on and fails with ENOSPC past its size (tmpfs pages are charged to the container)."""
+    from clusters.sim.controllers.tmpfs import landing
+
+    ops = dict(o.split("=", 1) for o in operands if "=" in o)
+    bs = _dd_number(ops.get("bs", "512"))
+    count = _dd_number(ops["count"]) if "count" in ops else None
+    if bs is None or ("count" in ops and count is None):
+        bad = ops.get("bs", "") if bs is None else ops.get("count", "")
+        return 1, [f"dd: invalid number '{bad}'"]
+    out = ops.get("of")
+    source = ops.get("if", "")
+    if out is None or source not in ("/dev/zero", "/dev/urandom", "/dev/random"):
+        return 0, []  # to stdout, or from a file: nothing lands anywhere the model tracks
+    land = landing(ctx, out)
+    if land.backing == "read-only":
+        return 1, [f"dd: can't open '{out}': Read-only file system"]
+    wanted = bs * count if count is not None else float("inf")
+    room = max(0.0, land.capacity - (land.used - land.written.get(out, 0.0)))
+    written = min(wanted, room)
+    land.written[out] = written
+    if land.memory_backed:
+        tmpfs.append(written)
+        limit = parse_quantity(((ctx.container.get("resources") or {}).get("limits") or {}).get("memory"))
+        if limit and BASE_MEMORY + sum(tmpfs) > limit:
+            # tmpfs pages cannot be reclaimed without swap: the cgroup's OOM killer ends dd first
+            return 137, []
+    full, part = int(written // bs), int(written % bs > 0)
+    seconds = max(written / 1.6e9, 2e-5)
+    stats = [f"{full}+{part} records in" if written >= wanted else f"{full + part + 1}+0 records in",
+             f"{full}+{part} records out",
+             f"{int(written)} bytes ({_human(written)}B) copied, {seconds:.6f} seconds, {_human(written / seconds)}B/s"]
+    if written < wanted:
+        return 1, [f"dd: writing '{out}': No space left on device", *stats]
+    return 0, stats
 
 
 def _echoes(text: str) -> list[str]:

@@ -207,7 +207,8 @@ HOTEL = graph_app(AppGraph("hotel-reservation", {
         "HTTP GET /recommendations": (Call("recommendation", _RPC["recommend"]), Call("profile", _RPC["profile"])),
         "HTTP POST /user": (Call("user", _RPC["user"]),),
         "HTTP POST /reservation": (Call("user", _RPC["user"]), Call("reservation", _RPC["reserve"]))},
-        _rpc_peers("search", "reservation", "profile", "recommendation", "user"), 0.0012, 0.0015),
+        # in the order cmd/frontend's Run() dials its clients (each one's Consul watch starts then)
+        _rpc_peers("search", "profile", "recommendation", "user", "reservation"), 0.0012, 0.0015),
     "search": _service("search", {_RPC["search"]: (Call("geo", _RPC["geo"]), Call("rate", _RPC["rate"]))},
                        _rpc_peers("geo", "rate", retry={"rate": RATE_RETRY}), 0.0008, 0.0008),
     "geo": _service("geo", {_RPC["geo"]: ()}, _stores("geo"), 0.0006, 0.0009),

@@ -74,6 +74,13 @@ class LogFormat:
         """A call that waited its whole deadline for a free connection of the client's pool."""
         return f"connection pool to {peer.name} exhausted ({peer.pool} connections busy)"
 
+    def watch_error(self, t: float, name: str, host: str, port: int, err: str) -> str:
+        """A registry watch that failed: the Consul resolver of gRPC (mbobakov/grpc-consul-resolver)
+        through grpclog's default logger, whatever the program's own log format."""
+        when = datetime.fromtimestamp(t, UTC).strftime("%Y/%m/%d %H:%M:%S")
+        return (f"ERROR: {when} [Consul resolver] Couldn't fetch endpoints. target={{service='{name}' healthy='true' "
+                f"tag=''}}; error={{Get \"http://{host}:{port}/v1/health/service/{name}?passing=1\": {err}}}")
+
     def deadline(self, protocol: str) -> str:
         return "rpc error: code = DeadlineExceeded desc = context deadline exceeded" if protocol == "grpc" \
             else "context deadline exceeded (Client.Timeout exceeded while awaiting headers)"

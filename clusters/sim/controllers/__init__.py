@@ -16,6 +16,7 @@ def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
     from clusters.sim.api.metrics import ResourceMetrics
     from clusters.sim.apps.tidb import PdView
     from clusters.sim.controllers.autoscaler import HorizontalPodAutoscalerController
+    from clusters.sim.controllers.churn import SyncController
     from clusters.sim.controllers.endpoints import EndpointsController
     from clusters.sim.controllers.gc import GarbageCollector
     from clusters.sim.controllers.quota import QuotaController
@@ -53,4 +54,5 @@ def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
         cluster.kubelet.reconcile,
         EndpointsController(cluster.store),
         QuotaController(cluster.store),
+        SyncController(cp, cluster.seed),
     ]

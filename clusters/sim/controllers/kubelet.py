@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusters.sim.api.tables import parse_time
 from clusters.sim.apps.base import Exited, StartContext, Started, find_model, image_lookup, normalize_image
+from clusters.sim.apps.generic import BASE_MEMORY
 from clusters.sim.controllers.common import KUBELET, ControlPlane, set_condition
 from clusters.sim.controllers.quantity import parse_quantity
 from clusters.sim.store import Obj, StoreError
@@ -269,6 +270,9 @@ class Kubelet:
                         pass
         self.forget_pod(rt.namespace, rt.name)
         self.state["pods"].pop((rt.namespace, rt.name), None)
+        # the sandbox's /dev/shm and the pod's emptyDirs go with the pod
+        for key in [k for k in self.state["volumes"] if k == f"shm/{rt.uid}" or k.startswith(f"pod/{rt.uid}/")]:
+            del self.state["volumes"][key]
         self.logs.drop_pod(rt.namespace, rt.name)
 
     def _model_by_name(self, name: str) -> Any:
@@ -746,7 +750,7 @@ class Kubelet:
             c.ready_at = now + outcome.ready_after
             if outcome.ready_after > 0:
                 self.wake_at(c.ready_at)
-            c.memory = model.memory(outcome.instance, 0.0) if model is not None else 1_000_000.0
+            c.memory = model.memory(outcome.instance, 0.0) if model is not None else BASE_MEMORY + outcome.memory
             self._check_memory_at_start(pod, rt, c, now)
         else:
             c.ports = set()

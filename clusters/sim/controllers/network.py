@@ -14,6 +14,28 @@ if TYPE_CHECKING:
     from clusters.sim.cluster import SimCluster
 
 KUBE_DNS = "10.96.0.10"
+PORT_RANGE_SYSCTL = "net.ipv4.ip_local_port_range"
+DEFAULT_PORT_RANGE = (32768, 60999)  # the kernel's default
+
+
+def local_port_range(pod: Obj | None) -> tuple[int, int]:
+    """The ephemeral port range of the pod's network namespace: its securityContext's sysctl (a
+    safe, namespaced one the kubelet always allows), else the kernel's default."""
+    for item in ((pod or {}).get("spec", {}).get("securityContext") or {}).get("sysctls") or []:
+        if item.get("name") == PORT_RANGE_SYSCTL:
+            try:
+                lo, hi = (int(x) for x in str(item.get("value", "")).split())
+            except ValueError:
+                continue  # the kubelet refuses to start such a pod; the model keeps the default
+            return lo, max(lo, hi)
+    return DEFAULT_PORT_RANGE
+
+
+def ephemeral_ports(pod: Obj | None) -> int:
+    """How many connections the pod can hold open to one destination (ip:port): connect() picks a
+    local port from the range, unique per 4-tuple."""
+    lo, hi = local_port_range(pod)
+    return hi - lo + 1
 NODE_RESOLVER = "172.18.0.1"
 DOMAIN = "cluster.local"
 

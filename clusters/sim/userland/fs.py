@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from clusters.sim.controllers.network import DOMAIN, NODE_RESOLVER
+from clusters.sim.controllers.network import DOMAIN, NODE_RESOLVER, local_port_range
 from clusters.sim.userland.images import OS_RELEASE, PATH, Userland, default_argv
 
 if TYPE_CHECKING:
@@ -221,6 +221,8 @@ def build(ctx: StartContext, land: Userland, env: dict[str, str], argv: list[str
     files["/proc/1/cmdline"] = "\0".join(argv) + "\0"
     files["/proc/1/environ"] = "".join(f"{k}={v}\0" for k, v in env.items())
     files["/proc/1/comm"] = argv[0].rsplit("/", 1)[-1][:15] + "\n"
+    lo, hi = local_port_range(ctx.pod)
+    files["/proc/sys/net/ipv4/ip_local_port_range"] = f"{lo}\t{hi}\n"
     bins = "/bin" if land.family in ("busybox",) else "/usr/bin"
     for name in land.bin_names():
         files.setdefault(f"{bins}/{name}", "")

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from clusters.sim.controllers.tmpfs import SHM_PATH, landing
 from clusters.sim.userland import net
 
 if TYPE_CHECKING:
@@ -896,9 +897,17 @@ def df(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Result:
     full = float(sb.cluster.nodes.fault(sb.rt.node, "diskFullPercent") or 0.0)
     used = int(size * full / 100) if full else int((disk.used_bytes if disk else 20 * 2**30) // 1024)
     total_mem, _, _, _ = _memory(sb)
-    rows = [("overlay", size, used, "/"), ("tmpfs", 65536, 0, "/dev"), ("shm", 65536, 0, "/dev/shm"),
-            ("/dev/nvme0n1p1", size, used, "/etc/hosts")]
-    for m in sb.ctx.container.get("volumeMounts") or []:
+    rows = [("overlay", size, used, "/"), ("tmpfs", 65536, 0, "/dev")]
+    mounts = sb.ctx.container.get("volumeMounts") or []
+    if not any(m.get("mountPath", "").rstrip("/") == SHM_PATH for m in mounts):
+        shm = landing(sb.ctx, SHM_PATH)
+        rows.append(("shm", int(shm.capacity // 1024), int(shm.used // 1024), SHM_PATH))
+    rows.append(("/dev/nvme0n1p1", size, used, "/etc/hosts"))
+    for m in mounts:
+        land = landing(sb.ctx, m.get("mountPath", ""))
+        if land.backing == "memory":
+            rows.append(("tmpfs", int(land.capacity // 1024), int(land.used // 1024), land.mount))
+            continue
         rows.append(("tmpfs" if m.get("readOnly") or "secret" in m.get("name", "") else "/dev/nvme0n1p1",
                      total_mem if m.get("readOnly") else size, 4 if m.get("readOnly") else used, m.get("mountPath", "")))
     if sb.fs.read("/var/run/secrets/kubernetes.io/serviceaccount/token") is not None:
@@ -924,7 +933,14 @@ def mount(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Resu
            "snapshots/41/fs,upperdir=/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots/42/fs)",
            "proc on /proc type proc (rw,nosuid,nodev,noexec,relatime)",
            "tmpfs on /dev type tmpfs (rw,nosuid,size=65536k,mode=755)"]
-    for m in sb.ctx.container.get("volumeMounts") or []:
+    mounts = sb.ctx.container.get("volumeMounts") or []
+    if not any(m.get("mountPath", "").rstrip("/") == SHM_PATH for m in mounts):
+        out.append("shm on /dev/shm type tmpfs (rw,nosuid,nodev,noexec,relatime,size=65536k)")
+    for m in mounts:
+        land = landing(sb.ctx, m.get("mountPath", ""))
+        if land.backing == "memory":
+            out.append(f"tmpfs on {land.mount} type tmpfs (rw,relatime,size={int(land.capacity // 1024)}k)")
+            continue
         out.append(f"/dev/nvme0n1p1 on {m.get('mountPath', '')} type ext4 ({'ro' if m.get('readOnly') else 'rw'},relatime)")
     return 0, _join(out), ""
 

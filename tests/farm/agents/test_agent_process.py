@@ -1,22 +1,29 @@
 """The agent's own process (farm/agenthost, farm/trial/session.py) against a real interface on an
 emulated cluster: a process that dies without an answer, one that hangs past its wall time, the
-unsafe opt-out that runs it unconfined, and the spare process a session takes."""
+unsafe opt-out that runs it unconfined, the spare process a session takes, and a CLI agent in the
+same sandbox with the worker's model proxy as its only model endpoint."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from core.errors import ProviderError
 from core.states import END_AGENT_STOPPED, END_SUBMITTED, LIMIT_WALL_TIME
 from farm.agenthost import process
-from farm.agenthost.sandbox import SITE_PATH
 from farm.agents.base import AgentContext, AgentLimits
 from farm.interface import AgentInterface
+from farm.llm.client import LLMClient
+from farm.llm.faulty import FaultyProvider
+from farm.llm.proxy import ModelProxy
+from farm.llm.scripted import tool_plan
 from farm.pytest_plugin import SimClusters
-from farm.trial.session import run_agent_process
+from farm.trial.session import model_failure, run_agent_process
+from tests.farm.agents.cli_fakes import sandboxed_fake
 
 pytestmark = [pytest.mark.kubectl]
 NS = "hotel-reservation"
@@ -74,16 +81,59 @@ def test_a_session_takes_the_spare_process_and_leaves_a_new_one(iface: AgentInte
     assert process._spare is not None and process._spare is not spare
 
 
-def test_a_cli_agent_runs_its_cli_in_the_sandbox(iface: AgentInterface, tmp_path: Path) -> None:
-    # The fake claude is a Python program: in the sandbox it finds the installed packages (the MCP
-    # client) where they are mounted; a real CLI needs nothing of the sort.
-    body = (Path(__file__).resolve().parents[2] / "fakes" / "claude").read_text().split("\n", 1)[1]
-    fake = tmp_path / "claude"
-    fake.write_text(f"#!/usr/bin/env python3\nimport sys; sys.path[:0] = {[f'{SITE_PATH}/0', f'{SITE_PATH}/1']!r}\n"
-                    + body)
-    fake.chmod(0o755)
-    ctx = _ctx(iface, executable=str(fake)).model_copy(update={"model": "anthropic/claude-sonnet-4-5"})
-    out = run_agent_process("claude-code", ctx, iface, endpoint=None)
+KEY = "sk-provider-key-never-for-the-agent-77aa"
+
+
+def _run_cli(iface: AgentInterface, tmp_path: Path, provider: FaultyProvider,
+             monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ModelProxy, list[Any]]:
+    """claude-code in its sandbox, its model the worker's proxy in front of `provider` (the key held
+    by the worker's client); returns the outcome, the proxy and what the sandbox was started with."""
+    started: list[Any] = []
+    real_popen = process.subprocess.Popen
+
+    def spy(argv: Any, **kw: Any) -> Any:  # what the agent's process is given: argv and environment
+        started.append((argv, kw.get("env")))
+        return real_popen(argv, **kw)
+
+    monkeypatch.setattr(process.subprocess, "Popen", spy)
+    process.discard_spare()
+    client = LLMClient("openai/cli-model", api_base=provider.url, api_key=KEY, max_backoff_retries=1,
+                       max_backoff_s=0.05)
+    proxy = ModelProxy(client, on_limit=iface.end, on_provider_failure=lambda exc: iface.end(
+        END_AGENT_STOPPED, f"the model provider failed: {exc}"))
+    endpoint = proxy.start()
+    ctx = _ctx(iface, executable=str(sandboxed_fake("claude", tmp_path))).model_copy(update={"model": "openai/cli-model"})
+    try:
+        out = run_agent_process("claude-code", ctx, iface, endpoint=endpoint)
+    finally:
+        proxy.stop()
+    return out, proxy, started
+
+
+def test_a_cli_agent_runs_its_cli_in_the_sandbox_with_the_proxy_as_its_model(
+        iface: AgentInterface, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = tool_plan([("kubectl", {"command": f"get pods -n {NS}"}),
+                      ("submit_diagnosis", {"text": "geo crash-loops on a wrong GEO_DB_PORT."}),
+                      ("submit_mitigation", {})], finish="Done.")
+    with FaultyProvider(answer=plan) as provider:
+        out, proxy, started = _run_cli(iface, tmp_path, provider, monkeypatch)
     assert out.result is not None, (out.error, out.trace)
     assert out.result.end_reason == END_SUBMITTED and out.result.tokens_out > 0, out.result.error
     assert {"kubectl", "submit_diagnosis", "submit_mitigation"} <= {c.name for c in iface.record.tool_calls}
+    assert proxy.calls == 4 and len(provider.requests) == 4  # every model turn went through the worker
+    assert started and "--unshare-net" in started[0][0], "the CLI's sandbox has a network of its own"
+    assert KEY not in json.dumps(started) and KEY not in json.dumps(out.result.model_dump())
+
+
+def test_a_provider_failure_ends_a_cli_session_as_the_providers(iface: AgentInterface, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    with FaultyProvider({"*": "unavailable"}) as provider:
+        out, proxy, started = _run_cli(iface, tmp_path, provider, monkeypatch)
+        served = sum(provider.served.values())
+    failure = model_failure(proxy.failures)
+    assert isinstance(failure, ProviderError) and failure.kind == "overloaded"
+    # The worker ended the session at the first failure past its retries: the CLI's own retries
+    # through the proxy may still have come, but the session was over (stopped) before its end.
+    assert iface.record.end_reason == END_AGENT_STOPPED and "provider failed" in (iface.record.end_detail or "")
+    assert served >= 2 and not iface.record.tool_calls
+    assert KEY not in json.dumps(started) and KEY not in (out.trace or "") + (out.error or "")

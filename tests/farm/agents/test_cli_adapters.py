@@ -1,7 +1,11 @@
-"""The claude-code and codex adapters against fake executables (tests/fakes) that print those CLIs'
-JSON event formats and really call the trial's MCP server: usage and transcripts, isolation from
-the farm's disk (what the fakes record of their argv, cwd and environment), and the farm-wide
-limits on real Redis (database 12, keys of the test's own, deleted afterwards)."""
+"""The claude-code and codex adapters against fake executables (tests/fakes) that work as those CLIs
+do: they ask their model through the Anthropic Messages / OpenAI Responses API (streamed), run the
+model's tool calls against the trial's MCP server and print the CLIs' JSON event formats. Their
+only model endpoint is a farm model proxy (farm/llm/proxy.py) in front of the scripted or faulty
+provider (farm/llm/faulty.py), over real HTTP through litellm: usage and transcripts, provider
+failures ending as the provider's (infrastructure), the provider's key kept out of the CLI's
+reach, isolation from the farm's disk (what the fakes record of their argv, cwd and environment),
+and the farm-wide limits on real Redis (database 12, keys of the test's own, deleted afterwards)."""
 
 from __future__ import annotations
 
@@ -10,25 +14,41 @@ import os
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
-from core.states import END_AGENT_ERROR, END_SUBMITTED, LIMIT_COST, LIMIT_SWEEP_COST, LIMIT_TOKENS
+from core.errors import ProviderError
+from core.states import END_SUBMITTED, LIMIT_SWEEP_COST, LIMIT_TOKENS
 from farm.agents.base import AgentContext, AgentLimits
 from farm.agents.cli_adapters import ClaudeCodeAgent, CodexAgent, Sandbox
 from farm.llm.atif import to_atif, validate_atif
+from farm.llm.faulty import FaultyProvider
 from farm.llm.limits import RedisSemaphore, SweepLedger
+from farm.llm.scripted import PlanStep, tool_plan
 from tests.farm.agents.cli_fakes import install_fakes
 from tests.farm.agents.incident_mcp import IncidentMCP
 
 ROOT = Path(__file__).resolve().parents[3]
 REDIS_URL = "redis://127.0.0.1:6379/12"
+MODEL = "openai/cli-model"  # the sweep's model: an OpenAI-compatible server (the faulty provider)
+PRICE = {"input_cost_per_token": 1e-6, "output_cost_per_token": 4e-6}
+KEY = "sk-provider-key-never-for-the-agent-4f1e"
+PLAN: list[PlanStep] = [
+    ("kubectl", {"command": "get pods -n hotel-reservation"}),
+    ("submit_diagnosis", {"text": "geo crash-loops: GEO_DB_PORT is 27018, MongoDB listens on 27017; "
+                                  "frontend fails downstream with HTTP 500."}),
+    ("kubectl", {"command": "set env deployment/geo GEO_DB_PORT=27017 -n hotel-reservation"}),
+    ("submit_mitigation", {}),
+]
+AGENTS = [ClaudeCodeAgent, CodexAgent]
 
 
 @pytest.fixture(autouse=True)
 def fakes_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     install_fakes(tmp_path / "bin", monkeypatch)
+    monkeypatch.setenv("CLI_MODEL_KEY", KEY)  # the provider's key, in the worker's environment
 
 
 @pytest.fixture
@@ -40,72 +60,107 @@ def rkeys():
         redis.Redis.from_url(REDIS_URL).delete(*made)
 
 
-def ctx_for(srv: IncidentMCP, model: str, limits: AgentLimits | None = None) -> AgentContext:
+def planned(usage: dict[str, int] | None = None) -> Any:
+    play = tool_plan(PLAN, finish="geo's database port was wrong; diagnosis and mitigation submitted.")
+
+    def respond(request: dict[str, Any]) -> dict[str, Any]:
+        return {**play(request), **({"usage": usage} if usage else {})}
+
+    return respond
+
+
+def ctx_for(srv: IncidentMCP, provider: FaultyProvider, limits: AgentLimits | None = None,
+            **options: Any) -> AgentContext:
+    opts = {"api_base": provider.url, "api_key_env": "CLI_MODEL_KEY", "price": PRICE, "max_backoff_retries": 1,
+            "max_backoff_s": 0.05, **options}
     return AgentContext(trial_id="trial-c0de", namespace="hotel-reservation", mcp_url=srv.url, mcp_token=srv.token,
-                        model=model, limits=limits or AgentLimits())
+                        model=MODEL, limits=limits or AgentLimits(), options=opts)
 
 
-def test_claude_code_session_usage_and_transcript() -> None:
-    with IncidentMCP() as srv:
-        result = ClaudeCodeAgent().run(ctx_for(srv, "anthropic/claude-sonnet-4-5"))
+@pytest.mark.parametrize("agent_cls", AGENTS)
+def test_a_cli_session_through_the_model_proxy(agent_cls) -> None:
+    with FaultyProvider(answer=planned()) as provider, IncidentMCP() as srv:
+        result = agent_cls().run(ctx_for(srv, provider))
+        requests = list(provider.requests)
     assert result.end_reason == END_SUBMITTED, result.error
     assert srv.state.diagnosis and "27018" in srv.state.diagnosis and srv.state.mitigated
-    # totals from the final result event: input includes cache creation and cache reads
-    assert result.tokens_in == 4 * 12 + 900 + 3 * 150 + (900 + 1050 + 1200)
-    assert result.tokens_cached == 900 + 1050 + 1200 and result.tokens_out == 160
-    assert result.cost_usd == pytest.approx(0.0421) and result.steps == 5 and result.tool_calls == 4
+    # Each model turn reached the provider as a chat completion with the CLI's tools translated.
+    assert len(requests) == 5 and all(r["authorized"] for r in requests)
+    offered = {t["function"]["name"] for t in requests[0]["body"]["tools"]}
+    assert ("mcp__farm__kubectl" if agent_cls is ClaudeCodeAgent else "farm__kubectl") in offered
+    last = requests[-1]["body"]["messages"]
+    assert [m["role"] for m in last][:2] == ["system", "user"] and sum(m["role"] == "tool" for m in last) == 4
+    assert "CrashLoopBackOff" in next(m["content"] for m in last if m["role"] == "tool")
+    # The usage is the proxy's count of the provider's answers, priced by the worker's client.
+    assert result.tokens_in > 0 and result.tokens_out > 0 and result.cost_usd == pytest.approx(
+        result.tokens_in * 1e-6 + result.tokens_out * 4e-6)
     tools = [e for e in result.transcript if e["role"] == "tool"]
     assert [t["name"] for t in tools] == ["kubectl", "submit_diagnosis", "kubectl", "submit_mitigation"]
-    assert "CrashLoopBackOff" in tools[0]["content"]  # the real MCP server's output, parsed back
-    calls = [c for e in result.transcript if e["role"] == "assistant" for c in e.get("tool_calls", [])]
-    assert calls[0]["name"] == "kubectl" and calls[0]["arguments"]["command"].startswith("get pods")
-    assert validate_atif(to_atif(result, session_id="s", agent_name="claude-code")) == []
-
-
-def test_codex_session_usage_and_transcript() -> None:
-    with IncidentMCP() as srv:
-        result = CodexAgent().run(ctx_for(srv, "openai/gpt-5"))
-    assert result.end_reason == END_SUBMITTED, result.error
-    assert srv.state.diagnosis and srv.state.mitigated
-    assert (result.tokens_in, result.tokens_cached, result.tokens_out) == (24763, 24448, 122)
-    assert result.cost_usd > 0  # codex reports no cost: priced from litellm's table for gpt-5
-    tools = [e for e in result.transcript if e["role"] == "tool"]
-    assert [t["name"] for t in tools] == ["kubectl", "submit_diagnosis", "submit_mitigation"]
-    assert "connection refused" in tools[0]["content"]
-    assert any(e.get("reasoning_content") for e in result.transcript if e["role"] == "assistant")
+    assert validate_atif(to_atif(result, session_id="s", agent_name=agent_cls.__name__)) == []
 
 
 def test_the_mcp_token_is_not_in_the_codex_command_line_or_transcript() -> None:
-    with IncidentMCP(token="secret-trial-token-9f8e7d") as srv:
+    with FaultyProvider(answer=planned()) as provider, IncidentMCP(token="secret-trial-token-9f8e7d") as srv:
         agent = CodexAgent()
         box = Sandbox.create("farm-test-")
         try:
-            argv, env = agent.command(ctx_for(srv, "openai/gpt-5"), box)
+            argv, env = agent.command(ctx_for(srv, provider), box, ("http://127.0.0.1:1/v1", "session-token"))
         finally:
             box.remove()
-        result = agent.run(ctx_for(srv, "openai/gpt-5"))
+        result = agent.run(ctx_for(srv, provider))
     assert not any("secret-trial-token-9f8e7d" in a for a in argv) and env["FARM_MCP_TOKEN"] == srv.token
+    assert not any("session-token" in a for a in argv) and env["FARM_MODEL_TOKEN"] == "session-token"
     assert "secret-trial-token-9f8e7d" not in json.dumps(result.model_dump())
 
 
-def test_token_limit_stops_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FAKE_CLAUDE_OUTPUT_TOKENS", "50000")
-    with IncidentMCP() as srv:
-        result = ClaudeCodeAgent(pass_env=["FAKE_CLAUDE_OUTPUT_TOKENS"]).run(
-            ctx_for(srv, "anthropic/claude-sonnet-4-5", AgentLimits(max_tokens=60_000)))
-    assert result.end_reason == LIMIT_TOKENS
-    assert "limit_tokens" in result.transcript[-1]["content"]
+@pytest.mark.parametrize("agent_cls", AGENTS)
+def test_the_providers_key_never_reaches_the_cli(agent_cls, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    record = tmp_path / "record.jsonl"
+    monkeypatch.setenv("FAKE_CLI_RECORD", str(record))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with FaultyProvider(answer=planned()) as provider, IncidentMCP() as srv:
+        # A sweep entry that asks for the keys by name gets none of them.
+        ctx = ctx_for(srv, provider, pass_env=["FAKE_CLI_RECORD", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
+                                               "CLI_MODEL_KEY", "OPENAI_BASE_URL"])
+        result = agent_cls().run(ctx)
+    assert result.end_reason == END_SUBMITTED, result.error
+    rec = json.loads(record.read_text().splitlines()[0])
+    assert KEY not in json.dumps(rec), "the provider's key reached the CLI's argv, environment or config"
+    assert "CLI_MODEL_KEY" not in rec["env"] and "OPENAI_BASE_URL" not in rec["env"]
+    if agent_cls is ClaudeCodeAgent:
+        assert rec["env"]["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
+    else:
+        assert rec["config"]["model_provider"] == "farm" and rec["env"]["FARM_MODEL_TOKEN"]
+    assert KEY not in json.dumps(result.model_dump())
 
 
-def test_failures_are_agent_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FAKE_CODEX_FAIL", "1")
-    with IncidentMCP() as srv:
-        ctx = ctx_for(srv, "openai/gpt-5")
-        ctx.options["pass_env"] = ["FAKE_CODEX_FAIL"]  # as a sweep entry's options would
-        failed = CodexAgent().run(ctx)
-        missing = ClaudeCodeAgent(executable="claude-not-installed").run(ctx_for(srv, "anthropic/claude-sonnet-4-5"))
-    assert failed.end_reason == END_AGENT_ERROR and "stream disconnected" in (failed.error or "")
-    assert missing.end_reason == END_AGENT_ERROR and "claude-not-installed" in (missing.error or "")
+# A provider that keeps failing, and how: (fault, the failure kind the worker records).
+PROVIDER_FAULTS = [("auth", "auth"), ("unknown_model", "unknown_model"), ("rate_limit", "rate_limited"),
+                   ("unavailable", "overloaded"), ("server_error", "server_error"), ("slow", "timeout")]
+
+
+@pytest.mark.parametrize(("agent_cls", "fault", "kind"),
+                         [(ClaudeCodeAgent, f, k) for f, k in PROVIDER_FAULTS]
+                         + [(CodexAgent, f, k) for f, k in PROVIDER_FAULTS[::2]])
+def test_a_provider_failure_is_the_providers_not_the_agents(agent_cls, fault: str, kind: str) -> None:
+    with FaultyProvider({"*": fault}, answer=planned(), slow_s=2.0) as provider, IncidentMCP() as srv:
+        with pytest.raises(ProviderError) as failed:
+            agent_cls().run(ctx_for(srv, provider, request_timeout_s=0.5))
+        served = sum(provider.served.values())
+        calls = list(srv.state.calls)
+    assert failed.value.kind == kind and failed.value.phase == "provider"
+    assert calls == []  # the model never answered, so the agent did nothing
+    # Transient failures were retried by the worker's client (once here), then the session ended:
+    # the CLI's own retries did not reach the provider again.
+    assert served == (1 if not failed.value.transient else 2)
+    assert KEY not in str(failed.value)
+
+
+def test_a_context_overflow_stays_the_agents_own_failure() -> None:
+    with FaultyProvider({"*": "context_length"}, answer=planned()) as provider, IncidentMCP() as srv:
+        result = ClaudeCodeAgent().run(ctx_for(srv, provider))
+    assert result.end_reason == "agent_error" and "context" in (result.error or "")
 
 
 # -- isolation -------------------------------------------------------------------------------------
@@ -113,7 +168,7 @@ def test_failures_are_agent_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 CATALOG = ROOT / "farm" / "problems" / "catalog"
 
 
-@pytest.mark.parametrize("agent_cls", [ClaudeCodeAgent, CodexAgent])
+@pytest.mark.parametrize("agent_cls", AGENTS)
 def test_the_cli_runs_in_an_empty_folder_with_no_farm_path_in_reach(agent_cls, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     assert any(CATALOG.glob("*.yaml")), "the ground truth this test keeps out of reach"
@@ -134,9 +189,8 @@ def test_the_cli_runs_in_an_empty_folder_with_no_farm_path_in_reach(agent_cls, t
     fakes, _, rest = os.environ["PATH"].partition(os.pathsep)  # the installed fakes stay first
     monkeypatch.setenv("PATH", os.pathsep.join([fakes, str(ROOT / ".venv" / "bin"), str(ROOT / "tests" / "fakes"), rest]))
     asked = ["FAKE_CLI_RECORD", "FARM_DATABASE_URL", "PYTHONPATH", "VIRTUAL_ENV", "FARM_CATALOG_HINT"]
-    model = "openai/gpt-5" if agent_cls is CodexAgent else "anthropic/claude-sonnet-4-5"
-    with IncidentMCP() as srv:
-        result = agent_cls(pass_env=asked).run(ctx_for(srv, model))
+    with FaultyProvider(answer=planned()) as provider, IncidentMCP() as srv:
+        result = agent_cls(pass_env=asked).run(ctx_for(srv, provider))
     assert result.end_reason == END_SUBMITTED, result.error
     rec = json.loads(record.read_text().splitlines()[0])
     cwd = Path(rec["cwd"])
@@ -145,7 +199,7 @@ def test_the_cli_runs_in_an_empty_folder_with_no_farm_path_in_reach(agent_cls, t
     env = rec["env"]
     for name, value in env.items():
         assert str(ROOT) not in value, (name, value)
-    assert not [n for n in env if n.startswith("FARM_") and n != "FARM_MCP_TOKEN"]
+    assert not [n for n in env if n.startswith("FARM_") and n not in ("FARM_MCP_TOKEN", "FARM_MODEL_TOKEN")]
     assert "PYTHONPATH" not in env and "VIRTUAL_ENV" not in env and "hunter2" not in json.dumps(env)
     assert env["KUBECONFIG"] == "/dev/null"
     for arg in rec["argv"]:
@@ -161,25 +215,31 @@ def test_the_cli_runs_in_an_empty_folder_with_no_farm_path_in_reach(agent_cls, t
         assert rec["sandbox"] == "read-only"
         assert {k.split(".")[1] for k in conf if k.startswith("mcp_servers.")} == {"farm"}
         assert conf["mcp_servers.farm.tool_timeout_sec"] >= 900
-        # Its own CODEX_HOME: the login, not the user's config with the file server.
-        assert rec["codex_home_entries"] == ["auth.json"]
+        # Its own CODEX_HOME, empty: no login (its model is the proxy), not the user's config.
+        assert rec["codex_home_entries"] == []
         assert not env["CODEX_HOME"].startswith(str(home))
 
 
 # -- farm-wide limits ------------------------------------------------------------------------------
 
 
-def _sweep_ctx(srv: IncidentMCP, model: str, sweep: str, cap: float | None = None,
-               concurrency: dict[str, int] | None = None, limits: AgentLimits | None = None,
-               pass_env: list[str] | None = None) -> AgentContext:
-    ctx = ctx_for(srv, model, limits)
+def test_the_token_budget_stops_the_cli_at_the_proxy() -> None:
+    with FaultyProvider(answer=planned({"prompt_tokens": 100, "completion_tokens": 40_000})) as provider, \
+            IncidentMCP() as srv:
+        result = ClaudeCodeAgent().run(ctx_for(srv, provider, AgentLimits(max_tokens=60_000)))
+        calls = [name for name, _ in srv.state.calls]
+    assert result.end_reason == LIMIT_TOKENS
+    assert len(provider.requests) == 2 and not srv.state.mitigated and len(calls) <= 2
+
+
+def _sweep_ctx(srv: IncidentMCP, provider: FaultyProvider, sweep: str, cap: float | None = None,
+               concurrency: dict[str, int] | None = None, **options: Any) -> AgentContext:
+    ctx = ctx_for(srv, provider, **options)
     ctx.options.update({"sweep_id": sweep, "redis_url": REDIS_URL})
     if cap is not None:
         ctx.options["sweep_cost_cap"] = cap
     if concurrency:
         ctx.options["concurrency"] = concurrency
-    if pass_env:
-        ctx.options["pass_env"] = pass_env
     return ctx
 
 
@@ -187,16 +247,16 @@ def _sweep_ctx(srv: IncidentMCP, model: str, sweep: str, cap: float | None = Non
 def test_cli_sessions_charge_the_sweep_ledger(rkeys: list[str]) -> None:
     sweep = f"e2cli-{uuid.uuid4().hex[:8]}"
     rkeys.append(SweepLedger(sweep, None, REDIS_URL).key)
-    with IncidentMCP() as a, IncidentMCP() as b:
-        claude = ClaudeCodeAgent().run(_sweep_ctx(a, "anthropic/claude-sonnet-4-5", sweep, cap=10.0))
-        codex = CodexAgent().run(_sweep_ctx(b, "openai/gpt-5", sweep, cap=10.0))
+    with FaultyProvider(answer=planned()) as provider, IncidentMCP() as a, IncidentMCP() as b:
+        claude = ClaudeCodeAgent().run(_sweep_ctx(a, provider, sweep, cap=10.0))
+        codex = CodexAgent().run(_sweep_ctx(b, provider, sweep, cap=10.0))
     assert claude.end_reason == codex.end_reason == END_SUBMITTED
-    assert claude.cost_usd == pytest.approx(0.0421) and codex.cost_usd > 0
+    assert claude.cost_usd > 0 and codex.cost_usd > 0  # the worker's count, not the CLI's report
     assert SweepLedger(sweep, None, REDIS_URL).spent() == pytest.approx(claude.cost_usd + codex.cost_usd)
 
 
 @pytest.mark.redis
-@pytest.mark.parametrize("agent_cls", [ClaudeCodeAgent, CodexAgent])
+@pytest.mark.parametrize("agent_cls", AGENTS)
 def test_a_sweep_over_its_cap_starts_no_cli_session(agent_cls, rkeys: list[str], tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     sweep = f"e2cli-{uuid.uuid4().hex[:8]}"
@@ -205,70 +265,34 @@ def test_a_sweep_over_its_cap_starts_no_cli_session(agent_cls, rkeys: list[str],
     ledger.add(0.05)
     record = tmp_path / "record.jsonl"
     monkeypatch.setenv("FAKE_CLI_RECORD", str(record))
-    with IncidentMCP() as srv:
-        result = agent_cls().run(_sweep_ctx(srv, "openai/gpt-5", sweep, cap=0.05, pass_env=["FAKE_CLI_RECORD"]))
+    with FaultyProvider(answer=planned()) as provider, IncidentMCP() as srv:
+        result = agent_cls().run(_sweep_ctx(srv, provider, sweep, cap=0.05, pass_env=["FAKE_CLI_RECORD"]))
         calls = list(srv.state.calls)
+        requests = list(provider.requests)
     assert result.end_reason == LIMIT_SWEEP_COST and "spent" in (result.error or "")
-    assert not record.exists() and calls == []  # the CLI never ran
+    assert not record.exists() and calls == [] and requests == []  # the CLI never ran
     assert ledger.spent() == pytest.approx(0.05)
 
 
 @pytest.mark.redis
-def test_the_claude_cost_limit_stops_the_process_from_streamed_usage(rkeys: list[str], tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    # 4000 output tokens a turn at claude-sonnet-4-5's $15/M: about $0.06 a message, so a $0.10
-    # budget is gone at the second message, long before the final result would report a cost.
-    monkeypatch.setenv("FAKE_CLAUDE_OUTPUT_TOKENS", "4000")
-    monkeypatch.setenv("FAKE_CLAUDE_TURN_DELAY", "0.5")
-    sweep = f"e2cli-{uuid.uuid4().hex[:8]}"
-    rkeys.append(SweepLedger(sweep, None, REDIS_URL).key)
-    with IncidentMCP() as srv:
-        result = ClaudeCodeAgent().run(_sweep_ctx(
-            srv, "anthropic/claude-sonnet-4-5", sweep, limits=AgentLimits(max_cost_usd=0.10),
-            pass_env=["FAKE_CLAUDE_OUTPUT_TOKENS", "FAKE_CLAUDE_TURN_DELAY"]))
-        calls = [name for name, _ in srv.state.calls]
-        mitigated = srv.state.mitigated
-    assert result.end_reason == LIMIT_COST
-    assert 0.10 < result.cost_usd < 0.2
-    ended = [e for e in result.transcript if e["role"] == "event" and "limit_cost" in e["content"]]
-    assert ended and ended[0]["cost_exact"] is False
-    assert not mitigated and "submit_mitigation" not in calls and len(calls) <= 2  # stopped mid-run
-    assert SweepLedger(sweep, None, REDIS_URL).spent() == pytest.approx(result.cost_usd)
+def test_cli_sessions_share_their_models_concurrency_slots(rkeys: list[str]) -> None:
+    model = f"openai/e2-cli-{uuid.uuid4().hex[:8]}"
+    rkeys.append(RedisSemaphore(REDIS_URL, model, 1).key)
 
+    def slow_plan(request: dict[str, Any]) -> dict[str, Any]:
+        return {**planned()(request), "delay": 0.2}
 
-def _claude_runs(model: str, concurrency: dict[str, int] | None, record: Path) -> list[dict]:
-    record.unlink(missing_ok=True)
     results: list = []
-    with IncidentMCP() as a, IncidentMCP() as b:
+    with FaultyProvider(answer=slow_plan) as provider, IncidentMCP() as a, IncidentMCP() as b:
         def one(srv: IncidentMCP) -> None:
-            results.append(ClaudeCodeAgent().run(_sweep_ctx(
-                srv, model, f"e2cli-{uuid.uuid4().hex[:8]}", concurrency=concurrency,
-                pass_env=["FAKE_CLI_RECORD", "FAKE_CLAUDE_TURN_DELAY"])))
+            ctx = _sweep_ctx(srv, provider, f"e2cli-{uuid.uuid4().hex[:8]}", concurrency={model: 1})
+            results.append(ClaudeCodeAgent().run(ctx.model_copy(update={"model": model})))
         threads = [threading.Thread(target=one, args=(srv,)) for srv in (a, b)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(120)
+        most = provider.max_in_flight
     assert [r.end_reason for r in results] == [END_SUBMITTED, END_SUBMITTED]
-    lines = [json.loads(line) for line in record.read_text().splitlines()]
-    starts = sorted(x["started_at"] for x in lines if "started_at" in x)
-    ends = sorted(x["ended_at"] for x in lines if "ended_at" in x)
-    assert len(starts) == len(ends) == 2
-    return [{"start": s, "end": e} for s, e in zip(starts, ends, strict=True)]
-
-
-@pytest.mark.redis
-def test_a_claude_session_holds_its_models_slot_throughout(rkeys: list[str], tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    model = f"anthropic/e2-cli-{uuid.uuid4().hex[:8]}"
-    rkeys.append(RedisSemaphore(REDIS_URL, model, 1).key)
-    record = tmp_path / "record.jsonl"
-    monkeypatch.setenv("FAKE_CLI_RECORD", str(record))
-    monkeypatch.setenv("FAKE_CLAUDE_TURN_DELAY", "0.3")
-    first, second = _claude_runs(model, {model: 1}, record)
-    assert second["start"] >= first["end"], "the second session started while the first held the only slot"
+    assert most == 1, "two calls to a model with one slot ran at once"
     assert RedisSemaphore(REDIS_URL, model, 1).holders() == 0  # released afterwards
-    # The same two sessions without a limit do overlap, so the assertion above can fail.
-    first, second = _claude_runs(model, None, record)
-    assert second["start"] < first["end"]
-

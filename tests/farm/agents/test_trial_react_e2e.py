@@ -16,8 +16,6 @@ import pytest
 from sqlmodel import Session, select
 
 from core.states import LIMIT_STEPS
-from farm.agenthost import process as process_mod
-from farm.agents.base import AgentContext
 from farm.dispatcher import submit
 from farm.llm.atif import validate_atif
 from farm.llm.scripted import ScriptedLLM
@@ -26,11 +24,11 @@ from farm.problems.catalog import load_catalog
 from farm.pytest_plugin import SimClusters
 from farm.spec import SweepSpec
 from farm.trial import run_all, start_run
-from farm.trial import session as session_mod
 from results import ledger
 from results.artifacts import LocalArtifactStore
 from results.db import engine_for
 from results.models import Attempt, Trial
+from tests.farm.agents.cli_fakes import observe_handoff
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
 PROBLEM = "hr-geo-image-tag-wrong"
@@ -63,20 +61,7 @@ def _server_surface(iface: Any) -> str:
 
 def test_a_react_trial_that_runs_out_of_steps(sim_clusters: SimClusters, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The agent runs in its own process: what it is handed is observed where the worker hands it.
-    contexts: list[AgentContext] = []
-    commands: list[tuple[list[str], dict[str, str]]] = []
-    original_view, original_command = session_mod.agent_view, process_mod.runner_command
-
-    def observed_view(ctx: AgentContext, endpoint: Any) -> AgentContext:
-        contexts.append(original_view(ctx, endpoint))
-        return contexts[-1]
-
-    def observed_command(*args: Any, **kwargs: Any) -> tuple[list[str], dict[str, str]]:
-        commands.append(original_command(*args, **kwargs))
-        return commands[-1]
-
-    monkeypatch.setattr(session_mod, "agent_view", observed_view)
-    monkeypatch.setattr(process_mod, "runner_command", observed_command)
+    contexts, commands = observe_handoff(monkeypatch)
     engine = engine_for(f"sqlite:///{tmp_path / 'farm.sqlite'}")
     store = LocalArtifactStore(tmp_path / "artifacts")
     cluster = sim_clusters.served(seed=3)

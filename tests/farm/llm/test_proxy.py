@@ -9,6 +9,7 @@ import json
 import socket
 import urllib.error
 import urllib.request
+from typing import Any
 
 import pytest
 
@@ -86,3 +87,73 @@ def test_a_provider_failure_is_kept_for_the_worker_and_relayed_as_an_error() -> 
         proxy.stop()
     # the worker keeps the provider's failure: infrastructure, re-raised after the session
     assert len(proxy.failures) == 1 and isinstance(proxy.failures[0], ProviderError)
+
+
+TOOL = {"type": "function", "function": {"name": "kubectl", "description": "run kubectl",
+                                         "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}
+CALL = {"content": "Looking.", "tool_calls": [{"name": "kubectl", "arguments": {"command": "get pods"}}]}
+
+
+def test_the_openai_sdk_streams_chat_and_responses_through_the_proxy() -> None:
+    import openai
+
+    with ScriptedLLM([CALL], repeat_last=True) as llm:
+        proxy = ModelProxy(LLMClient("openai/scripted-model", api_base=llm.url))
+        url, token = proxy.start()
+        try:
+            sdk = openai.OpenAI(base_url=url, api_key=token, max_retries=0)
+            chunks = list(sdk.chat.completions.create(model="any", messages=PING, tools=[TOOL], stream=True))
+            events = list(sdk.responses.create(model="any", input="ping", stream=True, tools=[
+                {"type": "function", "name": "kubectl", "parameters": TOOL["function"]["parameters"]}]))
+            answer = sdk.responses.create(model="any", instructions="be brief", input=[
+                {"role": "user", "content": "ping"},
+                {"type": "function_call", "call_id": "c1", "name": "kubectl", "arguments": '{"command": "get pods"}'},
+                {"type": "function_call_output", "call_id": "c1", "output": "geo CrashLoopBackOff"}])
+        finally:
+            proxy.stop()
+    calls = [tc for c in chunks for ch in c.choices for tc in ch.delta.tool_calls or []]
+    assert calls and calls[0].function.name == "kubectl" and json.loads(calls[0].function.arguments) == {
+        "command": "get pods"}
+    assert chunks[-1].usage is not None and chunks[-1].usage.prompt_tokens > 0
+    done = events[-1].response
+    assert events[-1].type == "response.completed" and done.usage.input_tokens > 0
+    assert [o.type for o in done.output] == ["message", "function_call"] and done.output[1].name == "kubectl"
+    assert answer.output[1].call_id  # a non-streamed answer too
+    # what reached the provider: the Responses input as chat messages, the call and its result paired
+    sent = llm.requests[-1]["body"]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]
+    assert sent[2]["tool_calls"][0]["id"] == sent[3]["tool_call_id"] == "c1"
+
+
+def test_anthropic_messages_with_an_api_key_header() -> None:
+    with ScriptedLLM([CALL], repeat_last=True) as llm:
+        proxy = ModelProxy(LLMClient("openai/scripted-model", api_base=llm.url))
+        url, token = proxy.start()
+        base = url.removesuffix("/v1")
+        body = {"model": "claude-x", "max_tokens": 100, "system": "be brief",
+                "tools": [{"name": "kubectl", "input_schema": TOOL["function"]["parameters"]}],
+                "messages": [{"role": "user", "content": "ping"},
+                             {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "kubectl",
+                                                                "input": {"command": "get pods"}}]},
+                             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                                           "content": "geo CrashLoopBackOff"}]}]}
+
+        def post(key: str) -> Any:
+            request = urllib.request.Request(base + "/v1/messages?beta=true", data=json.dumps(body).encode(),
+                                             headers={"x-api-key": key, "content-type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read())
+
+        try:
+            message = post(token)
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                post("sk-not-the-token")
+            error = json.loads(refused.value.read())
+        finally:
+            proxy.stop()
+    assert message["stop_reason"] == "tool_use" and message["usage"]["input_tokens"] > 0
+    assert [b["type"] for b in message["content"]] == ["text", "tool_use"]
+    assert message["content"][1]["input"] == {"command": "get pods"}
+    assert refused.value.code == 401 and error["type"] == "error" and error["error"]["type"] == "authentication_error"
+    sent = llm.requests[-1]["body"]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"] and len(llm.requests) == 1

@@ -67,6 +67,9 @@ def test_the_catalog_loads_without_errors_and_meets_its_targets() -> None:
 def test_every_problem_is_rich_enough_for_the_judge_and_has_a_mitigation() -> None:
     for p in load_catalog().problems:
         gt = p.ground_truth
+        if p.no_fault:  # a control: nothing to localise, nothing to fix (test_no_fault.py)
+            assert len(gt.mechanism.split()) >= 8 and gt.symptom and not p.faults and not p.mitigation, p.id
+            continue
         assert gt.component and gt.component_kind and gt.fault_type, p.id
         assert len(gt.mechanism.split()) >= 12, p.id
         assert gt.details, p.id
@@ -164,7 +167,7 @@ def test_every_reference_mitigation_is_the_agents_own() -> None:
     privileged = [p.id for p in catalog.problems if any(s.recover is not None for s in p.mitigation)]
     assert privileged == []
     for p in catalog.problems:
-        if p.diagnosis_only:
+        if p.diagnosis_only or p.no_fault:
             assert not p.mitigation, p.id
         else:
             assert p.mitigation and all(s.kubectl for s in p.mitigation), p.id
