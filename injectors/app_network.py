@@ -11,7 +11,18 @@ from clusters.base import ClusterHandle
 from clusters.kube import Kube, Obj
 from core.errors import InjectionError
 from injectors.base import Injection, faults
-from injectors.fault import MISSING, Creation, Fault, Mutation, Params, WorkloadParams, get_path, set_path
+from injectors.fault import (
+    MISSING,
+    Creation,
+    Fault,
+    Mutation,
+    NamedObjectMutation,
+    Params,
+    WorkloadParams,
+    get_path,
+    require,
+    set_path,
+)
 from injectors.objects import Ref
 from injectors.workload import TEMPLATE
 
@@ -98,6 +109,74 @@ class DnsConfigStale(Mutation):
         return current != MISSING and self.p.nameserver in (current or {}).get("nameservers", [])
 
 
+class ServiceFieldMutation(NamedObjectMutation):
+    object_kind = "Service"
+    name_param = "service"
+
+
+class TrafficPolicyParams(Params):
+    service: str  # the Service whose policy turns Local
+    workload: str | None = None  # the Deployment behind it (default: the Service's name)
+    caller: str  # a Deployment that calls the Service, pinned to a node without a backend
+
+
+@faults.register("internal-traffic-policy-local")
+class InternalTrafficPolicyLocal(ServiceFieldMutation):
+    """`internalTrafficPolicy: Local` on a ClusterIP Service (SREGym's
+    internal_traffic_policy_local): kube-proxy sends a caller only to endpoints on the caller's own
+    node and drops the packets when there is none, so callers on other nodes time out while every
+    pod is Running and Ready and the endpoints are populated. As in SREGym, the backend and the
+    caller are first pinned to two different workers (the scheduler might otherwise put them
+    together and hide the fault). In place while the policy is Local and a worker node has no
+    ready endpoint of the Service (SREGym's oracle's own test)."""
+
+    Params = TrafficPolicyParams
+
+    def path(self, obj: Obj) -> list[Any]:
+        return ["spec", "internalTrafficPolicy"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        return "Local"
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        kube = Kube.of(cluster)
+        workers = sorted(n["metadata"]["name"] for n in kube.list("Node")
+                         if "node-role.kubernetes.io/control-plane" not in (n["metadata"].get("labels") or {}))
+        require(len(workers) >= 2, "needs two worker nodes")
+        pins = []
+        for name, node in ((self.p.workload or self.p.service, workers[0]), (self.p.caller, workers[1])):
+            _, obj = kube.workload(namespace, name, "Deployment")
+            before = obj["spec"]["template"]["spec"].get("nodeSelector")
+            kube.patch("Deployment", namespace, name,
+                       {"spec": {"template": {"spec": {"nodeSelector": {"kubernetes.io/hostname": node}}}}})
+            pins.append({"deployment": name, "before": before})
+        injection = super().inject(cluster, namespace)
+        injection.saved["pins"] = pins
+        return injection
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        super().recover(cluster, injection)
+        kube = Kube.of(cluster)
+        for pin in injection.saved.get("pins", []):
+            obj = kube.find("Deployment", injection.namespace, pin["deployment"])
+            if obj is None:
+                continue
+            obj["spec"]["template"]["spec"]["nodeSelector"] = pin["before"]
+            if pin["before"] is None:
+                obj["spec"]["template"]["spec"].pop("nodeSelector")
+            obj.pop("status", None)
+            kube.replace("Deployment", injection.namespace, obj)
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        kube = Kube.of(cluster)
+        svc = kube.find("Service", injection.namespace, self.p.service)
+        if svc is None or (svc.get("spec") or {}).get("internalTrafficPolicy") != "Local":
+            return False
+        workers = {n["metadata"]["name"] for n in kube.list("Node")
+                   if "node-role.kubernetes.io/control-plane" not in (n["metadata"].get("labels") or {})}
+        ep = kube.find("Endpoints", injection.namespace, self.p.service) or {}
+        covered = {addr.get("nodeName") for subset in ep.get("subsets") or [] for addr in subset.get("addresses") or []}
+        return bool(workers - covered)
 PORT_RANGE_SYSCTL = "net.ipv4.ip_local_port_range"
 SYSCTLS = [*TEMPLATE, "securityContext", "sysctls"]
 

@@ -10,8 +10,18 @@ from pydantic import Field
 
 from clusters.base import ClusterHandle
 from clusters.kube import Kube, Obj
+from clusters.sim.store import match_labels  # the API's label-selector semantics, a pure function
 from injectors.base import Injection, faults
-from injectors.fault import MISSING, Creation, Mutation, Params, WorkloadParams, contains, require
+from injectors.fault import (
+    MISSING,
+    Creation,
+    Mutation,
+    Params,
+    WorkloadParams,
+    contains,
+    neutral_name,
+    require,
+)
 from injectors.objects import Ref, quantity
 from injectors.workload import TEMPLATE, ContainerMutation
 
@@ -269,6 +279,218 @@ def tolerates(tolerations: list[Obj], taint: Obj) -> bool:
     return False
 
 
+class HostPortParams(WorkloadParams):
+    host_port: int = Field(9100, ge=1, le=65535)  # 9100: the node exporter's, on every node
+
+
+@faults.register("host-port-conflict")
+class HostPortConflict(ContainerMutation):
+    """The container's first port asks for a host port another DaemonSet already holds on every
+    node (9100, prometheus-node-exporter's): the scheduler finds no node with the port free
+    (`didn't have free ports for the requested pod ports`) and the new pod stays Pending. As in
+    SREGym, the workload is re-created with the port rather than rolled: its old ReplicaSets go,
+    so no old pod keeps serving behind the stuck rollout."""
+
+    Params = HostPortParams
+    field = "ports"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        ports = [] if before == MISSING or not before else copy.deepcopy(before)
+        if not ports:
+            ports = [{"containerPort": self.p.host_port, "protocol": "TCP"}]
+        ports[0]["hostPort"] = self.p.host_port
+        return ports
+
+    def still_in_place(self, current: Any, injection: Any) -> bool:
+        """Any port of the container still asks for the host port, wherever it sits in the list
+        and whatever its container port is now."""
+        return isinstance(current, list) and any(
+            isinstance(p, dict) and p.get("hostPort") == self.p.host_port for p in current)
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        injection = super().inject(cluster, namespace)
+        drop_replica_sets(Kube.of(cluster), injection)
+        return injection
+
+
+def drop_replica_sets(kube: Kube, injection: Injection) -> None:
+    """What SREGym's `kubectl delete deployment` then `apply` does to the pods, with the
+    Deployment itself kept (its uid is what the oracle's baseline knows): every ReplicaSet of the
+    faulted Deployment goes with its pods, and only the faulted template's pods come back."""
+    ref = Ref.parse(injection.saved["ref"])
+    if ref.kind != "Deployment":
+        return
+    owner = injection.saved.get("uid")
+    for rs in kube.list("ReplicaSet", ref.namespace):
+        if any(o.get("uid") == owner for o in rs["metadata"].get("ownerReferences") or []):
+            kube.delete("ReplicaSet", ref.namespace, rs["metadata"]["name"])
+
+
+class ClaimMount(Mutation):
+    """A new claim mounted by the workload's first container: the volume appended to the
+    template (the main fragment), the mount with it; `claim_mounted` finds the claim again
+    whatever the volume is called."""
+
+    def claim(self) -> str:
+        raise NotImplementedError
+
+    def path(self, obj: Obj) -> list[Any]:
+        return [*TEMPLATE, "volumes"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        volumes = [] if before == MISSING or not before else list(before)
+        return [*volumes, {"name": f"{self.p.service}-volume", "persistentVolumeClaim": {"claimName": self.claim()}}]
+
+    def mount(self, obj: Obj) -> tuple[list[Any], Any]:
+        first = obj["spec"]["template"]["spec"]["containers"][0]
+        return ([*TEMPLATE, "containers", {"name": first["name"]}, "volumeMounts"],
+                [*(first.get("volumeMounts") or []), {"name": f"{self.p.service}-volume", "mountPath": f"/{self.p.service}-data"}])
+
+    def claim_mounted(self, spec: Obj) -> bool:
+        return any((v.get("persistentVolumeClaim") or {}).get("claimName") == self.claim() for v in spec.get("volumes") or [])
+
+
+class SharedClaimParams(WorkloadParams):
+    replicas: int = Field(2, ge=2)
+    storage: str = "1Gi"
+
+
+@faults.register("duplicate-pvc-mounts")
+class DuplicatePvcMounts(ClaimMount):
+    """Every replica of the workload mounts one new ReadWriteOnce claim while a required
+    hostname anti-affinity keeps its replicas on different nodes (SREGym's duplicate_pvc_mounts):
+    the claim binds to a node-local volume where the first replica lands, and the others fit no
+    node (volume node affinity on one side, anti-affinity on the other): Pending, the Deployment
+    partly ready and its rollout stuck. Re-created as in SREGym: no old pod keeps serving."""
+
+    Params = SharedClaimParams
+
+    def claim(self) -> str:
+        return f"{self.p.service}-pvc"
+
+    def extra(self, obj: Obj) -> list[tuple[list[Any], Any]]:
+        spec = obj["spec"]["template"]["spec"]
+        key, value = next(iter(obj["spec"]["selector"]["matchLabels"].items()))
+        affinity = copy.deepcopy(spec.get("affinity") or {})
+        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]},
+            "topologyKey": "kubernetes.io/hostname"}]}
+        return [self.mount(obj), ([*TEMPLATE, "affinity"], affinity),
+                (["spec", "replicas"], max(int(obj["spec"].get("replicas", 1) or 1), self.p.replicas))]
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        kube = Kube.of(cluster)
+        require(kube.find("PersistentVolumeClaim", namespace, self.claim()) is None,
+                f"a claim {self.claim()} already exists in {namespace}")
+        kube.create("PersistentVolumeClaim", namespace, {
+            "metadata": {"name": self.claim()},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": self.p.storage}}}})
+        injection = super().inject(cluster, namespace)
+        injection.touched.append(str(Ref("PersistentVolumeClaim", namespace, self.claim())))
+        drop_replica_sets(kube, injection)
+        return injection
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        super().recover(cluster, injection)
+        Kube.of(cluster).delete("PersistentVolumeClaim", injection.namespace, self.claim())
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        """All three parts of the deadlock still hold: more than one replica, the one claim in a
+        volume of the template (whatever the volume is called), and a required anti-affinity that
+        separates the workload's own pods by hostname. Dropping any one of them lets every
+        replica run (one replica; no shared claim; or the replicas together beside the volume)."""
+        _, obj = self._current(Kube.of(cluster), injection)
+        if obj is None:
+            return False
+        spec = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+        if int((obj.get("spec") or {}).get("replicas", 1) or 0) < 2:
+            return False
+        if not self.claim_mounted(spec):
+            return False
+        own = ((obj.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}
+        terms = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution") or []
+        return any(t.get("topologyKey") == "kubernetes.io/hostname"
+                   and injection.namespace in (t.get("namespaces") or [injection.namespace])
+                   and match_labels(t.get("labelSelector") or {}, own) for t in terms)
+
+
+class VolumeAffinityParams(WorkloadParams):
+    storage: str = "1Gi"
+
+
+@faults.register("volume-node-affinity-violation")
+class VolumeNodeAffinityViolation(ClaimMount):
+    """The workload mounts a claim bound to a static volume pinned (PV node affinity) to one worker
+    while its nodeSelector pins the pod to another (SREGym's persistent_volume_affinity_violation):
+    no node satisfies both, the scheduler reports `volume node affinity conflict` and the
+    re-created pod stays Pending."""
+
+    Params = VolumeAffinityParams
+    _pod_node = ""  # chosen in inject, before the template is changed
+
+    def claim(self) -> str:
+        return f"{self.p.service}-data"
+
+    def volume_name(self, namespace: str) -> str:
+        return neutral_name(namespace, self.p.service, prefix="pv-local-")
+
+    @staticmethod
+    def workers(kube: Kube) -> list[str]:
+        names = sorted(n["metadata"]["name"] for n in kube.list("Node")
+                       if "node-role.kubernetes.io/control-plane" not in (n["metadata"].get("labels") or {}))
+        require(len(names) >= 2, "needs two worker nodes")
+        return names
+
+    def extra(self, obj: Obj) -> list[tuple[list[Any], Any]]:
+        spec = obj["spec"]["template"]["spec"]
+        selector = {**(spec.get("nodeSelector") or {}), "kubernetes.io/hostname": self._pod_node}
+        return [self.mount(obj), ([*TEMPLATE, "nodeSelector"], selector)]
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        kube = Kube.of(cluster)
+        volume_node, self._pod_node = self.workers(kube)[:2]
+        require(kube.find("PersistentVolumeClaim", namespace, self.claim()) is None,
+                f"a claim {self.claim()} already exists in {namespace}")
+        pv = self.volume_name(namespace)
+        kube.create("PersistentVolume", "", {
+            "metadata": {"name": pv},
+            "spec": {"capacity": {"storage": self.p.storage}, "accessModes": ["ReadWriteOnce"],
+                     "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "",
+                     "hostPath": {"path": f"/var/local/volumes/{pv}"},
+                     "claimRef": {"name": self.claim(), "namespace": namespace},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": "kubernetes.io/hostname", "operator": "In", "values": [volume_node]}]}]}}}})
+        kube.create("PersistentVolumeClaim", namespace, {
+            "metadata": {"name": self.claim()},
+            "spec": {"storageClassName": "", "volumeName": pv, "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": self.p.storage}}}})
+        injection = super().inject(cluster, namespace)
+        injection.saved.update(volume=pv, volume_node=volume_node, pod_node=self._pod_node)
+        injection.touched += [str(Ref("PersistentVolume", "", pv)), str(Ref("PersistentVolumeClaim", namespace, self.claim()))]
+        drop_replica_sets(kube, injection)
+        return injection
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        super().recover(cluster, injection)
+        kube = Kube.of(cluster)
+        kube.delete("PersistentVolumeClaim", injection.namespace, self.claim())
+        kube.delete("PersistentVolume", "", injection.saved["volume"])
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        """The template still mounts the claim (whatever the volume is called) and its
+        nodeSelector still rules out the node the claim's volume is pinned to: a selector moved to
+        a third worker keeps the conflict; dropping the selector or the claim ends it."""
+        kube = Kube.of(cluster)
+        _, obj = self._current(kube, injection)
+        spec = (((obj or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        if not self.claim_mounted(spec):
+            return False
+        node = kube.find("Node", "", injection.saved["volume_node"])
+        labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+        return any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items())
+
+
 class ClaimParams(WorkloadParams):
     volume: str | None = None  # default: the first volume backed by a claim
     claim: str  # the (nonexistent or mismatched) claim name
@@ -344,6 +566,78 @@ class ResourceQuotaBelowUsage(Creation):
             return True
 
 
+HPA_API = "autoscaling/v1"
+
+
+class AutoscalerParams(WorkloadParams):
+    hpa: str = "frontend-capacity"
+    target_percent: int = Field(60, ge=1, le=100)
+    min_replicas: int = Field(1, ge=1)
+    max_replicas: int = Field(5, ge=1)
+
+
+@faults.register("hpa-missing-cpu-request")
+class HpaMissingCpuRequest(ContainerMutation):
+    """A CPU-utilization HorizontalPodAutoscaler on a workload whose container has no effective
+    CPU request (the request and the limit it would default from are gone; SREGym's
+    hpa_missing_effective_cpu_request): utilization is a share of the request, so the autoscaler
+    cannot compute it (FailedGetResourceMetric, ScalingActive False, `<unknown>/60%`) and never
+    scales, while the pods stay Running and Ready. In place while autoscaling the workload on CPU
+    is broken: the autoscaler gone or no longer aimed at it by CPU, or a container of the template
+    without an effective CPU request."""
+
+    Params = AutoscalerParams
+    field = "resources"
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        out = {} if before == MISSING or not before else copy.deepcopy(before)
+        for section in ("requests", "limits"):
+            if isinstance(out.get(section), dict):
+                out[section].pop("cpu", None)
+                if not out[section]:
+                    out.pop(section)
+        return out
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        kube = Kube.of(cluster)
+        require(kube.find("HorizontalPodAutoscaler", namespace, self.p.hpa, HPA_API) is None,
+                f"an autoscaler {self.p.hpa} already exists in {namespace}")
+        kind, obj = kube.workload(namespace, self.p.service, self.p.kind)
+        replicas = int(obj["spec"].get("replicas", 1))
+        injection = super().inject(cluster, namespace)
+        kube.create("HorizontalPodAutoscaler", namespace, {
+            "apiVersion": HPA_API, "metadata": {"name": self.p.hpa},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": kind, "name": self.p.service},
+                     "minReplicas": self.p.min_replicas, "maxReplicas": self.p.max_replicas,
+                     "targetCPUUtilizationPercentage": self.p.target_percent}})
+        injection.touched.append(str(Ref("HorizontalPodAutoscaler", namespace, self.p.hpa)))
+        injection.saved.update(replicas=replicas, kind=kind)
+        return injection
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        """The request back, the autoscaler gone, and the replica count it may have set since the
+        fix undone."""
+        kube = Kube.of(cluster)
+        kube.delete("HorizontalPodAutoscaler", injection.namespace, self.p.hpa, api_version=HPA_API)
+        super().recover(cluster, injection)
+        obj = kube.find(injection.saved["kind"], injection.namespace, self.p.service)
+        if obj is not None and int(obj["spec"].get("replicas", 1)) != injection.saved["replicas"]:
+            kube.patch(injection.saved["kind"], injection.namespace, self.p.service,
+                       {"spec": {"replicas": injection.saved["replicas"]}})
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        kube = Kube.of(cluster)
+        workload = kube.find(injection.saved.get("kind") or "Deployment", injection.namespace, self.p.service)
+        if workload is None:
+            return False
+        autoscalers = [h for h in kube.list("HorizontalPodAutoscaler", injection.namespace, api_version=HPA_API)
+                       if ((h.get("spec") or {}).get("scaleTargetRef") or {}).get("name") == self.p.service
+                       and (h.get("spec") or {}).get("targetCPUUtilizationPercentage")]
+        if not autoscalers:
+            return True
+        containers = ((workload.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+        return any("cpu" not in ((c.get("resources") or {}).get("requests") or {})
+                   and "cpu" not in ((c.get("resources") or {}).get("limits") or {}) for c in containers)
 class ShmWorkerParams(Params):
     worker: str = "media-processor"  # the worker Deployment (and its app label)
     image: str = "busybox:1.36"

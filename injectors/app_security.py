@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import Field
 
+from clusters import podsecurity
 from clusters.base import ClusterHandle
 from clusters.kube import Kube, Obj
 from core.errors import InjectionError
@@ -346,3 +347,83 @@ class RbacRoleRuleDropped(Mutation):
 
 
 __all__ = ["CHAOS_NAMESPACE", "expired_certificate"]
+
+
+class PodSecurityParams(WorkloadParams):
+    level: str = Field("restricted", pattern="^(baseline|restricted)$")
+
+
+@faults.register("pod-security-enforce")
+class PodSecurityEnforce(Mutation):
+    """Labels the application's namespace `pod-security.kubernetes.io/enforce: <level>` (a
+    security rollout; SREGym's psa_restricted_blocks_recreation). Running pods are untouched (the
+    plugin gates admission only); the next pod of a workload that violates the level is refused by
+    the API server (`violates PodSecurity "restricted:latest": ...`) and its ReplicaSet reports
+    FailedCreate: pair it with a restart of `service`. In place while the namespace's enforced
+    level still refuses `service`'s pod template: removing the label, relaxing it to a level the
+    workload meets, or making the workload compliant all end it."""
+
+    Params = PodSecurityParams
+
+    def target(self, kube: Kube, namespace: str) -> tuple[Ref, Obj]:
+        return Ref("Namespace", "", namespace), kube.get("Namespace", "", namespace)
+
+    def path(self, obj: Obj) -> list[Any]:
+        return ["metadata", "labels"]
+
+    def mutate(self, before: Any, obj: Obj) -> Any:
+        labels = {} if before == MISSING or not before else dict(before)
+        labels[podsecurity.ENFORCE_LABEL] = self.p.level
+        labels[podsecurity.ENFORCE_VERSION_LABEL] = "latest"
+        return labels
+
+    def restart_targets(self, injection: Injection) -> list[str]:
+        return [f"{kind}/{injection.namespace}/{self.p.service}" for kind in [injection.saved.get("workload_kind")] if kind]
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        kind, workload = Kube.of(cluster).workload(namespace, self.p.service, self.p.kind)
+        injection = super().inject(cluster, namespace)
+        injection.saved["workload_kind"] = kind
+        injection.saved["security"] = _security_contexts(workload["spec"]["template"]["spec"])
+        return injection
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        """The label goes back; so do the security contexts of the workload's template, which a
+        fix that made the workload compliant changed (the cluster returns to what was deployed)."""
+        super().recover(cluster, injection)
+        kube = Kube.of(cluster)
+        kind = injection.saved.get("workload_kind") or "Deployment"
+        workload = kube.find(kind, injection.namespace, self.p.service)
+        saved = injection.saved.get("security")
+        if workload is None or saved is None:
+            return
+        spec = workload["spec"]["template"]["spec"]
+        if _security_contexts(spec) == saved:
+            return
+        for holder, key in [(spec, "pod"), *((c, c.get("name", "")) for field in ("initContainers", "containers")
+                                             for c in spec.get(field) or [])]:
+            if saved.get(key) is None:
+                holder.pop("securityContext", None)
+            else:
+                holder["securityContext"] = saved[key]
+        workload.pop("status", None)
+        kube.replace(kind, injection.namespace, workload)
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        kube = Kube.of(cluster)
+        ns = kube.find("Namespace", "", injection.namespace)
+        workload = kube.find(injection.saved.get("workload_kind") or "Deployment", injection.namespace, self.p.service)
+        if ns is None or workload is None:
+            return False
+        level, _ = podsecurity.enforce_level(ns["metadata"].get("labels"))
+        spec = ((workload.get("spec") or {}).get("template") or {}).get("spec") or {}
+        return bool(podsecurity.violations(spec, level))
+
+
+def _security_contexts(spec: dict[str, Any]) -> dict[str, Any]:
+    """The pod's and each container's securityContext, by container name ("pod" for the pod's)."""
+    out: dict[str, Any] = {"pod": spec.get("securityContext")}
+    for field in ("initContainers", "containers"):
+        for c in spec.get(field) or []:
+            out[c.get("name", "")] = c.get("securityContext")
+    return out

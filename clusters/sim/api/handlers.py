@@ -31,6 +31,7 @@ from clusters.sim.api.authn import Authenticator, UserInfo
 from clusters.sim.api.http import Request, Response
 from clusters.sim.api.metrics import ResourceMetrics
 from clusters.sim.api.patch import APPLY_PATCH, STRATEGIC_MERGE_PATCH, apply_patch
+from clusters.sim.api.podsecurity import PodSecurityAdmission
 from clusters.sim.api.rbac import BOOTSTRAP_CLUSTER_ROLE_BINDINGS, BOOTSTRAP_CLUSTER_ROLES, RBACAuthorizer
 from clusters.sim.api.status import (
     bad_request,
@@ -176,6 +177,7 @@ class KubeAPI:
         store.stamp_fields = fieldmanager.component_stamper(store.clock.rfc3339)
         store.admission.append(self.authn.fill_token_secret)
         WebhookAdmission(store).install()
+        PodSecurityAdmission(store).install()
         store.hooks.append(self._default_service_account)
         store.hooks.append(self.authn.drop_tokens_of_deleted_accounts)
         self._bootstrap()

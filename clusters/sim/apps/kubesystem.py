@@ -12,11 +12,14 @@ from clusters.sim.nodes import KUBELET_VERSION as KUBERNETES_VERSION  # one vers
 
 ETCD_TAG = "3.5.10-0"
 KINDNET_TAG = "v20240202-8f1494ea"
+NODE_EXPORTER_TAG = "v1.8.2"
 
 for _component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"):
     register_image(f"registry.k8s.io/{_component}", tags=(KUBERNETES_VERSION,), size=30_000_000,
                    executables=(f"/usr/local/bin/{_component}",), shell=False)
 register_image("registry.k8s.io/etcd", tags=(ETCD_TAG,), size=57_000_000, executables=("etcd", "etcdctl"), shell=True)
+register_image("quay.io/prometheus/node-exporter", tags=(NODE_EXPORTER_TAG,), size=11_000_000,
+               executables=("/bin/node_exporter",), shell=False)
 register_image("docker.io/kindest/kindnetd", tags=(KINDNET_TAG,), size=26_000_000, executables=("/bin/kindnetd",),
                shell=False)
 
@@ -110,3 +113,19 @@ class Kindnet(AppModel):
         node = (ctx.pod.get("spec") or {}).get("nodeName", "")
         return Started(["INFO: kindnetd starting", f"Handling node with IPs: map[{ctx.pod_ip}:{{}}]",
                         f"handling current node {node}"], set(), {"kind": "kindnet"}, ready_after=1.0)
+
+
+@app_model
+class NodeExporter(AppModel):
+    """prometheus-node-exporter on the host network: it serves :9100 on the node's own address."""
+
+    name = "node-exporter"
+    images = ("quay.io/prometheus/node-exporter",)
+    memory_base = 18 * 2**20
+
+    def start(self, ctx: StartContext) -> Started:
+        stamp = datetime.fromtimestamp(ctx.now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        lines = [f'ts={stamp} caller=node_exporter.go:193 level=info msg="Starting node_exporter" '
+                 f'version="(version={NODE_EXPORTER_TAG.lstrip("v")}, branch=HEAD)"',
+                 f"ts={stamp} caller=tls_config.go:313 level=info msg=\"Listening on\" address=[0.0.0.0]:9100"]
+        return Started(lines, {9100}, {"kind": "node-exporter"}, ready_after=1.0)

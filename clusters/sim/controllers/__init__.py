@@ -13,7 +13,9 @@ if TYPE_CHECKING:
 
 def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
     """The controllers in the order one pass runs them."""
+    from clusters.sim.api.metrics import ResourceMetrics
     from clusters.sim.apps.tidb import PdView
+    from clusters.sim.controllers.autoscaler import HorizontalPodAutoscalerController
     from clusters.sim.controllers.churn import SyncController
     from clusters.sim.controllers.endpoints import EndpointsController
     from clusters.sim.controllers.gc import GarbageCollector
@@ -38,6 +40,7 @@ def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
         cluster.nodes.reconcile,
         cluster.chaos.reconcile,
         GarbageCollector(cluster.store, cluster.events.expire),
+        HorizontalPodAutoscalerController(cp, ResourceMetrics(cluster.store, cluster.obs)),
         CronJobController(cp),
         JobController(cp),
         DeploymentController(cp),

@@ -1,7 +1,8 @@
 """What a fresh kind cluster holds before anyone deploys: the system namespaces, the `standard`
 local-path StorageClass, the `kubernetes` Service, CoreDNS behind kube-dns (10.96.0.10), the
-kube-proxy and kindnet DaemonSets, the control plane's static pods (their mirror pods), and a
-CRD per custom resource type served."""
+kube-proxy and kindnet DaemonSets, the control plane's static pods (their mirror pods), a CRD per
+custom resource type served, and the observability stack's node exporter (the DaemonSet that serves
+the `node-exporter` job the emulated Prometheus scrapes, holding host port 9100 on every node)."""
 
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ def bootstrap_cluster(cluster: SimCluster) -> None:
     create_node_agents(cluster)
     create_control_plane(cluster)
     create_custom_resource_definitions(cluster)
+    create_node_exporter(cluster)
 
 
 # Who installs each custom group on a real cluster (the CRDs' labels say so).
@@ -163,6 +165,60 @@ def create_node_agents(cluster: SimCluster) -> None:
     for node in cluster.nodes:
         cluster.kubelet.state["images"].setdefault(node.name, []).extend(
             [f"registry.k8s.io/kube-proxy:{KUBERNETES_VERSION}", f"docker.io/kindest/kindnetd:{KINDNET_TAG}"])
+
+
+NODE_EXPORTER_PORT = 9100
+
+
+def create_node_exporter(cluster: SimCluster) -> None:
+    """The observability stack's node exporter (the prometheus chart's prometheus-node-exporter
+    sub-chart, release `prometheus` in the stack's namespace, as the farm and SREGym install it on
+    a real cluster) as the chart renders its DaemonSet: host
+    network, host PID, port 9100 declared as a host port (so the scheduler counts it: a pod that
+    asks for host port 9100 fits no node this runs on), tolerating NoSchedule taints (it runs on
+    the control plane too)."""
+    from clusters.sim.apps.kubesystem import NODE_EXPORTER_TAG
+    from clusters.stack.services import STACK_NAMESPACE
+
+    store = cluster.store
+    ns = STACK_NAMESPACE
+    store.create("namespaces", {"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+                                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+    name = "prometheus-prometheus-node-exporter"
+    labels = {"app.kubernetes.io/instance": "prometheus", "app.kubernetes.io/name": "prometheus-node-exporter"}
+    store.create("serviceaccounts", {"metadata": {"name": name, "namespace": ns, "labels": dict(labels)}}, namespace=ns)
+    store.create("services", {
+        "metadata": {"name": name, "namespace": ns, "labels": {**labels, "jobLabel": "node-exporter"},
+                     "annotations": {"prometheus.io/scrape": "true"}},
+        "spec": {"type": "ClusterIP", "selector": dict(labels),
+                 "ports": [{"name": "http-metrics", "port": NODE_EXPORTER_PORT, "protocol": "TCP",
+                            "targetPort": NODE_EXPORTER_PORT}]}}, namespace=ns)
+    probe = {"httpGet": {"path": "/", "port": NODE_EXPORTER_PORT, "scheme": "HTTP"}, "failureThreshold": 3,
+             "periodSeconds": 10, "successThreshold": 1, "timeoutSeconds": 1}
+    store.create("daemonsets.apps", {
+        "metadata": {"name": name, "namespace": ns, "labels": {**labels, "jobLabel": "node-exporter"}},
+        "spec": {"selector": {"matchLabels": labels},
+                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+                 "template": {"metadata": {"labels": {**labels, "jobLabel": "node-exporter"}}, "spec": {
+                     "serviceAccountName": name, "hostNetwork": True, "hostPID": True,
+                     # As the farm installs it: node-critical, so node-pressure eviction passes it over.
+                     "priorityClassName": "system-node-critical",
+                     "nodeSelector": {"kubernetes.io/os": "linux"},
+                     "tolerations": [{"effect": "NoSchedule", "operator": "Exists"}],
+                     "securityContext": {"fsGroup": 65534, "runAsGroup": 65534, "runAsNonRoot": True, "runAsUser": 65534},
+                     "containers": [{
+                         "name": "node-exporter", "image": f"quay.io/prometheus/node-exporter:{NODE_EXPORTER_TAG}",
+                         "imagePullPolicy": "IfNotPresent",
+                         "args": ["--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.rootfs=/host/root",
+                                  f"--web.listen-address=[$(HOST_IP)]:{NODE_EXPORTER_PORT}"],
+                         "env": [{"name": "HOST_IP", "value": "0.0.0.0"}],
+                         "ports": [{"name": "http-metrics", "containerPort": NODE_EXPORTER_PORT,
+                                    "hostPort": NODE_EXPORTER_PORT, "protocol": "TCP"}],
+                         "livenessProbe": probe, "readinessProbe": probe,
+                         "securityContext": {"readOnlyRootFilesystem": True}}]}}}},
+        namespace=ns)
+    for node in cluster.nodes:
+        cluster.kubelet.state["images"].setdefault(node.name, []).append(f"quay.io/prometheus/node-exporter:{NODE_EXPORTER_TAG}")
 
 
 def create_control_plane(cluster: SimCluster) -> None:

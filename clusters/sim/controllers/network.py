@@ -193,6 +193,13 @@ class Network:
         if not targets:
             dest = ip if not headless else host
             return Conn(host, port, error=f"dial tcp {dest}:{port}: connect: connection refused", service=svc)
+        if pod is not None and not headless and spec.get("internalTrafficPolicy") == "Local":
+            # kube-proxy programs only the endpoints on the caller's own node; with none there it
+            # drops the packets (no reject rule): the caller's connect hangs until its timeout.
+            node = (pod.get("spec") or {}).get("nodeName")
+            targets = [t for t in targets if (t.pod.get("spec") or {}).get("nodeName") == node]
+            if not targets:
+                return Conn(host, port, error=f"dial tcp {ip}:{port}: i/o timeout", service=svc)
         return Conn(host, port, targets=targets, service=svc)
 
     def connect_pod(self, pod: Obj | None, target: Obj, port: int) -> Target:

@@ -28,6 +28,7 @@ from clusters.sim.controllers.common import (
     template_hash,
 )
 from clusters.sim.store import Obj, Store, StoreError, match_labels
+from clusters.stack.services import STACK_NAMESPACE
 
 REVISION = "deployment.kubernetes.io/revision"
 
@@ -638,10 +639,11 @@ class DaemonSetController(_WorkloadController):
                 if nname in by_node:
                     continue
                 rev = rev or template_hash(tmpl)
-                # kube-system's node agents name their pods from their own seeded source: the
-                # system components a cluster runs must not reshuffle the names (and so the
-                # histories) a seed gives every application.
-                rng = random.Random(f"{ds['metadata'].get('uid', name)}/{nname}") if ns == "kube-system" else self.rng
+                # The node agents of kube-system and of the observability stack name their pods
+                # from their own seeded source: the system components a cluster runs must not
+                # reshuffle the names (and so the histories) a seed gives every application.
+                rng = (random.Random(f"{ds['metadata'].get('uid', name)}/{nname}") if ns in ("kube-system", STACK_NAMESPACE)
+                       else self.rng)
                 pname = f"{name}-{random_suffix(rng)}"
                 p = pod_from_template(tmpl, pname, ns, ds, {"controller-revision-hash": rev, "pod-template-generation": "1"})
                 p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {

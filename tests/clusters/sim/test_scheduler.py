@@ -222,3 +222,22 @@ def test_a_network_volume_follows_its_pod_to_another_node_once_the_old_pod_lets_
     moved = cluster.store.get("pods", NS, second["metadata"]["name"])
     assert moved["status"]["phase"] == "Running"
     assert ("SuccessfulAttachVolume", f'AttachVolume.Attach succeeded for volume "{pv["metadata"]["name"]}"') in reasons(moved)
+
+
+def test_a_host_port_the_node_exporter_holds_fits_no_node(cluster: SimCluster) -> None:
+    """The observability stack's node exporter holds host port 9100 on every node (the control plane
+    too: it tolerates NoSchedule), so a pod asking for that host port fits nowhere; another host
+    port is free."""
+    exporters = cluster.store.list("pods", "observe")
+    assert {p["spec"]["nodeName"] for p in exporters if p["status"]["phase"] == "Running"} == set(cluster.nodes.names)
+    assert all(p["spec"]["containers"][0]["ports"][0]["hostPort"] == 9100 for p in exporters)
+    taken = deployment("taken")
+    taken["spec"]["template"]["spec"]["containers"][0]["ports"][0]["hostPort"] = 9100
+    free = deployment("free")
+    free["spec"]["template"]["spec"]["containers"][0]["ports"][0]["hostPort"] = 9200
+    cluster.apply([taken, free])
+    cluster.advance(20)
+    assert unschedulable(cluster, "taken") == (
+        f"0/4 nodes are available: 1 {TAINT}, 3 node(s) didn't have free ports for the requested pod ports. {PREEMPT}")
+    (pod,) = pods(cluster, "free")
+    assert pod["spec"]["nodeName"] and pod["status"]["phase"] == "Running"
