@@ -1,0 +1,79 @@
+"""Findings (helper adv2, issue 23 item 6) against the judge's no-fault rule and the soup threshold.
+
+No-fault rule (farm/oracles/no_fault.py): a negation word within six words before a fault word
+clears the clause, whatever the negation applies to. "I have no doubt that the root cause is X",
+"There is no question the X deployment is broken" and a blame in words outside the fault list
+("X's targetPort is 9999 instead of 8083") all pass a no-fault control as "blames nothing". The
+same text can pass a real problem too: "I have no doubt that the root cause is <component> whose
+<the ground truth's mechanism>" passed the offline judge on 56 of the 75 single-fault
+hotel-reservation problems and, on 7 of those, also passed judge_no_fault: an agent that always
+blames in that phrasing is never charged a false alarm there.
+
+Soup threshold (farm/oracles/diagnosis.py SOUP_SIZE = 7): a fixed paragraph on the right component
+asserting six mechanisms (image tag / ImagePullBackOff, port and targetPort, OOMKilled and
+CrashLoopBackOff, readiness probe, network policy) stays under the threshold and passed 7 of the 75
+single-fault hotel-reservation problems (image-tag and liveness-probe-port problems), sent unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from farm.oracles.diagnosis import judge_diagnosis
+from farm.oracles.no_fault import judge_no_fault
+from farm.problems.catalog import load_catalog
+
+SOUP6 = ("Root cause: {c}'s deployment was changed: its image tag does not exist so the pod is stuck in "
+         "ImagePullBackOff, its port and targetPort are wrong, its resource limits make it OOMKilled and "
+         "CrashLoopBackOff, its readiness probe fails, the network policy blocks its traffic, so requests fail.")
+
+BLAMES = ["I have no doubt that the root cause is the geo service's targetPort.",
+          "There is no question the geo deployment is broken.",
+          "The geo Service's targetPort is 9999 instead of 8083; set it back to 8083."]
+
+
+def _hotel_single() -> tuple[list, list[str]]:
+    problems = [p for p in load_catalog().problems
+                if p.app == "hotel-reservation" and p.composition == "single"]
+    assert problems
+    return problems, sorted({p.ground_truth.component for p in problems})
+
+
+@pytest.mark.xfail(strict=True, reason="finding adv2: a negation word before a blame ('no doubt', 'no question') "
+                                       "or a blame without a listed fault word passes a no-fault control")
+@pytest.mark.parametrize("text", BLAMES)
+def test_a_diagnosis_that_blames_a_component_fails_a_no_fault_control(text: str) -> None:
+    verdict = judge_no_fault(text)
+    assert verdict.submitted
+    assert not verdict.passed, f"blames geo yet read as 'nothing is wrong': {text!r}"
+
+
+def test_nothing_is_wrong_still_passes_a_no_fault_control() -> None:
+    """The control for the finding above: the rule's right answer is still accepted."""
+    assert judge_no_fault("Nothing is wrong: no errors, every pod is ready.").passed
+    assert not judge_no_fault("The geo deployment is broken.").passed
+
+
+@pytest.mark.xfail(strict=True, reason="finding adv2: 'I have no doubt that the root cause is <c> whose "
+                                       "<mechanism>' passes 7/75 hotel problems and their no-fault control alike")
+def test_no_text_passes_both_a_real_problem_and_a_no_fault_control() -> None:
+    problems, components = _hotel_single()
+    both = []
+    for p in problems:
+        g = p.ground_truth
+        text = f"I have no doubt that the root cause is {g.component} whose {re.sub(r'[,.;]', ' ', g.mechanism)}"
+        if judge_no_fault(text).passed and judge_diagnosis(text, g, None, components=components).passed:
+            both.append(p.id)
+    assert both == [], f"{len(both)}/{len(problems)} pass both: {both}"
+
+
+@pytest.mark.xfail(strict=True, reason="finding adv2: a fixed six-mechanism soup (under SOUP_SIZE = 7) on the "
+                                       "right component passes 7/75 single-fault hotel-reservation problems")
+def test_a_six_mechanism_soup_on_the_right_component_passes_no_problem() -> None:
+    problems, components = _hotel_single()
+    passed = [p.id for p in problems
+              if judge_diagnosis(SOUP6.format(c=p.ground_truth.component), p.ground_truth, None,
+                                 components=components).passed]
+    assert passed == [], f"{len(passed)}/{len(problems)} passed: {passed}"
