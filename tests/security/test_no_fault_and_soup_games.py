@@ -13,6 +13,11 @@ Soup threshold (farm/oracles/diagnosis.py SOUP_SIZE = 7): a fixed paragraph on t
 asserting six mechanisms (image tag / ImagePullBackOff, port and targetPort, OOMKilled and
 CrashLoopBackOff, readiness probe, network policy) stays under the threshold and passed 7 of the 75
 single-fault hotel-reservation problems (image-tag and liveness-probe-port problems), sent unchanged.
+The soup counts only committed clauses that name the blamed component outside evidence sections, so
+the whole twelve-mechanism soup of tests/security/adv_soup_agent.py passes when it is moved under an
+"Evidence:" heading after a bare "Root cause: <component>" (18/75, more than the 16/73 the original
+finding had), and 11/75 when it is split into sentences that do not repeat the component ("Also its
+port and targetPort are wrong.").
 """
 
 from __future__ import annotations
@@ -24,10 +29,17 @@ import pytest
 from farm.oracles.diagnosis import judge_diagnosis
 from farm.oracles.no_fault import judge_no_fault
 from farm.problems.catalog import load_catalog
+from tests.security.adv_soup_agent import SOUP
 
 SOUP6 = ("Root cause: {c}'s deployment was changed: its image tag does not exist so the pod is stuck in "
          "ImagePullBackOff, its port and targetPort are wrong, its resource limits make it OOMKilled and "
          "CrashLoopBackOff, its readiness probe fails, the network policy blocks its traffic, so requests fail.")
+
+# The fixed soup, its mechanisms moved out of the clause that names the component.
+SOUP_AS_EVIDENCE = "Root cause: {c}, so requests fail.\nEvidence: " + SOUP.split(":", 1)[1]
+SOUP_SPLIT = ("Root cause: {c}'s image tag does not exist so the pod is stuck in ImagePullBackOff. Also its port and "
+              "targetPort are wrong. Also its resource limits make it OOMKilled. Also its readiness probe fails. Also "
+              "the network policy blocks its traffic. Also its env var is wrong. Also it was scaled to zero replicas.")
 
 BLAMES = ["I have no doubt that the root cause is the geo service's targetPort.",
           "There is no question the geo deployment is broken.",
@@ -69,11 +81,13 @@ def test_no_text_passes_both_a_real_problem_and_a_no_fault_control() -> None:
     assert both == [], f"{len(both)}/{len(problems)} pass both: {both}"
 
 
-@pytest.mark.xfail(strict=True, reason="finding adv2: a fixed six-mechanism soup (under SOUP_SIZE = 7) on the "
-                                       "right component passes 7/75 single-fault hotel-reservation problems")
-def test_a_six_mechanism_soup_on_the_right_component_passes_no_problem() -> None:
+@pytest.mark.xfail(strict=True, reason="finding adv2: the soup is counted per clause naming the component, "
+                                       "outside evidence: six mechanisms pass 7/75 hotel problems, the whole soup "
+                                       "under 'Evidence:' 18/75, split into 'Also ...' sentences 11/75")
+@pytest.mark.parametrize("soup", [SOUP6, SOUP_AS_EVIDENCE, SOUP_SPLIT], ids=["six", "as-evidence", "split"])
+def test_a_fixed_soup_on_the_right_component_passes_no_problem(soup: str) -> None:
     problems, components = _hotel_single()
     passed = [p.id for p in problems
-              if judge_diagnosis(SOUP6.format(c=p.ground_truth.component), p.ground_truth, None,
+              if judge_diagnosis(soup.format(c=p.ground_truth.component), p.ground_truth, None,
                                  components=components).passed]
     assert passed == [], f"{len(passed)}/{len(problems)} passed: {passed}"
