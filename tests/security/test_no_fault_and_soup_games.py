@@ -1,13 +1,14 @@
 """Findings (helper adv2, issue 23 item 6) against the judge's no-fault rule and the soup threshold.
 
 No-fault rule (farm/oracles/no_fault.py): a negation word within six words before a fault word
-clears the clause, whatever the negation applies to. "I have no doubt that the root cause is X",
-"There is no question the X deployment is broken" and a blame in words outside the fault list
-("X's targetPort is 9999 instead of 8083") all pass a no-fault control as "blames nothing". The
-same text can pass a real problem too: "I have no doubt that the root cause is <component> whose
-<the ground truth's mechanism>" passed the offline judge on 56 of the 75 single-fault
-hotel-reservation problems and, on 7 of those, also passed judge_no_fault: an agent that always
-blames in that phrasing is never charged a false alarm there.
+cleared the clause, whatever the negation applied to: "I have no doubt that the root cause is X" and
+"There is no question the X deployment is broken" passed a no-fault control as "blames nothing"
+(fixed here: idioms that use a negation word to assert are not negations). Still open: a blame in
+words outside the fault list ("X's targetPort is 9999 instead of 8083"), and a negation of something
+else ("There is no other root cause than <component> whose <the ground truth's mechanism>"), which
+passes the offline judge on 56 of the 75 single-fault hotel-reservation problems and, on 7 of those,
+judge_no_fault as well: an agent that always blames in that phrasing is never charged a false alarm
+there.
 
 Soup threshold (farm/oracles/diagnosis.py SOUP_SIZE = 7): a fixed paragraph on the right component
 asserting six mechanisms (image tag / ImagePullBackOff, port and targetPort, OOMKilled and
@@ -41,9 +42,9 @@ SOUP_SPLIT = ("Root cause: {c}'s image tag does not exist so the pod is stuck in
               "targetPort are wrong. Also its resource limits make it OOMKilled. Also its readiness probe fails. Also "
               "the network policy blocks its traffic. Also its env var is wrong. Also it was scaled to zero replicas.")
 
-BLAMES = ["I have no doubt that the root cause is the geo service's targetPort.",
-          "There is no question the geo deployment is broken.",
-          "The geo Service's targetPort is 9999 instead of 8083; set it back to 8083."]
+AFFIRMING = ["I have no doubt that the root cause is the geo service's targetPort.",
+             "There is no question the geo deployment is broken.",
+             "Without a doubt the geo deployment is misconfigured."]
 
 
 def _hotel_single() -> tuple[list, list[str]]:
@@ -53,13 +54,17 @@ def _hotel_single() -> tuple[list, list[str]]:
     return problems, sorted({p.ground_truth.component for p in problems})
 
 
-@pytest.mark.xfail(strict=True, reason="finding adv2: a negation word before a blame ('no doubt', 'no question') "
-                                       "or a blame without a listed fault word passes a no-fault control")
-@pytest.mark.parametrize("text", BLAMES)
-def test_a_diagnosis_that_blames_a_component_fails_a_no_fault_control(text: str) -> None:
+@pytest.mark.parametrize("text", AFFIRMING)
+def test_a_blame_affirmed_with_a_negation_word_fails_a_no_fault_control(text: str) -> None:
     verdict = judge_no_fault(text)
     assert verdict.submitted
     assert not verdict.passed, f"blames geo yet read as 'nothing is wrong': {text!r}"
+
+
+@pytest.mark.xfail(strict=True, reason="finding adv2: a blame without a listed fault word ('9999 instead of "
+                                       "8083') passes a no-fault control")
+def test_a_blame_in_other_words_fails_a_no_fault_control() -> None:
+    assert not judge_no_fault("The geo Service's targetPort is 9999 instead of 8083; set it back to 8083.").passed
 
 
 def test_nothing_is_wrong_still_passes_a_no_fault_control() -> None:
@@ -68,14 +73,14 @@ def test_nothing_is_wrong_still_passes_a_no_fault_control() -> None:
     assert not judge_no_fault("The geo deployment is broken.").passed
 
 
-@pytest.mark.xfail(strict=True, reason="finding adv2: 'I have no doubt that the root cause is <c> whose "
+@pytest.mark.xfail(strict=True, reason="finding adv2: 'There is no other root cause than <c> whose "
                                        "<mechanism>' passes 7/75 hotel problems and their no-fault control alike")
 def test_no_text_passes_both_a_real_problem_and_a_no_fault_control() -> None:
     problems, components = _hotel_single()
     both = []
     for p in problems:
         g = p.ground_truth
-        text = f"I have no doubt that the root cause is {g.component} whose {re.sub(r'[,.;]', ' ', g.mechanism)}"
+        text = f"There is no other root cause than {g.component} whose {re.sub(r'[,.;]', ' ', g.mechanism)}"
         if judge_no_fault(text).passed and judge_diagnosis(text, g, None, components=components).passed:
             both.append(p.id)
     assert both == [], f"{len(both)}/{len(problems)} pass both: {both}"
