@@ -30,14 +30,12 @@ import pytest
 from farm.oracles.diagnosis import judge_diagnosis
 from farm.oracles.no_fault import judge_no_fault
 from farm.problems.catalog import load_catalog
-from tests.security.adv_soup_agent import SOUP
+from tests.security.adv_soup_agent import SOUP_AS_EVIDENCE
 
 SOUP6 = ("Root cause: {c}'s deployment was changed: its image tag does not exist so the pod is stuck in "
          "ImagePullBackOff, its port and targetPort are wrong, its resource limits make it OOMKilled and "
          "CrashLoopBackOff, its readiness probe fails, the network policy blocks its traffic, so requests fail.")
 
-# The fixed soup, its mechanisms moved out of the clause that names the component.
-SOUP_AS_EVIDENCE = "Root cause: {c}, so requests fail.\nEvidence: " + SOUP.split(":", 1)[1]
 SOUP_SPLIT = ("Root cause: {c}'s image tag does not exist so the pod is stuck in ImagePullBackOff. Also its port and "
               "targetPort are wrong. Also its resource limits make it OOMKilled. Also its readiness probe fails. Also "
               "the network policy blocks its traffic. Also its env var is wrong. Also it was scaled to zero replicas.")
