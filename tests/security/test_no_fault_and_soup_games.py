@@ -17,7 +17,9 @@ single-fault hotel-reservation problems (image-tag and liveness-probe-port probl
 The soup counts only committed clauses that name the blamed component outside evidence sections, so
 the whole twelve-mechanism soup of tests/security/adv_soup_agent.py passes when it is moved under an
 "Evidence:" heading after a bare "Root cause: <component>" (18/75, more than the 16/73 the original
-finding had), and 11/75 when it is split into sentences that do not repeat the component ("Also its
+finding had; through a real trial, FARM_AGENT_PLUGINS=tests.security.adv_soup_agent with options
+{component: geo, form: evidence}, `farm run` on hr-geo-image-tag-wrong: diagnosis passed, composite
+0.8833), and 11/75 when it is split into sentences that do not repeat the component ("Also its
 port and targetPort are wrong.").
 """
 
