@@ -30,6 +30,8 @@ _FAULT = re.compile(
 _NEGATION = re.compile(
     r"(?i)\b(no|not|nothing|none|never|without|zero|0|neither|nor|free of|absence of|lack of|rule[sd]? out|"
     r"found no|shows? no|see no|saw no|is no|are no|there is no|there are no)\b|n't\b")
+# Idioms that use a negation word to assert ("no doubt the pod is broken"): not a negation.
+_AFFIRMING = re.compile(r"(?i)\b(no (?:doubt|question|wonder)|not only|without (?:a |any )?doubt)\b")
 # Clause boundaries: sentences, semicolons, commas before a new assertion, "but".
 _CLAUSE = re.compile(r"(?i)[.;!?\n]+|,\s+|\bbut\b|\bhowever\b|\bexcept\b")
 # A root-cause field a structured diagnosis may fill with "nothing".
@@ -41,8 +43,8 @@ def blame(diagnosis: str) -> str | None:
     for clause in _CLAUSE.split(diagnosis):
         for m in _FAULT.finditer(clause):
             before = clause[:m.start()]
-            words = before.split()[-6:]
-            if not _NEGATION.search(" ".join(words)) and not _negated_after(clause[m.end():]):
+            words = _AFFIRMING.sub(" ", " ".join(before.split()[-6:]))
+            if not _NEGATION.search(words) and not _negated_after(clause[m.end():]):
                 return clause.strip()
     return None
 

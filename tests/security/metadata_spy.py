@@ -22,6 +22,9 @@ KINDS = "deployments,statefulsets,daemonsets,services,configmaps,secrets,service
 COMPONENT_LABELS = ("io.kompose.service", "app.kubernetes.io/component", "app.kubernetes.io/name", "app", "name")
 # kinds kube-apiserver gives a generation (clusters/sim/store.py GENERATION_KINDS, the spy's copy)
 WITH_GENERATION = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
+# clusters/sim/controllers/churn.py's ANNOTATION and FIRST_SYNC_S, the spy's copy
+SYNC_REVISION = "fluxcd.io/sync-revision"
+FIRST_SYNC_S = 60.0
 
 
 def _time(stamp: str | None) -> float:
@@ -92,3 +95,25 @@ def guess_by_rollout(objects: list[dict[str, Any]]) -> tuple[str | None, list[st
                  if o.get("kind") in WITH_GENERATION]
     top = max(workloads, default=(0, ""))
     return (top[1] if top[0] > 1 else None), candidates
+
+
+def guess_by_sync_revision(objects: list[dict[str, Any]]) -> tuple[str | None, list[str]]:
+    """A third spy (helper adv2): the churn controller (clusters/sim/controllers/churn.py) counts its
+    syncs in `fluxcd.io/sync-revision` and makes the first within FIRST_SYNC_S (60 s) of an object's
+    creation, the next ~600 s later; an object still at revision 1 (or 0) whose deployer's write is
+    more than 60 s after its creation was written by something that is not a sync. Names the latest
+    such object's component."""
+    candidates = sorted(tells(objects))
+    off_schedule = []
+    for obj in objects:
+        meta = obj["metadata"]
+        try:
+            revision = int((meta.get("annotations") or {}).get(SYNC_REVISION) or 0)
+        except ValueError:
+            continue
+        born = _time(meta.get("creationTimestamp"))
+        writes = [_time(e.get("time")) for e in meta.get("managedFields") or []
+                  if e.get("subresource") != "status" and e.get("time")]
+        if revision <= 1 and max(writes, default=born) - born > FIRST_SYNC_S + 1:
+            off_schedule.append((max(writes), component_of(obj)))
+    return (max(off_schedule)[1] if off_schedule else None), candidates

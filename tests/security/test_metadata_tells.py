@@ -88,3 +88,13 @@ def test_the_metadata_spy_does_no_better_than_chance(readings: list[tuple[str, s
                    "names the faulted component in 35 of 87 problems)")
 def test_the_rollout_spy_does_no_better_than_chance(readings: list[tuple[str, str, list[dict]]]) -> None:
     _no_better_than_chance(readings, metadata_spy.guess_by_rollout, "rollout spy")
+
+
+@pytest.mark.xfail(strict=True, reason="finding (helper adv2): the churn controller's sync-revision is a count "
+                   "and its first sync comes within 60 s of creation, so revision <= 1 with a write > 60 s after "
+                   "creation is the fault's: the sync-revision spy names the faulted component in 38 of 91 "
+                   "problems (chance 3%; it names one in 43; 8 of the hits the rollout spy misses, Services and "
+                   "ConfigMaps among them). A revision that is no count (a digest), or a first sync not bounded "
+                   "near the creation, would take the tell away")
+def test_the_sync_revision_spy_does_no_better_than_chance(readings: list[tuple[str, str, list[dict]]]) -> None:
+    _no_better_than_chance(readings, metadata_spy.guess_by_sync_revision, "sync-revision spy")
