@@ -107,10 +107,10 @@ def guess_by_sync_revision(objects: list[dict[str, Any]]) -> tuple[str | None, l
     off_schedule = []
     for obj in objects:
         meta = obj["metadata"]
-        try:
-            revision = int((meta.get("annotations") or {}).get(SYNC_REVISION) or 0)
-        except ValueError:
-            continue
+        value = (meta.get("annotations") or {}).get(SYNC_REVISION)
+        if value is not None and not str(value).isdigit():
+            continue  # a revision that is no count (a digest) says nothing of how often it was synced
+        revision = int(value or 0)
         born = _time(meta.get("creationTimestamp"))
         writes = [_time(e.get("time")) for e in meta.get("managedFields") or []
                   if e.get("subresource") != "status" and e.get("time")]

@@ -14,6 +14,7 @@ deployer keeps syncing every object it wrote, at seeded times spread over the tr
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -68,14 +69,21 @@ def test_the_agents_account_is_no_younger_than_the_application(readings: list[tu
 
 def _no_better_than_chance(readings: list[tuple[str, str, list[dict]]], spy: Callable[..., tuple[str | None, list[str]]],
                            name: str) -> None:
-    hits, chance = 0, 0.0
-    for _, truth, objects in readings:
+    hits, chance, named_right = 0, 0.0, []
+    for pid, truth, objects in readings:
         named, candidates = spy(objects)
         hits += named == truth
+        if named == truth:
+            named_right.append(pid)
         chance += 1 / max(1, len(candidates))
     n = len(readings)
+    # Chance is the better of a uniform pick among the candidates and one fixed answer for every
+    # problem (the catalog's most frequent faulted component): a spy that names the same object
+    # whatever was injected (the object a seeded schedule wrote last) has read nothing of the fault.
+    prior = max(Counter(truth for _, truth, _ in readings).values())
+    chance = max(chance, prior)
     assert hits <= chance * 1.5 + 2, (f"the {name} named the faulted component in {hits} of {n} problems "
-                                      f"({hits / n:.0%}); chance is {chance / n:.0%}")
+                                      f"({hits / n:.0%}); chance is {chance / n:.0%}: {named_right}")
 
 
 def test_the_metadata_spy_does_no_better_than_chance(readings: list[tuple[str, str, list[dict]]]) -> None:
@@ -90,11 +98,7 @@ def test_the_rollout_spy_does_no_better_than_chance(readings: list[tuple[str, st
     _no_better_than_chance(readings, metadata_spy.guess_by_rollout, "rollout spy")
 
 
-@pytest.mark.xfail(strict=True, reason="finding (helper adv2): the churn controller's sync-revision is a count "
-                   "and its first sync comes within 60 s of creation, so revision <= 1 with a write > 60 s after "
-                   "creation is the fault's: the sync-revision spy names the faulted component in 38 of 91 "
-                   "problems (chance 3%; it names one in 43; 8 of the hits the rollout spy misses, Services and "
-                   "ConfigMaps among them). A revision that is no count (a digest), or a first sync not bounded "
-                   "near the creation, would take the tell away")
 def test_the_sync_revision_spy_does_no_better_than_chance(readings: list[tuple[str, str, list[dict]]]) -> None:
+    """Helper adv2's finding: while the churn controller wrote its sync count, revision <= 1 with a
+    write > 60 s after creation was the fault's (38 of 91 problems). The revision is now a digest."""
     _no_better_than_chance(readings, metadata_spy.guess_by_sync_revision, "sync-revision spy")

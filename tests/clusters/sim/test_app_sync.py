@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from clusters.kube import Kube
-from clusters.sim.controllers.churn import ANNOTATION
+from clusters.sim.controllers.churn import ANNOTATION, revision_of
 from farm.pytest_plugin import SimClusters, as_built
 from tests.conftest import KUBECTLS
 
@@ -48,11 +48,16 @@ def test_the_deployer_keeps_syncing_its_objects_the_same_way_for_a_seed(sim_clus
         _deploy(kube)
         cluster.advance(1800)
         seen.append(_history(kube))
+        uids = {f"{kind}/{o['metadata']['name']}": o["metadata"]["uid"]
+                for kind in ("Deployment", "ConfigMap") for o in kube.list(kind, NS)}
         system = kube.list("ConfigMap", "kube-system")
         as_built(cluster)
     history = seen[0]
     assert seen[1] == history  # the same seed, the same history (after a restore too)
-    revisions = [int(rev or 0) for rev, _, _ in history.values()]
+    # The revision is a digest, never the count (a count dates an object's first sync); the
+    # controller reads the count back from it.
+    assert all(rev and not rev.isdigit() for rev, _, _ in history.values())
+    revisions = [revision_of(11, uids[name], rev) for name, (rev, _, _) in history.items()]
     assert min(revisions) >= 1 and sum(revisions) >= 2 * len(revisions)  # every object, about every 10 min
     for name, (_, generation, writers) in history.items():
         managers = {m for m, _ in writers}
