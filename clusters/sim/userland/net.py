@@ -29,6 +29,7 @@ class Answer:
     content_type: str = "text/plain; charset=utf-8"
     headers: dict[str, str] = field(default_factory=dict)
     reset: bool = False  # the server closed the connection without an HTTP response
+    hang: bool = False  # the server accepted the request and never answers: the client's deadline ends it
 
     def raw(self) -> bytes:
         """The response as bytes on the wire (HTTP/1.1, Go net/http's header set)."""
@@ -105,7 +106,7 @@ def http_answer(cluster: SimCluster, found: Dialed, method: str, target: str) ->
     if kind == "graph" and inst.get("app") == "hotel-reservation":
         return _hotel(cluster, found, inst, method, path, query)
     if kind == "graph":
-        return _graph(cluster, found, inst, method, path)
+        return _graph(cluster, found, inst, method, path, query)
     image = found.container.image
     if "consul" in image:
         return _consul(cluster, found, path)
@@ -164,7 +165,8 @@ def _hotel(cluster: SimCluster, found: Dialed, inst: Any, method: str, path: str
     return Answer(404, "404 page not found\n")
 
 
-def _graph(cluster: SimCluster, found: Dialed, inst: dict[str, Any], method: str, path: str) -> Answer:
+def _graph(cluster: SimCluster, found: Dialed, inst: dict[str, Any], method: str, path: str,
+           query: dict[str, list[str]]) -> Answer:
     """A call-graph application's entry service (astronomy-shop's frontend-proxy...): the routes
     its load generator sends answer as the last step of the call graph served them; its other
     services speak gRPC or a protocol of their own."""
@@ -175,8 +177,14 @@ def _graph(cluster: SimCluster, found: Dialed, inst: dict[str, Any], method: str
     routes = [r for r in graph.routes if r.service == inst.get("svc")]
     if not routes:
         return Answer(0, reset=True)
+    from clusters.sim.apps.reqfilter import screen
+    node = cluster.nodes.get(((found.pod or {}).get("spec") or {}).get("nodeName", ""))
+    if found.container is not None and not screen(found.container, query, float(node.cpu) if node else 1.0):
+        return Answer(0, hang=True)
     ns = found.pod["metadata"]["namespace"] if found.pod else ""
     prev = cluster.workload.graphs.state.get(ns, {}).get("prev", {})
+    if prev and all(prev.get((r.service, r.op), 1.0) < 0.05 for r in routes):
+        return Answer(0, hang=True)  # queued behind a saturated proxy past any client's patience
     for route in routes:
         pattern = "^" + re.sub(r"\\\[[^\]]+\\\]", "[^/]+", re.escape(route.name.rstrip("/"))) + "/?$"
         if route.method == method and re.match(pattern, path):
@@ -233,7 +241,7 @@ def forward(cluster: SimCluster, pod: dict[str, Any], port: int, request: bytes)
     if len(line) < 3 or not line[2].startswith("HTTP/1"):
         return b"", None  # gRPC (HTTP/2) and database protocols: not modelled byte for byte; the server hangs up
     answer = http_answer(cluster, found, line[0], line[1])
-    return (b"" if answer.reset else answer.raw()), None
+    return (b"" if answer.reset or answer.hang else answer.raw()), None
 
 
 def lookup(cluster: SimCluster, client: dict[str, Any] | None, host: str) -> tuple[str | None, str, str | None]:
