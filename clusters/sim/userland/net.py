@@ -174,6 +174,9 @@ def _graph(cluster: SimCluster, found: Dialed, inst: dict[str, Any], method: str
     graph = GRAPHS.get(inst.get("app", ""))
     if graph is None:
         return Answer(0, reset=True)
+    svc = graph.services.get(inst.get("svc", ""))
+    if svc is not None and svc.language == "envoy" and found.port == ENVOY_ADMIN_PORT and found.container is not None:
+        return _envoy_admin(cluster, found, path)
     routes = [r for r in graph.routes if r.service == inst.get("svc")]
     if not routes:
         return Answer(0, reset=True)
@@ -196,6 +199,31 @@ def _graph(cluster: SimCluster, found: Dialed, inst: dict[str, Any], method: str
                                    "<div id=\"__next\"></div></body></html>\n", "text/html; charset=utf-8")
             return Answer(200, "[]" if method == "GET" else "{}", "application/json")
     return Answer(404, "Not Found\n")
+
+
+ENVOY_ADMIN_PORT = 10000  # the demo's ENVOY_ADMIN_PORT
+
+
+def _envoy_admin(cluster: SimCluster, found: Dialed, path: str) -> Answer:
+    """Envoy's admin listener (served by the main thread, so it answers while every worker is
+    busy): liveness and the gauges of requests it holds."""
+    from clusters.sim.apps.reqfilter import workers
+    assert found.container is not None and found.pod is not None
+    if path == "/ready":
+        return Answer(200, "LIVE\n")
+    if path != "/stats":
+        return Answer(404, "invalid path. admin commands are:\n  /ready: print server state\n"
+                           "  /stats: print server stats\n")
+    ns = found.pod["metadata"]["namespace"]
+    queued = cluster.workload.graphs.state.get(ns, {}).get("queues", {}).get("frontend-proxy", {}).get("q", 0.0)
+    pods = cluster.store.list("pods", ns, "app.kubernetes.io/name=frontend-proxy") or [found.pod]
+    node = cluster.nodes.get((found.pod.get("spec") or {}).get("nodeName", ""))
+    held = int(found.container.instance.get("filter_pinned", 0))
+    active = held + int(round(queued / max(1, len(pods))))
+    lines = {"http.ingress_http.downstream_cx_active": active, "http.ingress_http.downstream_rq_active": active,
+             "server.concurrency": workers(found.container, float(node.cpu) if node else 1.0),
+             "server.live": 1, "server.state": 0}
+    return Answer(200, "".join(f"{k}: {v}\n" for k, v in sorted(lines.items())))
 
 
 def _geojson(hotels: tuple[tuple[str, str, str, float, float], ...]) -> str:

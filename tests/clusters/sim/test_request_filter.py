@@ -48,6 +48,13 @@ def proxy_cpu(handle: object) -> float:
     return prom(handle, q)[""]
 
 
+def admin_stats(sim: SimHandle) -> str:
+    """Envoy's admin port (ENVOY_ADMIN_PORT, not on the Service) on the proxy's pod."""
+    ip = kubectl(sim, "get", "pods", "-l", "app.kubernetes.io/name=frontend-proxy", "--field-selector",
+                 "status.phase=Running", "-o", "jsonpath={.items[0].status.podIP}").strip()
+    return kubectl(sim, "exec", "edge-traffic-replay", "--", "wget", "-q", "-O", "-", f"http://{ip}:10000/stats")
+
+
 def set_rule(sim: SimHandle, rule: str) -> None:
     patch = {"spec": {"template": {"spec": {"containers": [{"name": "frontend-proxy", "env": [
         {"name": "WAF_RULE_REGEX", "value": rule}, {"name": "WAF_RULE_ENABLED", "value": "true"}],
@@ -71,10 +78,14 @@ def test_a_backtracking_rule_saturates_the_proxy_until_the_rule_is_made_linear(s
     probe = kubectl(sim, "exec", "edge-traffic-replay", "--", "wget", "-q", "-T", "3", "-O", "-", CRAFTED, check=False)
     assert "download timed out" in probe
     assert "Running" in kubectl(sim, "get", "pods", "-l", "app.kubernetes.io/name=frontend-proxy")  # no restart
+    # Envoy's admin listener runs on the main thread: it answers, and holds every worker's request
+    stats = dict(line.split(": ") for line in admin_stats(sim).splitlines())
+    assert int(stats["http.ingress_http.downstream_rq_active"]) >= int(stats["server.concurrency"]) >= 1
 
     set_rule(sim, SAFE)  # the replay keeps going: only the rule changed
     sim.advance(120)
     assert client_success(sim) > 0.99
     assert proxy_cpu(sim) < 0.5
+    assert "http.ingress_http.downstream_rq_active: 0\n" in admin_stats(sim)
     served = kubectl(sim, "exec", "edge-traffic-replay", "--", "wget", "-q", "-T", "3", "-O", "-", CRAFTED)
     assert "OTel demo" in served  # the crafted request itself is served
