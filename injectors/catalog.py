@@ -3,6 +3,7 @@
 from injectors import (  # noqa: F401  (imported for their @faults.register side effects)
     app_config,
     app_data,
+    app_edge,
     app_network,
     app_resources,
     app_security,

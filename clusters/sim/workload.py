@@ -154,6 +154,8 @@ class Workload:
                 locusts.append((rt, c))
             elif kind == "wait":
                 self._wait_loop(rt, c, now)
+            elif kind == "poll":
+                self._poll(rt, c, now)
             else:
                 model = store_model(c)
                 if model is not None:
@@ -231,6 +233,28 @@ class Workload:
                                            [f"{inst['host']} ({inst['port']}) open"])
         elif inst.get("line"):
             self.cluster.logs.write(pod, c.name, [inst["line"]] * 2, now)
+
+    def _poll(self, rt: PodRt, c: Ctr, now: float) -> None:
+        """A shell loop's request, once per its sleep: made over HTTP to what answers there, so the
+        server sees it as it sees any client's (a request filter runs, a proxy queues it)."""
+        from urllib.parse import urlsplit
+
+        from clusters.sim.userland import net
+        inst = c.instance
+        if now - inst.get("last", -1e18) < inst["every"]:
+            return
+        inst["last"] = now
+        pod = self._pod(rt.namespace, rt.name)
+        if pod is None:
+            return
+        u = urlsplit(inst["url"])
+        found = net.dial(self.cluster, pod, u.hostname or "", u.port or 80)
+        if found.error:
+            inst["failed"] = inst.get("failed", 0) + 1
+            return
+        answer = net.http_answer(self.cluster, found, "GET", (u.path or "/") + (f"?{u.query}" if u.query else ""))
+        ok = not (answer.hang or answer.reset or answer.status >= 400)
+        inst["ok" if ok else "failed"] = inst.get("ok" if ok else "failed", 0) + 1
 
     def _locust(self, rt: PodRt, c: Ctr, dt: float) -> None:
         """Locust's own counters as locust_exporter (the pod's sidecar) exports them: requests reach

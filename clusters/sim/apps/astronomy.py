@@ -12,6 +12,7 @@ from typing import Any
 
 from clusters.sim.apps.flagd import flag_value
 from clusters.sim.apps.graph import AppGraph, Call, Peer, Route, Service, graph_app, image_suffix
+from clusters.sim.apps.reqfilter import free_share
 from clusters.sim.callgraph import CallGraphFlow, GraphHooks, OpEffect
 
 DEMO = "ghcr.io/open-telemetry/demo"
@@ -175,6 +176,11 @@ class DemoFlags(GraphHooks):
 
     def op_effect(self, flow: CallGraphFlow, ns: str, svc: Service, op: str, insts: list) -> OpEffect | None:
         name = svc.name
+        if name == "frontend-proxy" and insts:
+            # workers held by a request filter's runaway evaluations leave the rest of the CPU to the others
+            free = sum(free_share(c, self._node_cpus(flow, rt)) for rt, c in insts) / len(insts)
+            if free < 1.0:
+                return OpEffect(cpu=1.0 / free if free > 0 else 1e9)
         if name == "payment" and op == CHARGE:
             p = float(self.flag(flow, ns, "paymentFailure") or 0)
             if p:
@@ -213,6 +219,11 @@ class DemoFlags(GraphHooks):
         return None
 
     @staticmethod
+    def _node_cpus(flow: CallGraphFlow, rt: Any) -> float:
+        node = flow.cluster.nodes.get(rt.node)
+        return float(node.cpu) if node is not None else 1.0
+
+    @staticmethod
     def _expired_cards(flow: CallGraphFlow, insts: list) -> OpEffect | None:
         """charge.js rejects a card whose expiry month is before `new Date()`: the pod's clock."""
         expired, last = 0.0, None
@@ -249,6 +260,15 @@ class DemoFlags(GraphHooks):
                 c.cpu_seconds += burn
                 flow.cluster.nodes.account_cpu(rt.node, burn)
                 if cores < AD_BUSY_THREADS:  # a CPU limit below the threads' demand: CFS throttles every period
+                    c.cpu_throttled_periods += dt / 0.1 * 0.95
+        for rt, c in groups.get("frontend-proxy") or []:  # a runaway regex spins whether or not anyone waits
+            pinned = int(c.instance.get("filter_pinned", 0))
+            if pinned:
+                cores = flow.w._cores(rt, c)
+                burn = min(float(pinned), cores) * dt
+                c.cpu_seconds += burn
+                flow.cluster.nodes.account_cpu(rt.node, burn)
+                if pinned >= cores * 0.98:
                     c.cpu_throttled_periods += dt / 0.1 * 0.95
         fraud = groups.get("fraud-detection") or []
         for _rt, c in fraud:  # a consumer sleeping 1 s per record processes one record per second

@@ -69,6 +69,9 @@ def _script(ctx: StartContext, script: str, tmpfs: list[float] | None = None) ->
             return Started(_echoes(m.group(3))[:1], set(), {"kind": "wait", "host": m.group(1), "port": int(m.group(2)),
                                                            "line": (_echoes(m.group(3)) or [""])[0], "then": rest})
         script = script[:m.start()] + script[m.end():]
+    poll = _poll_loop(script)
+    if poll is not None:
+        return Started(_echoes(script.split("while")[0]), set(), poll)
     forever = re.search(r"\bwhile\s+(true|:)\b|\bsleep\s+(infinity|inf)\b|\btail\s+-f\b", script)
     if forever:
         head = script[:forever.start()]
@@ -137,6 +140,33 @@ def _script(ctx: StartContext, script: str, tmpfs: list[float] | None = None) ->
                 return Exited(1, lines + [f"** server can't find {words[1]}: NXDOMAIN"], after=elapsed)
             lines.append(f"Server:\t\t10.96.0.10\nAddress:\t10.96.0.10:53\n\nName:\t{words[1]}")
     return Exited(0, lines, after=elapsed, stderr=stderr)
+
+
+def _poll_loop(script: str) -> dict[str, Any] | None:
+    """`while true; do wget/curl URL; sleep N; done`: a client that requests URL every N seconds
+    for as long as it runs (the workload makes each request: see Workload._poll)."""
+    m = re.search(r"\bwhile\s+(?:true|:)\s*;?\s*do\b(.*?)\bdone\b", script, re.S)
+    if m is None:
+        return None
+    url, tool, every = "", "", 1.0
+    for part in re.split(r"\s*(?:;|&&|\|\||\n)\s*", m.group(1)):
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            return None
+        if not words:
+            continue
+        if words[0] in ("wget", "curl") and not url:
+            tool = words[0]
+            url = next((w for w in words[1:] if w.startswith("http://")), "")
+        elif words[0] == "sleep" and len(words) > 1:
+            try:
+                every = float(words[1].rstrip("s"))
+            except ValueError:
+                return None
+    if not url:
+        return None
+    return {"kind": "poll", "tool": tool, "url": url, "every": max(every, 0.05)}
 
 
 _DD_UNITS = {"c": 1, "w": 2, "b": 512, "kB": 1000, "k": 1024, "K": 1024, "MB": 10**6, "M": 2**20, "GB": 10**9,

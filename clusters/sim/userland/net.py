@@ -29,6 +29,7 @@ class Answer:
     content_type: str = "text/plain; charset=utf-8"
     headers: dict[str, str] = field(default_factory=dict)
     reset: bool = False  # the server closed the connection without an HTTP response
+    hang: bool = False  # the server accepted the request and never answers: the client's deadline ends it
 
     def raw(self) -> bytes:
         """The response as bytes on the wire (HTTP/1.1, Go net/http's header set)."""
@@ -105,7 +106,7 @@ def http_answer(cluster: SimCluster, found: Dialed, method: str, target: str) ->
     if kind == "graph" and inst.get("app") == "hotel-reservation":
         return _hotel(cluster, found, inst, method, path, query)
     if kind == "graph":
-        return _graph(cluster, found, inst, method, path)
+        return _graph(cluster, found, inst, method, path, query)
     image = found.container.image
     if "consul" in image:
         return _consul(cluster, found, path)
@@ -164,7 +165,8 @@ def _hotel(cluster: SimCluster, found: Dialed, inst: Any, method: str, path: str
     return Answer(404, "404 page not found\n")
 
 
-def _graph(cluster: SimCluster, found: Dialed, inst: dict[str, Any], method: str, path: str) -> Answer:
+def _graph(cluster: SimCluster, found: Dialed, inst: dict[str, Any], method: str, path: str,
+           query: dict[str, list[str]]) -> Answer:
     """A call-graph application's entry service (astronomy-shop's frontend-proxy...): the routes
     its load generator sends answer as the last step of the call graph served them; its other
     services speak gRPC or a protocol of their own."""
@@ -172,9 +174,16 @@ def _graph(cluster: SimCluster, found: Dialed, inst: dict[str, Any], method: str
     graph = GRAPHS.get(inst.get("app", ""))
     if graph is None:
         return Answer(0, reset=True)
+    svc = graph.services.get(inst.get("svc", ""))
+    if svc is not None and svc.language == "envoy" and found.port == ENVOY_ADMIN_PORT and found.container is not None:
+        return _envoy_admin(cluster, found, path)
     routes = [r for r in graph.routes if r.service == inst.get("svc")]
     if not routes:
         return Answer(0, reset=True)
+    from clusters.sim.apps.reqfilter import screen
+    node = cluster.nodes.get(((found.pod or {}).get("spec") or {}).get("nodeName", ""))
+    if found.container is not None and not screen(found.container, query, float(node.cpu) if node else 1.0):
+        return Answer(0, hang=True)
     ns = found.pod["metadata"]["namespace"] if found.pod else ""
     prev = cluster.workload.graphs.state.get(ns, {}).get("prev", {})
     for route in routes:
@@ -188,6 +197,31 @@ def _graph(cluster: SimCluster, found: Dialed, inst: dict[str, Any], method: str
                                    "<div id=\"__next\"></div></body></html>\n", "text/html; charset=utf-8")
             return Answer(200, "[]" if method == "GET" else "{}", "application/json")
     return Answer(404, "Not Found\n")
+
+
+ENVOY_ADMIN_PORT = 10000  # the demo's ENVOY_ADMIN_PORT
+
+
+def _envoy_admin(cluster: SimCluster, found: Dialed, path: str) -> Answer:
+    """Envoy's admin listener (served by the main thread, so it answers while every worker is
+    busy): liveness and the gauges of requests it holds."""
+    from clusters.sim.apps.reqfilter import workers
+    assert found.container is not None and found.pod is not None
+    if path == "/ready":
+        return Answer(200, "LIVE\n")
+    if path != "/stats":
+        return Answer(404, "invalid path. admin commands are:\n  /ready: print server state\n"
+                           "  /stats: print server stats\n")
+    ns = found.pod["metadata"]["namespace"]
+    queued = cluster.workload.graphs.state.get(ns, {}).get("queues", {}).get("frontend-proxy", {}).get("q", 0.0)
+    pods = cluster.store.list("pods", ns, "app.kubernetes.io/name=frontend-proxy") or [found.pod]
+    node = cluster.nodes.get((found.pod.get("spec") or {}).get("nodeName", ""))
+    held = int(found.container.instance.get("filter_pinned", 0))
+    active = held + int(round(queued / max(1, len(pods))))
+    lines = {"http.ingress_http.downstream_cx_active": active, "http.ingress_http.downstream_rq_active": active,
+             "server.concurrency": workers(found.container, float(node.cpu) if node else 1.0),
+             "server.live": 1, "server.state": 0}
+    return Answer(200, "".join(f"{k}: {v}\n" for k, v in sorted(lines.items())))
 
 
 def _geojson(hotels: tuple[tuple[str, str, str, float, float], ...]) -> str:
@@ -233,7 +267,7 @@ def forward(cluster: SimCluster, pod: dict[str, Any], port: int, request: bytes)
     if len(line) < 3 or not line[2].startswith("HTTP/1"):
         return b"", None  # gRPC (HTTP/2) and database protocols: not modelled byte for byte; the server hangs up
     answer = http_answer(cluster, found, line[0], line[1])
-    return (b"" if answer.reset else answer.raw()), None
+    return (b"" if answer.reset or answer.hang else answer.raw()), None
 
 
 def lookup(cluster: SimCluster, client: dict[str, Any] | None, host: str) -> tuple[str | None, str, str | None]:

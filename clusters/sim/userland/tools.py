@@ -1032,6 +1032,8 @@ def wget(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Resul
     if scheme == "https":
         return 1, "", err + "wget: error getting response: Connection reset by peer\n"
     answer = net.http_answer(sb.cluster, found, "GET", target)
+    if answer.hang:
+        return 1, "", err + "wget: download timed out\n"
     if answer.reset:
         return 1, "", err + "wget: error getting response: Connection reset by peer\n"
     if answer.status >= 400:
@@ -1081,6 +1083,10 @@ def curl(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Resul
     if scheme == "https":
         return error(35, "OpenSSL/3.0.13: error:0A00010B:SSL routines::wrong version number")
     answer = net.http_answer(sb.cluster, found, method, target)
+    if answer.hang:
+        timeout = values.get("m") or values.get("max-time")
+        ms = int(float(timeout) * 1000) if timeout else 300000
+        return error(28, f"Operation timed out after {ms} milliseconds with 0 bytes received")
     if answer.reset:
         return error(52, "Empty reply from server")
     if fail and answer.status >= 400:
