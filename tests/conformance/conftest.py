@@ -117,13 +117,6 @@ def _kubeconfig(k8s_cluster: SimUpCluster) -> SimUpCluster:
 # nodeid -> what the emulator does not serve yet (open work of issue 26, docs/conformance.md "Known
 # gaps"): strict, so the day one passes its entry must go.
 NOT_YET_SERVED: dict[str, str] = {
-    **{f"kr8s/tests/test_objects.py::{name}": "port-forward over the v4.channel.k8s.io WebSocket protocol is "
-       "not served (SPDY is), and the nginx image lacks dd for the fixture"
-       for name in ("test_pod_port_forward_context_manager", "test_pod_port_forward_context_manager_sync",
-                    "test_pod_port_forward_start_stop", "test_service_port_forward_context_manager",
-                    "test_service_port_forward_start_stop", "test_multiple_bind_addresses_port_forward")},
-    **{f"kr8s/tests/test_objects.py::{name}": "the nginx fixture runs dd, which the emulated nginx image lacks"
-       for name in ("test_adoption", "test_service_exec")},
     "lightkube/test_client.py::test_pod_apis": "expects a metrics-server pod in kube-system, which the emulated "
                                                "cluster does not run",
 }

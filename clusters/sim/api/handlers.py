@@ -767,7 +767,23 @@ class KubeAPI:
                 raise bad_request(f"unable to upgrade connection: no supported stream protocol in [{offered}]")
             return _spdy_switch(portforward.PROTOCOL, lambda rf, wf, sock: portforward.spdy_session(rf, wf, sock, forward))
         if upgrade == "websocket":
-            # kubectl falls back to SPDY when the WebSocket upgrade is refused
+            # kubectl tunnels SPDY (and falls back to plain SPDY when refused); other clients speak
+            # the kubelet's channel protocol, naming the ports in the query
+            tunnelled = remotecommand.choose_protocol(req.headers.get("Sec-WebSocket-Protocol"),
+                                                      (portforward.TUNNEL_PROTOCOL,))
+            offered_ws = remotecommand._offered(req.headers.get("Sec-WebSocket-Protocol"))
+            # the kubelet serves the binary channel protocol to a client that names no subprotocol
+            if tunnelled is None and (not offered_ws or portforward.CHANNEL_PROTOCOL in offered_ws) \
+                    and req.headers.get("Sec-WebSocket-Key"):
+                try:
+                    ports = portforward.websocket_ports(req.query)
+                except ValueError as e:
+                    raise bad_request(str(e)) from None
+                chosen = {"Sec-WebSocket-Protocol": portforward.CHANNEL_PROTOCOL} if offered_ws else {}
+                return Response(101, "application/octet-stream", headers={
+                    "Connection": "Upgrade", "Upgrade": "websocket", **chosen,
+                    "Sec-WebSocket-Accept": remotecommand.websocket_accept(req.headers.get("Sec-WebSocket-Key"))},
+                    takeover=lambda rf, wf, sock: portforward.channel_session(rf, wf, sock, forward, ports))
             return _websocket_switch(
                 req, "port-forward", (portforward.TUNNEL_PROTOCOL,), portforward.TUNNEL_PROTOCOL,
                 lambda proto: lambda rf, wf, sock: portforward.spdy_session(rf, wf, sock, forward, websocket=True))

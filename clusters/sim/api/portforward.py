@@ -180,3 +180,62 @@ def _complete(data: bytes) -> bool:
             except ValueError:
                 return True
     return True
+
+
+# kubelet's WebSocket port-forward (pkg/kubelet/cri/streaming/portforward/websocket.go), what
+# clients other than kubectl speak: one connection per forwarded connection, the ports in the query
+CHANNEL_PROTOCOL = "v4.channel.k8s.io"
+_COPY_BUFFER = 32 * 1024
+
+
+def websocket_ports(query: dict[str, list[str]]) -> list[int]:
+    """The `ports` query parameter(s), as the kubelet parses them; ValueError naming the bad one."""
+    raw = [p.strip() for v in query.get("ports") or [] for p in v.split(",") if p.strip()]
+    if not raw:
+        raise ValueError('query parameter "port" is required')
+    ports = []
+    for p in raw:
+        if not p.isdigit() or not 0 < int(p) < 65536:
+            raise ValueError(f'unable to parse "{p}" as a port: port must be in the range 1-65535')
+        ports.append(int(p))
+    return ports
+
+
+def channel_session(rfile: Any, wfile: Any, sock: Any, forward: ForwardFn, ports: list[int]) -> None:
+    """Channel 2i carries port i's bytes both ways, 2i+1 its errors; the first frame the server
+    sends on each channel is the port, 2 bytes little-endian. The connection to the port stays
+    open across requests (an HTTP client's keep-alive); the server hanging up closes the socket."""
+    for i, port in enumerate(ports):
+        for channel in (2 * i, 2 * i + 1):
+            wfile.write(_ws_frame(2, bytes([channel]) + port.to_bytes(2, "little")))
+    wfile.flush()
+    pending = [b""] * len(ports)
+    while True:
+        frame = read_ws_frame(rfile)
+        if frame is None:
+            return
+        opcode, payload = frame
+        if opcode == 8:
+            break
+        if opcode == 9:
+            wfile.write(_ws_frame(10, payload))
+            wfile.flush()
+            continue
+        if opcode not in (0, 2) or not payload or payload[0] % 2 or payload[0] // 2 >= len(ports):
+            continue
+        i = payload[0] // 2
+        pending[i] += payload[1:]
+        if not _complete(pending[i]):
+            continue
+        answer, error = forward(ports[i], pending[i])
+        pending[i] = b""
+        if error:
+            wfile.write(_ws_frame(2, bytes([2 * i + 1]) + error.encode()))
+        # one frame per io.Copy buffer, as the kubelet relays it (and under clients' message limits)
+        for at in range(0, len(answer), _COPY_BUFFER):
+            wfile.write(_ws_frame(2, bytes([2 * i]) + answer[at:at + _COPY_BUFFER]))
+        wfile.flush()
+        if error or not answer:
+            break
+    wfile.write(_ws_frame(8, (1000).to_bytes(2, "big")))
+    wfile.flush()

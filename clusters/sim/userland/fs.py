@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from clusters.sim.controllers.network import DOMAIN, NODE_RESOLVER, local_port_range
-from clusters.sim.userland.images import OS_RELEASE, PATH, Userland, default_argv
+from clusters.sim.userland.images import OS_RELEASE, PATH, Userland, default_argv, image_files
 
 if TYPE_CHECKING:
     from clusters.sim.apps.base import StartContext
@@ -216,6 +216,7 @@ def build(ctx: StartContext, land: Userland, env: dict[str, str], argv: list[str
         files[f"{SA_DIR}/token"] = service_account_token(ctx, container_id)
         files[f"{SA_DIR}/ca.crt"] = getattr(ctx.cluster, "api_ca_pem", "") or ""
         files[f"{SA_DIR}/namespace"] = ctx.namespace
+    files.update(image_files(ctx.container.get("image", "")))
     files.update(ctx.files)
     argv = argv or default_argv(ctx.container.get("image", ""))
     files["/proc/1/cmdline"] = "\0".join(argv) + "\0"

@@ -15,12 +15,13 @@ BUSYBOX = frozenset({
     "sh", "ash", "cat", "ls", "env", "printenv", "echo", "printf", "ps", "hostname", "nslookup", "wget", "df", "free",
     "top", "date", "grep", "egrep", "head", "tail", "wc", "sort", "uniq", "cut", "tr", "sed", "awk", "sleep", "true",
     "false", "id", "whoami", "uname", "pwd", "test", "[", "which", "uptime", "base64", "seq", "tee", "basename",
-    "dirname", "nc", "ping", "kill", "touch", "mkdir", "rm", "xargs", "mount", "stat", "du", "netstat", "busybox", "tar"})
+    "dirname", "nc", "ping", "kill", "touch", "mkdir", "rm", "xargs", "mount", "stat", "du", "netstat", "busybox", "tar",
+    "dd"})
 COREUTILS = frozenset({
     "sh", "dash", "bash", "cat", "ls", "env", "printenv", "echo", "printf", "hostname", "df", "date", "grep", "egrep",
     "head", "tail", "wc", "sort", "uniq", "cut", "tr", "sed", "awk", "mawk", "sleep", "true", "false", "id", "whoami",
     "uname", "pwd", "test", "[", "which", "base64", "seq", "tee", "basename", "dirname", "touch", "mkdir", "rm",
-    "xargs", "mount", "stat", "du", "getent", "tar"})
+    "xargs", "mount", "stat", "du", "getent", "tar", "dd"})
 PROCPS = frozenset({"ps", "free", "top", "uptime", "kill"})
 NET = frozenset({"curl", "wget"})
 
@@ -33,6 +34,18 @@ OS_RELEASE = {
               'PRETTY_NAME="Ubuntu 20.04.6 LTS"\nVERSION_ID="20.04"\nVERSION_CODENAME=focal\n',
     "distroless": 'PRETTY_NAME="Distroless"\nNAME="Debian GNU/Linux"\nID="debian"\nVERSION_ID="12"\n'
                   'VERSION="Debian GNU/Linux 12 (bookworm)"\nHOME_URL="https://github.com/GoogleContainerTools/distroless"\n',
+}
+# files an image ships that a client reads or writes beside (kr8s's suite writes into nginx's docroot)
+IMAGE_FILES: dict[str, dict[str, str]] = {
+    "docker.io/library/nginx": {"/usr/share/nginx/html/index.html": (
+        "<!DOCTYPE html>\n<html>\n<head>\n<title>Welcome to nginx!</title>\n<style>\n"
+        "html { color-scheme: light dark; }\nbody { width: 35em; margin: 0 auto;\n"
+        "font-family: Tahoma, Verdana, Arial, sans-serif; }\n</style>\n</head>\n<body>\n"
+        "<h1>Welcome to nginx!</h1>\n<p>If you see this page, the nginx web server is successfully installed and\n"
+        "working. Further configuration is required.</p>\n\n<p>For online documentation and support please refer to\n"
+        "<a href=\"http://nginx.org/\">nginx.org</a>.<br/>\nCommercial support is available at\n"
+        "<a href=\"http://nginx.com/\">nginx.com</a>.</p>\n\n<p><em>Thank you for using nginx.</em></p>\n"
+        "</body>\n</html>\n")},
 }
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _ON_PATH = tuple(PATH.split(":"))
@@ -127,6 +140,10 @@ def _family(info: ImageInfo, tag: str) -> tuple[str, frozenset[str]]:
     if not info.shell:
         return "distroless", frozenset()
     return "debian", frozenset()
+
+
+def image_files(image: str) -> dict[str, str]:
+    return IMAGE_FILES.get(normalize_image(image)[0], {})
 
 
 def userland_of(image: str) -> Userland:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from clusters.sim.controllers.network import KUBE_DNS
+from clusters.sim.userland.images import image_files
 
 if TYPE_CHECKING:
     from clusters.sim.cluster import SimCluster
@@ -113,9 +114,28 @@ def http_answer(cluster: SimCluster, found: Dialed, method: str, target: str) ->
     if "jaeger" in image and found.port == 16686:
         return Answer(200, '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Jaeger UI</title></head>'
                            '<body><div id="jaeger-ui-root"></div></body></html>\n', "text/html; charset=utf-8")
+    if found.port == 80 and image_files(image).get(NGINX_ROOT + "/index.html") is not None and method == "GET":
+        served = _docroot(cluster, found, path)
+        if served is not None:
+            return served
     if found.port in HTTP_PORTS or "nginx" in image:
         return Answer(404, "404 page not found\n")
     return Answer(0, reset=True)
+
+
+NGINX_ROOT = "/usr/share/nginx/html"
+
+
+def _docroot(cluster: SimCluster, found: Dialed, path: str) -> Answer | None:
+    """nginx's default server: a file under its docroot, as the image ships it or as an exec wrote
+    it into the container's layer (kr8s's suite fetches the file its fixture wrote with dd)."""
+    file = NGINX_ROOT + ("/index.html" if path == "/" else path)
+    layer = cluster.kubelet.state.get("writable_layers", {}).get(found.container.container_id, {})
+    body = layer.get(file, image_files(found.container.image).get(file))
+    if body is None:
+        return None
+    kind = "text/html" if file.endswith(".html") else "application/octet-stream"
+    return Answer(200, body, kind, {"Server": "nginx/1.27.3", "Accept-Ranges": "bytes"})
 
 
 def _hotel(cluster: SimCluster, found: Dialed, inst: Any, method: str, path: str,

@@ -1202,3 +1202,88 @@ def tar(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Result
             return 2, "", "tar: This does not look like a tar archive\n"
         return 0, "", ""
     return 2, "", "tar: You must specify one of the '-Acdtrux', '--delete' or '--test-label' options\n"
+
+
+_DEVICES = ("/dev/zero", "/dev/urandom", "/dev/random")
+# random bytes with the high bit cleared: the filesystem holds text, and ASCII keeps a large file
+# one byte per character in memory and the same bytes when tar or nginx encode it again
+_SEVEN_BITS = bytes(i & 0x7F for i in range(256))
+
+
+def _two_digits(v: float) -> str:
+    return f"{v:.1f}" if v < 10 else f"{v:.0f}"
+
+
+def _gnu_size(n: float) -> str:
+    """coreutils dd's " (42 MB, 40 MiB)" after the byte count (nothing under a kilobyte)."""
+    for si_unit, si, iec_unit, iec in (("GB", 1e9, "GiB", 2**30), ("MB", 1e6, "MiB", 2**20), ("kB", 1e3, "KiB", 2**10)):
+        if n >= si:
+            return f" ({_two_digits(n / si)} {si_unit}, {_two_digits(n / iec)} {iec_unit})"
+    return ""
+
+
+@tool("dd")
+def dd(sb: Sandbox, argv: list[str], stdin: str, env: dict[str, str]) -> Result:
+    """dd if=SRC of=DST bs=N count=N: copies from a device, a file or stdin to a file or stdout;
+    a write from a device is accounted on the filesystem it lands on (apps/generic.py's dd, which
+    the container's own command runs), so a tmpfs fills and an exec'd dd gets ENOSPC as busybox's."""
+    import random
+
+    from clusters.sim.apps.generic import _dd, _dd_number
+    ops = dict(a.split("=", 1) for a in argv[1:] if "=" in a)
+    bad = next((a for a in argv[1:] if "=" not in a), None)
+    if bad is not None:
+        return 1, "", f"dd: unrecognized operand '{bad}'\n" if not _busybox(sb) else f"dd: invalid argument '{bad}'\n"
+    bs = _dd_number(ops.get("bs", "512"))
+    count = _dd_number(ops["count"]) if "count" in ops else None
+    if bs is None or ("count" in ops and count is None):
+        return 1, "", f"dd: invalid number '{ops.get('bs', '') if bs is None else ops.get('count', '')}'\n"
+    source, out = ops.get("if", ""), ops.get("of", "")
+    if source in _DEVICES:
+        if count is None:
+            return 1, "", "dd: an endless device needs count= here (the emulator stops no process on a signal)\n"
+        if out:
+            code, lines = _dd(sb.ctx, argv[1:], [])
+            if code == 137:
+                return 137, "", ""
+            if lines and lines[0].startswith("dd: can't open"):
+                return 1, "", lines[0] + "\n"
+            nbytes = int(lines[-1].split(" ", 1)[0]) if lines else bs * count
+        else:
+            code, nbytes = 0, bs * count
+        if source == "/dev/zero":
+            data = "\0" * nbytes
+        else:
+            rng = random.Random(f"{sb.c.container_id}:{out}:{sb.now}")
+            data = rng.randbytes(nbytes).translate(_SEVEN_BITS).decode("ascii")
+    else:
+        if source:
+            text = sb.fs.read(_abs(sb, source, env))
+            if text is None:
+                return 1, "", (f"dd: can't open '{source}': No such file or directory\n" if _busybox(sb) else
+                               f"dd: failed to open '{source}': No such file or directory\n")
+        else:
+            text = stdin
+        data = text[:bs * count] if count is not None else text
+        code, nbytes = 0, len(data.encode("utf-8", "surrogateescape"))
+    out_text = ""
+    if out:
+        msg = sb.fs.write_checked(_abs(sb, out, env), data)
+        if msg:
+            return 1, "", (f"dd: can't open '{out}': {msg}\n" if _busybox(sb) else
+                           f"dd: failed to open '{out}': {msg}\n")
+    else:
+        out_text = data
+    full, part = nbytes // bs, int(nbytes % bs > 0)
+    seconds = max(nbytes / 1.6e9, 2e-5)
+    records = f"{full}+{part} records in\n{full}+{part} records out\n"
+    if _busybox(sb):
+        from clusters.sim.apps.generic import _human
+        stats = f"{nbytes} bytes ({_human(nbytes)}B) copied, {seconds:.6f} seconds, {_human(nbytes / seconds)}B/s\n"
+    else:
+        rate = nbytes / seconds
+        speed = f"{rate / 1e9:.1f} GB/s" if rate >= 1e9 else f"{rate / 1e6:.0f} MB/s" if rate >= 1e6 else f"{rate / 1e3:.0f} kB/s"
+        stats = f"{nbytes} bytes{_gnu_size(nbytes)} copied, {seconds:.5g} s, {speed}\n"
+    if code:
+        return code, out_text, f"dd: writing '{out}': No space left on device\n" + records + stats
+    return 0, out_text, records + stats

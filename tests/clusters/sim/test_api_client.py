@@ -415,6 +415,42 @@ def test_exec_over_websocket(sim: Sim, ns: str) -> None:
     assert resp.returncode == 4 and resp.read_stderr() == "failing with 4\n"
 
 
+def test_port_forward_over_the_websocket_channel_protocol(sim_clusters: SimClusters,
+                                                         request: pytest.FixtureRequest) -> None:
+    """The Python client's port-forward: v4.channel.k8s.io, a data and an error channel per port,
+    each opened by the port in 2 bytes little-endian; one connection carries keep-alive requests.
+    On the emulator itself (the stand-in has no kubelet to forward to)."""
+    from kubernetes.stream import portforward
+
+    sim = Sim(sim_clusters.served(warmup=0))
+    ns = namespace_for(request, sim.api)
+    core = client.CoreV1Api(sim.api)
+    core.create_namespaced_pod(ns, pod("web"))
+    for _ in range(24):
+        if core.read_namespaced_pod("web", ns).status.phase == "Running":
+            break
+        sim.handle.advance(5)
+    forwarded = portforward(core.connect_get_namespaced_pod_portforward, "web", ns, ports="80")
+    sock = forwarded.socket(80)
+    sock.settimeout(10)
+    received = b""
+    for path in ("/", "/missing"):
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: web\r\n\r\n".encode())
+        while b"</html>\n" not in received and b"not found\n" not in received:
+            chunk = sock.recv(65536)
+            assert chunk, received
+            received += chunk
+        head, _, body = received.partition(b"\r\n\r\n")
+        if path == "/":
+            assert head.startswith(b"HTTP/1.1 200 OK") and b"<h1>Welcome to nginx!</h1>" in body
+        else:
+            assert head.startswith(b"HTTP/1.1 404")
+        received = b""
+    sock.close()
+    forwarded.close()
+    assert forwarded.error(80) is None
+
+
 def test_a_webhook_without_endpoints_refuses_matching_requests(sim: Sim, ns: str) -> None:
     core = client.CoreV1Api(sim.api)
     admission = client.AdmissionregistrationV1Api(sim.api)

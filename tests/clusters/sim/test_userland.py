@@ -144,3 +144,19 @@ def test_datastore_shells_answer_from_their_models(cluster: SimCluster) -> None:
     res = pod_name(cluster, "mongodb-reservation")
     assert run(cluster, res, "mongo", "reservation-db", "--eval", "db.getCollectionNames()")[1].endswith(
         '[ "number", "reservation" ]\n')
+
+
+def test_dd_writes_the_file_it_counts(cluster: SimCluster, debug_pod: str) -> None:
+    cluster.store.create("pods", {"metadata": {"name": "web", "namespace": NS},
+                                  "spec": {"containers": [{"name": "web", "image": "nginx:latest"}]}})
+    cluster.advance(15)
+    # kr8s's nginx fixture: 40 MiB from /dev/random into the docroot, coreutils' report on stderr
+    code, out, err = run(cluster, "web", "dd", "if=/dev/random", "of=/usr/share/nginx/html/foo.dat", "bs=4M", "count=10")
+    assert (code, out) == (0, ""), err
+    assert err.startswith("10+0 records in\n10+0 records out\n41943040 bytes (42 MB, 40 MiB) copied, ")
+    assert run(cluster, "web", "sh", "-c", "wc -c < /usr/share/nginx/html/foo.dat")[1].strip() == "41943040"
+    # busybox's wording; a partial last block counts as one more record
+    code, _, err = run(cluster, debug_pod, "sh", "-c", "echo hello-worlds | dd of=/tmp/x bs=4")
+    assert code == 0 and err.startswith("3+1 records in\n3+1 records out\n13 bytes (13B) copied, ")
+    assert run(cluster, debug_pod, "cat", "/tmp/x")[1] == "hello-worlds\n"
+    assert run(cluster, debug_pod, "dd", "if=/nope", "of=/tmp/y") == (1, "", "dd: can't open '/nope': No such file or directory\n")
