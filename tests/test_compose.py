@@ -106,6 +106,13 @@ def stage_chain(stages: dict[str, dict], target: str) -> list[str]:
     return chain
 
 
+def test_the_submit_service_reads_the_users_own_specs() -> None:
+    submit = compose()["services"]["submit"]
+    assert submit["volumes"] == ["${FARM_SPECS:-.}:/specs:ro"]  # the user's folder, the project's by default
+    assert submit["working_dir"] == "/specs"
+    assert (ROOT / "examples" / "hotel-smoke.yaml").exists()  # the README's command resolves under it
+
+
 def test_each_service_builds_a_stage_that_exists() -> None:
     stages = dockerfile_stages()
     services = compose()["services"]
