@@ -5,7 +5,8 @@ and a summary of the cluster snapshot.
 
 The artifacts are read through the artifact store and rendered into the page, so the page reads
 the same for a local folder and for S3 and keeps working after presigned URLs would have expired.
-Raw JSON: a local folder's files are linked where they are; S3's are downloaded beside the page.
+Raw JSON: a local folder's files are linked where they are; S3's are downloaded beside the page,
+up to RAW_COPY_BUDGET per report (then named by their S3 address).
 Everything an agent wrote is escaped: a transcript is adversarial input."""
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ font-size:12px;margin:2px 0}.pass{color:#2a7a2a;font-weight:600}.fail{color:#b22
 .beside{display:flex;gap:1em;align-items:flex-start}.beside>div{flex:1}q{background:#fff6d5}"""
 
 
+RAW_COPY_BUDGET = 16 * 2**20  # bytes of raw JSON one report copies from S3
+
+
 class ArtifactReader:
     """Reads an attempt's artifacts by its artifacts_uri, one store per location."""
 
@@ -67,6 +71,10 @@ class ArtifactReader:
         # Pass rules the verdicts name (a judge that records one writes it there), for the header.
         self.pass_rules: Counter[str] = Counter()
         self.pass_rule_texts: dict[str, str] = {}  # each rule in words, as its verdicts state it
+        # Raw JSON copied beside a report's pages from S3 (a local folder's is linked in place): a
+        # 2,000-trial report holds its cluster snapshots' ~0.5 MB each only up to this budget; past
+        # it a document is named by its address in the store, readable with the same credentials.
+        self.raw_budget = RAW_COPY_BUDGET
 
     def _store(self, uri: str) -> ArtifactStore:
         root = uri.split("/", 3)[2] if uri.startswith("s3://") else "file"
@@ -380,7 +388,11 @@ def _raw_links(out_dir: Path, trial_id: str, token: int, uri: str, reader: Artif
                 links.append(f'<a href="{escape(path.as_uri())}">{escape(name)}</a>')
         else:
             data = reader.raw(uri, name)
-            if data is not None:
+            if data is not None and len(data) > reader.raw_budget:
+                links.append(f"{escape(name)} ({len(data) // 1024:,d} KiB, not copied: "
+                             f"{escape(uri.rstrip('/'))}/{escape(name)}.json)")
+            elif data is not None:
+                reader.raw_budget -= len(data)
                 rel = f"{trial_id}/attempt-{token}/{name}.json"
                 dest = out_dir / "trials" / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)

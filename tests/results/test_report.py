@@ -335,8 +335,13 @@ def test_artifacts_of_the_first_record_shapes_read_and_a_foreign_one_is_named(db
     assert "The verdicts recorded cannot be read: not a Verdicts" in page
 
 
-def test_s3_artifacts_are_read_into_the_report_folder(db_url, tmp_path, s3_env):
+def test_s3_artifacts_are_read_into_the_report_folder(db_url, tmp_path, s3_env, monkeypatch):
     from results.artifacts import S3ArtifactStore
+    from results.report import trials as report_trials
+
+    # The report copies raw JSON from S3 only up to its budget (a 2,000-trial report would otherwise
+    # hold every ~0.5 MB cluster snapshot): here the small documents fit, the snapshot does not.
+    monkeypatch.setattr(report_trials, "RAW_COPY_BUDGET", 4096)
 
     engine = engine_for(db_url)
     store = S3ArtifactStore("report-test", "runs")
@@ -348,6 +353,7 @@ def test_s3_artifacts_are_read_into_the_report_folder(db_url, tmp_path, s3_env):
                                                                   "pass_rule": "composite>=0.7 and L1", "answers": [
         {"id": "C2", "dimension": "characterization", "question": "mutated detail?", "answer": True,
          "evidence": "tag v2.0.1-rc"}]}})
+    store.put_json("s/t/attempt-1/cluster_snapshot.json", {"pods": ["geo-7c9d8b6f4-x" * 40] * 20})
     _record(engine, tid, AttemptResult(diagnosis_passed=True, mitigation_passed=False,
                                        artifacts_uri=store.base_uri("s/t/attempt-1")))
     index = build_report(engine, "s", tmp_path / "rep").read_text()
@@ -359,6 +365,8 @@ def test_s3_artifacts_are_read_into_the_report_folder(db_url, tmp_path, s3_env):
     assert json.loads(copied.read_text())["diagnosis"]["passed"] is True
     assert f'href="{tid}/attempt-1/verdicts.json"' in page
     assert not Path(tmp_path / "rep" / "trials" / tid / "attempt-1" / "tool_calls.json").exists()
+    assert not (tmp_path / "rep" / "trials" / tid / "attempt-1" / "cluster_snapshot.json").exists()
+    assert "cluster_snapshot (" in page and f"{store.base_uri('s/t/attempt-1')}/cluster_snapshot.json" in page
 
 
 def test_noise_effect_pairs_quiet_and_noisy_trials_of_one_sweep(recorded, tmp_path):
