@@ -260,7 +260,17 @@ def sweep_submit(
 
     s = _load_spec(spec, preflight)
     engine = engine_for(default_url())
+    _reach_broker()
     _queue(engine, dispatcher.submit(engine, s))
+
+
+def _reach_broker() -> None:
+    """Before anything is written: a broker that cannot be reached leaves no sweep whose trials are
+    queued in SQL with no message behind them (main() names it in one line)."""
+    from tasks import app as celery_app
+
+    with celery_app.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0.5, timeout=5)
 
 
 def _queue(engine, sub) -> None:  # type: ignore[no-untyped-def]
@@ -314,6 +324,7 @@ def sweep_retry(
     if errors:
         again = ledger.rerun_agent_errors(engine, sweep_id)
         console.print(f"sweep {sweep_id}: {len(again)} trial(s) that ended in an agent error will run again")
+    _reach_broker()
     _queue(engine, dispatcher.submit(engine, s))
 
 

@@ -46,6 +46,15 @@ def test_an_unreachable_broker_is_one_line_naming_it(tmp_path):
     assert len(lines) == 1, down.stderr
     assert f"the broker redis://:***@{CLOSED}/0 cannot be reached" in lines[0] and "FARM_BROKER_URL" in lines[0]
     assert "s3cret" not in down.stderr
+    # Nothing half-done: no sweep whose trials wait in SQL for messages that were never sent.
+    db = tmp_path / "farm.sqlite"
+    if db.exists():
+        with sqlite3.connect(db) as conn:
+            tables = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
+            if "trial" in tables:
+                assert conn.execute("select count(*) from trial").fetchone() == (0,)
+            if "sweep" in tables:
+                assert conn.execute("select count(*) from sweep").fetchone() == (0,)
 
 
 def test_an_unreachable_artifact_store_names_its_endpoint(monkeypatch):
