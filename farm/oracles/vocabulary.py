@@ -55,7 +55,11 @@ KINDS: dict[str, Kind] = {
         "limit range", "requests 1m", "request of 1m")),
     "contention": Kind("resource-limit", (
         "stress", "noisy neighbo", "cpu burner", "burner", "contention", "cpu hog", "starved by", "competing for cpu",
-        "cpu hungry", "stressor")),
+        "cpu hungry", "stressor",
+        # a database's locks: sessions wait on another's, as they wait on another's CPU
+        "lock contention", "table lock", "lock table", "accessexclusivelock", "access exclusive", "holds the lock",
+        "holds a lock", "waiting on a lock", "waits on a lock", "blocked by a lock", "queue behind the lock",
+        "pg_locks")),
     "network": Kind("network", (
         "packet loss", "network partition", "partition", "network delay", "network latency", "netem", "dns",
         "network policy", "networkpolicy", "dropped packets", "drops packets", "bandwidth", "networkchaos",
@@ -122,7 +126,8 @@ KINDS: dict[str, Kind] = {
         "could not be scheduled", "cannot schedule", "can't schedule", "not be scheduled", "fit on any node")),
     "admission": Kind("admission", (
         "admission webhook", "validating webhook", "validatingwebhook", "mutating webhook", "webhook",
-        "failurepolicy", "failure policy", "admission controller", "admission control", "failed calling webhook")),
+        "failurepolicy", "failure policy", "admission controller", "admission control", "failed calling webhook",
+        "podsecurity", "pod security", "pod-security", "security standard", "psa")),
     "quota": Kind("quota", (
         "resourcequota", "resource quota", "exceeded quota", "quota exceeded", "pod quota", "namespace quota",
         "quota caps", "quota of", "quota on pods", "quota limits", "failedcreate", "quota compute")),

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY: list[tuple[str, list[str], str]] = [
     ("catalog_bench", ["--limit", "1"], r"problems: 1\s+passed: 1"),
     ("dispatch_bench", ["--trials", "20", "--pg", PG_ADMIN_URL],
-     r"total\s+postgres submit \+ mark queued \+ publish: [\d.]+ µs/trial \([\d.]+ s for 20 trials\)"),
+     r"total\s+postgres submit \+ mark queued \+ publish:\s+[\d.]+ µs/trial \([\d.]+ s for 20 trials\)"),
     ("leaderboard_bench", ["--rows", "500", "--pg", PG_ADMIN_URL], r"postgres\s+rows=\s+500 by=problem\s+groups="),
     ("sandbox_bench", ["--calls", "2", "--starts", "1"], r"agent process overhead per tool call: -?[\d.]+ ms"),
     ("sim_api_bench", ["--pods", "10", "--seconds", "0.3"], r"kubectl get pods \(10 rows\)\s+median"),

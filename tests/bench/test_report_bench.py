@@ -22,4 +22,4 @@ def test_report_bench_prints_its_figures() -> None:
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = proc.stdout.strip().splitlines()[-1]
-    assert re.search(r"report of 60 trials: rendered in [\d.]+ s .* peak memory \d+ MB .* 60 trial pages", line), line
+    assert re.search(r"report of 60 trials: rendered in [\d.]+ s, peak memory \d+ MB .* 60 trial pages .* whole report [\d.]+ MB", line), line

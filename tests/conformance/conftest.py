@@ -123,6 +123,12 @@ NOT_YET_SERVED: dict[str, str] = {
 # nodeid -> why it passes or fails by timing alone, not by what the server answers
 TIMING_DEPENDENT: dict[str, str] = {
     "kr8s/tests/test_api.py::test_api_timeout": "relies on a 10 µs client timeout running out before the answer",
+    # Not timing but order: alone it passes; after the rest of the farm's suite in the same process
+    # its caplog holds no httpx INFO line at all (the count is 0, not 2), so what it reads is the
+    # process's logging state, not the server's answers. Kept non-strict until that state is found.
+    "kr8s/tests/test_api.py::test_api_resources_cache": "counts httpx's INFO log lines through caplog, which "
+                                                        "the suite's earlier logging setup in the same process "
+                                                        "can silence",
 }
 
 

@@ -100,14 +100,26 @@ def test_stratus_spends_fewer_tokens_than_react_on_the_real_interface(cluster: C
 @pytest.mark.parametrize("agent_cls", [ClaudeCodeAgent, CodexAgent])
 def test_cli_adapters_over_the_real_interface(cluster: ClusterHandle, agent_cls, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from farm.llm.faulty import FaultyProvider
+    from farm.llm.scripted import tool_plan
+
     install_fakes(tmp_path / "bin", monkeypatch)
+    monkeypatch.setenv("CLI_MODEL_KEY", "sk-provider-key-for-the-worker-only")
+    # The CLI's model is the worker's (through its model proxy): a scripted OpenAI-compatible server.
+    play = tool_plan([("kubectl", {"command": f"get pods -n {NS}"}),
+                      ("submit_diagnosis", {"text": "geo crash-loops: GEO_DB_PORT points at the wrong port; "
+                                                    "frontend fails downstream."}),
+                      ("kubectl", {"command": f"set env deployment/geo GEO_DB_PORT=27017 -n {NS}"}),
+                      ("submit_mitigation", {})], finish="submitted")
     as_built(cluster)
     iface = AgentInterface(cluster, NS, f"t-{agent_cls.executable}", mode="raw")
     url, token = iface.start()
     try:
-        ctx = AgentContext(trial_id=f"t-{agent_cls.executable}", namespace=NS, mcp_url=url, mcp_token=token,
-                           model="openai/gpt-5" if agent_cls is CodexAgent else "anthropic/claude-sonnet-4-5")
-        result = agent_cls().run(ctx)
+        with FaultyProvider(answer=play) as provider:
+            ctx = AgentContext(trial_id=f"t-{agent_cls.executable}", namespace=NS, mcp_url=url, mcp_token=token,
+                               model="openai/cli-model",
+                               options={"api_base": provider.url, "api_key_env": "CLI_MODEL_KEY"})
+            result = agent_cls().run(ctx)
     finally:
         iface.stop()
     assert result.end_reason == END_SUBMITTED, result.error
