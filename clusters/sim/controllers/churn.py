@@ -40,7 +40,7 @@ SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
 SYSTEM_MANAGERS = frozenset({CONTROLLER_MANAGER, KUBELET, SCHEDULER, "kube-apiserver"})
 
 
-MAX_REVISION = 100_000  # a digest no k up to this gives is someone else's value: start over
+MAX_REVISION = 10_000  # a digest no k up to this gives is someone else's value: start over (syncs come ~10 min apart)
 
 
 def revision_label(seed: int, uid: str, k: int) -> str:
