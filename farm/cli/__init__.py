@@ -538,13 +538,13 @@ def flower(
 
     Its pages and its HTTP API (/api/workers, /api/tasks) need no login on loopback; elsewhere they
     take HTTP basic auth from FARM_FLOWER_AUTH=user:password (several separated by commas)."""
-    from farm.cli.view import _loopback
+    from farm.cli.view import loopback
     from tasks import app as celery_app
 
     auth = [cred.strip() for cred in os.environ.get("FARM_FLOWER_AUTH", "").split(",") if cred.strip()]
     if any(":" not in cred for cred in auth):
         _fail("FARM_FLOWER_AUTH: expected user:password (several separated by commas)")
-    if not auth and not _loopback(address):
+    if not auth and not loopback(address):
         _fail(f"Flower on {address} would let anyone who reaches it read and revoke the farm's tasks: "
               "set FARM_FLOWER_AUTH=user:password, or keep the default --address 127.0.0.1")
     argv = ["flower", f"--port={port}", f"--address={address}"]

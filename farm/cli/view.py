@@ -15,7 +15,7 @@ console = Console()
 err = Console(stderr=True)
 
 
-def _loopback(host: str) -> bool:
+def loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -73,7 +73,7 @@ def view(
                   f"{str(exc.orig).strip().splitlines()[0] if exc.orig else exc}; start it, or point --db at one "
                   "that is up")
         raise typer.Exit(1) from None
-    local = _loopback(host)
+    local = loopback(host)
     if not local and not token:
         token = secrets.token_urlsafe(24)
     allowed = ["127.0.0.1", "localhost"] if local and host != "::1" else None

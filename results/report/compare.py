@@ -140,18 +140,14 @@ def _paired_stats(groups: Pairs, keys: tuple[str, ...], seed: int) -> list[dict[
             b_only = sum(1 for x, y in scored if y and not x)
             rate_a = sum(x for x, _ in scored) / n if n else None
             rate_b = sum(y for _, y in scored) / n if n else None
-            clusters: dict[Any, list[int]] = {}
-            for (x, y) in ((x, y) for x, y in pairs if x[passed] is not None and y[passed] is not None):
-                cell = clusters.setdefault(x["problem_id"], [0, 0])
-                cell[0] += int(bool(y[passed])) - int(bool(x[passed]))
-                cell[1] += 1
-            lo, hi = cluster_bootstrap([(d, m) for d, m in clusters.values()], seed, BOOTSTRAP_SAMPLES)
+            # Per problem (the bootstrap's cluster): paired trials, A's passes, B's passes.
             per_problem: dict[Any, list[int]] = {}
             for (x, y) in ((x, y) for x, y in pairs if x[passed] is not None and y[passed] is not None):
                 cell = per_problem.setdefault(x["problem_id"], [0, 0, 0])
                 cell[0] += 1
                 cell[1] += int(bool(x[passed]))
                 cell[2] += int(bool(y[passed]))
+            lo, hi = cluster_bootstrap([(cb - ca, n_) for n_, ca, cb in per_problem.values()], seed, BOOTSTRAP_SAMPLES)
             repeated = _repeated([(n_, ca, cb) for n_, ca, cb in per_problem.values()])
             rows.append({**dict(zip(keys, group, strict=True)), "metric": metric, "pairs": n,
                          "rate_a": rate_a, "rate_b": rate_b,

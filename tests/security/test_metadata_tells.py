@@ -69,14 +69,13 @@ def test_the_agents_account_is_no_younger_than_the_application(readings: list[tu
 
 def _no_better_than_chance(readings: list[tuple[str, str, list[dict]]], spy: Callable[..., tuple[str | None, list[str]]],
                            name: str) -> None:
-    hits, chance, named_right = 0, 0.0, []
+    chance, named_right = 0.0, []
     for pid, truth, objects in readings:
         named, candidates = spy(objects)
-        hits += named == truth
         if named == truth:
             named_right.append(pid)
         chance += 1 / max(1, len(candidates))
-    n = len(readings)
+    hits, n = len(named_right), len(readings)
     # Chance is the better of a uniform pick among the candidates and one fixed answer for every
     # problem (the catalog's most frequent faulted component): a spy that names the same object
     # whatever was injected (the object a seeded schedule wrote last) has read nothing of the fault.
