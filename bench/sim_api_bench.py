@@ -22,11 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from clusters.sim.api import KubeAPI, serve_app  # noqa: E402
-from clusters.sim.api.tls import make_serving_cert  # noqa: E402
-from clusters.sim.clock import VirtualClock  # noqa: E402
-from clusters.sim.provider import write_kubeconfig  # noqa: E402
-from clusters.sim.store import Store  # noqa: E402
+from clusters.emulated import write_kubeconfig  # noqa: E402
+from kubesim.api import KubeAPI, serve_app  # noqa: E402
+from kubesim.api.tls import make_serving_cert  # noqa: E402
+from kubesim.clock import VirtualClock  # noqa: E402
+from kubesim.store import Store  # noqa: E402
 
 KUBECTL = ROOT / ".tools" / "kubectl-root" / "usr" / "bin" / "kubectl"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"

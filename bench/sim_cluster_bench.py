@@ -73,7 +73,7 @@ def main() -> None:
         return
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     from apps import load_application
-    from clusters.sim.cluster import SimCluster
+    from kubesim.cluster import SimCluster
 
     rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.process_time()

@@ -25,7 +25,7 @@ def app_cluster(seed: int, start: float | None = None):  # noqa: ANN201 -- a clu
     """A cluster with the bench's application deployed, built so that it ends at the host's clock."""
     import os
 
-    from clusters.sim.cluster import SimCluster
+    from kubesim.cluster import SimCluster
 
     settle = 60.0
     return SimCluster.with_app(os.environ.get(APP_ENV, "hotel-reservation"), seed=seed, settle=settle,

@@ -1,4 +1,4 @@
-"""The scripted SRE incident session (clusters/sim/sre_session.py) against hotel-reservation on
+"""The scripted SRE incident session (kubesim/sre_session.py) against hotel-reservation on
 the emulated cluster as a process: per-command wall latency, with each kubectl found (1.20 from
 .tools/kubectl-root, 1.33 from .tools/kubectl-v33, or those given), and whether each step passed.
 
@@ -28,8 +28,8 @@ def main() -> int:
         return 2
     from apps import load_application
     from clusters.base import open_cluster
-    from clusters.sim.sre_session import INCIDENT, SESSION, SessionRunner
     from farm.deploy import deploy
+    from kubesim.sre_session import INCIDENT, SESSION, SessionRunner
 
     handle = open_cluster("sim", seed=args.seed)
     failures = 0

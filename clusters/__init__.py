@@ -1,5 +1,5 @@
 """Cluster providers (sim, kind, eks) behind one handle: Kubernetes API access, observability
-endpoints, a clock, credentials for the agent, reset. `clusters/sim` is the emulated cluster."""
+endpoints, a clock, credentials for the agent, reset. `kubesim` is the emulated cluster."""
 
 from clusters.base import (
     ClusterHandle,

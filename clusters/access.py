@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusters.kube import Kube, KubeError, NotFound
-from clusters.stack.services import CHAOS_NAMESPACE, STACK_NAMESPACE
 from core.errors import ClusterUnavailable, InfrastructureError
-
-Rule = dict[str, Any]
+from core.namespaces import CHAOS_NAMESPACE, STACK_NAMESPACE
+from core.rbac import APP_CORE, APP_GROUPS, READ, WRITE, Rule, policy_rule
 
 AGENT_ACCOUNT = "sre-agent"
 AGENT_CLUSTER_ROLE = f"{AGENT_ACCOUNT}-cluster-view"
@@ -31,24 +30,6 @@ PROTECTED_NAMESPACES = frozenset(
 
 # How long a legacy token Secret may take to be filled in by the cluster's token controller.
 LEGACY_TOKEN_WAIT_S = 30.0
-
-
-def policy_rule(groups: list[str], resources: list[str], verbs: list[str]) -> Rule:
-    return {"apiGroups": groups, "resources": resources, "verbs": verbs}
-
-
-READ = ["get", "list", "watch"]
-WRITE = ["create", "delete", "deletecollection", "patch", "update"]
-APP_CORE = ["pods", "pods/log", "pods/status", "services", "endpoints", "configmaps", "persistentvolumeclaims",
-            "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts", "events"]
-APP_GROUPS = [
-    (["apps"], ["deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets",
-                "statefulsets/scale", "daemonsets", "controllerrevisions"]),
-    (["batch"], ["jobs", "cronjobs"]),
-    (["autoscaling"], ["horizontalpodautoscalers"]),
-    (["policy"], ["poddisruptionbudgets"]),
-    (["networking.k8s.io"], ["networkpolicies", "ingresses"]),
-]
 
 
 def agent_role_rules() -> list[Rule]:

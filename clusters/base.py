@@ -179,7 +179,7 @@ class ClusterProvider(abc.ABC):
 
 
 providers: Registry[ClusterProvider] = Registry(
-    "cluster provider", modules=["clusters.sim.provider", "clusters.kind", "clusters.eks"]
+    "cluster provider", modules=["clusters.emulated", "clusters.kind", "clusters.eks"]
 )
 
 

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from clusters.sim.cluster import SimCluster
-    from clusters.sim.provider import SimHandle
+    from clusters.emulated import SimHandle
+    from kubesim.cluster import SimCluster
 
 BUILT = "as-built"  # the checkpoint every shared cluster is restored to on each call
 
@@ -76,7 +76,7 @@ class SimClusters:
             start: float | None = None) -> SimCluster:
         """A new in-process emulator that nobody shares (to compare two builds, or to read the
         clock a build starts at)."""
-        from clusters.sim.cluster import SimCluster
+        from kubesim.cluster import SimCluster
 
         if app is None:
             return SimCluster(seed=seed, start=start)
@@ -92,7 +92,7 @@ class SimClusters:
         time instead of waiting for `advance`. `cluster_factory`: the cluster object the process
         serves instead of the emulator (`module:Callable`, called with the seed)."""
         from clusters.base import open_cluster
-        from clusters.sim.provider import SimHandle
+        from clusters.emulated import SimHandle
 
         key = (app, seed, warmup, agent, start, live, cluster_factory)
         handle = self._served.get(key)

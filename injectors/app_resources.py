@@ -10,7 +10,7 @@ from pydantic import Field
 
 from clusters.base import ClusterHandle
 from clusters.kube import Kube, Obj
-from clusters.sim.store import match_labels  # the API's label-selector semantics, a pure function
+from core.labels import match_labels
 from injectors.base import Injection, faults
 from injectors.fault import (
     MISSING,

@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import Field
 
-from clusters import podsecurity
 from clusters.base import ClusterHandle
 from clusters.kube import Kube, Obj
+from core import pod_security as podsecurity
 from core.errors import InjectionError
 from injectors.base import Injection, faults
 from injectors.fault import (

@@ -23,11 +23,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from clusters.base import ClusterHandle
 from clusters.kube import Kube, KubeError, NotFound, Obj, api_for
 from core.errors import InjectionError, InputError
+
+# Chaos Mesh resources live there; the agent's credentials cannot read it.
+from core.namespaces import CHAOS_NAMESPACE as CHAOS_NAMESPACE
 from injectors.base import Injection, Injector, faults
 from injectors.objects import Ref, clean_for_create
 
-# Chaos Mesh resources live here; the agent's credentials cannot read it.
-CHAOS_NAMESPACE = "chaos-mesh"
 CHAOS_API = ("chaos-mesh.org", "v1alpha1")
 MISSING = "__missing__"  # a saved fragment that did not exist before the injection
 

@@ -2,7 +2,7 @@
 workload's pod; Chaos Mesh experiments then select every application pod on that node.
 Faults Chaos Mesh cannot express (kubelet, sysctl, disk fill, a dead node) run a privileged
 task on the node itself on a real cluster; the emulated cluster models each of them as a
-NodeFault (clusters/sim/nodes.py), so the same problem validates there."""
+NodeFault (kubesim/nodes.py), so the same problem validates there."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ protocol), what it serves, the chain of callers up to the entry point, the user 
 through it, and the names derived from it (container, Consul name, database, claim, config map).
 
 The facts come from the emulated cluster's application models (the call graphs of
-clusters/sim/apps/graph.py GRAPHS) and from the application's manifests, which say which workload
+kubesim/apps/graph.py GRAPHS) and from the application's manifests, which say which workload
 runs which program and where its addresses point."""
 
 from __future__ import annotations
@@ -107,8 +107,8 @@ class Topology:
 
     # -- sources ----------------------------------------------------------------------------
     def _graph(self) -> None:
-        from clusters.sim.apps.base import _load_builtin
-        from clusters.sim.apps.graph import GRAPHS, parse_address
+        from kubesim.apps.base import _load_builtin
+        from kubesim.apps.graph import GRAPHS, parse_address
 
         _load_builtin()
         graph = GRAPHS.get(self.app)

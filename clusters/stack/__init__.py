@@ -3,7 +3,8 @@ kube-state-metrics and node-exporter, Loki with promtail, Jaeger): pinned versio
 
 from clusters.stack.install import StackReport, install_stack
 from clusters.stack.releases import MANIFESTS, RELEASES, HelmRelease
-from clusters.stack.services import CHAOS_NAMESPACE, QUERY_SERVICES, STACK_NAMESPACE, ServiceTarget
+from clusters.stack.services import QUERY_SERVICES, ServiceTarget
+from core.namespaces import CHAOS_NAMESPACE, STACK_NAMESPACE
 
 __all__ = [
     "CHAOS_NAMESPACE",

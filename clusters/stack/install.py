@@ -14,9 +14,9 @@ import yaml
 from clusters.base import ClusterHandle
 from clusters.kube import Kube, KubeError
 from clusters.stack.releases import MANIFESTS, READY_DEPLOYMENTS, RELEASES, REPOSITORIES, HelmRelease
-from clusters.stack.services import STACK_NAMESPACE
 from clusters.stack.tools import run_tool
 from core.errors import ClusterUnavailable
+from core.namespaces import STACK_NAMESPACE
 
 MARKER = "sre-farm-stack"
 

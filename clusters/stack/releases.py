@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusters.stack.services import CHAOS_NAMESPACE, STACK_NAMESPACE
+from core.namespaces import CHAOS_NAMESPACE, STACK_NAMESPACE
 
 HERE = Path(__file__).parent
 VALUES_DIR = HERE / "values"

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STACK_NAMESPACE = "observe"
-CHAOS_NAMESPACE = "chaos-mesh"
+from core.namespaces import STACK_NAMESPACE
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Bottom first. farm.cli is its own floor, the roof: the commands gather every layer, and nothing
-# imports them back.
-FLOORS = ("core", "apps", "clusters", "injectors", "results", "farm", "tasks", "farm.cli")
+# Bottom first. kubesim, the emulated cluster, sits below the cluster providers: clusters.emulated
+# adapts it as kind.py and eks.py adapt theirs. farm.cli is its own floor, the roof: the commands
+# gather every layer, and nothing imports them back.
+FLOORS = ("core", "apps", "kubesim", "clusters", "injectors", "results", "farm", "tasks", "farm.cli")
+PACKAGES = ("core", "apps", "kubesim", "clusters", "injectors", "results", "farm", "tasks")
 
 
 def floor_of(module: str) -> str | None:
@@ -60,7 +62,7 @@ def imports_of(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
 
 def project_modules() -> list[Path]:
     files: list[Path] = []
-    for top in ("core", "apps", "clusters", "injectors", "results", "farm", "tasks"):
+    for top in PACKAGES:
         files += sorted((ROOT / top).rglob("*.py"))
     return files
 

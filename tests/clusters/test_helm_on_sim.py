@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from clusters.kube import Kube, KubeError
-from clusters.sim.provider import SimHandle
+from clusters.emulated import SimHandle
 from clusters.stack import install_stack
 from clusters.stack.releases import HelmRelease
 from farm.pytest_plugin import SimClusters

@@ -73,7 +73,7 @@ def test_a_worker_heartbeat_keeps_reporting_an_unhealthy_cluster(api_server: dic
     """The owner's heartbeat thread for real against SQLite, with a real cluster handle whose API
     server becomes unreachable: every heartbeat between two health probes still says so."""
     from clusters.real import KubeconfigClusterHandle
-    from clusters.sim.provider import write_kubeconfig
+    from clusters.emulated import write_kubeconfig
     from farm.owner import ClusterOwner
     from results.artifacts import open_store
     from results.db import engine_for

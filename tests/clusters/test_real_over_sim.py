@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("clusters.sim.chaos", reason="the emulated cluster's chaos controller has not landed yet")
+pytest.importorskip("kubesim.chaos", reason="the emulated cluster's chaos controller has not landed yet")
 
 from clusters.base import ClusterHandle  # noqa: E402
 from clusters.real import KubeconfigClusterHandle  # noqa: E402
-from clusters.sim.provider import SimHandle
+from clusters.emulated import SimHandle
 from farm.pytest_plugin import SimClusters
 
 ROOT = Path(__file__).resolve().parents[2]

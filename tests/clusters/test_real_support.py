@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from farm.pytest_plugin import SimClusters
-from tests.clusters.sim.standin import STANDIN
+from tests.kubesim.standin import STANDIN
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKES = ROOT / "tests" / "fakes"

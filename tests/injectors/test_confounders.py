@@ -9,14 +9,14 @@ import pytest
 from pydantic import ValidationError
 
 from clusters.kube import Kube
-from clusters.sim.provider import SimHandle
+from clusters.emulated import SimHandle
 from farm.problems.catalog import load_catalog
 from farm.problems.validate import Validator
 from farm.pytest_plugin import SimClusters
 from farm.spec import SweepSpec, noise_label
 from injectors.compose import NoiseRunner, ProblemInjection, ambient_noises, fault_components
 from injectors.noise import CONFOUNDERS, neighbours
-from tests.clusters.sim.apptools import NEEDS_KUBECTL, prom
+from tests.kubesim.apptools import NEEDS_KUBECTL, prom
 
 NS = "hotel-reservation"
 PROBLEM = "hr-frontend-latent-bug-flag"

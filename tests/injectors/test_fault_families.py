@@ -9,7 +9,7 @@ import pytest
 
 from clusters.base import ClusterHandle
 from clusters.kube import Kube
-from clusters.sim.provider import SimHandle
+from clusters.emulated import SimHandle
 from farm.pytest_plugin import SimClusters
 from injectors.base import faults
 from injectors.node_faults import SIM_GROUP

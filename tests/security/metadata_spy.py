@@ -20,9 +20,9 @@ from typing import Any
 
 KINDS = "deployments,statefulsets,daemonsets,services,configmaps,secrets,serviceaccounts,persistentvolumeclaims"
 COMPONENT_LABELS = ("io.kompose.service", "app.kubernetes.io/component", "app.kubernetes.io/name", "app", "name")
-# kinds kube-apiserver gives a generation (clusters/sim/store.py GENERATION_KINDS, the spy's copy)
+# kinds kube-apiserver gives a generation (kubesim/store.py GENERATION_KINDS, the spy's copy)
 WITH_GENERATION = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
-# clusters/sim/controllers/churn.py's ANNOTATION and FIRST_SYNC_S, the spy's copy
+# kubesim/controllers/churn.py's ANNOTATION and FIRST_SYNC_S, the spy's copy
 SYNC_REVISION = "fluxcd.io/sync-revision"
 FIRST_SYNC_S = 60.0
 
@@ -98,7 +98,7 @@ def guess_by_rollout(objects: list[dict[str, Any]]) -> tuple[str | None, list[st
 
 
 def guess_by_sync_revision(objects: list[dict[str, Any]]) -> tuple[str | None, list[str]]:
-    """A third spy (helper adv2): the churn controller (clusters/sim/controllers/churn.py) counts its
+    """A third spy (helper adv2): the churn controller (kubesim/controllers/churn.py) counts its
     syncs in `fluxcd.io/sync-revision` and makes the first within FIRST_SYNC_S (60 s) of an object's
     creation, the next ~600 s later; an object still at revision 1 (or 0) whose deployer's write is
     more than 60 s after its creation was written by something that is not a sync. Names the latest

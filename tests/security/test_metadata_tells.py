@@ -10,7 +10,7 @@ injected, what an agent reads with `kubectl get -o json` must not name the fault
 
 The last holds because the application's own change history buries the injector's write: its
 deployer keeps syncing every object it wrote, at seeded times spread over the trial
-(clusters/sim/controllers/churn.py), so the latest change is anyone's."""
+(kubesim/controllers/churn.py), so the latest change is anyone's."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from apps import load_application
-from clusters.sim.provider import SimHandle
+from clusters.emulated import SimHandle
 from farm.problems.catalog import load_catalog
 from farm.pytest_plugin import SimClusters, as_built
 from injectors.compose import ProblemInjection

@@ -16,7 +16,7 @@ import pytest
 from apps import load_application
 from clusters.base import ClusterHandle
 from clusters.kube import Kube
-from clusters.sim.provider import SimHandle
+from clusters.emulated import SimHandle
 from farm.oracles.mitigation import MitigationOracle
 from farm.problems.catalog import load_catalog
 from farm.pytest_plugin import SimClusters, as_built

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from clusters.base import ClusterHandle
-from clusters.sim.provider import SimHandle
+from clusters.emulated import SimHandle
 from core.states import LIMIT_STEPS, LIMIT_TOKENS
 from farm.agents.base import AgentLimits
 from farm.interface import AgentInterface

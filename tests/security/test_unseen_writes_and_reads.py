@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from clusters.kube import Kube
-from clusters.sim.provider import SimHandle
+from clusters.emulated import SimHandle
 from core.states import LIMIT_STEPS
 from farm.agents.base import AgentLimits
 from farm.interface import AgentInterface

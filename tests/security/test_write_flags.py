@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from clusters.kube import Kube
-from clusters.sim.provider import SimHandle
+from clusters.emulated import SimHandle
 from farm.interface import AgentInterface, allowlist
 from farm.interface.client import ToolClient
 from farm.pytest_plugin import SimClusters, as_built

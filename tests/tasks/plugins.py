@@ -104,7 +104,7 @@ def _faulty_class(base: type) -> type:
 class FaultyProvider(ClusterProvider):
     def open(self, name: str, faults: str | None = None, **options: Any) -> Any:
         global _opened
-        from clusters.sim.provider import SimProvider
+        from clusters.emulated import SimProvider
 
         _plan(faults)
         with _lock:

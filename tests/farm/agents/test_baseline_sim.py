@@ -8,7 +8,7 @@ import pytest
 
 from apps import load_application
 from clusters.base import ClusterHandle
-from clusters.sim.provider import SimHandle
+from clusters.emulated import SimHandle
 from core.states import END_SUBMITTED
 from farm.agents.base import AgentContext, AgentLimits
 from farm.agents.baseline import BaselineAgent

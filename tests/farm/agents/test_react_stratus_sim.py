@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clusters.base import ClusterHandle
-from clusters.sim.provider import SimHandle
+from clusters.emulated import SimHandle
 from core.states import END_SUBMITTED
 from farm.agents.base import AgentContext
 from farm.agents.cli_adapters import ClaudeCodeAgent, CodexAgent

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from clusters.base import ClusterHandle
-from clusters.sim.provider import SimHandle
+from clusters.emulated import SimHandle
 from farm.interface import TOOL_NAMES, AgentInterface
 from farm.interface.client import ToolClient
 from farm.interface.kubectl import Kubectl

@@ -12,7 +12,7 @@ import pytest
 
 from clusters.base import ClusterHandle
 from clusters.real import KubeconfigClusterHandle
-from clusters.sim.provider import SimHandle
+from clusters.emulated import SimHandle
 from farm.interface import AgentInterface
 from farm.interface.client import ToolClient
 from farm.pytest_plugin import SimClusters

@@ -1,0 +1,151 @@
+"""Programs in the apps' pods that talk with the Kubernetes API server:
+
+- groundnuty/k8s-wait-for, the init container that holds a pod back until a dependency's pods are
+  ready (`wait_for.sh service NAME`, `pod -lKEY=VALUE`). Each poll asks the API as
+  `system:serviceaccount:<namespace>:<serviceAccountName>`, so an RBAC change that takes a verb
+  away leaves it printing kubectl's Forbidden error and waiting forever, as the real one does.
+- agnhost's `webhook` (registry.k8s.io/e2e-test-images/agnhost), an admission webhook server that
+  the API server calls over TLS: it needs its certificate and key files to start; the API
+  server's verification of the certificate it serves is in kubesim/api/webhooks.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from kubesim.apps.base import (
+    AppModel,
+    Exited,
+    StartContext,
+    Started,
+    app_model,
+    fluid_ticks,
+    register_image,
+)
+from kubesim.store import match_labels
+
+register_image("groundnuty/k8s-wait-for", tags=("v2.0", "v1.7", "v1.6", "latest", "no-root-v2.0"), size=28_000_000,
+               executables=("wait_for.sh", "kubectl", "jq", "sh"))
+register_image("registry.k8s.io/e2e-test-images/agnhost", tags=("2.47", "2.45", "2.52", "2.53"), size=51_000_000,
+               executables=("/agnhost", "agnhost"), shell=False)
+POLL_S = 2.0  # wait_for.sh's WAIT_TIME
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _forbidden(user: str, verb: str, resource: str, namespace: str, name: str = "") -> str:
+    what = f'{resource} "{name}"' if name else resource
+    return (f"Error from server (Forbidden): {what} is forbidden: User \"{user}\" cannot {verb} resource "
+            f"\"{resource}\" in API group \"\" in the namespace \"{namespace}\"")
+
+
+def check(cluster: Any, namespace: str, account: str, kind: str, target: str) -> tuple[bool, str]:
+    """(ready, what wait_for.sh prints) for one poll of `kind target` as the service account."""
+    from kubesim.api.authn import UserInfo
+    from kubesim.api.rbac import RBACAuthorizer
+
+    user = UserInfo(f"system:serviceaccount:{namespace}:{account}",
+                    ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"))
+    rbac = RBACAuthorizer(cluster.store)
+    store = cluster.store
+    selector: dict[str, Any] = {}
+    if kind == "service":
+        if not rbac.allowed(user, "get", "", "services", "", namespace, target):
+            return False, _forbidden(user.name, "get", "services", namespace, target)
+        svc = store.try_get("services", namespace, target)
+        if svc is None:
+            return False, f'Error from server (NotFound): services "{target}" not found'
+        selector = {"matchLabels": (svc.get("spec") or {}).get("selector") or {}}
+    elif kind in ("pod", "pod-ready"):
+        key, _, value = target.removeprefix("-l").partition("=")
+        selector = {"matchLabels": {key: value}}
+    else:
+        return False, f"Unknown type: {kind}"
+    if not rbac.allowed(user, "list", "", "pods", "", namespace, ""):
+        return False, _forbidden(user.name, "list", "pods", namespace)
+    pods = [p for p in store.list("pods", namespace) if match_labels(selector, p["metadata"].get("labels") or {})
+            and not p["metadata"].get("deletionTimestamp")]
+    ready = bool(pods) and all(any(c.get("type") == "Ready" and c.get("status") == "True"
+                                   for c in (p.get("status") or {}).get("conditions") or []) for p in pods)
+    return ready, ""
+
+
+@app_model
+class K8sWaitFor(AppModel):
+    name = "k8s-wait-for"
+    images = ("groundnuty/k8s-wait-for",)
+    memory_base = 12 * 2**20
+
+    def start(self, ctx: StartContext) -> Started | Exited:
+        argv = [a for a in ctx.argv if a not in ("wait_for.sh", "/usr/local/bin/wait_for.sh")]
+        if len(argv) < 2:
+            return Exited(1, ["Usage:", "wait_for.sh pod [<pod name>|-l<kubectl selector>]",
+                              "wait_for.sh service [<service name>|-l<kubectl selector>]",
+                              "wait_for.sh job [<job name>|-l<kubectl selector>]"])
+        kind, target = argv[0], argv[1]
+        account = ctx.pod["spec"].get("serviceAccountName") or "default"
+        inst = {"kind": "k8s-wait", "what": kind, "target": target, "account": account, "last_log": -1e18}
+        ready, error = check(ctx.cluster, ctx.namespace, account, kind, target)
+        t = ctx.app_time()
+        if ready:
+            return Exited(0, [f"[{_stamp(t)}] {kind} {target} is ready."], after=0.5)
+        lines = ([error] if error else []) + [f"[{_stamp(t)}] Waiting for {kind} {target}..."]
+        inst["last_log"] = ctx.now
+        return Started(lines, set(), inst, ready_after=0.0)
+
+
+def wait_tick(cluster: Any, now: float, dt: float) -> None:
+    """Every poll of every waiting k8s-wait-for: done once the dependency is ready (exit 0), else
+    another Waiting line (and the error that kept it waiting)."""
+    for rt, c in list(cluster.kubelet.running()):
+        inst = c.instance
+        if not isinstance(inst, dict) or inst.get("kind") != "k8s-wait":
+            continue
+        pod = cluster.store.try_get("pods", rt.namespace, rt.name)
+        if pod is None:
+            continue
+        ready, error = check(cluster, rt.namespace, inst["account"], inst["what"], inst["target"])
+        t = now + cluster.nodes.clock_offset(rt.node)
+        if ready:
+            cluster.kubelet.terminate(rt.namespace, rt.name, c.name, 0, "Completed",
+                                      [f"[{_stamp(t)}] {inst['what']} {inst['target']} is ready."])
+            continue
+        if now - inst["last_log"] >= POLL_S * 5 - 1e-9:  # the log keeps one poll in five
+            inst["last_log"] = now
+            cluster.logs.write(pod, c.name, ([error] if error else []) + [
+                f"[{_stamp(t)}] Waiting for {inst['what']} {inst['target']}..."], now)
+
+
+if wait_tick not in fluid_ticks:
+    fluid_ticks.append(wait_tick)
+
+
+def _flag(argv: list[str], name: str, default: str = "") -> str:
+    for i, a in enumerate(argv):
+        if a.startswith(f"--{name}="):
+            return a.split("=", 1)[1]
+        if a == f"--{name}" and i + 1 < len(argv):
+            return argv[i + 1]
+    return default
+
+
+@app_model
+class AgnhostWebhook(AppModel):
+    name = "agnhost-webhook"
+    images = ("registry.k8s.io/e2e-test-images/agnhost",)
+    memory_base = 15 * 2**20
+
+    def start(self, ctx: StartContext) -> Started | Exited:
+        argv = [a for a in ctx.argv if a not in ("/agnhost", "agnhost")]
+        if not argv or argv[0] != "webhook":
+            return Started([], set(), {"kind": "agnhost"})  # other agnhost subcommands: an idle helper
+        t = datetime.fromtimestamp(ctx.app_time(), UTC)
+        klog = f"F{t.strftime('%m%d %H:%M:%S.%f')}       1 config.go:33]"
+        for name in ("tls-cert-file", "tls-private-key-file"):
+            path = _flag(argv, name)
+            if not path or path not in ctx.files:
+                return Exited(255, [], after=0.1, stderr=[f"{klog} open {path}: no such file or directory"])
+        port = int(_flag(argv, "port", "443") or 443)
+        return Started([], {port}, {"kind": "agnhost-webhook", "port": port}, ready_after=0.5)
