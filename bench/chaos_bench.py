@@ -67,7 +67,7 @@ def _schedule(farm, redis, pg, s3, s3_down: float, log: Callable[[str], None]):
 
 
 def _run(label: str, services, args, base_s: float | None, folder: Path):
-    from tests.reliability.harness import Farm, audit, hotel_problems, wait_spools, write_spec
+    from farm.testing.harness import Farm, audit, hotel_problems, wait_spools, write_spec
 
     redis, pg, s3 = services
     db_url = pg.create_database(f"chaos_{label}_{uuid.uuid4().hex[:6]}")
@@ -104,7 +104,7 @@ def _run(label: str, services, args, base_s: float | None, folder: Path):
 
 
 def main() -> None:
-    from tests.reliability.services import MotoS3, PostgresServer, RedisServer
+    from farm.testing.services import MotoS3, PostgresServer, RedisServer
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--problems", type=int, default=4, help="hotel-reservation problems")

@@ -31,8 +31,8 @@ def row(label: str, r, wall: float) -> str:
 
 
 def canned() -> dict[str, int]:
-    from tests.farm.agents.incident_mcp import IncidentMCP
-    from tests.farm.agents.incident_plan import responder
+    from farm.testing.incident_mcp import IncidentMCP
+    from farm.testing.incident_plan import responder
 
     totals = {}
     for agent, mode in ((ReactAgent(), "raw"), (StratusAgent(), "summarised"), (StratusAgent(), "raw")):
@@ -54,8 +54,10 @@ def sim() -> dict[str, int]:
     from farm.llm.scripted import tool_plan
     from farm.problems.catalog import load_catalog
     from farm.pytest_plugin import SimClusters
+    from farm.testing.incident_plan import SIM_NS as NS
+    from farm.testing.incident_plan import SIM_PLAN as PLAN
+    from farm.testing.incident_plan import SIM_PROBLEM as PROBLEM
     from injectors.compose import ProblemInjection
-    from tests.farm.agents.test_react_stratus_sim import NS, PLAN, PROBLEM
 
     totals = {}
     with tempfile.TemporaryDirectory() as tmp, SimClusters(lambda name: Path(tmp) / name) as clusters:

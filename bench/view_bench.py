@@ -26,10 +26,10 @@ import httpx  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
 from bench.scratch_db import scratch_database  # noqa: E402
+from farm.testing.view_rows import farm_view, write_artifacts  # noqa: E402
 from results.artifacts import LocalArtifactStore  # noqa: E402
 from results.db import engine_for  # noqa: E402
 from results.models import Attempt, InfraEvent, Sweep, Trial  # noqa: E402
-from tests.results.view_rows import farm_view, write_artifacts  # noqa: E402
 
 AGENTS = [("baseline", "-"), ("react", "openai/gpt-4o"), ("react", "anthropic/claude"), ("stratus", "openai/gpt-4o")]
 LAYERS = ("application", "operator", "os", "hardware")
@@ -142,7 +142,7 @@ def run(url: str, n: int, repeat: int) -> None:
         ] + [(f"trial page {tid}", f"/trials/{tid}?{urlencode(react)}", 0.3) for tid in opened[:3]] + [
             ("trial page, transcript searched", f"/trials/{opened[0]}?find=get_alerts", 0.3)]
         with farm_view(url) as address:
-            from tests.results import view_rows
+            from farm.testing import view_rows
 
             pid = view_rows.last_pid
             http = httpx.Client(base_url=address, timeout=120)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.harness import Farm
-from tests.reliability.services import MotoS3, PostgresServer, RedisServer
+from farm.testing.harness import Farm
+from farm.testing.services import MotoS3, PostgresServer, RedisServer
 
 
 @pytest.fixture()

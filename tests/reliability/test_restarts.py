@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from tests.reliability.harness import audit, hotel_problems, write_spec
+from farm.testing.harness import audit, hotel_problems, write_spec
 from tests.tasks.farmhelpers import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.mark.timeout(600)]

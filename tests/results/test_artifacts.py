@@ -41,8 +41,8 @@ def test_spooled_store_keeps_every_document_through_an_s3_outage(tmp_path, monke
     """The endpoint goes down: documents land in the worker's spool under their final URI and read
     back from it; a newer version written after S3 returned is never overwritten by the spooled
     older one; the uploader sends the rest once it is back."""
+    from farm.testing.services import MotoS3
     from results.artifacts import SpooledS3Store
-    from tests.reliability.services import MotoS3
 
     s3 = MotoS3().start()
     for var, value in {"AWS_ENDPOINT_URL": s3.endpoint, "AWS_ACCESS_KEY_ID": "testing",

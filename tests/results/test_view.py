@@ -17,11 +17,11 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from farm.testing.view_rows import ODD_COST, ROOT, farm_view, record_one, record_sweep
 from results import leaderboard
 from results.artifacts import LocalArtifactStore
 from results.db import engine_for
 from results.report.compare import compare
-from tests.results.view_rows import ODD_COST, ROOT, farm_view, record_one, record_sweep
 
 pytestmark = pytest.mark.slow
 

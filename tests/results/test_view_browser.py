@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from farm.testing.view_rows import ROOT, farm_view, record_one, record_sweep
 from results.artifacts import LocalArtifactStore
 from results.db import engine_for
-from tests.results.view_rows import ROOT, farm_view, record_one, record_sweep
 
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

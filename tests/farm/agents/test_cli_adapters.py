@@ -27,8 +27,8 @@ from farm.llm.atif import to_atif, validate_atif
 from farm.llm.faulty import FaultyProvider
 from farm.llm.limits import RedisSemaphore, SweepLedger
 from farm.llm.scripted import PlanStep, tool_plan
+from farm.testing.incident_mcp import IncidentMCP
 from tests.farm.agents.cli_fakes import install_fakes
-from tests.farm.agents.incident_mcp import IncidentMCP
 
 ROOT = Path(__file__).resolve().parents[3]
 REDIS_URL = "redis://127.0.0.1:6379/12"

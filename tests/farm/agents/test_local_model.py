@@ -20,7 +20,7 @@ from farm.agents.base import AgentContext, AgentLimits, AgentResult
 from farm.agents.react import ReactAgent
 from farm.agents.stratus import StratusAgent
 from farm.llm.client import LLMClient
-from tests.farm.agents.incident_mcp import IncidentMCP
+from farm.testing.incident_mcp import IncidentMCP
 
 pytestmark = [pytest.mark.slow, pytest.mark.local_model]
 MODEL = "local/smollm2-135m"

@@ -22,8 +22,8 @@ from farm.agents.base import AgentContext, AgentLimits
 from farm.agents.react import ReactAgent
 from farm.llm.atif import to_atif, validate_atif
 from farm.llm.scripted import ScriptedLLM, tool_plan
-from tests.farm.agents.incident_mcp import IncidentMCP
-from tests.farm.agents.incident_plan import responder
+from farm.testing.incident_mcp import IncidentMCP
+from farm.testing.incident_plan import responder
 
 PRICE = {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}
 

@@ -4,7 +4,6 @@ real litellm against the scripted server. The interface's record, not the agent,
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -17,42 +16,17 @@ from farm.agents.cli_adapters import ClaudeCodeAgent, CodexAgent
 from farm.agents.react import ReactAgent
 from farm.agents.stratus import StratusAgent
 from farm.interface import AgentInterface
-from farm.llm.scripted import PlanStep, ScriptedLLM, tool_plan, tool_results
+from farm.llm.scripted import ScriptedLLM, tool_plan
 from farm.oracles.diagnosis import judge_diagnosis
 from farm.problems.catalog import load_catalog
 from farm.pytest_plugin import SimClusters, as_built
+from farm.testing.incident_plan import SIM_NS as NS
+from farm.testing.incident_plan import SIM_PLAN as PLAN
+from farm.testing.incident_plan import SIM_PROBLEM as PROBLEM
 from injectors.compose import ProblemInjection
 from tests.farm.agents.cli_fakes import install_fakes
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
-NS = "hotel-reservation"
-PROBLEM = "hr-geo-image-tag-wrong"
-
-
-def diagnosis(request: dict) -> dict:
-    seen = "\n".join(c for _, c in tool_results(request))
-    tag = re.search(r"hotelreservation:([\w.-]+)", seen.replace("\n", " "))
-    pulls = "ImagePullBackOff" in seen or "ErrImagePull" in seen
-    return {"text": f"Root cause: the geo deployment was rolled to image tag "
-                    f"{tag.group(1) if tag else 'unknown'}, which does not exist; the new geo pod is stuck in "
-                    f"{'ImagePullBackOff' if pulls else 'a failed image pull'} and the rollout never completes."}
-
-
-PLAN: list[PlanStep] = [
-    ("get_alerts", {}),
-    ("kubectl", {"command": f"get pods -n {NS}"}),
-    ("kubectl", {"command": f"describe deployment geo -n {NS}"}),
-    ("loki_query", {"query": f'{{namespace="{NS}"}} |= "error"', "minutes": 10}),
-    ("jaeger_traces", {"service": "frontend", "minutes": 10, "limit": 20}),
-    ("kubectl", {"command": f"get events -n {NS}"}),
-    ("submit_diagnosis", diagnosis),
-    ("kubectl", {"command": f"rollout undo deployment/geo -n {NS}"}),
-    ("wait", {"seconds": 90}),
-    ("kubectl", {"command": f"get pods -n {NS} -l io.kompose.service=geo"}),
-    ("submit_mitigation", {}),
-]
-
-
 @pytest.fixture(scope="module")
 def cluster(sim_clusters: SimClusters) -> SimHandle:
     return sim_clusters.served("hotel-reservation", seed=11, agent=True)

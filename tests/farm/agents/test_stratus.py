@@ -9,8 +9,8 @@ from farm.agents.react import ReactAgent
 from farm.agents.stratus import StratusAgent, count_firing, parse_pods
 from farm.llm.atif import to_atif, validate_atif
 from farm.llm.scripted import ScriptedLLM, tool_plan
-from tests.farm.agents.incident_mcp import IncidentMCP
-from tests.farm.agents.incident_plan import PLAN, responder
+from farm.testing.incident_mcp import IncidentMCP
+from farm.testing.incident_plan import PLAN, responder
 
 
 def ctx_for(srv: IncidentMCP, llm: ScriptedLLM) -> AgentContext:

@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 
 def free_port() -> int:
@@ -137,7 +138,7 @@ class MotoS3:
 
     def __init__(self) -> None:
         self.port = free_port()
-        self.server = None
+        self.server: Any = None  # moto.server.ThreadedMotoServer, imported when started
 
     @property
     def endpoint(self) -> str:

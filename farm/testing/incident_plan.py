@@ -38,3 +38,33 @@ PLAN: list[PlanStep] = [
 
 def responder():
     return tool_plan(PLAN, finish="The incident is diagnosed and mitigated.")
+
+
+# The same investigation against the emulated hotel-reservation with one of the catalog's problems
+# (a wrong image tag on geo), for the agents' tests and token bench on a served cluster.
+SIM_NS = "hotel-reservation"
+SIM_PROBLEM = "hr-geo-image-tag-wrong"
+
+
+def sim_diagnosis(request: dict[str, Any]) -> dict[str, Any]:
+    seen = "\n".join(c for _, c in tool_results(request))
+    tag = re.search(r"hotelreservation:([\w.-]+)", seen.replace("\n", " "))
+    pulls = "ImagePullBackOff" in seen or "ErrImagePull" in seen
+    return {"text": f"Root cause: the geo deployment was rolled to image tag "
+                    f"{tag.group(1) if tag else 'unknown'}, which does not exist; the new geo pod is stuck in "
+                    f"{'ImagePullBackOff' if pulls else 'a failed image pull'} and the rollout never completes."}
+
+
+SIM_PLAN: list[PlanStep] = [
+    ("get_alerts", {}),
+    ("kubectl", {"command": f"get pods -n {SIM_NS}"}),
+    ("kubectl", {"command": f"describe deployment geo -n {SIM_NS}"}),
+    ("loki_query", {"query": f'{{namespace="{SIM_NS}"}} |= "error"', "minutes": 10}),
+    ("jaeger_traces", {"service": "frontend", "minutes": 10, "limit": 20}),
+    ("kubectl", {"command": f"get events -n {SIM_NS}"}),
+    ("submit_diagnosis", sim_diagnosis),
+    ("kubectl", {"command": f"rollout undo deployment/geo -n {SIM_NS}"}),
+    ("wait", {"seconds": 90}),
+    ("kubectl", {"command": f"get pods -n {SIM_NS} -l io.kompose.service=geo"}),
+    ("submit_mitigation", {}),
+]

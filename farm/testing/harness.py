@@ -147,7 +147,7 @@ class Farm:
     def stop_all(self, sig: int | None = None) -> None:
         import signal as _signal
 
-        from tests.reliability.services import terminate
+        from farm.testing.services import terminate
 
         for proc in self.workers.values():
             if proc.poll() is None:
@@ -186,14 +186,14 @@ class Audit:
 
 def audit(farm: Farm, sweep: str) -> Audit:
     import boto3
-    from sqlmodel import Session, select
+    from sqlmodel import Session, col, select
 
     from core.states import TRIAL_DONE, AttemptState, TrialState
     from results.models import Attempt, Trial
 
     with Session(farm.engine()) as s:
         trials = list(s.exec(select(Trial).where(Trial.sweep_id == sweep)).all())
-        attempts = list(s.exec(select(Attempt).join(Trial, Attempt.trial_id == Trial.id)
+        attempts = list(s.exec(select(Attempt).join(Trial, col(Attempt.trial_id) == col(Trial.id))
                                .where(Trial.sweep_id == sweep)).all())
     s3 = boto3.client("s3", endpoint_url=farm.s3_endpoint, aws_access_key_id="testing",
                       aws_secret_access_key="testing", region_name="us-east-1")
