@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubesim.controllers.common import CONTROLLER_MANAGER, KUBELET, ControlPlane, delete_pod
+from kubesim.lifecycle import NODE_READY, NODE_UNREACHABLE, PRESSURE_SIGNALS, NodeStage
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ class NodeFleet:
                 self._fault_lines(n, now)
 
     # -- node lifecycle: kubelet heartbeats, the node controller, taint-based eviction ----------
-    GRACE = 40.0  # node-monitor-grace-period
+    GRACE = NODE_UNREACHABLE.delay  # node-monitor-grace-period
 
     def kubelet_stopped(self, node: str | None) -> bool:
         return bool(self.fault(node, "kubeletStopped") or self.fault(node, "nodeDown"))
@@ -245,17 +246,6 @@ class NodeFleet:
 
     EVICTION_INTERVAL = 10.0  # kubelet --eviction-monitoring-interval
     SYSTEM_MEMORY_SHARE = 0.1  # what the OS, kubelet and containerd hold: node_exporter's MemAvailable leaves it out
-    # signal → (condition, taint, reasons/messages for True and False, node event words, resource)
-    SIGNALS: dict[str, tuple[str, str, tuple[str, str, str, str], tuple[str, str], str]] = {
-        "disk": ("DiskPressure", "node.kubernetes.io/disk-pressure",
-                 ("KubeletHasDiskPressure", "kubelet has disk pressure", "KubeletHasNoDiskPressure",
-                  "kubelet has no disk pressure"), ("NodeHasDiskPressure", "NodeHasNoDiskPressure"), "ephemeral-storage"),
-        "memory": ("MemoryPressure", "node.kubernetes.io/memory-pressure",
-                   ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available",
-                    "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-                   ("NodeHasInsufficientMemory", "NodeHasSufficientMemory"), "memory"),
-    }
-
     def memory_available(self, n: NodeState) -> float:
         """memory.available as the kubelet computes it: capacity minus the node's working set."""
         used = sum(c.memory for rt in self.kubelet.state["pods"].values() if rt.node == n.name and not rt.evicted
@@ -282,7 +272,8 @@ class NodeFleet:
 
     def _signal(self, n: NodeState, now: float, signal: str, under: bool) -> None:
         cl = self.control
-        cond_type, taint_key, words, (ev_on, ev_off), resource = self.SIGNALS[signal]
+        sig = PRESSURE_SIGNALS[signal]
+        cond_type, taint_key, resource = sig.condition, sig.taint_key, sig.resource
         press = n.reported.setdefault("pressure" if signal == "disk" else f"pressure-{signal}", {})
         stamp = cl.clock.rfc3339(now)
         if under != bool(press.get("on")):
@@ -291,8 +282,9 @@ class NodeFleet:
             def report(o: Obj) -> None:
                 for c in o["status"].get("conditions") or []:
                     if c["type"] == cond_type:
+                        reason, message = sig.under if under else sig.clear
                         c.update(status="True" if under else "False", lastTransitionTime=stamp,
-                                 reason=words[0] if under else words[2], message=words[1] if under else words[3])
+                                 reason=reason, message=message)
 
             def edit(o: Obj) -> None:  # the node lifecycle controller taints the node by its condition
                 taints = [t for t in o["spec"].get("taints") or [] if t.get("key") != taint_key]
@@ -304,7 +296,7 @@ class NodeFleet:
                     o["spec"].pop("taints", None)
             cl.store.mutate("nodes", "", n.name, report, subresource="status", manager=KUBELET)
             obj = cl.store.mutate("nodes", "", n.name, edit, manager=CONTROLLER_MANAGER)
-            word = ev_on if under else ev_off
+            word = sig.events[0] if under else sig.events[1]
             cl.events.record(obj, "Normal", word, f"Node {n.name} status is now: {word}", "kubelet", n.name)
         if not under or now - press.get("last", -1e18) < self.EVICTION_INTERVAL:
             if under:
@@ -364,54 +356,52 @@ class NodeFleet:
         kubelet.evict(victim, message)
 
     def _set_ready(self, node: str, ready: bool, now: float) -> None:
+        self._enter(node, NODE_READY if ready else NODE_UNREACHABLE, now)
+
+    def _enter(self, node: str, stage: NodeStage, now: float) -> None:
+        """Apply a readiness transition (kubesim/lifecycle.py): the conditions, the taints, the
+        node's event, and, for the node controller's, its pods marked unready."""
         cl = self.control
         stamp = cl.clock.rfc3339(now)
 
-        def report(o: Obj) -> None:  # the kubelet's conditions, or the node controller's Unknown
+        def report(o: Obj) -> None:
             for c in o["status"].get("conditions") or []:
-                if ready:
-                    c["status"] = "True" if c["type"] == "Ready" else "False"
-                    c["reason"] = {"Ready": "KubeletReady", "MemoryPressure": "KubeletHasSufficientMemory",
-                                   "DiskPressure": "KubeletHasNoDiskPressure", "PIDPressure": "KubeletHasSufficientPID"}.get(c["type"], c.get("reason"))
-                    c["message"] = {"Ready": "kubelet is posting ready status",
-                                    "MemoryPressure": "kubelet has sufficient memory available",
-                                    "DiskPressure": "kubelet has no disk pressure",
-                                    "PIDPressure": "kubelet has sufficient PID available"}.get(c["type"], c.get("message"))
+                patch = stage.patch_for(c["type"])
+                if patch is not None:
+                    c["status"], c["reason"], c["message"] = patch.status, patch.reason, patch.message
+                if stage.heartbeat:
                     c["lastHeartbeatTime"] = stamp
-                else:
-                    c["status"], c["reason"], c["message"] = "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."
                 c["lastTransitionTime"] = stamp
 
         def edit(o: Obj) -> None:
-            taints = [t for t in (o["spec"].get("taints") or []) if t.get("key") != "node.kubernetes.io/unreachable"]
-            if not ready:
-                taints += [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule", "timeAdded": stamp},
-                           {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": stamp}]
+            taints = [t for t in (o["spec"].get("taints") or []) if t.get("key") != stage.taint_key]
+            taints += [{"key": stage.taint_key, "effect": effect, "timeAdded": stamp} for effect in stage.taint_effects]
             if taints:
                 o["spec"]["taints"] = taints
             else:
                 o["spec"].pop("taints", None)
-        cl.store.mutate("nodes", "", node, report, subresource="status", manager=KUBELET if ready else CONTROLLER_MANAGER)
+        cl.store.mutate("nodes", "", node, report, subresource="status", manager=stage.manager)
         obj = cl.store.mutate("nodes", "", node, edit, manager=CONTROLLER_MANAGER)
-        word = "NodeReady" if ready else "NodeNotReady"
-        cl.events.record(obj, "Normal", word, f"Node {node} status is now: {word}", "node-controller")
-        if not ready:
-            for pod in cl.store.scan("pods"):
-                if pod["spec"].get("nodeName") != node:
-                    continue
-                cl.events.record(pod, "Warning", "NodeNotReady", "Node is not ready", "node-controller")
+        type_, reason, message = stage.event
+        cl.events.record(obj, type_, reason, message.format(node=node), "node-controller")
+        if stage.pod_event is None:
+            return
+        for pod in cl.store.scan("pods"):
+            if pod["spec"].get("nodeName") != node:
+                continue
+            cl.events.record(pod, *stage.pod_event, "node-controller")
 
-                def unready(o: Obj) -> None:
-                    for c in o.get("status", {}).get("conditions") or []:
-                        if c["type"] in ("Ready", "ContainersReady"):
-                            c["status"], c["lastTransitionTime"] = "False", stamp
-                            c.pop("reason", None)
-                            c.pop("message", None)
-                try:
-                    cl.store.mutate("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], unready,
-                                    subresource="status", manager=CONTROLLER_MANAGER)
-                except Exception:
-                    pass
+            def unready(o: Obj) -> None:
+                for c in o.get("status", {}).get("conditions") or []:
+                    if c["type"] in stage.pod_conditions_false:
+                        c["status"], c["lastTransitionTime"] = "False", stamp
+                        c.pop("reason", None)
+                        c.pop("message", None)
+            try:
+                cl.store.mutate("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], unready,
+                                subresource="status", manager=CONTROLLER_MANAGER)
+            except Exception:
+                pass
 
     def _taint_evictions(self, n: NodeState, now: float) -> None:
         """The taint-eviction controller: for every NoExecute taint of the node (the node

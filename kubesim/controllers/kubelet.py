@@ -19,6 +19,7 @@ from kubesim.apps.base import Exited, StartContext, Started, find_model, image_l
 from kubesim.apps.generic import BASE_MEMORY
 from kubesim.controllers.common import KUBELET, ControlPlane, set_condition
 from kubesim.controllers.quantity import parse_quantity
+from kubesim.lifecycle import PULL_FAILURES, PullFailure
 from kubesim.store import Obj, StoreError
 
 if TYPE_CHECKING:
@@ -588,20 +589,11 @@ class Kubelet:
             full = normalize_image(image)[2] if err != "InvalidImageName" else image
             policy = spec.get("imagePullPolicy", "IfNotPresent")
             if err == "InvalidImageName":
-                c.state, c.reason = "waiting", "InvalidImageName"
-                c.message = f'Failed to apply default image tag "{image}": couldn\'t parse image reference "{image}": invalid reference format'
-                self._event(pod, "Warning", "InspectFailed", c.message, c.name)
-                self._event(pod, "Warning", "Failed", "Error: InvalidImageName", c.name)
-                c.next_at = now + 30.0
-                self.wake_at(c.next_at)
+                self._pull_failed(pod, c, PULL_FAILURES["InvalidImageName"], image, "", now)
                 return
             if policy == "Never" or (policy == "IfNotPresent" and full in node_images):
                 if full not in node_images:
-                    c.state, c.reason = "waiting", "ErrImageNeverPull"
-                    c.message = f'Container image "{image}" is not present with pull policy of Never'
-                    self._event(pod, "Warning", "ErrImageNeverPull", c.message, c.name)
-                    c.next_at = now + 30.0
-                    self.wake_at(c.next_at)
+                    self._pull_failed(pod, c, PULL_FAILURES["ErrImageNeverPull"], image, "", now)
                     return
                 self._event(pod, "Normal", "Pulled", f'Container image "{image}" already present on machine', c.name)
                 c.stage = "create"
@@ -615,13 +607,9 @@ class Kubelet:
         if c.stage == "pulling":
             info, err = image_lookup(image)
             if err:
-                c.state, c.reason, c.message = "waiting", "ErrImagePull", err
-                self._event(pod, "Warning", "Failed", f'Failed to pull image "{image}": {err}', c.name)
-                self._event(pod, "Warning", "Failed", "Error: ErrImagePull", c.name)
                 c.pull_backoff = min(BACKOFF_MAX, c.pull_backoff * 2 if c.pull_backoff else BACKOFF_START)
                 c.stage = "pullbackoff"
-                c.next_at = now + 1.0
-                self.wake_at(c.next_at)
+                self._pull_failed(pod, c, PULL_FAILURES["ErrImagePull"], image, err, now)
                 return
             full = normalize_image(image)[2]
             node_images = self.state["images"].setdefault(rt.node, [])
@@ -635,11 +623,7 @@ class Kubelet:
             return
         if c.stage == "pullbackoff":
             if c.reason == "ErrImagePull":
-                c.reason, c.message = "ImagePullBackOff", f'Back-off pulling image "{image}"'
-                self._event(pod, "Normal", "BackOff", f'Back-off pulling image "{image}"', c.name)
-                self._event(pod, "Warning", "Failed", "Error: ImagePullBackOff", c.name)
-                c.next_at = now + c.pull_backoff
-                self.wake_at(c.next_at)
+                self._pull_failed(pod, c, PULL_FAILURES["ImagePullBackOff"], image, "", now)
                 return
             c.stage = "pull"
             return
@@ -665,6 +649,15 @@ class Kubelet:
             self.logs.rotate(rt.namespace, rt.name, c.name)
             c.stage = "pull"
             return
+
+    def _pull_failed(self, pod: Obj, c: Ctr, failure: PullFailure, image: str, error: str, now: float) -> None:
+        """Leave the container waiting as `failure` says (kubesim/lifecycle.py) and wake to try again."""
+        c.message, events = failure.render(image, error)
+        c.state, c.reason = "waiting", failure.reason
+        for type_, reason, message in events:
+            self._event(pod, type_, reason, message, c.name)
+        c.next_at = now + (failure.retry if failure.retry is not None else c.pull_backoff)
+        self.wake_at(c.next_at)
 
     def _create(self, pod: Obj, rt: PodRt, c: Ctr, spec: dict[str, Any], now: float) -> None:
         env, err = self._env(pod, spec)
