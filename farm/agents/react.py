@@ -5,7 +5,7 @@ string works; the MCP tools are given in OpenAI function form and litellm conver
 from __future__ import annotations
 
 from farm.agents.base import Agent, AgentContext, AgentResult, agents
-from farm.llm.loop import Session, converse, run_session
+from farm.agents.loop import Session, converse, run_session
 
 SYSTEM_PROMPT = """You are an on-call site reliability engineer. An incident is in progress in the Kubernetes \
 namespace of an application. Work it only through the tools you have: kubectl (one command, no shell), \

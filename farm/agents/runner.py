@@ -39,8 +39,8 @@ def preload() -> None:
     from farm.agents.base import agents
 
     agents.names()  # the built-in agents (and through them the MCP client and the LLM loop)
+    import farm.agents.loop  # noqa: F401
     import farm.interface.client  # noqa: F401
-    import farm.llm.loop  # noqa: F401
 
     if os.environ.get(RELAY_ENV):
         from farm.agents.loopback import start

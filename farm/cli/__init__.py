@@ -96,8 +96,8 @@ def _load_spec(path: Path, preflight: bool = False):  # type: ignore[no-untyped-
         spec = load_spec(path)
         _check_local_models([m.name for m in spec.models] + ([spec.judge] if spec.judge else []))
         if preflight:
-            from farm.llm.preflight import preflight as check
-            from farm.llm.preflight import uses_of
+            from farm.preflight import preflight as check
+            from farm.preflight import uses_of
 
             uses = check(uses_of(spec))
             if uses:
@@ -314,8 +314,8 @@ def sweep_retry(
     except KeyError:
         _fail(f"no sweep '{sweep_id}'")
     if preflight:
-        from farm.llm.preflight import preflight as check
-        from farm.llm.preflight import uses_of
+        from farm.preflight import preflight as check
+        from farm.preflight import uses_of
 
         try:
             check(uses_of(s))

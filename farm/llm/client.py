@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from core.errors import LimitReached, ProviderError
 from core.states import LIMIT_COST, LIMIT_TOKENS, LIMIT_WALL_TIME
@@ -35,8 +35,17 @@ from farm.llm.failures import LLMError, classify, error_for
 from farm.llm.limits import LocalSemaphore, RedisSemaphore, Slot, SweepLedger, redis_url_from
 from farm.llm.models import Endpoint, resolve
 
-if TYPE_CHECKING:
-    from farm.agents.base import AgentContext
+
+class TrialContext(Protocol):
+    """What a client needs of the trial it serves (an agent's AgentContext has it): the model,
+    the limits and the options of the sweep."""
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def limits(self) -> Any: ...
+    @property
+    def options(self) -> dict[str, Any]: ...
 
 _litellm_lock = threading.Lock()
 
@@ -200,7 +209,7 @@ class LLMClient:
             self._slots = LocalSemaphore(model, concurrency)
 
     @classmethod
-    def from_context(cls, ctx: AgentContext, model: str | None = None) -> LLMClient:
+    def from_context(cls, ctx: TrialContext, model: str | None = None) -> LLMClient:
         """A client for the trial described by `ctx` (its model, limits and options)."""
         opts = ctx.options
         name = model or ctx.model

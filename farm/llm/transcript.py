@@ -2,7 +2,7 @@
 that produced them, scrubbed of secrets as they are recorded (never afterwards, so a transcript
 held in memory is already safe to write anywhere).
 
-Entry shapes (AgentResult.transcript, and what farm.llm.atif exports):
+Entry shapes (AgentResult.transcript, and what farm.agents.atif exports):
     {"role": "system"|"user", "content": str, "at": iso}
     {"role": "assistant", "content": str|None, "tool_calls": [{"id", "name", "arguments": dict}],
      "usage": {tokens_in, tokens_out, tokens_cached, cost_usd, priced}, "model": str, "at": iso}

@@ -114,7 +114,7 @@ class AttemptArtifacts:
 
     def _atif(self, run: TrialRun) -> None:
         """The transcript again in ATIF, for trajectory viewers; derived, so never fatal."""
-        from farm.llm.atif import to_atif
+        from farm.agents.atif import to_atif
 
         assert run.agent_result is not None
         try:

@@ -81,7 +81,7 @@ def test_the_check_sees_a_forbidden_import(tmp_path: Path) -> None:
 def test_the_agents_code_holds_no_catalog_oracle_ledger_or_server() -> None:
     tree = agent_code()
     files = {p.relative_to(tree).as_posix() for p in tree.rglob("*.py")}
-    assert "farm/agents/runner.py" in files and "farm/llm/loop.py" in files and "farm/interface/client.py" in files
+    assert "farm/agents/runner.py" in files and "farm/agents/loop.py" in files and "farm/interface/client.py" in files
     assert not [f for f in files if f.startswith(("farm/problems", "farm/oracles", "farm/trial", "results",
                                                   "clusters", "farm/interface/server", "farm/agenthost"))]
     assert (tree / "farm" / "interface" / "__init__.py").read_text() == ""  # the real one loads the server

@@ -21,9 +21,9 @@ import redis
 
 from core.errors import ProviderError
 from core.states import END_SUBMITTED, LIMIT_SWEEP_COST, LIMIT_TOKENS
+from farm.agents.atif import to_atif, validate_atif
 from farm.agents.base import AgentContext, AgentLimits
 from farm.agents.cli_adapters import ClaudeCodeAgent, CodexAgent, Sandbox
-from farm.llm.atif import to_atif, validate_atif
 from farm.llm.faulty import FaultyProvider
 from farm.llm.limits import RedisSemaphore, SweepLedger
 from farm.llm.scripted import PlanStep, tool_plan

@@ -4,10 +4,10 @@ rollback when a change makes health worse, and fewer tokens than react on the sa
 from __future__ import annotations
 
 from core.states import END_SUBMITTED
+from farm.agents.atif import to_atif, validate_atif
 from farm.agents.base import AgentContext
 from farm.agents.react import ReactAgent
 from farm.agents.stratus import StratusAgent, count_firing, parse_pods
-from farm.llm.atif import to_atif, validate_atif
 from farm.llm.scripted import ScriptedLLM, tool_plan
 from farm.testing.incident_mcp import IncidentMCP
 from farm.testing.incident_plan import PLAN, responder

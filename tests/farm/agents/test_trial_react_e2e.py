@@ -16,8 +16,8 @@ import pytest
 from sqlmodel import Session, select
 
 from core.states import LIMIT_STEPS
+from farm.agents.atif import validate_atif
 from farm.dispatcher import submit
-from farm.llm.atif import validate_atif
 from farm.llm.scripted import ScriptedLLM
 from farm.oracles.diagnosis import PASS_RULE
 from farm.problems.catalog import load_catalog

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from farm.agents.atif import to_atif, validate_atif
 from farm.agents.base import AgentResult
-from farm.llm.atif import to_atif, validate_atif
 from farm.llm.condense import clip, condense, dedupe_lines
 
 

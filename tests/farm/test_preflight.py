@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from farm.llm.faulty import FaultyProvider
-from farm.llm.preflight import ModelUse, PreflightError, check_model, preflight, uses_of
+from farm.preflight import ModelUse, PreflightError, check_model, preflight, uses_of
 from farm.spec import SweepSpec
 
 ROOT = Path(__file__).resolve().parents[3]
