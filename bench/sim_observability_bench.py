@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kubesim.clock import VirtualClock  # noqa: E402
 from kubesim.observability import Observability  # noqa: E402
-from kubesim.observability.tsdb import TSDB  # noqa: E402
+from kubesim.observability.prometheus.tsdb import TSDB  # noqa: E402
 
 SCRAPE = 15.0
 MINUTES = 10

@@ -19,7 +19,7 @@ from kubesim.store import Obj
 
 if TYPE_CHECKING:
     from kubesim.controllers.kubelet import Kubelet
-    from kubesim.observability.logs import LogStore
+    from kubesim.observability.loki.logs import LogStore
 
 KERNEL_VERSION = "5.15.0-1057-azure"  # block-layer error lines carry the blk_update_request prefix
 KUBELET_VERSION = "v1.29.2"

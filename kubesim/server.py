@@ -22,7 +22,7 @@ from typing import Any
 from kubesim.api import KubeAPI, Request, Response, serve_app, simple_app
 from kubesim.api.metrics import ResourceMetrics
 from kubesim.api.tls import make_serving_cert
-from kubesim.observability.loki_tail import with_tail
+from kubesim.observability.loki.tail import with_tail
 
 DEFAULT_FACTORY = "kubesim.cluster:SimCluster"
 LIVE_TICK_SECONDS = 0.25

@@ -45,7 +45,7 @@ class ResourceMetrics:
 
     def _usage(self, namespace: str | None) -> dict[tuple[str, str], dict[str, dict[str, float]]]:
         """(namespace, pod) → container → {"cpu": cores, "memory": bytes}."""
-        from kubesim.observability.tsdb import Matcher
+        from kubesim.observability.prometheus.tsdb import Matcher
 
         now = self.store.clock.now()
         tsdb = self.obs.tsdb

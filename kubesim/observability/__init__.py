@@ -8,13 +8,13 @@ from typing import Any
 
 from kubesim.clock import VirtualClock
 from kubesim.observability.httpapp import App, AppServer, Response
-from kubesim.observability.jaeger_api import JaegerAPI
-from kubesim.observability.logs import DEFAULT_MAX_LINES, DEFAULT_MAX_LINES_PER_STREAM, LogStore
-from kubesim.observability.loki_api import LokiAPI
-from kubesim.observability.prometheus_api import PrometheusAPI
-from kubesim.observability.rules import DEFAULT_RULE_SETS, RuleManager
-from kubesim.observability.traces import DEFAULT_MAX_SPANS, TraceStore
-from kubesim.observability.tsdb import TSDB
+from kubesim.observability.jaeger.api import JaegerAPI
+from kubesim.observability.jaeger.traces import DEFAULT_MAX_SPANS, TraceStore
+from kubesim.observability.loki.api import LokiAPI
+from kubesim.observability.loki.logs import DEFAULT_MAX_LINES, DEFAULT_MAX_LINES_PER_STREAM, LogStore
+from kubesim.observability.prometheus.api import PrometheusAPI
+from kubesim.observability.prometheus.rules import DEFAULT_RULE_SETS, RuleManager
+from kubesim.observability.prometheus.tsdb import TSDB
 
 __all__ = ["Observability", "TSDB", "LogStore", "TraceStore", "RuleManager", "AppServer", "App"]
 

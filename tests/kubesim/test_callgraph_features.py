@@ -28,7 +28,7 @@ from kubesim.apps.graph import (
 )
 from kubesim.callgraph import TraceFormat
 from kubesim.cluster import SimCluster
-from kubesim.observability.traces import TraceQuery
+from kubesim.observability.jaeger.traces import TraceQuery
 from farm.pytest_plugin import SimClusters
 
 NS = "depot"

@@ -197,7 +197,7 @@ def test_clock_skew_warnings_as_jaeger_query_adds_them(jaeger: Client, obs: Obse
 
 
 def test_go_duration_strings() -> None:
-    from kubesim.observability.traces import go_duration
+    from kubesim.observability.jaeger.traces import go_duration
 
     assert [go_duration(v) for v in (0, 250, 1_500, 2_000_000, 123_500_000, 3_600_000_000, -250_000)] == [
         "0s", "250µs", "1.5ms", "2s", "2m3.5s", "1h0m0s", "-250ms"]

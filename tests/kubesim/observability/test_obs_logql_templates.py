@@ -14,7 +14,7 @@ import websocket
 from kubesim.api.http import serve_app, simple_app
 from kubesim.clock import VirtualClock
 from kubesim.observability import Observability
-from kubesim.observability.loki_tail import with_tail
+from kubesim.observability.loki.tail import with_tail
 
 from .conftest import T0, Client
 

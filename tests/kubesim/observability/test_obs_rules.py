@@ -9,8 +9,8 @@ import pytest
 
 from kubesim.clock import VirtualClock
 from kubesim.observability import Observability
-from kubesim.observability.rules import RuleFileError, RuleManager, expand_template
-from kubesim.observability.tsdb import TSDB
+from kubesim.observability.prometheus.rules import RuleFileError, RuleManager, expand_template
+from kubesim.observability.prometheus.tsdb import TSDB
 
 from .conftest import T0, Client
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from kubesim.clock import VirtualClock
 from kubesim.observability import Observability
-from kubesim.observability.logs import LogStore
-from kubesim.observability.traces import TraceStore
-from kubesim.observability.tsdb import TSDB, Matcher
+from kubesim.observability.jaeger.traces import TraceStore
+from kubesim.observability.loki.logs import LogStore
+from kubesim.observability.prometheus.tsdb import TSDB, Matcher
 
 from .conftest import T0, Client
 

@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from kubesim.observability.logql import (
+from kubesim.observability.loki.logql import (
     BinOp,
     LogExpr,
     LogQLError,
@@ -19,9 +19,9 @@ from kubesim.observability.logql import (
     VectorAgg,
     numeric_value,
 )
-from kubesim.observability.logs import LogStore, Stream, to_ns
-from kubesim.observability.promql_functions import ARITH, COMPARE, aggregate_values, quantile
-from kubesim.observability.tsdb import matches_all
+from kubesim.observability.loki.logs import LogStore, Stream, to_ns
+from kubesim.observability.prometheus.promql_functions import ARITH, COMPARE, aggregate_values, quantile
+from kubesim.observability.prometheus.tsdb import matches_all
 
 Vector = list[tuple[dict[str, str], float]]
 

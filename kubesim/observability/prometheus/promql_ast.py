@@ -10,7 +10,7 @@ from typing import Any
 
 import promql_parser as pp
 
-from kubesim.observability.tsdb import Matcher
+from kubesim.observability.prometheus.tsdb import Matcher
 
 
 def _secs(d: timedelta | None) -> float:

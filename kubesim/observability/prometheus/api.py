@@ -19,8 +19,8 @@ from kubesim.observability.formats import (
     rfc3339_nano,
 )
 from kubesim.observability.httpapp import Response, first, form_params, json_response, text_response
-from kubesim.observability.metadata import METADATA, SYNTHETIC
-from kubesim.observability.promql import (
+from kubesim.observability.prometheus.metadata import METADATA, SYNTHETIC
+from kubesim.observability.prometheus.promql import (
     LOOKBACK,
     Evaluator,
     PromQLError,
@@ -30,8 +30,8 @@ from kubesim.observability.promql import (
     parse,
     range_query,
 )
-from kubesim.observability.rules import RuleManager
-from kubesim.observability.tsdb import TSDB, Matcher, matches_all
+from kubesim.observability.prometheus.rules import RuleManager
+from kubesim.observability.prometheus.tsdb import TSDB, Matcher, matches_all
 
 # The Prometheus SREGym deploys (prometheus-community chart 25.6.0, appVersion v2.47.2); the
 # evaluator follows its 2.x semantics (closed range windows, lookback including its bound).

@@ -15,7 +15,7 @@ from kubesim.api.remotecommand import websocket_accept
 from kubesim.clock import VirtualClock
 from kubesim.observability.formats import parse_loki_time
 from kubesim.observability.httpapp import first
-from kubesim.observability.logs import to_ns
+from kubesim.observability.loki.logs import to_ns
 
 TAIL_PATH = "/loki/api/v1/tail"
 POLL_SECONDS = 0.25  # wall time between looks at the log store

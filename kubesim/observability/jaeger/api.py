@@ -11,7 +11,7 @@ from typing import Any
 from kubesim.clock import VirtualClock
 from kubesim.observability.formats import parse_go_duration
 from kubesim.observability.httpapp import Response, first, json_response, text_response
-from kubesim.observability.traces import TraceQuery, TraceStore, trace_json
+from kubesim.observability.jaeger.traces import TraceQuery, TraceStore, trace_json
 
 DEFAULT_LIMIT = 100
 DEFAULT_LOOKBACK_US = 2 * 86400 * 1_000_000  # Jaeger's search default when no start is given

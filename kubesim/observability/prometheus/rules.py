@@ -22,8 +22,8 @@ from kubesim.observability.formats import (
     parse_prom_duration,
     rfc3339_nano,
 )
-from kubesim.observability.promql import Evaluator, PromQLError, Scalar, parse
-from kubesim.observability.tsdb import TSDB
+from kubesim.observability.prometheus.promql import Evaluator, PromQLError, Scalar, parse
+from kubesim.observability.prometheus.tsdb import TSDB
 
 RULES_DIR = Path(__file__).parent / "rules"
 # Which rule files make up a named rule set; the default is what a kube-prometheus-stack install

@@ -10,12 +10,12 @@ import time
 from typing import Any
 
 from kubesim.clock import VirtualClock
-from kubesim.observability import logql
 from kubesim.observability.formats import format_time, format_value, parse_loki_time, parse_prom_duration
 from kubesim.observability.httpapp import Response, first, form_params, json_response, text_response
-from kubesim.observability.logql_eval import MetricEvaluator, select_logs
-from kubesim.observability.logs import LogStore, to_ns
-from kubesim.observability.tsdb import matches_all
+from kubesim.observability.loki import logql
+from kubesim.observability.loki.logql_eval import MetricEvaluator, select_logs
+from kubesim.observability.loki.logs import LogStore, to_ns
+from kubesim.observability.prometheus.tsdb import matches_all
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 5000

@@ -274,7 +274,7 @@ def _compare(op: str) -> Callable[..., bool]:
 
 
 def _bytes(s: Any) -> int:
-    from kubesim.observability.logql import _parse_bytes
+    from kubesim.observability.loki.logql import _parse_bytes
 
     return int(_parse_bytes(show(s)))
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.observability.formats import parse_go_duration, parse_prom_duration
-from kubesim.observability.gotemplate import TemplateError, compile_template, render
-from kubesim.observability.tsdb import Matcher
+from kubesim.observability.loki.gotemplate import TemplateError, compile_template, render
+from kubesim.observability.prometheus.tsdb import Matcher
 
 
 class LogQLError(Exception):

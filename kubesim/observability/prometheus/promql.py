@@ -12,9 +12,9 @@ from typing import Any
 
 import promql_parser as pp
 
-from kubesim.observability import promql_ast as ast
 from kubesim.observability.formats import format_value
-from kubesim.observability.promql_functions import (
+from kubesim.observability.prometheus import promql_ast as ast
+from kubesim.observability.prometheus.promql_functions import (
     ARITH,
     COMPARE,
     MATH_FUNCS,
@@ -30,7 +30,7 @@ from kubesim.observability.promql_functions import (
     resets,
     round_to,
 )
-from kubesim.observability.tsdb import TSDB, Series, is_stale
+from kubesim.observability.prometheus.tsdb import TSDB, Series, is_stale
 
 LOOKBACK = 300.0
 DEFAULT_SUBQUERY_STEP = 60.0
