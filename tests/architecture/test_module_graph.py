@@ -23,9 +23,6 @@ from tests.architecture.test_layers import PACKAGES, ROOT, imports_of, module_na
 # The modules that may import the emulator: its provider, and the roof that gathers every floor
 # (the CLI, and the pytest plugin that hands emulated clusters to tests).
 EMULATOR_USERS = ("clusters.emulated", "farm.cli", "farm.pytest_plugin")
-# Still reaching in, to be moved (issue 27): the workload facts read the call graphs from the
-# emulator's application models until each application's topology lives in apps/<app>/.
-NOT_YET_MOVED = ("injectors.topology",)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -157,7 +154,7 @@ def test_only_the_emulators_provider_and_the_roof_import_the_emulator() -> None:
     reaching = []
     for path in project_modules():
         name = module_name(path)
-        if name == "kubesim" or name.startswith("kubesim.") or name.startswith(EMULATOR_USERS + NOT_YET_MOVED):
+        if name == "kubesim" or name.startswith("kubesim.") or name.startswith(EMULATOR_USERS):
             continue
         for line, target in imports_of(path):  # lazy imports too: a deferred import is still a dependency
             if target == "kubesim" or target.startswith("kubesim."):
