@@ -170,3 +170,15 @@ def test_each_package_declares_its_public_face(package: str) -> None:
     missing = [name for name in public if not hasattr(module, name)
                and importlib.util.find_spec(f"{package}.{name}") is None]
     assert missing == [], f"{package}.__all__ names what it does not have: {missing}"
+
+
+def test_the_emulators_parts_see_the_cluster_through_its_view() -> None:
+    # Controllers, models and userland type the cluster they are built into as kubesim.view's
+    # ClusterView; naming SimCluster would make each depend on the class that assembles them all.
+    reaching = []
+    for path in sorted((ROOT / "kubesim").rglob("*.py")):
+        if module_name(path) in ("kubesim", "kubesim.cluster"):
+            continue
+        reaching += [f"{path.relative_to(ROOT)}:{line}" for line, target in imports_of(path)
+                     if target == "kubesim.cluster.SimCluster"]
+    assert reaching == []
