@@ -196,14 +196,14 @@ TOPOLOGY = load_topology(APP)
 SPRING_POOLS = {"mongo": 100, "mysql": 10}
 PORTS = {name: svc.ports[0] for name, svc in TOPOLOGY.services.items() if svc.ports}  # each one's server.port
 
-# nacos discovery of the 1.0 services: `spring.cloud.nacos.discovery.server-addr: ${NACOS_ADDRS:127.0.0.1:8848}`;
-# the instance registers at the end of the boot and fail-fast stops the application when it cannot.
 # What a Spring service must reach before its boot ends (it dials them `BOOT_DIAL_S` into the boot and
 # keeps trying for `BOOT_PATIENCE_S`: the Mongo driver's server selection, Hikari's connection timeout).
+# The 1.0 services' nacos discovery (`spring.cloud.nacos.discovery.server-addr: ${NACOS_ADDRS:127.0.0.1:8848}`)
+# registers the instance at the end of the boot, and fail-fast stops the application when it cannot.
 BOOT_PEERS = ("mongo", "mysql", "nacos")
 BOOT_DIAL_S, BOOT_PATIENCE_S = 25.0, 30.0
-# The OpenFeature flagd provider: `${FLAGD_HOST:localhost}:${FLAGD_PORT:8013}`; unreachable means every
-# flag evaluates to its code default (off).
+# The 1.0 services' OpenFeature flagd provider (their `flagd` peer): unreachable, every flag evaluates to
+# its code default (off).
 
 
 def _spring(name: str, cpu: float = 0.003, latency: float = 0.006, memory: float = 420 * MiB) -> Service:
