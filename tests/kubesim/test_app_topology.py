@@ -126,3 +126,16 @@ def test_a_call_to_an_undeclared_peer_is_one_clear_error(tmp_path: Any, monkeypa
             topology.load_topology("absent")
     finally:
         topology.load_topology.cache_clear()
+
+
+def test_hotels_own_start_up_agrees_with_its_topology() -> None:
+    # HotelService starts the binaries itself (config.json keys, Consul registration): the names and
+    # ports it uses are the ones the file declares, which the injectors aim by
+    from kubesim.apps.hotel import CONFIG, SERVICES
+
+    top = load_topology("hotel-reservation")
+    for name, svc in SERVICES.items():
+        decl = top.services[name]
+        assert decl.names.get("consul", "") == (svc.consul or "")
+        assert decl.names.get("db", "") == svc.db
+        assert decl.ports == (int(CONFIG[svc.port_key]),) + ((svc.metrics_port,) if svc.metrics_port else ())
