@@ -3,9 +3,10 @@ one: who calls a workload and with which operation, what it calls (services and 
 protocol), what it serves, the chain of callers up to the entry point, the user routes that pass
 through it, and the names derived from it (container, Consul name, database, claim, config map).
 
-The facts come from the emulated cluster's application models (the call graphs of
-kubesim/apps/graph.py GRAPHS) and from the application's manifests, which say which workload
-runs which program and where its addresses point."""
+The facts come from the application's declared topology (apps/<app>/topology.yaml: its programs,
+their calls and peers, which workloads run them) and from its manifests, which say where its
+addresses point; the same declarations the emulated cluster's models are built from, read here
+without the emulator."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from typing import Any
 import yaml
 
 from apps.base import APPS_DIR
+from apps.topology import PeerDecl, has_topology, load_topology
+from core.addresses import parse_address
 
 STORE_PROTOCOLS = ("mongo", "memcached", "postgres", "mysql", "redis", "kafka")
 
@@ -107,21 +110,20 @@ class Topology:
 
     # -- sources ----------------------------------------------------------------------------
     def _graph(self) -> None:
-        from kubesim.apps.base import _load_builtin
-        from kubesim.apps.graph import GRAPHS, parse_address
-
-        _load_builtin()
-        graph = GRAPHS.get(self.app)
-        if graph is None:
+        if not has_topology(self.app):
             return
+        top = load_topology(self.app)
         workload_of: dict[str, str] = {}
         env_of: dict[str, dict[str, str]] = {}
-        for w in self.workloads.values():
-            name = graph.identify(w.spec)
-            if name in graph.services:
-                workload_of.setdefault(name, w.name)
-                env_of[w.name] = {e["name"]: str(e.get("value", "")) for e in w.spec.get("env") or [] if "name" in e}
-        def store_workload(peer: Any, env: dict[str, str]) -> str:
+        for svc in top.services.values():
+            for name in svc.workloads:
+                w = self.workloads.get(name)
+                if w is None:
+                    continue
+                workload_of.setdefault(svc.name, name)
+                env_of[name] = {e["name"]: str(e.get("value", "")) for e in w.spec.get("env") or [] if "name" in e}
+
+        def store_workload(peer: PeerDecl, env: dict[str, str]) -> str:
             raw = env.get(peer.env, "") if peer.env else ""
             if raw and peer.port_env:
                 raw = f"{raw}:{env.get(peer.port_env, '')}"
@@ -129,16 +131,15 @@ class Topology:
             host = addr.host.split(".")[0] if addr is not None else peer.name
             return host if host in self.workloads else peer.name
 
-        for svc in graph.services.values():
+        for svc in top.services.values():
             caller = workload_of.get(svc.name, svc.name)
             env = env_of.get(caller, {})
+            peers = {p.name: p for p in reversed(svc.peers)}  # the first of a name, as the program finds it
             for op, calls in svc.ops.items():
                 self.ops.setdefault(caller, []).append(op)
                 out = self.calls.setdefault((caller, op), [])
                 for call in calls:
-                    peer = next((p for p in svc.peers if p.name == call.peer), None)
-                    if peer is None:
-                        continue
+                    peer = peers[call.peer]
                     if peer.service:
                         out.append((workload_of.get(peer.service, peer.service), call.op, peer.protocol))
                         continue
@@ -147,7 +148,7 @@ class Topology:
                     self.protocols[target] = peer.protocol
         # Stores a service reads only while starting (hotel's geo, recommendation and user load their
         # data then): a dependency all the same, reached through the service's start-up.
-        for svc in graph.services.values():
+        for svc in top.services.values():
             caller = workload_of.get(svc.name, svc.name)
             env = env_of.get(caller, {})
             dialled = {t for (c, _), calls in self.calls.items() if c == caller for t, _, _ in calls}
@@ -161,10 +162,9 @@ class Topology:
                     self.protocols[target] = peer.protocol
             if svc.names:
                 self.derived.setdefault(caller, {}).update(svc.names)
-        if graph.routes:
-            self.entry = workload_of.get(graph.routes[0].service, graph.routes[0].service)
+        self.entry = workload_of.get(top.entry, top.entry)
         # Routes by the entry operation they call (a shop's ten product URLs are one route).
-        self.routes = {r.op: (workload_of.get(r.service, r.service), r.op) for r in graph.routes}
+        self.routes = {r.op: (workload_of.get(r.service, r.service), r.op) for r in top.routes}
 
     # -- facts ------------------------------------------------------------------------------
     def role(self, name: str) -> Role:

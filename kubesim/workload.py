@@ -17,12 +17,12 @@ from kubesim.callgraph import CallGraphFlow
 from kubesim.controllers.quantity import parse_quantity
 
 if TYPE_CHECKING:
-    from kubesim.cluster import SimCluster
     from kubesim.controllers.kubelet import Ctr, PodRt
+    from kubesim.view import ClusterView
 
 
 class Workload:
-    def __init__(self, cluster: SimCluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.state: dict[str, Any] = {"consul": {}, "counters": {}, "gauges": {}, "logged": {}, "trace_seq": 0,
                                       "steps": 0}

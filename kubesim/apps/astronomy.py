@@ -10,8 +10,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from apps.topology import load_topology
 from kubesim.apps.flagd import flag_value
-from kubesim.apps.graph import AppGraph, Call, Peer, Route, Service, graph_app, image_suffix
+from kubesim.apps.graph import (
+    AppGraph,
+    Call,
+    Service,
+    declared_routes,
+    declared_service,
+    graph_app,
+    image_suffix,
+)
 from kubesim.apps.reqfilter import free_share
 from kubesim.callgraph import CallGraphFlow, GraphHooks, OpEffect
 
@@ -19,53 +28,16 @@ DEMO = "ghcr.io/open-telemetry/demo"
 MiB = 2**20
 
 G = "oteldemo."
-CATALOG_GET, CATALOG_LIST = G + "ProductCatalogService/GetProduct", G + "ProductCatalogService/ListProducts"
-CONVERT, CURRENCIES = G + "CurrencyService/Convert", G + "CurrencyService/GetSupportedCurrencies"
-CART_GET, CART_ADD, CART_EMPTY = G + "CartService/GetCart", G + "CartService/AddItem", G + "CartService/EmptyCart"
+# the operations the hooks below act on (the rest: apps/astronomy-shop/topology.yaml)
+CATALOG_GET, CART_EMPTY = G + "ProductCatalogService/GetProduct", G + "CartService/EmptyCart"
 PLACE_ORDER, CHARGE = G + "CheckoutService/PlaceOrder", G + "PaymentService/Charge"
 RECOMMEND, GET_ADS = G + "RecommendationService/ListRecommendations", G + "AdService/GetAds"
-REVIEWS, ASK_AI = G + "ProductReviewService/GetProductReviews", G + "ProductReviewService/AskProductAIAssistant"
+ASK_AI = G + "ProductReviewService/AskProductAIAssistant"
 PRODUCTS = ("OLJCESPC7Z", "66VCHSJNUP", "1YMWWN1N4O", "L9ECAV7KIM", "2ZYFJ3GM2N", "0PUK6V6EV0", "LS4PSXUNUM",
             "9SIQT8TOJO", "6E92ZMYYFZ", "HQTGWGPNH4")
 
 
-def _grpc(name: str, env: str, service: str, required: bool = False) -> Peer:
-    return Peer(name, "grpc", service=service, env=env, required=required)
-
-
-def _http(name: str, env: str, service: str, required: bool = False) -> Peer:
-    return Peer(name, "http", service=service, env=env, required=required)
-
-
-# The frontend's API routes (Next.js) and what each calls; the proxy forwards them unchanged.
-FRONTEND_OPS: dict[str, tuple[Call, ...]] = {
-    "GET /": (Call("product-catalog", CATALOG_LIST), Call("currency", CURRENCIES), Call("currency", CONVERT)),
-    "GET /api/products/[productId]": (Call("product-catalog", CATALOG_GET), Call("currency", CONVERT)),
-    "GET /api/recommendations": (Call("recommendation", RECOMMEND), Call("product-catalog", CATALOG_GET)),
-    "GET /api/product-reviews/[productId]": (Call("product-reviews", REVIEWS),),
-    "POST /api/product-ask-ai-assistant/[productId]": (Call("product-reviews", ASK_AI),),
-    "GET /api/data": (Call("ad", GET_ADS),),
-    "GET /api/cart": (Call("cart", CART_GET), Call("product-catalog", CATALOG_GET), Call("currency", CONVERT)),
-    "POST /api/cart": (Call("cart", CART_ADD),),
-    "POST /api/checkout": (Call("checkout", PLACE_ORDER), Call("product-catalog", CATALOG_GET),
-                           Call("currency", CONVERT)),
-}
-
-# Locust's WebsiteUser (weights: index 1, browse_product 10, get_recommendations 3, get_product_reviews 2,
-# ask_ai 1, get_ads 3, view_cart 3, add_to_cart 2, checkout 1, checkout_multi 1) as requests: an
-# add_to_cart also GETs the product, a checkout first adds 1 (multi: 2-4) items.
-_W = 33.0
-ROUTES = tuple(
-    [Route("/", "GET", "frontend-proxy", "GET /", 1 / _W)]
-    + [Route(f"/api/products/{p}", "GET", "frontend-proxy", "GET /api/products/[productId]", 1.2 / _W) for p in PRODUCTS]
-    + [Route("/api/recommendations", "GET", "frontend-proxy", "GET /api/recommendations", 3 / _W),
-       Route("/api/product-reviews/[productId]", "GET", "frontend-proxy", "GET /api/product-reviews/[productId]", 2 / _W),
-       Route("/api/product-ask-ai-assistant/[productId]", "POST", "frontend-proxy",
-             "POST /api/product-ask-ai-assistant/[productId]", 1 / _W),
-       Route("/api/data/", "GET", "frontend-proxy", "GET /api/data", 3 / _W),
-       Route("/api/cart", "GET", "frontend-proxy", "GET /api/cart", 3 / _W),
-       Route("/api/cart", "POST", "frontend-proxy", "POST /api/cart", 6 / _W),
-       Route("/api/checkout", "POST", "frontend-proxy", "POST /api/checkout", 2 / _W)])
+TOPOLOGY = load_topology("astronomy-shop")  # services, calls, peers and the Locust mix: apps/astronomy-shop/
 
 
 AD_BUSY_THREADS = 4  # adHighCpu's worker threads in AdService.java
@@ -76,80 +48,30 @@ CARDS = ((1, 2030, "0454"), (3, 2031, "1739"), (6, 2032, "8822"), (1, 2033, "440
          (1, 2035, "7764"), (5, 2036, "3355"), (1, 2037, "2198"), (8, 2038, "6071"), (1, 2039, "5513"))
 
 
+def _svc(name: str, language: str, **behaviour: Any) -> Service:
+    return declared_service(TOPOLOGY.services[name], language, **behaviour)
+
+
 SERVICES: dict[str, Service] = {s.name: s for s in (
-    Service("frontend-proxy", "envoy", (8080, 10000),
-            {op: (Call("frontend", op),) for op in FRONTEND_OPS},
-            peers=(Peer("frontend", "http", service="frontend", env="FRONTEND_HOST", port_env="FRONTEND_PORT",
-                        required=True),
-                   Peer("image-provider", "http", service="image-provider", env="IMAGE_PROVIDER_HOST",
-                        port_env="IMAGE_PROVIDER_PORT", required=True)),
-            cpu=0.00015, latency=0.0004, memory=28 * MiB, memory_per_rps=20_000, timeout=15.0),
-    Service("frontend", "nextjs", (8080,), FRONTEND_OPS,
-            peers=(_grpc("ad", "AD_ADDR", "ad"), _grpc("cart", "CART_ADDR", "cart"),
-                   _grpc("checkout", "CHECKOUT_ADDR", "checkout"), _grpc("currency", "CURRENCY_ADDR", "currency"),
-                   _grpc("product-catalog", "PRODUCT_CATALOG_ADDR", "product-catalog"),
-                   _grpc("product-reviews", "PRODUCT_REVIEWS_ADDR", "product-reviews"),
-                   _grpc("recommendation", "RECOMMENDATION_ADDR", "recommendation"),
-                   _http("shipping", "SHIPPING_ADDR", "shipping")),
-            cpu=0.004, latency=0.006, memory=120 * MiB, memory_per_rps=150_000, timeout=10.0),
-    Service("checkout", "go", (8080,), {
-        PLACE_ORDER: (Call("cart", CART_GET), Call("product-catalog", CATALOG_GET), Call("currency", CONVERT),
-                      Call("shipping", "POST /get-quote"), Call("currency", CONVERT), Call("payment", CHARGE),
-                      Call("shipping", "POST /ship-order"), Call("cart", CART_EMPTY, on_error="ignore"),
-                      Call("email", "POST /send_order_confirmation", on_error="ignore"),
-                      Call("kafka", "produce orders", write=True, on_error="ignore"))},
-            peers=(_grpc("cart", "CART_ADDR", "cart", True), _grpc("currency", "CURRENCY_ADDR", "currency", True),
-                   _http("email", "EMAIL_ADDR", "email", True), _grpc("payment", "PAYMENT_ADDR", "payment", True),
-                   _grpc("product-catalog", "PRODUCT_CATALOG_ADDR", "product-catalog", True),
-                   _http("shipping", "SHIPPING_ADDR", "shipping", True),
-                   Peer("kafka", "kafka", env="KAFKA_ADDR", at_start=True)),
-            cpu=0.002, latency=0.004, memory=11 * MiB, memory_per_rps=60_000, timeout=5.0),
-    Service("product-catalog", "go", (8080,), {
-        CATALOG_LIST: (Call("postgresql", "SELECT catalog.products"),),
-        CATALOG_GET: (Call("postgresql", "SELECT catalog.products"),)},
-            peers=(Peer("postgresql", "postgres", env="DB_CONNECTION_STRING", default="postgres://localhost:5432",
-                        at_start=True),),
-            cpu=0.0004, latency=0.0012, memory=9 * MiB, memory_per_rps=20_000),
-    Service("cart", "dotnet", (8080,), {
-        CART_GET: (Call("valkey-cart", "HGETALL"),), CART_ADD: (Call("valkey-cart", "HSET", write=True),),
-        CART_EMPTY: (Call("valkey-cart", "DEL", write=True),)},
-            peers=(Peer("valkey-cart", "redis", env="VALKEY_ADDR", required=True),),
-            cpu=0.0008, latency=0.0015, memory=70 * MiB, memory_per_rps=80_000),
-    Service("currency", "cpp", (8080,), {CONVERT: (), CURRENCIES: ()}, cpu=0.0002, latency=0.0004,
-            memory=6 * MiB, memory_per_rps=10_000),
-    Service("payment", "node", (8080,), {CHARGE: ()}, cpu=0.0015, latency=0.003, memory=60 * MiB,
-            memory_per_rps=100_000),
-    Service("shipping", "rust", (8080,), {"POST /get-quote": (Call("quote", "POST /getquote"),), "POST /ship-order": ()},
-            peers=(_http("quote", "QUOTE_ADDR", "quote", True),), cpu=0.0003, latency=0.0008, memory=5 * MiB,
-            memory_per_rps=10_000),
-    Service("quote", "php", (8080,), {"POST /getquote": ()}, cpu=0.002, latency=0.004, memory=18 * MiB,
-            memory_per_rps=40_000),
-    Service("email", "ruby", (8080,), {"POST /send_order_confirmation": ()}, cpu=0.004, latency=0.01,
-            memory=55 * MiB, memory_per_rps=200_000),
-    Service("ad", "java", (8080,), {GET_ADS: ()}, cpu=0.001, latency=0.002, memory=160 * MiB, memory_per_rps=200_000),
-    Service("recommendation", "python", (8080,), {RECOMMEND: (Call("product-catalog", CATALOG_LIST),)},
-            peers=(_grpc("product-catalog", "PRODUCT_CATALOG_ADDR", "product-catalog", True),),
-            cpu=0.003, latency=0.005, memory=45 * MiB, memory_per_rps=150_000),
-    Service("product-reviews", "python", (3551,), {
-        REVIEWS: (Call("postgresql", "SELECT reviews.productreviews"),),
-        ASK_AI: (Call("postgresql", "SELECT reviews.productreviews"), Call("product-catalog", CATALOG_GET),
-                 Call("llm", "POST /v1/chat/completions"))},
-            peers=(Peer("postgresql", "postgres", env="DB_CONNECTION_STRING"),
-                   _grpc("product-catalog", "PRODUCT_CATALOG_ADDR", "product-catalog"),
-                   Peer("llm", "http", service="llm", env="LLM_HOST", port_env="LLM_PORT")),
-            cpu=0.003, latency=0.006, memory=50 * MiB, memory_per_rps=150_000, timeout=30.0),
-    Service("llm", "python", (8000,), {"POST /v1/chat/completions": ()}, cpu=0.01, latency=0.4, memory=40 * MiB,
-            memory_per_rps=100_000),
-    Service("image-provider", "nginx", (8081,), {"GET /images/": ()}, cpu=0.0002, latency=0.0005, memory=8 * MiB),
-    Service("accounting", "dotnet", (), {"orders process": (Call("kafka", "consume orders accounting"),
-                                                           Call("postgresql", "INSERT accounting.order", write=True))},
-            peers=(Peer("kafka", "kafka", env="KAFKA_ADDR", required=True),
-                   Peer("postgresql", "postgres", env="DB_CONNECTION_STRING")),
-            cpu=0.002, latency=0.003, memory=60 * MiB, memory_per_rps=30_000, background=True),
-    Service("fraud-detection", "java", (), {"orders process": (Call("kafka", "consume orders fraud-detection"),)},
-            peers=(Peer("kafka", "kafka", env="KAFKA_ADDR", required=True),),
-            cpu=0.002, latency=0.003, memory=150 * MiB, memory_per_rps=50_000, background=True),
+    _svc("frontend-proxy", "envoy", cpu=0.00015, latency=0.0004, memory=28 * MiB, memory_per_rps=20_000, timeout=15.0),
+    _svc("frontend", "nextjs", cpu=0.004, latency=0.006, memory=120 * MiB, memory_per_rps=150_000, timeout=10.0),
+    _svc("checkout", "go", cpu=0.002, latency=0.004, memory=11 * MiB, memory_per_rps=60_000, timeout=5.0),
+    _svc("product-catalog", "go", cpu=0.0004, latency=0.0012, memory=9 * MiB, memory_per_rps=20_000),
+    _svc("cart", "dotnet", cpu=0.0008, latency=0.0015, memory=70 * MiB, memory_per_rps=80_000),
+    _svc("currency", "cpp", cpu=0.0002, latency=0.0004, memory=6 * MiB, memory_per_rps=10_000),
+    _svc("payment", "node", cpu=0.0015, latency=0.003, memory=60 * MiB, memory_per_rps=100_000),
+    _svc("shipping", "rust", cpu=0.0003, latency=0.0008, memory=5 * MiB, memory_per_rps=10_000),
+    _svc("quote", "php", cpu=0.002, latency=0.004, memory=18 * MiB, memory_per_rps=40_000),
+    _svc("email", "ruby", cpu=0.004, latency=0.01, memory=55 * MiB, memory_per_rps=200_000),
+    _svc("ad", "java", cpu=0.001, latency=0.002, memory=160 * MiB, memory_per_rps=200_000),
+    _svc("recommendation", "python", cpu=0.003, latency=0.005, memory=45 * MiB, memory_per_rps=150_000),
+    _svc("product-reviews", "python", cpu=0.003, latency=0.006, memory=50 * MiB, memory_per_rps=150_000, timeout=30.0),
+    _svc("llm", "python", cpu=0.01, latency=0.4, memory=40 * MiB, memory_per_rps=100_000),
+    _svc("image-provider", "nginx", cpu=0.0002, latency=0.0005, memory=8 * MiB),
+    _svc("accounting", "dotnet", cpu=0.002, latency=0.003, memory=60 * MiB, memory_per_rps=30_000, background=True),
+    _svc("fraud-detection", "java", cpu=0.002, latency=0.003, memory=150 * MiB, memory_per_rps=50_000, background=True),
 )}
+ROUTES = declared_routes(TOPOLOGY)
 
 
 def _identify(container: dict[str, Any]) -> str | None:

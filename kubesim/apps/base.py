@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
-    from kubesim.cluster import SimCluster
     from kubesim.controllers.network import Conn
+    from kubesim.view import ClusterView
 
 
 def normalize_image(ref: str) -> tuple[str, str, str]:
@@ -100,7 +100,7 @@ class Exited:
 class StartContext:
     """What a starting container sees: its pod, env, mounted files, volumes and the network."""
 
-    cluster: SimCluster
+    cluster: ClusterView
     pod: Obj
     container: dict[str, Any]
     env: dict[str, str]
@@ -183,7 +183,7 @@ class AppModel:
 models: list[AppModel] = []
 # Per-step work of models whose state spans pods (a database's membership, a client's rounds):
 # each is called as fn(cluster, now, dt) once per fluid step, after the workload's own pass.
-fluid_ticks: list[Callable[[SimCluster, float, float], None]] = []
+fluid_ticks: list[Callable[[ClusterView, float, float], None]] = []
 
 
 def app_model(cls: type[AppModel]) -> type[AppModel]:

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, unquote, urlparse
 
+from apps.topology import AppTopology, ServiceDecl
+from core.addresses import Address, parse_address
 from kubesim.apps.base import (
     AppModel,
     Exited,
@@ -34,9 +35,6 @@ if TYPE_CHECKING:
     from kubesim.controllers.kubelet import Ctr, PodRt
 
 STORE_PROTOCOLS = frozenset({"postgres", "mysql", "redis", "kafka", "mongo", "memcached"})
-DEFAULT_PORTS = {"postgres": 5432, "mysql": 3306, "redis": 6379, "kafka": 9092, "mongo": 27017, "memcached": 11211,
-                 "http": 80, "grpc": 80, "thrift": 9090}
-
 
 @dataclass(frozen=True)
 class Cache:
@@ -292,61 +290,31 @@ def _topological(graph: AppGraph) -> list[str]:
     return list(reversed(out))
 
 
+# -- from the application's declared topology (apps/<app>/topology.yaml) -----------------------
+def declared_peers(decl: ServiceDecl, clients: dict[str, dict[str, Any]] | None = None) -> tuple[Peer, ...]:
+    """The service's peers as its topology declares them, each with its client's behaviour (`clients`:
+    peer name → pool, cache, retry, session) added."""
+    clients = clients or {}
+    unknown = sorted(set(clients) - {p.name for p in decl.peers})
+    if unknown:
+        raise KeyError(f"{decl.name} declares no peer {', '.join(unknown)}")
+    return tuple(Peer(**p.model_dump(), **clients.get(p.name, {})) for p in decl.peers)
+
+
+def declared_service(decl: ServiceDecl, language: str, clients: dict[str, dict[str, Any]] | None = None,
+                     **behaviour: Any) -> Service:
+    """A program of the application: its ports, operations, calls and peers as its topology declares
+    them; its language, costs and client policies (`behaviour`, `clients`) as the emulator models them."""
+    ops = {op: tuple(Call(**c.model_dump()) for c in calls) for op, calls in decl.ops.items()}
+    return Service(decl.name, language, decl.ports, ops, peers=declared_peers(decl, clients),
+                   required_env=decl.required_env, names=dict(decl.names), **behaviour)
+
+
+def declared_routes(topology: AppTopology) -> tuple[Route, ...]:
+    return tuple(Route(**r.model_dump()) for r in topology.routes)
+
+
 # -- addresses --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Address:
-    host: str
-    port: int
-    user: str = ""
-    password: str = ""
-    database: str = ""
-    raw: str = ""
-    client: str = ""  # the dialling pod's IP, as the server sees it (MySQL's 'user'@'10.244.1.7')
-
-    def entry(self) -> dict[str, Any]:
-        """The address as a container's instance keeps it (`peers`): instances are plain data,
-        checkpointed with the cluster; `Address(**entry, client=...)` reads it back."""
-        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password,
-                "database": self.database, "raw": self.raw}
-
-
-def parse_address(value: str, protocol: str) -> Address | None:
-    """host:port, scheme://[user:pass@]host[:port][/db], or the key=value DSNs of libpq
-    (`host=… user=…`) and Npgsql (`Host=…;Username=…`). None when nothing usable is in it."""
-    value = value.strip()
-    if not value:
-        return None
-    default = DEFAULT_PORTS.get(protocol, 80)
-    if "=" in value and "://" not in value:
-        pairs = dict(
-            (k.strip().lower(), v.strip())
-            for k, _, v in (part.partition("=") for part in re.split(r"[;\s]+", value) if "=" in part))
-        host = pairs.get("host") or pairs.get("server") or ""
-        if not host:
-            return None
-        port = pairs.get("port", "")
-        return Address(host, int(port) if port.isdigit() else default, pairs.get("user") or pairs.get("username") or "",
-                       pairs.get("password", ""), pairs.get("dbname") or pairs.get("database") or "", value)
-    if "://" in value:
-        u = urlparse(value)
-        if not u.hostname:
-            return None
-        try:
-            port = u.port or (443 if u.scheme == "https" else default)
-        except ValueError:
-            return None
-        db = u.path.lstrip("/").split("/")[0]
-        q = parse_qs(u.query)
-        return Address(u.hostname, port, unquote(u.username or ""), unquote(u.password or ""),
-                       db or (q.get("dbname") or [""])[0], value)
-    host, _, port = value.rpartition(":")
-    if not host:
-        return Address(value, default, raw=value) if re.match(r"^[A-Za-z0-9.-]+$", value) else None
-    if not port.isdigit():
-        return None
-    return Address(host or "localhost", int(port), raw=value)
-
-
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_.-]+)(?::([^}]*))?\}")
 
 
@@ -558,4 +526,4 @@ def image_suffix(container: dict[str, Any], repository: str) -> str | None:
 
 
 __all__ = ["AppGraph", "Address", "Cache", "Call", "DataStore", "GRAPHS", "GraphService", "Peer", "RateLimit", "Registry", "Retry",
-           "Route", "Service", "StoreReply", "client_routes", "graph_app", "identify", "image_suffix", "parse_address", "resolve_placeholders", "store_model"]
+           "Route", "Service", "StoreReply", "client_routes", "declared_peers", "declared_routes", "declared_service", "graph_app", "identify", "image_suffix", "parse_address", "resolve_placeholders", "store_model"]

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from apps.topology import load_topology
 from kubesim.apps import graph
 from kubesim.apps.base import (
     AppModel,
@@ -25,7 +26,17 @@ from kubesim.apps.base import (
     zerolog,
 )
 from kubesim.apps.goruntime import HOTEL_GO, go_gc_percent
-from kubesim.apps.graph import AppGraph, Cache, Call, Peer, RateLimit, Retry, Route, Service, graph_app
+from kubesim.apps.graph import (
+    AppGraph,
+    Cache,
+    Peer,
+    RateLimit,
+    Retry,
+    Service,
+    declared_routes,
+    declared_service,
+    graph_app,
+)
 from kubesim.apps.stores import authenticate, authorize
 from kubesim.callgraph import CallGraphFlow, GraphHooks, OpEffect, TraceFormat
 
@@ -69,15 +80,6 @@ SERVICES = {
     "user": Svc("user", "UserPort", "srv-user", "UserMongoAddress", db="user-db"),
 }
 
-# The call graph, declared as every application's is (kubesim/apps/graph.py): services call
-# each other by their Consul names over gRPC, and their stores at the config.json addresses.
-# mixed-workload_type_1.lua sends the routes' mix.
-_RPC = {"search": "/search.Search/Nearby", "geo": "/geo.Geo/Nearby", "rate": "/rate.Rate/GetRates",
-        "profile": "/profile.Profile/GetProfiles", "check": "/reservation.Reservation/CheckAvailability",
-        "reserve": "/reservation.Reservation/MakeReservation",
-        "recommend": "/recommendation.Recommendation/GetRecommendations", "user": "/user.User/CheckUser"}
-
-
 # What a binary's own code adds on top of the graph, read from its environment at start: search's
 # retry policy on rate (newest SREGym search) and rate's token bucket and queue in front of its handler.
 JOB = "hotel-reservation-application"
@@ -90,46 +92,37 @@ RATE_LIMIT = RateLimit(20.0, 256.0, error="rpc error: code = ResourceExhausted d
 CACHES = {"rate": Cache(80.0), "profile": Cache(80.0), "reservation": Cache(3000.0, floor=0.1)}
 
 
-def _rpc_peers(*services: str, retry: dict[str, Retry] | None = None) -> tuple[Peer, ...]:
-    """The services a binary calls, found by their Consul names (the `consul` peer is its agent)."""
-    return tuple(Peer(name, "grpc", service=name, retry=(retry or {}).get(name), discovery=True) for name in services)
+# The call graph (apps/hotel-reservation/topology.yaml): services call each other by their Consul names
+# over gRPC, and their Consul and Jaeger agents and their stores at the config.json addresses (or
+# -consuladdr/-jaegeraddr); every binary with a database seeds and reads it while starting
+# (cmd/<svc>/db.go); mixed-workload_type_1.lua sends the routes' mix.
+TOPOLOGY = load_topology("hotel-reservation")
 
 
-# Every binary's Consul agent and Jaeger agent, at the config.json addresses (or -consuladdr/-jaegeraddr).
-_AGENTS = (Peer("consul", "http", config=(f"{WORKDIR}/config.json", ("consulAddress",)), default=CONFIG["consulAddress"]),
-           Peer("jaeger", "udp", config=(f"{WORKDIR}/config.json", ("jaegerAddress",)), default=CONFIG["jaegerAddress"]))
-
-
-def _stores(svc: str) -> tuple[Peer, ...]:
-    """A binary's memcached and MongoDB, at the addresses its config.json names; every one with a
-    database seeds and reads it while starting (cmd/<svc>/db.go)."""
-    info = SERVICES[svc]
-    out = []
-    if info.memc_key:
-        out.append(Peer("memcached", "memcached", config=(f"{WORKDIR}/config.json", (info.memc_key,)),
-                        default=CONFIG[info.memc_key], cache=CACHES[svc]))
-    if info.mongo_key:
-        # mgo dials (and, as admin for geo and rate, authenticates) once at start; requests reuse the session
-        out.append(Peer("mongodb", "mongo", config=(f"{WORKDIR}/config.json", (info.mongo_key,)),
-                        default=CONFIG[info.mongo_key], at_start=True, session=True))
-    return tuple(out)
-
-
-def _service(name: str, ops: dict[str, tuple[Call, ...]], peers: tuple[Peer, ...], cpu: float,
-             latency: float, limit: RateLimit | None = None) -> Service:
+def _service(name: str, cpu: float, latency: float, limit: RateLimit | None = None) -> Service:
     info = SERVICES[name]
-    port = int(CONFIG[info.port_key])
-    names = {"consul": info.consul or "", "db": info.db, "port": CONFIG[info.port_key]}
+    decl = TOPOLOGY.services[name]
+    clients: dict[str, dict[str, Any]] = {}
+    if any(p.name == "memcached" for p in decl.peers):
+        clients["memcached"] = {"cache": CACHES[name]}
+    if any(p.name == "mongodb" for p in decl.peers):
+        # mgo dials (and, as admin for geo and rate, authenticates) once at start; requests reuse the session
+        clients["mongodb"] = {"session": True}
+    if name == "search":
+        clients["rate"] = {"retry": RATE_RETRY}
     # No deadline on its calls (search's on rate is its own Retry) and a backlog bounded only by the
     # heap it fills; a handler returns at its first failed call, so later calls see only the rest.
-    return Service(name, "go-zerolog", (port,) + ((info.metrics_port,) if info.metrics_port else ()), ops,
-                   peers + _AGENTS, cpu=cpu, latency=latency, names={k: v for k, v in names.items() if v}, limit=limit,
-                   runtime=HOTEL_GO, registry=graph.Registry("consul", info.consul or ""), timeout=None, backlog=100000.0,
-                   sequential=True, rx_bytes=600.0, tx_bytes=1800.0, http_metrics=JOB if name == "frontend" else "")
+    return declared_service(decl, "go-zerolog", clients, cpu=cpu, latency=latency, limit=limit, runtime=HOTEL_GO,
+                            registry=graph.Registry("consul", info.consul or ""), timeout=None, backlog=100000.0,
+                            sequential=True, rx_bytes=600.0, tx_bytes=1800.0,
+                            http_metrics=JOB if name == "frontend" else "")
+
+
+_REPOSITORIES = {normalize_image(i + ":x")[0] for i in IMAGES}  # IMAGES as normalize_image spells them
 
 
 def _identify(container: dict[str, Any]) -> str | None:
-    if normalize_image(str(container.get("image", "")))[0] not in IMAGES:
+    if normalize_image(str(container.get("image", "")))[0] not in _REPOSITORIES:
         return None
     argv = list(container.get("command") or []) + list(container.get("args") or [])
     binary = argv[0].rsplit("/", 1)[-1] if argv else None
@@ -195,42 +188,17 @@ class HotelHooks(GraphHooks):
                     "search backend unavailable: upstream search-v2 returned no results; responding 500"), now)
 
 
-def _store_calls(*calls: Call) -> tuple[Call, ...]:
-    """Any memcached error but a miss, and a failed Mongo read, make the handler log.Panic."""
-    return tuple(Call(c.peer, c.op, on_error="crash", write=c.write, on_miss=c.on_miss) for c in calls)
-
-
-HOTEL = graph_app(AppGraph("hotel-reservation", {
-    "frontend": _service("frontend", {
-        "HTTP GET /hotels": (Call("search", _RPC["search"]), Call("reservation", _RPC["check"]),
-                             Call("profile", _RPC["profile"])),
-        "HTTP GET /recommendations": (Call("recommendation", _RPC["recommend"]), Call("profile", _RPC["profile"])),
-        "HTTP POST /user": (Call("user", _RPC["user"]),),
-        "HTTP POST /reservation": (Call("user", _RPC["user"]), Call("reservation", _RPC["reserve"]))},
-        # in the order cmd/frontend's Run() dials its clients (each one's Consul watch starts then)
-        _rpc_peers("search", "profile", "recommendation", "user", "reservation"), 0.0012, 0.0015),
-    "search": _service("search", {_RPC["search"]: (Call("geo", _RPC["geo"]), Call("rate", _RPC["rate"]))},
-                       _rpc_peers("geo", "rate", retry={"rate": RATE_RETRY}), 0.0008, 0.0008),
-    "geo": _service("geo", {_RPC["geo"]: ()}, _stores("geo"), 0.0006, 0.0009),
-    "rate": _service("rate", {_RPC["rate"]: _store_calls(Call("memcached", "memcached_get_multi_rate"),
-                                                         Call("mongodb", "mongo_rate", on_miss="memcached"))},
-                     _stores("rate"), 0.0008, 0.0010, limit=RATE_LIMIT),
-    "profile": _service("profile", {_RPC["profile"]: _store_calls(Call("memcached", "memcached_get_profile"),
-                                                                  Call("mongodb", "mongo_profile", on_miss="memcached"))},
-                        _stores("profile"), 0.0009, 0.0012),
-    "reservation": _service("reservation", {
-        _RPC["check"]: _store_calls(Call("memcached", "memcached_reserve_get_multi_number"),
-                                    Call("mongodb", "mongodb_capacity_get_multi_number", on_miss="memcached")),
-        _RPC["reserve"]: _store_calls(Call("memcached", "memcached_reserve_get_multi_number"),
-                                      Call("mongodb", "mongo_reservation_insert", write=True))},
-        _stores("reservation"), 0.0010, 0.0013),
-    "recommendation": _service("recommendation", {_RPC["recommend"]: ()}, _stores("recommendation"), 0.0006, 0.0008),
-    "user": _service("user", {_RPC["user"]: ()}, _stores("user"), 0.0004, 0.0006),
-}, (Route("HTTP GET /hotels", "GET", "frontend", "HTTP GET /hotels", 0.60, path="/hotels"),
-    Route("HTTP GET /recommendations", "GET", "frontend", "HTTP GET /recommendations", 0.39, path="/recommendations"),
-    Route("HTTP POST /user", "POST", "frontend", "HTTP POST /user", 0.005, path="/user"),
-    Route("HTTP POST /reservation", "POST", "frontend", "HTTP POST /reservation", 0.005, path="/reservation")),
-    _identify, trace_host="jaeger", trace_peer="jaeger", tracer=JaegerGo(), hooks=HotelHooks(), own_model=True))
+HOTEL = graph_app(AppGraph("hotel-reservation", {s.name: s for s in (
+    _service("frontend", 0.0012, 0.0015),
+    _service("search", 0.0008, 0.0008),
+    _service("geo", 0.0006, 0.0009),
+    _service("rate", 0.0008, 0.0010, limit=RATE_LIMIT),
+    _service("profile", 0.0009, 0.0012),
+    _service("reservation", 0.0010, 0.0013),
+    _service("recommendation", 0.0006, 0.0008),
+    _service("user", 0.0004, 0.0006),
+)}, declared_routes(TOPOLOGY), _identify, trace_host="jaeger", trace_peer="jaeger", tracer=JaegerGo(), hooks=HotelHooks(),
+    own_model=True))
 
 CALLER = {"frontend": "cmd/frontend/main.go", "search": "cmd/search/main.go", "geo": "cmd/geo/main.go",
           "profile": "cmd/profile/main.go", "rate": "cmd/rate/main.go", "recommendation": "cmd/recommendation/main.go",

@@ -15,8 +15,9 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from apps.topology import load_topology
 from kubesim.apps.base import Exited, StartContext, normalize_image
-from kubesim.apps.graph import AppGraph, Call, Peer, Route, Service, graph_app
+from kubesim.apps.graph import AppGraph, Peer, Service, declared_routes, declared_service, graph_app
 from kubesim.apps.logformats import LOGGERS, CppBoost, Nginx
 from kubesim.callgraph import CallGraphFlow, GraphHooks, OpEffect
 
@@ -28,10 +29,6 @@ NGINX_IMAGES = {normalize_image(i + ":x")[0] for i in ("yg397/openresty-thrift",
 MEDIA_FRONTEND_IMAGES = {normalize_image(i + ":x")[0] for i in ("yg397/media-frontend", "ghcr.io/sregym/media-frontend",
                                                                 "jacksonarthurclark/media-frontend")}
 TOKEN_TTL = 3600.0  # UserHandler::Login signs {"timestamp": now, "ttl": "3600"}; the Lua API checks timestamp+ttl
-POST_MISS = 0.3  # ReadPosts: share of posts not yet in memcached (StorePost writes MongoDB only)
-USER_MISS = 0.1  # usernames not cached in user-memcached (962 users: the cache is warm soon)
-TIMELINE_MISS = 0.1  # user-timeline-redis misses refilled from MongoDB
-FOLLOWERS_MISS = 0.1  # social-graph-redis misses refilled from MongoDB
 
 
 # -- how the C++ services and OpenResty say things ------------------------------------------------
@@ -213,23 +210,6 @@ def _req_id(t: float) -> int:
 
 
 # -- the graph --------------------------------------------------------------------------------------
-def _thrift(name: str) -> Peer:
-    """A Thrift ClientPool built from the service-config.json entry (`addr`, `port`, `connections`: 512, ...)."""
-    return Peer(name, "thrift", service=name, config=(CONFIG, (name,)), required=True, pool=512)
-
-
-def _store(name: str, protocol: str) -> Peer:
-    """A store client (mongoc pool, libmemcached pool, redis-plus-plus) from its service-config.json entry;
-    connected lazily: the first query dials it."""
-    return Peer(name, protocol, config=(CONFIG, (name,)), required=True)
-
-
-def _lua(name: str, port: int = 9090, protocol: str = "thrift") -> Peer:
-    """What the Lua scripts dial: `"<name>" .. os.getenv("fqdn_suffix")`, a fixed port."""
-    return Peer(name, protocol, service=name if protocol == "thrift" else "", default=f"{name}:{port}",
-                suffix_env="fqdn_suffix")
-
-
 def _read_config(ctx: StartContext, inst: dict[str, Any]) -> Exited | None:
     """main(): the port the server listens on is the service's own entry; user-service also reads the
     JWT secret. A missing file or entry ends the process the way the real one ends."""
@@ -256,108 +236,40 @@ def _read_config(ctx: StartContext, inst: dict[str, Any]) -> Exited | None:
     return None
 
 
-def _svc(name: str, ops: dict[str, tuple[Call, ...]], peers: tuple[Peer, ...] = (), cpu: float = 0.0006,
-         latency: float = 0.0015, memory: float = 12 * MiB) -> Service:
+def _svc(name: str, cpu: float = 0.0006, latency: float = 0.0015, memory: float = 12 * MiB) -> Service:
     # No RPC deadline and no retries anywhere in the C++ clients (ThriftClient/ClientPool, mongoc,
     # libmemcached, redis-plus-plus): `timeout_ms` in the config bounds the wait for a pooled connection.
-    return Service(name, "dsb-cpp", (9090,), ops, peers=peers, cpu=cpu, latency=latency, memory=memory,
-                   memory_per_rps=25_000, timeout=30.0, start_s=1.0, on_start=_read_config)
+    decl = TOPOLOGY.services[name]
+    # a Thrift ClientPool built from the service-config.json entry keeps up to its `connections`: 512
+    pools = {p.name: {"pool": 512} for p in decl.peers if p.protocol == "thrift" and p.config is not None}
+    return declared_service(decl, "dsb-cpp", pools, cpu=cpu, latency=latency, memory=memory, memory_per_rps=25_000,
+                            timeout=30.0, start_s=1.0, on_start=_read_config)
 
 
-READ_POSTS = "post_storage_read_posts_server"
+# Services, calls, peers (each C++ service reads its peers' addresses from service-config.json;
+# nginx-thrift's Lua scripts dial `"<name>" .. os.getenv("fqdn_suffix")`), the wrk2 mixed workload and
+# the farm's logged-in reader: apps/social-network/topology.yaml.
+TOPOLOGY = load_topology("social-network")
 SERVICES: dict[str, Service] = {s.name: s for s in (
-    Service("nginx-thrift", "openresty-thrift", (8080,), {
-        "GET /wrk2-api/home-timeline/read": (Call("home-timeline-service", "read_home_timeline_server"),),
-        "GET /wrk2-api/user-timeline/read": (Call("user-timeline-service", "read_user_timeline_server"),),
-        "POST /wrk2-api/post/compose": (Call("compose-post-service", "compose_post_server"),),
-        "POST /wrk2-api/user/register": (Call("user-service", "register_user_withid_server"),),
-        "POST /wrk2-api/user/follow": (Call("social-graph-service", "follow_with_username_server"),),
-        "POST /api/user/login": (Call("user-service", "login_server"),),
-        "GET /api/home-timeline/read": (Call("home-timeline-service", "read_home_timeline_server"),),
-        "GET /api/user-timeline/read": (Call("user-timeline-service", "read_user_timeline_server"),)},
-            peers=tuple(_lua(n) for n in ("compose-post-service", "home-timeline-service", "user-timeline-service",
-                                          "user-service", "social-graph-service")),
-            # GenericObjectPool.lua defines setMaxTotal three times; the last one sets the socket timeout,
-            # so compose.lua's setMaxTotal(512) leaves every Thrift call of that worker a 512 ms timeout.
-            cpu=0.0004, latency=0.0008, memory=28 * MiB, memory_per_rps=40_000, timeout=0.512, start_s=0.5),
-    Service("media-frontend", "openresty-thrift", (8080,), {
-        "POST /upload-media": (Call("media-mongodb", "insert media.media", write=True),),
-        "GET /get-media": (Call("media-mongodb", "find media.media"),)},
-            peers=(_lua("media-mongodb", 27017, "mongo"),), cpu=0.001, latency=0.002, memory=24 * MiB, start_s=0.5),
-    _svc("compose-post-service", {"compose_post_server": (
-        # text, creator, media and unique id in parallel (std::async), then the three writes
-        Call("text-service", "compose_text_server"), Call("user-service", "compose_creator_server"),
-        Call("media-service", "compose_media_server"), Call("unique-id-service", "compose_unique_id_server"),
-        Call("post-storage-service", "store_post_server"), Call("user-timeline-service", "write_user_timeline_server"),
-        Call("home-timeline-service", "write_home_timeline_server"))},
-        peers=tuple(_thrift(n) for n in ("text-service", "user-service", "media-service", "unique-id-service",
-                                         "post-storage-service", "user-timeline-service", "home-timeline-service")),
-        cpu=0.0012, latency=0.003),
-    _svc("text-service", {"compose_text_server": (Call("url-shorten-service", "compose_urls_server"),
-                                                  Call("user-mention-service", "compose_user_mentions_server"))},
-         peers=(_thrift("url-shorten-service"), _thrift("user-mention-service")), cpu=0.0008),
-    _svc("url-shorten-service", {
-        "compose_urls_server": (Call("url-shorten-mongodb", "insert url-shorten.url-shorten", write=True),),
-        "get_extended_urls_server": (Call("url-shorten-memcached", "get"),
-                                     Call("url-shorten-mongodb", "find url-shorten.url-shorten", share=0.2))},
-         peers=(_store("url-shorten-mongodb", "mongo"), _store("url-shorten-memcached", "memcached"))),
-    _svc("user-mention-service", {"compose_user_mentions_server": (
-        Call("user-memcached", "get"), Call("user-mongodb", "find user.user", share=USER_MISS))},
-         peers=(_store("user-memcached", "memcached"), _store("user-mongodb", "mongo"))),
-    _svc("media-service", {"compose_media_server": ()}, cpu=0.0002, latency=0.0004, memory=8 * MiB),
-    _svc("unique-id-service", {"compose_unique_id_server": ()}, cpu=0.0002, latency=0.0004, memory=8 * MiB),
-    _svc("user-service", {
-        "compose_creator_server": (),  # ComposeCreatorWithUserId builds the Creator from its arguments
-        "login_server": (Call("user-memcached", "get"), Call("user-mongodb", "find user.user", share=USER_MISS),
-                         Call("user-memcached", "set", write=True, share=USER_MISS, on_error="ignore")),
-        "get_user_id_server": (Call("user-memcached", "get"), Call("user-mongodb", "find user.user", share=USER_MISS)),
-        "register_user_withid_server": (Call("user-mongodb", "insert user.user", write=True),
-                                        Call("social-graph-service", "insert_user_server"))},
-         peers=(_store("user-memcached", "memcached"), _store("user-mongodb", "mongo"), _thrift("social-graph-service"))),
-    _svc("social-graph-service", {
-        "get_followers_server": (Call("social-graph-redis", "ZRANGE"),
-                                 Call("social-graph-mongodb", "find social-graph.social-graph", share=FOLLOWERS_MISS),
-                                 Call("social-graph-redis", "ZADD", write=True, share=FOLLOWERS_MISS)),
-        "insert_user_server": (Call("social-graph-mongodb", "insert social-graph.social-graph", write=True),),
-        "follow_with_username_server": (Call("user-service", "get_user_id_server"),
-                                        Call("social-graph-mongodb", "update social-graph.social-graph", write=True),
-                                        Call("social-graph-redis", "ZADD", write=True))},
-         peers=(_store("social-graph-mongodb", "mongo"), _store("social-graph-redis", "redis"), _thrift("user-service"))),
-    _svc("post-storage-service", {
-        "store_post_server": (Call("post-storage-mongodb", "insert post.post", write=True),),
-        READ_POSTS: (Call("post-storage-memcached", "get"), Call("post-storage-mongodb", "find post.post", share=POST_MISS),
-                     Call("post-storage-memcached", "set", write=True, share=POST_MISS, on_error="ignore"))},
-         peers=(_store("post-storage-mongodb", "mongo"), _store("post-storage-memcached", "memcached")),
-         cpu=0.0008, latency=0.002),
-    _svc("user-timeline-service", {
-        "write_user_timeline_server": (Call("user-timeline-mongodb", "update user-timeline.user-timeline", write=True),
-                                       Call("user-timeline-redis", "ZADD", write=True)),
-        "read_user_timeline_server": (Call("user-timeline-redis", "ZREVRANGE"),
-                                      Call("user-timeline-mongodb", "find user-timeline.user-timeline",
-                                           share=TIMELINE_MISS),
-                                      Call("user-timeline-redis", "ZADD", write=True, share=TIMELINE_MISS),
-                                      Call("post-storage-service", READ_POSTS))},
-         peers=(_store("user-timeline-mongodb", "mongo"), _store("user-timeline-redis", "redis"),
-                _thrift("post-storage-service"))),
-    _svc("home-timeline-service", {
-        "read_home_timeline_server": (Call("home-timeline-redis", "ZREVRANGE"), Call("post-storage-service", READ_POSTS)),
-        "write_home_timeline_server": (Call("social-graph-service", "get_followers_server"),
-                                       Call("home-timeline-redis", "ZADD", write=True))},
-         peers=(_thrift("post-storage-service"), _thrift("social-graph-service"),
-                _store("home-timeline-redis", "redis"))),
+    # GenericObjectPool.lua defines setMaxTotal three times; the last one sets the socket timeout,
+    # so compose.lua's setMaxTotal(512) leaves every Thrift call of that worker a 512 ms timeout.
+    declared_service(TOPOLOGY.services["nginx-thrift"], "openresty-thrift", cpu=0.0004, latency=0.0008, memory=28 * MiB,
+                     memory_per_rps=40_000, timeout=0.512, start_s=0.5),
+    declared_service(TOPOLOGY.services["media-frontend"], "openresty-thrift", cpu=0.001, latency=0.002, memory=24 * MiB,
+                     start_s=0.5),
+    _svc("compose-post-service", cpu=0.0012, latency=0.003),
+    _svc("text-service", cpu=0.0008),
+    _svc("url-shorten-service"),
+    _svc("user-mention-service"),
+    _svc("media-service", cpu=0.0002, latency=0.0004, memory=8 * MiB),
+    _svc("unique-id-service", cpu=0.0002, latency=0.0004, memory=8 * MiB),
+    _svc("user-service"),
+    _svc("social-graph-service"),
+    _svc("post-storage-service", cpu=0.0008, latency=0.002),
+    _svc("user-timeline-service"),
+    _svc("home-timeline-service"),
 )}
-
-# DeathStarBench's mixed-workload.lua (what wrk2-load runs): 60 % home timelines, 30 % user timelines, 10 % posts;
-# and the farm's logged-in reader (api-browse.lua): timelines through the cookie-checking /api scripts, a
-# login now and then (tokens last an hour), one registration per connection.
-BROWSE = "api-browse.lua"
-ROUTES = (Route("/wrk2-api/home-timeline/read", "GET", "nginx-thrift", "GET /wrk2-api/home-timeline/read", 0.60),
-          Route("/wrk2-api/user-timeline/read", "GET", "nginx-thrift", "GET /wrk2-api/user-timeline/read", 0.30),
-          Route("/wrk2-api/post/compose", "POST", "nginx-thrift", "POST /wrk2-api/post/compose", 0.10),
-          Route("/api/home-timeline/read", "GET", "nginx-thrift", "GET /api/home-timeline/read", 0.48, script=BROWSE),
-          Route("/api/user-timeline/read", "GET", "nginx-thrift", "GET /api/user-timeline/read", 0.48, script=BROWSE),
-          Route("/api/user/login", "POST", "nginx-thrift", "POST /api/user/login", 0.03, script=BROWSE),
-          Route("/wrk2-api/user/register", "POST", "nginx-thrift", "POST /wrk2-api/user/register", 0.01, script=BROWSE))
+ROUTES = declared_routes(TOPOLOGY)
 
 
 def _binary(container: dict[str, Any]) -> str:

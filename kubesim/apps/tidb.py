@@ -28,8 +28,8 @@ from kubesim.apps.base import (
 from kubesim.apps.invocation import find_invocation
 
 if TYPE_CHECKING:
-    from kubesim.cluster import SimCluster
     from kubesim.controllers.kubelet import Ctr, PodRt
+    from kubesim.view import ClusterView
 
 # Published tags (a version without images fails to pull, as a typo'd spec.version does).
 TIDB_VERSIONS = ("v6.5.0", "v6.5.12", "v7.1.0", "v7.1.5", "v7.5.0", "v7.5.1", "v7.5.4", "v8.1.0", "v8.1.1",
@@ -82,7 +82,7 @@ def cluster_key(pod: dict[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{instance}"
 
 
-def pd_records(cluster: SimCluster, key: str) -> dict[str, Any]:
+def pd_records(cluster: ClusterView, key: str) -> dict[str, Any]:
     """What the PD cluster of `key` has persisted: its id, members, stores and the id allocator."""
     root = cluster.workload.state.setdefault(STATE_KEY, {})
     rec = root.get(key)
@@ -104,7 +104,7 @@ def _alloc_id(rec: dict[str, Any]) -> int:
 class PdView:
     """PD as its HTTP API answers (members, health, stores), for the operator and the servers."""
 
-    cluster: SimCluster
+    cluster: ClusterView
     key: str
 
     @property
@@ -219,7 +219,7 @@ def _script_preamble(comp: str, pod: dict[str, Any]) -> list[str]:
     return []
 
 
-def _discovery_answers(cluster: SimCluster, pod: dict[str, Any], url: str | None) -> bool:
+def _discovery_answers(cluster: ClusterView, pod: dict[str, Any], url: str | None) -> bool:
     if not url:
         return True
     host, _, port = url.partition(":")
@@ -227,7 +227,7 @@ def _discovery_answers(cluster: SimCluster, pod: dict[str, Any], url: str | None
     return conn.ok_share > 0
 
 
-def advance_start(cluster: SimCluster, pod: dict[str, Any], container: dict[str, Any], inst: dict[str, Any],
+def advance_start(cluster: ClusterView, pod: dict[str, Any], container: dict[str, Any], inst: dict[str, Any],
                   now: float, ctx: StartContext | None = None) -> Started | Exited | None:
     """One attempt of a start script to get its server going: None while it still waits (for
     the discovery service), else the server's outcome."""
@@ -251,7 +251,7 @@ def advance_start(cluster: SimCluster, pod: dict[str, Any], container: dict[str,
     return _start_tidb(cluster, pod, inst, script, t)
 
 
-def _volumes_of(cluster: SimCluster, pod: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
+def _volumes_of(cluster: ClusterView, pod: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
     rt = cluster.kubelet.runtime(pod)
     out: dict[str, Any] = {}
     if rt is None:
@@ -277,7 +277,7 @@ def _peer_domain(pod: dict[str, Any], service: str) -> str:
     return f"{meta['name']}.{service}.{meta['namespace']}.svc"
 
 
-def _start_pd(cluster: SimCluster, pod: dict[str, Any], inst: dict[str, Any], script: str,
+def _start_pd(cluster: ClusterView, pod: dict[str, Any], inst: dict[str, Any], script: str,
               data: dict[str, Any] | None, t: float) -> Started | Exited:
     rec = pd_records(cluster, inst["cluster"])
     name = inst["name"]
@@ -318,7 +318,7 @@ def _start_pd(cluster: SimCluster, pod: dict[str, Any], inst: dict[str, Any], sc
                                          "member_id": member["id"]}, ready_after=1.0)
 
 
-def _pd_reachable(cluster: SimCluster, pod: dict[str, Any], script: str, key: str) -> str | None:
+def _pd_reachable(cluster: ClusterView, pod: dict[str, Any], script: str, key: str) -> str | None:
     """None if the server's PD endpoint answers with a quorum; else the client library's error."""
     url = _script_var(script, "pd_url") or f"{key.split('/', 1)[1]}-pd:2379"
     host, _, port = url.replace("http://", "").partition(":")
@@ -330,7 +330,7 @@ def _pd_reachable(cluster: SimCluster, pod: dict[str, Any], script: str, key: st
     return None
 
 
-def _start_tikv(cluster: SimCluster, pod: dict[str, Any], container: dict[str, Any], inst: dict[str, Any],
+def _start_tikv(cluster: ClusterView, pod: dict[str, Any], container: dict[str, Any], inst: dict[str, Any],
                 script: str, data: dict[str, Any] | None, t: float) -> Started | Exited:
     key, name = inst["cluster"], inst["name"]
     rec = pd_records(cluster, key)
@@ -376,7 +376,7 @@ def _start_tikv(cluster: SimCluster, pod: dict[str, Any], container: dict[str, A
                                            "store_id": str(store_id)}, ready_after=2.0)
 
 
-def _rocksdb_read_error(cluster: SimCluster, pod: dict[str, Any], container: dict[str, Any], path: str, t: float,
+def _rocksdb_read_error(cluster: ClusterView, pod: dict[str, Any], container: dict[str, Any], path: str, t: float,
                         reads: float) -> list[str]:
     """RocksDB's fatal background error when reads of the data directory hit EIO."""
     node = (pod.get("spec") or {}).get("nodeName")
@@ -391,7 +391,7 @@ def _rocksdb_read_error(cluster: SimCluster, pod: dict[str, Any], container: dic
                      f"While pread offset 4096 len 4096: {file}: Input/output error")]
 
 
-def _start_tidb(cluster: SimCluster, pod: dict[str, Any], inst: dict[str, Any], script: str, t: float) -> Started | Exited:
+def _start_tidb(cluster: ClusterView, pod: dict[str, Any], inst: dict[str, Any], script: str, t: float) -> Started | Exited:
     key = inst["cluster"]
     url = _script_var(script, "pd_url") or f"{key.split('/', 1)[1]}-pd:2379"
     lines = ["starting tidb-server ...",
@@ -551,7 +551,7 @@ class GoYcsb(AppModel):
 
 
 # -- one fluid step -----------------------------------------------------------------------------
-def tikv_availability(cluster: SimCluster, key: str) -> float:
+def tikv_availability(cluster: ClusterView, key: str) -> float:
     """Share of regions a statement can use: replicas (3, or fewer stores) sit on distinct
     stores, so with k of N stores without a live tikv-server a region is lost when a majority of
     its replicas are on those k; and the regions led by a store that died unannounced (its leaders
@@ -572,7 +572,7 @@ def tikv_availability(cluster: SimCluster, key: str) -> float:
     return max(0.0, 1.0 - lost - (1.0 - lost) * leaderless / n)
 
 
-def _live_stores(cluster: SimCluster, key: str) -> set[str]:
+def _live_stores(cluster: ClusterView, key: str) -> set[str]:
     out = set()
     for _, c in cluster.kubelet.running():
         inst = c.instance
@@ -581,7 +581,7 @@ def _live_stores(cluster: SimCluster, key: str) -> set[str]:
     return out
 
 
-def sql_success(cluster: SimCluster, key: str) -> float:
+def sql_success(cluster: ClusterView, key: str) -> float:
     """Share of statements a TiDB server of cluster `key` completes: PD must have a quorum (for
     timestamps) and the statement's region a quorum of replicas."""
     if not PdView(cluster, key).quorum():
@@ -589,7 +589,7 @@ def sql_success(cluster: SimCluster, key: str) -> float:
     return tikv_availability(cluster, key)
 
 
-def _sql_error(cluster: SimCluster, key: str) -> str:
+def _sql_error(cluster: ClusterView, key: str) -> str:
     if not PdView(cluster, key).quorum():
         return "[tikv:9001]PD server timeout: start timestamp may fall behind safe point"
     return "[tikv:9005]Region is unavailable"
@@ -598,7 +598,7 @@ def _sql_error(cluster: SimCluster, key: str) -> str:
 class _Tick:
     """Everything TiDB does in one fluid step, for every cluster at once."""
 
-    def __init__(self, cluster: SimCluster, now: float, dt: float) -> None:
+    def __init__(self, cluster: ClusterView, now: float, dt: float) -> None:
         self.cluster, self.now, self.dt = cluster, now, dt
         self.wl = cluster.workload
 
@@ -799,7 +799,7 @@ def _mysql_error(err: str) -> str:
     return f"driver: bad connection ({err})"
 
 
-def tidb_tick(cluster: SimCluster, now: float, dt: float) -> None:
+def tidb_tick(cluster: ClusterView, now: float, dt: float) -> None:
     """The TiDB clusters' step (registered with the workload's fluid step)."""
     if any(isinstance(c.instance, dict) and str(c.instance.get("kind", "")).startswith(("tidb-", "go-ycsb"))
            for _, c in cluster.kubelet.running()):

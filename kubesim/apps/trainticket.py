@@ -12,9 +12,19 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from apps.topology import load_topology
 from kubesim.apps.base import Exited, normalize_image
 from kubesim.apps.flagd import flag_value
-from kubesim.apps.graph import Address, AppGraph, Call, Peer, Route, Service, graph_app
+from kubesim.apps.graph import (
+    Address,
+    AppGraph,
+    Call,
+    Peer,
+    Service,
+    declared_routes,
+    declared_service,
+    graph_app,
+)
 from kubesim.apps.logformats import LOGGERS, LogFormat, Nginx, SpringBoot
 from kubesim.callgraph import LOG_EVERY, CallGraphFlow, GraphHooks, OpEffect
 
@@ -176,226 +186,81 @@ LOGGERS.setdefault("tornado", Tornado)
 LOGGERS.setdefault("spring-tt", TrainTicketSpring)
 
 
-# -- peers as the code names them ----------------------------------------------------------------
-PORTS = {
-    "ts-auth-service": 12340, "ts-verification-code-service": 15678, "ts-user-service": 12342,
-    "ts-contacts-service": 12347, "ts-station-service": 12345, "ts-train-service": 14567, "ts-route-service": 11178,
-    "ts-config-service": 15679, "ts-price-service": 16579, "ts-basic-service": 15680, "ts-ticketinfo-service": 15681,
-    "ts-seat-service": 18898, "ts-travel-service": 12346, "ts-order-service": 12031, "ts-security-service": 11188,
-    "ts-assurance-service": 18888, "ts-preserve-service": 14568, "ts-payment-service": 19001,
-    "ts-inside-payment-service": 18673, "ts-notification-service": 17853, "ts-cancel-service": 18885,
-    "ts-voucher-service": 16101, "ts-ui-dashboard": 8080,
-}
+# -- the services -----------------------------------------------------------------------------------
+# Their calls and peers (apps/train-ticket/topology.yaml): the 0.x code dials its callees by hard-coded
+# `http://<service>:<port>` URLs and its MongoDB at application.yml's `spring.data.mongodb.host` (no
+# placeholder, database `ts`: Spring Data creates the repositories' indexes and InitData inserts its rows
+# while booting); the 1.0 services read theirs from placeholders with defaults.
+TOPOLOGY = load_topology(APP)
+# The connections a Spring service's client keeps per pod: the Mongo driver's maxPoolSize, Hikari's maximumPoolSize.
+SPRING_POOLS = {"mongo": 100, "mysql": 10}
+PORTS = {name: svc.ports[0] for name, svc in TOPOLOGY.services.items() if svc.ports}  # each one's server.port
 
-
-def _svc(name: str) -> Peer:
-    """A peer the 0.x code dials by its hard-coded `http://<service>:<port>` URL."""
-    return Peer(name, "http", service=name, default=f"{name}:{PORTS[name]}")
-
-
-def _mongo(db_host: str) -> Peer:
-    """application.yml's `spring.data.mongodb.host` (no placeholder, database `ts`): Spring Data
-    creates the repositories' indexes and InitData inserts its rows while booting (BOOT_PEERS)."""
-    return Peer("mongo", "mongo", default=f"mongodb://{db_host}:27017/ts", pool=100)  # the driver's maxPoolSize
-
-
-# nacos discovery of the 1.0 services: `spring.cloud.nacos.discovery.server-addr: ${NACOS_ADDRS:127.0.0.1:8848}`;
-# the instance registers at the end of the boot and fail-fast stops the application when it cannot.
-NACOS = Peer("nacos", "http", default="${NACOS_ADDRS:127.0.0.1:8848}")
 # What a Spring service must reach before its boot ends (it dials them `BOOT_DIAL_S` into the boot and
 # keeps trying for `BOOT_PATIENCE_S`: the Mongo driver's server selection, Hikari's connection timeout).
+# The 1.0 services' nacos discovery (`spring.cloud.nacos.discovery.server-addr: ${NACOS_ADDRS:127.0.0.1:8848}`)
+# registers the instance at the end of the boot, and fail-fast stops the application when it cannot.
 BOOT_PEERS = ("mongo", "mysql", "nacos")
 BOOT_DIAL_S, BOOT_PATIENCE_S = 25.0, 30.0
-# The OpenFeature flagd provider: `${FLAGD_HOST:localhost}:${FLAGD_PORT:8013}`; unreachable means every
-# flag evaluates to its code default (off).
-FLAGD_PEER = Peer("flagd", "grpc", default="${FLAGD_HOST:localhost}:${FLAGD_PORT:8013}")
+# The 1.0 services' OpenFeature flagd provider (their `flagd` peer): unreachable, every flag evaluates to
+# its code default (off).
 
 
-def _spring(name: str, ops: dict[str, tuple[Call, ...]], peers: tuple[Peer, ...] = (), cpu: float = 0.003,
-            latency: float = 0.006, memory: float = 420 * MiB) -> Service:
+def _spring(name: str, cpu: float = 0.003, latency: float = 0.006, memory: float = 420 * MiB) -> Service:
     # RestTemplate without timeouts (0.x `new RestTemplate()`): a slow callee holds the caller until
     # nginx gives up on the request (proxy_read_timeout 60 s). Spring Boot 2 + Jaeger client ~40 s to start.
-    return Service(name, "spring-tt", (PORTS[name],), ops, peers=peers, cpu=cpu, latency=latency, memory=memory,
-                   memory_per_rps=200_000, timeout=60.0, start_s=BOOT_DIAL_S + 15.0)
+    decl = TOPOLOGY.services[name]
+    pools = {p.name: {"pool": SPRING_POOLS[p.protocol]} for p in decl.peers if p.protocol in SPRING_POOLS}
+    return declared_service(decl, "spring-tt", pools, cpu=cpu, latency=latency, memory=memory, memory_per_rps=200_000,
+                            timeout=60.0, start_s=BOOT_DIAL_S + 15.0)
 
 
 ORDER = "ts-order-service"
-STATION = "ts-station-service"
-REFRESH = "POST /api/v1/orderservice/order/refresh"
-GET_ORDER = "GET /api/v1/orderservice/order/[orderId]"
+# the operations the hooks below act on (the rest: apps/train-ticket/topology.yaml)
 VOUCHER = "POST /getVoucher"
 CONTACT_CREATE = "POST /api/v1/contactservice/contacts"
-CONTACT_DELETE = "DELETE /api/v1/contactservice/contacts/[contactsId]"
-ROUTES = "GET /api/v1/routeservice/routes"
-ROUTE_BY_ID = "GET /api/v1/routeservice/routes/[routeId]"
-STATIONS = "GET /api/v1/stationservice/stations"
-STATION_NAMES = "POST /api/v1/stationservice/stations/namelist"
-STATION_ID = "GET /api/v1/stationservice/stations/id/[stationNameForId]"
-LOGIN = "POST /api/v1/users/login"
-TRIPS_LEFT = "POST /api/v1/travelservice/trips/left"
-TRIP_DETAIL = "POST /api/v1/travelservice/trip_detail"
-TRAVEL_ROUTE = "GET /api/v1/travelservice/routes/[tripId]"
-TRAIN_BY_ID = "GET /api/v1/trainservice/trains/[id]"
-TICKETINFO = "POST /api/v1/ticketinfoservice/ticketinfo"
-BASIC_TRAVEL = "POST /api/v1/basicservice/basic/travel"
-PRICE = "GET /api/v1/priceservice/prices/[routeId]/[trainType]"
-CONFIG = "GET /api/v1/configservice/configs/[configName]"
-LEFT_TICKETS = "POST /api/v1/seatservice/seats/left_tickets"
-DISPATCH_SEAT = "POST /api/v1/seatservice/seats"
-SOLD_TICKETS = "POST /api/v1/orderservice/order/tickets"
-CREATE_ORDER = "POST /api/v1/orderservice/order"
-ORDER_SECURITY = "GET /api/v1/orderservice/order/security/[checkDate]/[accountId]"
-ORDER_STATUS = "GET /api/v1/orderservice/order/status/[orderId]/[status]"
-SECURITY_CHECK = "GET /api/v1/securityservice/securityConfigs/[accountId]"
-CONTACT_BY_ID = "GET /api/v1/contactservice/contacts/[id]"
-ASSURANCE_CREATE = "GET /api/v1/assuranceservice/assurances/[typeIndex]/[orderId]"
-USER_BY_ID = "GET /api/v1/userservice/users/id/[userId]"
-USER_REGISTER = "POST /api/v1/userservice/users/register"
-AUTH_CREATE = "POST /api/v1/auth"
-PRESERVE = "POST /api/v1/preserveservice/preserve"
-PAY = "POST /api/v1/inside_pay_service/inside_payment"
-DRAWBACK = "GET /api/v1/inside_pay_service/inside_payment/drawback/[userId]/[money]"
-PAYMENT = "POST /api/v1/paymentservice/payment"
-CANCEL = "GET /api/v1/cancelservice/cancel/[orderId]/[loginId]"
-NOTIFY_CANCEL = "POST /api/v1/notifyservice/notification/order_cancel_success"
-VERIFY = "GET /api/v1/verifycode/verify/[verifyCode]"
-GENERATE = "GET /api/v1/verifycode/generate"
-
-# ts-ui-dashboard's nginx.conf: one `location /api/v1/<svc>…` prefix per service, proxied unchanged.
-DASHBOARD_ROUTES: dict[str, str] = {
-    LOGIN: "ts-auth-service", GENERATE: "ts-verification-code-service", USER_BY_ID: "ts-user-service",
-    CONTACT_CREATE: "ts-contacts-service", CONTACT_DELETE: "ts-contacts-service", STATIONS: "ts-station-service",
-    ROUTES: "ts-route-service", TRIPS_LEFT: "ts-travel-service", REFRESH: ORDER, PRESERVE: "ts-preserve-service",
-    PAY: "ts-inside-payment-service", CANCEL: "ts-cancel-service",
-}
 
 SERVICES: dict[str, Service] = {s.name: s for s in (
-    Service("ts-ui-dashboard", "nginx-proxy", (8080,), {op: (Call(svc, op),) for op, svc in DASHBOARD_ROUTES.items()},
-            peers=tuple(_svc(s) for s in sorted(set(DASHBOARD_ROUTES.values()))),
-            cpu=0.0002, latency=0.0005, memory=12 * MiB, memory_per_rps=20_000, timeout=60.0, start_s=1.0),
-    _spring("ts-auth-service", {LOGIN: (Call("mongo", "find user"),),
-                                AUTH_CREATE: (Call("mongo", "insert user", write=True),)},
-            peers=(_mongo("ts-auth-mongo"), _svc("ts-verification-code-service"))),
-    _spring("ts-verification-code-service", {GENERATE: (), VERIFY: ()}, cpu=0.004, memory=300 * MiB),
-    _spring("ts-user-service", {USER_BY_ID: (Call("mongo", "find user"),),
-                                USER_REGISTER: (Call("mongo", "find user"), Call("mongo", "insert user", write=True),
-                                                Call("ts-auth-service", AUTH_CREATE))},
-            peers=(_mongo("ts-user-mongo"), _svc("ts-auth-service"))),
-    # 1.0 code (ghcr.io/sregym/ts-contacts-service): JPA on MySQL, `spring.datasource` from placeholders
-    # whose defaults name ts-contacts-mysql; `create` checks for a duplicate with a native query first.
-    _spring("ts-contacts-service", {
-        CONTACT_CREATE: (Call("mysql", "SELECT contacts"), Call("mysql", "INSERT contacts", write=True)),
-        CONTACT_DELETE: (Call("mysql", "DELETE contacts", write=True), Call("mysql", "SELECT contacts")),
-        CONTACT_BY_ID: (Call("mysql", "SELECT contacts"),)},
-            peers=(Peer("mysql", "mysql", default="host=${CONTACTS_MYSQL_HOST:ts-contacts-mysql} "
-                                                  "port=${CONTACTS_MYSQL_PORT:3306} user=${CONTACTS_MYSQL_USER:root} "
-                                                  "password=${CONTACTS_MYSQL_PASSWORD:Abcd1234#} "
-                                                  "dbname=${CONTACTS_MYSQL_DATABASE:ts-contacts-mysql}",
-                        pool=10),  # Hikari's maximumPoolSize
-                   NACOS, FLAGD_PEER)),
-    _spring("ts-station-service", {STATIONS: (Call("mongo", "find station"),),
-                                   STATION_NAMES: (Call("mongo", "find station"),),
-                                   STATION_ID: (Call("mongo", "find station"),)},
-            peers=(_mongo("ts-station-mongo"),), cpu=0.002),
-    _spring("ts-train-service", {TRAIN_BY_ID: (Call("mongo", "find trainType"),)}, peers=(_mongo("ts-train-mongo"),),
-            cpu=0.002),
-    _spring("ts-route-service", {ROUTES: (Call("mongo", "find routes"),), ROUTE_BY_ID: (Call("mongo", "find routes"),)},
-            peers=(_mongo("ts-route-mongo"),), cpu=0.003),
-    _spring("ts-config-service", {CONFIG: (Call("mongo", "find config"),)}, peers=(_mongo("ts-config-mongo"),),
-            cpu=0.002),
-    _spring("ts-price-service", {PRICE: (Call("mongo", "find price_config"),)}, peers=(_mongo("ts-price-mongo"),),
-            cpu=0.002),
-    _spring("ts-basic-service", {BASIC_TRAVEL: (
-        Call(STATION, STATION_ID), Call(STATION, STATION_ID), Call("ts-train-service", TRAIN_BY_ID),
-        Call("ts-route-service", ROUTE_BY_ID), Call("ts-price-service", PRICE))},
-            peers=(_svc(STATION), _svc("ts-train-service"), _svc("ts-route-service"), _svc("ts-price-service"))),
-    _spring("ts-ticketinfo-service", {TICKETINFO: (Call("ts-basic-service", BASIC_TRAVEL),)},
-            peers=(_svc("ts-basic-service"),), cpu=0.002),
-    _spring("ts-seat-service", {
-        LEFT_TICKETS: (Call("ts-travel-service", TRAVEL_ROUTE), Call(ORDER, SOLD_TICKETS),
-                       Call("ts-config-service", CONFIG)),
-        DISPATCH_SEAT: (Call("ts-travel-service", TRAVEL_ROUTE), Call(ORDER, SOLD_TICKETS),
-                        Call("ts-config-service", CONFIG))},
-            peers=(_svc("ts-travel-service"), _svc(ORDER), _svc("ts-config-service")), cpu=0.004),
-    _spring("ts-travel-service", {
-        TRIPS_LEFT: (Call("mongo", "find trip"), Call("ts-route-service", ROUTE_BY_ID),
-                     Call("ts-ticketinfo-service", TICKETINFO), Call("ts-train-service", TRAIN_BY_ID),
-                     Call("ts-seat-service", LEFT_TICKETS), Call("ts-seat-service", LEFT_TICKETS)),
-        TRIP_DETAIL: (Call("mongo", "find trip"), Call("ts-route-service", ROUTE_BY_ID),
-                      Call("ts-ticketinfo-service", TICKETINFO), Call("ts-seat-service", LEFT_TICKETS)),
-        TRAVEL_ROUTE: (Call("mongo", "find trip"), Call("ts-route-service", ROUTE_BY_ID))},
-            peers=(_mongo("ts-travel-mongo"), _svc("ts-route-service"), _svc("ts-ticketinfo-service"),
-                   _svc("ts-train-service"), _svc("ts-seat-service"), _svc(ORDER)), cpu=0.004),
-    # queryOrdersForRefresh: the account's orders, then their stations' names from ts-station-service
-    _spring(ORDER, {
-        REFRESH: (Call("mongo", "find orders"), Call(STATION, STATION_NAMES)),
-        GET_ORDER: (Call("mongo", "find orders"),),
-        SOLD_TICKETS: (Call("mongo", "find orders"),),
-        ORDER_SECURITY: (Call("mongo", "find orders"),),
-        ORDER_STATUS: (Call("mongo", "find orders"), Call("mongo", "update orders", write=True)),
-        CREATE_ORDER: (Call("mongo", "find orders"), Call("mongo", "insert orders", write=True))},
-            peers=(_mongo("ts-order-mongo"), _svc(STATION))),
-    _spring("ts-security-service", {SECURITY_CHECK: (Call("mongo", "find securityConfig"),
-                                                     Call(ORDER, ORDER_SECURITY))},
-            peers=(_mongo("ts-security-mongo"), _svc(ORDER)), cpu=0.002),
-    _spring("ts-assurance-service", {ASSURANCE_CREATE: (Call("mongo", "insert assurance", write=True),)},
-            peers=(_mongo("ts-assurance-mongo"),), cpu=0.002),
-    _spring("ts-preserve-service", {PRESERVE: (
-        Call("ts-security-service", SECURITY_CHECK), Call("ts-contacts-service", CONTACT_BY_ID),
-        Call("ts-travel-service", TRIP_DETAIL), Call(STATION, STATION_ID), Call(STATION, STATION_ID),
-        Call("ts-seat-service", DISPATCH_SEAT), Call(ORDER, CREATE_ORDER),
-        Call("ts-assurance-service", ASSURANCE_CREATE, share=0.5), Call("ts-user-service", USER_BY_ID))},
-            peers=tuple(_svc(s) for s in ("ts-security-service", "ts-contacts-service", "ts-travel-service", STATION,
-                                          "ts-seat-service", ORDER, "ts-assurance-service", "ts-user-service"))),
-    _spring("ts-payment-service", {PAYMENT: (Call("mongo", "insert payment", write=True),)},
-            peers=(_mongo("ts-payment-mongo"),), cpu=0.002),
-    _spring("ts-inside-payment-service", {
-        PAY: (Call(ORDER, GET_ORDER), Call("mongo", "find account"), Call("ts-payment-service", PAYMENT),
-              Call("mongo", "insert payment", write=True), Call(ORDER, ORDER_STATUS)),
-        DRAWBACK: (Call("mongo", "insert money", write=True),)},
-            peers=(_mongo("ts-inside-payment-mongo"), _svc(ORDER), _svc("ts-payment-service"))),
-    _spring("ts-notification-service", {NOTIFY_CANCEL: ()}, cpu=0.002, memory=350 * MiB),
-    # 1.0 code (ghcr.io/sregym/ts-cancel-service): its `http://ts-order-service/...` URLs go through the
-    # nacos-discovery load balancer; the refund (AsyncTask, where tt-feat-01 sleeps) is never called.
-    _spring("ts-cancel-service", {CANCEL: (
-        Call(ORDER, GET_ORDER), Call(ORDER, ORDER_STATUS), Call("ts-inside-payment-service", DRAWBACK),
-        Call("ts-user-service", USER_BY_ID), Call("ts-notification-service", NOTIFY_CANCEL, on_error="ignore"))},
-            peers=(_svc(ORDER), _svc("ts-inside-payment-service"), _svc("ts-user-service"),
-                   _svc("ts-notification-service"), NACOS, FLAGD_PEER)),
+    # ts-ui-dashboard's nginx.conf: one `location /api/v1/<svc>…` prefix per service, proxied unchanged
+    declared_service(TOPOLOGY.services["ts-ui-dashboard"], "nginx-proxy", cpu=0.0002, latency=0.0005, memory=12 * MiB,
+                     memory_per_rps=20_000, timeout=60.0, start_s=1.0),
+    _spring("ts-auth-service"),
+    _spring("ts-verification-code-service", cpu=0.004, memory=300 * MiB),
+    _spring("ts-user-service"),
+    _spring("ts-contacts-service"),  # 1.0 code: JPA on MySQL, `spring.datasource` from placeholders
+    _spring("ts-station-service", cpu=0.002),
+    _spring("ts-train-service", cpu=0.002),
+    _spring("ts-route-service", cpu=0.003),
+    _spring("ts-config-service", cpu=0.002),
+    _spring("ts-price-service", cpu=0.002),
+    _spring("ts-basic-service"),
+    _spring("ts-ticketinfo-service", cpu=0.002),
+    _spring("ts-seat-service", cpu=0.004),
+    _spring("ts-travel-service", cpu=0.004),
+    _spring(ORDER),
+    _spring("ts-security-service", cpu=0.002),
+    _spring("ts-assurance-service", cpu=0.002),
+    _spring("ts-preserve-service"),
+    _spring("ts-payment-service", cpu=0.002),
+    _spring("ts-inside-payment-service"),
+    _spring("ts-notification-service", cpu=0.002, memory=350 * MiB),
+    # 1.0 code: its `http://ts-order-service/...` URLs go through the nacos-discovery load balancer; the
+    # refund (AsyncTask, where tt-feat-01 sleeps) is never called.
+    _spring("ts-cancel-service"),
     # 1.0 code (ghcr.io/sregym/ts-voucher-service): Tornado on one thread; every handler opens its own
     # pymysql connection (settings from VOUCHER_MYSQL_* with defaults); initDatabase() creates the table
-    # at start. A voucher already issued is read back; a new one reads the order first.
-    Service("ts-voucher-service", "tornado", (16101,), {VOUCHER: (
-        Call("mysql", "SELECT SLEEP(10)", on_error="ignore"),  # tt-feat-17 only (see the hooks)
-        Call("mysql", "SELECT voucher"),
-        Call(ORDER, GET_ORDER, share=0.02), Call("mysql", "INSERT voucher", share=0.02, write=True))},
-            peers=(Peer("mysql", "mysql", default="host=${VOUCHER_MYSQL_HOST:ts-voucher-mysql} "
-                                                  "port=${VOUCHER_MYSQL_PORT:3306} user=${VOUCHER_MYSQL_USER:root} "
-                                                  "password=${VOUCHER_MYSQL_PASSWORD:Abcd1234#} "
-                                                  "dbname=${VOUCHER_MYSQL_DATABASE:ts-voucher-mysql}", at_start=True),
-                   Peer(ORDER, "http", service=ORDER, env="ORDER_SERVICE_URL", default=f"http://{ORDER}:12031"),
-                   FLAGD_PEER),
-            cpu=0.002, latency=0.004, memory=38 * MiB, memory_per_rps=20_000, timeout=600.0, start_s=1.0,
-            traced=False),  # no tracer in server.py, whatever JAEGER_AGENT_HOST says
+    # at start. A voucher already issued is read back; a new one reads the order first. No tracer in
+    # server.py, whatever JAEGER_AGENT_HOST says.
+    declared_service(TOPOLOGY.services["ts-voucher-service"], "tornado", cpu=0.002, latency=0.004, memory=38 * MiB,
+                     memory_per_rps=20_000, timeout=600.0, start_s=1.0, traced=False),
 )}
 
 
-LOCUST_NAMES = {"/users/login", "/orders/refresh", "/getVoucher", "/contacts/create", "/contacts/delete", "/routes/get",
-                "/stations/get"}
 # SREGym's TrainTicketUser (weights: request_voucher 1, create_contact 1, get_routes 2, get_stations 2): a voucher
 # task refreshes the orders then asks ts-voucher-service directly (timeout 5 s); a contact task creates then deletes;
 # each user logs in again every 30 minutes (5 users at ~0.9 requests/s: one login per ~8000 requests).
-_LOGIN = 1 / 8000
-ROUTES_MIX = (
-    Route("/users/login", "POST", "ts-ui-dashboard", LOGIN, _LOGIN),
-    Route("/orders/refresh", "POST", "ts-ui-dashboard", REFRESH, (1 - _LOGIN) / 8),
-    Route("/getVoucher", "POST", "ts-voucher-service", VOUCHER, (1 - _LOGIN) / 8, timeout=5.0,
-          target="ts-voucher-service:16101"),
-    Route("/contacts/create", "POST", "ts-ui-dashboard", CONTACT_CREATE, (1 - _LOGIN) / 8),
-    Route("/contacts/delete", "DELETE", "ts-ui-dashboard", CONTACT_DELETE, (1 - _LOGIN) / 8),
-    Route("/routes/get", "GET", "ts-ui-dashboard", ROUTES, (1 - _LOGIN) / 4),
-    Route("/stations/get", "GET", "ts-ui-dashboard", STATIONS, (1 - _LOGIN) / 4),
-)
+ROUTES_MIX = declared_routes(TOPOLOGY)
+LOCUST_NAMES = {r.name for r in ROUTES_MIX}
 
 IMAGES = {"docker.io/codewisdom/": "-with-jaeger", "ghcr.io/sregym/": ""}
 

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kubesim.cluster import SimCluster
+    from kubesim.view import ClusterView
 
 
-def build_controllers(cluster: SimCluster) -> list[Callable[[float], None]]:
+def build_controllers(cluster: ClusterView) -> list[Callable[[float], None]]:
     """The controllers in the order one pass runs them."""
     from kubesim.api.metrics import ResourceMetrics
     from kubesim.apps.tidb import PdView

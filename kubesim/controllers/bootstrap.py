@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kubesim.cluster import SimCluster
+    from kubesim.view import ClusterView
 
 COREFILE = """.:53 {
     errors
@@ -34,7 +34,7 @@ COREFILE = """.:53 {
 """
 
 
-def bootstrap_cluster(cluster: SimCluster) -> None:
+def bootstrap_cluster(cluster: ClusterView) -> None:
     store = cluster.store
     for ns in ("default", "kube-system", "kube-public", "kube-node-lease", "local-path-storage"):
         store.create("namespaces", {"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
@@ -88,7 +88,7 @@ _CRD_OWNERS = {"chaos-mesh.org": {"app.kubernetes.io/name": "chaos-mesh", "app.k
                "pingcap.com": {"app.kubernetes.io/name": "tidb-operator"}}
 
 
-def create_custom_resource_definitions(cluster: SimCluster) -> None:
+def create_custom_resource_definitions(cluster: ClusterView) -> None:
     """A CustomResourceDefinition per custom resource type served (Chaos Mesh, the TiDB
     operator), Established, as `kubectl get crd` lists them on a cluster with those installed."""
     from kubesim.resources import CUSTOM_GROUPS
@@ -122,7 +122,7 @@ def create_custom_resource_definitions(cluster: SimCluster) -> None:
 _TOLERATE_ALL = [{"operator": "Exists"}]
 
 
-def create_node_agents(cluster: SimCluster) -> None:
+def create_node_agents(cluster: ClusterView) -> None:
     """kube-proxy and kindnet, the DaemonSets kind runs on every node (both tolerate every taint)."""
     from kubesim.apps.kubesystem import KINDNET_TAG, KUBERNETES_VERSION
 
@@ -170,7 +170,7 @@ def create_node_agents(cluster: SimCluster) -> None:
 NODE_EXPORTER_PORT = 9100
 
 
-def create_node_exporter(cluster: SimCluster) -> None:
+def create_node_exporter(cluster: ClusterView) -> None:
     """The observability stack's node exporter (the prometheus chart's prometheus-node-exporter
     sub-chart, release `prometheus` in the stack's namespace, as the farm and SREGym install it on
     a real cluster) as the chart renders its DaemonSet: host
@@ -221,7 +221,7 @@ def create_node_exporter(cluster: SimCluster) -> None:
         cluster.kubelet.state["images"].setdefault(node.name, []).append(f"quay.io/prometheus/node-exporter:{NODE_EXPORTER_TAG}")
 
 
-def create_control_plane(cluster: SimCluster) -> None:
+def create_control_plane(cluster: ClusterView) -> None:
     """The control plane node's static pods, as the kubelet mirrors them into the API (config
     source file, owned by the Node): etcd, kube-apiserver, kube-controller-manager, kube-scheduler."""
     import hashlib

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 from kubesim.store import Obj, ResourceType, Store, StoreError
 
 if TYPE_CHECKING:
-    from kubesim.cluster import SimCluster
+    from kubesim.view import ClusterView
 
 CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
 
 
-def install_crd_registry(cluster: SimCluster) -> Callable[[], None]:
+def install_crd_registry(cluster: ClusterView) -> Callable[[], None]:
     """Types built into the emulated cluster (Chaos Mesh, the TiDB operator) are served whether or
     not their definition is present; only types a definition brought in are dropped with it.
     Returns what to call after a restore, which rewinds the definitions but not the types."""

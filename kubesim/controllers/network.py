@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kubesim.store import Obj, match_labels
 
 if TYPE_CHECKING:
-    from kubesim.cluster import SimCluster
+    from kubesim.view import ClusterView
 
 KUBE_DNS = "10.96.0.10"
 PORT_RANGE_SYSCTL = "net.ipv4.ip_local_port_range"
@@ -85,7 +85,7 @@ class Conn:
 
 
 class Network:
-    def __init__(self, cluster: SimCluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.state: dict[str, Any] = {}
 

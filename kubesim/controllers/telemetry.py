@@ -10,14 +10,14 @@ from kubesim.controllers.common import is_ready
 from kubesim.controllers.quantity import parse_quantity
 
 if TYPE_CHECKING:
-    from kubesim.cluster import SimCluster
+    from kubesim.view import ClusterView
 
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 KSM = (("job", "kube-state-metrics"), ("instance", "10.244.0.3:8080"))
 
 
 class Telemetry:
-    def __init__(self, cluster: SimCluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.state: dict[str, Any] = {}
         self._rows: list[tuple[str, tuple, float]] = []

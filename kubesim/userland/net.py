@@ -15,7 +15,7 @@ from kubesim.controllers.network import KUBE_DNS
 from kubesim.userland.images import image_files
 
 if TYPE_CHECKING:
-    from kubesim.cluster import SimCluster
+    from kubesim.view import ClusterView
 
 HTTP_PORTS = {80, 8080, 8000, 3000, 5000, 9090, 16686, 8500, 8081, 8088, 4000}
 HOTELS = (("1", "Clift Hotel", "(415) 775-4700", -122.4071, 37.7867), ("2", "W San Francisco", "(415) 777-5300", -122.3997, 37.7854),
@@ -54,7 +54,7 @@ class Dialed:
     timeout: bool = False
 
 
-def dial(cluster: SimCluster, client: dict[str, Any] | None, host: str, port: int) -> Dialed:
+def dial(cluster: ClusterView, client: dict[str, Any] | None, host: str, port: int) -> Dialed:
     if host in ("localhost", "127.0.0.1", "::1") and client is not None:
         return dial_pod(cluster, client, port, "127.0.0.1")
     if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", host):
@@ -81,7 +81,7 @@ def dial(cluster: SimCluster, client: dict[str, Any] | None, host: str, port: in
     return found
 
 
-def dial_pod(cluster: SimCluster, pod: dict[str, Any], port: int, ip: str = "",
+def dial_pod(cluster: ClusterView, pod: dict[str, Any], port: int, ip: str = "",
              client: dict[str, Any] | None = None) -> Dialed:
     ip = ip or (pod.get("status") or {}).get("podIP", "")
     if client is not None:
@@ -95,7 +95,7 @@ def dial_pod(cluster: SimCluster, pod: dict[str, Any], port: int, ip: str = "",
     return Dialed(ip, error=f"dial tcp {ip}:{port}: connect: connection refused")
 
 
-def http_answer(cluster: SimCluster, found: Dialed, method: str, target: str) -> Answer:
+def http_answer(cluster: ClusterView, found: Dialed, method: str, target: str) -> Answer:
     """What the program behind `found` answers to `method target` over HTTP/1.1."""
     assert found.pod is not None and found.container is not None
     inst = found.container.instance
@@ -126,7 +126,7 @@ def http_answer(cluster: SimCluster, found: Dialed, method: str, target: str) ->
 NGINX_ROOT = "/usr/share/nginx/html"
 
 
-def _docroot(cluster: SimCluster, found: Dialed, path: str) -> Answer | None:
+def _docroot(cluster: ClusterView, found: Dialed, path: str) -> Answer | None:
     """nginx's default server: a file under its docroot, as the image ships it or as an exec wrote
     it into the container's layer (kr8s's suite fetches the file its fixture wrote with dd)."""
     file = NGINX_ROOT + ("/index.html" if path == "/" else path)
@@ -138,7 +138,7 @@ def _docroot(cluster: SimCluster, found: Dialed, path: str) -> Answer | None:
     return Answer(200, body, kind, {"Server": "nginx/1.27.3", "Accept-Ranges": "bytes"})
 
 
-def _hotel(cluster: SimCluster, found: Dialed, inst: Any, method: str, path: str,
+def _hotel(cluster: ClusterView, found: Dialed, inst: Any, method: str, path: str,
            query: dict[str, list[str]]) -> Answer:
     svc = inst.get("svc") if isinstance(inst, dict) else None
     if svc != "frontend":
@@ -185,7 +185,7 @@ def _hotel(cluster: SimCluster, found: Dialed, inst: Any, method: str, path: str
     return Answer(404, "404 page not found\n")
 
 
-def _graph(cluster: SimCluster, found: Dialed, inst: dict[str, Any], method: str, path: str,
+def _graph(cluster: ClusterView, found: Dialed, inst: dict[str, Any], method: str, path: str,
            query: dict[str, list[str]]) -> Answer:
     """A call-graph application's entry service (astronomy-shop's frontend-proxy...): the routes
     its load generator sends answer as the last step of the call graph served them; its other
@@ -222,7 +222,7 @@ def _graph(cluster: SimCluster, found: Dialed, inst: dict[str, Any], method: str
 ENVOY_ADMIN_PORT = 10000  # the demo's ENVOY_ADMIN_PORT
 
 
-def _envoy_admin(cluster: SimCluster, found: Dialed, path: str) -> Answer:
+def _envoy_admin(cluster: ClusterView, found: Dialed, path: str) -> Answer:
     """Envoy's admin listener (served by the main thread, so it answers while every worker is
     busy): liveness and the gauges of requests it holds."""
     from kubesim.apps.reqfilter import workers
@@ -250,7 +250,7 @@ def _geojson(hotels: tuple[tuple[str, str, str, float, float], ...]) -> str:
     return json.dumps({"type": "FeatureCollection", "features": features})
 
 
-def _consul(cluster: SimCluster, found: Dialed, path: str) -> Answer:
+def _consul(cluster: ClusterView, found: Dialed, path: str) -> Answer:
     key = f"{found.pod['metadata']['namespace']}/{found.pod['metadata']['name']}" if found.pod else ""
     regs = cluster.workload.state.get("consul", {}).get(key, {})
     if path == "/v1/status/leader":
@@ -272,7 +272,7 @@ def _consul(cluster: SimCluster, found: Dialed, path: str) -> Answer:
     return Answer(404, "404 page not found\n")
 
 
-def forward(cluster: SimCluster, pod: dict[str, Any], port: int, request: bytes) -> tuple[bytes, str | None]:
+def forward(cluster: ClusterView, pod: dict[str, Any], port: int, request: bytes) -> tuple[bytes, str | None]:
     """One forwarded connection: the answer of what listens on `port` in `pod`, or the error the
     kubelet reports on the port-forward's error stream."""
     found = dial_pod(cluster, pod, port)
@@ -290,7 +290,7 @@ def forward(cluster: SimCluster, pod: dict[str, Any], port: int, request: bytes)
     return (b"" if answer.reset or answer.hang else answer.raw()), None
 
 
-def lookup(cluster: SimCluster, client: dict[str, Any] | None, host: str) -> tuple[str | None, str, str | None]:
+def lookup(cluster: ClusterView, client: dict[str, Any] | None, host: str) -> tuple[str | None, str, str | None]:
     """nslookup's view: (address, canonical name, error)."""
     svc, err = cluster.network.lookup(client, host)
     if err:

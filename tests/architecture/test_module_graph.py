@@ -23,9 +23,6 @@ from tests.architecture.test_layers import PACKAGES, ROOT, imports_of, module_na
 # The modules that may import the emulator: its provider, and the roof that gathers every floor
 # (the CLI, and the pytest plugin that hands emulated clusters to tests).
 EMULATOR_USERS = ("clusters.emulated", "farm.cli", "farm.pytest_plugin")
-# Still reaching in, to be moved (issue 27): the workload facts read the call graphs from the
-# emulator's application models until each application's topology lives in apps/<app>/.
-NOT_YET_MOVED = ("injectors.topology",)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -157,7 +154,7 @@ def test_only_the_emulators_provider_and_the_roof_import_the_emulator() -> None:
     reaching = []
     for path in project_modules():
         name = module_name(path)
-        if name == "kubesim" or name.startswith("kubesim.") or name.startswith(EMULATOR_USERS + NOT_YET_MOVED):
+        if name == "kubesim" or name.startswith("kubesim.") or name.startswith(EMULATOR_USERS):
             continue
         for line, target in imports_of(path):  # lazy imports too: a deferred import is still a dependency
             if target == "kubesim" or target.startswith("kubesim."):
@@ -200,3 +197,15 @@ def test_benches_import_nothing_of_the_tests() -> None:
 # The metadata spy moves to farm/testing once issue 23's work on it has landed.
 NOT_YET_MOVED_BENCH = ["bench/metadata_spy_bench.py:37: tests.security",
                        "bench/metadata_spy_bench.py:37: tests.security.metadata_spy"]
+
+
+def test_the_emulators_parts_see_the_cluster_through_its_view() -> None:
+    # Controllers, models and userland type the cluster they are built into as kubesim.view's
+    # ClusterView; naming SimCluster would make each depend on the class that assembles them all.
+    reaching = []
+    for path in sorted((ROOT / "kubesim").rglob("*.py")):
+        if module_name(path) in ("kubesim", "kubesim.cluster"):
+            continue
+        reaching += [f"{path.relative_to(ROOT)}:{line}" for line, target in imports_of(path)
+                     if target == "kubesim.cluster.SimCluster"]
+    assert reaching == []
