@@ -12,6 +12,8 @@ compare the lines: any difference is a change of behaviour."""
 from __future__ import annotations
 
 import argparse
+import collections
+import dataclasses
 import hashlib
 import io
 import pickle
@@ -34,13 +36,31 @@ FAULTS = {
 START = 1_780_000_000.0  # a fixed clock: the default is the wall clock, which would change every digest
 
 
+def _plain(value: Any) -> Any:
+    """The value as plain data: an object becomes (its class's name, its fields), so moving a class
+    to another module (a refactor) changes no digest while any change of content does."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | collections.deque):
+        return type(value).__name__, [_plain(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return type(value).__name__, sorted((_plain(v) for v in value), key=repr)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return type(value).__qualname__, {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if hasattr(value, "__dict__") and not isinstance(value, type):
+        return type(value).__qualname__, _plain(vars(value))
+    if hasattr(value, "__slots__") and not isinstance(value, type):
+        return type(value).__qualname__, {k: _plain(getattr(value, k, None)) for k in value.__slots__}
+    return value
+
+
 def digest(value: Any) -> str:
     """A digest of the value, not of its objects' identities: pickle's memo would write a string shared
     by two records once and a copy twice, so equal output built from other objects would differ."""
     buf = io.BytesIO()
     pickler = pickle._Pickler(buf, protocol=4)  # the C pickler cannot do without its memo
     pickler.fast = True  # no memo
-    pickler.dump(value)
+    pickler.dump(_plain(value))
     return hashlib.sha256(buf.getvalue()).hexdigest()[:16]
 
 
