@@ -26,6 +26,7 @@ TINY: list[tuple[str, list[str], str]] = [
     ("sandbox_bench", ["--calls", "2", "--starts", "1"], r"agent process overhead per tool call: -?[\d.]+ ms"),
     ("sim_api_bench", ["--pods", "10", "--seconds", "0.3"], r"kubectl get pods \(10 rows\)\s+median"),
     ("sim_cluster_bench", ["--minutes", "0.5"], r"recorded: \d+ series, \d+ successful client requests"),
+    ("sim_output_hash", ["--app", "hotel-reservation", "--minutes", "0.5", "--no-fault"], r"\nrng\s+[\d.]+"),
     ("sim_live_bench", ["--clusters", "1", "--seconds", "3"], r"write → controller reaction .*: [\d.]+ ms"),
     ("view_bench", ["--trials", "100", "--repeat", "1", "--pg", PG_ADMIN_URL], r"server peak resident memory \d+ MB"),
     ("metadata_spy_bench", ["--limit", "2"], r"the spy named the faulted component in \d+ of 2 problems"),
