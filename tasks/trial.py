@@ -17,10 +17,9 @@ the trial in progress when the worker is told to stop.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from celery import Task, chain, signals
 from celery.exceptions import Ignore
@@ -36,6 +35,15 @@ if TYPE_CHECKING:
     from farm.trial.run import TrialRun
 
 log = logging.getLogger("farm.tasks")
+
+
+class StepRef(TypedDict):
+    """The body of every step message: the attempt it is a step of (farm.trial.Claimed)."""
+
+    trial_id: str
+    token: int  # the attempt's fencing token
+    key: str  # the trial's readable key
+
 
 OWNER: ClusterOwner | None = None  # of this worker process
 RETRY_BUSY_S = 2
@@ -113,7 +121,7 @@ def _close_cluster(**_: Any) -> None:
         close()  # a last try at uploading spooled artifacts
 
 
-def _live(ref: dict[str, Any]) -> TrialRun:
+def _live(ref: StepRef) -> TrialRun:
     """The worker's live run of the attempt a step message names (farm.trial.Claimed, as a dict)."""
     run = OWNER.current if OWNER is not None else None
     if (run is None or run.spec.trial_id != ref["trial_id"] or run.claim.token != ref["token"]
@@ -132,7 +140,7 @@ def _spend(sweep_id: str) -> float:
     return SweepLedger(sweep_id, None, config.redis_url).spent() if config.redis_url else 0.0
 
 
-def _step(ref: dict[str, Any], phase: str) -> str:
+def _step(ref: StepRef, phase: str) -> str:
     """One phase of the live attempt under the trial's failure policy (farm.trial.worker); an
     attempt that ended was reset by it, and an attempt that failed has the rest of its chain
     dropped (Ignore)."""
@@ -197,7 +205,8 @@ def claim_trial(self: Task, trial_id: str) -> str:
     if run is None:
         send_claims([trial_id], countdown=5)  # a no-op if the trial was given up
         return "setup failed"
-    ref = dataclasses.asdict(run.claimed)
+    attempt = run.claimed
+    ref = StepRef(trial_id=attempt.trial_id, token=attempt.token, key=attempt.key)
     label = repr(run.spec.key)
     own = worker_queue(OWNER.name)
     # The trial's declared chain (farm.trial.phases.TRIAL), one task per phase, on this worker's queue.
@@ -213,7 +222,7 @@ def _step_task(step: str) -> Task:
     """The chain's task for one step: it runs the step of the attempt `ref` names and hands `ref` on."""
 
     @declare_task(name=f"farm.{step}")
-    def run_step(ref: dict[str, Any]) -> dict[str, Any]:
+    def run_step(ref: StepRef) -> StepRef:
         _step(ref, step)
         return ref
 
@@ -227,7 +236,7 @@ oracle = _step_task("oracle")
 
 
 @declare_task(name="farm.record")
-def record(ref: dict[str, Any]) -> str:
+def record(ref: StepRef) -> str:
     return _step(ref, "record")
 
 
