@@ -4,6 +4,7 @@ the emulated API and the injectors that aim at an application's pods on any clus
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -23,14 +24,16 @@ def match_labels(selector: dict[str, Any] | None, labels: dict[str, str] | None)
 def expression_holds(expr: dict[str, Any], labels: dict[str, str]) -> bool:
     """One matchExpressions requirement (In, NotIn, Exists, DoesNotExist) of a LabelSelector or a
     node selector term against labels; an operator it does not know holds."""
-    return _holds(expr.get("key"), _EXPRESSION_OPS.get(expr.get("operator") or "", ""), expr.get("values") or [], labels)
+    # A requirement without a key names no label: "" is never one (a label's key is not empty).
+    return _holds(str(expr.get("key") or ""), _EXPRESSION_OPS.get(expr.get("operator") or "", ""),
+                  list(expr.get("values") or []), labels)
 
 
 # A LabelSelector's matchExpressions operators as parse_label_selector names them.
 _EXPRESSION_OPS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
 
 
-def _holds(key: Any, op: str, values: list[Any], labels: dict[str, str]) -> bool:
+def _holds(key: str, op: str, values: Sequence[object], labels: dict[str, str]) -> bool:
     """One requirement (an op of parse_label_selector's) against labels; an unknown op holds."""
     have = labels.get(key)
     if op == "=":

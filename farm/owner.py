@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 
@@ -20,6 +20,9 @@ from clusters.base import ClusterHandle, open_cluster
 from core.states import EVENT_CLUSTER_LOST, EVENT_CLUSTER_REPLACED, EVENT_RESET_FAILED
 from results import ledger
 from results.artifacts import ArtifactStore
+
+if TYPE_CHECKING:
+    from farm.trial.run import TrialRun
 
 log = logging.getLogger("farm.owner")
 HEALTH_EVERY = 8  # heartbeats between two cluster health probes
@@ -47,7 +50,7 @@ class ClusterOwner:
         self.reap_enabled = reap
         self.health_every = max(1, health_every)
         self.cluster: ClusterHandle | None = None
-        self.current: Any = None  # the TrialRun in progress
+        self.current: TrialRun | None = None  # the attempt in progress
         # Why the worker has no usable cluster (a reset failed and no replacement opened), or None.
         self.broken: str | None = None
         self._last_replace = 0.0
@@ -105,7 +108,7 @@ class ClusterOwner:
                            "a cluster that had been lost was replaced")
         return True
 
-    def finish(self, run: Any) -> None:
+    def finish(self, run: TrialRun) -> None:
         """Reset the cluster after a trial, whatever happened, and free the worker.
 
         A failed reset is an infrastructure event, not the trial's failure: reset runs after
@@ -158,7 +161,7 @@ class ClusterOwner:
     def busy(self) -> bool:
         return self.current is not None
 
-    def begin(self, run: Any) -> None:
+    def begin(self, run: TrialRun) -> None:
         with self._lock:
             self.current = run
             self.progress_at = time.monotonic()

@@ -90,7 +90,8 @@ class S3ArtifactStore(ArtifactStore):
 
     def get_bytes(self, uri: str) -> bytes:
         bucket, _, key = uri.removeprefix("s3://").partition("/")
-        return self._s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        body: bytes = self._s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        return body
 
     def base_uri(self, prefix: str) -> str:
         return f"s3://{self.bucket}/{self._key(prefix)}"

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 export PATH="$PWD/.tools/kubectl-root/usr/bin:$PATH"
 export PYTHONHASHSEED=0  # the in-process emulated clusters iterate sets: same seed, same run
-.venv/bin/python -m ruff check farm tasks injectors kubesim clusters results bench
+.venv/bin/python -m ruff check core apps kubesim clusters injectors results farm tasks bench
 # The packages of [tool.mypy] in pyproject.toml; incremental through .mypy_cache (ignored by git).
 .venv/bin/python -m mypy
 # Two processes (one per core); a test module stays on one of them, so its shared cluster does too.

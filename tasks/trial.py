@@ -19,21 +19,37 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from celery import Task, chain, signals
 from celery.exceptions import Ignore
 
-from tasks.celery_app import app, config
+from tasks.celery_app import app, config, declare_task, receiver
 from tasks.config import SHARED_QUEUE, worker_queue
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from farm.owner import ClusterOwner
+    from farm.serving import Serving
+    from farm.trial.run import TrialRun
 
 log = logging.getLogger("farm.tasks")
 
-OWNER: Any = None  # farm.owner.ClusterOwner of this worker process
+
+class StepRef(TypedDict):
+    """The body of every step message: the attempt it is a step of (farm.trial.Claimed)."""
+
+    trial_id: str
+    token: int  # the attempt's fencing token
+    key: str  # the trial's readable key
+
+
+OWNER: ClusterOwner | None = None  # of this worker process
 RETRY_BUSY_S = 2
 
 
-def _engine() -> Any:
+def _engine() -> Engine:
     from results.db import default_url, engine_for
 
     return engine_for(default_url())
@@ -71,10 +87,10 @@ def send_claims(trial_ids: list[str], keys: dict[str, str] | None = None, countd
         log.warning("could not stamp %d published claim(s): %s", len(trial_ids), exc)
 
 
-SERVING: Any = None  # farm.serving.Serving of this worker process
+SERVING: Serving | None = None  # of this worker process
 
 
-@signals.worker_process_init.connect
+@receiver(signals.worker_process_init)
 def _open_cluster(**_: Any) -> None:
     """Each worker process owns exactly one cluster. It is opened in the background (worker
     process init must return within seconds); the shared queue is consumed only once it is open."""
@@ -94,7 +110,7 @@ def _open_cluster(**_: Any) -> None:
     SERVING.start()
 
 
-@signals.worker_process_shutdown.connect
+@receiver(signals.worker_process_shutdown)
 def _close_cluster(**_: Any) -> None:
     if SERVING is not None:
         SERVING.stop()  # hands back the trial in progress, if any
@@ -105,11 +121,8 @@ def _close_cluster(**_: Any) -> None:
         close()  # a last try at uploading spooled artifacts
 
 
-def _ref(run: Any) -> dict[str, Any]:
-    return {"trial_id": run.spec.trial_id, "token": run.claim.token, "key": run.spec.key}
-
-
-def _live(ref: dict[str, Any]) -> Any:
+def _live(ref: StepRef) -> TrialRun:
+    """The worker's live run of the attempt a step message names (farm.trial.Claimed, as a dict)."""
     run = OWNER.current if OWNER is not None else None
     if (run is None or run.spec.trial_id != ref["trial_id"] or run.claim.token != ref["token"]
             or run.handed_back):
@@ -127,7 +140,7 @@ def _spend(sweep_id: str) -> float:
     return SweepLedger(sweep_id, None, config.redis_url).spent() if config.redis_url else 0.0
 
 
-def _step(ref: dict[str, Any], phase: str) -> str:
+def _step(ref: StepRef, phase: str) -> str:
     """One phase of the live attempt under the trial's failure policy (farm.trial.worker); an
     attempt that ended was reset by it, and an attempt that failed has the rest of its chain
     dropped (Ignore)."""
@@ -152,13 +165,16 @@ def _wait(task: Task) -> Exception:
     free cluster). Celery's retry drops the display arguments, so the trial key is passed on: a
     retried claim would otherwise show only the trial's opaque id."""
     shown = getattr(task.request, "argsrepr", None)
-    return task.retry(countdown=RETRY_BUSY_S, queue=SHARED_QUEUE, **({"argsrepr": shown} if shown else {}))
+    retry: Exception = task.retry(countdown=RETRY_BUSY_S, queue=SHARED_QUEUE,
+                                  **({"argsrepr": shown} if shown else {}))
+    return retry
 
 
-@app.task(name="farm.claim_trial", bind=True, max_retries=None)
+@declare_task(name="farm.claim_trial", bind=True, max_retries=None)
 def claim_trial(self: Task, trial_id: str) -> str:
     from sqlalchemy.exc import DBAPIError
 
+    from farm.trial.phases import PHASES
     from farm.trial.worker import begin
     from results import ledger
 
@@ -174,6 +190,7 @@ def claim_trial(self: Task, trial_id: str) -> str:
         # worker meanwhile): never run a trial on it, hand the claim back.
         log.error("worker %s takes no trial: %s", OWNER.name, OWNER.broken or "no cluster yet")
         raise _wait(self)
+    assert OWNER.cluster is not None  # ready: its cluster is open and clean
     engine = OWNER.engine
     try:
         claimed = ledger.claim(engine, trial_id, OWNER.name, OWNER.cluster.ref, OWNER.lease_s, spend=_spend)
@@ -188,15 +205,15 @@ def claim_trial(self: Task, trial_id: str) -> str:
     if run is None:
         send_claims([trial_id], countdown=5)  # a no-op if the trial was given up
         return "setup failed"
-    ref = _ref(run)
+    attempt = run.claimed
+    ref = StepRef(trial_id=attempt.trial_id, token=attempt.token, key=attempt.key)
     label = repr(run.spec.key)
     own = worker_queue(OWNER.name)
+    # The trial's declared chain (farm.trial.phases.TRIAL), one task per phase, on this worker's queue.
+    first, *rest = (STEP_TASKS[name] for name in PHASES)
     chain(
-        deploy.si(ref).set(queue=own, argsrepr=label),
-        inject.s().set(queue=own, argsrepr=label),
-        agent_session.s().set(queue=own, argsrepr=label),
-        oracle.s().set(queue=own, argsrepr=label),
-        record.s().set(queue=own, argsrepr=label),
+        first.si(ref).set(queue=own, argsrepr=label),
+        *(t.s().set(queue=own, argsrepr=label) for t in rest),
     ).apply_async()
     return f"claimed attempt {claimed.token}"
 
@@ -204,8 +221,8 @@ def claim_trial(self: Task, trial_id: str) -> str:
 def _step_task(step: str) -> Task:
     """The chain's task for one step: it runs the step of the attempt `ref` names and hands `ref` on."""
 
-    @app.task(name=f"farm.{step}")
-    def run_step(ref: dict[str, Any]) -> dict[str, Any]:
+    @declare_task(name=f"farm.{step}")
+    def run_step(ref: StepRef) -> StepRef:
         _step(ref, step)
         return ref
 
@@ -218,6 +235,10 @@ agent_session = _step_task("agent_session")
 oracle = _step_task("oracle")
 
 
-@app.task(name="farm.record")
-def record(ref: dict[str, Any]) -> str:
+@declare_task(name="farm.record")
+def record(ref: StepRef) -> str:
     return _step(ref, "record")
+
+
+# The task of each phase of the trial's chain, by the phase's name.
+STEP_TASKS = {"deploy": deploy, "inject": inject, "agent_session": agent_session, "oracle": oracle, "record": record}

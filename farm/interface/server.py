@@ -13,7 +13,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -51,7 +51,7 @@ _AFTER_MITIGATION = "refused: the mitigation was already submitted; no further c
 MAX_CONCURRENT_CALLS = 4  # tool calls of one session running at once; more wait their turn
 # Usage of the session's model calls as the worker counted them (farm.trial.checkpoint.LLMUsageTap):
 # {"tokens_in": int, "tokens_out": int, "cost_usd": float}.
-UsageReader = Callable[[], dict[str, Any]]
+UsageReader = Callable[[], Mapping[str, Any]]
 
 
 def _text_result(text: str, error: bool) -> CallToolResult:

@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from core.artifacts import SubmittedDiagnosis, Verdicts
+from core.artifacts import Mutation, SubmittedDiagnosis, ToolCall, Verdicts
 from core.events import EVENT_LOG
 from farm.trial.spec import TrialSpec
 from results.artifacts import ArtifactStore
 from results.ledger import AttemptResult
 
 if TYPE_CHECKING:
+    from farm.interface.server import AgentInterface
+    from farm.trial.checkpoint import UsageSnapshot
     from farm.trial.run import TrialRun
 
 log = logging.getLogger("farm.trial")
@@ -47,7 +49,7 @@ class Checkpoint(BaseModel):
     cluster_time: float | None
     phase: str
     result: AttemptResult
-    llm: dict[str, Any]  # farm.trial.checkpoint.LLMUsageTap.snapshot()
+    llm: dict[str, Any]  # farm.trial.checkpoint.UsageSnapshot, as saved
 
 
 class AttemptArtifacts:
@@ -67,11 +69,11 @@ class AttemptArtifacts:
                              agent_trial_id=run.opaque_id, injected_at=run.injected_at, result=run.result,
                              partial=partial)
 
-    def _session(self, run: TrialRun, calls: list[Any], mutations: list[Any]) -> None:
-        rec = run.interface.record
+    def _session(self, interface: AgentInterface, calls: list[ToolCall], mutations: list[Mutation]) -> None:
+        rec = interface.record
         self.put("tool_calls", [c.model_dump() for c in calls])
         # Calls refused because the session was over: no steps, but what the agent went on trying.
-        with run.interface._lock:
+        with interface._lock:
             late = list(rec.refused_late)
         if late:
             self.put("refused_calls", [c.model_dump() for c in late])
@@ -82,12 +84,14 @@ class AttemptArtifacts:
                                                  submitted_at=rec.diagnosis_at,
                                                  mitigation_submitted_at=rec.mitigation_at))
 
-    def checkpoint(self, run: TrialRun, calls: list[Any], mutations: list[Any], usage: dict[str, Any]) -> None:
+    def checkpoint(self, run: TrialRun, calls: list[ToolCall], mutations: list[Mutation],
+                   usage: UsageSnapshot) -> None:
         """What a running session produced so far (calls and mutations copied under the
         interface's lock by the caller)."""
-        self._session(run, calls, mutations)
+        assert run.interface is not None  # a checkpoint is of a running session
+        self._session(run.interface, calls, mutations)
         self.put("checkpoint", Checkpoint(at=time.time(), cluster_time=run.now(), phase=run.phase,
-                                          result=run.result, llm=usage))
+                                          result=run.result, llm=dict(usage)))
         self.put("attempt", self.record_of(run, partial=True))
 
     def save(self, run: TrialRun, snapshot: bool = True) -> None:
@@ -103,7 +107,7 @@ class AttemptArtifacts:
             self._atif(run)
         if run.interface is not None:
             rec = run.interface.record
-            self._session(run, rec.tool_calls, rec.mutations)
+            self._session(run.interface, rec.tool_calls, rec.mutations)
         if run.diagnosis is not None or run.mitigation is not None:
             self.put("verdicts", Verdicts(diagnosis=run.diagnosis, mitigation=run.mitigation))
         if snapshot:

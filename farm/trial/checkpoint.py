@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 log = logging.getLogger("farm.trial.checkpoint")
 
@@ -25,6 +25,17 @@ log = logging.getLogger("farm.trial.checkpoint")
 CHECKPOINT_S = float(os.environ.get("FARM_CHECKPOINT_S", "10"))
 CHECKPOINT_CALLS = int(os.environ.get("FARM_CHECKPOINT_CALLS", "5"))
 MAX_MESSAGES = 400  # of the conversation kept in a checkpoint (the latest ones)
+
+
+class UsageSnapshot(TypedDict):
+    """The model calls a tap counted so far, and the last call's conversation."""
+
+    calls: int
+    tokens_in: int
+    tokens_out: int
+    tokens_cached: int
+    cost_usd: float
+    messages: list[dict[str, Any]]
 
 
 class LLMUsageTap:
@@ -52,7 +63,7 @@ class LLMUsageTap:
             return False
         tap = self
 
-        class _Logger(CustomLogger):  # type: ignore[misc]
+        class _Logger(CustomLogger):
             tap_id = ""
             def log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
                 tap._seen(kwargs, response_obj)
@@ -114,7 +125,7 @@ class LLMUsageTap:
         except Exception as exc:  # a checkpoint aid must never disturb the agent's call
             log.debug("usage tap: %s", exc)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> UsageSnapshot:
         with self._lock:
             return {"calls": self.calls, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
                     "tokens_cached": self.tokens_cached, "cost_usd": self.cost_usd,

@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from core.errors import InfrastructureError
@@ -27,6 +27,9 @@ from farm.agenthost.relay import Relay
 from farm.agenthost.sandbox import ResourceLimits
 from farm.agents.base import AgentContext, AgentLimits, AgentResult
 from farm.llm.remote import ENDPOINT_OPTION, TOKEN_OPTION
+
+if TYPE_CHECKING:
+    from farm.interface.server import AgentInterface
 
 # Options the worker's model client reads and the agent must not see: the provider's key and
 # address, the price, the sweep's ledger and concurrency slots, the farm's Redis.
@@ -84,13 +87,13 @@ class ProcessOutcome:
     stopped: bool = False  # the worker killed it (a limit, or its wall time)
 
 
-def run_agent_process(agent: str, ctx: AgentContext, interface: Any, *,
+def run_agent_process(agent: str, ctx: AgentContext, interface: AgentInterface, *,
                       endpoint: tuple[str, str] | None) -> ProcessOutcome:
     """Run the agent's process until it answers, a limit ends the session or its wall time is up."""
     return _run(agent, ctx, interface, endpoint)
 
 
-def _run(agent: str, ctx: AgentContext, interface: Any, endpoint: tuple[str, str] | None) -> ProcessOutcome:
+def _run(agent: str, ctx: AgentContext, interface: AgentInterface, endpoint: tuple[str, str] | None) -> ProcessOutcome:
     env, files = cli_environment(agent, ctx.options)
     bounds = ResourceLimits.of(ctx.limits)
     proc = take(agent_plugins(), env=env, files=files, limits=bounds)

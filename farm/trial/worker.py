@@ -1,7 +1,8 @@
 """How a worker carries an attempt, the same for a Celery worker (tasks/trial.py, one task per step)
 and the embedded runner (farm/runner.py, every step in one call): `begin` sets the claimed trial
-up, `step` runs one phase under the one failure policy below, and an attempt that ended has its
-cluster reset and its worker freed before `step` returns.
+up, `step` runs one phase of the declared chain (farm/trial/phases.py, TRIAL) under the one failure
+policy below, and an attempt that ended has its cluster reset and its worker freed before `step`
+returns.
 
 The failure policy, for every step alike:
 - the step succeeded: NEXT (the chain goes on), or after `record`, RECORDED or SUPERSEDED;
@@ -18,18 +19,23 @@ import contextlib
 import logging
 import time
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
 
 from clusters.base import ClusterHandle
 from core.errors import InfrastructureError, LeaseLost
 from core.states import TrialState
-from farm.trial.run import PHASES, TrialRun
+from farm.trial.handover import Recorded
+from farm.trial.phases import PHASES, TRIAL
+from farm.trial.run import TrialRun
 from farm.trial.spec import load_trial_spec
 from results import ledger
 from results.artifacts import ArtifactStore
 from results.ledger import Claim
+
+if TYPE_CHECKING:
+    from farm.owner import ClusterOwner
 
 log = logging.getLogger("farm.trial")
 
@@ -58,10 +64,10 @@ def start_run(engine: Engine, claim: Claim, cluster: ClusterHandle, store: Artif
         return None
 
 
-def begin(owner: Any, claim: Claim, redis_url: str | None = None) -> TrialRun | None:
-    """Set a fresh claim up on `owner` (a farm.owner.ClusterOwner) and make it the worker's attempt
-    in progress; None when the trial cannot be set up (already recorded as an infrastructure
-    failure of this attempt)."""
+def begin(owner: ClusterOwner, claim: Claim, redis_url: str | None = None) -> TrialRun | None:
+    """Set a fresh claim up on `owner` and make it the worker's attempt in progress; None when the
+    trial cannot be set up (already recorded as an infrastructure failure of this attempt)."""
+    assert owner.cluster is not None  # a worker claims only once its cluster is open
     run = start_run(owner.engine, claim, owner.cluster, owner.store, redis_url)
     if run is None:
         return None
@@ -72,7 +78,7 @@ def begin(owner: Any, claim: Claim, redis_url: str | None = None) -> TrialRun | 
     return run
 
 
-def step(run: TrialRun, phase: str, owner: Any = None) -> StepOutcome:
+def step(run: TrialRun, phase: str, owner: ClusterOwner | None = None) -> StepOutcome:
     """Run one phase of the attempt under the failure policy. On any outcome but NEXT and
     DATABASE_DOWN the attempt is over: the cluster is reset and the worker freed (through
     `owner.finish`, which records a failed reset and replaces the cluster; without an owner,
@@ -104,9 +110,9 @@ def _policy(run: TrialRun, phase: str) -> StepOutcome:
     from sqlalchemy.exc import DBAPIError
 
     try:
-        if phase == "record":
-            return StepOutcome.RECORDED if run.record() else StepOutcome.SUPERSEDED
-        getattr(run, phase)()
+        handed = TRIAL.phase(phase).run(run)
+        if isinstance(handed, Recorded):  # the chain's end
+            return StepOutcome.RECORDED if handed.won else StepOutcome.SUPERSEDED
         return StepOutcome.NEXT
     except DBAPIError:
         raise
@@ -123,7 +129,7 @@ def _policy(run: TrialRun, phase: str) -> StepOutcome:
         return StepOutcome.INFRA_FAILED if state == TrialState.INFRA_FAILED else StepOutcome.INFRA_RETRY
 
 
-def run_all(run: TrialRun, owner: Any = None) -> StepOutcome:
+def run_all(run: TrialRun, owner: ClusterOwner | None = None) -> StepOutcome:
     """Every step of the attempt in this process (the embedded runner); returns how it ended.
     A database failure hands the trial back to the queue (its attempt closed as lost)."""
     for phase in PHASES:

@@ -104,7 +104,7 @@ def simple_bars(labels: Sequence[str], values: Sequence[float | None], title: st
     fig = Figure(figsize=(max(5.0, min(0.7 * len(pairs) + 3, 16)), 3.4) if not horizontal
                  else (7, max(2.5, 0.3 * len(pairs) + 1)))
     ax = fig.subplots()
-    names, vals = [p[0] for p in pairs], [float(p[1]) for p in pairs]  # type: ignore[arg-type]
+    names, vals = [p[0] for p in pairs], [float(p[1]) for p in pairs]
     err = None
     if errors is not None:
         kept = [e for e, v in zip(errors, values, strict=True) if v is not None]

@@ -151,6 +151,28 @@ def test_a_step_that_finds_its_lease_gone_writes_nothing_and_frees_the_worker(en
         assert _attempt_once(engine, owner, "zombie") == StepOutcome.RECORDED
 
 
+def test_a_step_before_the_one_it_follows_fails_the_attempt_and_touches_no_cluster(engine, store):
+    """Each phase takes what the one before it handed over (farm.trial.phases.TRIAL): a step that
+    arrives before its input exists (a chain's message out of order) is the farm's failure, retried,
+    and it neither injects nor records anything."""
+    with closing(_owner(engine, store, "")) as owner:
+        dispatcher.submit(engine, _spec("out-of-order"))
+        claimed = ledger.claim_next(engine, "out-of-order", owner.name, owner.cluster.ref, owner.lease_s)
+        assert claimed is not None
+        run = begin(owner, claimed)
+        assert run is not None
+        assert step(run, "inject", owner) is StepOutcome.INFRA_RETRY
+        assert not owner.busy and owner.ready and run.injection is None
+        (trial,), (attempt,) = _rows(engine, "out-of-order")
+        assert trial.state == TrialState.QUEUED and trial.final_attempt is None
+        # The farm's own failure, not the phase's (as any unexpected error): entered, then refused.
+        assert attempt.state == AttemptState.INFRA_ERROR and attempt.phase == "inject"
+        assert attempt.error_phase == "infrastructure"
+        assert "inject takes Deployed, but the attempt holds Claimed" in attempt.error
+        # The next claim runs it whole, in order.
+        assert _attempt_once(engine, owner, "out-of-order") == StepOutcome.RECORDED
+
+
 def test_inject_failure_is_retried_and_never_counted_against_the_agent(engine, store):
     with closing(_owner(engine, store, "inject:1")) as owner:
         dispatcher.submit(engine, _spec("inject-fails", max_infra_attempts=3))
