@@ -115,7 +115,7 @@ class TrialRun:
             prepare_agent(self.spec.agent, dict(self.spec.agent_options), self.spec.limits)  # its start-up overlaps the deploy
         except Exception as exc:  # the session starts one itself, and reports what fails then
             log.warning("could not start the agent's process ahead of its session: %s", exc)
-        deploy(self.cluster, self.app, self.namespace)
+        deploy(self.cluster, self.app, self.namespace, seed=self.spec.seed)
         # The agent's account, roles and token exist from the deploy on, as an on-call team's do:
         # made at injection time they would date the fault (the interface reuses them).
         self.cluster.agent_kubeconfig(self.namespace, also=tuple(self.app.extra_namespaces))
