@@ -34,7 +34,7 @@ RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # what `kubectl rollout rest
 # of the busiest workload).
 MEAN_RESTARTS = 3.0
 MEAN_SCALES = 1.0
-HISTORY_STEP_S = 1.0  # between restarts: each is a revision the deployment controller sees
+HISTORY_STEP_S = 1.0  # between restarts, so the deployment controller sees each (the emulator passes once a second)
 
 
 @cache
