@@ -71,7 +71,7 @@ VERBS: dict[str, Flags] = {
     "taint": {**MUTATE, "selector": (V, "l"), "overwrite": (B, None), "all": (B, None), "validate": (B, None)},
     "delete": {**MUTATE, **SELECT, **FILE, **ALL_NS, "all": (B, None), "grace-period": (V, None),
                "force": (B, None), "now": (B, None), "wait": (B, None), "timeout": (V, None),
-               "cascade": (B, None), "ignore-not-found": (B, None), "raw": (V, None)},
+               "cascade": (B, None), "ignore-not-found": (B, None)},
     "auth": {**ALL_NS, "list": (B, None), "quiet": (B, "q"), "no-headers": (B, None),
              "subresource": (V, None), **OUTPUT},
     "api-resources": {"namespaced": (B, None), "api-group": (V, None), "verbs": (V, None), "output": (V, "o"),

@@ -96,6 +96,9 @@ def _refuse_flag(shown: str, long: str, verb: str) -> ToolError:
         return ToolError("refused: watching or following never returns; use the wait tool, then ask again")
     if long == "all-namespaces":
         return ToolError(f"refused: {shown}: this session can only reach its own namespace")
+    if long == "raw":  # `delete --raw PATH` deleted what it named with no target to record or undo
+        return ToolError(f"refused: {shown} is for reading only (get --raw); name what to {verb} "
+                         f"({verb} TYPE NAME), so the session records it and can undo it")
     return ToolError(f"refused: {shown} is not an option this tool accepts for '{verb}'")
 
 

@@ -11,7 +11,14 @@ A limit the client raises ends the session (`on_limit`) and answers 429 with
 `{"error": {"type": "limit_reached", "code": LIMIT_*, "message": detail}}`; any other failure is
 kept in `failures` (the worker decides what it means for the trial) and answered 502; a provider
 failure (core.errors.ProviderError) is also reported to `on_provider_failure`, so the worker can end
-a session that a CLI would otherwise spend retrying against a provider that already failed."""
+a session that a CLI would otherwise spend retrying against a provider that already failed.
+
+The agent is untrusted, so what one session can make the worker hold is bounded (issue 23): a body
+of at most MAX_REQUEST_BYTES, refused from its Content-Length before a byte of it is read (413); at
+most MAX_IN_FLIGHT requests of a session being read or answered at once, more answered 429 with
+`too_many_requests` at once (the SDKs' own backoff retries them; the session goes on); a connection
+that sends nothing for IDLE_TIMEOUT_S is closed. A refused request's connection is closed, since the
+body it announced was never read."""
 
 from __future__ import annotations
 
@@ -33,7 +40,12 @@ PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
 RESPONSES_PATH = "/v1/responses"
 PATHS = (PATH, ANTHROPIC_PATH, RESPONSES_PATH)
-MAX_REQUEST_BYTES = 32 * 1024 * 1024  # a long conversation with every tool's output in it
+# A conversation as text of ~2M tokens, beyond any model's context window: more is no model call.
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
+# An agent's concurrent model calls (subagents, parallel tool reasoning); with the body bound, a
+# session holds at most this many bodies (and parsed copies) in the worker's memory.
+MAX_IN_FLIGHT = 8
+IDLE_TIMEOUT_S = 120.0  # a read of the request that waits this long ends the connection
 
 
 def error_reply(exc: BaseException) -> tuple[int, dict[str, Any]]:
@@ -69,7 +81,9 @@ class ModelProxy:
         self.token = secrets.token_urlsafe(32)
         self.failures: list[BaseException] = []  # model calls that failed for a reason other than a limit
         self.calls = 0
-        self._in_flight = 0
+        self._in_flight = 0  # calls to the client under way (awaited by stop)
+        self._admitted = 0  # requests being read or answered (bounded by MAX_IN_FLIGHT)
+        self.refused_busy = 0  # requests answered 429 because MAX_IN_FLIGHT were under way
         self._idle = threading.Condition()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -79,6 +93,7 @@ class ModelProxy:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = IDLE_TIMEOUT_S  # the socket's: a trickled body or an idle keep-alive ends here
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
                 pass  # the worker records calls itself, scrubbed
@@ -87,11 +102,14 @@ class ModelProxy:
                 auth = self.headers.get("Authorization") or ""
                 if not auth and self.headers.get("x-api-key"):
                     auth = f"Bearer {self.headers['x-api-key']}"
-                status, data, content_type = proxy._serve(self.path, auth, int(self.headers.get("Content-Length") or 0),
-                                                          self.rfile)
+                status, data, content_type = proxy._admit(self.path, auth, self.headers, self.rfile)
+                if status != 200:  # its body may be left unread: what follows on this connection is not a request
+                    self.close_connection = True
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
+                if self.close_connection:
+                    self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -111,16 +129,55 @@ class ModelProxy:
             self._server.server_close()
             self._server = None
 
-    def _serve(self, path: str, auth: str, length: int, stream: Any) -> tuple[int, bytes, str]:
-        """One request in any of the served dialects: (status, body, content type)."""
+    @property
+    def admitted(self) -> int:
+        """Requests of the session being read or answered now."""
+        with self._idle:
+            return self._admitted
+
+    def _admit(self, path: str, auth: str, headers: Any, stream: Any) -> tuple[int, bytes, str]:
+        """The bounds a request meets before its body is read, then `_serve` within a slot."""
         route = path.split("?", 1)[0].rstrip("/")
+        refusal: tuple[int, dict[str, Any]] | None = None
+        length_header = headers.get("Content-Length")
+        if not secrets.compare_digest(auth, f"Bearer {self.token}"):
+            refusal = 401, {"error": {"type": "unauthorized", "message": "a bearer token is required"}}
+        elif headers.get("Transfer-Encoding") or length_header is None or not length_header.strip().isdigit():
+            refusal = 411, {"error": {"type": "length_required",
+                                      "message": "a request needs a Content-Length (chunked bodies are not read)"}}
+        elif int(length_header) > MAX_REQUEST_BYTES:
+            refusal = 413, {"error": {"type": "request_too_large",
+                                      "message": f"a request body of {int(length_header)} bytes; at most "
+                                                 f"{MAX_REQUEST_BYTES} are read"}}
+        else:
+            with self._idle:
+                if self._admitted >= MAX_IN_FLIGHT:
+                    self.refused_busy += 1
+                    refusal = 429, {"error": {"type": "too_many_requests",
+                                              "message": f"{MAX_IN_FLIGHT} requests of this session are under way; "
+                                                         "retry when one has been answered"}}
+                else:
+                    self._admitted += 1
+        if refusal is not None:
+            return self._render(route, *refusal)
+        try:
+            return self._serve(route, auth, int(length_header or 0), stream)
+        finally:
+            with self._idle:
+                self._admitted -= 1
+
+    def _render(self, route: str, status: int, body: dict[str, Any]) -> tuple[int, bytes, str]:
+        if route == ANTHROPIC_PATH:
+            error = body.get("error") or {}
+            body = dialects.anthropic_error(status, str(error.get("code") or error.get("type")),
+                                            str(error.get("message", "")))
+        return status, json.dumps(body).encode(), "application/json"
+
+    def _serve(self, route: str, auth: str, length: int, stream: Any) -> tuple[int, bytes, str]:
+        """One request in any of the served dialects: (status, body, content type)."""
         status, body = self._handle(route, auth, length, stream)
         if status != 200:
-            if route == ANTHROPIC_PATH:
-                error = body.get("error") or {}
-                body = dialects.anthropic_error(status, str(error.get("code") or error.get("type")),
-                                                str(error.get("message", "")))
-            return status, json.dumps(body).encode(), "application/json"
+            return self._render(route, status, body)
         streamed = bool(body.pop("_stream", False))
         if not streamed:
             return 200, json.dumps(body).encode(), "application/json"
@@ -133,10 +190,14 @@ class ModelProxy:
             return 401, {"error": {"type": "unauthorized", "message": "a bearer token is required"}}
         if route not in PATHS:
             return 404, {"error": {"type": "not_found", "message": f"only POST {', '.join(PATHS)} are served"}}
-        if length <= 0 or length > MAX_REQUEST_BYTES:
-            return 413, {"error": {"type": "bad_request", "message": f"a body of 1 to {MAX_REQUEST_BYTES} bytes"}}
+        if length <= 0:
+            return 400, {"error": {"type": "bad_request", "message": "an empty request"}}
         try:
-            request = json.loads(stream.read(length))
+            raw = stream.read(length)
+        except OSError:  # the socket's timeout: a body trickled slower than IDLE_TIMEOUT_S a read
+            return 408, {"error": {"type": "request_timeout", "message": f"no body within {IDLE_TIMEOUT_S:.0f} s"}}
+        try:
+            request = json.loads(raw)
             if route == ANTHROPIC_PATH:
                 messages, tools = dialects.anthropic_request(request)
             elif route == RESPONSES_PATH:

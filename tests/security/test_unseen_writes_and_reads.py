@@ -7,7 +7,9 @@ against a trial's interface on the emulated cluster (real kubectl in its sandbox
   only the session's namespace, whatever it does with the labels afterwards.
 - The cluster's own components: tainting every node NoExecute leaves CoreDNS running (the agent's
   role patches worker nodes only), draining reaches no kube-system pod.
-- Calls after the session ended are refused and are not steps."""
+- Calls after the session ended are refused and are not steps.
+- `delete --raw PATH` (helper adv's pass): it deleted the Deployment it named, recorded with no
+  target and no undo (`undo_last` could not bring it back); `--raw` is now for reading only."""
 
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from clusters.kube import Kube
 from clusters.emulated import SimHandle
+from clusters.kube import Kube
 from core.states import LIMIT_STEPS
 from farm.agents.base import AgentLimits
 from farm.interface import AgentInterface
@@ -86,6 +88,17 @@ def test_after_submit_mitigation_a_disguised_write_is_refused_and_not_a_step(
     # a read after the submission is still answered, and is a step
     assert not tools.call("kubectl", command="get deployment geo")[1]
     assert len(iface.record.tool_calls) == steps + 1
+
+
+def test_a_raw_delete_is_refused_and_a_raw_read_still_works(cluster: SimHandle,
+                                                            session: tuple[AgentInterface, ToolClient]) -> None:
+    iface, tools = session
+    uid = deployment(cluster, NS, "geo")["metadata"]["uid"]
+    text, is_error = tools.call("kubectl", command=f"delete --raw /apis/apps/v1/namespaces/{NS}/deployments/geo")
+    assert is_error and "for reading only" in text and "delete TYPE NAME" in text, text
+    assert deployment(cluster, NS, "geo")["metadata"]["uid"] == uid and iface.record.mutations == []
+    text, is_error = tools.call("kubectl", command=f"get --raw /apis/apps/v1/namespaces/{NS}/deployments/geo")
+    assert not is_error and json.loads(text)["metadata"]["uid"] == uid
 
 
 def test_a_json_manifest_reaches_kubectl(cluster: SimHandle,

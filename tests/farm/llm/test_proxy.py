@@ -157,3 +157,89 @@ def test_anthropic_messages_with_an_api_key_header() -> None:
     assert refused.value.code == 401 and error["type"] == "error" and error["error"]["type"] == "authentication_error"
     sent = llm.requests[-1]["body"]["messages"]
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"] and len(llm.requests) == 1
+
+
+def _raw_post(url: str, token: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, dict[str, str], bytes]:
+    """One POST written by hand to the proxy's socket (a client that announces more than it sends):
+    (status, headers, body) of the answer, read until the proxy closes the connection."""
+    host, port = url.removeprefix("http://").split("/", 1)[0].split(":")
+    lines = ["POST /v1/chat/completions HTTP/1.1", f"Host: {host}", f"Authorization: Bearer {token}",
+             *(f"{k}: {v}" for k, v in headers.items())]
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        answer = b""
+        while chunk := conn.recv(65536):  # the proxy closes the connection after a refusal
+            answer += chunk
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode().split("\r\n")
+    fields = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in header_lines)}
+    return int(status_line.split()[1]), fields, payload
+
+
+def test_a_body_over_the_bound_is_refused_from_its_length_before_it_is_read() -> None:
+    """Issue 23: a 32 MB request (under the old 32 MiB bound) was read whole into the worker.
+    The 413 comes back while not one byte of the announced body has been sent, so the proxy read
+    none of it; the connection is closed, since what follows on it is no request."""
+    from farm.llm.proxy import MAX_REQUEST_BYTES
+
+    with ScriptedLLM([{"content": "pong"}], repeat_last=True) as llm:
+        proxy = ModelProxy(LLMClient("openai/scripted-model", api_base=llm.url))
+        url, token = proxy.start()
+        try:
+            status, headers, body = _raw_post(url, token, {"Content-Length": str(32_000_000),
+                                                           "Content-Type": "application/json"})
+            chunked = _raw_post(url, token, {"Transfer-Encoding": "chunked"}, b"5\r\nhello\r\n0\r\n\r\n")
+            at_bound = ProxyClient(url, token, "openai/scripted-model").complete(
+                [{"role": "user", "content": "x" * (MAX_REQUEST_BYTES - 1000)}])
+        finally:
+            proxy.stop()
+    error = json.loads(body)["error"]
+    assert status == 413 and error["type"] == "request_too_large" and "32000000" in error["message"]
+    assert headers["connection"] == "close"
+    assert chunked[0] == 411 and json.loads(chunked[2])["error"]["type"] == "length_required"
+    assert at_bound.message["content"] == "pong" and len(llm.requests) == 1  # only the one within the bound
+
+
+def test_a_session_has_a_bounded_number_of_requests_under_way() -> None:
+    """Requests past MAX_IN_FLIGHT get a 429 at once (not a thread and a body each in the worker);
+    the ones under way are answered, and the session goes on once they are."""
+    import threading
+
+    from farm.llm.proxy import MAX_IN_FLIGHT
+
+    release = threading.Event()
+
+    def respond(request: dict[str, Any]) -> dict[str, Any]:
+        release.wait(60)
+        return {"content": "pong"}
+
+    with ScriptedLLM(respond) as llm:
+        proxy = ModelProxy(LLMClient("openai/scripted-model", api_base=llm.url))
+        url, token = proxy.start()
+        answers: list[str] = []
+        try:
+            agent = ProxyClient(url, token, "openai/scripted-model")
+            held = [threading.Thread(target=lambda: answers.append(agent.complete(PING).message["content"]))
+                    for _ in range(MAX_IN_FLIGHT)]
+            for thread in held:
+                thread.start()
+            for _ in range(600):  # until all are admitted (they are, or the assertion below says how many)
+                if proxy.admitted == MAX_IN_FLIGHT:
+                    break
+                release.wait(0.05)
+            assert proxy.admitted == MAX_IN_FLIGHT
+            request = urllib.request.Request(url + "/chat/completions", data=json.dumps({"messages": PING}).encode(),
+                                             headers={"Authorization": f"Bearer {token}"})
+            with pytest.raises(urllib.error.HTTPError) as busy:
+                urllib.request.urlopen(request, timeout=30)
+            error = json.loads(busy.value.read())["error"]
+            release.set()
+            for thread in held:
+                thread.join(60)
+            after = agent.complete(PING)
+        finally:
+            release.set()
+            proxy.stop()
+    assert busy.value.code == 429 and error["type"] == "too_many_requests" and proxy.refused_busy == 1
+    assert answers == ["pong"] * MAX_IN_FLIGHT and after.message["content"] == "pong"
+    assert len(llm.requests) == MAX_IN_FLIGHT + 1 and proxy.failures == []
