@@ -41,10 +41,10 @@ from kubesim.apps.graph import (
     store_model,
 )
 from kubesim.apps.logformats import LOGGERS, LogFormat
-from kubesim.controllers.network import Conn, ephemeral_ports
+from kubesim.runtime import Conn, ephemeral_ports
 
 if TYPE_CHECKING:
-    from kubesim.controllers.kubelet import Ctr, PodRt
+    from kubesim.runtime import Ctr, PodRt
     from kubesim.workload import Workload
 
 HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)

@@ -14,7 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from kubesim.controllers.common import ControlPlane, delete_pod
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.quantity import parse_quantity
 from kubesim.store import Obj, StoreError, match_labels
 
 if TYPE_CHECKING:

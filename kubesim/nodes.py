@@ -254,7 +254,7 @@ class NodeFleet:
 
     def memory_threshold(self, n: NodeState) -> float:
         """evictionHard memory.available: the NodeFault's value, else the kubelet default 100Mi."""
-        from kubesim.controllers.quantity import parse_quantity
+        from kubesim.quantity import parse_quantity
 
         value = str((self.fault(n.name, "evictionHard") or {}).get("memory.available", "100Mi"))
         if value.endswith("%"):
@@ -326,7 +326,7 @@ class NodeFleet:
     def _evict_for_memory(self, n: NodeState, victims: list[Obj]) -> None:
         """rankMemoryPressure: pods using more than they request first, then lower priority, then
         the usage above the request, largest first; the message names the container that used most."""
-        from kubesim.controllers.quantity import parse_quantity
+        from kubesim.quantity import parse_quantity
 
         kubelet = self.kubelet
 

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from kubesim.apps.base import fluid_ticks
 from kubesim.apps.graph import store_model
 from kubesim.callgraph import CallGraphFlow
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.quantity import parse_quantity
 
 if TYPE_CHECKING:
-    from kubesim.controllers.kubelet import Ctr, PodRt
+    from kubesim.runtime import Ctr, PodRt
     from kubesim.view import ClusterView
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from kubesim.api.status import invalid
 from kubesim.controllers.common import is_terminal
-from kubesim.controllers.quantity import format_resource, parse_quantity
+from kubesim.quantity import format_resource, parse_quantity
 from kubesim.store import Obj, ResourceType, Store, StoreError
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

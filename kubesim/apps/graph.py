@@ -32,7 +32,7 @@ from kubesim.apps.base import (
 from kubesim.apps.logformats import LOGGERS, LogFormat
 
 if TYPE_CHECKING:
-    from kubesim.controllers.kubelet import Ctr, PodRt
+    from kubesim.runtime import Ctr, PodRt
 
 STORE_PROTOCOLS = frozenset({"postgres", "mysql", "redis", "kafka", "mongo", "memcached"})
 

@@ -15,7 +15,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from kubesim.controllers.common import ControlPlane, is_active
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.quantity import parse_quantity
 from kubesim.store import Obj, StoreError, match_labels
 
 if TYPE_CHECKING:

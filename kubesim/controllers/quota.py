@@ -7,7 +7,7 @@ from typing import Any
 
 from kubesim.api.admission import COMPUTE, pod_usage
 from kubesim.controllers.common import CONTROLLER_MANAGER, is_terminal
-from kubesim.controllers.quantity import format_resource
+from kubesim.quantity import format_resource
 from kubesim.store import Obj, Store
 
 # object-count quotas: the quota's resource name → the stored kind it counts

@@ -8,7 +8,7 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from kubesim.controllers.common import SCHEDULER, ControlPlane, is_active, set_condition
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.quantity import parse_quantity
 from kubesim.store import Obj, StoreError, expression_holds, match_labels
 
 if TYPE_CHECKING:

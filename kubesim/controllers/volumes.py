@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from kubesim.controllers.common import CONTROLLER_MANAGER
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.quantity import parse_quantity
 from kubesim.store import Obj, StoreError
 
 if TYPE_CHECKING:
