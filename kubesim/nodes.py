@@ -13,8 +13,9 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubesim.controllers.common import CONTROLLER_MANAGER, KUBELET, ControlPlane, delete_pod
+from kubesim.controllers.common import ControlPlane, delete_pod
 from kubesim.lifecycle import NODE_READY, NODE_UNREACHABLE, PRESSURE_SIGNALS, NodeStage
+from kubesim.runtime import CONTROLLER_MANAGER, KUBELET, KUBELET_VERSION
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     from kubesim.observability.loki.logs import LogStore
 
 KERNEL_VERSION = "5.15.0-1057-azure"  # block-layer error lines carry the blk_update_request prefix
-KUBELET_VERSION = "v1.29.2"
 SECTOR = 512
 FS_BLOCK = 4096
 

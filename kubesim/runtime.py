@@ -11,6 +11,12 @@ from typing import Any
 
 from kubesim.store import Obj
 
+# The field managers kube-apiserver records for the cluster's own components (their User-Agents)
+KUBELET = "kubelet"
+CONTROLLER_MANAGER = "kube-controller-manager"
+SCHEDULER = "kube-scheduler"
+KUBELET_VERSION = "v1.29.2"
+
 
 @dataclass
 class Started:

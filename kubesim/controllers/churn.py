@@ -24,7 +24,8 @@ import math
 import random
 from datetime import datetime
 
-from kubesim.controllers.common import CONTROLLER_MANAGER, KUBELET, SCHEDULER, ControlPlane
+from kubesim.controllers.common import ControlPlane
+from kubesim.runtime import CONTROLLER_MANAGER, KUBELET, SCHEDULER
 from kubesim.store import Obj, StoreError
 
 ANNOTATION = "fluxcd.io/sync-revision"

@@ -18,10 +18,6 @@ if TYPE_CHECKING:
     from kubesim.cluster import EventRecorder
 
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-# The field managers kube-apiserver records for the cluster's own components (their User-Agents)
-KUBELET = "kubelet"
-CONTROLLER_MANAGER = "kube-controller-manager"
-SCHEDULER = "kube-scheduler"
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,13 @@ import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kubesim.api.tables import parse_time
 from kubesim.apps.base import StartContext, find_model, image_lookup, normalize_image
 from kubesim.apps.generic import BASE_MEMORY
-from kubesim.controllers.common import KUBELET, ControlPlane, set_condition
+from kubesim.clock import parse_time
+from kubesim.controllers.common import ControlPlane, set_condition
 from kubesim.lifecycle import PULL_FAILURES, PullFailure
 from kubesim.quantity import parse_quantity
-from kubesim.runtime import Ctr, Exited, PodRt, Started
+from kubesim.runtime import KUBELET, Ctr, Exited, PodRt, Started
 from kubesim.store import Obj, StoreError
 
 if TYPE_CHECKING:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from kubesim.api.admission import COMPUTE, pod_usage
-from kubesim.controllers.common import CONTROLLER_MANAGER, is_terminal
+from kubesim.controllers.common import is_terminal
 from kubesim.quantity import format_resource
+from kubesim.runtime import CONTROLLER_MANAGER
 from kubesim.store import Obj, Store
 
 # object-count quotas: the quota's resource name → the stored kind it counts

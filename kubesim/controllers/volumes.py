@@ -16,8 +16,8 @@ import hashlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from kubesim.controllers.common import CONTROLLER_MANAGER
 from kubesim.quantity import parse_quantity
+from kubesim.runtime import CONTROLLER_MANAGER
 from kubesim.store import Obj, StoreError
 
 if TYPE_CHECKING:

@@ -11,7 +11,6 @@ from typing import Any
 
 from core.namespaces import STACK_NAMESPACE
 from kubesim.controllers.common import (
-    CONTROLLER_MANAGER,
     ControlPlane,
     condition,
     controller_uid,
@@ -28,6 +27,7 @@ from kubesim.controllers.common import (
     set_condition,
     template_hash,
 )
+from kubesim.runtime import CONTROLLER_MANAGER
 from kubesim.store import Obj, Store, StoreError, match_labels
 
 REVISION = "deployment.kubernetes.io/revision"
