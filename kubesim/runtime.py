@@ -172,3 +172,49 @@ class Conn:
     def delay_ms(self) -> float:
         ok = [t for t in self.targets if not t.error]
         return sum(t.delay_ms for t in ok) / len(ok) if ok else 0.0
+
+
+@dataclass
+class Disk:
+    device: str = "sda"
+    partition: str = "sda1"
+    size_bytes: float = 107374182400.0
+    used_bytes: float = 21474836480.0
+    reads: float = 0.0
+    writes: float = 0.0
+    read_bytes: float = 0.0
+    written_bytes: float = 0.0
+    io_time: float = 0.0
+    errors: int = 0
+
+
+@dataclass
+class Nic:
+    device: str = "eth0"
+    rx_bytes: float = 0.0
+    tx_bytes: float = 0.0
+    rx_packets: float = 0.0
+    tx_packets: float = 0.0
+    rx_drop: float = 0.0
+    tx_drop: float = 0.0
+    rx_errs: float = 0.0
+
+
+@dataclass
+class NodeState:
+    name: str
+    ip: str
+    index: int
+    control_plane: bool = False
+    cpu: float = 4.0
+    memory: float = 16 * 2**30
+    disks: list[Disk] = field(default_factory=lambda: [Disk()])
+    nics: list[Nic] = field(default_factory=lambda: [Nic()])
+    next_ip: int = 2
+    cpu_seconds: float = 0.0
+    fd_allocated: float = 2304.0
+    fd_max: float = 9223372036854775807.0
+    pids: float = 310.0
+    pid_max: float = 4194304.0
+    kernel_seq: float = 0.0
+    reported: dict[str, Any] = field(default_factory=dict)  # fault keys already logged → last time; per-concern state

@@ -14,9 +14,10 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from kubesim.controllers.common import ControlPlane, is_active
+from kubesim.controllers.common import is_active
 from kubesim.quantity import parse_quantity
 from kubesim.store import Obj, StoreError, match_labels
+from kubesim.view import ControlPlane
 
 if TYPE_CHECKING:
     from kubesim.api.metrics import ResourceMetrics

@@ -16,16 +16,15 @@ from typing import TYPE_CHECKING, Any
 from kubesim.apps.base import StartContext, find_model, image_lookup, normalize_image
 from kubesim.apps.generic import BASE_MEMORY
 from kubesim.clock import parse_time
-from kubesim.controllers.common import ControlPlane, set_condition
+from kubesim.controllers.common import set_condition
 from kubesim.lifecycle import PULL_FAILURES, PullFailure
 from kubesim.quantity import parse_quantity
 from kubesim.runtime import KUBELET, Ctr, Exited, PodRt, Started
 from kubesim.store import Obj, StoreError
+from kubesim.view import ContainerLogsView, ControlPlane, NodeFleetView
 
 if TYPE_CHECKING:
-    from kubesim.cluster import ContainerLogs
     from kubesim.controllers.volumes import VolumeBinder
-    from kubesim.nodes import NodeFleet
 
 BACKOFF_START, BACKOFF_MAX = 10.0, 300.0
 BACKOFF_RESET = 600.0  # a container that ran this long starts its back-off afresh
@@ -53,7 +52,7 @@ class Kubelet:
     # Set by kubesim.controllers.build_controllers, which rebuilds the binder on a restore.
     volumes: VolumeBinder
 
-    def __init__(self, cp: ControlPlane, nodes: NodeFleet, logs: ContainerLogs,
+    def __init__(self, cp: ControlPlane, nodes: NodeFleetView, logs: ContainerLogsView,
                  forget_pod: Callable[[str, str], None], start_context: Callable[..., StartContext]) -> None:
         """`forget_pod(namespace, name)`: the workload's records of a pod it removed;
         `start_context(pod, container, env, files, volumes, now)`: what a container it starts sees

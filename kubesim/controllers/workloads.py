@@ -11,7 +11,6 @@ from typing import Any
 
 from core.namespaces import STACK_NAMESPACE
 from kubesim.controllers.common import (
-    ControlPlane,
     condition,
     controller_uid,
     delete_pod,
@@ -29,6 +28,7 @@ from kubesim.controllers.common import (
 )
 from kubesim.runtime import CONTROLLER_MANAGER
 from kubesim.store import Obj, Store, StoreError, match_labels
+from kubesim.view import ControlPlane
 
 REVISION = "deployment.kubernetes.io/revision"
 
