@@ -135,10 +135,26 @@ class NodeFleetView(Protocol):
 
 
 class WorkloadView(Protocol):
-    """The applications' load, connections and state (kubesim.workload.Workload)."""
+    """The applications' load, connections and state (kubesim.workload.Workload), as the
+    application models and the call-graph flow that works inside it (kubesim.callgraph) use it."""
 
+    cluster: ClusterView
     state: dict[str, Any]
     graphs: Any  # the call-graph flow (kubesim.callgraph.CallGraphFlow), whose `state` the userland reads
+    _conn_cache: dict[Any, Any]
+
+    def charge(self, rt: Any, c: Any, served: float, used: float, dt: float, rx_bytes: float, tx_bytes: float) -> None: ...
+
+    def observe(self, metric: str, labels: tuple, buckets: tuple, n: float, mean: float, floor: float,
+                scale: float = 1.0) -> None: ...
+
+    def _pod(self, ns: str, name: str) -> dict | None: ...
+
+    def _connect_pod(self, pod: dict, target: dict, port: int) -> Any: ...
+
+    def _cores(self, rt: PodRt, c: Ctr) -> float: ...
+
+    def _slowdown(self, rt: PodRt, c: Ctr) -> float: ...
 
     def instance_of(self, pod: dict, port: int) -> Any: ...
 
