@@ -371,6 +371,8 @@ class _Sync:
 
     # -- API access, validated like any client's request ------------------------------------
     def _validated(self, key: str, obj: Obj, old: Obj | None) -> None:
+        # the operator writes the store directly, so it runs the API server's own validation, a
+        # floor above: deferred to call time (tests/architecture/test_kubesim_floors)
         from kubesim.api.admission import validate
 
         validate(self.store.type_for(key), obj, old)
