@@ -136,11 +136,11 @@ class NodeFleetView(Protocol):
 
 class WorkloadView(Protocol):
     """The applications' load, connections and state (kubesim.workload.Workload), as the
-    application models and the call-graph flow that works inside it (kubesim.callgraph) use it."""
+    application models and the call-graph flow that works inside it (kubesim.apps.callgraph) use it."""
 
     cluster: ClusterView
     state: dict[str, Any]
-    graphs: Any  # the call-graph flow (kubesim.callgraph.CallGraphFlow), whose `state` the userland reads
+    graphs: Any  # the call-graph flow (kubesim.apps.callgraph.CallGraphFlow), whose `state` the userland reads
     _conn_cache: dict[Any, Any]
 
     def charge(self, rt: Any, c: Any, served: float, used: float, dt: float, rx_bytes: float, tx_bytes: float) -> None: ...
