@@ -1,8 +1,11 @@
 """The emulator's runtime contract, its bottom floor above the clock and the store: the records
 of a container and a pod as the kubelet runs them (`Ctr`, `PodRt`), what a container's process
-does when started (`Started`, `Exited`), and the outcome of dialing from a pod (`Conn`, `Target`).
-The kubelet, the network, the application models and the userland all speak these; none of them
-is defined where one of those parts lives, so each part imports the contract and not the others."""
+does when started (`Started`, `Exited`), the outcome of dialing from a pod (`Conn`, `Target`) and
+the addresses and port range it dials with, a node's hardware and OS records (`NodeState`), and
+the names the cluster's own components write under (field managers, the Kubernetes version).
+The kubelet, the network, the nodes, the application models and the userland all speak these;
+none of them is defined where one of those parts lives, so each part imports the contract and
+not the others (tests/architecture/test_kubesim_floors.py)."""
 
 from __future__ import annotations
 
