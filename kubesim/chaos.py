@@ -13,9 +13,10 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from kubesim.controllers.common import ControlPlane, delete_pod
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.controllers.common import delete_pod
+from kubesim.quantity import parse_quantity
 from kubesim.store import Obj, StoreError, match_labels
+from kubesim.view import ControlPlane
 
 if TYPE_CHECKING:
     from kubesim.controllers.kubelet import Kubelet

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 import time
+from calendar import timegm
 from datetime import UTC, datetime
+from functools import lru_cache
 
 # A start for tests that compare absolute timestamps: 2026-01-05T09:00:00Z.
 FIXED_EPOCH = 1767603600.0
@@ -62,3 +64,22 @@ class LiveClock(VirtualClock):
 
 def rfc3339(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@lru_cache(maxsize=65536)
+def parse_time(text: str) -> float:
+    """RFC 3339 (`Z` or an offset, optional fraction) → seconds since the epoch."""
+    try:
+        if text.endswith("Z") and "." not in text:
+            return float(timegm(datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").timetuple()))
+        head, frac = text.replace("Z", "+00:00"), ""
+        if "." in head:
+            base, rest = head.split(".", 1)
+            digits = len(rest) - len(rest.lstrip("0123456789"))
+            frac, head = rest[:digits], base + rest[digits:]
+        stamp = datetime.fromisoformat(head)
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=UTC)
+        return stamp.timestamp() + (float("0." + frac) if frac else 0.0)
+    except ValueError:
+        return 0.0

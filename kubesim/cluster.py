@@ -220,13 +220,13 @@ class SimCluster:
         from kubesim.apps.base import StartContext
         from kubesim.chaos import ChaosController
         from kubesim.controllers import build_controllers
-        from kubesim.controllers.common import ControlPlane
         from kubesim.controllers.crds import install_crd_registry
         from kubesim.controllers.kubelet import Kubelet
         from kubesim.controllers.network import Network
         from kubesim.controllers.telemetry import Telemetry
         from kubesim.nodes import NodeFleet
         from kubesim.observability import Observability
+        from kubesim.view import ControlPlane
         from kubesim.workload import Workload
 
         self.seed = seed

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kubesim.controllers.common import CONTROLLER_MANAGER, KUBELET
+from kubesim.runtime import CONTROLLER_MANAGER, KUBELET
 
 
 @dataclass(frozen=True)

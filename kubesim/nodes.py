@@ -10,67 +10,21 @@ its thresholds (a full disk, a misconfigured evictionHard)."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubesim.controllers.common import CONTROLLER_MANAGER, KUBELET, ControlPlane, delete_pod
+from kubesim.controllers.common import delete_pod
 from kubesim.lifecycle import NODE_READY, NODE_UNREACHABLE, PRESSURE_SIGNALS, NodeStage
+from kubesim.runtime import CONTROLLER_MANAGER, KUBELET, KUBELET_VERSION, Disk, NodeState
 from kubesim.store import Obj
+from kubesim.view import ControlPlane
 
 if TYPE_CHECKING:
     from kubesim.controllers.kubelet import Kubelet
     from kubesim.observability.loki.logs import LogStore
 
 KERNEL_VERSION = "5.15.0-1057-azure"  # block-layer error lines carry the blk_update_request prefix
-KUBELET_VERSION = "v1.29.2"
 SECTOR = 512
 FS_BLOCK = 4096
-
-
-@dataclass
-class Disk:
-    device: str = "sda"
-    partition: str = "sda1"
-    size_bytes: float = 107374182400.0
-    used_bytes: float = 21474836480.0
-    reads: float = 0.0
-    writes: float = 0.0
-    read_bytes: float = 0.0
-    written_bytes: float = 0.0
-    io_time: float = 0.0
-    errors: int = 0
-
-
-@dataclass
-class Nic:
-    device: str = "eth0"
-    rx_bytes: float = 0.0
-    tx_bytes: float = 0.0
-    rx_packets: float = 0.0
-    tx_packets: float = 0.0
-    rx_drop: float = 0.0
-    tx_drop: float = 0.0
-    rx_errs: float = 0.0
-
-
-@dataclass
-class NodeState:
-    name: str
-    ip: str
-    index: int
-    control_plane: bool = False
-    cpu: float = 4.0
-    memory: float = 16 * 2**30
-    disks: list[Disk] = field(default_factory=lambda: [Disk()])
-    nics: list[Nic] = field(default_factory=lambda: [Nic()])
-    next_ip: int = 2
-    cpu_seconds: float = 0.0
-    fd_allocated: float = 2304.0
-    fd_max: float = 9223372036854775807.0
-    pids: float = 310.0
-    pid_max: float = 4194304.0
-    kernel_seq: float = 0.0
-    reported: dict[str, Any] = field(default_factory=dict)  # fault keys already logged → last time; per-concern state
 
 
 def _faults(spec: dict[str, Any]) -> dict[str, Any]:
@@ -254,7 +208,7 @@ class NodeFleet:
 
     def memory_threshold(self, n: NodeState) -> float:
         """evictionHard memory.available: the NodeFault's value, else the kubelet default 100Mi."""
-        from kubesim.controllers.quantity import parse_quantity
+        from kubesim.quantity import parse_quantity
 
         value = str((self.fault(n.name, "evictionHard") or {}).get("memory.available", "100Mi"))
         if value.endswith("%"):
@@ -326,7 +280,7 @@ class NodeFleet:
     def _evict_for_memory(self, n: NodeState, victims: list[Obj]) -> None:
         """rankMemoryPressure: pods using more than they request first, then lower priority, then
         the usage above the request, largest first; the message names the container that used most."""
-        from kubesim.controllers.quantity import parse_quantity
+        from kubesim.quantity import parse_quantity
 
         kubelet = self.kubelet
 

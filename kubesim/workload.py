@@ -1,6 +1,6 @@
 """The open-loop workload, every step (5 s of cluster time): the load generators (wrk2 pods,
 `-R` req/s each; Locust) offer requests to the URL they target, and the call-graph engine
-(kubesim/callgraph.py) serves the applications declared as call graphs; what is shared lives
+(kubesim/apps/callgraph.py) serves the applications declared as call graphs; what is shared lives
 here: the counters and histograms the exporters read, the CPU a container burns idle and per
 request (charge), the cores a container has, wrk's rounds, the init containers' wait loops, the
 Consul registry's state, the health of applications without a graph, and the data stores' ticks.
@@ -12,12 +12,12 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from kubesim.apps.base import fluid_ticks
+from kubesim.apps.callgraph import CallGraphFlow
 from kubesim.apps.graph import store_model
-from kubesim.callgraph import CallGraphFlow
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.quantity import parse_quantity
 
 if TYPE_CHECKING:
-    from kubesim.controllers.kubelet import Ctr, PodRt
+    from kubesim.runtime import Ctr, PodRt
     from kubesim.view import ClusterView
 
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from kubesim.api.status import invalid
 from kubesim.controllers.common import is_terminal
-from kubesim.controllers.quantity import format_resource, parse_quantity
+from kubesim.controllers.quota import COMPUTE, pod_usage
+from kubesim.quantity import format_resource, parse_quantity
 from kubesim.store import Obj, ResourceType, Store, StoreError
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -281,38 +282,11 @@ def apply_limit_ranges(store: Store, pod: Obj) -> None:
                                          f"Container is {v}, but request is {have}")
 
 
-def pod_usage(pod: Obj) -> dict[str, float]:
-    """What one pod counts against a quota (init containers' max, as the quota evaluator does)."""
-    out = {"pods": 1.0, "count/pods": 1.0}
-    spec = pod.get("spec") or {}
-    sums: dict[str, float] = {}
-    for c in spec.get("containers") or []:
-        res = c.get("resources") or {}
-        for kind in ("requests", "limits"):
-            for r, v in (res.get(kind) or {}).items():
-                sums[f"{kind}.{r}"] = sums.get(f"{kind}.{r}", 0.0) + parse_quantity(v)
-    for c in spec.get("initContainers") or []:
-        res = c.get("resources") or {}
-        for kind in ("requests", "limits"):
-            for r, v in (res.get(kind) or {}).items():
-                k = f"{kind}.{r}"
-                sums[k] = max(sums.get(k, 0.0), parse_quantity(v))
-    out.update(sums)
-    for r in ("cpu", "memory", "ephemeral-storage"):
-        if f"requests.{r}" in sums:
-            out[r] = sums[f"requests.{r}"]
-    return out
-
-
 def _containers_missing(pod: Obj, resource: str) -> list[str]:
     kind, _, r = resource.partition(".")
     if kind not in ("requests", "limits"):
         kind, r = "requests", resource
     return [c["name"] for c in pod["spec"].get("containers") or [] if r not in ((c.get("resources") or {}).get(kind) or {})]
-
-
-COMPUTE = ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory",
-           "ephemeral-storage", "requests.ephemeral-storage", "limits.ephemeral-storage")
 
 
 def check_quota(store: Store, pod: Obj) -> None:

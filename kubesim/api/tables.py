@@ -4,37 +4,16 @@ cluster's virtual clock, since kubectl would otherwise subtract from its own wal
 
 from __future__ import annotations
 
-from calendar import timegm
 from collections.abc import Callable
-from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 
+from kubesim.clock import parse_time
 from kubesim.store import Obj
 
 Column = tuple[str, str, int]  # name, type, priority (1 = only with -o wide)
 RowFn = Callable[[Obj, float], list[Any]]
 
 NONE = "<none>"
-
-
-@lru_cache(maxsize=65536)
-def parse_time(text: str) -> float:
-    """RFC 3339 (`Z` or an offset, optional fraction) → seconds since the epoch."""
-    try:
-        if text.endswith("Z") and "." not in text:
-            return float(timegm(datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").timetuple()))
-        head, frac = text.replace("Z", "+00:00"), ""
-        if "." in head:
-            base, rest = head.split(".", 1)
-            digits = len(rest) - len(rest.lstrip("0123456789"))
-            frac, head = rest[:digits], base + rest[digits:]
-        stamp = datetime.fromisoformat(head)
-        if stamp.tzinfo is None:
-            stamp = stamp.replace(tzinfo=UTC)
-        return stamp.timestamp() + (float("0." + frac) if frac else 0.0)
-    except ValueError:
-        return 0.0
 
 
 # HumanDuration's ladder: each unit is shown with the next smaller one while it counts fewer than

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from apps.topology import load_topology
+from kubesim.apps.callgraph import CallGraphFlow, GraphHooks, OpEffect
 from kubesim.apps.flagd import flag_value
 from kubesim.apps.graph import (
     AppGraph,
@@ -22,7 +23,6 @@ from kubesim.apps.graph import (
     image_suffix,
 )
 from kubesim.apps.reqfilter import free_share
-from kubesim.callgraph import CallGraphFlow, GraphHooks, OpEffect
 
 DEMO = "ghcr.io/open-telemetry/demo"
 MiB = 2**20

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from kubesim.runtime import Exited, Started
 from kubesim.store import Obj
 
 if TYPE_CHECKING:
-    from kubesim.controllers.network import Conn
+    from kubesim.runtime import Conn
     from kubesim.view import ClusterView
 
 
@@ -67,33 +68,6 @@ def image_lookup(ref: str) -> tuple[ImageInfo | None, str | None]:
         return None, (f'rpc error: code = NotFound desc = failed to pull and unpack image "{full}": failed to resolve '
                       f'reference "{full}": {full}: not found')
     return info, None
-
-
-@dataclass
-class Started:
-    """The process is up: it logged `lines`, listens on `ports`, is ready after `ready_after` s."""
-
-    lines: list[str]
-    ports: set[int]
-    instance: Any = None
-    ready_after: float = 0.0
-    stderr: list[str] = field(default_factory=list)
-    memory: float = 0.0  # bytes it left in tmpfs (its cgroup is charged for them) beyond its own
-
-
-@dataclass
-class Exited:
-    """The process ends `after` seconds after start with `code` (reason Error/Completed/OOMKilled)."""
-
-    code: int
-    lines: list[str]
-    after: float = 0.0
-    reason: str = ""
-    stderr: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not self.reason:
-            self.reason = "Completed" if self.code == 0 else "Error"
 
 
 @dataclass

@@ -112,7 +112,7 @@ class GenericServer(AppModel):
         ports = {int(p["containerPort"]) for p in ctx.container.get("ports") or [] if p.get("containerPort")}
         if not ports and ctx.container.get("name", "").startswith(("init", "copy", "wait")):
             return Exited(0, [], after=1.0)
-        from kubesim.controllers.quantity import parse_quantity
+        from kubesim.quantity import parse_quantity
         limit = ((ctx.container.get("resources") or {}).get("limits") or {}).get("memory")
         mem = min(float(self.memory_base), 0.5 * parse_quantity(limit)) if limit else float(self.memory_base)
         return Started([], ports, {"kind": "generic", "mem": mem, "deps": deps}, ready_after=2.0)

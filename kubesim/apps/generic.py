@@ -9,7 +9,7 @@ import shlex
 from typing import Any
 
 from kubesim.apps.base import Exited, ImageInfo, StartContext, Started, register_image
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.quantity import parse_quantity
 
 BASE_MEMORY = 1_000_000.0  # what a shell and its tools hold
 
@@ -191,7 +191,7 @@ def _human(n: float) -> str:
 def _dd(ctx: StartContext, operands: list[str], tmpfs: list[float]) -> tuple[int, list[str]]:
     """busybox dd writing `count` blocks of `bs` bytes to `of`: it fills the filesystem the file
     lands on and fails with ENOSPC past its size (tmpfs pages are charged to the container)."""
-    from kubesim.controllers.tmpfs import landing
+    from kubesim.apps.tmpfs import landing
 
     ops = dict(o.split("=", 1) for o in operands if "=" in o)
     bs = _dd_number(ops.get("bs", "512"))

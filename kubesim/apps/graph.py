@@ -2,7 +2,7 @@
 peers it dials (and where their addresses come from), which operations it serves and what each
 calls. `GraphService` is the container model for all of them (start-up checks, ports, memory)
 but an application whose start-up it cannot describe (hotel's config.json, flags and seeding:
-`AppGraph.own_model`), whose own model hands the engine the same instance; `kubesim/callgraph.py`
+`AppGraph.own_model`), whose own model hands the engine the same instance; `kubesim/apps/callgraph.py`
 is the fluid request model that walks the graphs.
 
 A graph describes the code, never the deployment: addresses are read from the container's
@@ -32,7 +32,7 @@ from kubesim.apps.base import (
 from kubesim.apps.logformats import LOGGERS, LogFormat
 
 if TYPE_CHECKING:
-    from kubesim.controllers.kubelet import Ctr, PodRt
+    from kubesim.runtime import Ctr, PodRt
 
 STORE_PROTOCOLS = frozenset({"postgres", "mysql", "redis", "kafka", "mongo", "memcached"})
 

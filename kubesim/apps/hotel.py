@@ -1,7 +1,7 @@
 """hotel-reservation (DeathStarBench, Go + gRPC): the eight services of one image, selected by the
 binary the manifest runs, with their config.json, start-up sequence (config, Mongo seeding with
 admin:admin for geo and rate, Jaeger agent, Consul registration) and the log lines they print;
-and the call graph the call-graph engine (kubesim/callgraph.py) serves their requests by
+and the call graph the call-graph engine (kubesim/apps/callgraph.py) serves their requests by
 (ports, Consul discovery, stores, memcached in front of MongoDB, the search→rate retry policy and
 rate's token bucket and queue, the Jaeger Go client's spans, declared as graph features), and the
 Go runtime (apps/goruntime.py: tune's `GC` over GOGC, GOMEMLIMIT, GOMAXPROCS) that sets each
@@ -25,6 +25,7 @@ from kubesim.apps.base import (
     register_image,
     zerolog,
 )
+from kubesim.apps.callgraph import CallGraphFlow, GraphHooks, OpEffect, TraceFormat
 from kubesim.apps.goruntime import HOTEL_GO, go_gc_percent
 from kubesim.apps.graph import (
     AppGraph,
@@ -38,7 +39,6 @@ from kubesim.apps.graph import (
     graph_app,
 )
 from kubesim.apps.stores import authenticate, authorize
-from kubesim.callgraph import CallGraphFlow, GraphHooks, OpEffect, TraceFormat
 
 IMAGES = ("yinfangchen/hotelreservation", "deathstarbench/hotel-reservation", "ghcr.io/sregym/hotel-reservation",
           "igorrudyk1/hotelreservation")

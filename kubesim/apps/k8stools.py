@@ -43,6 +43,8 @@ def _forbidden(user: str, verb: str, resource: str, namespace: str, name: str = 
 
 def check(cluster: Any, namespace: str, account: str, kind: str, target: str) -> tuple[bool, str]:
     """(ready, what wait_for.sh prints) for one poll of `kind target` as the service account."""
+    # the in-pod kubectl is a client of the API server: its answer is the server's RBAC decision,
+    # a floor above the application models, so deferred (tests/architecture/test_kubesim_floors)
     from kubesim.api.authn import UserInfo
     from kubesim.api.rbac import RBACAuthorizer
 

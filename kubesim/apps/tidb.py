@@ -28,7 +28,7 @@ from kubesim.apps.base import (
 from kubesim.apps.invocation import find_invocation
 
 if TYPE_CHECKING:
-    from kubesim.controllers.kubelet import Ctr, PodRt
+    from kubesim.runtime import Ctr, PodRt
     from kubesim.view import ClusterView
 
 # Published tags (a version without images fails to pull, as a typo'd spec.version does).

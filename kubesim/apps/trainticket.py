@@ -14,6 +14,7 @@ from typing import Any
 
 from apps.topology import load_topology
 from kubesim.apps.base import Exited, normalize_image
+from kubesim.apps.callgraph import LOG_EVERY, CallGraphFlow, GraphHooks, OpEffect
 from kubesim.apps.flagd import flag_value
 from kubesim.apps.graph import (
     Address,
@@ -26,7 +27,6 @@ from kubesim.apps.graph import (
     graph_app,
 )
 from kubesim.apps.logformats import LOGGERS, LogFormat, Nginx, SpringBoot
-from kubesim.callgraph import LOG_EVERY, CallGraphFlow, GraphHooks, OpEffect
 
 MiB = 2**20
 APP = "train-ticket"

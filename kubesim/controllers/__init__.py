@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 
 def build_controllers(cluster: ClusterView) -> list[Callable[[float], None]]:
     """The controllers in the order one pass runs them."""
+    # The HPA is a client of the resource metrics API, which the API floor above serves from the
+    # TSDB: a run-time dependency that goes up, so deferred (tests/architecture/test_kubesim_floors).
     from kubesim.api.metrics import ResourceMetrics
     from kubesim.apps.tidb import PdView
     from kubesim.controllers.autoscaler import HorizontalPodAutoscalerController

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from kubesim.controllers.common import ControlPlane, is_active
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.controllers.common import is_active
+from kubesim.quantity import parse_quantity
 from kubesim.store import Obj, StoreError, match_labels
-
-if TYPE_CHECKING:
-    from kubesim.api.metrics import ResourceMetrics
+from kubesim.view import ControlPlane
 
 SYNC = 15.0  # --horizontal-pod-autoscaler-sync-period
 TOLERANCE = 0.1
@@ -33,8 +31,15 @@ class MetricError(Exception):
     pass
 
 
+class ResourceMetricsAPI(Protocol):
+    """The resource metrics API (metrics.k8s.io) as the HPA reads it; the API floor serves it
+    (kubesim.api.metrics.ResourceMetrics), a client's view of it is all the controller needs."""
+
+    def pods(self, namespace: str | None, name: str | None, label_filter: Any) -> list[Obj]: ...
+
+
 class HorizontalPodAutoscalerController:
-    def __init__(self, cp: ControlPlane, metrics: ResourceMetrics) -> None:
+    def __init__(self, cp: ControlPlane, metrics: ResourceMetricsAPI) -> None:
         self.store, self.clock, self.events, self.wake_at = cp.store, cp.clock, cp.events, cp.wake_at
         self.metrics = metrics
         self.next_sync: dict[str, float] = {}

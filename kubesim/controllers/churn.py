@@ -24,8 +24,9 @@ import math
 import random
 from datetime import datetime
 
-from kubesim.controllers.common import CONTROLLER_MANAGER, KUBELET, SCHEDULER, ControlPlane
+from kubesim.runtime import CONTROLLER_MANAGER, KUBELET, SCHEDULER
 from kubesim.store import Obj, StoreError
+from kubesim.view import ControlPlane
 
 ANNOTATION = "fluxcd.io/sync-revision"
 FIRST_SYNC_S = 60.0

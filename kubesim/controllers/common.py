@@ -6,38 +6,11 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import random
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kubesim.clock import VirtualClock
 from kubesim.store import Obj, Store, StoreError
 
-if TYPE_CHECKING:
-    from kubesim.cluster import EventRecorder
-
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-# The field managers kube-apiserver records for the cluster's own components (their User-Agents)
-KUBELET = "kubelet"
-CONTROLLER_MANAGER = "kube-controller-manager"
-SCHEDULER = "kube-scheduler"
-
-
-@dataclass(frozen=True)
-class ControlPlane:
-    """What a controller works with, rather than the whole cluster: the store, the cluster's clock
-    and seeded random source, its Event recorder, a way to be woken later, and the pass's change
-    flag (`touch` it after changing what controllers read outside the store; `touched` tells
-    whether anything changed since the pass began)."""
-
-    store: Store
-    clock: VirtualClock
-    rng: random.Random
-    events: EventRecorder
-    wake_at: Callable[[float], None]
-    touch: Callable[[], None]
-    touched: Callable[[], bool]
 
 
 def owner_ref(owner: Obj, controller: bool = True) -> dict[str, Any]:

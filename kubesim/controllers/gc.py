@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kubesim.controllers.common import CONTROLLER_MANAGER, delete_pod
+from kubesim.controllers.common import delete_pod
+from kubesim.runtime import CONTROLLER_MANAGER
 from kubesim.store import Obj, Store, StoreError
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIC/jCCAeagAwIBAgIBADANBgkqhkiG9w0BAQsFADAVMRMwEQYDVQQDEwprdWJl\ncm5ldGVzMB4XDTI2MDEwNTA5MDAwMFoXDTM2MDEwMzA5MDAwMFowFTETMBEGA1UE\n-----END CERTIFICATE-----\n"

@@ -11,84 +11,25 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubesim.api.tables import parse_time
-from kubesim.apps.base import Exited, StartContext, Started, find_model, image_lookup, normalize_image
+from kubesim.apps.base import StartContext, find_model, image_lookup, normalize_image
 from kubesim.apps.generic import BASE_MEMORY
-from kubesim.controllers.common import KUBELET, ControlPlane, set_condition
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.clock import parse_time
+from kubesim.controllers.common import set_condition
 from kubesim.lifecycle import PULL_FAILURES, PullFailure
+from kubesim.quantity import parse_quantity
+from kubesim.runtime import KUBELET, Ctr, Exited, PodRt, Started
 from kubesim.store import Obj, StoreError
+from kubesim.view import ContainerLogsView, ControlPlane, NodeFleetView
 
 if TYPE_CHECKING:
-    from kubesim.cluster import ContainerLogs
     from kubesim.controllers.volumes import VolumeBinder
-    from kubesim.nodes import NodeFleet
 
 BACKOFF_START, BACKOFF_MAX = 10.0, 300.0
 BACKOFF_RESET = 600.0  # a container that ran this long starts its back-off afresh
 STOP_SECONDS = 1.0  # from SIGTERM to exit for a process that handles it (drains, flushes, closes)
 PAUSE_IMAGES = ("gcr.io/google-containers/pause", "registry.k8s.io/pause", "k8s.gcr.io/pause")
-
-
-@dataclass
-class Ctr:
-    name: str
-    init: bool
-    image: str
-    state: str = "waiting"  # waiting | running | terminated
-    reason: str = "ContainerCreating"
-    message: str = ""
-    stage: str = "pull"  # pull | pulling | create | run | exit | backoff | done
-    next_at: float = 0.0
-    restarts: int = 0
-    started_at: float | None = None
-    finished_at: float | None = None
-    exit_code: int = 0
-    last: dict[str, Any] | None = None
-    backoff: float = 0.0
-    pull_backoff: float = 0.0
-    crashes: int = 0
-    ports: set[int] = field(default_factory=set)
-    ready_at: float | None = None
-    ready: bool = False
-    instance: Any = None
-    model: str = ""
-    pending_exit: Exited | None = None
-    container_id: str = ""
-    probe_fail: dict[str, int] = field(default_factory=dict)
-    probe_next: dict[str, float] = field(default_factory=dict)
-    started_probe_ok: bool = True
-    cpu_seconds: float = 0.0
-    cpu_throttled_periods: float = 0.0
-    cpu_periods: float = 0.0
-    memory: float = 0.0
-    oom_events: int = 0
-    net_rx: float = 0.0
-    net_tx: float = 0.0
-    config_error: str = ""
-    ephemeral: bool = False  # a `kubectl debug` container: runs once, never restarts, no readiness
-
-
-@dataclass
-class PodRt:
-    namespace: str
-    name: str
-    uid: str
-    node: str
-    ip: str
-    start: float
-    containers: dict[str, Ctr] = field(default_factory=dict)
-    init_order: list[str] = field(default_factory=list)
-    mount_ok: bool = False
-    mount_next: float = 0.0
-    mount_backoff: float = 0.0
-    mount_failed_since: float | None = None
-    volumes: dict[str, Any] = field(default_factory=dict)  # mountPath → data key
-    evicted: str = ""  # the eviction message once the kubelet has evicted the pod
-    render_key: Any = None  # what the last status was rendered from (see Kubelet._render)
 
 
 class _MissingEnvSource(Exception):
@@ -111,7 +52,7 @@ class Kubelet:
     # Set by kubesim.controllers.build_controllers, which rebuilds the binder on a restore.
     volumes: VolumeBinder
 
-    def __init__(self, cp: ControlPlane, nodes: NodeFleet, logs: ContainerLogs,
+    def __init__(self, cp: ControlPlane, nodes: NodeFleetView, logs: ContainerLogsView,
                  forget_pod: Callable[[str, str], None], start_context: Callable[..., StartContext]) -> None:
         """`forget_pod(namespace, name)`: the workload's records of a pod it removed;
         `start_context(pod, container, env, files, volumes, now)`: what a container it starts sees

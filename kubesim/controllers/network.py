@@ -5,83 +5,13 @@ net package's wording, because the Go services print them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kubesim.runtime import DOMAIN, KUBE_DNS, NODE_RESOLVER, Conn, Target
 from kubesim.store import Obj, match_labels
 
 if TYPE_CHECKING:
     from kubesim.view import ClusterView
-
-KUBE_DNS = "10.96.0.10"
-PORT_RANGE_SYSCTL = "net.ipv4.ip_local_port_range"
-DEFAULT_PORT_RANGE = (32768, 60999)  # the kernel's default
-
-
-def local_port_range(pod: Obj | None) -> tuple[int, int]:
-    """The ephemeral port range of the pod's network namespace: its securityContext's sysctl (a
-    safe, namespaced one the kubelet always allows), else the kernel's default."""
-    for item in ((pod or {}).get("spec", {}).get("securityContext") or {}).get("sysctls") or []:
-        if item.get("name") == PORT_RANGE_SYSCTL:
-            try:
-                lo, hi = (int(x) for x in str(item.get("value", "")).split())
-            except ValueError:
-                continue  # the kubelet refuses to start such a pod; the model keeps the default
-            return lo, max(lo, hi)
-    return DEFAULT_PORT_RANGE
-
-
-def ephemeral_ports(pod: Obj | None) -> int:
-    """How many connections the pod can hold open to one destination (ip:port): connect() picks a
-    local port from the range, unique per 4-tuple."""
-    lo, hi = local_port_range(pod)
-    return hi - lo + 1
-NODE_RESOLVER = "172.18.0.1"
-DOMAIN = "cluster.local"
-
-
-@dataclass
-class Target:
-    pod: Obj
-    port: int
-    error: str | None = None  # per-target failure (refused, timeout)
-    loss: float = 0.0
-    delay_ms: float = 0.0
-
-
-@dataclass
-class Conn:
-    """The outcome of dialing host:port from a pod: `targets` share the traffic evenly."""
-
-    host: str
-    port: int
-    error: str | None = None
-    targets: list[Target] = field(default_factory=list)
-    service: Obj | None = None
-
-    @property
-    def ok_share(self) -> float:
-        if self.error or not self.targets:
-            return 0.0
-        return sum(1 for t in self.targets if not t.error) / len(self.targets)
-
-    def first_error(self) -> str | None:
-        if self.error:
-            return self.error
-        for t in self.targets:
-            if t.error:
-                return t.error
-        return None
-
-    @property
-    def loss(self) -> float:
-        ok = [t for t in self.targets if not t.error]
-        return sum(t.loss for t in ok) / len(ok) if ok else 0.0
-
-    @property
-    def delay_ms(self) -> float:
-        ok = [t for t in self.targets if not t.error]
-        return sum(t.delay_ms for t in ok) / len(ok) if ok else 0.0
 
 
 class Network:

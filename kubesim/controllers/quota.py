@@ -1,14 +1,42 @@
-"""The resourcequota controller: keeps each ResourceQuota's status.hard / status.used current
-(what admission charges a pod is kubesim/api/admission.py's pod_usage)."""
+"""The resourcequota controller: keeps each ResourceQuota's status.hard / status.used current,
+and the quota evaluator it shares with admission (kubesim/api/admission.py charges a pod what
+`pod_usage` says, as kube-apiserver and kube-controller-manager share one evaluator)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kubesim.api.admission import COMPUTE, pod_usage
-from kubesim.controllers.common import CONTROLLER_MANAGER, is_terminal
-from kubesim.controllers.quantity import format_resource
+from kubesim.controllers.common import is_terminal
+from kubesim.quantity import format_resource, parse_quantity
+from kubesim.runtime import CONTROLLER_MANAGER
 from kubesim.store import Obj, Store
+
+COMPUTE = ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory",
+           "ephemeral-storage", "requests.ephemeral-storage", "limits.ephemeral-storage")
+
+
+def pod_usage(pod: Obj) -> dict[str, float]:
+    """What one pod counts against a quota (init containers' max, as the quota evaluator does)."""
+    out = {"pods": 1.0, "count/pods": 1.0}
+    spec = pod.get("spec") or {}
+    sums: dict[str, float] = {}
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        for kind in ("requests", "limits"):
+            for r, v in (res.get(kind) or {}).items():
+                sums[f"{kind}.{r}"] = sums.get(f"{kind}.{r}", 0.0) + parse_quantity(v)
+    for c in spec.get("initContainers") or []:
+        res = c.get("resources") or {}
+        for kind in ("requests", "limits"):
+            for r, v in (res.get(kind) or {}).items():
+                k = f"{kind}.{r}"
+                sums[k] = max(sums.get(k, 0.0), parse_quantity(v))
+    out.update(sums)
+    for r in ("cpu", "memory", "ephemeral-storage"):
+        if f"requests.{r}" in sums:
+            out[r] = sums[f"requests.{r}"]
+    return out
+
 
 # object-count quotas: the quota's resource name → the stored kind it counts
 _COUNTED = {"services": "services", "count/services": "services", "configmaps": "configmaps",

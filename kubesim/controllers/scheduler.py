@@ -7,9 +7,11 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from kubesim.controllers.common import SCHEDULER, ControlPlane, is_active, set_condition
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.controllers.common import is_active, set_condition
+from kubesim.quantity import parse_quantity
+from kubesim.runtime import SCHEDULER
 from kubesim.store import Obj, StoreError, expression_holds, match_labels
+from kubesim.view import ControlPlane
 
 if TYPE_CHECKING:
     from kubesim.controllers.volumes import VolumeBinder

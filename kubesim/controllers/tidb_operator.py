@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim.apps.base import normalize_image
 from kubesim.apps.tidb import PdView, klog
-from kubesim.controllers.common import ControlPlane, delete_pod, is_ready, owner_ref, template_hash
+from kubesim.controllers.common import delete_pod, is_ready, owner_ref, template_hash
 from kubesim.store import Obj, StoreError
+from kubesim.view import ControlPlane
 
 if TYPE_CHECKING:
-    from kubesim.cluster import ContainerLogs
-    from kubesim.controllers.kubelet import Kubelet
+    from kubesim.view import ContainerLogsView, KubeletView
 
 OPERATOR_REPO = normalize_image("pingcap/tidb-operator:x")[0]
 TC_KEY = "tidbclusters.pingcap.com"
@@ -285,7 +285,7 @@ def _applied_template(sts: Obj) -> Any:
 
 # -- the controller -------------------------------------------------------------------------------
 class TidbOperator:
-    def __init__(self, cp: ControlPlane, kubelet: Kubelet, logs: ContainerLogs,
+    def __init__(self, cp: ControlPlane, kubelet: KubeletView, logs: ContainerLogsView,
                  pd: Callable[[str], PdView]) -> None:
         """`kubelet`: whether its operator pod runs; `logs`: that pod's log; `pd(namespace/name)`:
         the PD API of one TidbCluster."""
@@ -371,6 +371,8 @@ class _Sync:
 
     # -- API access, validated like any client's request ------------------------------------
     def _validated(self, key: str, obj: Obj, old: Obj | None) -> None:
+        # the operator writes the store directly, so it runs the API server's own validation, a
+        # floor above: deferred to call time (tests/architecture/test_kubesim_floors)
         from kubesim.api.admission import validate
 
         validate(self.store.type_for(key), obj, old)

@@ -16,13 +16,12 @@ import hashlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from kubesim.controllers.common import CONTROLLER_MANAGER
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.quantity import parse_quantity
+from kubesim.runtime import CONTROLLER_MANAGER
 from kubesim.store import Obj, StoreError
 
 if TYPE_CHECKING:
-    from kubesim.controllers.common import ControlPlane
-    from kubesim.controllers.kubelet import Kubelet
+    from kubesim.view import ControlPlane, KubeletView
 
 PROVISIONER = "rancher.io/local-path"
 NETWORK_PROVISIONER = "ebs.csi.aws.com"
@@ -31,7 +30,7 @@ MAX_WAIT_FOR_UNMOUNT = 360.0  # attach/detach controller: force detach from a no
 
 
 class VolumeBinder:
-    def __init__(self, cp: ControlPlane, kubelet: Kubelet) -> None:
+    def __init__(self, cp: ControlPlane, kubelet: KubeletView) -> None:
         self.store, self.events, self.wake_at = cp.store, cp.events, cp.wake_at
         self.kubelet = kubelet  # keeps the attachments, so that a checkpoint holds them
         self.last_event: dict[str, float] = {}

@@ -11,8 +11,6 @@ from typing import Any
 
 from core.namespaces import STACK_NAMESPACE
 from kubesim.controllers.common import (
-    CONTROLLER_MANAGER,
-    ControlPlane,
     condition,
     controller_uid,
     delete_pod,
@@ -28,7 +26,9 @@ from kubesim.controllers.common import (
     set_condition,
     template_hash,
 )
+from kubesim.runtime import CONTROLLER_MANAGER
 from kubesim.store import Obj, Store, StoreError, match_labels
+from kubesim.view import ControlPlane
 
 REVISION = "deployment.kubernetes.io/revision"
 

@@ -15,7 +15,7 @@ from kubesim.userland.images import BUSYBOX, COREUTILS, NET, PROCPS, Userland, d
 from kubesim.userland.shell import Shell
 
 if TYPE_CHECKING:
-    from kubesim.controllers.kubelet import Ctr, PodRt
+    from kubesim.runtime import Ctr, PodRt
 
 SHELLS = ("sh", "ash", "bash", "dash")
 GENERIC_TOOLS = BUSYBOX | COREUTILS | PROCPS | NET

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubesim.controllers.network import DOMAIN, NODE_RESOLVER, local_port_range
+from kubesim.runtime import DOMAIN, NODE_RESOLVER, local_port_range
 from kubesim.userland.images import OS_RELEASE, PATH, Userland, default_argv, image_files
 
 if TYPE_CHECKING:

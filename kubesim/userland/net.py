@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from kubesim.controllers.network import KUBE_DNS
+from kubesim.runtime import KUBE_DNS
 from kubesim.userland.images import image_files
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from kubesim.controllers.tmpfs import SHM_PATH, landing
+from kubesim.apps.tmpfs import SHM_PATH, landing
 from kubesim.userland import net
 
 if TYPE_CHECKING:

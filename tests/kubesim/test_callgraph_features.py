@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from farm.pytest_plugin import SimClusters
 from kubesim.apps.base import register_image
+from kubesim.apps.callgraph import TraceFormat
 from kubesim.apps.goruntime import GO
 from kubesim.apps.graph import (
     AppGraph,
@@ -26,10 +28,8 @@ from kubesim.apps.graph import (
     graph_app,
     image_suffix,
 )
-from kubesim.callgraph import TraceFormat
 from kubesim.cluster import SimCluster
 from kubesim.observability.jaeger.traces import TraceQuery
-from farm.pytest_plugin import SimClusters
 
 NS = "depot"
 IMAGE = "example.com/depot"

@@ -19,10 +19,10 @@ from kubesim.apps.base import (
     normalize_image,
 )
 from kubesim.apps.graph import Address, DataStore, StoreReply
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.quantity import parse_quantity
 
 if TYPE_CHECKING:
-    from kubesim.controllers.kubelet import Ctr, PodRt
+    from kubesim.runtime import Ctr, PodRt
 
 
 ERRNO_TEXT = {5: "Input/output error", 28: "No space left on device", 30: "Read-only file system", 13: "Permission denied"}

@@ -37,7 +37,7 @@ from kubesim.apps.datastores.common import (
 from kubesim.apps.graph import Address, StoreReply
 
 if TYPE_CHECKING:
-    from kubesim.controllers.kubelet import Ctr, PodRt
+    from kubesim.runtime import Ctr, PodRt
 
 register_image("apache/kafka", tags=("3.7.0", "3.7.1", "3.8.0", "3.8.1", "3.9.0", "3.9.1", "4.0.0", "4.1.0", "latest"),
                size=390_000_000, executables=("/etc/kafka/docker/run", "/opt/kafka/bin/kafka-server-start.sh",

@@ -40,7 +40,7 @@ from kubesim.apps.datastores.common import (
 from kubesim.apps.graph import Address, StoreReply
 
 if TYPE_CHECKING:
-    from kubesim.controllers.kubelet import Ctr, PodRt
+    from kubesim.runtime import Ctr, PodRt
 
 register_image("mysql", tags=("5.6.35", "5.6", "5.6.51", "5.7", "5.7.44", "8.0", "8.0.36", "8.0.40", "8.4", "latest"),
                size=330_000_000, executables=("mysqld", "mysql", "mysqladmin", "mysqldump", "docker-entrypoint.sh",

@@ -45,7 +45,7 @@ from kubesim.apps.datastores.common import (
 from kubesim.apps.graph import Address, StoreReply
 
 if TYPE_CHECKING:
-    from kubesim.controllers.kubelet import Ctr, PodRt
+    from kubesim.runtime import Ctr, PodRt
 
 register_image("postgres", tags=("17.6", "17", "17.5", "17.4", "17.2", "16", "16.10", "16.4", "15", "15.8", "14", "13",
                                  "17-alpine", "17.6-alpine", "16-alpine", "15-alpine", "alpine", "latest"),

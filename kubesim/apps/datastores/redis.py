@@ -33,7 +33,7 @@ from kubesim.apps.datastores.common import (
 from kubesim.apps.graph import Address, StoreReply
 
 if TYPE_CHECKING:
-    from kubesim.controllers.kubelet import Ctr, PodRt
+    from kubesim.runtime import Ctr, PodRt
 
 register_image("redis", tags=("6.2.4", "6.2", "6.2.14", "6", "7.0", "7.2", "7.2.4", "7.4", "7", "alpine", "6.2-alpine",
                               "7-alpine", "7.2-alpine", "latest"),

@@ -41,11 +41,11 @@ from kubesim.apps.graph import (
     store_model,
 )
 from kubesim.apps.logformats import LOGGERS, LogFormat
-from kubesim.controllers.network import Conn, ephemeral_ports
+from kubesim.runtime import Conn, ephemeral_ports
 
 if TYPE_CHECKING:
-    from kubesim.controllers.kubelet import Ctr, PodRt
-    from kubesim.workload import Workload
+    from kubesim.runtime import Ctr, PodRt
+    from kubesim.view import WorkloadView
 
 HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 SPAN_BUCKETS_MS = (2, 4, 6, 8, 10, 50, 100, 200, 400, 800, 1000, 1400, 2000, 5000, 10000, 15000)
@@ -89,7 +89,7 @@ class Edge:
 
 
 class CallGraphFlow:
-    def __init__(self, workload: Workload) -> None:
+    def __init__(self, workload: WorkloadView) -> None:
         self.w = workload
         self.cluster = workload.cluster
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.quantity import parse_quantity
 
 if TYPE_CHECKING:
     from kubesim.apps.base import StartContext
