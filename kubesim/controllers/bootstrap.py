@@ -2,11 +2,13 @@
 local-path StorageClass, the `kubernetes` Service, CoreDNS behind kube-dns (10.96.0.10), the
 kube-proxy and kindnet DaemonSets, the control plane's static pods (their mirror pods), a CRD per
 custom resource type served, and the observability stack's node exporter (the DaemonSet that serves
-the `node-exporter` job the emulated Prometheus scrapes, holding host port 9100 on every node)."""
+the `node-exporter` job the emulated Prometheus scrapes, holding host port 9100 on every node), and
+metrics-server, which kind leaves out but every cluster that serves metrics.k8s.io, as this one
+does for `kubectl top` and the HPA, runs."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kubesim.cluster import SimCluster
@@ -81,6 +83,7 @@ def bootstrap_cluster(cluster: SimCluster) -> None:
     create_control_plane(cluster)
     create_custom_resource_definitions(cluster)
     create_node_exporter(cluster)
+    create_metrics_server(cluster)
 
 
 # Who installs each custom group on a real cluster (the CRDs' labels say so).
@@ -165,6 +168,49 @@ def create_node_agents(cluster: SimCluster) -> None:
     for node in cluster.nodes:
         cluster.kubelet.state["images"].setdefault(node.name, []).extend(
             [f"registry.k8s.io/kube-proxy:{KUBERNETES_VERSION}", f"docker.io/kindest/kindnetd:{KINDNET_TAG}"])
+
+
+def create_metrics_server(cluster: SimCluster) -> None:
+    """metrics-server as its release manifest (v0.7.0 components.yaml) installs it, with the
+    --kubelet-insecure-tls a kind cluster needs: the Deployment and Service behind the
+    v1beta1.metrics.k8s.io APIService that `kubectl top` and the HPA controller read."""
+    from kubesim.apps.kubesystem import METRICS_SERVER_TAG
+
+    store, ns = cluster.store, "kube-system"
+    labels = {"k8s-app": "metrics-server"}
+    store.create("serviceaccounts", {"metadata": {"name": "metrics-server", "namespace": ns, "labels": dict(labels)}},
+                 namespace=ns)
+    store.create("services", {
+        "metadata": {"name": "metrics-server", "namespace": ns, "labels": dict(labels)},
+        "spec": {"selector": dict(labels), "ports": [{"name": "https", "port": 443, "protocol": "TCP",
+                                                       "targetPort": "https"}]}}, namespace=ns)
+    def probe(path: str, **extra: int) -> dict[str, Any]:
+        return {"failureThreshold": 3, "periodSeconds": 10, **extra,
+                "httpGet": {"path": path, "port": "https", "scheme": "HTTPS"}}
+
+    store.create("deployments.apps", {
+        "metadata": {"name": "metrics-server", "namespace": ns, "labels": dict(labels)},
+        "spec": {"selector": {"matchLabels": dict(labels)}, "strategy": {"rollingUpdate": {"maxUnavailable": 0}},
+                 "template": {"metadata": {"labels": dict(labels)}, "spec": {
+                     "serviceAccountName": "metrics-server", "priorityClassName": "system-cluster-critical",
+                     "nodeSelector": {"kubernetes.io/os": "linux"},
+                     "containers": [{
+                         "name": "metrics-server", "image": f"registry.k8s.io/metrics-server/metrics-server:{METRICS_SERVER_TAG}",
+                         "imagePullPolicy": "IfNotPresent",
+                         "args": ["--cert-dir=/tmp", "--secure-port=10250",
+                                  "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
+                                  "--kubelet-use-node-status-port", "--metric-resolution=15s", "--kubelet-insecure-tls"],
+                         "ports": [{"containerPort": 10250, "name": "https", "protocol": "TCP"}],
+                         "livenessProbe": probe("/livez"),
+                         "readinessProbe": probe("/readyz", initialDelaySeconds=20),
+                         # the manifest requests 100m and 200Mi; left out, as kindnet's are: the
+                         # catalog's workloads are placed on nodes without them
+                         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                             "runAsNonRoot": True, "runAsUser": 1000,
+                                             "capabilities": {"drop": ["ALL"]},
+                                             "seccompProfile": {"type": "RuntimeDefault"}},
+                         "volumeMounts": [{"mountPath": "/tmp", "name": "tmp-dir"}]}],
+                     "volumes": [{"name": "tmp-dir", "emptyDir": {}}]}}}}, namespace=ns)
 
 
 NODE_EXPORTER_PORT = 9100

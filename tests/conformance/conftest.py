@@ -116,10 +116,7 @@ def _kubeconfig(k8s_cluster: SimUpCluster) -> SimUpCluster:
 
 # nodeid -> what the emulator does not serve yet (open work of issue 26, docs/conformance.md "Known
 # gaps"): strict, so the day one passes its entry must go.
-NOT_YET_SERVED: dict[str, str] = {
-    "lightkube/test_client.py::test_pod_apis": "expects a metrics-server pod in kube-system, which the emulated "
-                                               "cluster does not run",
-}
+NOT_YET_SERVED: dict[str, str] = {}
 # nodeid -> why it passes or fails by timing alone, not by what the server answers
 TIMING_DEPENDENT: dict[str, str] = {
     "kr8s/tests/test_api.py::test_api_timeout": "relies on a 10 µs client timeout running out before the answer",
