@@ -95,7 +95,9 @@ def _dumps(obj: Any) -> bytes:
 
 
 def json_response(status: int, obj: Any) -> Response:
-    return Response(status, "application/json", _dumps(obj))
+    """A JSON body ends with a newline, as Go's json.Encoder writes it (clients that echo a
+    Status body verbatim, such as the Python client's create_from_yaml, show it)."""
+    return Response(status, "application/json", _dumps(obj) + b"\n")
 
 
 Takeover = Callable[[Any, Any, Any], None]
@@ -516,7 +518,7 @@ class KubeAPI:
         if more is not None:
             doc = json.loads(resp.body)
             doc["metadata"].update(more)
-            resp.body = _dumps(doc)
+            resp.body = _dumps(doc) + b"\n"
         return resp
 
     @staticmethod

@@ -32,6 +32,9 @@ _WAKE_SECONDS = 1.0
 # client that re-watches on timeout resumes from a recent resourceVersion (nextBookmarkTime).
 BOOKMARK_EVERY = 60.0
 BOOKMARK_BEFORE_DEADLINE = 2.0
+# How long after a write its event reaches a watch (etcd watch -> cacher -> watcher, a few ms
+# on a kind cluster).
+PROPAGATION_DELAY = 0.02
 # How long a read waits for a resourceVersion the store has not reached (the watch cache's
 # waitUntilFreshAndBlock blocks up to 3 s before "Too large resource version").
 FRESHNESS_WAIT = 3.0
@@ -249,14 +252,20 @@ def stream(store: Store, key: str, flt: Filter, opts: ListOptions, timeout: floa
         with store.lock:
             idx = bisect.bisect_right(store.events, last, key=lambda e: e.rv)
             now = time.monotonic()
+            waited = False
             if idx >= len(store.events) and not (opts.allow_bookmarks and now >= next_bookmark):
                 if now >= deadline:
                     return
                 wake = deadline - now
                 if opts.allow_bookmarks:
                     wake = min(wake, next_bookmark - now)
-                store.changed.wait(min(wake, _WAKE_SECONDS))
-                idx = bisect.bisect_right(store.events, last, key=lambda e: e.rv)
+                waited = store.changed.wait(min(wake, _WAKE_SECONDS))
+        if waited:
+            # A write reaches watchers through etcd's watch and the watch cache, after its own
+            # response: clients that stop watching once their write returns rely on that order.
+            time.sleep(PROPAGATION_DELAY)
+        with store.lock:
+            idx = bisect.bisect_right(store.events, last, key=lambda e: e.rv)
             if _lost_history(store, last):
                 out = [(json.dumps(expired(last, store.resource_version)) + "\n").encode()]
                 last = -1

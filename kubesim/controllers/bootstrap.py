@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kubesim.cluster import SimCluster
+    from kubesim.store import Obj
 
 COREFILE = """.:53 {
     errors
@@ -193,7 +194,11 @@ def create_metrics_server(cluster: SimCluster) -> None:
         "spec": {"selector": {"matchLabels": dict(labels)}, "strategy": {"rollingUpdate": {"maxUnavailable": 0}},
                  "template": {"metadata": {"labels": dict(labels)}, "spec": {
                      "serviceAccountName": "metrics-server", "priorityClassName": "system-cluster-critical",
-                     "nodeSelector": {"kubernetes.io/os": "linux"},
+                     # on the control-plane node (a selector and toleration the manifest lacks): the
+                     # workers hold only what the catalog's applications were placed against (on a
+                     # worker it changed which of two pods won a volume attach)
+                     "nodeSelector": {"kubernetes.io/os": "linux", "node-role.kubernetes.io/control-plane": ""},
+                     "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
                      "containers": [{
                          "name": "metrics-server", "image": f"registry.k8s.io/metrics-server/metrics-server:{METRICS_SERVER_TAG}",
                          "imagePullPolicy": "IfNotPresent",
@@ -211,6 +216,43 @@ def create_metrics_server(cluster: SimCluster) -> None:
                                              "seccompProfile": {"type": "RuntimeDefault"}},
                          "volumeMounts": [{"mountPath": "/tmp", "name": "tmp-dir"}]}],
                      "volumes": [{"name": "tmp-dir", "emptyDir": {}}]}}}}, namespace=ns)
+    _rolled_out(cluster, store.get("deployments.apps", ns, "metrics-server"))
+
+
+def _rolled_out(cluster: SimCluster, deployment: Obj) -> None:
+    """The ReplicaSet and pod the deployment controller would make, written here with names from
+    hashes: an add-on installed with the cluster takes nothing from the controllers' seeded random
+    source, so the pods created after it are named as they were before it existed."""
+    import copy
+    import hashlib
+
+    from kubesim.controllers.common import (
+        SUFFIX_ALPHABET,
+        normalized,
+        owner_ref,
+        pod_from_template,
+        template_hash,
+    )
+
+    store, meta, spec = cluster.store, deployment["metadata"], deployment["spec"]
+    phash = template_hash(normalized(spec["template"]))
+    template = copy.deepcopy(spec["template"])
+    template["metadata"]["labels"]["pod-template-hash"] = phash
+    selector = copy.deepcopy(spec["selector"])
+    selector["matchLabels"]["pod-template-hash"] = phash
+    replicas = int(spec.get("replicas", 1))
+    rs = store.create("replicasets.apps", {
+        "metadata": {"name": f"{meta['name']}-{phash}", "namespace": meta["namespace"],
+                     "labels": dict(template["metadata"]["labels"]), "ownerReferences": [owner_ref(deployment)],
+                     "annotations": {"deployment.kubernetes.io/revision": "1",
+                                     "deployment.kubernetes.io/desired-replicas": str(replicas),
+                                     "deployment.kubernetes.io/max-replicas": str(replicas + 1)}},
+        "spec": {"replicas": replicas, "selector": selector, "template": template}}, namespace=meta["namespace"])
+    for i in range(replicas):
+        digest = int(hashlib.sha256(f"{rs['metadata']['name']}/{i}".encode()).hexdigest()[:12], 16)
+        suffix = "".join(SUFFIX_ALPHABET[(digest >> (5 * k)) % len(SUFFIX_ALPHABET)] for k in range(5))
+        store.create("pods", pod_from_template(template, f"{rs['metadata']['name']}-{suffix}", meta["namespace"], rs),
+                     namespace=meta["namespace"])
 
 
 NODE_EXPORTER_PORT = 9100
