@@ -46,8 +46,26 @@ def memory_quantity(nbytes: float) -> str:
 class ResourceMetrics:
     """Reads usage from `obs.tsdb` (looked up on each call: a restore may swap it)."""
 
-    def __init__(self, store: Store, obs: Any) -> None:
-        self.store, self.obs = store, obs
+    def __init__(self, store: Store, obs: Any, kubelet: Any = None) -> None:
+        """`kubelet` set: metrics-server's own scrape of each kubelet (every 15 s, more often than
+        Prometheus scrapes cAdvisor) is stood in for by the kubelet's live counters, for a
+        container not yet in the TSDB's window."""
+        self.store, self.obs, self.kubelet = store, obs, kubelet
+
+    def _scraped_now(self, usage: dict[tuple[str, str], dict[str, dict[str, float]]], now: float) -> None:
+        """Pods the TSDB has no CPU rate for yet, from the kubelet's counters: a fresh container
+        scraped at least FRESH_CONTAINER_MIN after its start, that start counting as the previous point."""
+        for rt in self.kubelet.state["pods"].values():
+            have = usage.get((rt.namespace, rt.name))
+            if have and all("cpu" in c for c in have.values()):
+                continue
+            fresh: dict[str, dict[str, float]] = {}
+            for c in rt.containers.values():
+                if c.state != "running" or c.started_at is None or now - c.started_at < FRESH_CONTAINER_MIN:
+                    continue
+                fresh[c.name] = {"cpu": c.cpu_seconds / (now - c.started_at), "memory": float(c.memory)}
+            if fresh:
+                usage[(rt.namespace, rt.name)] = fresh
 
     def _usage(self, namespace: str | None) -> dict[tuple[str, str], dict[str, dict[str, float]]]:
         """(namespace, pod) → container → {"cpu": cores, "memory": bytes}."""
@@ -93,6 +111,8 @@ class ResourceMetrics:
         """PodMetrics of running pods that have samples (metrics-server leaves the others out)."""
         now = self.store.clock.now()
         usage = self._usage(namespace)
+        if self.kubelet is not None:
+            self._scraped_now(usage, now)
         items = []
         with self.store.lock:
             for pod in self.store.iter_raw("pods"):
