@@ -72,6 +72,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
          "MutatingWebhookConfiguration", namespaced=False),
     _grp("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
          namespaced=False, short=("crd", "crds"), sub=("status",)),
+    _grp("apiregistration.k8s.io", "v1", "apiservices", "APIService", namespaced=False, sub=("status",),
+         categories=("api-extensions",)),
     # Chaos Mesh and an operator-managed database (custom resources)
     _grp("chaos-mesh.org", "v1alpha1", "podchaos", "PodChaos", sub=("status",), categories=_CHAOS),
     _grp("chaos-mesh.org", "v1alpha1", "networkchaos", "NetworkChaos", sub=("status",), categories=_CHAOS),

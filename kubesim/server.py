@@ -48,7 +48,8 @@ class SimServer:
                            forward_port=getattr(cluster, "port_forward", None),
                            attach=getattr(cluster, "attach", None),
                            follow_output=getattr(cluster, "follow_output", None),
-                           resource_metrics=ResourceMetrics(cluster.store, cluster.obs))
+                           resource_metrics=ResourceMetrics(cluster.store, cluster.obs,
+                                                            getattr(cluster, "kubelet", None)))
         self.cert = make_serving_cert((host, "localhost"))
         # What a pod's service account volume holds: a token of its own account, and this CA.
         cluster.token_issuer = self.api.authn.bound_token

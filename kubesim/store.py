@@ -48,16 +48,15 @@ class StoreError(Exception):
         self.details = details or {}
 
     def status(self) -> Obj:
-        return {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "details": self.details,
-            "code": self.code,
-        }
+        """As kube-apiserver encodes it: StatusDetails' fields are omitempty (the core group's
+        empty `group` is left out), and so are absent details."""
+        out: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": self.message, "reason": self.reason}
+        details = {k: v for k, v in self.details.items() if v not in ("", None, [], 0)}
+        if details:
+            out["details"] = details
+        out["code"] = self.code
+        return out
 
 
 def not_found(resource: str, name: str, group: str = "") -> StoreError:

@@ -156,6 +156,8 @@ class Workload:
                 self._wait_loop(rt, c, now)
             elif kind == "poll":
                 self._poll(rt, c, now)
+            elif kind == "echo":
+                self._echo(rt, c, now)
             else:
                 model = store_model(c)
                 if model is not None:
@@ -255,6 +257,19 @@ class Workload:
         answer = net.http_answer(self.cluster, found, "GET", (u.path or "/") + (f"?{u.query}" if u.query else ""))
         ok = not (answer.hang or answer.reset or answer.status >= 400)
         inst["ok" if ok else "failed"] = inst.get("ok" if ok else "failed", 0) + 1
+
+    def _echo(self, rt: PodRt, c: Ctr, now: float) -> None:
+        """A shell loop's echo lines, each round at the time its sleep ends."""
+        inst = c.instance
+        if inst["next"] > now:
+            return
+        pod = self._pod(rt.namespace, rt.name)
+        if pod is None:
+            return
+        logs = self.cluster.logs
+        while inst["next"] <= now:
+            logs.write(pod, c.name, inst["lines"], inst["next"])
+            inst["next"] += inst["every"]
 
     def _locust(self, rt: PodRt, c: Ctr, dt: float) -> None:
         """Locust's own counters as locust_exporter (the pod's sidecar) exports them: requests reach

@@ -27,6 +27,7 @@ from kubesim.api import (
     subresources,
 )
 from kubesim.api.admission import install_admission, normalize_times, validate
+from kubesim.api.aggregator import APIServiceRegistry
 from kubesim.api.authn import Authenticator, UserInfo
 from kubesim.api.http import Request, Response
 from kubesim.api.metrics import ResourceMetrics
@@ -42,7 +43,7 @@ from kubesim.api.status import (
     success,
 )
 from kubesim.api.tables import table
-from kubesim.api.watch import Filter, initial_events_end, stream
+from kubesim.api.watch import Filter, ListOptions, state_at, stream, wait_fresh
 from kubesim.api.webhooks import WebhookAdmission
 from kubesim.controllers.common import delete_pod, deletion_grace
 from kubesim.controllers.gc import GarbageCollector
@@ -94,7 +95,9 @@ def _dumps(obj: Any) -> bytes:
 
 
 def json_response(status: int, obj: Any) -> Response:
-    return Response(status, "application/json", _dumps(obj))
+    """A JSON body ends with a newline, as Go's json.Encoder writes it (clients that echo a
+    Status body verbatim, such as the Python client's create_from_yaml, show it)."""
+    return Response(status, "application/json", _dumps(obj) + b"\n")
 
 
 Takeover = Callable[[Any, Any, Any], None]
@@ -181,6 +184,8 @@ class KubeAPI:
         store.hooks.append(self._default_service_account)
         store.hooks.append(self.authn.drop_tokens_of_deleted_accounts)
         self._bootstrap()
+        APIServiceRegistry(store, lambda: [EVENTS_V1, NODE_LEASES, *REVIEW_TYPES], resource_metrics is not None,
+                           FARM_GROUPS).install()
 
     # -- bootstrap -------------------------------------------------------------------------
     def _bootstrap(self) -> None:
@@ -415,9 +420,10 @@ class KubeAPI:
                 return "v1beta1" if "v=v1beta1" in part else "v1"
         return "v1"
 
-    def _render(self, req: Request, r: Route, objects: list[Obj], single: Obj | None = None) -> Response:
+    def _render(self, req: Request, r: Route, objects: list[Obj], single: Obj | None = None,
+                at: int | None = None) -> Response:
         version = self._wants_table(req)
-        rv = str(self.store.resource_version)
+        rv = str(at or self.store.resource_version)
         if version is not None and not r.sub:
             return json_response(200, table(r.rt.key, objects if single is None else [single], self.store.clock.now(),
                                             rv, version, req.arg("includeObject", "PartialObjectMetadata") or ""))
@@ -434,12 +440,13 @@ class KubeAPI:
                 raise bad_request(f"field label not supported: {path}")
         return freq
 
-    def _selected(self, req: Request, r: Route) -> list[Obj]:
-        """Objects of the collection matching the request's selectors (read under the lock, not copied)."""
+    def _selected(self, req: Request, r: Route, at: int | None = None) -> list[Obj]:
+        """Objects of the collection matching the request's selectors (read under the lock, not
+        copied), as they are or as they were at resourceVersion `at`."""
         lreq = parse_label_selector(req.arg("labelSelector"))
         freq = self._field_selector(req, r)
         out = []
-        for obj in self.store.iter_raw(r.rt.key):
+        for obj in (self.store.iter_raw(r.rt.key) if at is None else state_at(self.store, r.rt.key, at)):
             meta = obj["metadata"]
             if r.namespace and meta.get("namespace") != r.namespace:
                 continue
@@ -490,29 +497,56 @@ class KubeAPI:
         return self._render(req, r, [], single=obj)
 
     def _list(self, req: Request, r: Route) -> Response:
-        items = self._selected(req, r)
+        """resourceVersion unset: the current state; "0" or N (NotOlderThan): one at least as fresh,
+        which is the current one once the store has reached N; Exact: the state at N. A continued
+        list is the snapshot its first page was taken from, as etcd serves it."""
+        opts = ListOptions(req.arg, watch=False)
+        requested = opts.version()
+        at = self._continued_at(opts.continue_token)
+        if requested is not None and at is None:
+            wait_fresh(self.store, requested)
+            if opts.match == "Exact" and requested < self.store.resource_version:
+                at = requested
+        if at is not None and at >= self.store.resource_version:
+            at = None
+        items = self._selected(req, r, at)
         visible = self._event_filter(req, r)
         if visible is not None:
             items = [o for o in items if visible(o)]
-        items, more = self._page(req, items)
-        resp = self._render(req, r, items)
+        items, more = self._page(req, items, at or self.store.resource_version)
+        resp = self._render(req, r, items, at=at)
         if more is not None:
             doc = json.loads(resp.body)
             doc["metadata"].update(more)
-            resp.body = _dumps(doc)
+            resp.body = _dumps(doc) + b"\n"
         return resp
 
-    def _page(self, req: Request, items: list[Obj]) -> tuple[list[Obj], dict[str, Any] | None]:
+    @staticmethod
+    def _continue_key(token: str) -> dict[str, Any]:
+        try:
+            after = json.loads(base64.urlsafe_b64decode(token.encode()))
+            if not isinstance(after["ns"], str) or not isinstance(after["name"], str):
+                raise TypeError(after)
+            return dict(after)
+        except (ValueError, KeyError, TypeError):
+            raise StoreError(410, "Expired", "The provided continue parameter is too old to display a "
+                             "consistent list result. You can start a new list without the continue parameter.") from None
+
+    def _continued_at(self, token: str) -> int | None:
+        """The resourceVersion of the snapshot a continue token pages through."""
+        if not token:
+            return None
+        rv = self._continue_key(token).get("rv")
+        return rv if isinstance(rv, int) and rv > 0 else None
+
+    def _page(self, req: Request, items: list[Obj], snapshot: int) -> tuple[list[Obj], dict[str, Any] | None]:
         """`limit` and `continue`: a page of the (namespace, name)-ordered items and the token of
-        the next one. A token is the last key served; an unknown one is 410 Expired."""
+        the next one. A token is the last key served and the snapshot's resourceVersion; an
+        unknown one is 410 Expired."""
         token = req.arg("continue")
         if token:
-            try:
-                after = json.loads(base64.urlsafe_b64decode(token.encode()))
-                start_key = (after["ns"], after["name"])
-            except (ValueError, KeyError, TypeError):
-                raise StoreError(410, "Expired", "The provided continue parameter is too old to display a "
-                                 "consistent list result. You can start a new list without the continue parameter.") from None
+            after = self._continue_key(token)
+            start_key = (after["ns"], after["name"])
             items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > start_key]
         try:
             limit = int(req.arg("limit") or 0)
@@ -522,7 +556,7 @@ class KubeAPI:
             return items, None
         page, last = items[:limit], items[limit - 1]["metadata"]
         next_token = base64.urlsafe_b64encode(json.dumps(
-            {"ns": last.get("namespace", ""), "name": last["name"]}).encode()).decode()
+            {"ns": last.get("namespace", ""), "name": last["name"], "rv": snapshot}).encode()).decode()
         return page, {"continue": next_token, "remainingItemCount": len(items) - limit}
 
     def _watch(self, req: Request, r: Route) -> Response:
@@ -540,10 +574,12 @@ class KubeAPI:
         self._field_selector(req, r)
         flt = Filter(r.namespace if r.rt.namespaced else None, req.arg("labelSelector"), req.arg("fieldSelector"),
                      self._event_filter(req, r))
-        initial_end = None
-        if (req.arg("sendInitialEvents") or "").lower() in _TRUE:
-            initial_end = initial_events_end(r.rt.api_version, r.rt.kind)
-        body = stream(self.store, key, flt, req.arg("resourceVersion"), timeout, encode, req.alive, initial_end)
+        opts = ListOptions(req.arg, watch=True)
+        requested = opts.version()
+        if opts.send_initial_events and requested is not None:
+            with self.store.lock:  # the initial state is at least as fresh as asked, or 504 before the stream
+                wait_fresh(self.store, requested)
+        body = stream(self.store, key, flt, opts, timeout, encode, req.alive, r.rt.api_version, r.rt.kind)
         return Response(200, "application/json", stream=body)
 
     def _log(self, req: Request, r: Route) -> Response:

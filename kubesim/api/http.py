@@ -128,16 +128,17 @@ class _Handler(BaseHTTPRequestHandler):
             head.append(f"Content-Length: {len(resp.body)}")
             self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode() + (resp.body if self.command != "HEAD" else b""))
             return
-        head += ["Transfer-Encoding: chunked", "Connection: close"]
-        self.close_connection = True
+        # Kept alive, as Go's server keeps a watch's connection: a client stops a watch by shutting
+        # its socket, which http.client only keeps for a connection that is not closing.
+        head.append("Transfer-Encoding: chunked")
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode())
         try:
             for chunk in resp.stream:
                 if chunk:
                     self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
             self.wfile.write(b"0\r\n\r\n")
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
         finally:
             close = getattr(resp.stream, "close", None)
             if close:

@@ -2,7 +2,8 @@
 `kubectl top`, computed the way metrics-server reports them: CPU as the rate of
 container_cpu_usage_seconds_total over the last window, memory as the latest
 container_memory_working_set_bytes, both read from the cluster's own TSDB (cAdvisor's series,
-labels namespace/pod/container); a node's usage is the sum of its pods'."""
+labels namespace/pod/container); a node's usage is the sum of its pods'. A pod is listed once
+every container has a CPU rate: from its second scrape, or its first for a fresh container."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ from kubesim.store import Obj, Store
 WINDOW = 60.0
 CPU = "container_cpu_usage_seconds_total"
 MEMORY = "container_memory_working_set_bytes"
+START = "container_start_time_seconds"
+# metrics-server (pkg/storage/pod.go, freshContainerMinMetricsResolution): a container scraped at
+# least this long after it started is reported from its first scrape, its start time counting as a
+# point with no CPU used; an older one needs two scrapes.
+FRESH_CONTAINER_MIN = 10.0
 
 
 def _samples(series: Any, since: float, until: float) -> list[tuple[float, float]]:
@@ -40,8 +46,26 @@ def memory_quantity(nbytes: float) -> str:
 class ResourceMetrics:
     """Reads usage from `obs.tsdb` (looked up on each call: a restore may swap it)."""
 
-    def __init__(self, store: Store, obs: Any) -> None:
-        self.store, self.obs = store, obs
+    def __init__(self, store: Store, obs: Any, kubelet: Any = None) -> None:
+        """`kubelet` set: metrics-server's own scrape of each kubelet (every 15 s, more often than
+        Prometheus scrapes cAdvisor) is stood in for by the kubelet's live counters, for a
+        container not yet in the TSDB's window."""
+        self.store, self.obs, self.kubelet = store, obs, kubelet
+
+    def _scraped_now(self, usage: dict[tuple[str, str], dict[str, dict[str, float]]], now: float) -> None:
+        """Pods the TSDB has no CPU rate for yet, from the kubelet's counters: a fresh container
+        scraped at least FRESH_CONTAINER_MIN after its start, that start counting as the previous point."""
+        for rt in self.kubelet.state["pods"].values():
+            have = usage.get((rt.namespace, rt.name))
+            if have and all("cpu" in c for c in have.values()):
+                continue
+            fresh: dict[str, dict[str, float]] = {}
+            for c in rt.containers.values():
+                if c.state != "running" or c.started_at is None or now - c.started_at < FRESH_CONTAINER_MIN:
+                    continue
+                fresh[c.name] = {"cpu": c.cpu_seconds / (now - c.started_at), "memory": float(c.memory)}
+            if fresh:
+                usage[(rt.namespace, rt.name)] = fresh
 
     def _usage(self, namespace: str | None) -> dict[tuple[str, str], dict[str, dict[str, float]]]:
         """(namespace, pod) → container → {"cpu": cores, "memory": bytes}."""
@@ -53,11 +77,17 @@ class ResourceMetrics:
         if namespace:
             matchers.append(Matcher("namespace", "=", namespace))
         out: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+        started = {s.labels.get("id"): s.vs[-1] for s in tsdb.select([Matcher("__name__", "=", START), *matchers])
+                   if s.vs and not math.isnan(s.vs[-1])}
         for metric, key in ((CPU, "cpu"), (MEMORY, "memory")):
             for s in tsdb.select([Matcher("__name__", "=", metric), *matchers]):
                 points = _samples(s, now - WINDOW, now)
                 if key == "cpu":
                     value = _rate(points) if len(points) >= 2 else _rate(_samples(s, now - 4 * WINDOW, now)[-2:])
+                    start = started.get(s.labels.get("id"))
+                    if value is None and len(points) == 1 and start and points[0][0] - start >= FRESH_CONTAINER_MIN:
+                        # a fresh container's start, with no CPU used yet, is its previous point
+                        value = _rate([(start, 0.0), points[0]])
                 else:
                     value = points[-1][1] if points else None
                 if value is None:
@@ -81,6 +111,8 @@ class ResourceMetrics:
         """PodMetrics of running pods that have samples (metrics-server leaves the others out)."""
         now = self.store.clock.now()
         usage = self._usage(namespace)
+        if self.kubelet is not None:
+            self._scraped_now(usage, now)
         items = []
         with self.store.lock:
             for pod in self.store.iter_raw("pods"):
@@ -90,7 +122,9 @@ class ResourceMetrics:
                 if (pod.get("status") or {}).get("phase") != "Running" or not label_filter(pod):
                     continue
                 u = usage.get((meta["namespace"], meta["name"]))
-                if u:
+                # metrics-server reports a pod once every container has a CPU rate, i.e. from its
+                # second scrape (one cumulative sample gives none)
+                if u and all("cpu" in c for c in u.values()):
                     items.append(self._pod_item(pod, u, now))
         items.sort(key=lambda i: (i["metadata"]["namespace"], i["metadata"]["name"]))
         return items

@@ -382,6 +382,18 @@ def _tidbcluster_row(tc: Obj, now: float) -> list[Any]:
     return row + [ready.get("message", ""), age(tc, now)]
 
 
+def _apiservice_row(o: Obj, now: float) -> list[Any]:
+    """kube-aggregator's printer: Local or namespace/name, and the Available condition with its
+    reason when it is not True."""
+    svc = _g(o, "spec", "service", default=None)
+    service = f"{svc.get('namespace', '')}/{svc.get('name', '')}" if svc else "Local"
+    cond: dict[str, Any] = next((c for c in _g(o, "status", "conditions", default=[]) or []
+                                 if c.get("type") == "Available"), {})
+    status = cond.get("status", "Unknown")
+    available = status if status == "True" else f"{status} ({cond.get('reason', '')})"
+    return [o["metadata"]["name"], service, available, age(o, now)]
+
+
 def _generic_row(o: Obj, now: float) -> list[Any]:
     return [o["metadata"]["name"], age(o, now)]
 
@@ -442,6 +454,8 @@ TABLES: dict[str, tuple[list[Column], RowFn]] = {
     "horizontalpodautoscalers.autoscaling": ([("Name", _C, 0), ("Reference", _C, 0), ("Targets", _C, 0),
                                               ("MinPods", "integer", 0), ("MaxPods", "integer", 0),
                                               ("Replicas", "integer", 0), ("Age", _C, 0)], _hpa_row),
+    "apiservices.apiregistration.k8s.io": ([("Name", _C, 0), ("Service", _C, 0), ("Available", _C, 0),
+                                            ("Age", _C, 0)], _apiservice_row),
     "tidbclusters.pingcap.com": ([("Name", _C, 0), ("Ready", _C, 0), ("PD", _C, 0), ("Storage", _C, 0),
                                   ("Ready", "integer", 0), ("Desire", "integer", 0), ("TiKV", _C, 0), ("Storage", _C, 0),
                                   ("Ready", "integer", 0), ("Desire", "integer", 0), ("TiDB", _C, 0),

@@ -72,6 +72,9 @@ def _script(ctx: StartContext, script: str, tmpfs: list[float] | None = None) ->
     poll = _poll_loop(script)
     if poll is not None:
         return Started(_echoes(script.split("while")[0]), set(), poll)
+    echo = _echo_loop(script, ctx.now)
+    if echo is not None:
+        return Started(_echoes(script.split("while")[0]) + echo["lines"], set(), echo)
     forever = re.search(r"\bwhile\s+(true|:)\b|\bsleep\s+(infinity|inf)\b|\btail\s+-f\b", script)
     if forever:
         head = script[:forever.start()]
@@ -168,6 +171,40 @@ def _poll_loop(script: str) -> dict[str, Any] | None:
         return None
     return {"kind": "poll", "tool": tool, "url": url, "every": max(every, 0.05)}
 
+
+def _echo_loop(script: str, now: float) -> dict[str, Any] | None:
+    """`while true; do echo ...; sleep N; done`: a container that logs the same lines every N
+    seconds for as long as it runs (the workload writes each round: see Workload._echo). Its first
+    round is logged as it starts."""
+    m = re.search(r"\bwhile\s+(?:true|:)\s*;?\s*do\b(.*?)\bdone\b", script, re.S)
+    if m is None:
+        return None
+    lines: list[str] = []
+    every = 0.0
+    for part in re.split(r"\s*(?:;|\n)\s*", m.group(1)):
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            return None
+        if not words:
+            continue
+        if words[0] == "echo":
+            lines.append(" ".join(words[1:]))
+        elif words[0] == "sleep" and len(words) == 2:
+            try:
+                every += float(words[1].rstrip("s"))
+            except ValueError:
+                return None
+        else:
+            return None  # a body that does more than log and wait is not this loop
+    if not lines or every <= 0:
+        return None
+    return {"kind": "echo", "lines": lines, "every": max(every, ECHO_MIN_PERIOD), "next": now + every}
+
+
+# A tighter loop is logged at this period: a log that fills as fast as the real one would is not
+# worth the emulator's memory.
+ECHO_MIN_PERIOD = 0.5
 
 _DD_UNITS = {"c": 1, "w": 2, "b": 512, "kB": 1000, "k": 1024, "K": 1024, "MB": 10**6, "M": 2**20, "GB": 10**9,
              "G": 2**30}

@@ -13,6 +13,7 @@ from kubesim.runtime import KUBELET_VERSION as KUBERNETES_VERSION  # one version
 ETCD_TAG = "3.5.10-0"
 KINDNET_TAG = "v20240202-8f1494ea"
 NODE_EXPORTER_TAG = "v1.8.2"
+METRICS_SERVER_TAG = "v0.7.0"
 
 for _component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"):
     register_image(f"registry.k8s.io/{_component}", tags=(KUBERNETES_VERSION,), size=30_000_000,
@@ -20,6 +21,8 @@ for _component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"
 register_image("registry.k8s.io/etcd", tags=(ETCD_TAG,), size=57_000_000, executables=("etcd", "etcdctl"), shell=True)
 register_image("quay.io/prometheus/node-exporter", tags=(NODE_EXPORTER_TAG,), size=11_000_000,
                executables=("/bin/node_exporter",), shell=False)
+register_image("registry.k8s.io/metrics-server/metrics-server", tags=(METRICS_SERVER_TAG,), size=19_000_000,
+               executables=("/metrics-server",), shell=False)
 register_image("docker.io/kindest/kindnetd", tags=(KINDNET_TAG,), size=26_000_000, executables=("/bin/kindnetd",),
                shell=False)
 
@@ -85,6 +88,22 @@ class KubeProxy(_KubeSystem):
              ("server.go:865", f"\"Version info\" version=\"{KUBERNETES_VERSION}\""),
              ("config.go:188", "\"Starting service config controller\""),
              ("shared_informer.go:318", "Caches are synced for service config"))
+
+
+@app_model
+class MetricsServer(_KubeSystem):
+    """metrics-server: what it logs and serves; the emulated API server answers metrics.k8s.io
+    from the cluster's cAdvisor series itself (kubesim.api.metrics)."""
+
+    name = "metrics-server"
+    images = ("registry.k8s.io/metrics-server/metrics-server",)
+    memory_base = 22 * 2**20
+    ports = frozenset({10250})
+    lines = (("serving.go:374", "Generated self-signed cert (/tmp/apiserver.crt, /tmp/apiserver.key)"),
+             ("handler.go:275", "Adding GroupVersion metrics.k8s.io v1beta1 to ResourceManager"),
+             ("requestheader_controller.go:169", "Starting RequestHeaderAuthRequestController"),
+             ("secure_serving.go:213", "Serving securely on [::]:10250"),
+             ("tlsconfig.go:240", "\"Starting DynamicServingCertificateController\""))
 
 
 @app_model

@@ -2,13 +2,16 @@
 local-path StorageClass, the `kubernetes` Service, CoreDNS behind kube-dns (10.96.0.10), the
 kube-proxy and kindnet DaemonSets, the control plane's static pods (their mirror pods), a CRD per
 custom resource type served, and the observability stack's node exporter (the DaemonSet that serves
-the `node-exporter` job the emulated Prometheus scrapes, holding host port 9100 on every node)."""
+the `node-exporter` job the emulated Prometheus scrapes, holding host port 9100 on every node), and
+metrics-server, which kind leaves out but every cluster that serves metrics.k8s.io, as this one
+does for `kubectl top` and the HPA, runs."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kubesim.store import Obj
     from kubesim.view import ClusterView
 
 COREFILE = """.:53 {
@@ -81,6 +84,7 @@ def bootstrap_cluster(cluster: ClusterView) -> None:
     create_control_plane(cluster)
     create_custom_resource_definitions(cluster)
     create_node_exporter(cluster)
+    create_metrics_server(cluster)
 
 
 # Who installs each custom group on a real cluster (the CRDs' labels say so).
@@ -165,6 +169,90 @@ def create_node_agents(cluster: ClusterView) -> None:
     for node in cluster.nodes:
         cluster.kubelet.state["images"].setdefault(node.name, []).extend(
             [f"registry.k8s.io/kube-proxy:{KUBERNETES_VERSION}", f"docker.io/kindest/kindnetd:{KINDNET_TAG}"])
+
+
+def create_metrics_server(cluster: ClusterView) -> None:
+    """metrics-server as its release manifest (v0.7.0 components.yaml) installs it, with the
+    --kubelet-insecure-tls a kind cluster needs: the Deployment and Service behind the
+    v1beta1.metrics.k8s.io APIService that `kubectl top` and the HPA controller read."""
+    from kubesim.apps.kubesystem import METRICS_SERVER_TAG
+
+    store, ns = cluster.store, "kube-system"
+    labels = {"k8s-app": "metrics-server"}
+    store.create("serviceaccounts", {"metadata": {"name": "metrics-server", "namespace": ns, "labels": dict(labels)}},
+                 namespace=ns)
+    store.create("services", {
+        "metadata": {"name": "metrics-server", "namespace": ns, "labels": dict(labels)},
+        "spec": {"selector": dict(labels), "ports": [{"name": "https", "port": 443, "protocol": "TCP",
+                                                       "targetPort": "https"}]}}, namespace=ns)
+    def probe(path: str, **extra: int) -> dict[str, Any]:
+        return {"failureThreshold": 3, "periodSeconds": 10, **extra,
+                "httpGet": {"path": path, "port": "https", "scheme": "HTTPS"}}
+
+    store.create("deployments.apps", {
+        "metadata": {"name": "metrics-server", "namespace": ns, "labels": dict(labels)},
+        "spec": {"selector": {"matchLabels": dict(labels)}, "strategy": {"rollingUpdate": {"maxUnavailable": 0}},
+                 "template": {"metadata": {"labels": dict(labels)}, "spec": {
+                     "serviceAccountName": "metrics-server", "priorityClassName": "system-cluster-critical",
+                     # on the control-plane node (a selector and toleration the manifest lacks): the
+                     # workers hold only what the catalog's applications were placed against (on a
+                     # worker it changed which of two pods won a volume attach)
+                     "nodeSelector": {"kubernetes.io/os": "linux", "node-role.kubernetes.io/control-plane": ""},
+                     "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
+                     "containers": [{
+                         "name": "metrics-server", "image": f"registry.k8s.io/metrics-server/metrics-server:{METRICS_SERVER_TAG}",
+                         "imagePullPolicy": "IfNotPresent",
+                         "args": ["--cert-dir=/tmp", "--secure-port=10250",
+                                  "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
+                                  "--kubelet-use-node-status-port", "--metric-resolution=15s", "--kubelet-insecure-tls"],
+                         "ports": [{"containerPort": 10250, "name": "https", "protocol": "TCP"}],
+                         "livenessProbe": probe("/livez"),
+                         "readinessProbe": probe("/readyz", initialDelaySeconds=20),
+                         # the manifest requests 100m and 200Mi; left out, as kindnet's are: the
+                         # catalog's workloads are placed on nodes without them
+                         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                             "runAsNonRoot": True, "runAsUser": 1000,
+                                             "capabilities": {"drop": ["ALL"]},
+                                             "seccompProfile": {"type": "RuntimeDefault"}},
+                         "volumeMounts": [{"mountPath": "/tmp", "name": "tmp-dir"}]}],
+                     "volumes": [{"name": "tmp-dir", "emptyDir": {}}]}}}}, namespace=ns)
+    _rolled_out(cluster, store.get("deployments.apps", ns, "metrics-server"))
+
+
+def _rolled_out(cluster: ClusterView, deployment: Obj) -> None:
+    """The ReplicaSet and pod the deployment controller would make, written here with names from
+    hashes: an add-on installed with the cluster takes nothing from the controllers' seeded random
+    source, so the pods created after it are named as they were before it existed."""
+    import copy
+    import hashlib
+
+    from kubesim.controllers.common import (
+        SUFFIX_ALPHABET,
+        normalized,
+        owner_ref,
+        pod_from_template,
+        template_hash,
+    )
+
+    store, meta, spec = cluster.store, deployment["metadata"], deployment["spec"]
+    phash = template_hash(normalized(spec["template"]))
+    template = copy.deepcopy(spec["template"])
+    template["metadata"]["labels"]["pod-template-hash"] = phash
+    selector = copy.deepcopy(spec["selector"])
+    selector["matchLabels"]["pod-template-hash"] = phash
+    replicas = int(spec.get("replicas", 1))
+    rs = store.create("replicasets.apps", {
+        "metadata": {"name": f"{meta['name']}-{phash}", "namespace": meta["namespace"],
+                     "labels": dict(template["metadata"]["labels"]), "ownerReferences": [owner_ref(deployment)],
+                     "annotations": {"deployment.kubernetes.io/revision": "1",
+                                     "deployment.kubernetes.io/desired-replicas": str(replicas),
+                                     "deployment.kubernetes.io/max-replicas": str(replicas + 1)}},
+        "spec": {"replicas": replicas, "selector": selector, "template": template}}, namespace=meta["namespace"])
+    for i in range(replicas):
+        digest = int(hashlib.sha256(f"{rs['metadata']['name']}/{i}".encode()).hexdigest()[:12], 16)
+        suffix = "".join(SUFFIX_ALPHABET[(digest >> (5 * k)) % len(SUFFIX_ALPHABET)] for k in range(5))
+        store.create("pods", pod_from_template(template, f"{rs['metadata']['name']}-{suffix}", meta["namespace"], rs),
+                     namespace=meta["namespace"])
 
 
 NODE_EXPORTER_PORT = 9100

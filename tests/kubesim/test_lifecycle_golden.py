@@ -29,6 +29,14 @@ def _pod_name(cluster: SimCluster, name: str) -> str:
     return re.sub(r"-[0-9a-f]{8,10}-[0-9a-z]{5}$", "-<hash>", name)
 
 
+def _normal(text: str) -> str:
+    """uids, pod IPs and pod-name suffixes follow from how many objects the cluster made before, not
+    from the transition: each becomes a placeholder."""
+    text = re.sub(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", "<uid>", text)
+    text = re.sub(r"\b10\.244\.\d+\.\d+\b", "<pod-ip>", text)
+    return re.sub(r"\b([a-z][a-z0-9-]*?)-[a-z0-9]{8,10}-[a-z0-9]{5}\b", r"\1-<hash>", text)
+
+
 def _events(cluster: SimCluster, namespace: str, names: dict[str, str], since: int) -> list[str]:
     out = []
     for e in cluster.store.list("events", namespace):
@@ -41,6 +49,7 @@ def _events(cluster: SimCluster, namespace: str, names: dict[str, str], since: i
         for real, alias in names.items():
             message = message.replace(real, alias)
         message = re.sub(r"in \d+\.\d+s \(\d+\.\d+s including waiting\)", "in <t>s (<t>s including waiting)", message)
+        message = _normal(message)
         out.append(f"{obj['kind']} {names[obj['name']]}: {e['type']} {e['reason']}: {message}"
                    + (f" (x{e['count']})" if e.get("count", 1) > 1 else ""))
     return out
@@ -61,7 +70,8 @@ def _pod(cluster: SimCluster, namespace: str, name: str) -> dict[str, Any]:
 
     def state(s: dict[str, Any]) -> dict[str, Any]:
         kind, body = next(iter(s.items())) if s else ("none", {})
-        return {kind: {k: body[k] for k in ("reason", "message", "exitCode") if k in body}}
+        return {kind: {k: _normal(body[k]) if k == "message" else body[k]
+                       for k in ("reason", "message", "exitCode") if k in body}}
 
     return {
         "phase": status.get("phase"),
