@@ -19,7 +19,8 @@ The handle gives
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -66,6 +67,25 @@ class ClockHook(Protocol):
     def boundaries(self) -> Iterable[float]: ...
 
     def tick(self) -> None: ...
+
+
+# Metadata the snapshot leaves out: the server's field-ownership records (about half of a pod's
+# JSON) and kubectl's copy of the last applied object (the spec again); no reader of the snapshot
+# (the report's summary, a person reading the raw JSON for the end state) needs them.
+SNAPSHOT_DROPPED_METADATA = ("managedFields",)
+SNAPSHOT_DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+
+
+def snapshot_object(obj: dict[str, Any]) -> dict[str, Any]:
+    """One object of a cluster snapshot: the server's JSON without SNAPSHOT_DROPPED_*."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta = {k: v for k, v in meta.items() if k not in SNAPSHOT_DROPPED_METADATA}
+        notes = meta.get("annotations")
+        if isinstance(notes, dict) and any(k in notes for k in SNAPSHOT_DROPPED_ANNOTATIONS):
+            meta["annotations"] = {k: v for k, v in notes.items() if k not in SNAPSHOT_DROPPED_ANNOTATIONS}
+        obj = {**obj, "metadata": meta}
+    return obj
 
 
 class ClusterHandle(abc.ABC):
@@ -139,22 +159,26 @@ class ClusterHandle(abc.ABC):
     def health(self) -> ClusterHealth: ...
 
     def snapshot(self, namespace: str) -> dict[str, Any]:
-        """Objects of `namespace` as plain dicts, for the attempt's artifact."""
+        """Objects of `namespace` as plain dicts, for the attempt's artifact: the API server's own
+        JSON (never built into client models and back), without what only the server's
+        bookkeeping needs (SNAPSHOT_DROPPED)."""
         from kubernetes import client
 
         api = self.api_client()
         core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
         out: dict[str, Any] = {}
-        for kind, lister in (
+        listers: tuple[tuple[str, Callable[..., Any]], ...] = (
             ("pods", core.list_namespaced_pod),
             ("services", core.list_namespaced_service),
             ("configmaps", core.list_namespaced_config_map),
             ("events", core.list_namespaced_event),
             ("deployments", apps.list_namespaced_deployment),
             ("statefulsets", apps.list_namespaced_stateful_set),
-        ):
-            items = lister(namespace).items
-            out[kind] = [api.sanitize_for_serialization(item) for item in items]
+        )
+        for kind, lister in listers:
+            # _preload_content=False: the response's bytes, not the client's models of them.
+            items = json.loads(lister(namespace, _preload_content=False).data).get("items") or []
+            out[kind] = [snapshot_object(item) for item in items]
         return out
 
     def close(self) -> None:  # noqa: B027  (optional hook: most handles hold nothing)

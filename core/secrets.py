@@ -20,29 +20,36 @@ PATH_REDACTED = "[farm path]"
 # Registered at run time by the code that holds them (the admin token of a cluster, its folder).
 _HIDDEN_SECRETS: set[str] = set()
 _HIDDEN_PATHS: set[str] = set()
+_registered = 0  # how many values were registered: a new one builds the matcher again
 _PATH_ENV = ("FARM_ARTIFACTS", "FARM_STATE_DIR", "FARM_LIMITS_DIR")
+# The repository's folder, resolved once: realpath is a system call per component.
+_ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 
 def hide_secret(value: str) -> None:
     """Scrub `value` from every later text (long values only: a short one would eat words)."""
-    if value and len(value) >= 8:
+    global _registered
+    if value and len(value) >= 8 and value not in _HIDDEN_SECRETS:
         _HIDDEN_SECRETS.add(value)
+        _registered += 1
 
 
 def hide_path(path: str | os.PathLike[str]) -> None:
     """Scrub a farm folder (and its resolved form) from every later text."""
+    global _registered
     text = os.fspath(path)
     for form in {text, os.path.realpath(text)}:
         form = form.rstrip("/")
-        if len(form) > 4:  # never "/" or "/tmp"-short prefixes of everything
+        if len(form) > 4 and form not in _HIDDEN_PATHS:  # never "/" or "/tmp"-short prefixes of everything
             _HIDDEN_PATHS.add(form)
+            _registered += 1
 
 
 def private_paths() -> list[str]:
     """The farm's folders, longest first: the repository (code and catalog), the folders its
     environment names, and those registered with hide_path."""
     found = set(_HIDDEN_PATHS)
-    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    root = _ROOT
     if len(root) > 4:
         found.add(root)
     for name in _PATH_ENV:
@@ -78,9 +85,46 @@ def secret_values() -> list[str]:
     return sorted(set(vals), key=len, reverse=True)
 
 
+class Scrubber:
+    """One compiled matcher over the secrets and folders known when it was built: a text is
+    scrubbed in one pass over its known values (secrets before folders, each longest first, as
+    they were replaced one after another before) and one over the key shapes."""
+
+    def __init__(self, secrets: list[str], paths: list[str]) -> None:
+        self._replacement = {path: PATH_REDACTED for path in paths}
+        self._replacement.update((value, REDACTED) for value in secrets)
+        # Alternatives are tried in order at each position: a secret wins over a folder there.
+        literals = [*secrets, *(p for p in paths if p not in secrets)]
+        self._literals = re.compile("|".join(map(re.escape, literals))) if literals else None
+
+    def _replace(self, match: re.Match[str]) -> str:
+        return self._replacement[match.group()]
+
+    def __call__(self, text: str) -> str:
+        if self._literals is not None:
+            text = self._literals.sub(self._replace, text)
+        return _KEY_SHAPES.sub(REDACTED, text)
+
+
+_current: tuple[object, Scrubber] | None = None
+
+
+def current_scrubber() -> Scrubber:
+    """The scrubber for what is known now, built again only when the environment or the
+    registered secrets and folders changed since the last text (a worker's stay the same for a
+    whole trial: every string of it is scrubbed by one matcher)."""
+    global _current
+    # The environment's raw items: comparing them costs microseconds, where reading the secrets
+    # out of it (a pattern per variable, URLs parsed) cost tens for every string scrubbed.
+    env = os.environ._data if hasattr(os.environ, "_data") else os.environ  # type: ignore[attr-defined]
+    key = (tuple(env.items()), _registered)
+    cached = _current
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    scrubber = Scrubber(secret_values(), private_paths())
+    _current = (key, scrubber)
+    return scrubber
+
+
 def scrub(text: str) -> str:
-    for value in secret_values():
-        text = text.replace(value, REDACTED)
-    for path in private_paths():
-        text = text.replace(path, PATH_REDACTED)
-    return _KEY_SHAPES.sub(REDACTED, text)
+    return current_scrubber()(text)

@@ -1,5 +1,5 @@
 """The artifact store: per-attempt JSON documents (transcript, tool calls, diagnosis, oracle
-verdicts, cluster snapshot) in a local folder or in S3 through boto3. FARM_ARTIFACTS is
+verdicts, cluster snapshot, gzip-compressed as .json.gz) in a local folder or in S3 through boto3. FARM_ARTIFACTS is
 `s3://bucket/prefix` or a folder; the S3 endpoint comes from boto3's own AWS_ENDPOINT_URL.
 
 A farm worker writes to S3 through a spool: while the endpoint is down, documents go to a
@@ -10,6 +10,7 @@ and when a worker of the same name starts again. Nothing is lost to an S3 outage
 from __future__ import annotations
 
 import abc
+import gzip
 import json
 import logging
 import os
@@ -36,11 +37,17 @@ class ArtifactStore(abc.ABC):
     def base_uri(self, prefix: str) -> str: ...
 
     def put_json(self, key: str, obj: Any) -> str:
-        text = json.dumps(obj, indent=1, sort_keys=True, default=str)
-        return self.put_bytes(key, scrub(text).encode(), "application/json")
+        """`obj` encoded once, scrubbed in one pass and stored; gzip-compressed when `key` ends in
+        .gz (the cluster snapshot: a tenth of its size)."""
+        data = scrub(json.dumps(obj, indent=1, sort_keys=True, default=str)).encode()
+        if key.endswith(".gz"):
+            # mtime 0: the same document compresses to the same bytes, whenever it is written.
+            return self.put_bytes(key, gzip.compress(data, compresslevel=6, mtime=0), "application/gzip")
+        return self.put_bytes(key, data, "application/json")
 
     def get_json(self, uri: str) -> Any:
-        return json.loads(self.get_bytes(uri))
+        data = self.get_bytes(uri)
+        return json.loads(gzip.decompress(data) if uri.endswith(".gz") else data)
 
 
 class LocalArtifactStore(ArtifactStore):
@@ -173,7 +180,7 @@ class SpooledS3Store(ArtifactStore):
                 except FileNotFoundError:  # a direct write superseded it
                     continue
                 try:
-                    self.s3.put_bytes(key, data, "application/json")
+                    self.s3.put_bytes(key, data, "application/gzip" if key.endswith(".gz") else "application/json")
                 except InfrastructureError as exc:
                     self._down_until = time.monotonic() + self.DOWN_FOR_S
                     log.info("spool not drained yet (%d left): %s", len(self.pending()), exc)

@@ -95,7 +95,7 @@ def write_artifacts(store: ArtifactStore, sweep_id: str, tid: str, token: int, d
     store.put_json(f"{prefix}/tool_calls.json", [c.model_dump(mode="json") for c in calls])
     store.put_json(f"{prefix}/diagnosis.json", SubmittedDiagnosis(text=diagnosis, submitted_at=120.0).model_dump(mode="json"))
     store.put_json(f"{prefix}/verdicts.json", verdicts.model_dump(mode="json"))
-    store.put_json(f"{prefix}/cluster_snapshot.json", {"pods": {"items": [
+    store.put_json(f"{prefix}/cluster_snapshot.json.gz", {"pods": {"items": [  # compressed, as a trial writes it
         {"metadata": {"name": "geo-7d9"}, "status": {"phase": "Running" if m else "Pending"}}]}})
     return store.base_uri(prefix)
 

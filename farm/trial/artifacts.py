@@ -1,8 +1,8 @@
 """What an attempt leaves in the artifact store, as typed records, and the one place that writes
 them. Under `<sweep>/<trial>/attempt-<token>/`: attempt (who ran it, how far, its result), events
 (core.events), injections, noise, transcript, trajectory.atif, tool_calls, mutations, diagnosis
-(what the agent submitted), verdicts (the oracles' word), cluster_snapshot, and while the session
-runs, checkpoint. Whatever ends an attempt, what it produced so far is written. The records
+(what the agent submitted), verdicts (the oracles' word), cluster_snapshot (.json.gz), and while
+the session runs, checkpoint. Whatever ends an attempt, what it produced so far is written. The records
 results' report reads back are core.artifacts'; the attempt and checkpoint records, which hold
 the farm's TrialSpec, are defined here."""
 
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from farm.trial.run import TrialRun
 
 log = logging.getLogger("farm.trial")
+
+SNAPSHOT = "cluster_snapshot"  # written compressed: <prefix>/cluster_snapshot.json.gz
 
 
 class AttemptRecord(BaseModel):
@@ -111,10 +113,11 @@ class AttemptArtifacts:
         if run.diagnosis is not None or run.mitigation is not None:
             self.put("verdicts", Verdicts(diagnosis=run.diagnosis, mitigation=run.mitigation))
         if snapshot:
+            key = f"{self.prefix}/{SNAPSHOT}.json.gz"
             try:
-                self.put("cluster_snapshot", run.cluster.snapshot(run.namespace))
+                self.store.put_json(key, run.cluster.snapshot(run.namespace))
             except Exception as exc:  # a snapshot must not cost the result
-                self.put("cluster_snapshot", {"error": str(exc)})
+                self.store.put_json(key, {"error": str(exc)})
 
     def _atif(self, run: TrialRun) -> None:
         """The transcript again in ATIF, for trajectory viewers; derived, so never fatal."""

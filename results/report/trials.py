@@ -24,6 +24,8 @@ R = TypeVar("R")
 
 ARTIFACTS = ("attempt", "trajectory.atif", "tool_calls", "diagnosis", "verdicts", "mutations", "events",
              "injections", "noise", "cluster_snapshot", "transcript", "checkpoint")
+# How a document is stored: JSON, or JSON compressed (the cluster snapshot, farm/trial/artifacts.py).
+DOCUMENT_SUFFIXES = (".json", ".json.gz")
 OUTPUT_CHARS = 6000  # per tool output shown inline; the raw JSON keeps all of it
 
 
@@ -83,11 +85,15 @@ class ArtifactReader:
         return self._stores[root]
 
     def read(self, uri: str, name: str) -> Any | None:
-        """A document as stored (for the formats of others: ATIF, the cluster snapshot)."""
-        try:
-            return self._store(uri).get_json(f"{uri.rstrip('/')}/{name}.json")
-        except Exception:  # missing or unreadable: the page says so for that artifact
-            return None
+        """A document as stored (for the formats of others: ATIF, the cluster snapshot), from
+        <name>.json or its compressed <name>.json.gz."""
+        store = self._store(uri)
+        for suffix in DOCUMENT_SUFFIXES:
+            try:
+                return store.get_json(f"{uri.rstrip('/')}/{name}{suffix}")
+            except Exception:  # missing or unreadable: the page says so for that artifact
+                continue
+        return None
 
     def record(self, uri: str, name: str, kind: type[R]) -> R | UnreadableArtifact | None:
         """An artifact of the farm's as its typed record (core.artifacts); None when it was not
@@ -100,11 +106,15 @@ class ArtifactReader:
         except UnreadableArtifact as exc:
             return exc
 
-    def raw(self, uri: str, name: str) -> bytes | None:
-        try:
-            return self._store(uri).get_bytes(f"{uri.rstrip('/')}/{name}.json")
-        except Exception:  # missing: nothing to copy
-            return None
+    def raw(self, uri: str, name: str) -> tuple[str, bytes] | None:
+        """The stored bytes of a document and its file name (<name>.json or <name>.json.gz)."""
+        store = self._store(uri)
+        for suffix in DOCUMENT_SUFFIXES:
+            try:
+                return name + suffix, store.get_bytes(f"{uri.rstrip('/')}/{name}{suffix}")
+            except Exception:  # missing: nothing to copy
+                continue
+        return None
 
 
 def _verdict(v: Any) -> str:
@@ -383,17 +393,22 @@ def _raw_links(out_dir: Path, trial_id: str, token: int, uri: str, reader: Artif
     links = []
     for name in ARTIFACTS:
         if uri.startswith("file://"):
-            path = Path(uri.removeprefix("file://")) / f"{name}.json"
-            if path.is_file():
-                links.append(f'<a href="{escape(path.as_uri())}">{escape(name)}</a>')
+            for suffix in DOCUMENT_SUFFIXES:
+                path = Path(uri.removeprefix("file://")) / f"{name}{suffix}"
+                if path.is_file():
+                    links.append(f'<a href="{escape(path.as_uri())}">{escape(name)}</a>')
+                    break
         else:
-            data = reader.raw(uri, name)
-            if data is not None and len(data) > reader.raw_budget:
+            found = reader.raw(uri, name)
+            if found is None:
+                continue
+            file, data = found
+            if len(data) > reader.raw_budget:
                 links.append(f"{escape(name)} ({len(data) // 1024:,d} KiB, not copied: "
-                             f"{escape(uri.rstrip('/'))}/{escape(name)}.json)")
-            elif data is not None:
+                             f"{escape(uri.rstrip('/'))}/{escape(file)})")
+            else:
                 reader.raw_budget -= len(data)
-                rel = f"{trial_id}/attempt-{token}/{name}.json"
+                rel = f"{trial_id}/attempt-{token}/{file}"
                 dest = out_dir / "trials" / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(data)

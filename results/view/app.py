@@ -256,10 +256,13 @@ class View:
         if t is None or name not in ARTIFACTS:
             raise HTTPException(404, "no such trial or artifact")
         uri = next((a["artifacts_uri"] for a in t["attempts"] if str(a["token"]) == request.path_params["token"]), None)
-        data = self.reader.raw(uri, name) if uri else None
-        if data is None:
+        found = self.reader.raw(uri, name) if uri else None
+        if found is None:
             raise HTTPException(404, f"attempt {request.path_params['token']} recorded no {name}")
-        return Response(data, media_type="application/json")
+        file, data = found
+        # A compressed document (the cluster snapshot) is sent as stored: the browser inflates it.
+        headers = {"Content-Encoding": "gzip"} if file.endswith(".gz") else None
+        return Response(data, media_type="application/json", headers=headers)
 
     # -- errors and comparison ------------------------------------------------------------------
     def _errors(self, request: Request, sweep_id: str) -> dict[str, Any]:

@@ -33,6 +33,7 @@ TINY: list[tuple[str, list[str], str]] = [
     ("exec_bench", ["--repeat", "1"], r"port-forward: HTTP GET /"),
     ("sre_session_bench", [], r"\d+ commands, \d+ passed"),
     ("llm_agents_tokens_bench", [], r"canned: stratus uses [\d.]+x the tokens of react"),
+    ("artifacts_bench", ["--repeat", "1"], r"artifact step CPU per trial: [\d.]+ ms"),
     ("judge_bench", ["--labels", "tests/farm/oracles/labels/blind_shared_c.jsonl", "--no-attacks"],
      r"blind_shared_c.jsonl: n=80 accuracy [\d.]+ kappa [\d.-]+"),
 ]

@@ -48,7 +48,7 @@ def test_farm_run_writes_a_leaderboard_and_resumes(tmp_path):
     for a in attempts:
         folder = Path(a.artifacts_uri.removeprefix("file://"))
         names = {p.name for p in folder.iterdir()}
-        assert {"attempt.json", "tool_calls.json", "verdicts.json", "cluster_snapshot.json"} <= names, names
+        assert {"attempt.json", "tool_calls.json", "verdicts.json", "cluster_snapshot.json.gz"} <= names, names
         verdicts = json.loads((folder / "verdicts.json").read_text())
         assert "passed" in verdicts["mitigation"]
 

@@ -194,6 +194,11 @@ def test_trial_page_transcript_verdicts_ground_truth_and_raw_artifacts(served):
     raw = http.get(f"/trials/{odd}/attempts/{token}/verdicts.json")
     assert raw.status_code == 200 and raw.json() == json.loads((Path(uri.removeprefix("file://")) / "verdicts.json").read_text())
     assert http.get(f"/trials/{odd}/attempts/{token}/secrets.json").status_code == 404
+    # The cluster snapshot, stored compressed, is summarized on the page and served for the browser to inflate.
+    snap = http.get(f"/trials/{odd}/attempts/{token}/cluster_snapshot.json")
+    assert snap.status_code == 200 and snap.headers["content-encoding"] == "gzip"
+    assert snap.json()["pods"]["items"][0]["metadata"]["name"] == "geo-7d9"
+    assert "geo-7d9 (" in page
     # the lost attempt of another trial is listed before the one that recorded
     lost = alpha.lost
     shown = http.get(f"/trials/{lost}").text

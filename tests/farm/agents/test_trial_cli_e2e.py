@@ -7,6 +7,7 @@ provider's (phase `provider`), not as the agent's error."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,9 @@ def test_a_claude_code_trial_through_the_model_proxy(sim_clusters: SimClusters, 
     assert commands and all("--unshare-net" in argv for argv, _ in commands)
     assert contexts and contexts[0].options["model_endpoint"].startswith("http://127.0.0.1:")
     folder = Path(attempts[0].artifacts_uri.removeprefix("file://"))
-    written = {p.name: p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file()}
+    # A compressed artifact (the cluster snapshot) is searched as the text it holds.
+    written = {p.name: (gzip.decompress(p.read_bytes()).decode(errors="replace") if p.suffix == ".gz"
+                        else p.read_text(errors="replace")) for p in folder.rglob("*") if p.is_file()}
     assert "transcript.json" in written
     seen = {**written, "the agent's context": contexts[0].model_dump_json(),
             "the agent process's command line and environment": json.dumps(commands)}
