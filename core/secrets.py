@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 from urllib.parse import urlsplit
 
 _SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|SECRET|PASSWORD|ACCESS_KEY)", re.I)
@@ -116,7 +117,7 @@ def current_scrubber() -> Scrubber:
     global _current
     # The environment's raw items: comparing them costs microseconds, where reading the secrets
     # out of it (a pattern per variable, URLs parsed) cost tens for every string scrubbed.
-    env = os.environ._data if hasattr(os.environ, "_data") else os.environ  # type: ignore[attr-defined]
+    env: Any = getattr(os.environ, "_data", os.environ)
     key = (tuple(env.items()), _registered)
     cached = _current
     if cached is not None and cached[0] == key:
