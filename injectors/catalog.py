@@ -5,6 +5,7 @@ from injectors import (  # noqa: F401  (imported for their @faults.register side
     app_config,
     app_data,
     app_edge,
+    app_finalizers,
     app_network,
     app_resources,
     app_security,
