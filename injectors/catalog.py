@@ -1,6 +1,7 @@
 """Imports every module that registers fault injectors (the `faults` registry loads this)."""
 
 from injectors import (  # noqa: F401  (imported for their @faults.register side effects)
+    app_admission,
     app_batch,
     app_config,
     app_data,

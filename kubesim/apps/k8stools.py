@@ -6,7 +6,10 @@
   away leaves it printing kubectl's Forbidden error and waiting forever, as the real one does.
 - agnhost's `webhook` (registry.k8s.io/e2e-test-images/agnhost), an admission webhook server that
   the API server calls over TLS: it needs its certificate and key files to start; the API
-  server's verification of the certificate it serves is in kubesim/api/webhooks.py."""
+  server's verification of the certificate it serves is in kubesim/api/webhooks.py.
+- Python scripts mounted from a ConfigMap: a finalizer's owner that reconciles as its service
+  account, and an admission webhook server whose JSON patch the API server applies (see
+  PythonScripts)."""
 
 from __future__ import annotations
 
@@ -176,15 +179,20 @@ def _finalizer_script(text: str) -> dict[str, str] | None:
 
 
 @app_model
-class FinalizerController(AppModel):
-    """`python /app/controller.py` where the file is a finalizer's owner (SREGym's
-    cleanup-controller): every 2 s, as its service account, it lists the ConfigMaps its selector
-    names and, for each one being deleted that still carries its finalizer, patches the
-    finalizer away so the deletion completes. An RBAC rule that no longer grants list or patch
-    leaves it printing the API's 403 each round and the ConfigMap stuck Terminating. Any other
-    python program runs as the generic image does."""
+class PythonScripts(AppModel):
+    """`python DIR/FILE.py`, for the scripts the emulator runs (any other python program runs as
+    the generic image does):
 
-    name = "finalizer-controller"
+    - a finalizer's owner (SREGym's cleanup-controller): every 2 s, as its service account, it
+      lists the ConfigMaps its selector names and, for each one being deleted that still carries
+      its finalizer, patches the finalizer away so the deletion completes. An RBAC rule that no
+      longer grants list or patch leaves it printing the API's 403 each round and the ConfigMap
+      stuck Terminating;
+    - an admission webhook server (SREGym's memory rewriter, `webhook_server_patch`): it listens
+      with TLS on its port from the certificate and key files it loads; the API server's calls
+      are in kubesim/api/webhooks.py."""
+
+    name = "python-scripts"
     images = ("python",)
     memory_base = 24 * 2**20
 
@@ -203,12 +211,29 @@ class FinalizerController(AppModel):
         from kubesim.apps.generic import shell_outcome
 
         script = next((a for a in ctx.argv[1:] if a.endswith(".py")), "")
-        spec = _finalizer_script(ctx.files.get(script, ""))
+        text = ctx.files.get(script, "")
+        spec = _finalizer_script(text)
+        if spec is None and webhook_server_memory(text) is not None:
+            return self._webhook_server(ctx, text)
         if spec is None:
             return shell_outcome(ctx, ctx.argv, image_lookup(ctx.container.get("image", ""))[0])
         account = ctx.pod["spec"].get("serviceAccountName") or "default"
         inst = {"kind": "finalizer-controller", "account": account, "next": ctx.now + RECONCILE_S, **spec}
         return Started([f"{spec['name']} starting namespace={spec['NAMESPACE']}"], set(), inst)
+
+    @staticmethod
+    def _webhook_server(ctx: StartContext, text: str) -> Started | Exited:
+        import re
+
+        port = re.search(r'HTTPServer\(\(\s*"[^"]*"\s*,\s*(\d+)\s*\)', text)
+        for path in re.findall(r'load_cert_chain\(\s*"([^"]+)"\s*,\s*"([^"]+)"', text)[:1]:
+            for f in path:
+                if f not in ctx.files:
+                    return Exited(1, [], after=0.3, stderr=[
+                        "Traceback (most recent call last):",
+                        f'  File "{ctx.argv[1]}", line 1, in <module>',
+                        "FileNotFoundError: [Errno 2] No such file or directory"])
+        return Started([], {int(port.group(1))} if port else set(), {"kind": "webhook-server"}, ready_after=0.2)
 
 
 def _reconcile(cluster: Any, pod: Obj, container: str, inst: dict[str, Any], now: float) -> None:
@@ -258,3 +283,39 @@ def finalizer_tick(cluster: Any, now: float, dt: float) -> None:
 
 if finalizer_tick not in fluid_ticks:
     fluid_ticks.append(finalizer_tick)
+
+
+# -- a mutating admission webhook's server: a Python script the API server calls ---------------------
+def webhook_server_memory(script: str) -> str | None:
+    """The memory value a webhook server script stamps into the pods it admits, when it is one."""
+    import re
+
+    m = re.search(_SCRIPT_CONST.format(name="MEMORY"), script, re.M)
+    if m is None or "def build_patch" not in script or "/spec/containers/0/resources" not in script \
+            or '"JSONPatch"' not in script:
+        return None
+    return m.group(1)
+
+
+def webhook_server_patch(script: str, obj: Obj) -> list[dict[str, Any]] | None:
+    """The JSON patch a webhook server script answers for `obj`, when the file is one the emulator
+    runs (SREGym's memory rewriter: `MEMORY = "..."` stamped into the first container's memory
+    request and limit, whatever they were, RFC 6902 add); None when it is not, or answers with no
+    patch (an object without containers)."""
+    memory = webhook_server_memory(script)
+    if memory is None:
+        return None
+    containers = (obj.get("spec") or {}).get("containers") or []
+    if not containers:
+        return None
+    resources = containers[0].get("resources")
+    base = "/spec/containers/0/resources"
+    if resources is None:
+        return [{"op": "add", "path": base, "value": {"requests": {"memory": memory}, "limits": {"memory": memory}}}]
+    ops = []
+    for section in ("requests", "limits"):
+        if resources.get(section) is None:
+            ops.append({"op": "add", "path": f"{base}/{section}", "value": {"memory": memory}})
+        else:
+            ops.append({"op": "add", "path": f"{base}/{section}/memory", "value": memory})
+    return ops
