@@ -160,6 +160,9 @@ class ScaleToZero(Mutation):
 class NodeSelectorParams(WorkloadParams):
     key: str = "kubernetes.io/hostname"
     value: str = "worker-9"
+    # As SREGym's assign_to_non_existent_node (`kubectl delete deployment` then `apply`): the old
+    # ReplicaSets go with their pods, so no old pod keeps serving behind the stuck rollout.
+    recreate: bool = False
 
 
 @faults.register("node-selector-missing-node")
@@ -175,6 +178,12 @@ class NodeSelectorMissingNode(Mutation):
         out = {} if before == MISSING else dict(before)
         out[self.p.key] = self.p.value
         return out
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        injection = super().inject(cluster, namespace)
+        if self.p.recreate:
+            drop_replica_sets(Kube.of(cluster), injection)
+        return injection
 
     def still_in_place(self, current: Any, injection: Any) -> bool:
         return current != MISSING and current.get(self.p.key) == self.p.value
