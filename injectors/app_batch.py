@@ -203,3 +203,120 @@ class CronJobSidecarBlocksCompletion(Creation):
             kube.request("DELETE", kube.path("Job", namespace, name), {"propagationPolicy": "Background"})
         except NotFound:
             pass
+
+
+# -- a rollout strategy that drains every replica before a new one is ready -----------------------
+class RollingUpdateParams(Params):
+    deployment: str = "custom-service"
+    replicas: int = Field(3, ge=1)
+    image: str = "python:3.9-slim"
+    init_image: str = "busybox:1.36"
+    ready_timeout_s: float = Field(180.0, gt=0)
+
+
+def _scaled(value: Any, replicas: int, round_up: bool) -> int:
+    """A rollingUpdate int-or-percent, as the Deployment controller scales it."""
+    import math
+
+    if isinstance(value, int):
+        return value
+    text = str(value)
+    if not text.endswith("%"):
+        return int(text)
+    scaled = replicas * int(text[:-1]) / 100
+    return math.ceil(scaled) if round_up else math.floor(scaled)
+
+
+def strategy_preserves_availability(spec: Obj) -> bool:
+    """SREGym's check: a RollingUpdate that keeps at least one replica (maxUnavailable below the
+    replica count) and can make progress (maxUnavailable or maxSurge above zero)."""
+    replicas = spec.get("replicas", 1)
+    if not isinstance(replicas, int) or replicas < 1:
+        return False
+    strategy = spec.get("strategy") or {}
+    if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+        return False
+    rolling = strategy.get("rollingUpdate") or {}
+    try:
+        unavailable = _scaled(rolling.get("maxUnavailable", "25%"), replicas, round_up=False)
+        surge = _scaled(rolling.get("maxSurge", "25%"), replicas, round_up=True)
+    except (TypeError, ValueError):
+        return False
+    return 0 <= unavailable < replicas and surge >= 0 and (unavailable > 0 or surge > 0)
+
+
+@faults.register("rolling-update-misconfigured")
+class RollingUpdateMisconfigured(Creation):
+    """SREGym's rolling_update_misconfigured: a small web Deployment (three replicas of Python's
+    http.server) is rolled out healthy, then patched to a RollingUpdate strategy of maxUnavailable
+    100% and maxSurge 0% with an init container that sleeps forever, and restarted: the controller
+    drains every old replica at once and no new one ever initializes, so the service has no pod.
+    Fixed, as SREGym's oracle requires, when the strategy keeps a replica available through a
+    rollout, no init container hangs and the rollout is complete at its generation."""
+
+    Params = RollingUpdateParams
+
+    def _body(self) -> Obj:
+        labels = {"app": self.p.deployment}
+        return {"metadata": {"name": self.p.deployment, "labels": dict(labels)},
+                "spec": {"replicas": self.p.replicas, "selector": {"matchLabels": dict(labels)},
+                         "template": {"metadata": {"labels": dict(labels)}, "spec": {"containers": [{
+                             "name": f"{self.p.deployment}-main", "image": self.p.image,
+                             "command": ["python3", "-m", "http.server", "8080"],
+                             "ports": [{"containerPort": 8080}]}]}}}}
+
+    def objects(self, kube: Kube, namespace: str) -> list[tuple[str, str, Obj]]:
+        return [("Deployment", namespace, self._body())]
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        kube = Kube.of(cluster)
+        if kube.find("Deployment", namespace, self.p.deployment) is not None:
+            raise InjectionError(f"{self.name}: a Deployment {self.p.deployment} already exists in {namespace}")
+        injection = super().inject(cluster, namespace)
+        waited = 0.0
+        while not self._rolled_out(kube.get("Deployment", namespace, self.p.deployment)):
+            if waited >= self.p.ready_timeout_s:
+                raise InjectionError(f"{self.name}: {self.p.deployment} not rolled out after {waited:.0f}s")
+            cluster.advance(POLL_SECONDS)
+            waited += POLL_SECONDS
+        init = {"name": "hang-init", "image": self.p.init_image, "imagePullPolicy": "IfNotPresent",
+                "command": ["/bin/sh", "-c", "sleep infinity"]}
+        # the patch, then `kubectl rollout restart` (its annotation on the template)
+        kube.patch("Deployment", namespace, self.p.deployment, {"spec": {
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%", "maxSurge": "0%"}},
+            "template": {"metadata": {"annotations": {
+                "kubectl.kubernetes.io/restartedAt": cluster_time_rfc3339(cluster.now())}},
+                "spec": {"initContainers": [init]}}}})
+        cluster.advance(POLL_SECONDS)
+        return injection
+
+    @staticmethod
+    def _rolled_out(obj: Obj) -> bool:
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        replicas = spec.get("replicas", 1)
+        return (int(status.get("observedGeneration") or 0) >= int(obj["metadata"].get("generation") or 0)
+                and all(int(status.get(k) or 0) == replicas
+                        for k in ("updatedReplicas", "readyReplicas", "availableReplicas"))
+                and not status.get("unavailableReplicas"))
+
+    def affects(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        obj = Kube.of(cluster).find("Deployment", injection.namespace, self.p.deployment)
+        if obj is None:
+            return True
+        spec = obj.get("spec") or {}
+        if not strategy_preserves_availability(spec):
+            return True
+        inits = ((spec.get("template") or {}).get("spec") or {}).get("initContainers") or []
+        if any(c.get("name") == "hang-init" or "sleep infinity" in " ".join(map(str, c.get("command") or []))
+               for c in inits):
+            return True
+        return not self._rolled_out(obj)
+
+    def restart_targets(self, injection: Injection) -> list[str]:
+        return [f"Deployment/{injection.namespace}/{self.p.deployment}"]
+
+
+def cluster_time_rfc3339(t: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

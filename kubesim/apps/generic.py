@@ -72,6 +72,10 @@ def _script(ctx: StartContext, script: str, tmpfs: list[float] | None = None) ->
     poll = _poll_loop(script)
     if poll is not None:
         return Started(_echoes(script.split("while")[0]), set(), poll)
+    server = re.search(r"(?:^|[;&\n])\s*(?:exec\s+)?python3?\s+-m\s+http\.server\b\s*(\d+)?", script)
+    if server:
+        # Python's static file server: it serves the working directory on its port until stopped
+        return Started(_echoes(script[:server.start()]), {int(server.group(1) or 8000)})
     listener = re.search(r"(?:^|[;&\n])\s*(?:exec\s+)?nc\s+([^;&|\n]*)", script)
     if listener and re.search(r"(?:^|\s)-\w*l", listener.group(1)):
         # a listening nc (-l, -lk) waits on its socket for as long as nobody stops it
