@@ -23,6 +23,7 @@ from injectors.fault import (
     require,
     set_path,
 )
+from injectors.jobs import POLL_SECONDS
 from injectors.objects import Ref
 from injectors.workload import TEMPLATE
 
@@ -252,3 +253,87 @@ class EphemeralPortRangeNarrowed(Fault):
         """Some faulted Deployment still narrows the range below `min_ports`: widening it to just
         enough for today's connections is not a fix."""
         return self._narrowed(cluster, injection, self.p.min_ports)
+
+
+class BroadenedSelectorParams(Params):
+    service: str = "frontend"  # the Service whose selector is broadened (and its Deployment)
+    wrong: str = "search"  # a Deployment whose pods the broadened selector takes in too
+    key: str = "service-route"  # the shared label both templates gain
+    identity_key: str = "io.kompose.service"  # the label that tells the Service's own pods apart
+    ready_timeout_s: float = Field(180.0, gt=0)
+
+
+@faults.register("service-selector-broadened")
+class ServiceSelectorBroadened(Fault):
+    """SREGym's service_wrong_pod_selection: the Service's own pods and another Deployment's pods
+    both gain a routing label (service-route=<service>), and the Service's selector is replaced by
+    that label alone; the Service keeps endpoints, but they are polluted with the other
+    workload's pods, which do not listen on the target port, so part of its traffic is refused.
+    Fixed when every ready endpoint pod of the Service is one of its own (SREGym's oracle reads
+    the endpoint identities) and there is at least one."""
+
+    Params = BroadenedSelectorParams
+
+    def _wait(self, cluster: ClusterHandle, kube: Kube, namespace: str, name: str) -> None:
+        waited = 0.0
+        while True:
+            obj = kube.get("Deployment", namespace, name)
+            spec, status = obj.get("spec") or {}, obj.get("status") or {}
+            want = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
+            if int(status.get("observedGeneration") or 0) >= int(obj["metadata"].get("generation") or 0) \
+                    and int(status.get("updatedReplicas") or 0) == want and int(status.get("readyReplicas") or 0) == want \
+                    and int(status.get("replicas") or 0) == want:
+                return
+            if waited >= self.p.ready_timeout_s:
+                raise InjectionError(f"{self.name}: Deployment {name} not rolled out after {waited:.0f}s")
+            cluster.advance(POLL_SECONDS)
+            waited += POLL_SECONDS
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        kube = Kube.of(cluster)
+        svc = kube.find("Service", namespace, self.p.service)
+        if svc is None:
+            raise InjectionError(f"{self.name}: Service {self.p.service} does not exist in {namespace}")
+        before = dict((svc.get("spec") or {}).get("selector") or {})
+        label = {self.p.key: self.p.service}
+        for name in (self.p.service, self.p.wrong):
+            kube.patch("Deployment", namespace, name, {"spec": {"template": {"metadata": {"labels": label}}}})
+        for name in (self.p.service, self.p.wrong):
+            self._wait(cluster, kube, namespace, name)
+        kube.patch("Service", namespace, self.p.service, [{"op": "replace", "path": "/spec/selector", "value": label}],
+                   merge=False)
+        return self.record(cluster, namespace, selector=before,
+                           touched=[Ref("Service", namespace, self.p.service),
+                                    Ref("Deployment", namespace, self.p.service), Ref("Deployment", namespace, self.p.wrong)])
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        kube = Kube.of(cluster)
+        ns = injection.namespace
+        kube.patch("Service", ns, self.p.service,
+                   [{"op": "replace", "path": "/spec/selector", "value": injection.saved["selector"]}], merge=False)
+        for name in (self.p.service, self.p.wrong):
+            labels = ((kube.get("Deployment", ns, name)["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
+            if self.p.key in labels:
+                path = "/spec/template/metadata/labels/" + self.p.key.replace("~", "~0").replace("/", "~1")
+                kube.patch("Deployment", ns, name, [{"op": "remove", "path": path}], merge=False)
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        svc = Kube.of(cluster).find("Service", injection.namespace, self.p.service)
+        return svc is not None and ((svc.get("spec") or {}).get("selector") or {}) != injection.saved["selector"]
+
+    def affects(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        kube = Kube.of(cluster)
+        ns = injection.namespace
+        ep = kube.find("Endpoints", ns, self.p.service)
+        pods = [a.get("targetRef") or {} for s in (ep or {}).get("subsets") or [] for a in s.get("addresses") or []]
+        names = [r.get("name", "") for r in pods if r.get("kind") == "Pod"]
+        if not names:
+            return True
+        for name in names:
+            pod = kube.find("Pod", ns, name)
+            if pod is None or (pod["metadata"].get("labels") or {}).get(self.p.identity_key) != self.p.service:
+                return True
+        return False
+
+    def restart_targets(self, injection: Injection) -> list[str]:
+        return [f"Deployment/{injection.namespace}/{self.p.service}"]
