@@ -566,8 +566,12 @@ class ResourceQuotaBelowUsage(Creation):
         quota = Kube.of(cluster).find("ResourceQuota", injection.namespace, self.p.quota)
         if quota is None:
             return False
-        pods = (quota.get("spec", {}).get("hard") or {}).get("pods")
-        if pods is None or self.p.hard is not None:
+        hard = quota.get("spec", {}).get("hard") or {}
+        if self.p.hard is not None:
+            # an explicit limit is in place while any of its resources is still limited there
+            return any(r in hard for r in self.p.hard)
+        pods = hard.get("pods")
+        if pods is None:
             return True
         try:
             return int(str(pods)) < int(injection.saved.get("needed_pods", 0))
