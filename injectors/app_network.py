@@ -337,3 +337,61 @@ class ServiceSelectorBroadened(Fault):
 
     def restart_targets(self, injection: Injection) -> list[str]:
         return [f"Deployment/{injection.namespace}/{self.p.service}"]
+
+
+class CorednsTemplateParams(Params):
+    service: str | None = None  # one Service's name answers NXDOMAIN; None: every *.svc.cluster.local name
+    configmap: str = "coredns"
+    deployment: str = "coredns"
+
+
+@faults.register("coredns-nxdomain-template")
+class CorednsNxdomainTemplate(Fault):
+    """A CoreDNS `template` block, inserted before the kubernetes plugin in kube-system/coredns,
+    that answers NXDOMAIN for one Service's name (SREGym's service_dns_resolution_failure) or for
+    every service name (stale_coredns_config), then CoreDNS restarted: lookups of those names fail
+    with "no such host" while the Services and their endpoints are all there. kube-system is out
+    of the agent's reach: a diagnosis problem."""
+
+    Params = CorednsTemplateParams
+
+    def _block(self, namespace: str) -> tuple[str, str]:
+        """(the template block, the line that identifies it)."""
+        if self.p.service:
+            fqdn = f"{self.p.service}.{namespace}.svc.cluster.local"
+            head = f"template ANY ANY {fqdn} {{"
+            regex = "^" + fqdn.replace(".", "\\.") + "\\.$"
+        else:
+            head = "template ANY ANY svc.cluster.local {"
+            regex = ".*\\.svc\\.cluster\\.local\\.?$"
+        return (f"    {head}\n        match \"{regex}\"\n        rcode NXDOMAIN\n        fallthrough\n    }}\n", head)
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        kube = Kube.of(cluster)
+        cm = kube.get("ConfigMap", "kube-system", self.p.configmap)
+        corefile = (cm.get("data") or {}).get("Corefile") or ""
+        block, head = self._block(namespace)
+        if head in corefile:
+            raise InjectionError(f"{self.name}: the Corefile already has {head}")
+        at = corefile.find("    kubernetes ")
+        if at < 0:
+            raise InjectionError(f"{self.name}: no kubernetes plugin line in the Corefile")
+        kube.patch("ConfigMap", "kube-system", self.p.configmap, {"data": {"Corefile": corefile[:at] + block + corefile[at:]}})
+        self._restart(cluster, kube)
+        return self.record(cluster, namespace, corefile=corefile,
+                           touched=[Ref("ConfigMap", "kube-system", self.p.configmap)])
+
+    def _restart(self, cluster: ClusterHandle, kube: Kube) -> None:
+        # `kubectl -n kube-system rollout restart deployment coredns`
+        kube.patch("Deployment", "kube-system", self.p.deployment, {"spec": {"template": {"metadata": {"annotations": {
+            "kubectl.kubernetes.io/restartedAt": str(int(cluster.now()))}}}}})
+        cluster.advance(POLL_SECONDS * 5)
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        kube = Kube.of(cluster)
+        kube.patch("ConfigMap", "kube-system", self.p.configmap, {"data": {"Corefile": injection.saved["corefile"]}})
+        self._restart(cluster, kube)
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        cm = Kube.of(cluster).find("ConfigMap", "kube-system", self.p.configmap)
+        return cm is not None and self._block(injection.namespace)[1] in ((cm.get("data") or {}).get("Corefile") or "")
