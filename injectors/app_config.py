@@ -380,6 +380,9 @@ class ProbeParams(WorkloadParams):
     period_seconds: int = Field(10, ge=1)
     timeout_seconds: int = Field(1, ge=1)
     failure_threshold: int = Field(3, ge=1)
+    # As SREGym's readiness fault (`kubectl delete deployment` then `apply`): the workload's old
+    # ReplicaSets go with their pods, so no old pod keeps serving behind the stuck rollout.
+    recreate: bool = False
 
 
 @faults.register("probe-misconfigured")
@@ -412,6 +415,14 @@ class ProbeMisconfigured(ContainerMutation):
             "timeoutSeconds": self.p.timeout_seconds,
             "failureThreshold": self.p.failure_threshold,
         }
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        from injectors.app_resources import drop_replica_sets
+
+        injection = super().inject(cluster, namespace)
+        if self.p.recreate:
+            drop_replica_sets(Kube.of(cluster), injection)
+        return injection
 
     def still_in_place(self, current: Any, injection: Any) -> bool:
         """The probe still checks the wrong port or path, whatever its timings are now."""

@@ -23,6 +23,7 @@ from injectors.fault import (
     require,
     set_path,
 )
+from injectors.jobs import POLL_SECONDS
 from injectors.objects import Ref
 from injectors.workload import TEMPLATE
 
@@ -252,3 +253,145 @@ class EphemeralPortRangeNarrowed(Fault):
         """Some faulted Deployment still narrows the range below `min_ports`: widening it to just
         enough for today's connections is not a fix."""
         return self._narrowed(cluster, injection, self.p.min_ports)
+
+
+class BroadenedSelectorParams(Params):
+    service: str = "frontend"  # the Service whose selector is broadened (and its Deployment)
+    wrong: str = "search"  # a Deployment whose pods the broadened selector takes in too
+    key: str = "service-route"  # the shared label both templates gain
+    identity_key: str = "io.kompose.service"  # the label that tells the Service's own pods apart
+    ready_timeout_s: float = Field(180.0, gt=0)
+
+
+@faults.register("service-selector-broadened")
+class ServiceSelectorBroadened(Fault):
+    """SREGym's service_wrong_pod_selection: the Service's own pods and another Deployment's pods
+    both gain a routing label (service-route=<service>), and the Service's selector is replaced by
+    that label alone; the Service keeps endpoints, but they are polluted with the other
+    workload's pods, which do not listen on the target port, so part of its traffic is refused.
+    Fixed when every ready endpoint pod of the Service is one of its own (SREGym's oracle reads
+    the endpoint identities) and there is at least one."""
+
+    Params = BroadenedSelectorParams
+
+    def _wait(self, cluster: ClusterHandle, kube: Kube, namespace: str, name: str) -> None:
+        waited = 0.0
+        while True:
+            obj = kube.get("Deployment", namespace, name)
+            spec, status = obj.get("spec") or {}, obj.get("status") or {}
+            want = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
+            if int(status.get("observedGeneration") or 0) >= int(obj["metadata"].get("generation") or 0) \
+                    and int(status.get("updatedReplicas") or 0) == want and int(status.get("readyReplicas") or 0) == want \
+                    and int(status.get("replicas") or 0) == want:
+                return
+            if waited >= self.p.ready_timeout_s:
+                raise InjectionError(f"{self.name}: Deployment {name} not rolled out after {waited:.0f}s")
+            cluster.advance(POLL_SECONDS)
+            waited += POLL_SECONDS
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        kube = Kube.of(cluster)
+        svc = kube.find("Service", namespace, self.p.service)
+        if svc is None:
+            raise InjectionError(f"{self.name}: Service {self.p.service} does not exist in {namespace}")
+        before = dict((svc.get("spec") or {}).get("selector") or {})
+        label = {self.p.key: self.p.service}
+        for name in (self.p.service, self.p.wrong):
+            kube.patch("Deployment", namespace, name, {"spec": {"template": {"metadata": {"labels": label}}}})
+        for name in (self.p.service, self.p.wrong):
+            self._wait(cluster, kube, namespace, name)
+        kube.patch("Service", namespace, self.p.service, [{"op": "replace", "path": "/spec/selector", "value": label}],
+                   merge=False)
+        return self.record(cluster, namespace, selector=before,
+                           touched=[Ref("Service", namespace, self.p.service),
+                                    Ref("Deployment", namespace, self.p.service), Ref("Deployment", namespace, self.p.wrong)])
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        kube = Kube.of(cluster)
+        ns = injection.namespace
+        kube.patch("Service", ns, self.p.service,
+                   [{"op": "replace", "path": "/spec/selector", "value": injection.saved["selector"]}], merge=False)
+        for name in (self.p.service, self.p.wrong):
+            labels = ((kube.get("Deployment", ns, name)["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
+            if self.p.key in labels:
+                path = "/spec/template/metadata/labels/" + self.p.key.replace("~", "~0").replace("/", "~1")
+                kube.patch("Deployment", ns, name, [{"op": "remove", "path": path}], merge=False)
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        svc = Kube.of(cluster).find("Service", injection.namespace, self.p.service)
+        return svc is not None and ((svc.get("spec") or {}).get("selector") or {}) != injection.saved["selector"]
+
+    def affects(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        kube = Kube.of(cluster)
+        ns = injection.namespace
+        ep = kube.find("Endpoints", ns, self.p.service)
+        pods = [a.get("targetRef") or {} for s in (ep or {}).get("subsets") or [] for a in s.get("addresses") or []]
+        names = [r.get("name", "") for r in pods if r.get("kind") == "Pod"]
+        if not names:
+            return True
+        for name in names:
+            pod = kube.find("Pod", ns, name)
+            if pod is None or (pod["metadata"].get("labels") or {}).get(self.p.identity_key) != self.p.service:
+                return True
+        return False
+
+    def restart_targets(self, injection: Injection) -> list[str]:
+        return [f"Deployment/{injection.namespace}/{self.p.service}"]
+
+
+class CorednsTemplateParams(Params):
+    service: str | None = None  # one Service's name answers NXDOMAIN; None: every *.svc.cluster.local name
+    configmap: str = "coredns"
+    deployment: str = "coredns"
+
+
+@faults.register("coredns-nxdomain-template")
+class CorednsNxdomainTemplate(Fault):
+    """A CoreDNS `template` block, inserted before the kubernetes plugin in kube-system/coredns,
+    that answers NXDOMAIN for one Service's name (SREGym's service_dns_resolution_failure) or for
+    every service name (stale_coredns_config), then CoreDNS restarted: lookups of those names fail
+    with "no such host" while the Services and their endpoints are all there. kube-system is out
+    of the agent's reach: a diagnosis problem."""
+
+    Params = CorednsTemplateParams
+
+    def _block(self, namespace: str) -> tuple[str, str]:
+        """(the template block, the line that identifies it)."""
+        if self.p.service:
+            fqdn = f"{self.p.service}.{namespace}.svc.cluster.local"
+            head = f"template ANY ANY {fqdn} {{"
+            regex = "^" + fqdn.replace(".", "\\.") + "\\.$"
+        else:
+            head = "template ANY ANY svc.cluster.local {"
+            regex = ".*\\.svc\\.cluster\\.local\\.?$"
+        return (f"    {head}\n        match \"{regex}\"\n        rcode NXDOMAIN\n        fallthrough\n    }}\n", head)
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        kube = Kube.of(cluster)
+        cm = kube.get("ConfigMap", "kube-system", self.p.configmap)
+        corefile = (cm.get("data") or {}).get("Corefile") or ""
+        block, head = self._block(namespace)
+        if head in corefile:
+            raise InjectionError(f"{self.name}: the Corefile already has {head}")
+        at = corefile.find("    kubernetes ")
+        if at < 0:
+            raise InjectionError(f"{self.name}: no kubernetes plugin line in the Corefile")
+        kube.patch("ConfigMap", "kube-system", self.p.configmap, {"data": {"Corefile": corefile[:at] + block + corefile[at:]}})
+        self._restart(cluster, kube)
+        return self.record(cluster, namespace, corefile=corefile,
+                           touched=[Ref("ConfigMap", "kube-system", self.p.configmap)])
+
+    def _restart(self, cluster: ClusterHandle, kube: Kube) -> None:
+        # `kubectl -n kube-system rollout restart deployment coredns`
+        kube.patch("Deployment", "kube-system", self.p.deployment, {"spec": {"template": {"metadata": {"annotations": {
+            "kubectl.kubernetes.io/restartedAt": str(int(cluster.now()))}}}}})
+        cluster.advance(POLL_SECONDS * 5)
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        kube = Kube.of(cluster)
+        kube.patch("ConfigMap", "kube-system", self.p.configmap, {"data": {"Corefile": injection.saved["corefile"]}})
+        self._restart(cluster, kube)
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        cm = Kube.of(cluster).find("ConfigMap", "kube-system", self.p.configmap)
+        return cm is not None and self._block(injection.namespace)[1] in ((cm.get("data") or {}).get("Corefile") or "")

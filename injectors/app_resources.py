@@ -160,6 +160,9 @@ class ScaleToZero(Mutation):
 class NodeSelectorParams(WorkloadParams):
     key: str = "kubernetes.io/hostname"
     value: str = "worker-9"
+    # As SREGym's assign_to_non_existent_node (`kubectl delete deployment` then `apply`): the old
+    # ReplicaSets go with their pods, so no old pod keeps serving behind the stuck rollout.
+    recreate: bool = False
 
 
 @faults.register("node-selector-missing-node")
@@ -175,6 +178,12 @@ class NodeSelectorMissingNode(Mutation):
         out = {} if before == MISSING else dict(before)
         out[self.p.key] = self.p.value
         return out
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        injection = super().inject(cluster, namespace)
+        if self.p.recreate:
+            drop_replica_sets(Kube.of(cluster), injection)
+        return injection
 
     def still_in_place(self, current: Any, injection: Any) -> bool:
         return current != MISSING and current.get(self.p.key) == self.p.value
@@ -557,8 +566,12 @@ class ResourceQuotaBelowUsage(Creation):
         quota = Kube.of(cluster).find("ResourceQuota", injection.namespace, self.p.quota)
         if quota is None:
             return False
-        pods = (quota.get("spec", {}).get("hard") or {}).get("pods")
-        if pods is None or self.p.hard is not None:
+        hard = quota.get("spec", {}).get("hard") or {}
+        if self.p.hard is not None:
+            # an explicit limit is in place while any of its resources is still limited there
+            return any(r in hard for r in self.p.hard)
+        pods = hard.get("pods")
+        if pods is None:
             return True
         try:
             return int(str(pods)) < int(injection.saved.get("needed_pods", 0))

@@ -427,3 +427,71 @@ def _security_contexts(spec: dict[str, Any]) -> dict[str, Any]:
         for c in spec.get(field) or []:
             out[c.get("name", "")] = c.get("securityContext")
     return out
+
+
+class ValkeyAuthParams(Params):
+    store: str = "valkey-cart"  # the Valkey Deployment
+    client: str = "cart"  # its client, whose pod is replaced so it connects afresh
+    password: str = "invalid_pass"
+
+
+@faults.register("valkey-password-set")
+class ValkeyPasswordSet(Fault):
+    """SREGym's valkey_auth_disruption: `valkey-cli CONFIG SET requirepass invalid_pass` on the
+    running Valkey, then the client's pod replaced: the client's new connections are refused
+    (NOAUTH Authentication required) and cart operations fail. Fixed, as SREGym's oracle checks,
+    when CONFIG GET requirepass answers an empty password without authentication, PING answers
+    PONG, and the client Deployment has every replica available."""
+
+    Params = ValkeyAuthParams
+
+    def inject(self, cluster: ClusterHandle, namespace: str) -> Injection:
+        code, out = exec_in(cluster, namespace, self.p.store, ["valkey-cli", "CONFIG", "SET", "requirepass", self.p.password])
+        if code != 0 or "OK" not in out:
+            raise InjectionError(f"{self.name}: CONFIG SET requirepass failed on {self.p.store}: {out.strip()}")
+        kube = Kube.of(cluster)
+        _, obj = kube.workload(namespace, self.p.client)
+        for pod in kube.pods_of(namespace, obj):
+            kube.delete("Pod", namespace, pod["metadata"]["name"])
+        return self.record(cluster, namespace, touched=[Ref("Deployment", namespace, self.p.store)])
+
+    def recover(self, cluster: ClusterHandle, injection: Injection) -> None:
+        """The password cleared (authenticating with it while it is set), and the client's pod
+        replaced so it connects afresh."""
+        ns = injection.namespace
+        try:
+            exec_in(cluster, ns, self.p.store, ["valkey-cli", "-a", self.p.password, "--no-auth-warning",
+                                                "CONFIG", "SET", "requirepass", ""])
+        except InjectionError:
+            pass  # no running Valkey: a restarted one starts without the password
+        kube = Kube.of(cluster)
+        _, obj = kube.workload(ns, self.p.client)
+        for pod in kube.pods_of(ns, obj):
+            kube.delete("Pod", ns, pod["metadata"]["name"])
+
+    def is_active(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        return self._password_set(cluster, injection.namespace)
+
+    def _password_set(self, cluster: ClusterHandle, namespace: str) -> bool:
+        try:
+            code, out = exec_in(cluster, namespace, self.p.store, ["valkey-cli", "CONFIG", "GET", "requirepass"])
+        except InjectionError:
+            return True  # no running Valkey is no fix
+        lines = out.splitlines()
+        return code != 0 or not lines or lines[0].strip() != "requirepass" or any(line.strip() for line in lines[1:])
+
+    def affects(self, cluster: ClusterHandle, injection: Injection) -> bool:
+        ns = injection.namespace
+        if self._password_set(cluster, ns):
+            return True
+        code, out = exec_in(cluster, ns, self.p.store, ["valkey-cli", "PING"])
+        if code != 0 or out.strip() != "PONG":
+            return True
+        obj = Kube.of(cluster).find("Deployment", ns, self.p.client)
+        if obj is None:
+            return True
+        want = int(obj["spec"].get("replicas", 1) if obj["spec"].get("replicas") is not None else 1)
+        return want < 1 or int((obj.get("status") or {}).get("availableReplicas") or 0) < want
+
+    def restart_targets(self, injection: Injection) -> list[str]:
+        return [f"Deployment/{injection.namespace}/{self.p.client}"]

@@ -86,6 +86,11 @@ class Ctr:
     net_tx: float = 0.0
     config_error: str = ""
     ephemeral: bool = False  # a `kubectl debug` container: runs once, never restarts, no readiness
+    # A native sidecar (an init container with restartPolicy Always, KEP-753): the next container
+    # starts once it has started, it restarts whatever the pod's policy, and the kubelet stops it
+    # when the pod's own containers have all exited.
+    sidecar: bool = False
+    sidecar_started: bool = False  # it has started once: later restarts no longer hold the pod's containers back
 
 
 @dataclass

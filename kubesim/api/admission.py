@@ -408,7 +408,7 @@ def _validate_resources(resources: Any, field: str) -> list[Cause]:
     return causes
 
 
-def _validate_containers(containers: Any, field: str, need_image: bool) -> list[Cause]:
+def _validate_containers(containers: Any, field: str, need_image: bool, init: bool = False) -> list[Cause]:
     causes: list[Cause] = []
     if not containers:
         return [_required(field)]
@@ -427,6 +427,13 @@ def _validate_containers(containers: Any, field: str, need_image: bool) -> list[
             causes.append(_required(f"{f}.image"))
         if isinstance(c, dict):
             causes += _validate_resources(c.get("resources"), f"{f}.resources")
+            # a container's own restartPolicy makes a native sidecar: init containers only, Always only
+            policy = c.get("restartPolicy")
+            if policy is not None and not init:
+                causes.append(("FieldValueForbidden", f"{f}.restartPolicy", "Forbidden: may not be set for non-init containers"))
+            elif policy is not None and policy != "Always":
+                causes.append(("FieldValueNotSupported", f"{f}.restartPolicy",
+                               f'Unsupported value: "{policy}": supported values: "Always"'))
             for j, env in enumerate(c.get("env") or []):
                 if not isinstance(env, dict) or not env.get("name"):
                     causes.append(_required(f"{f}.env[{j}].name"))
@@ -444,7 +451,7 @@ def _validate_pod_spec(spec: Any, field: str) -> list[Cause]:
         return [_required(field)]
     causes = _validate_containers(spec.get("containers"), f"{field}.containers", True)
     if spec.get("initContainers"):
-        causes += _validate_containers(spec["initContainers"], f"{field}.initContainers", True)
+        causes += _validate_containers(spec["initContainers"], f"{field}.initContainers", True, init=True)
     policy = spec.get("restartPolicy")
     if policy and policy not in ("Always", "OnFailure", "Never"):
         causes.append(("FieldValueNotSupported", f"{field}.restartPolicy",

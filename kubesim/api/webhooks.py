@@ -3,7 +3,10 @@ a client or a controller) that a Validating/MutatingWebhookConfiguration matches
 the real "failed calling webhook" error when the webhook's Service is missing or has no ready
 endpoints, or when the certificate its back end serves fails kube-apiserver's TLS verification
 (expired or not yet valid, not for the Service's name, not signed by the caBundle), and
-failurePolicy is Fail. A webhook whose back end is reachable admits (no webhook code runs)."""
+failurePolicy is Fail. A webhook whose back end is reachable admits; a mutating one first
+applies the JSON patch its server answers, when the server is a program the emulator runs (its
+script, read from the ConfigMap its pod mounts, as the TLS check reads the Secret): mutating
+webhooks run before validating ones, as kube-apiserver orders them."""
 
 from __future__ import annotations
 
@@ -12,7 +15,8 @@ from typing import Any
 from kubesim.store import Obj, Store, StoreError, match_labels
 
 _ADMISSION = "admissionregistration.k8s.io"
-_CONFIGS = (f"validatingwebhookconfigurations.{_ADMISSION}", f"mutatingwebhookconfigurations.{_ADMISSION}")
+_MUTATING = f"mutatingwebhookconfigurations.{_ADMISSION}"
+_CONFIGS = (_MUTATING, f"validatingwebhookconfigurations.{_ADMISSION}")
 _OPERATIONS = {"create": "CREATE", "update": "UPDATE", "delete": "DELETE"}
 
 
@@ -79,6 +83,52 @@ class WebhookAdmission:
             return f'{target}: no endpoints available for service "{name}"'
         why = self._tls_failure(ep or {}, ns, f"{name}.{ns}.svc", client_config.get("caBundle"))
         return f"{target}: tls: failed to verify certificate: {why}" if why else None
+
+    def _mutate(self, client_config: dict[str, Any], obj: Obj) -> None:
+        """Apply the patch the webhook's server answers for `obj` (in place: what is stored)."""
+        from kubesim.api.patch import json_patch
+        from kubesim.apps.k8stools import webhook_server_patch
+
+        svc = client_config.get("service") or {}
+        ns = svc.get("namespace", "")
+        script = self._server_script(self.store.try_get("endpoints", ns, svc.get("name", "")) or {}, ns)
+        ops = webhook_server_patch(script, obj) if script else None
+        if ops:
+            # in place, the metadata dict too: the store still holds references into `obj`
+            patched = json_patch(obj, ops)
+            for key in [k for k in obj if k not in patched]:
+                del obj[key]
+            for key, value in patched.items():
+                if key == "metadata" and isinstance(obj.get(key), dict):
+                    obj[key].clear()
+                    obj[key].update(value)
+                else:
+                    obj[key] = value
+
+    def _server_script(self, ep: Obj, namespace: str) -> str | None:
+        """The Python script a back-end pod runs (`python DIR/FILE.py`), read from the ConfigMap
+        volume mounted at DIR."""
+        for subset in ep.get("subsets") or []:
+            for address in subset.get("addresses") or []:
+                ref = address.get("targetRef") or {}
+                pod = self.store.try_get("pods", ref.get("namespace", namespace), ref.get("name", "")) \
+                    if ref.get("kind") == "Pod" else None
+                spec = (pod or {}).get("spec") or {}
+                volumes = {v.get("name"): v for v in spec.get("volumes") or []}
+                for c in spec.get("containers") or []:
+                    argv = [*(c.get("command") or []), *(c.get("args") or [])]
+                    path = next((str(a) for a in argv[1:] if str(a).endswith(".py")), "")
+                    if argv[:1] not in (["python"], ["python3"]) or "/" not in path:
+                        continue
+                    folder, name = path.rsplit("/", 1)
+                    for m in c.get("volumeMounts") or []:
+                        source = (volumes.get(m.get("name")) or {}).get("configMap") or {}
+                        if (m.get("mountPath") or "").rstrip("/") == folder and source:
+                            cm = self.store.try_get("configmaps", namespace, source.get("name", ""))
+                            text = ((cm or {}).get("data") or {}).get(name)
+                            if text:
+                                return str(text)
+        return None
 
     def _serving_certificate(self, ep: Obj, namespace: str) -> bytes | None:
         """The PEM certificate a back-end pod serves: the tls.crt of a Secret volume it mounts
@@ -148,7 +198,7 @@ class WebhookAdmission:
         rt = self.store.types.get(key)
         if rt is None:
             return
-        configs = [c for k in _CONFIGS if k in self.store.types for c in self.store.iter_raw(k)]
+        configs = [(k, c) for k in _CONFIGS if k in self.store.types for c in self.store.iter_raw(k)]
         if not configs:
             return
         meta = obj.get("metadata") or {}
@@ -156,7 +206,7 @@ class WebhookAdmission:
         namespace = meta.get("namespace", "") if rt.namespaced else ""
         if key == "namespaces":
             namespace = meta.get("name", "")
-        for config in configs:
+        for config_key, config in configs:
             for hook in config.get("webhooks") or []:
                 if not any(_rule_matches(r, _OPERATIONS[verb], rt.group, rt.version, rt.plural, sub, rt.namespaced)
                            for r in hook.get("rules") or []):
@@ -167,6 +217,8 @@ class WebhookAdmission:
                 if obj_sel and not match_labels(obj_sel, meta.get("labels") or {}):
                     continue
                 why = self._failure(hook.get("clientConfig") or {})
+                if why is None and config_key == _MUTATING and verb in ("create", "update"):
+                    self._mutate(hook.get("clientConfig") or {}, obj)
                 if why is None or hook.get("failurePolicy", "Fail") == "Ignore":
                     continue
                 message = f'failed calling webhook "{hook.get("name", "")}": failed to call webhook: {why}'

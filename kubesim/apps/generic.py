@@ -75,6 +75,15 @@ def _script(ctx: StartContext, script: str, tmpfs: list[float] | None = None) ->
     echo = _echo_loop(script, ctx.now)
     if echo is not None:
         return Started(_echoes(script.split("while")[0]) + echo["lines"], set(), echo)
+    server = re.search(r"(?:^|[;&\n])\s*(?:exec\s+)?python3?\s+-m\s+http\.server\b\s*(\d+)?", script)
+    if server:
+        # Python's static file server: it serves the working directory on its port until stopped
+        return Started(_echoes(script[:server.start()]), {int(server.group(1) or 8000)})
+    listener = re.search(r"(?:^|[;&\n])\s*(?:exec\s+)?nc\s+([^;&|\n]*)", script)
+    if listener and re.search(r"(?:^|\s)-\w*l", listener.group(1)):
+        # a listening nc (-l, -lk) waits on its socket for as long as nobody stops it
+        port = re.search(r"-\w*p\s*(\d+)", listener.group(1)) or re.search(r"(\d+)\s*$", listener.group(1))
+        return Started(_echoes(script[:listener.start()]), {int(port.group(1))} if port else set())
     forever = re.search(r"\bwhile\s+(true|:)\b|\bsleep\s+(infinity|inf)\b|\btail\s+-f\b", script)
     if forever:
         head = script[:forever.start()]

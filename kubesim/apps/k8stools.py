@@ -6,7 +6,10 @@
   away leaves it printing kubectl's Forbidden error and waiting forever, as the real one does.
 - agnhost's `webhook` (registry.k8s.io/e2e-test-images/agnhost), an admission webhook server that
   the API server calls over TLS: it needs its certificate and key files to start; the API
-  server's verification of the certificate it serves is in kubesim/api/webhooks.py."""
+  server's verification of the certificate it serves is in kubesim/api/webhooks.py.
+- Python scripts mounted from a ConfigMap: a finalizer's owner that reconciles as its service
+  account, and an admission webhook server whose JSON patch the API server applies (see
+  PythonScripts)."""
 
 from __future__ import annotations
 
@@ -20,9 +23,10 @@ from kubesim.apps.base import (
     Started,
     app_model,
     fluid_ticks,
+    image_lookup,
     register_image,
 )
-from kubesim.store import match_labels
+from kubesim.store import Obj, match_labels
 
 register_image("groundnuty/k8s-wait-for", tags=("v2.0", "v1.7", "v1.6", "latest", "no-root-v2.0"), size=28_000_000,
                executables=("wait_for.sh", "kubectl", "jq", "sh"))
@@ -151,3 +155,169 @@ class AgnhostWebhook(AppModel):
                 return Exited(255, [], after=0.1, stderr=[f"{klog} open {path}: no such file or directory"])
         port = int(_flag(argv, "port", "443") or 443)
         return Started([], {port}, {"kind": "agnhost-webhook", "port": port}, ready_after=0.5)
+
+
+# -- a finalizer's owner: a reconcile loop in Python against the API -------------------------------
+RECONCILE_S = 2.0  # the script's time.sleep(2)
+_SCRIPT_CONST = r'^{name}\s*=\s*"([^"]*)"'
+
+
+def _finalizer_script(text: str) -> dict[str, str] | None:
+    """What a finalizer controller script declares (NAMESPACE, FINALIZER, LABEL_SELECTOR), when
+    the file is one: a loop that lists the ConfigMaps it owns and patches its finalizer away."""
+    import re
+
+    found = {}
+    for name in ("NAMESPACE", "FINALIZER", "LABEL_SELECTOR"):
+        m = re.search(_SCRIPT_CONST.format(name=name), text, re.M)
+        if m is None:
+            return None
+        found[name] = m.group(1)
+    if "configmaps" not in text or '"finalizers"' not in text or "PATCH" not in text:
+        return None
+    starting = re.search(r'print\(f"([\w-]+) starting namespace=', text)
+    found["name"] = starting.group(1) if starting else "controller"
+    return found
+
+
+@app_model
+class PythonScripts(AppModel):
+    """`python DIR/FILE.py`, for the scripts the emulator runs (any other python program runs as
+    the generic image does):
+
+    - a finalizer's owner (SREGym's cleanup-controller): every 2 s, as its service account, it
+      lists the ConfigMaps its selector names and, for each one being deleted that still carries
+      its finalizer, patches the finalizer away so the deletion completes. An RBAC rule that no
+      longer grants list or patch leaves it printing the API's 403 each round and the ConfigMap
+      stuck Terminating;
+    - an admission webhook server (SREGym's memory rewriter, `webhook_server_patch`): it listens
+      with TLS on its port from the certificate and key files it loads; the API server's calls
+      are in kubesim/api/webhooks.py."""
+
+    name = "python-scripts"
+    images = ("python",)
+    memory_base = 24 * 2**20
+
+    def matches(self, container: dict[str, Any]) -> bool:
+        # only a script run by the interpreter: the image's other uses stay generic
+        argv = [*(container.get("command") or []), *(container.get("args") or [])]
+        return super().matches(container) and argv[:1] in (["python"], ["python3"]) \
+            and any(str(a).endswith(".py") for a in argv[1:])
+
+    def exec(self, ctx: StartContext, instance: Any, command: list[str]) -> tuple[int, str, str]:
+        from kubesim.apps.generic import run_shell
+
+        return run_shell(ctx, command)
+
+    def start(self, ctx: StartContext) -> Started | Exited:
+        from kubesim.apps.generic import shell_outcome
+
+        script = next((a for a in ctx.argv[1:] if a.endswith(".py")), "")
+        text = ctx.files.get(script, "")
+        spec = _finalizer_script(text)
+        if spec is None and webhook_server_memory(text) is not None:
+            return self._webhook_server(ctx, text)
+        if spec is None:
+            return shell_outcome(ctx, ctx.argv, image_lookup(ctx.container.get("image", ""))[0])
+        account = ctx.pod["spec"].get("serviceAccountName") or "default"
+        inst = {"kind": "finalizer-controller", "account": account, "next": ctx.now + RECONCILE_S, **spec}
+        return Started([f"{spec['name']} starting namespace={spec['NAMESPACE']}"], set(), inst)
+
+    @staticmethod
+    def _webhook_server(ctx: StartContext, text: str) -> Started | Exited:
+        import re
+
+        port = re.search(r'HTTPServer\(\(\s*"[^"]*"\s*,\s*(\d+)\s*\)', text)
+        for path in re.findall(r'load_cert_chain\(\s*"([^"]+)"\s*,\s*"([^"]+)"', text)[:1]:
+            for f in path:
+                if f not in ctx.files:
+                    return Exited(1, [], after=0.3, stderr=[
+                        "Traceback (most recent call last):",
+                        f'  File "{ctx.argv[1]}", line 1, in <module>',
+                        "FileNotFoundError: [Errno 2] No such file or directory"])
+        return Started([], {int(port.group(1))} if port else set(), {"kind": "webhook-server"}, ready_after=0.2)
+
+
+def _reconcile(cluster: Any, pod: Obj, container: str, inst: dict[str, Any], now: float) -> None:
+    from kubesim.api.authn import UserInfo
+    from kubesim.api.rbac import RBACAuthorizer
+
+    ns, store = inst["NAMESPACE"], cluster.store
+    user = UserInfo(f"system:serviceaccount:{pod['metadata']['namespace']}:{inst['account']}",
+                    ("system:serviceaccounts", f"system:serviceaccounts:{pod['metadata']['namespace']}",
+                     "system:authenticated"))
+    rbac = RBACAuthorizer(store)
+    denied = f"{inst['name']} reconciliation failed: Kubernetes API denied cleanup request with HTTP 403 Forbidden"
+    if not rbac.allowed(user, "list", "", "configmaps", "", ns, ""):
+        cluster.logs.write(pod, container, [denied], now)
+        return
+    key, _, value = inst["LABEL_SELECTOR"].partition("=")
+    lines: list[str] = []
+    for cm in store.list("configmaps", ns):
+        meta = cm["metadata"]
+        if (meta.get("labels") or {}).get(key) != value or not meta.get("deletionTimestamp") \
+                or inst["FINALIZER"] not in (meta.get("finalizers") or []):
+            continue
+        name = meta["name"]
+        lines.append(f"ConfigMap {name} is Terminating; attempting controller-owned cleanup")
+        if not rbac.allowed(user, "patch", "", "configmaps", "", ns, name):
+            lines.append(denied)
+            break  # the script's reconcile() raises at the first refusal
+
+        def drop(o: Obj, finalizer: str = inst["FINALIZER"]) -> None:
+            o["metadata"]["finalizers"] = [f for f in o["metadata"].get("finalizers") or [] if f != finalizer]
+        store.mutate("configmaps", ns, name, drop)
+        lines.append(f"ConfigMap {name} cleanup completed")
+    if lines:
+        cluster.logs.write(pod, container, lines, now)
+
+
+def finalizer_tick(cluster: Any, now: float, dt: float) -> None:
+    for rt, c in list(cluster.kubelet.running()):
+        inst = c.instance
+        if not isinstance(inst, dict) or inst.get("kind") != "finalizer-controller" or now + 1e-9 < inst["next"]:
+            continue
+        inst["next"] = now + RECONCILE_S
+        pod = cluster.store.try_get("pods", rt.namespace, rt.name)
+        if pod is not None:
+            _reconcile(cluster, pod, c.name, inst, now)
+
+
+if finalizer_tick not in fluid_ticks:
+    fluid_ticks.append(finalizer_tick)
+
+
+# -- a mutating admission webhook's server: a Python script the API server calls ---------------------
+def webhook_server_memory(script: str) -> str | None:
+    """The memory value a webhook server script stamps into the pods it admits, when it is one."""
+    import re
+
+    m = re.search(_SCRIPT_CONST.format(name="MEMORY"), script, re.M)
+    if m is None or "def build_patch" not in script or "/spec/containers/0/resources" not in script \
+            or '"JSONPatch"' not in script:
+        return None
+    return m.group(1)
+
+
+def webhook_server_patch(script: str, obj: Obj) -> list[dict[str, Any]] | None:
+    """The JSON patch a webhook server script answers for `obj`, when the file is one the emulator
+    runs (SREGym's memory rewriter: `MEMORY = "..."` stamped into the first container's memory
+    request and limit, whatever they were, RFC 6902 add); None when it is not, or answers with no
+    patch (an object without containers)."""
+    memory = webhook_server_memory(script)
+    if memory is None:
+        return None
+    containers = (obj.get("spec") or {}).get("containers") or []
+    if not containers:
+        return None
+    resources = containers[0].get("resources")
+    base = "/spec/containers/0/resources"
+    if resources is None:
+        return [{"op": "add", "path": base, "value": {"requests": {"memory": memory}, "limits": {"memory": memory}}}]
+    ops = []
+    for section in ("requests", "limits"):
+        if resources.get(section) is None:
+            ops.append({"op": "add", "path": f"{base}/{section}", "value": {"memory": memory}})
+        else:
+            ops.append({"op": "add", "path": f"{base}/{section}/memory", "value": memory})
+    return ops

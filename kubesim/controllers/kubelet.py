@@ -230,7 +230,8 @@ class Kubelet:
         ip = node_state.ip if spec.get("hostNetwork") else self.nodes.allocate_pod_ip(node)
         rt = PodRt(pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"], node, ip, now)
         for c in spec.get("initContainers") or []:
-            rt.containers[c["name"]] = Ctr(c["name"], True, c.get("image", ""), reason="PodInitializing", next_at=now)
+            rt.containers[c["name"]] = Ctr(c["name"], True, c.get("image", ""), reason="PodInitializing", next_at=now,
+                                           sidecar=c.get("restartPolicy") == "Always")
             rt.init_order.append(c["name"])
         for c in spec.get("containers") or []:
             waiting = "PodInitializing" if rt.init_order else "ContainerCreating"
@@ -289,7 +290,9 @@ class Kubelet:
             if c.stage == "done":
                 continue
             self._step(pod, rt, c, specs[name], now)
-            if c.stage != "done":
+            if c.sidecar and c.state == "running" and c.started_probe_ok:
+                c.sidecar_started = True
+            if not self._initialized(c):
                 self._render(pod, rt, now)
                 return
         for ec in pod["spec"].get("ephemeralContainers") or []:
@@ -299,7 +302,42 @@ class Kubelet:
         for name, c in rt.containers.items():
             if not c.init and name in specs:
                 self._step(pod, rt, c, specs[name], now)
+        self._stop_sidecars(pod, rt, now)
         self._render(pod, rt, now)
+
+    @staticmethod
+    def _initialized(c: Ctr) -> bool:
+        """An init container has done its part: exited successfully, or, a native sidecar, started
+        (its startup probe passed) at least once."""
+        return c.stage == "done" or c.sidecar_started
+
+    def _stop_sidecars(self, pod: Obj, rt: PodRt, now: float) -> None:
+        """Once every regular container of a pod that does not restart them has exited, the
+        native sidecars get SIGTERM (in reverse order of start), and are killed at the end of the
+        grace period if they do not exit: the pod can then complete. A regular container that
+        never exits keeps them, and the pod, running."""
+        sidecars = [rt.containers[n] for n in rt.init_order if rt.containers[n].sidecar]
+        if not sidecars or pod["spec"].get("restartPolicy", "Always") == "Always":
+            return
+        regular = [c for c in rt.containers.values() if not c.init and not c.ephemeral]
+        if not regular or any(c.stage != "done" for c in regular):
+            return
+        specs = {c["name"]: c for c in pod["spec"].get("initContainers") or []}
+        grace = float(pod["spec"].get("terminationGracePeriodSeconds", 30))
+        for c in reversed(sidecars):
+            if c.stage == "done":
+                continue
+            if c.state != "running":
+                c.stage = "done"  # between restarts: nothing to stop, and no restart comes
+            elif c.stage != "stopping":
+                self._event(pod, "Normal", "Killing", f"Stopping container {c.name}", c.name)
+                c.stage, c.ready = "stopping", False
+                c.next_at = now + (STOP_SECONDS if self._handles_sigterm(c, specs.get(c.name) or {}) else grace)
+                self.wake_at(c.next_at)
+            elif now + 1e-9 >= c.next_at:
+                graceful = self._handles_sigterm(c, specs.get(c.name) or {})
+                self._exit(pod, rt, c, Exited(0, [], reason="Completed") if graceful else Exited(137, [], reason="Error"),
+                           now, stop=True)
 
     def _terminate(self, pod: Obj, rt: PodRt, now: float) -> None:
         """Graceful termination as the kubelet runs it: SIGTERM to every running container, which
@@ -788,6 +826,9 @@ class Kubelet:
         if c.ephemeral:
             c.stage = "done"
             return
+        if c.sidecar:
+            self._crash_backoff(pod, rt, c, now)
+            return
         if c.init:
             if code == 0:
                 c.stage = "done"
@@ -967,9 +1008,12 @@ class Kubelet:
                 {k: v for k, v in self._ctr_status(rt.containers[n], s).items() if k != "started"} | {"ready": False, "lastState": {}}
                 for n, s in especs.items() if n in rt.containers]
         app = [rt.containers[n] for n in specs if n in rt.containers]
-        inits_done = all(rt.containers[n].stage == "done" for n in rt.init_order)
+        inits_done = all(self._initialized(rt.containers[n]) for n in rt.init_order)
         policy = pod["spec"].get("restartPolicy", "Always")
-        if app and all(c.stage == "done" for c in app):
+        sidecar_running = any(rt.containers[n].sidecar and rt.containers[n].state == "running" for n in rt.init_order)
+        if app and all(c.stage == "done" for c in app) and sidecar_running:
+            phase = "Running"  # the app is done; its sidecars are being stopped
+        elif app and all(c.stage == "done" for c in app):
             phase = "Succeeded" if all(c.exit_code == 0 for c in app) else "Failed"
         elif any(rt.containers[n].stage == "failed" for n in rt.init_order):
             phase = "Failed"
@@ -986,7 +1030,7 @@ class Kubelet:
         set_condition(status, "PodReadyToStartContainers", "True" if rt.mount_ok else "False", "", "", stamp)
         set_condition(status, "Initialized", "True" if inits_done else "False",
                       "" if inits_done else "ContainersNotInitialized",
-                      "" if inits_done else f"containers with incomplete status: [{' '.join(n for n in rt.init_order if rt.containers[n].stage != 'done')}]",
+                      "" if inits_done else f"containers with incomplete status: [{' '.join(n for n in rt.init_order if not self._initialized(rt.containers[n]))}]",
                       stamp)
         not_ready = [c.name for c in app if not c.ready]
         msg = "" if ready else f"containers with unready status: [{' '.join(not_ready)}]"

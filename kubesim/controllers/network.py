@@ -5,6 +5,8 @@ net package's wording, because the Go services print them."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kubesim.runtime import DOMAIN, KUBE_DNS, NODE_RESOLVER, Conn, Target
@@ -14,10 +16,19 @@ if TYPE_CHECKING:
     from kubesim.view import ClusterView
 
 
+def _in_zones(zones: list[str]) -> Callable[[str], bool]:
+    """Whether a name falls under one of a server block's zones ("" is the root)."""
+    def check(fqdn: str) -> bool:
+        name = fqdn.lower()
+        return any(not z or name == z or name.endswith("." + z) for z in zones)
+    return check
+
+
 class Network:
     def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
         self.state: dict[str, Any] = {}
+        self._templates_cache: tuple[str, list[tuple[Callable[[str], bool], re.Pattern[str]]]] | None = None
 
     # -- DNS -----------------------------------------------------------------------------------
     def _resolver(self, pod: Obj | None) -> tuple[str, list[str]]:
@@ -68,7 +79,12 @@ class Network:
                 names.append(host)
             names += [f"{host}.{s}" for s in search]
             names.append(host)
+        nxdomain = self._nxdomain_templates()
         for fqdn in names:
+            if any(zone_ok(fqdn) and rx.search(fqdn + ".") for zone_ok, rx in nxdomain):
+                # a CoreDNS template answers NXDOMAIN before the kubernetes plugin is asked;
+                # `fallthrough` only passes names its regex does not match
+                continue
             svc = self._service_for(fqdn)
             if svc is not None:
                 if svc.get("spec", {}).get("type") == "ExternalName":
@@ -78,6 +94,31 @@ class Network:
                     return None, f"lookup {host} on {server}:53: no such host"
                 return svc, None
         return None, f"lookup {host} on {server}:53: no such host"
+
+    def _nxdomain_templates(self) -> list[tuple[Callable[[str], bool], re.Pattern[str]]]:
+        """CoreDNS `template CLASS TYPE ZONE { match REGEX  rcode NXDOMAIN }` blocks of the
+        Corefile in kube-system/coredns (what its `reload` plugin serves), parsed once per text."""
+        cm = self.cluster.store.raw("configmaps", "kube-system", "coredns")
+        if cm is None:
+            return []
+        corefile = str((cm.get("data") or {}).get("Corefile") or "")
+        cached = self._templates_cache  # keyed by the text: a restore may reuse a resourceVersion
+        if cached is not None and cached[0] == corefile:
+            return cached[1]
+        out: list[tuple[Callable[[str], bool], re.Pattern[str]]] = []
+        for m in re.finditer(r"template\s+\S+\s+\S+((?:\s+[^\s{]+)*)\s*\{([^}]*)\}", corefile):
+            body = m.group(2)
+            if not re.search(r"\brcode\s+NXDOMAIN\b", body):
+                continue
+            zones = [z.rstrip(".").lower() for z in m.group(1).split()] or [""]
+            for rx_text in re.findall(r'match\s+"([^"]*)"', body) or [".*"]:
+                try:
+                    rx = re.compile(rx_text.replace("\\\\", "\\"))
+                except re.error:
+                    continue
+                out.append((_in_zones(zones), rx))
+        self._templates_cache = (corefile, out)
+        return out
 
     def _service_for(self, fqdn: str) -> Obj | None:
         parts = fqdn.split(".")
