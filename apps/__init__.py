@@ -3,7 +3,7 @@
 call graphs, a `topology.yaml` of their structure (services, calls, peers, the load's requests);
 deployed identically on every cluster."""
 
-from apps.base import Application, load_application
+from apps.application import Application, load_application
 from apps.topology import AppTopology, load_topology
 
 __all__ = ["AppTopology", "Application", "load_application", "load_topology"]

@@ -15,7 +15,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from apps.base import APPS_DIR
+from apps.application import APPS_DIR
 from core.errors import ConfigurationError
 
 PROTOCOLS = frozenset({"grpc", "http", "thrift", "udp", "postgres", "mysql", "redis", "kafka", "mongo", "memcached"})

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from core.states import END_AGENT_STOPPED
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.agents.agent import Agent, AgentContext, AgentResult, agents
 
 
 @agents.register("bench-noop")

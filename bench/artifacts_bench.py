@@ -43,7 +43,7 @@ def main() -> None:
     from farm.trial import PHASES, StepOutcome, begin, step
     from farm.trial.artifacts import AttemptArtifacts
     from results import ledger
-    from results.artifacts import LocalArtifactStore
+    from results.artifact_store import LocalArtifactStore
     from results.db import engine_for
 
     ap = argparse.ArgumentParser()

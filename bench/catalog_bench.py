@@ -47,7 +47,7 @@ def main() -> int:
                                           "(default: FARM_KUBECTL, else the first on PATH)")
     args = parser.parse_args()
 
-    from clusters.base import open_cluster
+    from clusters.handle import open_cluster
     from farm.problems.catalog import load_catalog
     from farm.problems.validate import Validator
 

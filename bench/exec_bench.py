@@ -35,7 +35,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="one JSON line per command and version")
     args = parser.parse_args()
     from apps import load_application
-    from clusters.base import open_cluster
+    from clusters.handle import open_cluster
     from farm.deploy import deploy
 
     handle = open_cluster("sim", seed=1)

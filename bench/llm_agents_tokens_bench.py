@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 logging.disable(logging.INFO)
 
-from farm.agents.base import AgentContext  # noqa: E402
+from farm.agents.agent import AgentContext  # noqa: E402
 from farm.agents.react import ReactAgent  # noqa: E402
 from farm.agents.stratus import StratusAgent  # noqa: E402
 from farm.llm.scripted import ScriptedLLM  # noqa: E402

@@ -66,8 +66,8 @@ def session_worker(index: int, seconds: float, max_steps: int, ready, go, out) -
     import logging
 
     logging.disable(logging.WARNING)
-    from clusters.base import open_cluster
-    from farm.agents.base import AgentContext, AgentLimits
+    from clusters.handle import open_cluster
+    from farm.agents.agent import AgentContext, AgentLimits
     from farm.agents.react import ReactAgent
     from farm.interface import AgentInterface
     from farm.problems.catalog import load_catalog

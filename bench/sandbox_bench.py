@@ -191,7 +191,7 @@ def bench_kubectl_runtime(cluster: Any, app: Any, calls: int) -> None:
 
 
 def _ctx(url: str = "http://127.0.0.1:65531/mcp", token: str = "t", **options: Any) -> Any:
-    from farm.agents.base import AgentContext
+    from farm.agents.agent import AgentContext
 
     return AgentContext(trial_id="bench", namespace="hotel-reservation", mcp_url=url, mcp_token=token, options=options)
 
@@ -206,7 +206,7 @@ def _answered(proc: Any) -> dict[str, Any]:
 
 def bench_agent_start(starts: int) -> float:
     from farm.agenthost.process import AgentProcess
-    from farm.agents.base import agents
+    from farm.agents.agent import agents
 
     agents.names()  # the worker has its agents loaded; the thread start measures the thread alone
     thread_ms, cold_ms, warm_ms = [], [], []
@@ -322,7 +322,7 @@ def bench_agent_calls(cluster: Any, app: Any, calls: int) -> float:
 
 def main() -> None:
     from apps import load_application
-    from clusters.base import open_cluster
+    from clusters.handle import open_cluster
     from farm.deploy import deploy
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

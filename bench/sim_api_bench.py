@@ -114,7 +114,7 @@ def main() -> None:
         print(f"kubectl not found at {KUBECTL}: kubectl latency not measured")
     server.shutdown()
     if args.process:
-        from clusters.base import open_cluster
+        from clusters.handle import open_cluster
 
         t = time.perf_counter()
         try:

@@ -65,7 +65,7 @@ def main() -> int:
     ap.add_argument("--app", default="hotel-reservation")
     args = ap.parse_args()
     os.environ[APP_ENV] = args.app
-    from clusters.base import open_cluster
+    from clusters.handle import open_cluster
 
     handles = []
     t0 = time.perf_counter()

@@ -27,7 +27,7 @@ def main() -> int:
         print("no kubectl found: run ./scripts/setup.sh --dev, or pass --kubectl PATH", file=sys.stderr)
         return 2
     from apps import load_application
-    from clusters.base import open_cluster
+    from clusters.handle import open_cluster
     from farm.deploy import deploy
     from kubesim.sre_session import INCIDENT, SESSION, SessionRunner
 

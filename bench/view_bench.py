@@ -27,7 +27,7 @@ import sqlalchemy as sa  # noqa: E402
 
 from bench.scratch_db import scratch_database  # noqa: E402
 from farm.testing.view_rows import farm_view, write_artifacts  # noqa: E402
-from results.artifacts import LocalArtifactStore  # noqa: E402
+from results.artifact_store import LocalArtifactStore  # noqa: E402
 from results.db import engine_for  # noqa: E402
 from results.models import Attempt, InfraEvent, Sweep, Trial  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Cluster providers (sim, kind, eks) behind one handle: Kubernetes API access, observability
 endpoints, a clock, credentials for the agent, reset. `kubesim` is the emulated cluster."""
 
-from clusters.base import (
+from clusters.handle import (
     ClusterHandle,
     ClusterHealth,
     ClusterProvider,

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from clusters.base import ClusterProvider, providers
+from clusters.handle import ClusterProvider, providers
 from clusters.real import KubeconfigClusterHandle
 from core.errors import ClusterUnavailable, ConfigurationError
 

@@ -21,7 +21,7 @@ import httpx
 import yaml
 
 from clusters.access import AGENT_ACCOUNT, grant_agent
-from clusters.base import Capabilities, ClusterHandle, ClusterHealth, ClusterProvider, Endpoints, providers
+from clusters.handle import Capabilities, ClusterHandle, ClusterHealth, ClusterProvider, Endpoints, providers
 from clusters.kube import Kube
 from core import tls
 from core.errors import ClusterUnavailable, ResetError

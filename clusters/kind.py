@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from clusters.base import ClusterProvider, providers
+from clusters.handle import ClusterProvider, providers
 from clusters.real import KubeconfigClusterHandle
 from clusters.stack.tools import require_tool, run_tool
 from core.errors import ClusterUnavailable, ConfigurationError

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from core.errors import InfrastructureError, InjectionError
 
 Obj = dict[str, Any]

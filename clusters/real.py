@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from clusters.access import AGENT_ACCOUNT, PROTECTED_NAMESPACES, grant_agent, refuse_protected
-from clusters.base import Capabilities, ClusterHandle, ClusterHealth, Endpoints
+from clusters.handle import Capabilities, ClusterHandle, ClusterHealth, Endpoints
 from clusters.kube import Kube, KubeError
 from clusters.stack.services import QUERY_SERVICES, ServiceTarget
 from core.errors import ClusterUnavailable, InfrastructureError, ResetError

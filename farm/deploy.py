@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from apps.base import Application
-from clusters.base import ClusterHandle
+from apps.application import Application
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, KubeError
 from core.errors import DeployError
 

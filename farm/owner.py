@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 
-from clusters.base import ClusterHandle, open_cluster
+from clusters.handle import ClusterHandle, open_cluster
 from core.states import EVENT_CLUSTER_LOST, EVENT_CLUSTER_REPLACED, EVENT_RESET_FAILED
 from results import ledger
-from results.artifacts import ArtifactStore
+from results.artifact_store import ArtifactStore
 
 if TYPE_CHECKING:
     from farm.trial.run import TrialRun

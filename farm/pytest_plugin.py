@@ -91,8 +91,8 @@ class SimClusters:
         checkpoint, so its kubeconfig stays valid across restores. `live`: the clock follows wall
         time instead of waiting for `advance`. `cluster_factory`: the cluster object the process
         serves instead of the emulator (`module:Callable`, called with the seed)."""
-        from clusters.base import open_cluster
         from clusters.emulated import SimHandle
+        from clusters.handle import open_cluster
 
         key = (app, seed, warmup, agent, start, live, cluster_factory)
         handle = self._served.get(key)

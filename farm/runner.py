@@ -50,7 +50,7 @@ def worker_main(index: int, sweep_id: str, db_url: str, artifacts: str, lease_s:
     from farm.owner import ClusterOwner
     from farm.trial.worker import begin, run_all
     from results import ledger
-    from results.artifacts import open_store
+    from results.artifact_store import open_store
     from results.db import engine_for
 
     engine = engine_for(db_url)

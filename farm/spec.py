@@ -46,7 +46,7 @@ from pydantic import (
 
 from core.errors import SpecError
 from core.states import LAYERS
-from farm.agents.base import AgentLimits
+from farm.agents.agent import AgentLimits
 from farm.llm.models import check_model
 from results.keys import noise_part
 
@@ -168,7 +168,7 @@ class NoiseLevel(_Strict):
     @field_validator("kinds")
     @classmethod
     def _kinds(cls, v: list[str]) -> list[str]:
-        from injectors.base import noises
+        from injectors.injector import noises
 
         for kind in v:
             if kind not in noises:

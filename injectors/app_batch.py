@@ -7,11 +7,11 @@ from typing import Any
 
 from pydantic import Field
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, NotFound, Obj
 from core.errors import InjectionError
-from injectors.base import Injection, faults
 from injectors.fault import Creation, Params
+from injectors.injector import Injection, faults
 from injectors.jobs import POLL_SECONDS
 
 # SREGym's CronJobSidecarBlocksCompletionMitigationOracle: at most this many active Jobs (a

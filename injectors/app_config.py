@@ -9,10 +9,9 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, Obj
 from core.errors import InjectionError
-from injectors.base import Injection, faults
 from injectors.fault import (
     MISSING,
     ConfigMapKeyMutation,
@@ -27,6 +26,7 @@ from injectors.fault import (
     has_run,
     require,
 )
+from injectors.injector import Injection, faults
 from injectors.objects import Ref
 from injectors.workload import TEMPLATE, ContainerMutation, env_list, env_value
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, Obj
 from core.errors import InjectionError
-from injectors.base import Injection, faults
 from injectors.fault import Creation, Params
+from injectors.injector import Injection, faults
 from injectors.jobs import POLL_SECONDS, exec_in
 
 LOCK_CONFIRM_S = 180.0

@@ -7,11 +7,11 @@ from typing import Any
 
 from pydantic import Field
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, Obj
 from core.errors import InjectionError
-from injectors.base import Injection, faults
 from injectors.fault import WorkloadParams, get_path
+from injectors.injector import Injection, faults
 from injectors.jobs import POLL_SECONDS, exec_in
 from injectors.workload import ContainerMutation, env_list, env_value
 

@@ -7,10 +7,9 @@ from typing import Any
 
 from pydantic import Field
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, Obj
 from core.errors import InjectionError
-from injectors.base import Injection, faults
 from injectors.fault import (
     MISSING,
     Creation,
@@ -23,6 +22,7 @@ from injectors.fault import (
     require,
     set_path,
 )
+from injectors.injector import Injection, faults
 from injectors.jobs import POLL_SECONDS
 from injectors.objects import Ref
 from injectors.workload import TEMPLATE

@@ -8,10 +8,9 @@ from typing import Any
 
 from pydantic import Field
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, Obj
 from core.labels import match_labels
-from injectors.base import Injection, faults
 from injectors.fault import (
     MISSING,
     Creation,
@@ -22,6 +21,7 @@ from injectors.fault import (
     neutral_name,
     require,
 )
+from injectors.injector import Injection, faults
 from injectors.objects import Ref, quantity
 from injectors.workload import TEMPLATE, ContainerMutation
 

@@ -9,11 +9,10 @@ from typing import Any
 
 from pydantic import Field
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, Obj
 from core import pod_security as podsecurity
 from core.errors import InjectionError
-from injectors.base import Injection, faults
 from injectors.fault import (
     CHAOS_NAMESPACE,
     MISSING,
@@ -29,6 +28,7 @@ from injectors.fault import (
     neutral_name,
     require,
 )
+from injectors.injector import Injection, faults
 from injectors.jobs import exec_in
 from injectors.objects import Ref
 from injectors.workload import RESTARTED_AT, ContainerMutation

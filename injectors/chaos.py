@@ -7,10 +7,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, Obj
-from injectors.base import Injection, faults
 from injectors.fault import Chaos, Params, io_chaos, netem_delay, netem_share
+from injectors.injector import Injection, faults
 
 MODE = "^(one|all|fixed|fixed-percent|random-max-percent)$"
 

@@ -15,11 +15,11 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import KubeError
 from core.errors import InjectionError
 from core.problem import GroundTruth, NoiseSpec, Problem, fill_placeholders
-from injectors.base import Injection, Injector, faults, noises
+from injectors.injector import Injection, Injector, faults, noises
 
 
 class ProblemInjection:
@@ -158,7 +158,7 @@ def ambient_noises(problem: Problem, level: str) -> list[NoiseSpec]:
     if problem.no_fault:
         # A control has no fault to gather around: the noise gathers around the entry service (never
         # on it), where an on-call engineer would first look, as it does around a fault's component.
-        from apps.base import load_application
+        from apps.application import load_application
 
         near = load_application(problem.app).entrypoint
     else:

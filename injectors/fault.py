@@ -20,13 +20,13 @@ from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, KubeError, NotFound, Obj, api_for
 from core.errors import InjectionError, InputError
 
 # Chaos Mesh resources live there; the agent's credentials cannot read it.
 from core.namespaces import CHAOS_NAMESPACE as CHAOS_NAMESPACE
-from injectors.base import Injection, Injector, faults
+from injectors.injector import Injection, Injector, faults
 from injectors.objects import Ref, clean_for_create
 
 CHAOS_API = ("chaos-mesh.org", "v1alpha1")

@@ -10,10 +10,10 @@ from typing import Any
 
 import yaml
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube
-from injectors.base import Injection, faults
 from injectors.fault import MISSING, ConfigMapKeyMutation, Params, require
+from injectors.injector import Injection, faults
 from injectors.objects import Ref
 from injectors.workload import RESTARTED_AT
 

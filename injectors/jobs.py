@@ -4,7 +4,7 @@ Both live in the farm's own namespace, which the agent cannot read, and leave no
 
 from __future__ import annotations
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, Obj, api_for
 from core.errors import InjectionError
 from injectors.fault import CHAOS_NAMESPACE

@@ -9,12 +9,12 @@ from typing import Any
 
 from pydantic import Field
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube
 from core.errors import InjectionError
-from injectors.base import Injection, faults
 from injectors.chaos import DelayParams, NetworkChaosBase
 from injectors.fault import MISSING, Fault, Params, WorkloadParams, netem_delay
+from injectors.injector import Injection, faults
 from injectors.workload import ContainerMutation, env_list, env_value
 
 

@@ -10,11 +10,11 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, KubeError, Obj
 from core.errors import InjectionError
-from injectors.base import Injection, faults
 from injectors.fault import Chaos, Fault, Params, io_chaos, netem_share, neutral_name, require
+from injectors.injector import Injection, faults
 from injectors.jobs import run_on_node
 from injectors.objects import Ref
 

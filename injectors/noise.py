@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, Obj, api_for
 from core.errors import InjectionError
-from injectors.base import Injection, Noise, noises
 from injectors.fault import CHAOS_API, CHAOS_NAMESPACE, ParamsError, netem_delay, netem_share, neutral_name
+from injectors.injector import Injection, Noise, noises
 from injectors.objects import Ref
 from injectors.workload import RESTARTED_AT
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from pydantic import Field
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, Obj
-from injectors.base import Injection, faults
 from injectors.fault import MISSING, Mutation, NamedObjectMutation, Params, contains
+from injectors.injector import Injection, faults
 from injectors.objects import Ref
 
 COMPONENT = "^(pd|tikv|tidb|tiflash)$"

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from apps.base import APPS_DIR
+from apps.application import APPS_DIR
 from apps.topology import PeerDecl, has_topology, load_topology
 from core.addresses import parse_address
 

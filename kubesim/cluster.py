@@ -217,7 +217,7 @@ class SimCluster:
     def __init__(self, seed: int = 0, clock: VirtualClock | None = None, workers: int = 3,
                  start: float | None = None) -> None:
         from kubesim.api.admission import install_admission
-        from kubesim.apps.base import StartContext
+        from kubesim.apps.model import StartContext
         from kubesim.chaos import ChaosController
         from kubesim.controllers import build_controllers
         from kubesim.controllers.crds import install_crd_registry

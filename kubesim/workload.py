@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from kubesim.apps.base import fluid_ticks
 from kubesim.apps.callgraph import CallGraphFlow
 from kubesim.apps.graph import store_model
+from kubesim.apps.model import fluid_ticks
 from kubesim.quantity import parse_quantity
 
 if TYPE_CHECKING:

@@ -100,7 +100,7 @@ def _open_cluster(**_: Any) -> None:
         return  # not started by `farm worker` (e.g. Flower importing the app)
     from farm.owner import ClusterOwner
     from farm.serving import Serving
-    from results.artifacts import open_store
+    from results.artifact_store import open_store
 
     store = open_store(config.artifacts, spool_for=name)
     OWNER = ClusterOwner(name, ref, _engine(), store, lease_s=config.lease_s,

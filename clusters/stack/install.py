@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, KubeError
 from clusters.stack.releases import MANIFESTS, READY_DEPLOYMENTS, RELEASES, REPOSITORIES, HelmRelease
 from clusters.stack.tools import run_tool

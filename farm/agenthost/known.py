@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass
 
 from core.errors import ConfigurationError
-from farm.agents.base import BUILT_IN_AGENT_MODULES, agents
+from farm.agents.agent import BUILT_IN_AGENT_MODULES, agents
 from farm.agents.runner import PLUGINS_ENV
 
 DESCRIBE_TIMEOUT_S = 120.0

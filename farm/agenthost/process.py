@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.agenthost.sandbox import ResourceLimits, hand_over, runner_command
-from farm.agents.base import AgentContext
+from farm.agents.agent import AgentContext
 from farm.interface.sandbox import unsafe_opt_out
 
 STDERR_TAIL = 8000  # characters of the agent's stderr kept for a crash report

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from farm.agents.base import AgentResult
+from farm.agents.agent import AgentResult
 from farm.llm.transcript import scrub_obj
 
 SCHEMA_VERSION = "ATIF-v1.4"

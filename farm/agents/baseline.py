@@ -23,7 +23,7 @@ from typing import Any
 from core.errors import LimitReached
 from core.secrets import scrub
 from core.states import END_AGENT_ERROR, END_AGENT_STOPPED, END_SUBMITTED, LIMIT_STEPS
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.agents.agent import Agent, AgentContext, AgentResult, agents
 
 BAD_REASONS = {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
                "CreateContainerError", "OOMKilled", "Error", "RunContainerError", "InvalidImageName"}

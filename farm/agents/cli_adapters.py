@@ -59,7 +59,7 @@ from core.states import (
     LIMIT_TOKENS,
     LIMIT_WALL_TIME,
 )
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.agents.agent import Agent, AgentContext, AgentResult, agents
 from farm.interface.client import CLIENT_TIMEOUT_S
 from farm.llm.client import price_tokens
 from farm.llm.limits import SweepLedger, sweep_ledger

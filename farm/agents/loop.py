@@ -19,7 +19,7 @@ from core.states import (
     LIMIT_STEPS,
     LIMIT_WALL_TIME,
 )
-from farm.agents.base import AgentContext, AgentResult
+from farm.agents.agent import AgentContext, AgentResult
 from farm.llm.client import LLMClient, LLMError, parse_arguments
 from farm.llm.condense import stub
 from farm.llm.mcp_client import MCPToolbox, ToolOutcome

@@ -4,7 +4,7 @@ string works; the MCP tools are given in OpenAI function form and litellm conver
 
 from __future__ import annotations
 
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.agents.agent import Agent, AgentContext, AgentResult, agents
 from farm.agents.loop import Session, converse, run_session
 
 SYSTEM_PROMPT = """You are an on-call site reliability engineer. An incident is in progress in the Kubernetes \

@@ -27,7 +27,7 @@ def load_plugins() -> None:
 
 
 def describe() -> dict[str, dict[str, Any]]:
-    from farm.agents.base import agents
+    from farm.agents.agent import agents
 
     return {name: {"uses_model": bool(getattr(agents.factory(name), "uses_model", True)),
                    "tool_mode": str(getattr(agents.factory(name), "tool_mode", "raw"))} for name in agents.names()}
@@ -36,7 +36,7 @@ def describe() -> dict[str, dict[str, Any]]:
 def preload() -> None:
     """Import what every agent needs before the session is known: the worker starts this process
     ahead of its session (farm/agenthost/process.py), so the session waits for none of it."""
-    from farm.agents.base import agents
+    from farm.agents.agent import agents
 
     agents.names()  # the built-in agents (and through them the MCP client and the LLM loop)
     import farm.agents.loop  # noqa: F401
@@ -50,7 +50,7 @@ def preload() -> None:
 
 def run(request: dict[str, Any]) -> dict[str, Any]:
     from core.errors import InfrastructureError
-    from farm.agents.base import AgentContext, agents
+    from farm.agents.agent import AgentContext, agents
 
     try:
         ctx = AgentContext.model_validate(request["context"])

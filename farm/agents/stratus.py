@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.agents.agent import Agent, AgentContext, AgentResult, agents
 from farm.agents.loop import Session, converse, run_session
 from farm.llm.condense import condense
 from farm.llm.mcp_client import ToolOutcome

@@ -194,7 +194,7 @@ def worker(
     loglevel: Annotated[str, typer.Option()] = "INFO",
 ) -> None:
     """One Celery worker owning one cluster (broker, database and artifacts from the environment)."""
-    from clusters.base import parse_cluster_ref
+    from clusters.handle import parse_cluster_ref
     from core.errors import ConfigurationError
 
     try:

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from clusters.base import parse_cluster_ref
+from clusters.handle import parse_cluster_ref
 from core.errors import FarmError
 
 app = typer.Typer(help="Clusters owned by workers: list, create, delete.", no_args_is_help=True)

@@ -127,7 +127,7 @@ def validate(
     """Run deploy → healthy → inject → symptom → leak check → oracle fails → mitigation →
     oracle passes → clean recovery for each problem, on a cluster (with --noise: under ambient
     noise from the injection on, and the fault must stay in place through it)."""
-    from clusters.base import open_cluster
+    from clusters.handle import open_cluster
     from farm.problems.validate import Validator
 
     catalog = _catalog()

@@ -25,7 +25,7 @@ def up(
 ) -> None:
     """Start an emulated cluster (live clock) and keep it up until Ctrl-C."""
     from apps import load_application
-    from clusters.base import open_cluster
+    from clusters.handle import open_cluster
     from farm.deploy import deploy
 
     handle = open_cluster("sim", seed=seed, live=True, speed=speed)

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from core.artifacts import Mutation, StructuredDiagnosis, ToolCall
+from core.records import Mutation, StructuredDiagnosis, ToolCall
 from farm.interface.client import SESSION_ENDED
 
 RECORD_VERSION = 1

@@ -24,9 +24,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as McpToolError
 from mcp_types import CallToolResult, TextContent
 
-from clusters.base import ClusterHandle
-from core.artifacts import Mutation, StructuredDiagnosis, ToolCall
+from clusters.handle import ClusterHandle
 from core.errors import InputError, ToolError
+from core.records import Mutation, StructuredDiagnosis, ToolCall
 from core.secrets import hide_path, hide_secret, scrub
 from core.states import LIMIT_COST, LIMIT_STEPS, LIMIT_TOKENS, LIMIT_WALL_TIME
 from farm.interface import undo as undo_mod
@@ -37,7 +37,7 @@ from farm.interface.summarise import dedupe_text
 from farm.interface.telemetry import Telemetry
 
 if TYPE_CHECKING:
-    from farm.agents.base import AgentLimits
+    from farm.agents.agent import AgentLimits
 
 Mode = Literal["raw", "summarised"]
 MODES = ("raw", "summarised")

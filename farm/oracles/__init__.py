@@ -4,6 +4,6 @@ over the ground truth; `farm judge` measures its agreement with human labels), a
 the programmatic mitigation oracle. claims.py is the offline judge's reading of what a diagnosis
 asserts; attacks.py generates diagnoses written to fool a judge."""
 
-from core.artifacts import ChecklistAnswer, DiagnosisVerdict, MitigationVerdict
+from core.records import ChecklistAnswer, DiagnosisVerdict, MitigationVerdict
 
 __all__ = ["ChecklistAnswer", "DiagnosisVerdict", "MitigationVerdict"]

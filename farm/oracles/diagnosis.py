@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from core.artifacts import ChecklistAnswer, DiagnosisVerdict, Dimension, StructuredDiagnosis
 from core.errors import InfrastructureError
 from core.problem import GroundTruth
+from core.records import ChecklistAnswer, DiagnosisVerdict, Dimension, StructuredDiagnosis
 from farm.oracles.claims import (
     EXTRA_CAUSE,
     KIND_WORDS,

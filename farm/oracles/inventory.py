@@ -52,7 +52,7 @@ def app_inventory(app: str) -> dict[str, str]:
     nor does a one-word container name, which is an ordinary word more often than a name."""
     import yaml  # type: ignore[import-untyped]
 
-    from apps.base import APPS_DIR
+    from apps.application import APPS_DIR
 
     own: dict[str, str] = {}
     owned: dict[str, set[str]] = {}

@@ -36,10 +36,10 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
-from apps.base import Application
-from clusters.base import ClusterHandle
-from core.artifacts import MitigationVerdict
+from apps.application import Application
+from clusters.handle import ClusterHandle
 from core.problem import Problem
+from core.records import MitigationVerdict
 
 BAD_WAITING = {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
                "CreateContainerError", "InvalidImageName", "RunContainerError"}

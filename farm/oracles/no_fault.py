@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from core.artifacts import ChecklistAnswer, DiagnosisVerdict, StructuredDiagnosis
+from core.records import ChecklistAnswer, DiagnosisVerdict, StructuredDiagnosis
 
 # Words that say something is broken; a clause that uses one without negating it blames.
 _FAULT = re.compile(

@@ -18,8 +18,8 @@ from sqlalchemy import delete
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from core.artifacts import SubmittedDiagnosis, UnreadableArtifact
 from core.errors import InputError
+from core.records import SubmittedDiagnosis, UnreadableArtifact
 from core.states import TrialState
 from results.models import Attempt, DiagnosisVerdictRow, Sweep, Trial
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from core.artifacts import StructuredDiagnosis, StructuredScore
 from core.errors import InputError
 from core.problem import GroundTruth
+from core.records import StructuredDiagnosis, StructuredScore
 from farm.oracles.claims import POD_SUFFIX
 from farm.oracles.vocabulary import FAULT_TYPES
 

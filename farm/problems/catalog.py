@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from apps.base import APPS_DIR
+from apps.application import APPS_DIR
 from core.errors import InputError, ProblemDefinitionError
 from core.problem import Problem
 
@@ -83,8 +83,8 @@ def _loc(loc: tuple[Any, ...]) -> str:
 def check_problem(problem: Problem, path: str | None) -> None:
     """The checks pydantic cannot make alone: injectors and noises exist and accept their
     params, mitigation steps are well formed, and the real-cluster flag is honest."""
-    from injectors.base import faults, noises
     from injectors.fault import ParamsError
+    from injectors.injector import faults, noises
 
     def fail(field_name: str, reason: str) -> None:
         raise ProblemDefinitionError(path, problem.id, field_name, reason)

@@ -376,7 +376,7 @@ def mutate(problem: Problem, target: str | None = None, settings: list[str] | No
 
 def validate_mutation(problem: Problem, seed: int = 1) -> Any:
     """Run the mutated problem through the validator on a fresh emulated cluster (a ValidationResult)."""
-    from clusters.base import open_cluster
+    from clusters.handle import open_cluster
     from farm.problems.validate import Validator
 
     with open_cluster("sim", seed=seed) as cluster, Validator(cluster) as validator:

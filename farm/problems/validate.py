@@ -49,7 +49,7 @@ from typing import Any, NamedTuple, cast
 import httpx
 from pydantic import BaseModel
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import KINDS, Kube, KubeError
 from core.problem import OracleSpec, Problem
 from injectors.fault import CHAOS_NAMESPACE
@@ -832,7 +832,7 @@ class Validator:
     def _prepare(self, problem: Problem, namespace: str) -> tuple[Any, float]:
         """The application deployed and warmed up: restored from a checkpoint (emulated
         cluster) when one exists, else a reset and a fresh deploy."""
-        from apps.base import load_application
+        from apps.application import load_application
         from farm.deploy import deploy
 
         app = load_application(problem.app)
@@ -893,7 +893,7 @@ class Validator:
         state: dict[str, Any] = {}
 
         def do_deploy() -> str:
-            from apps.base import load_application
+            from apps.application import load_application
 
             app = load_application(problem.app)
             state["namespace"] = app.namespace

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 from sqlmodel import Session
 
-from core.artifacts import (
+from core.records import (
     ChecklistAnswer,
     DiagnosisVerdict,
     MitigationVerdict,
@@ -30,7 +30,7 @@ from core.artifacts import (
 )
 from core.states import TrialState
 from results import ledger
-from results.artifacts import ArtifactStore
+from results.artifact_store import ArtifactStore
 from results.keys import TrialKey
 from results.ledger import AttemptResult
 from results.models import Sweep, Trial

@@ -3,7 +3,7 @@ them. Under `<sweep>/<trial>/attempt-<token>/`: attempt (who ran it, how far, it
 (core.events), injections, noise, transcript, trajectory.atif, tool_calls, mutations, diagnosis
 (what the agent submitted), verdicts (the oracles' word), cluster_snapshot (.json.gz), and while
 the session runs, checkpoint. Whatever ends an attempt, what it produced so far is written. The records
-results' report reads back are core.artifacts'; the attempt and checkpoint records, which hold
+results' report reads back are core.records'; the attempt and checkpoint records, which hold
 the farm's TrialSpec, are defined here."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from core.artifacts import Mutation, SubmittedDiagnosis, ToolCall, Verdicts
 from core.events import EVENT_LOG
+from core.records import Mutation, SubmittedDiagnosis, ToolCall, Verdicts
 from farm.trial.spec import TrialSpec
-from results.artifacts import ArtifactStore
+from results.artifact_store import ArtifactStore
 from results.ledger import AttemptResult
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the interface loads the MCP server (a second at import): only when a session runs
-    from core.artifacts import DiagnosisVerdict, MitigationVerdict
-    from farm.agents.base import AgentResult
+    from core.records import DiagnosisVerdict, MitigationVerdict
+    from farm.agents.agent import AgentResult
     from farm.interface.server import AgentInterface
     from farm.oracles.mitigation import Baseline, MitigationOracle
     from injectors.compose import NoiseRunner, ProblemInjection

@@ -30,7 +30,7 @@ from core.events import AgentCrashed, FaultInjected, NoiseStarted, NoiseStopped
 from core.events import Recorded as RecordedEvent
 from core.events import Superseded as SupersededEvent
 from core.states import END_AGENT_ERROR, END_AGENT_STOPPED, END_CONTEXT_LENGTH, LIMIT_WALL_TIME
-from farm.agents.base import AgentContext, AgentResult
+from farm.agents.agent import AgentContext, AgentResult
 from farm.trial.handover import Claimed, Deployed, Handover, Injected, Judged, Recorded, Session
 from farm.trial.run import TrialRun, time_to_mitigation
 from results import ledger

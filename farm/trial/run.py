@@ -21,19 +21,19 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 
-from apps.base import Application
-from clusters.base import ClusterHandle
-from core.artifacts import DiagnosisVerdict, MitigationVerdict, Mutation, ToolCall
+from apps.application import Application
+from clusters.handle import ClusterHandle
 from core.errors import LeaseLost, ProviderError
 from core.events import Abandoned, InfrastructureFailed, PhaseEntered, TrialEvent
 from core.problem import Problem
+from core.records import DiagnosisVerdict, MitigationVerdict, Mutation, ToolCall
 from core.states import AttemptState
-from farm.agents.base import AgentResult
+from farm.agents.agent import AgentResult
 from farm.trial.artifacts import AttemptArtifacts
 from farm.trial.handover import Claimed, Handover
 from farm.trial.spec import TrialSpec
 from results import ledger
-from results.artifacts import ArtifactStore
+from results.artifact_store import ArtifactStore
 from results.ledger import AttemptResult, Claim
 
 if TYPE_CHECKING:  # loaded by the phase that starts them

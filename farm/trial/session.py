@@ -25,7 +25,7 @@ from farm.agenthost.known import agent_plugins
 from farm.agenthost.process import prepare, take
 from farm.agenthost.relay import Relay
 from farm.agenthost.sandbox import ResourceLimits
-from farm.agents.base import AgentContext, AgentLimits, AgentResult
+from farm.agents.agent import AgentContext, AgentLimits, AgentResult
 from farm.llm.remote import ENDPOINT_OPTION, TOKEN_OPTION
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def cli_environment(agent: str, options: dict[str, Any]) -> tuple[dict[str, str]
     network, its model being the session's proxy: it is given its executable, read-only, and the
     variables its `pass_env` option names, none of them a credential or a model endpoint
     (farm.agents.cli_adapters.passable)."""
-    from farm.agents.base import agents
+    from farm.agents.agent import agents
     from farm.agents.cli_adapters import _CLIAgent, passable
 
     factory = agents.factory(agent) if agent in agents else None

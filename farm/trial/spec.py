@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from farm.agents.base import AgentLimits
+from farm.agents.agent import AgentLimits
 from results.models import Sweep, Trial
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from core.errors import InfrastructureError, LeaseLost
 from core.states import TrialState
 from farm.trial.handover import Recorded
@@ -31,7 +31,7 @@ from farm.trial.phases import PHASES, TRIAL
 from farm.trial.run import TrialRun
 from farm.trial.spec import load_trial_spec
 from results import ledger
-from results.artifacts import ArtifactStore
+from results.artifact_store import ArtifactStore
 from results.ledger import Claim
 
 if TYPE_CHECKING:

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.namespaces import STACK_NAMESPACE
-from kubesim.apps.base import env_float
 from kubesim.apps.graph import (
     GRAPHS,
     STORE_PROTOCOLS,
@@ -41,6 +40,7 @@ from kubesim.apps.graph import (
     store_model,
 )
 from kubesim.apps.logformats import LOGGERS, LogFormat
+from kubesim.apps.model import env_float
 from kubesim.runtime import Conn, ephemeral_ports
 
 if TYPE_CHECKING:

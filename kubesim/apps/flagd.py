@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from kubesim.apps.base import AppModel, Exited, StartContext, Started, app_model, register_image
+from kubesim.apps.model import AppModel, Exited, StartContext, Started, app_model, register_image
 
 FLAGD = "ghcr.io/open-feature/flagd"
 register_image(FLAGD, tags=("v0.11.1", "v0.12.9"), size=30_000_000, executables=("/flagd-build", "flagd"), shell=False)

@@ -8,7 +8,7 @@ import re
 import shlex
 from typing import Any
 
-from kubesim.apps.base import Exited, ImageInfo, StartContext, Started, register_image
+from kubesim.apps.model import Exited, ImageInfo, StartContext, Started, register_image
 from kubesim.quantity import parse_quantity
 
 BASE_MEMORY = 1_000_000.0  # what a shell and its tools hold

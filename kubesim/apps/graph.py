@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from apps.topology import AppTopology, ServiceDecl
 from core.addresses import Address, parse_address
-from kubesim.apps.base import (
+from kubesim.apps.logformats import LOGGERS, LogFormat
+from kubesim.apps.model import (
     AppModel,
     Exited,
     StartContext,
@@ -29,7 +30,6 @@ from kubesim.apps.base import (
     model_named,
     normalize_image,
 )
-from kubesim.apps.logformats import LOGGERS, LogFormat
 
 if TYPE_CHECKING:
     from kubesim.runtime import Ctr, PodRt

@@ -15,16 +15,6 @@ from typing import Any
 
 from apps.topology import load_topology
 from kubesim.apps import graph
-from kubesim.apps.base import (
-    AppModel,
-    Exited,
-    StartContext,
-    Started,
-    app_model,
-    normalize_image,
-    register_image,
-    zerolog,
-)
 from kubesim.apps.callgraph import CallGraphFlow, GraphHooks, OpEffect, TraceFormat
 from kubesim.apps.goruntime import HOTEL_GO, go_gc_percent
 from kubesim.apps.graph import (
@@ -37,6 +27,16 @@ from kubesim.apps.graph import (
     declared_routes,
     declared_service,
     graph_app,
+)
+from kubesim.apps.model import (
+    AppModel,
+    Exited,
+    StartContext,
+    Started,
+    app_model,
+    normalize_image,
+    register_image,
+    zerolog,
 )
 from kubesim.apps.stores import authenticate, authorize
 
@@ -390,8 +390,8 @@ BUGGY_BUILDS = {"sha-8f3c2e1": {"geo": 0.02}}  # tag → binary → share of its
 
 def register_buggy_builds() -> None:
     """The buggy tags exist in the registry like any other (a rollout onto one pulls fine)."""
-    from kubesim.apps.base import IMAGES as REGISTRY
-    from kubesim.apps.base import normalize_image
+    from kubesim.apps.model import IMAGES as REGISTRY
+    from kubesim.apps.model import normalize_image
 
     for img in IMAGES:
         info = REGISTRY.get(normalize_image(img + ":x")[0])
@@ -402,7 +402,7 @@ def register_buggy_builds() -> None:
 def buggy_build_tick(cluster: Any, now: float, dt: float) -> None:
     """Once per fluid step: a binary of a buggy build crashes when one of the requests it served
     in the step took the bad path (a share of them), with Go's panic on stderr."""
-    from kubesim.apps.base import normalize_image
+    from kubesim.apps.model import normalize_image
 
     state = cluster.workload.state.setdefault("builds", {})
     counters = cluster.workload.state["counters"]
@@ -435,7 +435,7 @@ def buggy_build_tick(cluster: Any, now: float, dt: float) -> None:
 
 
 def _install_builds() -> None:
-    from kubesim.apps.base import fluid_ticks
+    from kubesim.apps.model import fluid_ticks
 
     register_buggy_builds()
     if buggy_build_tick not in fluid_ticks:

@@ -7,8 +7,8 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from kubesim.apps.base import AppModel, Exited, StartContext, Started, app_model, register_image
 from kubesim.apps.invocation import find_invocation
+from kubesim.apps.model import AppModel, Exited, StartContext, Started, app_model, register_image
 
 register_image("registry.k8s.io/coredns/coredns", tags=("v1.11.1", "v1.10.1", "v1.11.3"), size=16_190_137,
                executables=("/coredns",), shell=False)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from kubesim.apps.base import (
+from kubesim.apps.model import (
     AppModel,
     Exited,
     StartContext,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from kubesim.apps.base import AppModel, StartContext, Started, app_model, register_image
+from kubesim.apps.model import AppModel, StartContext, Started, app_model, register_image
 from kubesim.runtime import KUBELET_VERSION as KUBERNETES_VERSION  # one version throughout
 
 ETCD_TAG = "3.5.10-0"

@@ -10,7 +10,7 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from kubesim.apps.base import Exited, zerolog
+from kubesim.apps.model import Exited, zerolog
 
 if TYPE_CHECKING:
     from kubesim.apps.graph import Address, Peer, Service

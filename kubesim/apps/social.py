@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from apps.topology import load_topology
-from kubesim.apps.base import Exited, StartContext, normalize_image
 from kubesim.apps.callgraph import CallGraphFlow, GraphHooks, OpEffect
 from kubesim.apps.graph import AppGraph, Peer, Service, declared_routes, declared_service, graph_app
 from kubesim.apps.logformats import LOGGERS, CppBoost, Nginx
+from kubesim.apps.model import Exited, StartContext, normalize_image
 
 MiB = 2**20
 CONFIG = "/social-network-microservices/config/service-config.json"

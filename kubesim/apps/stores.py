@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from kubesim.apps.base import (
+from kubesim.apps.graph import Address, DataStore, StoreReply
+from kubesim.apps.model import (
     Exited,
     StartContext,
     Started,
@@ -23,7 +24,6 @@ from kubesim.apps.base import (
     mongo_log,
     register_image,
 )
-from kubesim.apps.graph import Address, DataStore, StoreReply
 
 register_image("mongo", tags=("4.4.6", "4.4", "4.4.29", "5.0", "5.0.26", "6.0", "7.0", "latest"), size=168_000_000,
                executables=("mongod", "mongo", "mongosh", "docker-entrypoint.sh", "bash", "sh"))

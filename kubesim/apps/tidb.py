@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from kubesim.apps.base import (
+from kubesim.apps.invocation import find_invocation
+from kubesim.apps.model import (
     AppModel,
     Exited,
     StartContext,
@@ -25,7 +26,6 @@ from kubesim.apps.base import (
     normalize_image,
     register_image,
 )
-from kubesim.apps.invocation import find_invocation
 
 if TYPE_CHECKING:
     from kubesim.runtime import Ctr, PodRt

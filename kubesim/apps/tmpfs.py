@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from kubesim.quantity import parse_quantity
 
 if TYPE_CHECKING:
-    from kubesim.apps.base import StartContext
+    from kubesim.apps.model import StartContext
 
 SANDBOX_SHM_BYTES = 64 * 2**20  # containerd's (and Docker's) default shm size for a pod sandbox
 SHM_PATH = "/dev/shm"

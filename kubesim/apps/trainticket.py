@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from apps.topology import load_topology
-from kubesim.apps.base import Exited, normalize_image
 from kubesim.apps.callgraph import LOG_EVERY, CallGraphFlow, GraphHooks, OpEffect
 from kubesim.apps.flagd import flag_value
 from kubesim.apps.graph import (
@@ -27,6 +26,7 @@ from kubesim.apps.graph import (
     graph_app,
 )
 from kubesim.apps.logformats import LOGGERS, LogFormat, Nginx, SpringBoot
+from kubesim.apps.model import Exited, normalize_image
 
 MiB = 2**20
 APP = "train-ticket"

@@ -13,8 +13,8 @@ import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kubesim.apps.base import StartContext, find_model, image_lookup, normalize_image
 from kubesim.apps.generic import BASE_MEMORY
+from kubesim.apps.model import StartContext, find_model, image_lookup, normalize_image
 from kubesim.clock import parse_time
 from kubesim.controllers.common import set_condition
 from kubesim.lifecycle import PULL_FAILURES, PullFailure
@@ -218,7 +218,7 @@ class Kubelet:
         self.logs.drop_pod(rt.namespace, rt.name)
 
     def _model_by_name(self, name: str) -> Any:
-        from kubesim.apps.base import model_named
+        from kubesim.apps.model import model_named
         return model_named(name)
 
     def _admit(self, pod: Obj, now: float) -> PodRt | None:

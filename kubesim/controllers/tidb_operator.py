@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kubesim.apps.base import normalize_image
+from kubesim.apps.model import normalize_image
 from kubesim.apps.tidb import PdView, klog
 from kubesim.controllers.common import delete_pod, is_ready, owner_ref, template_hash
 from kubesim.store import Obj, StoreError

@@ -9,7 +9,7 @@ import fnmatch
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kubesim.apps.base import AppModel, StartContext
+from kubesim.apps.model import AppModel, StartContext
 from kubesim.userland import fs as fsmod
 from kubesim.userland.images import BUSYBOX, COREUTILS, NET, PROCPS, Userland, default_argv, userland_of
 from kubesim.userland.shell import Shell
@@ -237,6 +237,6 @@ def interactive_shell(image: str, argv: list[str]) -> bool:
 def run_to_completion(ctx: StartContext, rt: PodRt, c: Ctr, argv: list[str]) -> Any:
     """A finite command as a container's main process: it runs in the userland at start, and its
     output becomes the container's log as it exits (half a second later)."""
-    from kubesim.apps.base import Exited
+    from kubesim.apps.model import Exited
     code, out, err = Sandbox(ctx, rt, c, None).run_top(argv or default_argv(ctx.container.get("image", "")))
     return Exited(code, out.splitlines(), after=0.5, stderr=err.splitlines())

@@ -15,7 +15,7 @@ from kubesim.runtime import DOMAIN, NODE_RESOLVER, local_port_range
 from kubesim.userland.images import OS_RELEASE, PATH, Userland, default_argv, image_files
 
 if TYPE_CHECKING:
-    from kubesim.apps.base import StartContext
+    from kubesim.apps.model import StartContext
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 TOKEN_SECONDS = 3607  # what a projected service account token volume asks for

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kubesim.apps.base import IMAGES, ImageInfo, _load_builtin, normalize_image
+from kubesim.apps.model import IMAGES, ImageInfo, _load_builtin, normalize_image
 
 # busybox's applets that tools.py implements (a busybox build has ~400; these are the ones an SRE types)
 BUSYBOX = frozenset({

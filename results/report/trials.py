@@ -17,8 +17,8 @@ from html import escape
 from pathlib import Path
 from typing import Any, TypeVar
 
-from core.artifacts import SubmittedDiagnosis, ToolCall, UnreadableArtifact, Verdicts, read_artifact
-from results.artifacts import ArtifactStore, open_store
+from core.records import SubmittedDiagnosis, ToolCall, UnreadableArtifact, Verdicts, read_artifact
+from results.artifact_store import ArtifactStore, open_store
 
 R = TypeVar("R")
 
@@ -96,7 +96,7 @@ class ArtifactReader:
         return None
 
     def record(self, uri: str, name: str, kind: type[R]) -> R | UnreadableArtifact | None:
-        """An artifact of the farm's as its typed record (core.artifacts); None when it was not
+        """An artifact of the farm's as its typed record (core.records); None when it was not
         written, the reason when what was written is not that record."""
         data = self.read(uri, name)
         if data is None:

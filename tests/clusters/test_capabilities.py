@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.base import Capabilities, ClusterHandle
+from clusters.handle import Capabilities, ClusterHandle
 from clusters.real import KubeconfigClusterHandle
 from core.errors import ConfigurationError
 from farm.pytest_plugin import SimClusters

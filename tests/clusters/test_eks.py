@@ -26,7 +26,7 @@ import pytest
 import yaml
 from botocore.exceptions import ClientError
 
-from clusters.base import providers
+from clusters.handle import providers
 from clusters.eks import (
     TOKEN_LIFETIME,
     EksClusterHandle,

@@ -162,7 +162,7 @@ def test_a_worker_takes_its_options_from_the_environment(kind_env: dict[str, Pat
     monkeypatch.setenv("FARM_KIND_PRELOAD", "mongo:4.4.6, memcached:1.6.7")
     monkeypatch.setenv("FARM_STACK", "0")
     monkeypatch.setenv("FARM_KIND_INTERNAL", "1")
-    from clusters.base import open_cluster
+    from clusters.handle import open_cluster
 
     open_cluster("kind:farm-env").close()
     argv = calls(kind_env["kind"])

@@ -75,7 +75,7 @@ def test_a_worker_heartbeat_keeps_reporting_an_unhealthy_cluster(api_server: dic
     from clusters.real import KubeconfigClusterHandle
     from clusters.emulated import write_kubeconfig
     from farm.owner import ClusterOwner
-    from results.artifacts import open_store
+    from results.artifact_store import open_store
     from results.db import engine_for
 
     relay = TcpRelay(api_server["kubernetes"])

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from clusters.access import AGENT_ACCOUNT as AGENT_NAME
-from clusters.base import snapshot_object
+from clusters.handle import snapshot_object
 from clusters.real import KubeconfigClusterHandle
 from core.errors import ResetError
 

@@ -1,5 +1,5 @@
 """KubeconfigClusterHandle over the emulated cluster's admin kubeconfig (provider "sim", opened
-with clusters.base.open_cluster): the same client that serves kind and EKS deploys an
+with clusters.handle.open_cluster): the same client that serves kind and EKS deploys an
 application, creates the agent's scoped kubeconfig and resets namespaces and Chaos Mesh
 resources, a stuck finalizer included, while the emulated cluster's controllers run."""
 
@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("kubesim.chaos", reason="the emulated cluster's chaos controller has not landed yet")
 
-from clusters.base import ClusterHandle  # noqa: E402
+from clusters.handle import ClusterHandle  # noqa: E402
 from clusters.real import KubeconfigClusterHandle  # noqa: E402
 from clusters.emulated import SimHandle
 from farm.pytest_plugin import SimClusters

@@ -9,7 +9,7 @@ import time
 
 from core.errors import LimitReached
 from core.states import END_AGENT_STOPPED, END_SUBMITTED
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.agents.agent import Agent, AgentContext, AgentResult, agents
 
 
 @agents.register("probe")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.agents.agent import Agent, AgentContext, AgentResult, agents
 
 
 @agents.register("slow-baseline")

@@ -12,7 +12,7 @@ from sqlmodel import Session
 
 from core.errors import ProviderError
 from farm import dispatcher
-from farm.agents.base import AgentContext, AgentLimits
+from farm.agents.agent import AgentContext, AgentLimits
 from farm.llm.client import LLMClient
 from farm.llm.scripted import ScriptedLLM
 from farm.spec import SweepSpec, select_problems

@@ -61,7 +61,7 @@ def test_an_artifact_scrubbed_in_one_pass_is_what_it_was_scrubbed_value_by_value
     from pathlib import Path
 
     from core.secrets import hide_path, hide_secret
-    from results.artifacts import LocalArtifactStore
+    from results.artifact_store import LocalArtifactStore
 
     repo = Path(__file__).resolve().parents[2]
     worker = tmp_path / "sim-worker-one-pass"

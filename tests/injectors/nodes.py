@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 
 
 def worker_node(cluster: ClusterHandle) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from clusters.kube import Obj
-from injectors.base import faults, noises
+from injectors.injector import faults, noises
 from injectors.noise import Event
 
 

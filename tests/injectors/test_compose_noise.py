@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube
 from core.problem import NoiseSpec
 from farm.problems.catalog import parse_problem

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, NotFound
 from farm.pytest_plugin import SimClusters
 from injectors.app_batch import CronJobSidecarBlocksCompletion
-from injectors.base import faults
+from injectors.injector import faults
 
 NS = "demo"
 NAME = "audit-log-archiver"

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube
 from clusters.emulated import SimHandle
 from farm.pytest_plugin import SimClusters
-from injectors.base import faults
+from injectors.injector import faults
 from injectors.node_faults import SIM_GROUP
 
 NS = "hotel-reservation"

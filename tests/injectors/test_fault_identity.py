@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube
 from farm.pytest_plugin import SimClusters
-from injectors.base import faults
+from injectors.injector import faults
 
 NS = "hotel-reservation"
 IMAGE = "ghcr.io/sregym/hotel-reservation:latest"

@@ -11,11 +11,11 @@ from collections.abc import Callable
 
 import pytest
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube
 from farm.pytest_plugin import SimClusters
 from injectors.app_finalizers import FORBIDDEN_LOG
-from injectors.base import faults
+from injectors.injector import faults
 from injectors.jobs import _logs
 
 NS = "demo"

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube
 from farm.problems.validate import LEAK_WORDS
 from farm.pytest_plugin import SimClusters
-from injectors.base import faults
+from injectors.injector import faults
 from injectors.fault import CHAOS_NAMESPACE
 from injectors.objects import Ref
 from tests.injectors.nodes import worker_node

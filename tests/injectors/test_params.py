@@ -8,7 +8,7 @@ import typing
 import pytest
 from pydantic import BaseModel
 
-from injectors.base import faults, noises
+from injectors.injector import faults, noises
 from injectors.fault import ParamsError
 
 

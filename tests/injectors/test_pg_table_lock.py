@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube
 from farm.pytest_plugin import SimClusters
-from injectors.base import faults
+from injectors.injector import faults
 from injectors.jobs import exec_in
 
 NS = "astronomy-shop"

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from clusters.base import open_cluster
+from clusters.handle import open_cluster
 from clusters.emulated import SimHandle
 from core.errors import ClusterUnavailable, ResetError
 from tests.kubesim.standin import STANDIN
@@ -109,7 +109,7 @@ def test_close_leaves_no_process(tmp_path: Path) -> None:
 
 def test_server_dies_with_its_parent(tmp_path: Path) -> None:
     script = (f"import sys; sys.path.insert(0, {str(HERE)!r})\n"
-              "from clusters.base import open_cluster\n"
+              "from clusters.handle import open_cluster\n"
               f"h = open_cluster('sim', workdir={str(tmp_path)!r}, cluster_factory={STANDIN!r})\n"
               "print(h.process.pid, flush=True)\n"
               "import time; time.sleep(60)\n")

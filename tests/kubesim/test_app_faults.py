@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 
-from kubesim.apps.base import image_lookup
+from kubesim.apps.model import image_lookup
 from kubesim.cluster import SimCluster
 from farm.pytest_plugin import SimClusters
 from tests.kubesim.apptools import newest_pod, window

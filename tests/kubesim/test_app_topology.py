@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from apps.base import APPS_DIR
+from apps.application import APPS_DIR
 from apps.topology import load_topology
 from core.errors import ConfigurationError
-from kubesim.apps.base import _load_builtin
+from kubesim.apps.model import _load_builtin
 from kubesim.apps.graph import GRAPHS, AppGraph, Peer
 from kubesim.apps.graph import Service as GraphService
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from apps import load_application
-from kubesim.apps.base import image_lookup
+from kubesim.apps.model import image_lookup
 from kubesim.cluster import SimCluster
 from farm.pytest_plugin import SimClusters
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubesim.apps.base import register_image
+from kubesim.apps.model import register_image
 from kubesim.apps.graph import AppGraph, Call, Peer, Route, Service, graph_app, image_suffix
 from kubesim.cluster import SimCluster
 from farm.pytest_plugin import SimClusters

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from farm.pytest_plugin import SimClusters
-from kubesim.apps.base import register_image
+from kubesim.apps.model import register_image
 from kubesim.apps.callgraph import TraceFormat
 from kubesim.apps.goruntime import GO
 from kubesim.apps.graph import (

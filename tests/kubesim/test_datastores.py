@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubesim.apps.base import image_lookup
+from kubesim.apps.model import image_lookup
 from kubesim.apps.graph import Address, DataStore, StoreReply, store_model
 from kubesim.cluster import SimCluster
 from clusters.emulated import SimHandle

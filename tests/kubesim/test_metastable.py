@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from apps import load_application
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from core.problem import Problem
 from farm.problems.catalog import load_catalog
 from farm.pytest_plugin import SimClusters
-from injectors.base import Injection, faults
+from injectors.injector import Injection, faults
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
 

@@ -156,7 +156,7 @@ def test_an_unreachable_datasource_placeholder_override_stops_contacts_booting(s
 
 
 def test_a_rotated_mysql_password_fails_vouchers_and_a_restarted_voucher_service(sim: object) -> None:
-    from kubesim.apps.base import find_model
+    from kubesim.apps.model import find_model
 
     if find_model({"image": "mysql:5.6.35"}).name != "mysql":  # type: ignore[union-attr]
         pytest.skip("MySQL is not modelled yet (kubesim/apps/datastores)")

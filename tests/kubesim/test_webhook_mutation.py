@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, KubeError
 from farm.pytest_plugin import SimClusters
 from injectors.app_admission import COMPANIONS, MutatingWebhookMemoryRewrite
-from injectors.base import faults
+from injectors.injector import faults
 
 NS, OTHER = "demo", "elsewhere"
 POD_RULES = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"],

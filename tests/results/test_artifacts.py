@@ -6,7 +6,7 @@ import boto3
 import pytest
 
 from core.errors import ConfigurationError
-from results.artifacts import LocalArtifactStore, S3ArtifactStore, open_store
+from results.artifact_store import LocalArtifactStore, S3ArtifactStore, open_store
 
 
 def test_s3_roundtrip_and_uri(s3_env, monkeypatch):
@@ -42,7 +42,7 @@ def test_spooled_store_keeps_every_document_through_an_s3_outage(tmp_path, monke
     back from it; a newer version written after S3 returned is never overwritten by the spooled
     older one; the uploader sends the rest once it is back."""
     from farm.testing.services import MotoS3
-    from results.artifacts import SpooledS3Store
+    from results.artifact_store import SpooledS3Store
 
     s3 = MotoS3().start()
     for var, value in {"AWS_ENDPOINT_URL": s3.endpoint, "AWS_ACCESS_KEY_ID": "testing",

@@ -273,7 +273,7 @@ def test_parquet_without_pyarrow_is_one_clear_hint(monkeypatch):
 
 
 def test_trial_page_escapes_what_the_agent_wrote(db_url, tmp_path):
-    from results.artifacts import LocalArtifactStore
+    from results.artifact_store import LocalArtifactStore
 
     engine = engine_for(db_url)
     store = LocalArtifactStore(tmp_path / "artifacts")
@@ -304,7 +304,7 @@ def test_artifacts_of_the_first_record_shapes_read_and_a_foreign_one_is_named(db
     """Artifacts written before records carried a version (verdicts without threshold, pass rule
     or quotes, as the first judge wrote them) read as typed records; a document that is not the
     record its name says is reported as unreadable on the page, not dropped."""
-    from results.artifacts import LocalArtifactStore
+    from results.artifact_store import LocalArtifactStore
 
     engine = engine_for(db_url)
     store = LocalArtifactStore(tmp_path / "artifacts")
@@ -336,7 +336,7 @@ def test_artifacts_of_the_first_record_shapes_read_and_a_foreign_one_is_named(db
 
 
 def test_s3_artifacts_are_read_into_the_report_folder(db_url, tmp_path, s3_env, monkeypatch):
-    from results.artifacts import S3ArtifactStore
+    from results.artifact_store import S3ArtifactStore
     from results.report import trials as report_trials
 
     # The report copies raw JSON from S3 only up to its budget (a 2,000-trial report would otherwise
@@ -478,7 +478,7 @@ def _long_session(store, prefix: str, steps: int = 80) -> str:
 
 
 def test_trial_pages_are_bounded_and_show_the_ground_truth_beside_the_diagnosis(db_url, tmp_path):
-    from results.artifacts import LocalArtifactStore
+    from results.artifact_store import LocalArtifactStore
 
     engine = engine_for(db_url)
     store = LocalArtifactStore(tmp_path / "artifacts")

@@ -19,7 +19,7 @@ import pytest
 
 from farm.testing.view_rows import ODD_COST, ROOT, farm_view, record_one, record_sweep
 from results import leaderboard
-from results.artifacts import LocalArtifactStore
+from results.artifact_store import LocalArtifactStore
 from results.db import engine_for
 from results.report.compare import compare
 
@@ -288,7 +288,7 @@ def test_a_trial_page_reads_its_artifacts_from_s3(sqlite_url, s3_env):
     the raw JSON, as for a local folder."""
     import os
 
-    from results.artifacts import S3ArtifactStore
+    from results.artifact_store import S3ArtifactStore
 
     store = S3ArtifactStore("farm-view-artifacts", "runs")
     store.ensure_bucket()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from farm.testing.view_rows import ROOT, farm_view, record_one, record_sweep
-from results.artifacts import LocalArtifactStore
+from results.artifact_store import LocalArtifactStore
 from results.db import engine_for
 
 pytestmark = pytest.mark.slow

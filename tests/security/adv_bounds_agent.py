@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 from core.states import END_AGENT_STOPPED
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.agents.agent import Agent, AgentContext, AgentResult, agents
 
 MIB = 1 << 20
 

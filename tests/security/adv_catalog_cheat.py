@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from core.states import END_SUBMITTED
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.agents.agent import Agent, AgentContext, AgentResult, agents
 from farm.interface.client import ToolClient
 
 

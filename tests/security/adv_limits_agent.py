@@ -8,7 +8,7 @@ import os
 import subprocess
 
 from core.states import END_AGENT_STOPPED
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.agents.agent import Agent, AgentContext, AgentResult, agents
 
 
 @agents.register("adv-limits")

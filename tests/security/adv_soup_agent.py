@@ -7,7 +7,7 @@ With `form: evidence` (helper adv2) the same mechanisms come under an "Evidence:
 from __future__ import annotations
 
 from core.states import END_SUBMITTED
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.agents.agent import Agent, AgentContext, AgentResult, agents
 from farm.interface.client import ToolClient
 
 SOUP = ("Root cause: {c}'s deployment was changed: its image tag does not exist so the new pod is stuck in "

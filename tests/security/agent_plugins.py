@@ -25,7 +25,7 @@ import socket
 from typing import Any
 
 from core.states import END_AGENT_STOPPED, END_SUBMITTED
-from farm.agents.base import Agent, AgentContext, AgentResult, agents
+from farm.agents.agent import Agent, AgentContext, AgentResult, agents
 from farm.interface.client import ToolClient
 
 

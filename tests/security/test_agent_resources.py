@@ -24,7 +24,7 @@ from farm.pytest_plugin import SimClusters
 from farm.spec import SweepSpec
 from farm.trial import run_all, start_run
 from results import ledger
-from results.artifacts import LocalArtifactStore
+from results.artifact_store import LocalArtifactStore
 from results.db import engine_for
 from results.models import Attempt, Trial
 from tests.security import agent_plugins

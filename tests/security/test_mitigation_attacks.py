@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from apps import load_application
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube
 from clusters.emulated import SimHandle
 from farm.oracles.mitigation import MitigationOracle

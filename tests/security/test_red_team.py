@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.emulated import SimHandle
 from core.states import LIMIT_STEPS, LIMIT_TOKENS
-from farm.agents.base import AgentLimits
+from farm.agents.agent import AgentLimits
 from farm.interface import AgentInterface
 from farm.interface.client import ToolClient
 from farm.interface.kubectl import Kubectl

@@ -21,7 +21,7 @@ import pytest
 from clusters.emulated import SimHandle
 from clusters.kube import Kube
 from core.states import LIMIT_STEPS
-from farm.agents.base import AgentLimits
+from farm.agents.agent import AgentLimits
 from farm.interface import AgentInterface
 from farm.interface.client import ToolClient
 from farm.pytest_plugin import SimClusters, as_built

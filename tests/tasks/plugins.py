@@ -18,7 +18,7 @@ import os
 import threading
 from typing import Any
 
-from clusters.base import ClusterProvider, providers
+from clusters.handle import ClusterProvider, providers
 from core.errors import ClusterUnavailable, ResetError
 
 FAULTS_ENV = "FARM_TEST_CLUSTER_FAULTS"

@@ -40,7 +40,7 @@ from farm.spec import SweepSpec
 from farm.trial import PHASES, StepOutcome, begin, run_all, step, time_to_mitigation
 from farm.trial.artifacts import AttemptRecord, SubmittedDiagnosis
 from results import leaderboard, ledger
-from results.artifacts import LocalArtifactStore
+from results.artifact_store import LocalArtifactStore
 from results.db import engine_for
 from results.models import Attempt, InfraEvent, Trial
 from tests.tasks import plugins

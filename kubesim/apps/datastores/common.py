@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kubesim.apps.base import (
+from kubesim.apps.graph import Address, DataStore, StoreReply
+from kubesim.apps.model import (
     IMAGES,
     Exited,
     StartContext,
     Started,
     normalize_image,
 )
-from kubesim.apps.graph import Address, DataStore, StoreReply
 from kubesim.quantity import parse_quantity
 
 if TYPE_CHECKING:

@@ -9,14 +9,6 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
-from kubesim.apps.base import (
-    Exited,
-    StartContext,
-    Started,
-    app_model,
-    normalize_image,
-    register_image,
-)
 from kubesim.apps.datastores.common import (
     ERRNO_TEXT,
     ConsumeReply,
@@ -35,6 +27,14 @@ from kubesim.apps.datastores.common import (
     write_log,
 )
 from kubesim.apps.graph import Address, StoreReply
+from kubesim.apps.model import (
+    Exited,
+    StartContext,
+    Started,
+    app_model,
+    normalize_image,
+    register_image,
+)
 
 if TYPE_CHECKING:
     from kubesim.runtime import Ctr, PodRt

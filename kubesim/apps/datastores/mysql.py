@@ -8,13 +8,6 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
-from kubesim.apps.base import (
-    Exited,
-    StartContext,
-    Started,
-    app_model,
-    register_image,
-)
 from kubesim.apps.datastores.common import (
     ERRNO_TEXT,
     StoreModel,
@@ -38,6 +31,13 @@ from kubesim.apps.datastores.common import (
     write_log,
 )
 from kubesim.apps.graph import Address, StoreReply
+from kubesim.apps.model import (
+    Exited,
+    StartContext,
+    Started,
+    app_model,
+    register_image,
+)
 
 if TYPE_CHECKING:
     from kubesim.runtime import Ctr, PodRt

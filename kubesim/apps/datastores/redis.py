@@ -7,14 +7,6 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from kubesim.apps.base import (
-    Exited,
-    StartContext,
-    Started,
-    app_model,
-    normalize_image,
-    register_image,
-)
 from kubesim.apps.datastores.common import (
     ERRNO_TEXT,
     StoreModel,
@@ -31,6 +23,14 @@ from kubesim.apps.datastores.common import (
     write_log,
 )
 from kubesim.apps.graph import Address, StoreReply
+from kubesim.apps.model import (
+    Exited,
+    StartContext,
+    Started,
+    app_model,
+    normalize_image,
+    register_image,
+)
 
 if TYPE_CHECKING:
     from kubesim.runtime import Ctr, PodRt

@@ -15,7 +15,7 @@ import pytest
 from core.errors import ProviderError
 from core.states import END_AGENT_STOPPED, END_SUBMITTED, LIMIT_WALL_TIME
 from farm.agenthost import process
-from farm.agents.base import AgentContext, AgentLimits
+from farm.agents.agent import AgentContext, AgentLimits
 from farm.interface import AgentInterface
 from farm.llm.client import LLMClient
 from farm.llm.faulty import FaultyProvider

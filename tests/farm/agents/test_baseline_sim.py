@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from apps import load_application
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.emulated import SimHandle
 from core.states import END_SUBMITTED
-from farm.agents.base import AgentContext, AgentLimits
+from farm.agents.agent import AgentContext, AgentLimits
 from farm.agents.baseline import BaselineAgent
 from farm.interface import AgentInterface
 from farm.oracles.mitigation import MitigationOracle

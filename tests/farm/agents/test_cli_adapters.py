@@ -22,7 +22,7 @@ import redis
 from core.errors import ProviderError
 from core.states import END_SUBMITTED, LIMIT_SWEEP_COST, LIMIT_TOKENS
 from farm.agents.atif import to_atif, validate_atif
-from farm.agents.base import AgentContext, AgentLimits
+from farm.agents.agent import AgentContext, AgentLimits
 from farm.agents.cli_adapters import ClaudeCodeAgent, CodexAgent, Sandbox
 from farm.llm.faulty import FaultyProvider
 from farm.llm.limits import RedisSemaphore, SweepLedger

@@ -16,7 +16,7 @@ from core.states import (
     LIMIT_REASONS,
     LIMIT_WALL_TIME,
 )
-from farm.agents.base import AgentContext, AgentLimits, AgentResult
+from farm.agents.agent import AgentContext, AgentLimits, AgentResult
 from farm.agents.react import ReactAgent
 from farm.agents.stratus import StratusAgent
 from farm.llm.client import LLMClient

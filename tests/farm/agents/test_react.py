@@ -19,7 +19,7 @@ from core.states import (
     LIMIT_WALL_TIME,
 )
 from farm.agents.atif import to_atif, validate_atif
-from farm.agents.base import AgentContext, AgentLimits
+from farm.agents.agent import AgentContext, AgentLimits
 from farm.agents.react import ReactAgent
 from farm.llm.scripted import ScriptedLLM, tool_plan
 from farm.testing.incident_mcp import IncidentMCP

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.emulated import SimHandle
 from core.states import END_SUBMITTED
-from farm.agents.base import AgentContext
+from farm.agents.agent import AgentContext
 from farm.agents.cli_adapters import ClaudeCodeAgent, CodexAgent
 from farm.agents.react import ReactAgent
 from farm.agents.stratus import StratusAgent

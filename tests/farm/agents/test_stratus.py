@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from core.states import END_SUBMITTED
 from farm.agents.atif import to_atif, validate_atif
-from farm.agents.base import AgentContext
+from farm.agents.agent import AgentContext
 from farm.agents.react import ReactAgent
 from farm.agents.stratus import StratusAgent, count_firing, parse_pods
 from farm.llm.scripted import ScriptedLLM, tool_plan

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from apps import load_application
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from farm.interface import AgentInterface
 from farm.interface.client import ToolClient
 

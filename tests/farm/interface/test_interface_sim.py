@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.emulated import SimHandle
 from farm.interface import TOOL_NAMES, AgentInterface
 from farm.interface.client import ToolClient

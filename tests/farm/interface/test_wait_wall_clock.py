@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.real import KubeconfigClusterHandle
 from clusters.emulated import SimHandle
 from farm.interface import AgentInterface

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from farm.agents.atif import to_atif, validate_atif
-from farm.agents.base import AgentResult
+from farm.agents.agent import AgentResult
 from farm.llm.condense import clip, condense, dedupe_lines
 
 

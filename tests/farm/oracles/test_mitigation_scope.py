@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from apps.base import APPS_DIR, load_application
+from apps.application import APPS_DIR, load_application
 from farm.oracles.mitigation import _program, scoped
 
 APPS = sorted(p.parent.name for p in APPS_DIR.glob("*/app.yaml"))

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from apps import load_application
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.emulated import SimHandle
 from farm.oracles.mitigation import MitigationOracle
 from farm.problems.catalog import load_catalog

@@ -11,13 +11,13 @@ from pathlib import Path
 from sqlmodel import Session, select
 from typer.testing import CliRunner
 
-from core.artifacts import SubmittedDiagnosis
+from core.records import SubmittedDiagnosis
 from core.states import TrialState
 from farm.cli.judge import app
 from farm.llm.scripted import ScriptedLLM
 from farm.oracles.diagnosis import PASS_RULE, QUESTION_IDS
 from results import leaderboard
-from results.artifacts import LocalArtifactStore
+from results.artifact_store import LocalArtifactStore
 from results.db import engine_for
 from results.models import Attempt, DiagnosisVerdictRow, Sweep, Trial
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.artifacts import StructuredDiagnosis
+from core.records import StructuredDiagnosis
 from core.errors import InputError
 from farm.oracles.diagnosis import judge_diagnosis
 from farm.oracles.inventory import app_inventory

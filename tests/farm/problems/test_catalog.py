@@ -11,7 +11,7 @@ import yaml
 
 from core.states import COMPOSITIONS, LAYERS
 from farm.problems.catalog import load_catalog
-from injectors.base import faults
+from injectors.injector import faults
 
 GOOD = {
     "id": "t-good",

@@ -4,7 +4,7 @@ emulated cluster (not marked needs_real_cluster), so none goes unvalidated."""
 from __future__ import annotations
 
 from farm.problems.catalog import load_catalog
-from injectors.base import faults
+from injectors.injector import faults
 
 AUDITED = ("certificate-expired", "image-buggy-version", "node-taint-no-toleration", "rbac-role-rule-dropped",
            "rbac-rolebinding-removed", "requests-too-small", "secret-rotated-stale-pods", "stress-memory",

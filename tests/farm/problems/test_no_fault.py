@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from core.artifacts import StructuredDiagnosis
+from core.records import StructuredDiagnosis
 from farm.oracles.diagnosis import PASS_RULE, judge_diagnosis
 from farm.problems.catalog import load_catalog
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from clusters.kube import Kube, Obj
 from core.problem import Problem
 from farm.problems.catalog import load_catalog
@@ -22,7 +22,7 @@ from farm.problems.validate import (
     symptom_differences,
     symptom_evidence,
 )
-from injectors.base import Injection, faults
+from injectors.injector import Injection, faults
 from injectors.fault import Fault, Mutation, WorkloadParams
 from injectors.objects import Ref
 
@@ -271,7 +271,7 @@ def test_an_oracle_issue_23_fools_fails_validation(validator, monkeypatch: pytes
 @pytest.mark.slow
 def test_an_oracle_that_passes_a_non_fix_fails_validation(validator, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     """The non-fix step is a check that can fail: an oracle fooled by silencing is caught."""
-    from core.artifacts import MitigationVerdict
+    from core.records import MitigationVerdict
     from farm.oracles.mitigation import MitigationOracle
 
     real = MitigationOracle.evaluate

@@ -196,9 +196,9 @@ def _load_builtin() -> None:
     if not _loaded:
         _loaded = True
         import importlib
-        for module in ("generic", "hotel", "infra", "stores", "flagd", "graph", "astronomy", "trainticket", "social", "tidb", "k8stools", "kubesystem", "catalog",
+        for module in ("generic", "hotel", "infra", "stores", "flagd", "graph", "astronomy", "trainticket", "social", "tidb", "k8stools", "kubesystem", "image_registry",
                        "datastores"):
-            # catalog last: it takes the farm manifests' images that no dedicated model registered
+            # image_registry last: it takes the farm manifests' images that no dedicated model registered
             importlib.import_module(f"kubesim.apps.{module}")
 
 

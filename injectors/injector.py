@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from clusters.base import ClusterHandle
+from clusters.handle import ClusterHandle
 from core.registry import Registry
 
 
@@ -72,5 +72,5 @@ class Noise(abc.ABC):
     def stop(self, cluster: ClusterHandle, injection: Injection) -> None: ...
 
 
-faults: Registry[Injector] = Registry("fault injector", modules=["injectors.catalog"])
+faults: Registry[Injector] = Registry("fault injector", modules=["injectors.builtin"])
 noises: Registry[Noise] = Registry("noise", modules=["injectors.noise"])

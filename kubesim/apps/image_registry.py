@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from apps.base import APPS_DIR
-from kubesim.apps.base import (
+from apps.application import APPS_DIR
+from kubesim.apps.model import (
     IMAGES,
     AppModel,
     Exited,

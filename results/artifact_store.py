@@ -22,7 +22,7 @@ from typing import Any
 from core.errors import ConfigurationError, InfrastructureError
 from core.secrets import scrub
 
-log = logging.getLogger("results.artifacts")
+log = logging.getLogger("results.artifact_store")
 
 
 class ArtifactStore(abc.ABC):
