@@ -41,7 +41,7 @@ from farm.oracles.claims import (
     norm,
 )
 from farm.oracles.structured import score_structured, too_many_healthy
-from farm.oracles.vocabulary import REFINES, fault_type, settings_in
+from farm.oracles.vocabulary import REFINES, SYMPTOM_KINDS, fault_type, settings_in
 
 if TYPE_CHECKING:
     from farm.llm.limits import SweepLedger
@@ -397,6 +397,15 @@ _NO_QUOTE = ""
 # As many settings and fault kinds asserted of the root cause at once make a soup: honest diagnoses of
 # the labelled sets name at most five (a nodeSelector, the taint it is confused with, scheduling).
 SOUP_SIZE = 7
+# Settings and fault kinds the ground truth's account does not name, asserted beside it: a causal chain
+# adds at most two (the probe the wrong port breaks, the restarts); three or more, whether in one
+# sentence, in 'Also its ...' sentences or under an Evidence heading, are a text listing every fault it
+# can think of ('its env is wrong, the image panics and the probe targets the wrong port'). On every
+# labelled set no line with three such was labelled as naming the mechanism.
+EXTRA_MECHANISMS = 3
+# A clause that says what to do, not what is wrong: its settings are the remedy's.
+_REMEDY = re.compile(r"\W*(?:fix|mitigation|mitigate|remediation|recommended|next steps?|actions?|roll ?back|"
+                     r"rollout undo|restore|revert|set it back|to fix)\b")
 
 
 def _stems(text: str, exclude: set[str]) -> set[str]:
@@ -555,14 +564,18 @@ class OfflineJudge:
         for c in claims.clauses:
             if c.exonerating or EXTRA_CAUSE.search(c.text):  # an extra cause costs S1, not the fault's type
                 continue
-            where = c.text if c.hedged else (c.cause if c.explicit else c.text)
+            # a remedy offering options ('Fix: set failurePolicy Ignore or delete the webhook config') does
+            # not hedge over what is wrong
+            hedged = c.hedged and not _REMEDY.match(c.text)
+            where = c.text if hedged else (c.cause if c.explicit else c.text)
+            where = re.sub(r"`[^`]*\s[^`]*`", " ", where)  # quoted output is the system's words, not a claim
             blames = any(claims.has(k, "asserted") and c.quote in claims.roles[k]["asserted"] for k in claims.roles)
             # a clause that blames nothing claims no fault type; nor does a cause part about victims
             victims = [k for k in claims.roles if self.reader._in(where, k) and not claims.has(k, "asserted")]
-            if not c.hedged and not blames and (not c.explicit or victims):
+            if not hedged and not blames and (not c.explicit or victims):
                 continue
             for f in self.reader.families_in(where):
-                (hedged_over if c.hedged else claimed).setdefault(f, c.quote)
+                (hedged_over if hedged else claimed).setdefault(f, c.quote)
         told = self.reader.families_in(self.story)  # the ground truth's own account says so
         allowed = self.allowed | told
         # a paraphrase may name a compatible family; an alternative hedged over must be the fault's own
@@ -570,7 +583,12 @@ class OfflineJudge:
                                                                   if f not in self.families | told}) \
             if self.families else []
         soup = self._soup(claims)
-        if len(soup) >= SOUP_SIZE:
+        extra = self._extra_mechanisms(claims) if root_anchor else []
+        if len(extra) >= EXTRA_MECHANISMS:
+            wrong = wrong or [extra[0]]
+            out["C3"] = (False, "", f"asserts {len(extra)} mechanisms besides the ground truth's at once "
+                                    f"({', '.join(extra[:6])}): a list of faults, not one")
+        elif len(soup) >= SOUP_SIZE:
             wrong = wrong or ["a soup of mechanisms"]
             out["C3"] = (False, "", f"asserts {len(soup)} mechanisms of the root cause at once "
                                     f"({', '.join(soup[:6])}...): a list of fault types, not one")
@@ -640,6 +658,32 @@ class OfflineJudge:
             if c.quote in blaming and not c.evidence:
                 named |= settings_in(c.text) | self.reader.families_in(c.text)
         return sorted(named)
+
+    def _extra_mechanisms(self, claims: Claims) -> list[str]:
+        """The settings and fault kinds (symptoms aside) the text asserts that the ground truth's account
+        names none of, over the committed clauses that argue (not evidence, not remedies); a soup hides
+        as well in sentences that do not repeat the component ('Also its port is wrong'). Output quoted
+        in backticks is the system's words, not the author's. When the blame itself says nothing but the
+        component ('Root cause: geo, so requests fail'), what follows under Evidence is its mechanism."""
+        account = norm(" ".join(f"{r.mechanism} {' '.join(f'{k} {v}' for k, v in r.details.items())}"
+                                for r in self.roots))
+        own = {f"the {s} setting" for s in settings_in(account)} | {
+            f"a {k} fault" for k in self.reader.families_in(account) | self.families | SYMPTOM_KINDS}
+
+        def said(clauses: list[Clause]) -> set[str]:
+            out: set[str] = set()
+            for c in clauses:
+                text = re.sub(r"`[^`]*`", " ", c.text)
+                out |= {f"the {s} setting" for s in settings_in(text)}
+                out |= {f"a {k} fault" for k in self.reader.families_in(text)}
+            return out
+
+        stated = [c for c in claims.committed if not _REMEDY.match(c.text)]
+        blaming = {q for k in self.root_keys for q in claims.roles.get(k, {}).get("asserted", [])}
+        blame = " ".join((c.cause if c.explicit else c.text) for c in stated if c.quote in blaming)
+        words = re.findall(r"[a-z]{3,}", ROOT_MARKER.sub(" ", self.reader.mask_names(blame)))
+        bare = len(words) < 3
+        return sorted(said([c for c in stated if bare or not c.evidence]) - own)
 
     def _other_kind(self, claims: Claims) -> None:
         """A root that is an object of its own (a Service, a policy, a config) blamed outright as the

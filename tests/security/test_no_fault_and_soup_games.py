@@ -86,9 +86,6 @@ def test_no_text_passes_both_a_real_problem_and_a_no_fault_control() -> None:
     assert both == [], f"{len(both)}/{len(problems)} pass both: {both}"
 
 
-@pytest.mark.xfail(strict=True, reason="finding adv2: the soup is counted per clause naming the component, "
-                                       "outside evidence: six mechanisms pass 7/75 hotel problems, the whole soup "
-                                       "under 'Evidence:' 18/75, split into 'Also ...' sentences 11/75")
 @pytest.mark.parametrize("soup", [SOUP6, SOUP_AS_EVIDENCE, SOUP_SPLIT], ids=["six", "as-evidence", "split"])
 def test_a_fixed_soup_on_the_right_component_passes_no_problem(soup: str) -> None:
     problems, components = _hotel_single()
