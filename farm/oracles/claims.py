@@ -20,8 +20,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from farm.oracles.vocabulary import SYMPTOM_KINDS, families_of, kinds_in
+from farm.oracles.vocabulary import KINDS, SYMPTOM_KINDS, families_of, kinds_in
 
+# The words of the kinds' multi-word phrases ('exceeded quota'): a component's one-word alias among
+# them is read as the fault word it also is.
+_KIND_PHRASE_WORDS = {w for k in KINDS.values() for phrase in k.words if " " in phrase for w in phrase.split()}
 # Words that make a clause a hedge: the author does not commit to what the clause names.
 HEDGES = (r"\bpossibl[ey]\b", r"\bmight\b", r"\bmay (?:be|have|also)\b", r"\bcould (?:be|have|also)\b",
           r"\bperhaps\b", r"\bmaybe\b", r"\beither\b", r"\bone of\b", r"\bcandidates?\b", r"\bsuspects?\b",
@@ -83,7 +86,7 @@ FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|
                     r"\bnonexistent\b|\bmistyped\b|\btypo\b|\bdenies\b|\bblocks?\b|\b(?:doesn't|does not|no longer) exists?\b|"
                     r"\b(?:was|were|got|been) (?:set|pinned|rolled|scaled|capped|cut|limited|lowered|raised|dropped|"
                     r"deleted|removed|changed|killed|restarted|rotated)\b|\bdropped\b|\bdeleted\b|\blost\b|\bcaps?\b|"
-                    r"\blowered\b|\braised\b|\bcut to\b|\bno endpoints\b|\bexpired\b|\brefuses\b|\brejects\b|\bexceeds?\b|"
+                    r"\blowered\b|\braised\b|\bcut to\b|\breplaced (?:by|with)\b|\boverwritten\b|\bswapped\b|\bno endpoints\b|\bexpired\b|\brefuses\b|\brejects\b|\bexceeds?\b|"
                     r"\b(?:has|have|sets?|uses?|runs?|carries|requests?|asks for|gained|starts with)\b[^,;]*?(?:=|\b\d|\bv\d)|"
                     r"\b(?:forwards?|points?|maps?|routes?|targets?|sends?)\b[^,;]{0,30}?\bport\b[^,;]*?\d|"
                     r"\bwith no (?:\w+ )?(?:server|listener|process)\b|\bnothing (?:is )?listen|\bdeny[- ]all\b|"
@@ -305,8 +308,9 @@ class Reader:
                  shaped: bool = True, refs: dict[str, re.Pattern[str]] | None = None) -> None:
         self.names = names  # component -> its aliases
         # masked out before fault words are read: names, but not a kind's name ('quota', 'resourcequota')
-        every = sorted({a for al in names.values() for a in al if a and ("-" in a or not kinds_in(a))},
-                       key=len, reverse=True)
+        # nor a word of a kind's phrases: 'quota' is compute-resources' alias, and 'exceeded quota' a fault
+        every = sorted({a for al in names.values() for a in al if a and ("-" in a or not kinds_in(a))
+                        and not ((" " not in a and "-" not in a) and a in _KIND_PHRASE_WORDS)}, key=len, reverse=True)
         self._all_names = re.compile("|".join(_name_pattern(a) for a in every)) if every else None
         self.gt = set(gt)
         # how a text refers to a component by its kind alone ('the Service'), once it has named it
