@@ -64,9 +64,9 @@ REACH = re.compile(r"(?:connect(?:ion)? to|connect with|reach|talk to|calls? to|
                    r"forwards? to|write to|read from|reads from|against|from its|to its|of its|on its|"
                    r"in front of|via|past|beyond|exceeding)\s+(?:the |its |a )?(?:\S+ ){0,1}$")
 # 'A because B': B is the cause. 'A, so B': A is.
-_BACKWARD = re.compile(r"\bbecause(?: of)?\b|\bdue to\b|\bcaused by\b|\bstems? from\b|\btriggered by\b|"
+BACKWARD = re.compile(r"\bbecause(?: of)?\b|\bdue to\b|\bcaused by\b|\bstems? from\b|\btriggered by\b|"
                        r"\bresults? from\b|\bowing to\b|\bas a (?:result|consequence) of\b|\bdriven by\b")
-_FORWARD = re.compile(r",? so\b|\btherefore\b|\bwhich (?:makes|causes|breaks|means|leaves|starves)\b|\bcausing\b|"
+FORWARD = re.compile(r",? so\b|\btherefore\b|\bwhich (?:makes|causes|breaks|means|leaves|starves)\b|\bcausing\b|"
                       r"\bleading to\b|\bresults? in\b|\bas a result\b|\band then\b|\bhence\b|\bthus\b|"
                       r"\bmaking\b|->|→|\bbreaking\b|\bwhich in turn\b|\bconsequently\b|\bwhereupon\b")
 # Where the author names the cause outright: what follows is the cause.
@@ -77,7 +77,7 @@ ROOT_MARKER = _ROOT = re.compile(r"\broot[- ]?cause[sd]?\b\s*(?:is|are|was|:|=|-
                    r"^\W*(?:faulty |culprit |root[- ]cause )?component\s*[:=]\s*")
 # A cause named besides another: 'a separate bug', 'additionally', 'a second root cause'.
 EXTRA_CAUSE = re.compile(r"\b(?:a |an )?(?:separate|independent|second|another|additional) (?:\w+ )?(?:bug|fault|"
-                         r"problem|issue|root cause|cause|failure)\b|\badditionally\b|\balso needs fixing\b|"
+                         r"problem|issue|root cause|cause|failure)\b|\badditionally\b|\balso needs fixing\b|\bindependently\b|"
                          r"\btwo (?:separate |independent )?(?:problems|faults|issues|root causes)\b|\band separately\b")
 # Said of a component, these make it the one at fault even without a connective.
 FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|\bdying\b|\bdegraded\b|\bmisconfigur|\bresponsible\b|\bis broken\b|\bthe source\b|"
@@ -414,7 +414,7 @@ class Reader:
             cleared = cleared or section == "cleared"
             clause.cause, clause.effect = _cause_and_effect(text)
             clause.explicit = bool(clause.cause or clause.effect)
-            back, fwd = _BACKWARD.search(text), _FORWARD.search(text)
+            back, fwd = BACKWARD.search(text), FORWARD.search(text)
             clause.backward = (clause.explicit and not _ROOT.search(text) and back is not None
                                and (fwd is None or back.start() < fwd.start()))
             comps = self._components_in(text)
@@ -674,8 +674,8 @@ def _cause_and_effect(text: str) -> tuple[str, str]:
     """The part of a clause that names the cause and the part that names its effect; both empty
     when the clause has no causal structure."""
     root = _ROOT.search(text)
-    back = _BACKWARD.search(text, root.end() if root else 0)
-    fwd = _FORWARD.search(text, root.end() if root else 0)
+    back = BACKWARD.search(text, root.end() if root else 0)
+    fwd = FORWARD.search(text, root.end() if root else 0)
     if root:
         before, after = text[:root.start()], text[root.end():]
         if after.lstrip().startswith("of "):  # 'X is the root cause of Y failing'
@@ -687,7 +687,7 @@ def _cause_and_effect(text: str) -> tuple[str, str]:
     if first is None:
         return "", ""
     if first is back:  # 'A because B' ('A because B, so C': C is an effect too)
-        later = _FORWARD.search(text, first.end())
+        later = FORWARD.search(text, first.end())
         if later:
             return text[first.end():later.start()], text[:first.start()] + " " + text[later.end():]
         return text[first.end():], text[:first.start()]

@@ -29,7 +29,9 @@ from core.artifacts import ChecklistAnswer, DiagnosisVerdict, Dimension, Structu
 from core.errors import InfrastructureError
 from core.problem import GroundTruth
 from farm.oracles.claims import (
+    BACKWARD,
     EXTRA_CAUSE,
+    FORWARD,
     KIND_WORDS,
     QUOTED,
     ROOT_MARKER,
@@ -392,6 +394,7 @@ GENERIC_OBJECT_WORDS = {"container", "containers", "requests", "request", "compu
 OWN_OBJECT_KINDS = {"Service", "NetworkPolicy", "ConfigMap", "Secret"}
 # Detail keys that locate the fault rather than describe what was changed.
 LOCATOR_KEYS = {"node", "container", "namespace"}
+_HEALTHY_VALUE_KEY = re.compile(r"expected|shadowed|original|previous|correct")
 _TRIVIAL_VALUES = {"on", "off", "true", "false", "yes", "no", "none", "null", "0", "1"}
 _NO_QUOTE = ""
 # As many settings and fault kinds asserted of the root cause at once make a soup: honest diagnoses of
@@ -403,6 +406,25 @@ SOUP_SIZE = 7
 # can think of ('its env is wrong, the image panics and the probe targets the wrong port'). On every
 # labelled set no line with three such was labelled as naming the mechanism.
 EXTRA_MECHANISMS = 3
+# Two are a soup too when said as one enumeration of faults ('its init container never finishes, its
+# liveness probe kills mongod, and its image cannot be pulled'): three clauses or more, side by side,
+# with no connective making one the cause of the next.
+_ENUM_PART = re.compile(r",\s+(?:and\s+)?|;\s+(?:and\s+)?")
+
+
+def enumerates_faults(text: str) -> str:
+    """The first sentence of `text` that lists three clauses or more side by side ('A, B, and C'),
+    none the cause of another; '' when none does."""
+    for sentence in re.split(r"(?<=[.!?])\s+|\n+|:\s+", text):
+        if not re.search(r",\s*and\s", sentence):
+            continue
+        low = sentence.lower()
+        if FORWARD.search(low) or BACKWARD.search(low):
+            continue
+        clauses = [p for p in _ENUM_PART.split(sentence) if len(re.findall(r"[A-Za-z]{2,}", p)) >= 3]
+        if len(clauses) >= 3:
+            return sentence
+    return ""
 # A clause that says what to do, not what is wrong: its settings are the remedy's.
 _REMEDY = re.compile(r"\W*(?:fix|mitigation|mitigate|remediation|recommended|next steps?|actions?|roll ?back|"
                      r"rollout undo|restore|revert|set it back|to fix)\b")
@@ -453,6 +475,7 @@ class OfflineJudge:
 
     def __init__(self, truth: GroundTruth, components: Iterable[str] | Mapping[str, str] = ()) -> None:
         self.truth = truth
+        self._text = ""  # the diagnosis being answered
         self.roots = [truth, *truth.also]
         self.root_keys = list(dict.fromkeys(r.component.lower() for r in self.roots))
         self.affected_keys = [a.lower() for r in self.roots for a in r.affected if a.lower() not in self.root_keys]
@@ -492,6 +515,7 @@ class OfflineJudge:
         self.allowed: set[str] = set().union(*(t.allowed for t in typed))
 
     def answer(self, diagnosis: str) -> list[ChecklistAnswer]:
+        self._text = diagnosis
         claims = self.reader.read(_json_roots(diagnosis) + diagnosis)
         self.reader.resolve(claims, self.root_keys)
         self._other_kind(claims)
@@ -584,7 +608,8 @@ class OfflineJudge:
             if self.families else []
         soup = self._soup(claims)
         extra = self._extra_mechanisms(claims) if root_anchor else []
-        if len(extra) >= EXTRA_MECHANISMS:
+        listing = enumerates_faults(self._text) if len(extra) == EXTRA_MECHANISMS - 1 else ""
+        if len(extra) >= EXTRA_MECHANISMS or (listing and set(extra) <= self._mechanisms_in(norm(listing))):
             wrong = wrong or [extra[0]]
             out["C3"] = (False, "", f"asserts {len(extra)} mechanisms besides the ground truth's at once "
                                     f"({', '.join(extra[:6])}): a list of faults, not one")
@@ -659,6 +684,11 @@ class OfflineJudge:
                 named |= settings_in(c.text) | self.reader.families_in(c.text)
         return sorted(named)
 
+    def _mechanisms_in(self, text: str) -> set[str]:
+        """The settings and fault kinds a lower-cased text names outside quoted output."""
+        text = re.sub(r"`[^`]*`", " ", text)
+        return {f"the {s} setting" for s in settings_in(text)} | {f"a {k} fault" for k in self.reader.families_in(text)}
+
     def _extra_mechanisms(self, claims: Claims) -> list[str]:
         """The settings and fault kinds (symptoms aside) the text asserts that the ground truth's account
         names none of, over the committed clauses that argue (not evidence, not remedies); a soup hides
@@ -671,14 +701,10 @@ class OfflineJudge:
             f"a {k} fault" for k in self.reader.families_in(account) | self.families | SYMPTOM_KINDS}
 
         def said(clauses: list[Clause]) -> set[str]:
-            out: set[str] = set()
-            for c in clauses:
-                text = re.sub(r"`[^`]*`", " ", c.text)
-                out |= {f"the {s} setting" for s in settings_in(text)}
-                out |= {f"a {k} fault" for k in self.reader.families_in(text)}
-            return out
+            return set().union(*(self._mechanisms_in(c.text) for c in clauses))
 
-        stated = [c for c in claims.committed if not _REMEDY.match(c.text)]
+        # a cause named besides the root ('independently, basic-tikv's disk is full') costs S1, not C1
+        stated = [c for c in claims.committed if not _REMEDY.match(c.text) and not EXTRA_CAUSE.search(c.text)]
         blaming = {q for k in self.root_keys for q in claims.roles.get(k, {}).get("asserted", [])}
         blame = " ".join((c.cause if c.explicit else c.text) for c in stated if c.quote in blaming)
         words = re.findall(r"[a-z]{3,}", ROOT_MARKER.sub(" ", self.reader.mask_names(blame)))
@@ -709,10 +735,16 @@ class OfflineJudge:
     def _in_story(self, name: str) -> bool:
         return mentions(self.story, aliases(name)) or name in self.story
 
-    @staticmethod
-    def _root_marked(claims: Claims, name: str) -> bool:
-        """Asserted in a clause that says 'root cause' outright, or names it a cause besides another."""
-        return any(ROOT_MARKER.search(norm(q)) or EXTRA_CAUSE.search(norm(q))
+    def _root_marked(self, claims: Claims, name: str) -> bool:
+        """Asserted in a clause that says 'root cause' outright, or names it a cause besides another;
+        not where that clause opens on a root of the ground truth and `name` comes in its account
+        ('Root cause: mongodb-rate's nodeSelector names sim-worker9')."""
+        def after_a_root(q: str) -> bool:
+            text = norm(q)
+            at = self.reader._at(text, name)
+            return at is not None and any(claims.has(k, "asserted") and q in claims.roles[k]["asserted"]
+                                          and (self.reader._at(text, k) or len(text)) < at for k in self.root_keys)
+        return any((ROOT_MARKER.search(norm(q)) or EXTRA_CAUSE.search(norm(q))) and not after_a_root(q)
                    for q in claims.roles[name].get("asserted", []))
 
     def _in_details(self, name: str) -> bool:
@@ -782,6 +814,8 @@ class OfflineJudge:
             for key, value in r.details.items():
                 if key in LOCATOR_KEYS:
                     continue
+                if not names_count and _HEALTHY_VALUE_KEY.match(key):
+                    continue  # the value it should have (or that was shadowed) is not what went wrong
                 # a key that is itself the changed setting (RATE_RPC_MAX_ATTEMPTS: 10) counts by its name
                 setting = key if len(key) > 3 and "_" in key and key.isupper() else ""
                 for candidate in (str(value).strip("()"), setting):

@@ -115,3 +115,23 @@ def test_a_causal_chain_with_its_evidence_is_no_soup() -> None:
             "100%; the pod is Running with no restarts; no OOMKilled events.")
     v = _judge("hr-rate-cpu-throttled", text)
     assert v.passed, _failing(v)
+
+
+def test_two_extra_faults_listed_side_by_side_are_a_soup_but_a_chain_of_symptoms_is_not() -> None:
+    soup = ("mongodb-rate is in a bad state: its nodeSelector names sim-worker9, its image tag was bumped to a "
+            "missing build, and its readiness probe points at the wrong port.")
+    v = _judge("hr-mongodb-rate-node-selector", soup)
+    assert not _answers(v)["C3"] and not v.passed
+    chain = ("Root cause: mongodb-rate's nodeSelector names sim-worker9, which no node has. Its pod stays Pending, "
+             "rate cannot reach its database, and frontend returns 500 on /hotels.")
+    v = _judge("hr-mongodb-rate-node-selector", chain)
+    assert v.passed, _failing(v)
+
+
+def test_the_value_a_setting_should_have_is_not_the_mechanism() -> None:
+    text = "Root cause: rate. Its container must get cpu=1000m to keep up with search."
+    v = _judge("hr-rate-cpu-throttled", text)
+    assert not _answers(v)["C1"], _failing(v)
+    v = _judge("hr-rate-cpu-throttled", "Root cause: rate's CPU limit was cut to cpu=10m (it should be cpu=1000m); "
+                                        "CFS throttling makes GetRates miss search's deadline.")
+    assert v.passed, _failing(v)
