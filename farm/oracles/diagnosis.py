@@ -464,6 +464,14 @@ def _json_roots(diagnosis: str) -> str:
     return "".join(f"Root cause: {name}.\n" for name in named)
 
 
+def _unquoted(text: str, spaced: bool = True) -> str:
+    """`text` without the output it quotes in backticks (with `spaced`, only spans of more than a word:
+    a single `name` is the author's). A clause cut inside a quote keeps one backtick: what follows it
+    is quoted too."""
+    text = re.sub(r"`[^`]*\s[^`]*`" if spaced else r"`[^`]*`", " ", text)
+    return text[:text.rfind("`")] if text.count("`") % 2 else text
+
+
 def _short(span: str) -> str:
     return span if len(span) <= 300 else span[:297] + "..."
 
@@ -592,13 +600,16 @@ class OfflineJudge:
             # not hedge over what is wrong
             hedged = c.hedged and not _REMEDY.match(c.text)
             where = c.text if hedged else (c.cause if c.explicit else c.text)
-            where = re.sub(r"`[^`]*\s[^`]*`", " ", where)  # quoted output is the system's words, not a claim
+            where = _unquoted(where)  # quoted output is the system's words, not a claim
             blames = any(claims.has(k, "asserted") and c.quote in claims.roles[k]["asserted"] for k in claims.roles)
             # a clause that blames nothing claims no fault type; nor does a cause part about victims
             victims = [k for k in claims.roles if self.reader._in(where, k) and not claims.has(k, "asserted")]
             if not hedged and not blames and (not c.explicit or victims):
                 continue
-            for f in self.reader.families_in(where):
+            kinds = self.reader.families_in(where)
+            if kinds & self.families:  # 'the NIC drops packets, connections stall': the stall is its symptom
+                kinds -= SYMPTOM_KINDS
+            for f in kinds:
                 (hedged_over if hedged else claimed).setdefault(f, c.quote)
         told = self.reader.families_in(self.story)  # the ground truth's own account says so
         allowed = self.allowed | told
@@ -686,7 +697,7 @@ class OfflineJudge:
 
     def _mechanisms_in(self, text: str) -> set[str]:
         """The settings and fault kinds a lower-cased text names outside quoted output."""
-        text = re.sub(r"`[^`]*`", " ", text)
+        text = _unquoted(text, spaced=False)
         return {f"the {s} setting" for s in settings_in(text)} | {f"a {k} fault" for k in self.reader.families_in(text)}
 
     def _extra_mechanisms(self, claims: Claims) -> list[str]:

@@ -37,7 +37,7 @@ def test_this_points_to_names_the_conclusion_not_a_target() -> None:
 
 
 def test_a_node_goes_by_its_host_name_and_is_no_victim_on_itself() -> None:
-    text = (f"Root cause: the NIC of ip-10-0-3-77 mangles close to half of the packets it carries; checksum "
+    text = ("Root cause: the NIC of ip-10-0-3-77 mangles close to half of the packets it carries; checksum "
             "error counters climb on that node only. frontend's requests that land on pods there are reset.")
     v = _judge("hr-nic-corruption-search-node", text, node=EC2_NODE)
     assert v.passed, _failing(v)
@@ -135,3 +135,18 @@ def test_the_value_a_setting_should_have_is_not_the_mechanism() -> None:
     v = _judge("hr-rate-cpu-throttled", "Root cause: rate's CPU limit was cut to cpu=10m (it should be cpu=1000m); "
                                         "CFS throttling makes GetRates miss search's deadline.")
     assert v.passed, _failing(v)
+
+
+def test_a_symptom_word_beside_the_faults_own_kind_is_its_symptom() -> None:
+    text = (f"Root cause: node {EC2_NODE}'s NIC loses about half of its packets: retransmits spike and frontend's "
+            "requests on that node time out.")
+    v = _judge("hr-nic-corruption-search-node", text, node=EC2_NODE)
+    assert _answers(v)["C3"], _failing(v)
+
+
+def test_output_quoted_across_a_clause_break_claims_no_fault_type() -> None:
+    text = ("Root cause: mongodb-reservation's CPU request is 1m (was 100m), below the LimitRange minimum.\n"
+            "- `kubectl describe rs mongodb-reservation-7c5d9`: `FailedCreate: pods \"mongodb-reservation-7c5d9-\" is forbidden: minimum cpu usage "
+            "per Container is 10m; request is 1m`\nreservation crash-loops without its database.")
+    v = _judge("hr-mongodb-reservation-requests-too-small", text)
+    assert _answers(v)["C3"], _failing(v)
