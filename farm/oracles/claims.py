@@ -646,7 +646,12 @@ def _contrasted(clauses: list[tuple[str, int]]) -> list[tuple[str, bool, int]]:
             out += [(head.group(1), True, at), (head.group(2), False, at)]
         else:
             out.append((parts[0], bool(re.match(r"not\s", parts[0], re.I)), at))
-        out += [(p.strip(), True, at) for p in parts[1:] if len(p.strip()) >= 2]
+        for part in parts[1:]:
+            # what is cleared ends where a colon opens the author's account ('points to frontend rather
+            # than to any backend: frontend's env has X=true')
+            cleared_part, colon, account = part.partition(": ")
+            out += [(p.strip(), not i, at) for i, p in enumerate((cleared_part, account) if colon else (part,))
+                    if len(p.strip()) >= 2]
     return out
 
 

@@ -150,3 +150,11 @@ def test_output_quoted_across_a_clause_break_claims_no_fault_type() -> None:
             "per Container is 10m; request is 1m`\nreservation crash-loops without its database.")
     v = _judge("hr-mongodb-reservation-requests-too-small", text)
     assert _answers(v)["C3"], _failing(v)
+
+
+def test_what_rather_than_clears_ends_at_the_colon_that_explains() -> None:
+    text = ("Every /hotels request fails in under a millisecond with no span to search, which points to frontend "
+            "rather than to a backend: frontend's SEARCH_BACKEND_VERSION switch is set to true, turning on a latent "
+            "code path that returns 500.")
+    v = _judge("hr-frontend-latent-bug-flag", text)
+    assert _answers(v)["L1"], _failing(v)
