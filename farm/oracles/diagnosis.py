@@ -425,6 +425,8 @@ def enumerates_faults(text: str) -> str:
         if len(clauses) >= 3:
             return sentence
     return ""
+
+
 # A clause that says what to do, not what is wrong: its settings are the remedy's.
 _REMEDY = re.compile(r"\W*(?:fix|mitigation|mitigate|remediation|recommended|next steps?|actions?|roll ?back|"
                      r"rollout undo|restore|revert|set it back|to fix)\b")
@@ -753,8 +755,14 @@ class OfflineJudge:
         def after_a_root(q: str) -> bool:
             text = norm(q)
             at = self.reader._at(text, name)
-            return at is not None and any(claims.has(k, "asserted") and q in claims.roles[k]["asserted"]
-                                          and (self.reader._at(text, k) or len(text)) < at for k in self.root_keys)
+            if at is None:
+                return False
+            for k in self.root_keys:
+                root_at = self.reader._at(text, k)
+                if root_at is not None and root_at < at and q in claims.roles.get(k, {}).get("asserted", []):
+                    return True
+            return False
+
         return any((ROOT_MARKER.search(norm(q)) or EXTRA_CAUSE.search(norm(q))) and not after_a_root(q)
                    for q in claims.roles[name].get("asserted", []))
 
