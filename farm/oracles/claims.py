@@ -20,8 +20,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from farm.oracles.vocabulary import SYMPTOM_KINDS, families_of, kinds_in
+from farm.oracles.vocabulary import KINDS, SYMPTOM_KINDS, families_of, kinds_in
 
+# The words of the kinds' multi-word phrases ('exceeded quota'): a component's one-word alias among
+# them is read as the fault word it also is.
+_KIND_PHRASE_WORDS = {w for k in KINDS.values() for phrase in k.words if " " in phrase for w in phrase.split()}
 # Words that make a clause a hedge: the author does not commit to what the clause names.
 HEDGES = (r"\bpossibl[ey]\b", r"\bmight\b", r"\bmay (?:be|have|also)\b", r"\bcould (?:be|have|also)\b",
           r"\bperhaps\b", r"\bmaybe\b", r"\beither\b", r"\bone of\b", r"\bcandidates?\b", r"\bsuspects?\b",
@@ -35,7 +38,10 @@ HEDGES = (r"\bpossibl[ey]\b", r"\bmight\b", r"\bmay (?:be|have|also)\b", r"\bcou
 _HEDGE = re.compile("|".join(HEDGES))
 # A text saying so commits to no root cause at all, whatever else it lists.
 _DOUBT = re.compile(r"(?:root cause|the cause|culprit)[^.;]{0,60}?(?:still being confirmed|not (?:yet )?(?:been )?"
-                    r"(?:confirmed|identified|determined|clear|known|found)|unclear|unknown|undetermined|"
+                    r"(?:confirmed|identified|determined|clear|known|found)|unclear|"
+                    # 'unknown' of the cause, not of what the cause is about ('crash-loops on an unknown flag')
+                    r"(?:is|are|was|remains?|still|yet|currently|otherwise|as yet)\s+unknown\b|unknown\s*(?:[.;,)]|$)|"
+                    r"\bunknown (?:at this|so far|for now|yet)\b|undetermined|"
                     r"inconclusive|tbd|to be (?:confirmed|determined))|no clear root cause|"
                     r"could not (?:find|determine|identify) (?:a |the )?(?:clear )?(?:root )?cause|"
                     r"(?:cannot|can't|could not) (?:yet )?(?:determine|pinpoint|identify) (?:which|what|the)|"
@@ -50,14 +56,17 @@ _EXONERATE = re.compile(r"\bnot (?:the )?(?:root )?(?:cause|culprit|problem|issu
                         r"\b(?:isn't|is not|wasn't|was not|aren't|are not)\s+(?:the\s+)?(?:overloaded|crashing|failing|"
                         r"broken|down|saturated|throttled|starved|leaking|at fault|culprit)\b|\busage (?:is|was|looks) (?:low|normal|fine)\b")
 # A component after these is what something else tried to reach, not a component blamed.
-REACH = re.compile(r"(?:connect(?:ion)? to|connect with|reach|talk to|calls? to|dial(?:s|ing)?|points? (?:at|to)|"
+# ('this points to X' is the author's conclusion, not a reference that reaches X)
+REACH = re.compile(r"(?:connect(?:ion)? to|connect with|reach|talk to|calls? to|dial(?:s|ing)?|"
+                   r"(?<!this )(?<!that )(?<!which )(?<!it )(?<!all )(?<!everything )(?<!evidence )(?<!clearly )"
+                   r"(?<!strongly )(?<!instead )points? (?:at|to)|"
                    r"pointing (?:at|to)|instead of|lookups? of|resolve|send(?:s|ing)? (?:traffic )?to|"
                    r"forwards? to|write to|read from|reads from|against|from its|to its|of its|on its|"
                    r"in front of|via|past|beyond|exceeding)\s+(?:the |its |a )?(?:\S+ ){0,1}$")
 # 'A because B': B is the cause. 'A, so B': A is.
-_BACKWARD = re.compile(r"\bbecause(?: of)?\b|\bdue to\b|\bcaused by\b|\bstems? from\b|\btriggered by\b|"
+BACKWARD = re.compile(r"\bbecause(?: of)?\b|\bdue to\b|\bcaused by\b|\bstems? from\b|\btriggered by\b|"
                        r"\bresults? from\b|\bowing to\b|\bas a (?:result|consequence) of\b|\bdriven by\b")
-_FORWARD = re.compile(r",? so\b|\btherefore\b|\bwhich (?:makes|causes|breaks|means|leaves|starves)\b|\bcausing\b|"
+FORWARD = re.compile(r",? so\b|\btherefore\b|\bwhich (?:makes|causes|breaks|means|leaves|starves)\b|\bcausing\b|"
                       r"\bleading to\b|\bresults? in\b|\bas a result\b|\band then\b|\bhence\b|\bthus\b|"
                       r"\bmaking\b|->|→|\bbreaking\b|\bwhich in turn\b|\bconsequently\b|\bwhereupon\b")
 # Where the author names the cause outright: what follows is the cause.
@@ -68,7 +77,7 @@ ROOT_MARKER = _ROOT = re.compile(r"\broot[- ]?cause[sd]?\b\s*(?:is|are|was|:|=|-
                    r"^\W*(?:faulty |culprit |root[- ]cause )?component\s*[:=]\s*")
 # A cause named besides another: 'a separate bug', 'additionally', 'a second root cause'.
 EXTRA_CAUSE = re.compile(r"\b(?:a |an )?(?:separate|independent|second|another|additional) (?:\w+ )?(?:bug|fault|"
-                         r"problem|issue|root cause|cause|failure)\b|\badditionally\b|\balso needs fixing\b|"
+                         r"problem|issue|root cause|cause|failure)\b|\badditionally\b|\balso needs fixing\b|\bindependently\b|"
                          r"\btwo (?:separate |independent )?(?:problems|faults|issues|root causes)\b|\band separately\b")
 # Said of a component, these make it the one at fault even without a connective.
 FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|\bdying\b|\bdegraded\b|\bmisconfigur|\bresponsible\b|\bis broken\b|\bthe source\b|"
@@ -77,7 +86,7 @@ FAULTY = re.compile(r"\bat fault\b|\bfaulty\b|\bbottleneck\b|\bis the problem\b|
                     r"\bnonexistent\b|\bmistyped\b|\btypo\b|\bdenies\b|\bblocks?\b|\b(?:doesn't|does not|no longer) exists?\b|"
                     r"\b(?:was|were|got|been) (?:set|pinned|rolled|scaled|capped|cut|limited|lowered|raised|dropped|"
                     r"deleted|removed|changed|killed|restarted|rotated)\b|\bdropped\b|\bdeleted\b|\blost\b|\bcaps?\b|"
-                    r"\blowered\b|\braised\b|\bcut to\b|\bno endpoints\b|\bexpired\b|\brefuses\b|\brejects\b|\bexceeds?\b|"
+                    r"\blowered\b|\braised\b|\bcut to\b|\breplaced (?:by|with)\b|\boverwritten\b|\bswapped\b|\bno endpoints\b|\bexpired\b|\brefuses\b|\brejects\b|\bexceeds?\b|"
                     r"\b(?:has|have|sets?|uses?|runs?|carries|requests?|asks for|gained|starts with)\b[^,;]*?(?:=|\b\d|\bv\d)|"
                     r"\b(?:forwards?|points?|maps?|routes?|targets?|sends?)\b[^,;]{0,30}?\bport\b[^,;]*?\d|"
                     r"\bwith no (?:\w+ )?(?:server|listener|process)\b|\bnothing (?:is )?listen|\bdeny[- ]all\b|"
@@ -89,6 +98,19 @@ _DOWNSTREAM = re.compile(r"\bdownstream\b|\bcallers?\b|\bvictims?\b|\bsymptoms?\
                          r"\bfail(?:s|ing)? only\b|\bknock-on\b|\bcascad|\bsecondary\b|\bin turn\b|\bconsequence\b|"
                          r"\baffected\b|\bimpact(?:ed)?\b|\bas well\b|\bdependents?\b|\bupstream of\b|"
                          r"\bpropagat|\bbecause of it\b|\bfollow(?:s|ed)? from\b|\bon (?:that|the|this) node\b")
+# Where a thing is, not what is wrong: 'underneath postgresql's data directory', 'the host running geo'.
+_WHERE = re.compile(r"\b(?:underneath|beneath|hosting|(?:that|which) hosts?|(?:host|node) (?:running|that runs))\s+"
+                    r"(?:the\s+)?$")
+_ON_THE_NODE = re.compile(r"\bon (?:that|the|this) node\b")
+
+
+def _downstream(text: str, comp: str) -> bool:
+    """A downstream word in `text` that makes `comp` a victim: pods 'on that node' are, the node is not."""
+    if comp.startswith("node/") or NODE_NAME.fullmatch(comp):
+        text = _ON_THE_NODE.sub(" ", text)
+    return bool(_DOWNSTREAM.search(text))
+
+
 _CLAUSE = re.compile(r";\s*|,\s+and\s+(?=(?:the |its |a |an )?[\w.-]+'s\b|(?:it|they|the|a|an|also|separately)\b)|,\s+but\s+|\s+but\s+|,\s+(?=not\b)|\s+whereas\s+|\s+although\s+|\s+though\s+|\s+[—–]\s+")
 # A cause part about a setting rather than a component: 'the flag X is on, so payment fails'.
 _SETTING = re.compile(r"\bflags?\b|\bflagd\b|\bconfig|\bsetting\b|\benv\b|\bvariable\b|\bswitch\b|"
@@ -122,12 +144,12 @@ _NOTES = re.compile(r"^\W*(?:still )?investigating\b|\bnotes so far\b|\bneeds? t
 _HEADING = re.compile(r"^[ \t]*(?:#{1,6}[^\n]*$|\*\*[^*\n]{2,40}\*\*:?|[A-Z][A-Za-z /()]{2,30}:[ \t]*$|"
                       r"(?:Observations?|Evidence|Symptoms?|Findings|Notes?|Timeline|Logs?|Metrics|Traces?|Impact|"
                       r"Fix|Recommended fix|Remediation|Next steps?|Ruled out|Root cause|Cause|Conclusion|Diagnosis|"
-                      r"Mechanism|Summary)\s*:)", re.M)
+                      r"Mechanism|Summary|Affected(?: services| components| workloads)?)\s*:)", re.M)
 _ROOTS_HEADING = re.compile(r"\broot causes?\b|\bcauses\b")
 _CLEARED_HEADING = re.compile(r"ruled out|rule out|excluded|not the cause|non-causes|red herrings?|what it is not|"
                                r"what it isn't|healthy|innocent|eliminated|dismissed")
 _EVIDENCE_HEADING = re.compile(r"evidence|observ|timeline|finding|investigat|logs?\b|metrics|traces?\b|symptom|"
-                               r"impact|recommend|fix|remediat|next step|mitigat|action|verification|signals|data")
+                               r"impact|affected|recommend|fix|remediat|next step|mitigat|action|verification|signals|data")
 # A component followed by these is quoted as a source of evidence.
 _EVIDENCE_VERB = re.compile(r"[a-z0-9.:/'-]*(?:\s*\([^)]*\))?\s+(?:own\s+)?(?:(?:traces?|logs?|metrics|spans?|"
                             r"events?|dashboards?|status|output)\s+)?(?:logs?|shows?|showed|reports?|reported|says|said|"
@@ -193,6 +215,10 @@ def aliases(component: str) -> set[str]:
         out |= {w for i, w in enumerate(words) if re.search(r"\d|-", w) or (i and words[i - 1] == "tag")}
     if "/" in c:
         out.add(c.split("/", 1)[1])
+    if c.startswith("node/") and "." in c:  # a node goes by its host name as well ('ip-10-0-2-88')
+        host = c.split("/", 1)[1].split(".", 1)[0]
+        if re.search(r"\d", host) and "-" in host:
+            out.add(host)
     out |= {a.replace("-", " ") for a in list(out) if "-" in a}
     return {a for a in out if a}
 
@@ -282,8 +308,9 @@ class Reader:
                  shaped: bool = True, refs: dict[str, re.Pattern[str]] | None = None) -> None:
         self.names = names  # component -> its aliases
         # masked out before fault words are read: names, but not a kind's name ('quota', 'resourcequota')
-        every = sorted({a for al in names.values() for a in al if a and ("-" in a or not kinds_in(a))},
-                       key=len, reverse=True)
+        # nor a word of a kind's phrases: 'quota' is compute-resources' alias, and 'exceeded quota' a fault
+        every = sorted({a for al in names.values() for a in al if a and ("-" in a or not kinds_in(a))
+                        and not ((" " not in a and "-" not in a) and a in _KIND_PHRASE_WORDS)}, key=len, reverse=True)
         self._all_names = re.compile("|".join(_name_pattern(a) for a in every)) if every else None
         self.gt = set(gt)
         # how a text refers to a component by its kind alone ('the Service'), once it has named it
@@ -306,7 +333,8 @@ class Reader:
                   re.finditer(rf"\b({kinds})(/| )([a-z][a-z0-9.-]*[a-z0-9])", text)
                   if m.group(2) == "/" or (re.search(r"[-\d]", m.group(3))
                                            and (self.shaped or self.known_as(m.group(3))))]
-        shaped += [(m.start(), m.group(0)) for m in NODE_NAME.finditer(text)]
+        # a node name given as a label's value ('hostname=sim-worker9') is what a selector asks for, not a node
+        shaped += [(m.start(), m.group(0)) for m in NODE_NAME.finditer(text) if not text[:m.start()].endswith("=")]
         if self.shaped:
             shaped += [(m.start(1), m.group(1)) for m in re.finditer(rf"\b([a-z][a-z0-9-]*-[a-z0-9-]*[a-z0-9]) "
                                                                       rf"(?:{kinds})\b", text)]
@@ -337,6 +365,10 @@ class Reader:
                 if name.endswith("-" + a) and not any(db in name[: -len(a) - 1] for db in DATA_STORES):
                     return comp
         return None
+
+    def mask_names(self, text: str) -> str:
+        """`text` without the component names the reader knows."""
+        return self._all_names.sub(" ", text) if self._all_names else text
 
     def families_in(self, text: str) -> set[str]:
         """Fault kinds (farm.oracles.vocabulary) whose words the text uses outside component names
@@ -382,7 +414,7 @@ class Reader:
             cleared = cleared or section == "cleared"
             clause.cause, clause.effect = _cause_and_effect(text)
             clause.explicit = bool(clause.cause or clause.effect)
-            back, fwd = _BACKWARD.search(text), _FORWARD.search(text)
+            back, fwd = BACKWARD.search(text), FORWARD.search(text)
             clause.backward = (clause.explicit and not _ROOT.search(text) and back is not None
                                and (fwd is None or back.start() < fwd.start()))
             comps = self._components_in(text)
@@ -390,8 +422,9 @@ class Reader:
             where = clause.cause if clause.explicit else text
             named = [c for c in comps if self._in(where, c)]
             fams = families_of(self.families_in(where))
+            # a run of names under an impact or evidence heading lists what fails, not candidates
             listed = len(set(named) - self.gt) >= 2 and _run_of_names(where, [comps[c] for c in named]) >= 4 \
-                and not _DOWNSTREAM.search(where)
+                and not _DOWNSTREAM.search(where) and section != "evidence"
             alternatives = " or " in f" {where} " and (len(named) >= 2 or len(fams) >= 2)
             clause.exonerating = cleared or bool(_EXONERATE.search(text))
             clause.hedged = (bool(_HEDGE.search(text)) or listed or alternatives or bool(claims.doubt)
@@ -422,7 +455,8 @@ class Reader:
         # reference of the author's
         parts = re.split(r"(`[^`]*`)", quote)
         for pattern, comp in refs:
-            parts = [p if p.startswith("`") else pattern.sub(f"the {comp} ", p) for p in parts]
+            parts = [p if p.startswith("`") else pattern.sub(f"the {comp} ", p).replace(f"the {comp} 's", f"the {comp}'s")
+                     for p in parts]
         return "".join(parts)
 
     def _quoted_output(self, quote: str, comp: str) -> bool:
@@ -526,6 +560,8 @@ class Reader:
             return "mentioned"  # '... its pods (geo among them) are evicted': an example, not the culprit
         if re.search(r"\b(?:such as|e\.g\.|for example|including|like)\s+(?:the\s+)?$", text[max(0, at - 20):at]):
             return "mentioned"
+        if _WHERE.search(text[max(0, at - 30):at]):
+            return "mentioned"  # 'disk errors on sim-worker2 underneath postgresql's data directory': a place
         possessive = bool(re.match(r"[a-z0-9.:/-]*'s\b", text[at:at + 80].split(" ", 1)[0] + " "))
         if REACH.search(text[max(0, at - 40):at]) and not possessive:
             # what was reached failing is the cause: 'FailedCreate because the call to the webhook times out'
@@ -533,23 +569,23 @@ class Reader:
             return "implicated" if in_cause else "target"
         own = next((p for p in _PART.split(text) if self._in(p, comp)), text)
         # a downstream word elsewhere in the clause ('ping from a pod on that node') is not about it
-        if possessive and not _DOWNSTREAM.search(QUOTED.sub(" ", own)) and self._subject(clause, comp):
+        if possessive and not _downstream(QUOTED.sub(" ", own), comp) and self._subject(clause, comp):
             return "asserted"  # "geo's GEO_DB_PORT is 27018", "node sim-worker2's clock is 8 years ahead"
         if clause.cause or clause.effect:
             # the cause part may still list victims: 'root cause: geo, with search failing downstream'
             segment = next((s for s in _SEGMENT.split(clause.cause) if self._in(s, comp)), "")
-            if segment and not _DOWNSTREAM.search(segment):
+            if segment and not _downstream(segment, comp):
                 return "asserted"
             if clause.backward and self._in(clause.effect, comp) and not segment and _PRONOUN.search(clause.cause) \
-                    and not _DOWNSTREAM.search(clause.effect) and not _DOWNSTREAM.search(clause.cause):
+                    and not _downstream(clause.effect, comp) and not _downstream(clause.cause, comp):
                 return "asserted"  # 'geo crash-loops because its port is wrong': 'its' is geo
-            if self._in(clause.effect, comp) and not segment and not _DOWNSTREAM.search(clause.effect) \
+            if self._in(clause.effect, comp) and not segment and not _downstream(clause.effect, comp) \
                     and self._subject(clause, comp):
                 return "asserted"  # 'the flag adManualGc is on, so every GetAds runs full GCs in ad'
 
             if segment or self._in(clause.effect, comp):
                 return "victim"
-        if _DOWNSTREAM.search(text):
+        if _downstream(text, comp):
             return "victim"
         # a fault named elsewhere in the clause is not this component's when its own part says it only
         # fails ('threads cannot be created and ts-travel-service crash-loops')
@@ -610,7 +646,12 @@ def _contrasted(clauses: list[tuple[str, int]]) -> list[tuple[str, bool, int]]:
             out += [(head.group(1), True, at), (head.group(2), False, at)]
         else:
             out.append((parts[0], bool(re.match(r"not\s", parts[0], re.I)), at))
-        out += [(p.strip(), True, at) for p in parts[1:] if len(p.strip()) >= 2]
+        for part in parts[1:]:
+            # what is cleared ends where a colon opens the author's account ('points to frontend rather
+            # than to any backend: frontend's env has X=true')
+            cleared_part, colon, account = part.partition(": ")
+            out += [(p.strip(), not i, at) for i, p in enumerate((cleared_part, account) if colon else (part,))
+                    if len(p.strip()) >= 2]
     return out
 
 
@@ -638,8 +679,8 @@ def _cause_and_effect(text: str) -> tuple[str, str]:
     """The part of a clause that names the cause and the part that names its effect; both empty
     when the clause has no causal structure."""
     root = _ROOT.search(text)
-    back = _BACKWARD.search(text, root.end() if root else 0)
-    fwd = _FORWARD.search(text, root.end() if root else 0)
+    back = BACKWARD.search(text, root.end() if root else 0)
+    fwd = FORWARD.search(text, root.end() if root else 0)
     if root:
         before, after = text[:root.start()], text[root.end():]
         if after.lstrip().startswith("of "):  # 'X is the root cause of Y failing'
@@ -651,7 +692,7 @@ def _cause_and_effect(text: str) -> tuple[str, str]:
     if first is None:
         return "", ""
     if first is back:  # 'A because B' ('A because B, so C': C is an effect too)
-        later = _FORWARD.search(text, first.end())
+        later = FORWARD.search(text, first.end())
         if later:
             return text[first.end():later.start()], text[:first.start()] + " " + text[later.end():]
         return text[first.end():], text[:first.start()]

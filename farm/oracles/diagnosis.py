@@ -29,7 +29,9 @@ from core.errors import InfrastructureError
 from core.problem import GroundTruth
 from core.records import ChecklistAnswer, DiagnosisVerdict, Dimension, StructuredDiagnosis
 from farm.oracles.claims import (
+    BACKWARD,
     EXTRA_CAUSE,
+    FORWARD,
     KIND_WORDS,
     QUOTED,
     ROOT_MARKER,
@@ -41,7 +43,7 @@ from farm.oracles.claims import (
     norm,
 )
 from farm.oracles.structured import score_structured, too_many_healthy
-from farm.oracles.vocabulary import REFINES, fault_type, settings_in
+from farm.oracles.vocabulary import REFINES, SYMPTOM_KINDS, fault_type, settings_in
 
 if TYPE_CHECKING:
     from farm.llm.limits import SweepLedger
@@ -392,11 +394,42 @@ GENERIC_OBJECT_WORDS = {"container", "containers", "requests", "request", "compu
 OWN_OBJECT_KINDS = {"Service", "NetworkPolicy", "ConfigMap", "Secret"}
 # Detail keys that locate the fault rather than describe what was changed.
 LOCATOR_KEYS = {"node", "container", "namespace"}
+_HEALTHY_VALUE_KEY = re.compile(r"expected|shadowed|original|previous|correct")
 _TRIVIAL_VALUES = {"on", "off", "true", "false", "yes", "no", "none", "null", "0", "1"}
 _NO_QUOTE = ""
 # As many settings and fault kinds asserted of the root cause at once make a soup: honest diagnoses of
 # the labelled sets name at most five (a nodeSelector, the taint it is confused with, scheduling).
 SOUP_SIZE = 7
+# Settings and fault kinds the ground truth's account does not name, asserted beside it: a causal chain
+# adds at most two (the probe the wrong port breaks, the restarts); three or more, whether in one
+# sentence, in 'Also its ...' sentences or under an Evidence heading, are a text listing every fault it
+# can think of ('its env is wrong, the image panics and the probe targets the wrong port'). On every
+# labelled set no line with three such was labelled as naming the mechanism.
+EXTRA_MECHANISMS = 3
+# Two are a soup too when said as one enumeration of faults ('its init container never finishes, its
+# liveness probe kills mongod, and its image cannot be pulled'): three clauses or more, side by side,
+# with no connective making one the cause of the next.
+_ENUM_PART = re.compile(r",\s+(?:and\s+)?|;\s+(?:and\s+)?")
+
+
+def enumerates_faults(text: str) -> str:
+    """The first sentence of `text` that lists three clauses or more side by side ('A, B, and C'),
+    none the cause of another; '' when none does."""
+    for sentence in re.split(r"(?<=[.!?])\s+|\n+|:\s+", text):
+        if not re.search(r",\s*and\s", sentence):
+            continue
+        low = sentence.lower()
+        if FORWARD.search(low) or BACKWARD.search(low):
+            continue
+        clauses = [p for p in _ENUM_PART.split(sentence) if len(re.findall(r"[A-Za-z]{2,}", p)) >= 3]
+        if len(clauses) >= 3:
+            return sentence
+    return ""
+
+
+# A clause that says what to do, not what is wrong: its settings are the remedy's.
+_REMEDY = re.compile(r"\W*(?:fix|mitigation|mitigate|remediation|recommended|next steps?|actions?|roll ?back|"
+                     r"rollout undo|restore|revert|set it back|to fix)\b")
 
 
 def _stems(text: str, exclude: set[str]) -> set[str]:
@@ -433,6 +466,14 @@ def _json_roots(diagnosis: str) -> str:
     return "".join(f"Root cause: {name}.\n" for name in named)
 
 
+def _unquoted(text: str, spaced: bool = True) -> str:
+    """`text` without the output it quotes in backticks (with `spaced`, only spans of more than a word:
+    a single `name` is the author's). A clause cut inside a quote keeps one backtick: what follows it
+    is quoted too."""
+    text = re.sub(r"`[^`]*\s[^`]*`" if spaced else r"`[^`]*`", " ", text)
+    return text[:text.rfind("`")] if text.count("`") % 2 else text
+
+
 def _short(span: str) -> str:
     return span if len(span) <= 300 else span[:297] + "..."
 
@@ -444,6 +485,7 @@ class OfflineJudge:
 
     def __init__(self, truth: GroundTruth, components: Iterable[str] | Mapping[str, str] = ()) -> None:
         self.truth = truth
+        self._text = ""  # the diagnosis being answered
         self.roots = [truth, *truth.also]
         self.root_keys = list(dict.fromkeys(r.component.lower() for r in self.roots))
         self.affected_keys = [a.lower() for r in self.roots for a in r.affected if a.lower() not in self.root_keys]
@@ -483,6 +525,7 @@ class OfflineJudge:
         self.allowed: set[str] = set().union(*(t.allowed for t in typed))
 
     def answer(self, diagnosis: str) -> list[ChecklistAnswer]:
+        self._text = diagnosis
         claims = self.reader.read(_json_roots(diagnosis) + diagnosis)
         self.reader.resolve(claims, self.root_keys)
         self._other_kind(claims)
@@ -555,14 +598,21 @@ class OfflineJudge:
         for c in claims.clauses:
             if c.exonerating or EXTRA_CAUSE.search(c.text):  # an extra cause costs S1, not the fault's type
                 continue
-            where = c.text if c.hedged else (c.cause if c.explicit else c.text)
+            # a remedy offering options ('Fix: set failurePolicy Ignore or delete the webhook config') does
+            # not hedge over what is wrong
+            hedged = c.hedged and not _REMEDY.match(c.text)
+            where = c.text if hedged else (c.cause if c.explicit else c.text)
+            where = _unquoted(where)  # quoted output is the system's words, not a claim
             blames = any(claims.has(k, "asserted") and c.quote in claims.roles[k]["asserted"] for k in claims.roles)
             # a clause that blames nothing claims no fault type; nor does a cause part about victims
             victims = [k for k in claims.roles if self.reader._in(where, k) and not claims.has(k, "asserted")]
-            if not c.hedged and not blames and (not c.explicit or victims):
+            if not hedged and not blames and (not c.explicit or victims):
                 continue
-            for f in self.reader.families_in(where):
-                (hedged_over if c.hedged else claimed).setdefault(f, c.quote)
+            kinds = self.reader.families_in(where)
+            if kinds & self.families:  # 'the NIC drops packets, connections stall': the stall is its symptom
+                kinds -= SYMPTOM_KINDS
+            for f in kinds:
+                (hedged_over if hedged else claimed).setdefault(f, c.quote)
         told = self.reader.families_in(self.story)  # the ground truth's own account says so
         allowed = self.allowed | told
         # a paraphrase may name a compatible family; an alternative hedged over must be the fault's own
@@ -570,7 +620,13 @@ class OfflineJudge:
                                                                   if f not in self.families | told}) \
             if self.families else []
         soup = self._soup(claims)
-        if len(soup) >= SOUP_SIZE:
+        extra = self._extra_mechanisms(claims) if root_anchor else []
+        listing = enumerates_faults(self._text) if len(extra) == EXTRA_MECHANISMS - 1 else ""
+        if len(extra) >= EXTRA_MECHANISMS or (listing and set(extra) <= self._mechanisms_in(norm(listing))):
+            wrong = wrong or [extra[0]]
+            out["C3"] = (False, "", f"asserts {len(extra)} mechanisms besides the ground truth's at once "
+                                    f"({', '.join(extra[:6])}): a list of faults, not one")
+        elif len(soup) >= SOUP_SIZE:
             wrong = wrong or ["a soup of mechanisms"]
             out["C3"] = (False, "", f"asserts {len(soup)} mechanisms of the root cause at once "
                                     f"({', '.join(soup[:6])}...): a list of fault types, not one")
@@ -641,6 +697,33 @@ class OfflineJudge:
                 named |= settings_in(c.text) | self.reader.families_in(c.text)
         return sorted(named)
 
+    def _mechanisms_in(self, text: str) -> set[str]:
+        """The settings and fault kinds a lower-cased text names outside quoted output."""
+        text = _unquoted(text, spaced=False)
+        return {f"the {s} setting" for s in settings_in(text)} | {f"a {k} fault" for k in self.reader.families_in(text)}
+
+    def _extra_mechanisms(self, claims: Claims) -> list[str]:
+        """The settings and fault kinds (symptoms aside) the text asserts that the ground truth's account
+        names none of, over the committed clauses that argue (not evidence, not remedies); a soup hides
+        as well in sentences that do not repeat the component ('Also its port is wrong'). Output quoted
+        in backticks is the system's words, not the author's. When the blame itself says nothing but the
+        component ('Root cause: geo, so requests fail'), what follows under Evidence is its mechanism."""
+        account = norm(" ".join(f"{r.mechanism} {' '.join(f'{k} {v}' for k, v in r.details.items())}"
+                                for r in self.roots))
+        own = {f"the {s} setting" for s in settings_in(account)} | {
+            f"a {k} fault" for k in self.reader.families_in(account) | self.families | SYMPTOM_KINDS}
+
+        def said(clauses: list[Clause]) -> set[str]:
+            return set().union(*(self._mechanisms_in(c.text) for c in clauses))
+
+        # a cause named besides the root ('independently, basic-tikv's disk is full') costs S1, not C1
+        stated = [c for c in claims.committed if not _REMEDY.match(c.text) and not EXTRA_CAUSE.search(c.text)]
+        blaming = {q for k in self.root_keys for q in claims.roles.get(k, {}).get("asserted", [])}
+        blame = " ".join((c.cause if c.explicit else c.text) for c in stated if c.quote in blaming)
+        words = re.findall(r"[a-z]{3,}", ROOT_MARKER.sub(" ", self.reader.mask_names(blame)))
+        bare = len(words) < 3
+        return sorted(said([c for c in stated if bare or not c.evidence]) - own)
+
     def _other_kind(self, claims: Claims) -> None:
         """A root that is an object of its own (a Service, a policy, a config) blamed outright as the
         workload of the same name ('Root cause: user-service Deployment's config' when the Service
@@ -665,10 +748,22 @@ class OfflineJudge:
     def _in_story(self, name: str) -> bool:
         return mentions(self.story, aliases(name)) or name in self.story
 
-    @staticmethod
-    def _root_marked(claims: Claims, name: str) -> bool:
-        """Asserted in a clause that says 'root cause' outright, or names it a cause besides another."""
-        return any(ROOT_MARKER.search(norm(q)) or EXTRA_CAUSE.search(norm(q))
+    def _root_marked(self, claims: Claims, name: str) -> bool:
+        """Asserted in a clause that says 'root cause' outright, or names it a cause besides another;
+        not where that clause opens on a root of the ground truth and `name` comes in its account
+        ('Root cause: mongodb-rate's nodeSelector names sim-worker9')."""
+        def after_a_root(q: str) -> bool:
+            text = norm(q)
+            at = self.reader._at(text, name)
+            if at is None:
+                return False
+            for k in self.root_keys:
+                root_at = self.reader._at(text, k)
+                if root_at is not None and root_at < at and q in claims.roles.get(k, {}).get("asserted", []):
+                    return True
+            return False
+
+        return any((ROOT_MARKER.search(norm(q)) or EXTRA_CAUSE.search(norm(q))) and not after_a_root(q)
                    for q in claims.roles[name].get("asserted", []))
 
     def _in_details(self, name: str) -> bool:
@@ -738,6 +833,8 @@ class OfflineJudge:
             for key, value in r.details.items():
                 if key in LOCATOR_KEYS:
                     continue
+                if not names_count and _HEALTHY_VALUE_KEY.match(key):
+                    continue  # the value it should have (or that was shadowed) is not what went wrong
                 # a key that is itself the changed setting (RATE_RPC_MAX_ATTEMPTS: 10) counts by its name
                 setting = key if len(key) > 3 and "_" in key and key.isupper() else ""
                 for candidate in (str(value).strip("()"), setting):

@@ -73,7 +73,10 @@ def app_inventory(app: str) -> dict[str, str]:
             if p.app != app:
                 continue
             for gt in [p.ground_truth, *p.ground_truth.also]:
-                for c in [gt.component, *gt.affected]:
+                # the app's namespace is where everything is, not an object a diagnosis blames by naming
+                # it ('the quota in hotel-reservation'); the problem that faults it names it as its root
+                own_name = [] if gt.component_kind == "Namespace" else [gt.component]
+                for c in [*own_name, *gt.affected]:
                     if "{" not in c and " " not in c:
                         n = c.lower().split("/", 1)[-1]
                         own[n] = n

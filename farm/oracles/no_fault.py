@@ -25,13 +25,21 @@ _FAULT = re.compile(
     r"fail(?:s|ed|ing|ure|ures)?|faulty|fault|bug\w*|outage|down|unreachable|unavailable|refus\w*|"
     r"time[sd]? ?out|timeouts?|exhaust\w*|saturat\w*|throttl\w*|evict\w*|unschedulable|pending|backoff|"
     r"degrad\w*|corrupt\w*|expired|denied|block\w*|stuck|hang\w*|starv\w*|overload\w*|"
-    r"not ready|unhealthy|errors?|anomal\w*|incident|problem|issue)\b")
+    r"not ready|unhealthy|errors?|anomal\w*|incident|problem|issue|"
+    # a value said to be other than it should be is a fault without a fault word ('targetPort is 9999
+    # instead of 8083; set it back')
+    r"instead of|set (?:it |them )?back|revert\w*|roll(?:ed|ing)? (?:it |them |the \w+ )?back|rollback|"
+    r"rollout undo|mismatch\w*)\b")
 # What, shortly before a fault word in the same clause, says it is absent.
 _NEGATION = re.compile(
     r"(?i)\b(no|not|nothing|none|never|without|zero|0|neither|nor|free of|absence of|lack of|rule[sd]? out|"
     r"found no|shows? no|see no|saw no|is no|are no|there is no|there are no)\b|n't\b")
 # Idioms that use a negation word to assert ("no doubt the pod is broken"): not a negation.
 _AFFIRMING = re.compile(r"(?i)\b(no (?:doubt|question|wonder)|not only|without (?:a |any )?doubt)\b")
+# 'There is no other root cause than X', 'no problem but X': the negation singles X out as the cause.
+_ONLY = re.compile(r"(?i)\b(?:no|nothing|none)\s+(?:other\s+)?(?:(?:root[- ]cause|cause|culprit|explanation|problem|"
+                   r"issue|fault)s?\s+)(?:(?:here|at all|at play)\s+)?(?:other\s+)?(?:than|but|except|besides|apart from)\b|"
+                   r"\bnone other than\b")
 # Clause boundaries: sentences, semicolons, commas before a new assertion, "but".
 _CLAUSE = re.compile(r"(?i)[.;!?\n]+|,\s+|\bbut\b|\bhowever\b|\bexcept\b")
 # A root-cause field a structured diagnosis may fill with "nothing".
@@ -40,6 +48,9 @@ _NOTHING = re.compile(r"(?i)^\s*(none|nothing|no[- ]fault|n/?a|healthy|-)?\s*$")
 
 def blame(diagnosis: str) -> str | None:
     """The first clause of `diagnosis` that blames something, or None when none does."""
+    for sentence in re.split(r"[.;!?\n]+", diagnosis):  # 'no cause but X' spans what _CLAUSE splits at 'but'
+        if _ONLY.search(sentence):
+            return sentence.strip()
     for clause in _CLAUSE.split(diagnosis):
         for m in _FAULT.finditer(clause):
             before = clause[:m.start()]

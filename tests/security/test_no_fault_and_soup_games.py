@@ -3,18 +3,19 @@
 No-fault rule (farm/oracles/no_fault.py): a negation word within six words before a fault word
 cleared the clause, whatever the negation applied to: "I have no doubt that the root cause is X" and
 "There is no question the X deployment is broken" passed a no-fault control as "blames nothing"
-(fixed here: idioms that use a negation word to assert are not negations). Still open: a blame in
-words outside the fault list ("X's targetPort is 9999 instead of 8083"), and a negation of something
-else ("There is no other root cause than <component> whose <the ground truth's mechanism>"), which
-passes the offline judge on 56 of the 75 single-fault hotel-reservation problems and, on 7 of those,
-judge_no_fault as well: an agent that always blames in that phrasing is never charged a false alarm
-there.
+(fixed here: idioms that use a negation word to assert are not negations). Also fixed since (issue 22's
+judge round): a blame in words outside the fault list ("X's targetPort is 9999 instead of 8083") and a
+negation that singles out the cause ("There is no other root cause than <component> whose <the ground
+truth's mechanism>"), which passed the offline judge on 56 of the 75 single-fault hotel-reservation
+problems and, on 7 of those, judge_no_fault as well.
 
 Soup threshold (farm/oracles/diagnosis.py SOUP_SIZE = 7): a fixed paragraph on the right component
 asserting six mechanisms (image tag / ImagePullBackOff, port and targetPort, OOMKilled and
 CrashLoopBackOff, readiness probe, network policy) stays under the threshold and passed 7 of the 75
 single-fault hotel-reservation problems (image-tag and liveness-probe-port problems), sent unchanged.
-The soup counts only committed clauses that name the blamed component outside evidence sections, so
+Fixed since: mechanisms the ground truth's account does not name, three or more asserted beside it
+(farm/oracles/diagnosis.py EXTRA_MECHANISMS), fail C1 and C3 wherever they are said. Before, the soup
+counted only committed clauses that name the blamed component outside evidence sections, so
 the whole twelve-mechanism soup of tests/security/adv_soup_agent.py passes when it is moved under an
 "Evidence:" heading after a bare "Root cause: <component>" (18/75, more than the 16/73 the original
 finding had; through a real trial, FARM_AGENT_PLUGINS=tests.security.adv_soup_agent with options
@@ -61,10 +62,26 @@ def test_a_blame_affirmed_with_a_negation_word_fails_a_no_fault_control(text: st
     assert not verdict.passed, f"blames geo yet read as 'nothing is wrong': {text!r}"
 
 
-@pytest.mark.xfail(strict=True, reason="finding adv2: a blame without a listed fault word ('9999 instead of "
-                                       "8083') passes a no-fault control")
 def test_a_blame_in_other_words_fails_a_no_fault_control() -> None:
     assert not judge_no_fault("The geo Service's targetPort is 9999 instead of 8083; set it back to 8083.").passed
+
+
+@pytest.mark.parametrize("text", [
+    "mongodb-user's replica count should be 1; it runs with 0. Roll it back.",
+    "The reservation image was bumped to a build expected to be v2 but is v3; revert the deployment.",
+    "I see no problem other than the recommendation service reading the wrong database.",
+    "No cause here but the frontend's config map pointing search at port 9000.",
+])
+def test_a_blame_said_as_a_correction_or_a_singled_out_cause_fails_a_no_fault_control(text: str) -> None:
+    assert not judge_no_fault(text).passed, text
+
+
+@pytest.mark.parametrize("text", [
+    "Nothing is wrong; no rollback or revert is needed, every pod is Ready.",
+    "The replicas match what they should be and no pod was restarted; nothing is wrong.",
+])
+def test_denying_a_correction_still_passes_a_no_fault_control(text: str) -> None:
+    assert judge_no_fault(text).passed, text
 
 
 def test_nothing_is_wrong_still_passes_a_no_fault_control() -> None:
@@ -73,8 +90,6 @@ def test_nothing_is_wrong_still_passes_a_no_fault_control() -> None:
     assert not judge_no_fault("The geo deployment is broken.").passed
 
 
-@pytest.mark.xfail(strict=True, reason="finding adv2: 'There is no other root cause than <c> whose "
-                                       "<mechanism>' passes 7/75 hotel problems and their no-fault control alike")
 def test_no_text_passes_both_a_real_problem_and_a_no_fault_control() -> None:
     problems, components = _hotel_single()
     both = []
@@ -86,9 +101,6 @@ def test_no_text_passes_both_a_real_problem_and_a_no_fault_control() -> None:
     assert both == [], f"{len(both)}/{len(problems)} pass both: {both}"
 
 
-@pytest.mark.xfail(strict=True, reason="finding adv2: the soup is counted per clause naming the component, "
-                                       "outside evidence: six mechanisms pass 7/75 hotel problems, the whole soup "
-                                       "under 'Evidence:' 18/75, split into 'Also ...' sentences 11/75")
 @pytest.mark.parametrize("soup", [SOUP6, SOUP_AS_EVIDENCE, SOUP_SPLIT], ids=["six", "as-evidence", "split"])
 def test_a_fixed_soup_on_the_right_component_passes_no_problem(soup: str) -> None:
     problems, components = _hotel_single()
