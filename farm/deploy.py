@@ -107,8 +107,14 @@ def replay_history(cluster: ClusterHandle, app: Application, namespace: str, see
                 rest.patch(kind, ns, name, {"spec": {"replicas": 1}})
                 rest.patch(kind, ns, name, {"spec": {"replicas": 0}})
                 writes += 2
-        for step in range(1, max((p[4] for p in plan), default=0) + 1):
-            when = datetime.fromtimestamp(cluster.now(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        steps = max((p[4] for p in plan), default=0)
+        # The restarts happened over the days before the trial, oldest first: stamped now, they
+        # would all date from the deploy's last seconds, and a `kubectl rollout restart` in the
+        # trial's first second would write the same stamp (an empty patch, which kubectl refuses).
+        gaps = random.Random(f"{seed}/{app.name}/history").choices(range(3600, 3 * 86400), k=steps)
+        for step in range(1, steps + 1):
+            ago = sum(gaps[step - 1:])
+            when = datetime.fromtimestamp(cluster.now() - ago, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             for kind, ns, name, _, restarts, _ in plan:
                 if restarts >= step:
                     rest.patch(kind, ns, name, {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: when}}}}})
