@@ -108,7 +108,7 @@ class SimClusters:
                 from farm.deploy import deploy
 
                 spec = load_application(app)
-                deploy(opened, spec, spec.namespace, seed=seed)
+                deploy(opened, spec, spec.namespace)
                 if agent:  # with the deploy, as a trial makes it (farm/trial/run.py)
                     opened.agent_kubeconfig(spec.namespace)
                 opened.advance(warmup)

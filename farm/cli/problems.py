@@ -146,7 +146,7 @@ def validate(
     failed = 0
     try:
         with open_cluster(cluster_ref, **options) as cluster:
-            with Validator(cluster, noise=noise, kubectl=str(kubectl) if kubectl else None, seed=seed) as validator:
+            with Validator(cluster, noise=noise, kubectl=str(kubectl) if kubectl else None) as validator:
                 for problem in sorted(problems, key=lambda p: (p.app, p.id)):
                     result = validator.validate(problem)
                     failed += not result.passed

@@ -40,7 +40,7 @@ def up(
         if app_name:
             application = load_application(app_name)
             console.print(f"deploying {app_name} into namespace {application.namespace} ...")
-            deploy(handle, application, application.namespace, seed=seed)
+            deploy(handle, application, application.namespace)
             if prob is not None:
                 from injectors.compose import ProblemInjection
 

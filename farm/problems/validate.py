@@ -782,9 +782,8 @@ class Validator:
     """Validates problems on one cluster, reusing a deployment per application."""
 
     def __init__(self, cluster: ClusterHandle, on_step: Callable[[str, StepOutcome], None] | None = None,
-                 noise: str = "", kubectl: str | None = None, seed: int = 0) -> None:
+                 noise: str = "", kubectl: str | None = None) -> None:
         self.cluster = cluster
-        self.seed = seed  # the deploy's (its workloads' rollout history), as a trial's seed draws it
         # The kubectl binary the agent's commands (the reference mitigation among them) run with
         # (None: FARM_KUBECTL, else PATH's): clients differ (kubectl >= 1.28's `set resources` also
         # sets init containers, 1.33 creates with protobuf bodies), so it is a choice.
@@ -842,7 +841,7 @@ class Validator:
             self.cluster.restore(name)
             return app, 0.0
         self.cluster.reset()
-        took = deploy(self.cluster, app, namespace, seed=self.seed)
+        took = deploy(self.cluster, app, namespace)
         self.cluster.advance(WARMUP_S)
         # The agent's account is part of the checkpoint, so restores keep it valid.
         self.cluster.agent_kubeconfig(namespace, also=tuple(app.extra_namespaces))

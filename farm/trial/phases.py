@@ -105,7 +105,7 @@ def deploy(run: TrialRun, claimed: Claimed) -> Deployed:
         prepare_agent(run.spec.agent, dict(run.spec.agent_options), run.spec.limits)  # its start-up overlaps the deploy
     except Exception as exc:  # the session starts one itself, and reports what fails then
         log.warning("could not start the agent's process ahead of its session: %s", exc)
-    deploy_app(run.cluster, run.app, run.namespace, seed=run.spec.seed)
+    deploy_app(run.cluster, run.app, run.namespace)
     # The agent's account, roles and token exist from the deploy on, as an on-call team's do:
     # made at injection time they would date the fault (the interface reuses them).
     run.cluster.agent_kubeconfig(run.namespace, also=tuple(run.app.extra_namespaces))

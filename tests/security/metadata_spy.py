@@ -25,7 +25,6 @@ WITH_GENERATION = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"
 # kubesim/controllers/churn.py's ANNOTATION and FIRST_SYNC_S, the spy's copy
 SYNC_REVISION = "fluxcd.io/sync-revision"
 FIRST_SYNC_S = 60.0
-REVISION = "deployment.kubernetes.io/revision"
 
 
 def _time(stamp: str | None) -> float:
@@ -37,8 +36,8 @@ def component_of(obj: dict[str, Any]) -> str:
     return next((labels[k] for k in COMPONENT_LABELS if labels.get(k)), obj["metadata"]["name"])
 
 
-def read_objects(kubectl: str, kubeconfig: Path, namespace: str, kinds: str = KINDS) -> list[dict[str, Any]]:
-    argv = [kubectl, f"--kubeconfig={kubeconfig}", "-n", namespace, "get", kinds, "-o", "json"]
+def read_objects(kubectl: str, kubeconfig: Path, namespace: str) -> list[dict[str, Any]]:
+    argv = [kubectl, f"--kubeconfig={kubeconfig}", "-n", namespace, "get", KINDS, "-o", "json"]
     out = subprocess.run([*argv, "--show-managed-fields"], capture_output=True, text=True, timeout=60)
     if "unknown flag" in out.stderr:  # kubectl before 1.21 shows managedFields unasked
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
@@ -96,36 +95,6 @@ def guess_by_rollout(objects: list[dict[str, Any]]) -> tuple[str | None, list[st
                  if o.get("kind") in WITH_GENERATION]
     top = max(workloads, default=(0, ""))
     return (top[1] if top[0] > 1 else None), candidates
-
-
-def _top_deployment(objects: list[dict[str, Any]], key: Any) -> tuple[str | None, list[str]]:
-    candidates = sorted(tells(objects))
-    scored = [(key(o), component_of(o)) for o in objects if o.get("kind") == "Deployment"]
-    return (max(scored)[1] if scored else None), candidates
-
-
-def _revision(obj: dict[str, Any]) -> int:
-    return int((obj["metadata"].get("annotations") or {}).get(REVISION, 0) or 0)
-
-
-def guess_by_revision(objects: list[dict[str, Any]]) -> tuple[str | None, list[str]]:
-    """The Deployment with the most revisions (`kubectl rollout history`)."""
-    return _top_deployment(objects, _revision)
-
-
-def guess_by_scale(objects: list[dict[str, Any]]) -> tuple[str | None, list[str]]:
-    """The Deployment whose generation is furthest beyond its revision: spec writes that made no
-    rollout (a scale change, the fault's when the history has none)."""
-    return _top_deployment(objects, lambda o: int(o["metadata"].get("generation") or 0) - _revision(o))
-
-
-def guess_by_newest_replicaset(objects: list[dict[str, Any]]) -> tuple[str | None, list[str]]:
-    """Read from ReplicaSets (and pods): the component of the newest ReplicaSet, the last rollout.
-    Its candidates are the components the ReplicaSets belong to."""
-    sets = [o for o in objects if o.get("kind") == "ReplicaSet"]
-    candidates = sorted({component_of(o) for o in sets})
-    newest = max(sets, key=lambda o: (_time(o["metadata"].get("creationTimestamp")), o["metadata"]["name"]), default=None)
-    return (component_of(newest) if newest else None), candidates
 
 
 def guess_by_sync_revision(objects: list[dict[str, Any]]) -> tuple[str | None, list[str]]:

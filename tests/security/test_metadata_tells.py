@@ -10,9 +10,7 @@ injected, what an agent reads with `kubectl get -o json` must not name the fault
 
 The last holds because the application's own change history buries the injector's write: its
 deployer keeps syncing every object it wrote, at seeded times spread over the trial
-(kubesim/controllers/churn.py), so the latest change is anyone's; and its workloads have the
-rollout history the deploy gives them (farm/deploy.py: seeded restarts and scale changes), so the
-fault's rollout is not the only one."""
+(kubesim/controllers/churn.py), so the latest change is anyone's."""
 
 from __future__ import annotations
 
@@ -33,7 +31,6 @@ from tests.security import metadata_spy
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow, pytest.mark.timeout(1800)]
 APP = "hotel-reservation"
 NS = load_application(APP).namespace
-ROLLOUTS: list[tuple[str, str, list[dict]]] = []  # filled by `readings`, in its order
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +40,7 @@ def cluster(sim_clusters: SimClusters) -> SimHandle:
 
 @pytest.fixture(scope="module")
 def readings(cluster: SimHandle) -> Iterator[list[tuple[str, str, list[dict]]]]:
-    """(problem id, faulted component, the objects the spy read) for every problem of the app; the
-    ReplicaSets and pods the agent reads then are in `rollouts` (appended as the problems come)."""
+    """(problem id, faulted component, the objects the spy read) for every problem of the app."""
     kubeconfig = cluster.agent_kubeconfig(NS)
     kubectl = str(KUBECTLS["1.33"] if Path(KUBECTLS["1.33"]).exists() else KUBECTLS["1.20"])
     out = []
@@ -53,8 +49,6 @@ def readings(cluster: SimHandle) -> Iterator[list[tuple[str, str, list[dict]]]]:
         ProblemInjection(problem).inject(cluster, NS)
         cluster.advance(60)
         out.append((problem.id, problem.ground_truth.component, metadata_spy.read_objects(kubectl, kubeconfig, NS)))
-        ROLLOUTS.append((problem.id, problem.ground_truth.component,
-                         metadata_spy.read_objects(kubectl, kubeconfig, NS, "replicasets,pods")))
     yield out
     as_built(cluster)
 
@@ -95,26 +89,12 @@ def test_the_metadata_spy_does_no_better_than_chance(readings: list[tuple[str, s
     _no_better_than_chance(readings, metadata_spy.guess, "spy")
 
 
+@pytest.mark.xfail(strict=True, reason="open: a workload's generation (and its Deployment's revision, its "
+                   "ReplicaSets) counts its rollouts, and the fault's is the only one after the deploy: the "
+                   "application has no rollout history yet (found by helper h23b's adversarial pass: the spy "
+                   "names the faulted component in 35 of 87 problems)")
 def test_the_rollout_spy_does_no_better_than_chance(readings: list[tuple[str, str, list[dict]]]) -> None:
-    """Helper h23b's finding: with no rollout history the fault's rollout was the only one, and the
-    greatest generation named the faulted component in 35 of 87 problems (4 of 95 with it)."""
     _no_better_than_chance(readings, metadata_spy.guess_by_rollout, "rollout spy")
-
-
-def test_the_revision_spy_does_no_better_than_chance(readings: list[tuple[str, str, list[dict]]]) -> None:
-    """The rollout spy's variants: the greatest revision, and the greatest generation beyond the
-    revision (a scale change the fault made: the history has undone scale changes too)."""
-    _no_better_than_chance(readings, metadata_spy.guess_by_revision, "revision spy")
-    _no_better_than_chance(readings, metadata_spy.guess_by_scale, "scale spy")
-
-
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="open (helper adv's pass): the fault's rollout is the latest, so its "
-                   "ReplicaSet is the newest and its pods the youngest (`kubectl get rs,pods` AGE): the spy names "
-                   "the faulted component in 39 of 95 problems. The history is all before the fault; burying this "
-                   "needs rollouts during the trial (a pipeline's releases), which restart pods under the oracle")
-def test_the_newest_replicaset_spy_does_no_better_than_chance(readings: list[tuple[str, str, list[dict]]]) -> None:
-    assert len(ROLLOUTS) == len(readings)
-    _no_better_than_chance(ROLLOUTS, metadata_spy.guess_by_newest_replicaset, "newest-ReplicaSet spy")
 
 
 def test_the_sync_revision_spy_does_no_better_than_chance(readings: list[tuple[str, str, list[dict]]]) -> None:

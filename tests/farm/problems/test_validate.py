@@ -4,7 +4,6 @@ test_catalog_validates_kubectl_1_20.py and _1_33.py (catalog_validation.py)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
@@ -253,11 +252,9 @@ def _client_figure_over_the_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("weaken", "caught"), [
-    (_check_by_list_position, re.escape("reorder the lists of frontend (the fault's own check lost the fault)")),
-    # the figure the agent's own generator lifts the rate to follows the emulator's trajectory
-    # (about three quarters of the traffic is its own); the real generator's alone is nothing
+    (_check_by_list_position, "reorder the lists of frontend (the fault's own check lost the fault)"),
     (_client_figure_over_the_namespace,
-     r"own wrk2-load x3 against it \(lifted the client success rate to 0\.(6|7|8)\d\d; 0\.000 without it\)"),
+     "own wrk2-load x3 against it (lifted the client success rate to 0.750; 0.000 without it)"),
 ], ids=["fault-check-by-list-position", "client-figure-over-the-namespace"])
 def test_an_oracle_issue_23_fools_fails_validation(validator, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
                                                   weaken: Any, caught: str) -> None:
@@ -265,7 +262,7 @@ def test_an_oracle_issue_23_fools_fails_validation(validator, monkeypatch: pytes
     weaken(monkeypatch)
     result = validator.validate(load_catalog().get("hr-frontend-service-targetport-wrong"))
     failed = next(s for s in result.steps if not s.ok)
-    assert failed.name == "non_fixes" and re.search(caught, failed.detail), failed
+    assert failed.name == "non_fixes" and caught in failed.detail, failed
 
 
 @pytest.mark.slow
