@@ -40,8 +40,8 @@ def default_labels() -> list[Path]:
 
 def attack_results() -> dict[str, list[str]]:
     from farm.oracles.attacks import ATTACK_NODE, FAMILIES, attacks
-    from farm.oracles.diagnosis import judge_diagnosis
     from farm.oracles.inventory import app_inventory
+    from farm.oracles.judge import judge_diagnosis
     from farm.problems.catalog import load_catalog
 
     fooled: dict[str, list[str]] = {f: [] for f in FAMILIES}
@@ -81,7 +81,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args()
 
-    from farm.oracles.diagnosis import PASS_RULE
+    from farm.oracles.judge import PASS_RULE
     from farm.problems.catalog import load_catalog
 
     started = time.process_time()

@@ -434,7 +434,7 @@ def leaderboard(
 
     _check_by(by)
     engine = _sweep_engine(db, sweep) if sweep else _read_engine(db, offers_db=True)
-    from farm.oracles.diagnosis import PASS_RULE
+    from farm.oracles.judge import PASS_RULE
 
     rows = lb.compute(engine, sweep, by, k=k, judge=judge, pass_rule=PASS_RULE.id)
     if not rows:

@@ -21,7 +21,7 @@ per-question accuracy and kappa), false passes and fails, the judge's tokens and
 rule the labels are compared under. Lines citing a
 problem are judged knowing the application's object names, as a trial's diagnosis is. Example:
 tests/farm/oracles/diagnosis_labels.jsonl. The judge itself is the diagnosis oracle,
-farm/oracles/diagnosis.py (`judge_diagnosis`).
+farm/oracles/judge.py (`judge_diagnosis`).
 
 `rescore` judges every finished trial of a sweep again from its recorded diagnosis (no trial is
 run) and keeps each verdict with its judge and pass rule beside the recorded one
@@ -126,7 +126,7 @@ def cohen_kappa(a: list[bool], b: list[bool]) -> float:
 
 
 def agreement(path: Path, judge: str | None, api_base: str | None = None) -> dict[str, Any]:
-    from farm.oracles.diagnosis import PASS_RULE, QUESTION_IDS, JudgeError, judge_diagnosis
+    from farm.oracles.judge import PASS_RULE, QUESTION_IDS, JudgeError, judge_diagnosis
 
     rows = load_labels(path)
     catalog = None
@@ -179,7 +179,7 @@ def labeller_agreement(rows: list[LabelledDiagnosis]) -> dict[str, Any]:
     """How far the labellers agree with each other: over every line id labelled by two labellers
     (lines without a labeller count as one labeller per file, named by the caller), Cohen's kappa
     on pass/fail and per question, per pair of labellers. Empty when no id is labelled twice."""
-    from farm.oracles.diagnosis import QUESTION_IDS
+    from farm.oracles.judge import QUESTION_IDS
 
     by_id: dict[str, dict[str, LabelledDiagnosis]] = {}
     for row in rows:
@@ -210,7 +210,7 @@ def agree(labels: Path = typer.Argument(..., help="JSONL file of labelled diagno
           api_base: str | None = typer.Option(None, "--api-base", help="endpoint of the judge model"),
           as_json: bool = typer.Option(False, "--json", help="print the full result as JSON")) -> None:
     """Accuracy and Cohen's kappa of a judge against human pass/fail labels."""
-    from farm.oracles.diagnosis import JudgeError
+    from farm.oracles.judge import JudgeError
 
     try:
         result = agreement(labels, None if judge == "offline" else judge, api_base)
@@ -243,7 +243,7 @@ def rescore(sweep: str = typer.Option(..., "--sweep", help="the finished sweep w
             db: str | None = typer.Option(None, "--db", help="database URL (default FARM_DATABASE_URL or "
                                                              "farm-out/farm.sqlite)")) -> None:
     """Judge a finished sweep's diagnoses again, keeping the recorded verdicts."""
-    from farm.oracles.diagnosis import JudgeError
+    from farm.oracles.judge import JudgeError
     from farm.oracles.rescore import rescore as judge_again
     from results.db import engine_for, existing_url
 

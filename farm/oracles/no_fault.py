@@ -68,7 +68,7 @@ def _negated_after(rest: str) -> bool:
 
 def judge_no_fault(diagnosis: str | None, structured: StructuredDiagnosis | None = None) -> DiagnosisVerdict:
     """The verdict on a no-fault control's diagnosis (see the module's docstring)."""
-    from farm.oracles.diagnosis import PASS_RULE, QUESTIONS, WEIGHTS
+    from farm.oracles.judge import PASS_RULE, QUESTIONS, WEIGHTS
 
     submitted = bool(diagnosis and diagnosis.strip())
     blamed = blame(diagnosis or "") if submitted else None

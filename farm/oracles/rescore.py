@@ -54,8 +54,8 @@ def rescore(engine: Engine, sweep_id: str, judge: str | None, api_base: str | No
     """Judge every finished trial of `sweep_id` again with `judge` (None: the offline judge) and
     record the verdicts. Raises InputError for an unknown sweep; a trial whose diagnosis cannot be
     read back is skipped and said so, never judged as 'nothing submitted'."""
-    from farm.oracles.diagnosis import PASS_RULE, judge_diagnosis
     from farm.oracles.inventory import app_inventory
+    from farm.oracles.judge import PASS_RULE, judge_diagnosis
     from farm.problems.catalog import load_catalog
     from results.report.trials import ArtifactReader
 

@@ -253,8 +253,8 @@ def _from_partial(run: TrialRun, result: AgentResult) -> AgentResult:
 
 def oracle(run: TrialRun, session: Session) -> Judged:
     from farm.llm.limits import SweepLedger, redis_url_from
-    from farm.oracles.diagnosis import judge_diagnosis
     from farm.oracles.inventory import app_inventory
+    from farm.oracles.judge import judge_diagnosis
 
     injected = session.injected
     if run.noise_runner is not None:

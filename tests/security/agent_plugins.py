@@ -33,7 +33,8 @@ def patch_scorers() -> list[str]:
     """What an agent in the worker's process can do to its scores; returns what it patched."""
     patched = []
     try:
-        from farm.oracles import diagnosis, mitigation
+        from farm.oracles import judge as diagnosis
+        from farm.oracles import mitigation
 
         original_judge = diagnosis.judge_diagnosis
         original_evaluate = mitigation.MitigationOracle.evaluate
@@ -97,7 +98,7 @@ class Snoop(Agent):
                 found["reachable"].append(f"{host}:{port}")
             except OSError:
                 pass
-        for module in ("farm.oracles.diagnosis", "farm.problems.catalog", "results.ledger", "farm.trial.run"):
+        for module in ("farm.oracles.judge", "farm.problems.catalog", "results.ledger", "farm.trial.run"):
             try:
                 __import__(module)
                 found.setdefault("imported", []).append(module)

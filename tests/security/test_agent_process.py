@@ -16,7 +16,8 @@ from sqlmodel import Session, select
 
 from core.states import END_AGENT_STOPPED, LIMIT_STEPS
 from farm.dispatcher import submit
-from farm.oracles import diagnosis, mitigation
+from farm.oracles import judge as diagnosis
+from farm.oracles import mitigation
 from farm.pytest_plugin import SimClusters
 from farm.spec import SweepSpec
 from farm.trial import run_all, start_run

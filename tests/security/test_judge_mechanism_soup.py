@@ -13,7 +13,7 @@ throttling, feature flag, RPC timeout, packet loss, DNS, disk, clock, node) pass
 
 from __future__ import annotations
 
-from farm.oracles.diagnosis import judge_diagnosis
+from farm.oracles.judge import judge_diagnosis
 from farm.problems.catalog import load_catalog
 from tests.security.adv_soup_agent import SOUP
 

@@ -9,12 +9,12 @@ negation that singles out the cause ("There is no other root cause than <compone
 truth's mechanism>"), which passed the offline judge on 56 of the 75 single-fault hotel-reservation
 problems and, on 7 of those, judge_no_fault as well.
 
-Soup threshold (farm/oracles/diagnosis.py SOUP_SIZE = 7): a fixed paragraph on the right component
+Soup threshold (farm/oracles/judge.py SOUP_SIZE = 7): a fixed paragraph on the right component
 asserting six mechanisms (image tag / ImagePullBackOff, port and targetPort, OOMKilled and
 CrashLoopBackOff, readiness probe, network policy) stays under the threshold and passed 7 of the 75
 single-fault hotel-reservation problems (image-tag and liveness-probe-port problems), sent unchanged.
 Fixed since: mechanisms the ground truth's account does not name, three or more asserted beside it
-(farm/oracles/diagnosis.py EXTRA_MECHANISMS), fail C1 and C3 wherever they are said. Before, the soup
+(farm/oracles/judge.py EXTRA_MECHANISMS), fail C1 and C3 wherever they are said. Before, the soup
 counted only committed clauses that name the blamed component outside evidence sections, so
 the whole twelve-mechanism soup of tests/security/adv_soup_agent.py passes when it is moved under an
 "Evidence:" heading after a bare "Root cause: <component>" (18/75, more than the 16/73 the original
@@ -30,7 +30,7 @@ import re
 
 import pytest
 
-from farm.oracles.diagnosis import judge_diagnosis
+from farm.oracles.judge import judge_diagnosis
 from farm.oracles.no_fault import judge_no_fault
 from farm.problems.catalog import load_catalog
 from tests.security.adv_soup_agent import SOUP_AS_EVIDENCE

@@ -30,7 +30,7 @@ def cluster(sim_clusters: SimClusters) -> SimHandle:
 def run_trial(cluster: ClusterHandle, problem_id: str, *, noise: bool = False, seed: int = 0,
               mode: str = "raw") -> dict:
     """deploy (checkpoint) → baseline → inject (+ noise) → agent → noise stop → oracles."""
-    from farm.oracles.diagnosis import judge_diagnosis
+    from farm.oracles.judge import judge_diagnosis
 
     as_built(cluster)
     problem = load_catalog().get(problem_id)

@@ -17,7 +17,7 @@ from farm.agents.react import ReactAgent
 from farm.agents.stratus import StratusAgent
 from farm.interface import AgentInterface
 from farm.llm.scripted import ScriptedLLM, tool_plan
-from farm.oracles.diagnosis import judge_diagnosis
+from farm.oracles.judge import judge_diagnosis
 from farm.problems.catalog import load_catalog
 from farm.pytest_plugin import SimClusters, as_built
 from farm.testing.incident_plan import SIM_NS as NS

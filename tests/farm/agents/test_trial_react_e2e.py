@@ -19,7 +19,7 @@ from core.states import LIMIT_STEPS
 from farm.agents.atif import validate_atif
 from farm.dispatcher import submit
 from farm.llm.scripted import ScriptedLLM
-from farm.oracles.diagnosis import PASS_RULE
+from farm.oracles.judge import PASS_RULE
 from farm.problems.catalog import load_catalog
 from farm.pytest_plugin import SimClusters
 from farm.spec import SweepSpec

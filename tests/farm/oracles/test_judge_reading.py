@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from core.records import DiagnosisVerdict
-from farm.oracles.diagnosis import judge_diagnosis
+from farm.oracles.judge import judge_diagnosis
 from farm.oracles.inventory import app_inventory
 from farm.problems.catalog import load_catalog
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from core.problem import GroundTruth
 from farm.cli.judge import agreement, load_labels
-from farm.oracles.diagnosis import judge_diagnosis
+from farm.oracles.judge import judge_diagnosis
 from farm.oracles.inventory import app_inventory
 from farm.oracles.vocabulary import FAULT_TYPES, KINDS, fault_type, kinds_in, settings_in
 from farm.problems.catalog import load_catalog

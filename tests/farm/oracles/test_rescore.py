@@ -15,7 +15,7 @@ from core.records import SubmittedDiagnosis
 from core.states import TrialState
 from farm.cli.judge import app
 from farm.llm.scripted import ScriptedLLM
-from farm.oracles.diagnosis import PASS_RULE, QUESTION_IDS
+from farm.oracles.judge import PASS_RULE, QUESTION_IDS
 from results import leaderboard
 from results.artifact_store import LocalArtifactStore
 from results.db import engine_for

@@ -8,7 +8,7 @@ import pytest
 
 from core.records import StructuredDiagnosis
 from core.errors import InputError
-from farm.oracles.diagnosis import judge_diagnosis
+from farm.oracles.judge import judge_diagnosis
 from farm.oracles.inventory import app_inventory
 from farm.oracles.structured import check_structured, score_structured
 from farm.problems.catalog import load_catalog

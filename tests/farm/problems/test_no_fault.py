@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from core.records import StructuredDiagnosis
-from farm.oracles.diagnosis import PASS_RULE, judge_diagnosis
+from farm.oracles.judge import PASS_RULE, judge_diagnosis
 from farm.problems.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -15,7 +15,7 @@ from core.errors import InfrastructureError, InputError
 from core.problem import GroundTruth
 from farm.cli.judge import app, cohen_kappa, load_labels
 from farm.llm.scripted import ScriptedLLM
-from farm.oracles.diagnosis import (
+from farm.oracles.judge import (
     JUDGE_SYSTEM,
     PASS_RULE,
     QUESTION_IDS,
