@@ -33,8 +33,8 @@ def main() -> int:
     from apps import load_application
     from farm.problems.catalog import load_catalog
     from farm.pytest_plugin import SimClusters, as_built
+    from farm.testing import metadata_spy
     from injectors.compose import ProblemInjection
-    from tests.security import metadata_spy
 
     problems = sorted(load_catalog().select(apps=[args.app]), key=lambda p: p.id)
     if args.limit:

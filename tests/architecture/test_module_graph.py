@@ -191,12 +191,7 @@ def test_benches_import_nothing_of_the_tests() -> None:
     for path in sorted((ROOT / "bench").rglob("*.py")):
         reaching += [f"{path.relative_to(ROOT)}:{line}: {target}" for line, target in imports_of(path)
                      if target == "tests" or target.startswith("tests.")]
-    assert reaching == NOT_YET_MOVED_BENCH
-
-
-# The metadata spy moves to farm/testing once issue 23's work on it has landed.
-NOT_YET_MOVED_BENCH = ["bench/metadata_spy_bench.py:37: tests.security",
-                       "bench/metadata_spy_bench.py:37: tests.security.metadata_spy"]
+    assert reaching == []
 
 
 def test_the_emulators_parts_see_the_cluster_through_its_view() -> None:

@@ -26,7 +26,7 @@ from farm.problems.catalog import load_catalog
 from farm.pytest_plugin import SimClusters, as_built
 from injectors.compose import ProblemInjection
 from tests.conftest import KUBECTLS
-from tests.security import metadata_spy
+from farm.testing import metadata_spy
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow, pytest.mark.timeout(1800)]
 APP = "hotel-reservation"
