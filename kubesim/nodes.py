@@ -174,10 +174,10 @@ class NodeFleet:
             was_unready = life.get("unready")
             life.clear()
             if was_unready:
-                self._set_ready(n.name, True, now)
+                self._enter(n.name, NODE_READY, now)
         elif stopped and not life.get("unready") and now - life["since"] >= self.GRACE - 1e-9:
             life["unready"] = now
-            self._set_ready(n.name, False, now)
+            self._enter(n.name, NODE_UNREACHABLE, now)
         self._taint_evictions(n, now)
 
     STATUS_REPORT_INTERVAL = 300.0  # kubelet nodeStatusReportFrequency: an unchanged status is re-posted this often
@@ -308,9 +308,6 @@ class NodeFleet:
             message += (f"Container {top} was using {int(used[top] // 1024)}Ki, request is "
                         f"{int(req.get(top, 0.0)) if req.get(top) else 0}, has larger consumption of memory. ")
         kubelet.evict(victim, message)
-
-    def _set_ready(self, node: str, ready: bool, now: float) -> None:
-        self._enter(node, NODE_READY if ready else NODE_UNREACHABLE, now)
 
     def _enter(self, node: str, stage: NodeStage, now: float) -> None:
         """Apply a readiness transition (kubesim/lifecycle.py): the conditions, the taints, the
